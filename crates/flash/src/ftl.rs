@@ -1,0 +1,622 @@
+//! Page-mapped flash translation layer: the mapping and garbage-collection mechanism,
+//! with no notion of time.
+//!
+//! Logical mapping units (LPNs) map to physical units (PPNs) through `l2p`; `p2l` maps back
+//! and marks invalid units. Each die has a free-block pool and two write frontiers (host
+//! writes and GC copies, so GC-relocated cold data does not mix with fresh host data).
+//! Host writes fill one superpage on a die, then move to the next die (channel-first), so
+//! a large sequential write stripes across all dies. When a die's pool falls to
+//! `gc_free_blocks`, GC cleans victims chosen by the [`GcPolicy`] until it is above again.
+//!
+//! Flash operations are reported to a [`FlashSink`]; the timing model in `ssd` schedules
+//! them, and [`NoTiming`] discards them for the WAF-only fast path.
+
+use crate::gc::{self, Candidates, GcPolicy};
+use crate::{FlashError, Geometry};
+use std::collections::VecDeque;
+
+/// `l2p` value of a logical unit that holds no data (never written, or trimmed).
+pub const UNMAPPED: u32 = u32::MAX;
+/// `p2l` value of a physical unit that holds no valid data.
+pub const INVALID: u32 = u32::MAX;
+const NO_BLOCK: u32 = u32::MAX;
+
+/// Who asked for a superpage program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramKind {
+    Host,
+    GcCopy,
+}
+
+/// Receives the flash operations the FTL performs, in order.
+pub trait FlashSink {
+    /// A superpage of `die` is read (GC reading a victim's valid data).
+    fn page_read(&mut self, die: u32);
+    /// A superpage of `die` is programmed.
+    fn page_program(&mut self, die: u32, kind: ProgramKind);
+    /// A superblock of `die` is erased.
+    fn block_erase(&mut self, die: u32);
+}
+
+/// Discards flash operations: the WAF-only path.
+pub struct NoTiming;
+
+impl FlashSink for NoTiming {
+    #[inline(always)]
+    fn page_read(&mut self, _die: u32) {}
+    #[inline(always)]
+    fn page_program(&mut self, _die: u32, _kind: ProgramKind) {}
+    #[inline(always)]
+    fn block_erase(&mut self, _die: u32) {}
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Frontier {
+    block: u32,
+    next_unit: u32,
+}
+
+impl Frontier {
+    const CLOSED: Frontier = Frontier {
+        block: NO_BLOCK,
+        next_unit: 0,
+    };
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    Host,
+    Gc,
+}
+
+#[derive(Debug, Clone)]
+struct Die {
+    free: VecDeque<u32>,
+    host: Frontier,
+    gc: Frontier,
+    /// Closed blocks in the order they were closed (kept for FIFO only).
+    closed_order: VecDeque<u32>,
+}
+
+/// Counters of the FTL, in mapping units unless named otherwise.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FtlCounters {
+    pub host_write_units: u64,
+    pub host_read_units: u64,
+    pub gc_copied_units: u64,
+    pub erases: u64,
+    pub gc_victims: u64,
+    pub trimmed_units: u64,
+}
+
+impl FtlCounters {
+    pub fn flash_write_units(&self) -> u64 {
+        self.host_write_units + self.gc_copied_units
+    }
+}
+
+pub struct PageFtl {
+    units_per_page: u32,
+    units_per_block: u32,
+    pages_per_block: u32,
+    dies: u32,
+    blocks_per_die: u32,
+    logical_units: u32,
+    policy: GcPolicy,
+    gc_free_blocks: u32,
+    l2p: Vec<u32>,
+    p2l: Vec<u32>,
+    valid_units: Vec<u32>,
+    closed: Vec<bool>,
+    written_stamp: Vec<u64>,
+    erase_count: Vec<u32>,
+    die: Vec<Die>,
+    host_die: u32,
+    /// Host units written since creation: the clock for block ages.
+    clock: u64,
+    mapped_units: u64,
+    counters: FtlCounters,
+}
+
+impl PageFtl {
+    /// Builds an empty FTL. `gc_free_blocks` is the per-die free-pool size below which GC
+    /// runs (at least 1).
+    pub fn new(g: &Geometry, policy: GcPolicy, gc_free_blocks: u32) -> Result<Self, FlashError> {
+        g.validate()?;
+        if gc_free_blocks == 0 {
+            return Err(FlashError::Config(
+                "gc_free_blocks must be at least 1 (GC needs a free block to copy into)".into(),
+            ));
+        }
+        let dies = g.dies();
+        let blocks_per_die = g.blocks_per_die() as u32;
+        let upb = g.units_per_block();
+        // Per die, up to gc_free_blocks free blocks and the two open frontiers hold no
+        // reclaimable data; the rest must hold more than the logical capacity, or GC could
+        // find every block full of valid data.
+        let reserved = gc_free_blocks as u64 + 2;
+        if (blocks_per_die as u64) <= reserved
+            || (blocks_per_die as u64 - reserved) * dies as u64 * upb as u64 <= g.logical_units()
+        {
+            return Err(FlashError::Geometry(format!(
+                "{blocks_per_die} blocks per die leave too little spare space: over-provisioning {:.3} \
+                 must exceed the {reserved} blocks per die kept free or open (raise --op or the capacity, \
+                 or lower --gc-free-blocks / --pages-per-block)",
+                g.op
+            )));
+        }
+        let total_blocks = blocks_per_die as usize * dies as usize;
+        let die = (0..dies)
+            .map(|d| Die {
+                free: (d * blocks_per_die..(d + 1) * blocks_per_die).collect(),
+                host: Frontier::CLOSED,
+                gc: Frontier::CLOSED,
+                closed_order: VecDeque::new(),
+            })
+            .collect();
+        Ok(PageFtl {
+            units_per_page: g.units_per_page(),
+            units_per_block: upb,
+            pages_per_block: g.pages_per_block,
+            dies,
+            blocks_per_die,
+            logical_units: g.logical_units() as u32,
+            policy,
+            gc_free_blocks,
+            l2p: vec![UNMAPPED; g.logical_units() as usize],
+            p2l: vec![INVALID; total_blocks * upb as usize],
+            valid_units: vec![0; total_blocks],
+            closed: vec![false; total_blocks],
+            written_stamp: vec![0; total_blocks],
+            erase_count: vec![0; total_blocks],
+            die,
+            host_die: 0,
+            clock: 0,
+            mapped_units: 0,
+            counters: FtlCounters::default(),
+        })
+    }
+
+    pub fn logical_units(&self) -> u32 {
+        self.logical_units
+    }
+
+    pub fn units_per_page(&self) -> u32 {
+        self.units_per_page
+    }
+
+    pub fn counters(&self) -> FtlCounters {
+        self.counters
+    }
+
+    pub fn reset_counters(&mut self) {
+        self.counters = FtlCounters::default();
+    }
+
+    pub fn erase_counts(&self) -> &[u32] {
+        &self.erase_count
+    }
+
+    pub fn mapped_units(&self) -> u64 {
+        self.mapped_units
+    }
+
+    /// Die that holds physical unit `ppn`.
+    #[inline]
+    pub fn die_of(&self, ppn: u32) -> u32 {
+        ppn / self.units_per_block / self.blocks_per_die
+    }
+
+    /// Superpage number (global) that holds physical unit `ppn`.
+    #[inline]
+    pub fn page_of(&self, ppn: u32) -> u32 {
+        ppn / self.units_per_page
+    }
+
+    /// Where logical unit `lpn` lives, if it holds data.
+    #[inline]
+    pub fn lookup(&self, lpn: u32) -> Option<u32> {
+        let p = self.l2p[lpn as usize];
+        (p != UNMAPPED).then_some(p)
+    }
+
+    /// Counts a host read of one unit (the caller times it).
+    #[inline]
+    pub fn note_read(&mut self) {
+        self.counters.host_read_units += 1;
+    }
+
+    /// Writes logical unit `lpn` out of place. Returns the die it was written to.
+    #[inline]
+    pub fn write<S: FlashSink>(&mut self, lpn: u32, sink: &mut S) -> Result<u32, FlashError> {
+        debug_assert!(lpn < self.logical_units);
+        let old = self.l2p[lpn as usize];
+        if old != UNMAPPED {
+            self.invalidate(old);
+        } else {
+            self.mapped_units += 1;
+        }
+        self.counters.host_write_units += 1;
+        self.clock += 1;
+        let d = self.host_die;
+        let d = if self.die[d as usize].host.block == NO_BLOCK {
+            self.open_host_block(d, sink)?
+        } else {
+            d
+        };
+        let page_done = self.append(d, Stream::Host, lpn);
+        if page_done {
+            sink.page_program(d, ProgramKind::Host);
+            self.host_die = (d + 1) % self.dies;
+        }
+        Ok(d)
+    }
+
+    /// Declares logical unit `lpn` dead. Returns whether it held data.
+    #[inline]
+    pub fn trim(&mut self, lpn: u32) -> bool {
+        let old = self.l2p[lpn as usize];
+        if old == UNMAPPED {
+            return false;
+        }
+        self.invalidate(old);
+        self.l2p[lpn as usize] = UNMAPPED;
+        self.mapped_units -= 1;
+        self.counters.trimmed_units += 1;
+        true
+    }
+
+    /// Free blocks in `die`'s pool.
+    pub fn free_blocks(&self, die: u32) -> usize {
+        self.die[die as usize].free.len()
+    }
+
+    /// Runs one GC victim on `die` if its pool is below `target_free_blocks` (background GC).
+    /// Returns whether a victim was cleaned.
+    pub fn background_collect<S: FlashSink>(
+        &mut self,
+        die: u32,
+        target_free_blocks: u32,
+        sink: &mut S,
+    ) -> bool {
+        if self.die[die as usize].free.len() >= target_free_blocks as usize {
+            return false;
+        }
+        self.collect(die, sink).is_some_and(|freed| freed > 0)
+    }
+
+    #[inline]
+    fn invalidate(&mut self, ppn: u32) {
+        self.p2l[ppn as usize] = INVALID;
+        self.valid_units[(ppn / self.units_per_block) as usize] -= 1;
+    }
+
+    /// Appends `lpn` at `die`'s frontier of `stream` (which must be open). Returns whether
+    /// the unit completed a superpage.
+    #[inline]
+    fn append(&mut self, die: u32, stream: Stream, lpn: u32) -> bool {
+        let upb = self.units_per_block;
+        let dstate = &mut self.die[die as usize];
+        let f = match stream {
+            Stream::Host => &mut dstate.host,
+            Stream::Gc => &mut dstate.gc,
+        };
+        let block = f.block;
+        let ppn = block * upb + f.next_unit;
+        f.next_unit += 1;
+        let next = f.next_unit;
+        if next == upb {
+            *f = Frontier::CLOSED;
+            if self.policy == GcPolicy::Fifo {
+                dstate.closed_order.push_back(block);
+            }
+            self.closed[block as usize] = true;
+            self.written_stamp[block as usize] = self.clock;
+        }
+        self.p2l[ppn as usize] = lpn;
+        self.l2p[lpn as usize] = ppn;
+        self.valid_units[block as usize] += 1;
+        next % self.units_per_page == 0
+    }
+
+    /// Opens a host frontier block on `die`, cleaning first if its pool is low. If the die
+    /// cannot free space (all its blocks hold valid data), the next die that can is used.
+    #[cold]
+    fn open_host_block<S: FlashSink>(&mut self, die: u32, sink: &mut S) -> Result<u32, FlashError> {
+        for step in 0..self.dies {
+            let d = (die + step) % self.dies;
+            if self.die[d as usize].host.block != NO_BLOCK {
+                self.host_die = d;
+                return Ok(d);
+            }
+            // Bounded: one pass over the die's blocks is enough for any policy to find a
+            // block with invalid data if there is one.
+            let mut attempts = 0;
+            while self.die[d as usize].free.len() <= self.gc_free_blocks as usize
+                && attempts <= self.blocks_per_die
+            {
+                if self.collect(d, sink).is_none() {
+                    break;
+                }
+                attempts += 1;
+            }
+            let dstate = &mut self.die[d as usize];
+            if dstate.free.len() > self.gc_free_blocks as usize {
+                let b = dstate
+                    .free
+                    .pop_front()
+                    .expect("pool holds more than the threshold");
+                dstate.host = Frontier {
+                    block: b,
+                    next_unit: 0,
+                };
+                self.closed[b as usize] = false;
+                self.host_die = d;
+                return Ok(d);
+            }
+        }
+        Err(FlashError::Config(format!(
+            "no die can free a block: {} of {} logical units hold data and every block is full of valid data",
+            self.mapped_units, self.logical_units
+        )))
+    }
+
+    fn choose_victim(&mut self, die: u32) -> Option<u32> {
+        let lo = (die * self.blocks_per_die) as usize;
+        let hi = lo + self.blocks_per_die as usize;
+        let local = match self.policy {
+            GcPolicy::Fifo => return self.die[die as usize].closed_order.pop_front(),
+            GcPolicy::Greedy | GcPolicy::CostBenefit => {
+                let c = Candidates {
+                    valid_units: &self.valid_units[lo..hi],
+                    closed: &self.closed[lo..hi],
+                    written_stamp: &self.written_stamp[lo..hi],
+                    units_per_block: self.units_per_block,
+                    now_stamp: self.clock,
+                };
+                if self.policy == GcPolicy::Greedy {
+                    gc::choose_greedy(&c)
+                } else {
+                    gc::choose_cost_benefit(&c)
+                }
+            }
+        }?;
+        Some((lo + local) as u32)
+    }
+
+    /// Cleans one victim on `die`: copies its valid units to the GC frontier and erases it.
+    /// Returns the units it freed (block size minus copies), or `None` without a victim.
+    fn collect<S: FlashSink>(&mut self, die: u32, sink: &mut S) -> Option<u32> {
+        let victim = self.choose_victim(die)?;
+        if self.policy != GcPolicy::Fifo
+            && self.valid_units[victim as usize] == self.units_per_block
+        {
+            // Greedy/cost-benefit picked a full block: nothing on this die can be reclaimed.
+            return None;
+        }
+        self.closed[victim as usize] = false;
+        self.counters.gc_victims += 1;
+        let upp = self.units_per_page as usize;
+        let first = (victim * self.units_per_block) as usize;
+        let mut copied = 0;
+        for page in 0..self.pages_per_block as usize {
+            let lo = first + page * upp;
+            if self.p2l[lo..lo + upp].iter().all(|&l| l == INVALID) {
+                continue;
+            }
+            sink.page_read(die);
+            for ppn in lo..lo + upp {
+                let lpn = self.p2l[ppn];
+                if lpn == INVALID {
+                    continue;
+                }
+                self.p2l[ppn] = INVALID;
+                self.valid_units[victim as usize] -= 1;
+                if self.die[die as usize].gc.block == NO_BLOCK {
+                    let dstate = &mut self.die[die as usize];
+                    let b = dstate
+                        .free
+                        .pop_front()
+                        .expect("GC always keeps a free block to copy into");
+                    dstate.gc = Frontier {
+                        block: b,
+                        next_unit: 0,
+                    };
+                }
+                if self.append(die, Stream::Gc, lpn) {
+                    sink.page_program(die, ProgramKind::GcCopy);
+                }
+                copied += 1;
+            }
+        }
+        debug_assert_eq!(self.valid_units[victim as usize], 0);
+        self.counters.gc_copied_units += copied as u64;
+        self.erase_count[victim as usize] += 1;
+        self.counters.erases += 1;
+        sink.block_erase(die);
+        self.die[die as usize].free.push_back(victim);
+        Some(self.units_per_block - copied)
+    }
+
+    /// Full consistency check: mapping tables agree both ways, valid counts match the
+    /// physical map, and every block is exactly one of free, open or closed.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let upb = self.units_per_block as usize;
+        let mut mapped = 0u64;
+        for (lpn, &ppn) in self.l2p.iter().enumerate() {
+            if ppn == UNMAPPED {
+                continue;
+            }
+            mapped += 1;
+            if self.p2l.get(ppn as usize) != Some(&(lpn as u32)) {
+                return Err(format!("l2p[{lpn}] = {ppn} but p2l[{ppn}] disagrees"));
+            }
+        }
+        if mapped != self.mapped_units {
+            return Err(format!(
+                "{mapped} mapped units, counter says {}",
+                self.mapped_units
+            ));
+        }
+        for (b, chunk) in self.p2l.chunks(upb).enumerate() {
+            let mut valid = 0;
+            for (i, &lpn) in chunk.iter().enumerate() {
+                if lpn == INVALID {
+                    continue;
+                }
+                valid += 1;
+                let ppn = (b * upb + i) as u32;
+                if self.l2p.get(lpn as usize) != Some(&ppn) {
+                    return Err(format!("p2l[{ppn}] = {lpn} but l2p[{lpn}] disagrees"));
+                }
+            }
+            if valid != self.valid_units[b] {
+                return Err(format!(
+                    "block {b}: {valid} valid units in p2l, count says {}",
+                    self.valid_units[b]
+                ));
+            }
+        }
+        for (d, die) in self.die.iter().enumerate() {
+            let lo = d as u32 * self.blocks_per_die;
+            let hi = lo + self.blocks_per_die;
+            let mut seen = vec![0u8; self.blocks_per_die as usize];
+            for &b in &die.free {
+                if !(lo..hi).contains(&b) {
+                    return Err(format!("die {d}: free block {b} belongs to another die"));
+                }
+                if self.valid_units[b as usize] != 0 || self.closed[b as usize] {
+                    return Err(format!("die {d}: free block {b} holds data or is closed"));
+                }
+                seen[(b - lo) as usize] += 1;
+            }
+            for f in [die.host, die.gc] {
+                if f.block != NO_BLOCK {
+                    seen[(f.block - lo) as usize] += 1;
+                }
+            }
+            for b in lo..hi {
+                if self.closed[b as usize] {
+                    seen[(b - lo) as usize] += 1;
+                }
+            }
+            if let Some(i) = seen.iter().position(|&n| n != 1) {
+                return Err(format!(
+                    "die {d}: block {} is in {} of the sets free/open/closed",
+                    lo + i as u32,
+                    seen[i]
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geometry(op: f64) -> Geometry {
+        Geometry {
+            channels: 2,
+            chips_per_channel: 1,
+            dies_per_chip: 1,
+            planes_per_die: 1,
+            pages_per_block: 16,
+            page_size_bytes: 8192,
+            mapping_unit_bytes: 4096,
+            logical_bytes: 4 << 20,
+            op,
+        }
+    }
+
+    #[derive(Default)]
+    struct Count {
+        reads: u64,
+        programs: u64,
+        gc_programs: u64,
+        erases: u64,
+    }
+    impl FlashSink for Count {
+        fn page_read(&mut self, _d: u32) {
+            self.reads += 1;
+        }
+        fn page_program(&mut self, _d: u32, k: ProgramKind) {
+            self.programs += 1;
+            if k == ProgramKind::GcCopy {
+                self.gc_programs += 1;
+            }
+        }
+        fn block_erase(&mut self, _d: u32) {
+            self.erases += 1;
+        }
+    }
+
+    #[test]
+    fn sequential_fill_stripes_superpages_across_dies() {
+        let mut ftl = PageFtl::new(&geometry(0.5), GcPolicy::Greedy, 1).unwrap();
+        let mut dies = vec![];
+        for lpn in 0..8 {
+            dies.push(ftl.write(lpn, &mut NoTiming).unwrap());
+        }
+        // Two units per superpage, then the next die.
+        assert_eq!(dies, vec![0, 0, 1, 1, 0, 0, 1, 1]);
+        ftl.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn overwrites_cause_gc_and_keep_mapping_consistent() {
+        for policy in [GcPolicy::Greedy, GcPolicy::CostBenefit, GcPolicy::Fifo] {
+            let mut ftl = PageFtl::new(&geometry(0.3), policy, 2).unwrap();
+            let n = ftl.logical_units();
+            let mut sink = Count::default();
+            for round in 0..6u32 {
+                for i in 0..n {
+                    let lpn = (i.wrapping_mul(2654435761).wrapping_add(round)) % n;
+                    ftl.write(lpn, &mut sink).unwrap();
+                }
+                ftl.check_invariants().unwrap();
+            }
+            let c = ftl.counters();
+            assert!(c.erases > 0, "{policy}: no GC happened");
+            assert_eq!(c.erases, sink.erases);
+            assert!(c.flash_write_units() >= c.host_write_units);
+            // Every superpage program carries 2 units.
+            assert_eq!(sink.programs, c.flash_write_units() / 2);
+            assert_eq!(ftl.mapped_units(), n as u64);
+        }
+    }
+
+    #[test]
+    fn trim_unmaps_and_makes_gc_cheaper() {
+        let run = |trim: bool| {
+            let mut ftl = PageFtl::new(&geometry(0.2), GcPolicy::Greedy, 1).unwrap();
+            let n = ftl.logical_units();
+            for lpn in 0..n {
+                ftl.write(lpn, &mut NoTiming).unwrap();
+            }
+            if trim {
+                for lpn in 0..n / 2 {
+                    assert!(ftl.trim(lpn));
+                }
+                assert!(!ftl.trim(0), "trimming twice finds nothing");
+                assert_eq!(ftl.lookup(0), None);
+            }
+            for r in 0..4 * n {
+                ftl.write(n / 2 + (r * 7919) % (n / 2), &mut NoTiming)
+                    .unwrap();
+            }
+            ftl.check_invariants().unwrap();
+            ftl.counters().gc_copied_units
+        };
+        assert!(run(true) < run(false) / 2);
+    }
+
+    #[test]
+    fn too_little_spare_space_is_a_clear_error() {
+        let err = PageFtl::new(&geometry(0.01), GcPolicy::Greedy, 4)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("spare space"), "{err}");
+    }
+}

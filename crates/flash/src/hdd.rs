@@ -1,0 +1,293 @@
+//! A hard disk in virtual time: seek curve, rotational position and read-ahead.
+//!
+//! The platter turns continuously from time 0, so rotational latency is computed, not
+//! drawn at random: a request waits until its first sector passes under the head. Each
+//! track holds one revolution of data at the sustained media rate. The seek curve runs
+//! through three datasheet points: track-to-track (1 cylinder), average (one third of
+//! the stroke, the mean distance of random seeks) and full stroke, growing with the square
+//! root of the distance up to the average point and linearly beyond it (after Ruemmler &
+//! Wilkes, "An introduction to disk drive modeling", 1994). After a read the drive keeps
+//! reading ahead into its cache, so a sequential read that arrives later is served from
+//! there instead of waiting a whole revolution.
+
+use crate::stats::{DeviceStats, HostRecorder};
+use crate::{Command, Device, FlashError, Op};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HddConfig {
+    pub logical_bytes: u64,
+    pub rpm: u32,
+    /// Recording surfaces (heads).
+    pub heads: u32,
+    pub track_to_track_seek_ns: u64,
+    pub average_seek_ns: u64,
+    pub full_stroke_seek_ns: u64,
+    /// Sustained media transfer rate.
+    pub media_bytes_per_s: u64,
+    pub host_bytes_per_s: u64,
+    pub command_overhead_ns: u64,
+    /// How far the drive reads ahead after a read (0 = no read-ahead).
+    pub readahead_bytes: u64,
+}
+
+impl HddConfig {
+    pub fn validate(&self) -> Result<(), FlashError> {
+        let bad = |m: &str| Err(FlashError::Config(format!("hdd: {m}")));
+        if self.rpm == 0
+            || self.heads == 0
+            || self.media_bytes_per_s == 0
+            || self.host_bytes_per_s == 0
+        {
+            return bad("rpm, heads, media_bytes_per_s and host_bytes_per_s must be positive");
+        }
+        if !(self.track_to_track_seek_ns <= self.average_seek_ns
+            && self.average_seek_ns <= self.full_stroke_seek_ns)
+        {
+            return bad("seek times must satisfy track_to_track <= average <= full_stroke");
+        }
+        if self.logical_bytes < self.track_bytes() * self.heads as u64 * 4 {
+            return bad("capacity is smaller than four cylinders");
+        }
+        Ok(())
+    }
+
+    pub fn revolution_ns(&self) -> u64 {
+        60_000_000_000 / self.rpm as u64
+    }
+
+    /// Bytes on one track: one revolution at the media rate.
+    pub fn track_bytes(&self) -> u64 {
+        (self.media_bytes_per_s as u128 * self.revolution_ns() as u128 / 1_000_000_000) as u64
+    }
+
+    pub fn cylinders(&self) -> u64 {
+        self.logical_bytes
+            .div_ceil(self.track_bytes() * self.heads as u64)
+    }
+}
+
+pub struct Hdd {
+    cfg: HddConfig,
+    rev_ns: u64,
+    track_bytes: u64,
+    cylinders: u64,
+    busy_until_ns: u64,
+    head_cylinder: u64,
+    /// Read-ahead state: bytes from `ra_start` are in cache as the platter passes them,
+    /// starting at `ra_time_ns`, up to `ra_limit`.
+    ra_start: u64,
+    ra_time_ns: u64,
+    ra_limit: u64,
+    last_submit_ns: u64,
+    host: HostRecorder,
+    seeks: u64,
+}
+
+impl Hdd {
+    pub fn new(cfg: HddConfig) -> Result<Self, FlashError> {
+        cfg.validate()?;
+        Ok(Hdd {
+            rev_ns: cfg.revolution_ns(),
+            track_bytes: cfg.track_bytes(),
+            cylinders: cfg.cylinders(),
+            busy_until_ns: 0,
+            head_cylinder: 0,
+            ra_start: 0,
+            ra_time_ns: 0,
+            ra_limit: 0,
+            last_submit_ns: 0,
+            host: HostRecorder::default(),
+            seeks: 0,
+            cfg,
+        })
+    }
+
+    pub fn config(&self) -> &HddConfig {
+        &self.cfg
+    }
+
+    /// Seek time for a move of `distance` cylinders.
+    pub fn seek_ns(&self, distance: u64) -> u64 {
+        if distance == 0 {
+            return 0;
+        }
+        let c = &self.cfg;
+        let max = self.cylinders.max(4) as f64;
+        let third = max / 3.0;
+        let d = distance as f64;
+        let (t2t, avg, full) = (
+            c.track_to_track_seek_ns as f64,
+            c.average_seek_ns as f64,
+            c.full_stroke_seek_ns as f64,
+        );
+        let ns = if d <= third {
+            t2t + (avg - t2t) * ((d - 1.0).max(0.0) / (third - 1.0)).sqrt()
+        } else {
+            avg + (full - avg) * (d - third) / (max - third)
+        };
+        ns as u64
+    }
+
+    fn cylinder_of(&self, offset_bytes: u64) -> u64 {
+        offset_bytes / (self.track_bytes * self.cfg.heads as u64)
+    }
+
+    fn media_ns(&self, bytes: u64) -> u64 {
+        (bytes as u128 * 1_000_000_000 / self.cfg.media_bytes_per_s as u128) as u64
+    }
+
+    /// Positions the head on `offset_bytes` no earlier than `t_ns`, then transfers
+    /// `len_bytes` from the medium; returns the end of the transfer.
+    fn access_medium(&mut self, offset_bytes: u64, len_bytes: u64, t_ns: u64) -> u64 {
+        let cyl = self.cylinder_of(offset_bytes);
+        let seek = self.seek_ns(cyl.abs_diff(self.head_cylinder));
+        if seek > 0 {
+            self.seeks += 1;
+        }
+        let arrive = t_ns + seek;
+        // Angle of the target sector and of the platter at arrival, in ns within a turn.
+        let target = (offset_bytes % self.track_bytes) as u128 * self.rev_ns as u128
+            / self.track_bytes as u128;
+        let now_angle = (arrive % self.rev_ns) as u128;
+        let wait = ((target + self.rev_ns as u128 - now_angle) % self.rev_ns as u128) as u64;
+        let end = arrive + wait + self.media_ns(len_bytes);
+        self.head_cylinder = self.cylinder_of(offset_bytes + len_bytes.saturating_sub(1));
+        end
+    }
+
+    fn read(&mut self, cmd: &Command, start_ns: u64) -> u64 {
+        let (off, len) = (cmd.offset_bytes, cmd.len_bytes);
+        let host_ns = (len as u128 * 1_000_000_000 / self.cfg.host_bytes_per_s as u128) as u64;
+        let in_readahead = off >= self.ra_start && off + len <= self.ra_limit;
+        let media_done = if in_readahead {
+            // The data arrives in cache as the platter passes it.
+            let ready = self.ra_time_ns + self.media_ns(off + len - self.ra_start);
+            start_ns.max(ready)
+        } else {
+            let end = self.access_medium(off, len, start_ns.max(self.busy_until_ns));
+            self.ra_start = off;
+            self.ra_time_ns = end - self.media_ns(len);
+            end
+        };
+        self.ra_limit = (off + len + self.cfg.readahead_bytes).min(self.cfg.logical_bytes);
+        self.busy_until_ns = self.busy_until_ns.max(media_done);
+        media_done + host_ns
+    }
+
+    fn write(&mut self, cmd: &Command, start_ns: u64) -> u64 {
+        let host_ns =
+            (cmd.len_bytes as u128 * 1_000_000_000 / self.cfg.host_bytes_per_s as u128) as u64;
+        let t = (start_ns + host_ns).max(self.busy_until_ns);
+        let end = self.access_medium(cmd.offset_bytes, cmd.len_bytes, t);
+        self.ra_limit = 0; // the head moved: read-ahead is lost
+        self.busy_until_ns = end;
+        end
+    }
+}
+
+impl Device for Hdd {
+    fn submit(&mut self, cmd: &Command, now_ns: u64) -> Result<u64, FlashError> {
+        cmd.check_range(self.cfg.logical_bytes)?;
+        if now_ns < self.last_submit_ns {
+            return Err(FlashError::TimeWentBackwards {
+                now_ns,
+                last_ns: self.last_submit_ns,
+            });
+        }
+        self.last_submit_ns = now_ns;
+        let start = now_ns + self.cfg.command_overhead_ns;
+        let done = match cmd.op {
+            Op::Read => self.read(cmd, start),
+            Op::Write => self.write(cmd, start),
+            // A disk has nothing to do for TRIM; a flush waits for the medium.
+            Op::Trim => start,
+            Op::Flush => start.max(self.busy_until_ns),
+        };
+        self.host.record(cmd.op, cmd.len_bytes, now_ns, done);
+        Ok(done)
+    }
+
+    fn stats(&self) -> DeviceStats {
+        let mut s = DeviceStats::default();
+        self.host.fill(&mut s);
+        s
+    }
+
+    fn reset_stats(&mut self) {
+        self.host = HostRecorder::default();
+        self.seeks = 0;
+    }
+
+    fn logical_bytes(&self) -> u64 {
+        self.cfg.logical_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> HddConfig {
+        HddConfig {
+            logical_bytes: 250_000_000_000,
+            rpm: 7200,
+            heads: 4,
+            track_to_track_seek_ns: 800_000,
+            average_seek_ns: 8_500_000,
+            full_stroke_seek_ns: 17_000_000,
+            media_bytes_per_s: 100_000_000,
+            host_bytes_per_s: 300_000_000,
+            command_overhead_ns: 50_000,
+            readahead_bytes: 1 << 20,
+        }
+    }
+
+    #[test]
+    fn seek_curve_hits_its_three_points() {
+        let hdd = Hdd::new(config()).unwrap();
+        let max = hdd.cylinders;
+        assert_eq!(hdd.seek_ns(0), 0);
+        assert_eq!(hdd.seek_ns(1), 800_000);
+        assert!((hdd.seek_ns(max / 3) as i64 - 8_500_000).abs() < 10_000);
+        assert!((hdd.seek_ns(max) as i64 - 17_000_000).abs() < 10_000);
+        assert!(hdd.seek_ns(10) < hdd.seek_ns(1000));
+    }
+
+    #[test]
+    fn random_reads_cost_seek_and_rotation_sequential_reads_stream() {
+        let mut hdd = Hdd::new(config()).unwrap();
+        // 200 random 4 KiB reads, closed loop.
+        let mut now = 0;
+        let mut x: u64 = 12345;
+        for _ in 0..200 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let off = (x >> 16) % (250_000_000_000 / 4096) * 4096;
+            now = hdd.submit(&Command::read(off, 4096), now).unwrap();
+        }
+        let random_ms = now as f64 / 200.0 / 1e6;
+        // Average seek (8.5) plus half a revolution (4.17) in expectation.
+        assert!(
+            (9.0..16.0).contains(&random_ms),
+            "{random_ms} ms per random read"
+        );
+
+        let mut hdd = Hdd::new(config()).unwrap();
+        let mut now = 0;
+        for i in 0..2000u64 {
+            now = hdd.submit(&Command::read(i * 65536, 65536), now).unwrap();
+        }
+        let mb_per_s = 2000.0 * 65536.0 / (now as f64 / 1e9) / 1e6;
+        assert!(mb_per_s > 70.0, "sequential reads at {mb_per_s} MB/s");
+    }
+
+    #[test]
+    fn rejects_impossible_seek_curve() {
+        let mut c = config();
+        c.average_seek_ns = 100;
+        assert!(Hdd::new(c).is_err());
+    }
+}

@@ -1,0 +1,48 @@
+//! Device models for flashlab, in virtual time.
+//!
+//! Everything here is pure computation: a device receives [`Command`]s with the virtual
+//! time at which they are submitted and answers with the virtual time at which they
+//! complete. Nothing reads the wall clock and nothing is random, so a run depends only
+//! on its configuration and its input.
+//!
+//! - [`ftl::PageFtl`]: page-mapped flash translation layer (L2P/P2L, valid counts, write
+//!   frontiers, free pools, garbage collection with a [`gc::GcPolicy`], TRIM). Used alone it
+//!   is the fast WAF-only path.
+//! - [`ssd::Ssd`]: the FTL plus timing (dies, channels, host interface, write cache, TRIM
+//!   command costs, background GC).
+//! - [`hdd::Hdd`]: a disk with seek curve, rotational position and read-ahead.
+//! - [`preset::Preset`]: device descriptions loaded from TOML.
+
+pub mod command;
+pub mod error;
+pub mod ftl;
+pub mod gc;
+pub mod geometry;
+pub mod hdd;
+pub mod preset;
+pub mod ssd;
+pub mod stats;
+
+pub use command::{Command, Op};
+pub use error::FlashError;
+pub use gc::GcPolicy;
+pub use geometry::Geometry;
+pub use hdd::{Hdd, HddConfig};
+pub use preset::{AnyDevice, DeviceConfig, Preset};
+pub use ssd::{Ssd, SsdConfig};
+pub use stats::{DeviceStats, LatencySummary};
+
+/// A block device in virtual time.
+///
+/// Commands must be submitted in non-decreasing `now_ns` order; the device answers with
+/// the virtual time at which the command completes (never earlier than `now_ns`).
+pub trait Device {
+    /// Submit `cmd` at virtual time `now_ns`; returns its completion time.
+    fn submit(&mut self, cmd: &Command, now_ns: u64) -> Result<u64, FlashError>;
+    /// Counters and latency distributions since creation or the last [`Device::reset_stats`].
+    fn stats(&self) -> DeviceStats;
+    /// Forget counters and latencies (the device's contents and clocks stay).
+    fn reset_stats(&mut self);
+    /// The user-visible capacity.
+    fn logical_bytes(&self) -> u64;
+}

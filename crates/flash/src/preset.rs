@@ -1,0 +1,179 @@
+//! Device presets: TOML descriptions of real drives (in `presets/` at the repository root,
+//! compiled into the binary), loading, scaling and building a device from them.
+
+use crate::{Command, Device, DeviceStats, FlashError, Hdd, HddConfig, Ssd, SsdConfig};
+use serde::{Deserialize, Serialize};
+
+/// The kind of device a preset describes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceConfig {
+    Ssd(SsdConfig),
+    Hdd(HddConfig),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Preset {
+    pub name: String,
+    pub description: String,
+    #[serde(flatten)]
+    pub device: DeviceConfig,
+}
+
+/// The presets shipped with flashlab: (name, TOML text).
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("x25e", include_str!("../../../presets/x25e.toml")),
+    ("840pro", include_str!("../../../presets/840pro.toml")),
+    ("mx500", include_str!("../../../presets/mx500.toml")),
+    ("cosmos", include_str!("../../../presets/cosmos.toml")),
+    ("hdd7200", include_str!("../../../presets/hdd7200.toml")),
+    ("nvme", include_str!("../../../presets/nvme.toml")),
+];
+
+impl Preset {
+    /// Parses a preset from TOML text; `origin` names the file or preset in errors.
+    pub fn from_toml(origin: &str, text: &str) -> Result<Preset, FlashError> {
+        let p: Preset = toml::from_str(text).map_err(|e| FlashError::Preset {
+            name: origin.to_string(),
+            msg: e.to_string(),
+        })?;
+        p.validate().map_err(|e| FlashError::Preset {
+            name: origin.to_string(),
+            msg: e.to_string(),
+        })?;
+        Ok(p)
+    }
+
+    /// A built-in preset by name, or a TOML file if `name_or_path` ends in `.toml`.
+    pub fn load(name_or_path: &str) -> Result<Preset, FlashError> {
+        if name_or_path.ends_with(".toml") {
+            let text = std::fs::read_to_string(name_or_path).map_err(|e| FlashError::Preset {
+                name: name_or_path.to_string(),
+                msg: format!("cannot read: {e}"),
+            })?;
+            return Self::from_toml(name_or_path, &text);
+        }
+        match BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            Some((n, text)) => Self::from_toml(n, text),
+            None => Err(FlashError::Preset {
+                name: name_or_path.to_string(),
+                msg: format!(
+                    "no such preset; built-in presets are {} (or give a path ending in .toml)",
+                    BUILTIN
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), FlashError> {
+        match &self.device {
+            DeviceConfig::Ssd(c) => c.validate(),
+            DeviceConfig::Hdd(c) => c.validate(),
+        }
+    }
+
+    pub fn logical_bytes(&self) -> u64 {
+        match &self.device {
+            DeviceConfig::Ssd(c) => c.geometry.logical_bytes,
+            DeviceConfig::Hdd(c) => c.logical_bytes,
+        }
+    }
+
+    /// The same drive with a different user-visible capacity; parallelism, page and block
+    /// shape, over-provisioning and timing are kept.
+    pub fn with_capacity(mut self, logical_bytes: u64) -> Preset {
+        match &mut self.device {
+            DeviceConfig::Ssd(c) => c.geometry.logical_bytes = logical_bytes,
+            DeviceConfig::Hdd(c) => c.logical_bytes = logical_bytes,
+        }
+        self
+    }
+
+    pub fn ssd_config_mut(&mut self) -> Option<&mut SsdConfig> {
+        match &mut self.device {
+            DeviceConfig::Ssd(c) => Some(c),
+            DeviceConfig::Hdd(_) => None,
+        }
+    }
+
+    pub fn build(&self) -> Result<AnyDevice, FlashError> {
+        Ok(match &self.device {
+            DeviceConfig::Ssd(c) => AnyDevice::Ssd(Box::new(Ssd::new(c.clone())?)),
+            DeviceConfig::Hdd(c) => AnyDevice::Hdd(Box::new(Hdd::new(c.clone())?)),
+        })
+    }
+}
+
+/// Any device model, behind one type.
+pub enum AnyDevice {
+    Ssd(Box<Ssd>),
+    Hdd(Box<Hdd>),
+}
+
+impl Device for AnyDevice {
+    fn submit(&mut self, cmd: &Command, now_ns: u64) -> Result<u64, FlashError> {
+        match self {
+            AnyDevice::Ssd(d) => d.submit(cmd, now_ns),
+            AnyDevice::Hdd(d) => d.submit(cmd, now_ns),
+        }
+    }
+    fn stats(&self) -> DeviceStats {
+        match self {
+            AnyDevice::Ssd(d) => d.stats(),
+            AnyDevice::Hdd(d) => d.stats(),
+        }
+    }
+    fn reset_stats(&mut self) {
+        match self {
+            AnyDevice::Ssd(d) => d.reset_stats(),
+            AnyDevice::Hdd(d) => d.reset_stats(),
+        }
+    }
+    fn logical_bytes(&self) -> u64 {
+        match self {
+            AnyDevice::Ssd(d) => d.logical_bytes(),
+            AnyDevice::Hdd(d) => d.logical_bytes(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_preset_loads_and_builds_scaled_down() {
+        for (name, _) in BUILTIN {
+            let p = Preset::load(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(&p.name, name);
+            let small = p.with_capacity(16 << 30);
+            small
+                .build()
+                .unwrap_or_else(|e| panic!("{name} at 16 GiB: {e}"));
+        }
+    }
+
+    #[test]
+    fn unknown_preset_lists_the_known_ones() {
+        let err = Preset::load("floppy").err().unwrap().to_string();
+        assert!(err.contains("x25e") && err.contains("floppy"), "{err}");
+    }
+
+    #[test]
+    fn bad_toml_names_the_origin_and_field() {
+        let text = BUILTIN[0].1.replace("channels", "chanels");
+        let err = Preset::from_toml("broken.toml", &text)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("broken.toml") && err.contains("chanels"),
+            "{err}"
+        );
+    }
+}

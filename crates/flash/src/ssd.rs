@@ -1,0 +1,610 @@
+//! The SSD model: a [`PageFtl`] plus timing in virtual time.
+//!
+//! Resources are reserved in submission order ("busy until" times): each die serialises
+//! its reads, programs and erases; each channel serialises page transfers; the host
+//! interface serialises data transfers. A command starts when it arrives and the resources
+//! it needs are free, so commands on different dies and channels overlap, and a large
+//! request striped over all dies runs on all of them at once.
+//!
+//! Writes complete once their data has crossed the interface and every superpage they
+//! filled is programmed; units left in a partly filled superpage wait in controller SRAM
+//! (as on real drives) and complete with the transfer. With a DRAM write cache, a write
+//! completes once it fits in the cache, which drains as programs finish.
+//!
+//! TRIM invalidates its units in the FTL at once and costs `command_overhead_ns` plus
+//! `per_page_ns` per mapping unit in its range. A non-queued TRIM (SATA before NCQ TRIM)
+//! waits for every outstanding command, and every later command waits for it.
+
+use crate::ftl::{FlashSink, NoTiming, PageFtl, ProgramKind};
+use crate::stats::{DeviceStats, HostRecorder};
+use crate::{Command, Device, FlashError, GcPolicy, Geometry, Op};
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Flash and interface timing. Sources are given per preset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SsdTiming {
+    /// Array read of one page into the page register (tR).
+    pub read_ns: u64,
+    /// Program of one (multi-plane) page (tPROG).
+    pub program_ns: u64,
+    /// Erase of one block (tBERS).
+    pub erase_ns: u64,
+    /// Bus bandwidth of one channel.
+    pub channel_bytes_per_s: u64,
+    /// Effective host interface bandwidth (SATA, NVMe).
+    pub host_bytes_per_s: u64,
+    /// Controller and protocol overhead of every command.
+    pub command_overhead_ns: u64,
+}
+
+/// Garbage-collection settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GcConfig {
+    pub policy: GcPolicy,
+    /// Foreground GC runs when a die's free pool is at or below this many blocks.
+    pub free_blocks: u32,
+    /// Clean in idle time, up to `background_free_blocks` free blocks per die.
+    #[serde(default)]
+    pub background: bool,
+    #[serde(default)]
+    pub background_free_blocks: u32,
+    /// A die counts as idle after this long without work.
+    #[serde(default)]
+    pub background_idle_ns: u64,
+}
+
+/// TRIM command costs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrimConfig {
+    /// NCQ (queued) TRIM; `false` = the command drains the queue and blocks others.
+    pub queued: bool,
+    pub command_overhead_ns: u64,
+    /// Mapping-table work per mapping unit in the trimmed range.
+    pub per_page_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SsdConfig {
+    pub geometry: Geometry,
+    pub timing: SsdTiming,
+    pub gc: GcConfig,
+    pub trim: TrimConfig,
+    /// DRAM write cache; 0 = none.
+    #[serde(default)]
+    pub write_cache_bytes: u64,
+}
+
+impl SsdConfig {
+    pub fn validate(&self) -> Result<(), FlashError> {
+        self.geometry.validate()?;
+        let t = &self.timing;
+        if t.channel_bytes_per_s == 0 || t.host_bytes_per_s == 0 {
+            return Err(FlashError::Config(
+                "channel_bytes_per_s and host_bytes_per_s must be positive".into(),
+            ));
+        }
+        if self.gc.background && self.gc.background_free_blocks <= self.gc.free_blocks {
+            return Err(FlashError::Config(format!(
+                "background_free_blocks ({}) must exceed free_blocks ({}) for background GC to do anything",
+                self.gc.background_free_blocks, self.gc.free_blocks
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[inline]
+fn transfer_ns(bytes: u64, bytes_per_s: u64) -> u64 {
+    (bytes as u128 * 1_000_000_000 / bytes_per_s as u128) as u64
+}
+
+/// Schedules the FTL's flash operations on die and channel timelines.
+struct TimingSink<'a> {
+    die_free_ns: &'a mut [u64],
+    channel_free_ns: &'a mut [u64],
+    channels: u32,
+    timing: &'a SsdTiming,
+    page_transfer_ns: u64,
+    /// Earliest start of any operation (data arrival for host programs, now for GC).
+    not_before_ns: u64,
+    /// Latest completion of a host program scheduled through this sink.
+    host_done_ns: u64,
+    /// Completion times of host programs, for the write cache to drain (if enabled).
+    cache: Option<&'a mut BinaryHeap<Reverse<(u64, u64)>>>,
+    superpage_bytes: u64,
+}
+
+impl FlashSink for TimingSink<'_> {
+    #[inline]
+    fn page_read(&mut self, die: u32) {
+        let d = &mut self.die_free_ns[die as usize];
+        *d = (*d).max(self.not_before_ns) + self.timing.read_ns;
+    }
+
+    #[inline]
+    fn page_program(&mut self, die: u32, kind: ProgramKind) {
+        let d = die as usize;
+        match kind {
+            ProgramKind::Host => {
+                let ch = (die % self.channels) as usize;
+                let start = self
+                    .not_before_ns
+                    .max(self.channel_free_ns[ch])
+                    .max(self.die_free_ns[d]);
+                let transferred = start + self.page_transfer_ns;
+                self.channel_free_ns[ch] = transferred;
+                self.die_free_ns[d] = transferred + self.timing.program_ns;
+                self.host_done_ns = self.host_done_ns.max(self.die_free_ns[d]);
+                if let Some(cache) = self.cache.as_deref_mut() {
+                    cache.push(Reverse((self.die_free_ns[d], self.superpage_bytes)));
+                }
+            }
+            // GC copies stay inside the die (copyback): no channel transfer.
+            ProgramKind::GcCopy => {
+                self.die_free_ns[d] =
+                    self.die_free_ns[d].max(self.not_before_ns) + self.timing.program_ns;
+            }
+        }
+    }
+
+    #[inline]
+    fn block_erase(&mut self, die: u32) {
+        let d = &mut self.die_free_ns[die as usize];
+        *d = (*d).max(self.not_before_ns) + self.timing.erase_ns;
+    }
+}
+
+pub struct Ssd {
+    cfg: SsdConfig,
+    ftl: PageFtl,
+    unit_bytes: u64,
+    page_transfer_ns: u64,
+    unit_transfer_ns: u64,
+    die_free_ns: Vec<u64>,
+    channel_free_ns: Vec<u64>,
+    host_free_ns: u64,
+    controller_free_ns: u64,
+    /// A non-queued TRIM blocks every command until this time.
+    barrier_ns: u64,
+    last_submit_ns: u64,
+    last_completion_ns: u64,
+    cache: BinaryHeap<Reverse<(u64, u64)>>,
+    cache_used_bytes: u64,
+    host: HostRecorder,
+    trim_busy_ns: u64,
+}
+
+impl Ssd {
+    pub fn new(cfg: SsdConfig) -> Result<Self, FlashError> {
+        cfg.validate()?;
+        let g = &cfg.geometry;
+        let ftl = PageFtl::new(g, cfg.gc.policy, cfg.gc.free_blocks)?;
+        Ok(Ssd {
+            unit_bytes: g.mapping_unit_bytes as u64,
+            page_transfer_ns: transfer_ns(g.superpage_bytes(), cfg.timing.channel_bytes_per_s),
+            unit_transfer_ns: transfer_ns(
+                g.mapping_unit_bytes as u64,
+                cfg.timing.channel_bytes_per_s,
+            ),
+            die_free_ns: vec![0; g.dies() as usize],
+            channel_free_ns: vec![0; g.channels as usize],
+            ftl,
+            host_free_ns: 0,
+            controller_free_ns: 0,
+            barrier_ns: 0,
+            last_submit_ns: 0,
+            last_completion_ns: 0,
+            cache: BinaryHeap::new(),
+            cache_used_bytes: 0,
+            host: HostRecorder::default(),
+            trim_busy_ns: 0,
+            cfg,
+        })
+    }
+
+    pub fn config(&self) -> &SsdConfig {
+        &self.cfg
+    }
+
+    pub fn ftl(&self) -> &PageFtl {
+        &self.ftl
+    }
+
+    /// Full consistency check of the FTL (slow: for tests and `--check`).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.ftl.check_invariants()
+    }
+
+    /// Mapping units fully or partly covered by a byte range (writes and reads touch them).
+    fn touched_units(&self, cmd: &Command) -> (u32, u32) {
+        let first = cmd.offset_bytes / self.unit_bytes;
+        let end = (cmd.offset_bytes + cmd.len_bytes).div_ceil(self.unit_bytes);
+        (first as u32, end as u32)
+    }
+
+    /// Writes a byte range through the FTL without timing: the WAF-only path.
+    pub fn write_untimed(&mut self, offset_bytes: u64, len_bytes: u64) -> Result<(), FlashError> {
+        let cmd = Command::write(offset_bytes, len_bytes);
+        cmd.check_range(self.logical_bytes())?;
+        let (first, end) = self.touched_units(&cmd);
+        for lpn in first..end {
+            self.ftl.write(lpn, &mut NoTiming)?;
+        }
+        Ok(())
+    }
+
+    /// Trims a byte range without timing; returns the units that held data.
+    pub fn trim_untimed(&mut self, offset_bytes: u64, len_bytes: u64) -> Result<u64, FlashError> {
+        let cmd = Command::trim(offset_bytes, len_bytes);
+        cmd.check_range(self.logical_bytes())?;
+        let first = offset_bytes.div_ceil(self.unit_bytes) as u32;
+        let end = ((offset_bytes + len_bytes) / self.unit_bytes) as u32;
+        Ok((first..end.max(first))
+            .filter(|&l| self.ftl.trim(l))
+            .count() as u64)
+    }
+
+    /// A sink scheduling flash operations on this drive's timelines, none before
+    /// `not_before_ns`. A free function over the fields so the FTL can be borrowed beside it.
+    fn sink<'a>(
+        cfg: &'a SsdConfig,
+        die_free_ns: &'a mut [u64],
+        channel_free_ns: &'a mut [u64],
+        cache: &'a mut BinaryHeap<Reverse<(u64, u64)>>,
+        page_transfer_ns: u64,
+        not_before_ns: u64,
+    ) -> TimingSink<'a> {
+        TimingSink {
+            die_free_ns,
+            channel_free_ns,
+            channels: cfg.geometry.channels,
+            timing: &cfg.timing,
+            page_transfer_ns,
+            not_before_ns,
+            host_done_ns: 0,
+            cache: (cfg.write_cache_bytes > 0).then_some(cache),
+            superpage_bytes: cfg.geometry.superpage_bytes(),
+        }
+    }
+
+    fn background_gc(&mut self, now_ns: u64) {
+        let gc = &self.cfg.gc;
+        let (target, idle_ns) = (gc.background_free_blocks, gc.background_idle_ns);
+        for die in 0..self.die_free_ns.len() as u32 {
+            loop {
+                let idle_since = self.die_free_ns[die as usize];
+                if idle_since + idle_ns > now_ns || self.ftl.free_blocks(die) >= target as usize {
+                    break;
+                }
+                let mut sink = Self::sink(
+                    &self.cfg,
+                    &mut self.die_free_ns,
+                    &mut self.channel_free_ns,
+                    &mut self.cache,
+                    self.page_transfer_ns,
+                    idle_since + idle_ns,
+                );
+                sink.cache = None;
+                if !self.ftl.background_collect(die, target, &mut sink) {
+                    break;
+                }
+            }
+        }
+    }
+
+    fn write(&mut self, cmd: &Command, start_ns: u64) -> Result<u64, FlashError> {
+        let cmd_ready = start_ns + self.cfg.timing.command_overhead_ns;
+        let xfer_start = cmd_ready.max(self.host_free_ns);
+        self.host_free_ns =
+            xfer_start + transfer_ns(cmd.len_bytes, self.cfg.timing.host_bytes_per_s);
+        let data_ready = self.host_free_ns;
+        let (first, end) = self.touched_units(cmd);
+        let mut sink = Self::sink(
+            &self.cfg,
+            &mut self.die_free_ns,
+            &mut self.channel_free_ns,
+            &mut self.cache,
+            self.page_transfer_ns,
+            data_ready,
+        );
+        for lpn in first..end {
+            self.ftl.write(lpn, &mut sink)?;
+        }
+        let programs_done = sink.host_done_ns;
+        if self.cfg.write_cache_bytes == 0 {
+            return Ok(data_ready.max(programs_done));
+        }
+        // Admission to the DRAM cache: wait until enough earlier programs have finished.
+        let cap = self.cfg.write_cache_bytes;
+        let need = cmd.len_bytes.min(cap);
+        let mut admitted = data_ready;
+        while let Some(&Reverse((done, bytes))) = self.cache.peek() {
+            if done > data_ready && self.cache_used_bytes + need <= cap {
+                break;
+            }
+            self.cache.pop();
+            self.cache_used_bytes = self.cache_used_bytes.saturating_sub(bytes);
+            if done > data_ready {
+                admitted = admitted.max(done);
+            }
+        }
+        self.cache_used_bytes += need;
+        Ok(admitted)
+    }
+
+    fn read(&mut self, cmd: &Command, start_ns: u64) -> u64 {
+        let cmd_ready = start_ns + self.cfg.timing.command_overhead_ns;
+        let (first, end) = self.touched_units(cmd);
+        let mut data_done = cmd_ready;
+        let mut lpn = first;
+        while lpn < end {
+            self.ftl.note_read();
+            let Some(ppn) = self.ftl.lookup(lpn) else {
+                lpn += 1; // never written or trimmed: the drive returns zeros without flash I/O
+                continue;
+            };
+            // Units of this request that sit in the same superpage are read together.
+            let page = self.ftl.page_of(ppn);
+            let mut units = 1u64;
+            while lpn + (units as u32) < end
+                && self
+                    .ftl
+                    .lookup(lpn + units as u32)
+                    .map(|p| self.ftl.page_of(p))
+                    == Some(page)
+            {
+                self.ftl.note_read();
+                units += 1;
+            }
+            lpn += units as u32;
+            let die = self.ftl.die_of(ppn) as usize;
+            let read_start = cmd_ready.max(self.die_free_ns[die]);
+            self.die_free_ns[die] = read_start + self.cfg.timing.read_ns;
+            let ch = die % self.channel_free_ns.len();
+            let xfer_start = self.die_free_ns[die].max(self.channel_free_ns[ch]);
+            self.channel_free_ns[ch] = xfer_start + units * self.unit_transfer_ns;
+            data_done = data_done.max(self.channel_free_ns[ch]);
+        }
+        let host_start = data_done.max(self.host_free_ns);
+        self.host_free_ns =
+            host_start + transfer_ns(cmd.len_bytes, self.cfg.timing.host_bytes_per_s);
+        self.host_free_ns
+    }
+
+    fn trim(&mut self, cmd: &Command, start_ns: u64) -> u64 {
+        let first = cmd.offset_bytes.div_ceil(self.unit_bytes) as u32;
+        let end = (((cmd.offset_bytes + cmd.len_bytes) / self.unit_bytes) as u32).max(first);
+        for lpn in first..end {
+            self.ftl.trim(lpn);
+        }
+        let t = &self.cfg.trim;
+        let cost_ns = self.cfg.timing.command_overhead_ns
+            + t.command_overhead_ns
+            + (end - first) as u64 * t.per_page_ns;
+        self.trim_busy_ns += cost_ns;
+        if t.queued {
+            let s = start_ns.max(self.controller_free_ns);
+            self.controller_free_ns = s + cost_ns;
+            self.controller_free_ns
+        } else {
+            // Non-queued: the queue drains first, then nothing else runs until it is done.
+            let s = start_ns.max(self.last_completion_ns);
+            self.barrier_ns = s + cost_ns;
+            self.barrier_ns
+        }
+    }
+
+    fn flush(&mut self, start_ns: u64) -> u64 {
+        let all_programs = self.die_free_ns.iter().copied().max().unwrap_or(0);
+        (start_ns + self.cfg.timing.command_overhead_ns).max(all_programs)
+    }
+}
+
+impl Device for Ssd {
+    fn submit(&mut self, cmd: &Command, now_ns: u64) -> Result<u64, FlashError> {
+        cmd.check_range(self.logical_bytes())?;
+        if now_ns < self.last_submit_ns {
+            return Err(FlashError::TimeWentBackwards {
+                now_ns,
+                last_ns: self.last_submit_ns,
+            });
+        }
+        self.last_submit_ns = now_ns;
+        if self.cfg.gc.background {
+            self.background_gc(now_ns);
+        }
+        let start_ns = now_ns.max(self.barrier_ns);
+        let done_ns = match cmd.op {
+            Op::Write => self.write(cmd, start_ns)?,
+            Op::Read => self.read(cmd, start_ns),
+            Op::Trim => self.trim(cmd, start_ns),
+            Op::Flush => self.flush(start_ns),
+        };
+        self.last_completion_ns = self.last_completion_ns.max(done_ns);
+        self.host.record(cmd.op, cmd.len_bytes, now_ns, done_ns);
+        Ok(done_ns)
+    }
+
+    fn stats(&self) -> DeviceStats {
+        let mut s = DeviceStats::default();
+        self.host.fill(&mut s);
+        let c = self.ftl.counters();
+        s.mapping_unit_bytes = self.unit_bytes;
+        s.host_write_pages = c.host_write_units;
+        s.flash_write_pages = c.flash_write_units();
+        s.gc_copied_pages = c.gc_copied_units;
+        s.waf = (c.host_write_units > 0)
+            .then(|| c.flash_write_units() as f64 / c.host_write_units as f64);
+        s.erases = c.erases;
+        s.trimmed_pages = c.trimmed_units;
+        s.trim_busy_ns = self.trim_busy_ns;
+        s.set_erase_spread(self.ftl.erase_counts());
+        s
+    }
+
+    fn reset_stats(&mut self) {
+        self.ftl.reset_counters();
+        self.host = HostRecorder::default();
+        self.trim_busy_ns = 0;
+    }
+
+    fn logical_bytes(&self) -> u64 {
+        self.cfg.geometry.logical_bytes
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn config() -> SsdConfig {
+        SsdConfig {
+            geometry: Geometry {
+                channels: 2,
+                chips_per_channel: 2,
+                dies_per_chip: 1,
+                planes_per_die: 1,
+                pages_per_block: 32,
+                page_size_bytes: 4096,
+                mapping_unit_bytes: 4096,
+                logical_bytes: 16 << 20,
+                op: 0.25,
+            },
+            timing: SsdTiming {
+                read_ns: 50_000,
+                program_ns: 500_000,
+                erase_ns: 3_000_000,
+                channel_bytes_per_s: 400_000_000,
+                host_bytes_per_s: 500_000_000,
+                command_overhead_ns: 5_000,
+            },
+            gc: GcConfig {
+                policy: GcPolicy::Greedy,
+                free_blocks: 2,
+                background: false,
+                background_free_blocks: 0,
+                background_idle_ns: 0,
+            },
+            trim: TrimConfig {
+                queued: false,
+                command_overhead_ns: 100_000,
+                per_page_ns: 1_000,
+            },
+            write_cache_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn a_single_write_costs_transfer_plus_program() {
+        let mut ssd = Ssd::new(config()).unwrap();
+        let done = ssd.submit(&Command::write(0, 4096), 0).unwrap();
+        // overhead 5 µs + host 8.192 µs + channel 10.24 µs + program 500 µs
+        assert_eq!(done, 5_000 + 8_192 + 10_240 + 500_000);
+    }
+
+    #[test]
+    fn striped_writes_overlap_across_dies() {
+        let mut ssd = Ssd::new(config()).unwrap();
+        let one = ssd.submit(&Command::write(0, 4096), 0).unwrap();
+        let mut ssd = Ssd::new(config()).unwrap();
+        let four = ssd.submit(&Command::write(0, 4 * 4096), 0).unwrap();
+        // Four pages on four dies take far less than four programs in a row.
+        assert!(four < one + 100_000, "one {one} four {four}");
+        let mut ssd = Ssd::new(config()).unwrap();
+        let eight = ssd.submit(&Command::write(0, 8 * 4096), 0).unwrap();
+        assert!(
+            eight >= one + 500_000,
+            "second round of programs waits for the dies"
+        );
+    }
+
+    #[test]
+    fn reads_of_unwritten_data_skip_flash() {
+        let mut ssd = Ssd::new(config()).unwrap();
+        let unwritten = ssd.submit(&Command::read(0, 4096), 0).unwrap();
+        ssd.submit(&Command::write(0, 4096), 1_000_000).unwrap();
+        let written = ssd.submit(&Command::read(0, 4096), 10_000_000).unwrap() - 10_000_000;
+        assert!(unwritten < written);
+        assert!(written >= 50_000);
+    }
+
+    #[test]
+    fn non_queued_trim_waits_for_the_queue_and_blocks_later_commands() {
+        let mut ssd = Ssd::new(config()).unwrap();
+        let w = ssd.submit(&Command::write(0, 4096), 0).unwrap();
+        let t = ssd.submit(&Command::trim(0, 1 << 20), 1_000).unwrap();
+        let cost = 5_000 + 100_000 + 256 * 1_000;
+        assert_eq!(t, w + cost);
+        let r = ssd.submit(&Command::read(8192, 4096), 2_000).unwrap();
+        assert!(r > t);
+        assert_eq!(ssd.stats().trim_commands, 1);
+        assert_eq!(ssd.stats().trimmed_pages, 1);
+
+        let mut cfg = config();
+        cfg.trim.queued = true;
+        let mut ssd = Ssd::new(cfg).unwrap();
+        let w = ssd.submit(&Command::write(0, 4096), 0).unwrap();
+        let t = ssd.submit(&Command::trim(0, 1 << 20), 1_000).unwrap();
+        assert_eq!(t, 1_000 + cost, "queued TRIM does not wait for the write");
+        assert!(t < w);
+    }
+
+    #[test]
+    fn write_cache_acknowledges_before_programs() {
+        let mut cfg = config();
+        cfg.write_cache_bytes = 1 << 20;
+        let mut ssd = Ssd::new(cfg).unwrap();
+        let done = ssd.submit(&Command::write(0, 4096), 0).unwrap();
+        assert_eq!(done, 5_000 + 8_192);
+        let flushed = ssd.submit(&Command::flush(), done).unwrap();
+        assert!(flushed >= done + 500_000);
+    }
+
+    #[test]
+    fn rejects_out_of_range_and_time_travel() {
+        let mut ssd = Ssd::new(config()).unwrap();
+        let err = ssd.submit(&Command::write(16 << 20, 4096), 0).unwrap_err();
+        assert!(err.to_string().contains("outside"), "{err}");
+        ssd.submit(&Command::write(0, 4096), 100).unwrap();
+        assert!(matches!(
+            ssd.submit(&Command::write(0, 4096), 50),
+            Err(FlashError::TimeWentBackwards { .. })
+        ));
+    }
+
+    #[test]
+    fn background_gc_uses_idle_time() {
+        let run = |background: bool| {
+            let mut cfg = config();
+            cfg.gc.background = background;
+            cfg.gc.background_free_blocks = 4;
+            cfg.gc.background_idle_ns = 1_000_000;
+            let mut ssd = Ssd::new(cfg).unwrap();
+            let units = (16 << 20) / 4096;
+            let mut now = 0;
+            for round in 0..3u64 {
+                for i in 0..units {
+                    let lpn = (i * 7919 + round) % units;
+                    now = ssd.submit(&Command::write(lpn * 4096, 4096), now).unwrap();
+                    if i % 64 == 0 {
+                        now += 20_000_000; // idle gap
+                    }
+                }
+            }
+            ssd.check_invariants().unwrap();
+            let s = ssd.stats();
+            (s.write_latency_ns.p99, s.write_latency_ns.mean)
+        };
+        let (with, without) = (run(true), run(false));
+        assert!(
+            with.1 < without.1,
+            "idle-time GC should take GC off the write path: {with:?} vs {without:?}"
+        );
+    }
+}

@@ -1,0 +1,206 @@
+//! Device statistics: counters and latency distributions, as reported by `--json` and the
+//! report.
+
+use crate::Op;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// Latency distribution of one operation type, recorded with 3 significant digits.
+#[derive(Clone, Debug)]
+pub struct LatencyRecorder {
+    hist: Histogram<u64>,
+    sum_ns: u128,
+}
+
+impl Default for LatencyRecorder {
+    fn default() -> Self {
+        LatencyRecorder {
+            // 1 ns to ~19.5 hours at 3 significant digits; longer latencies saturate.
+            hist: Histogram::new_with_bounds(1, 1 << 46, 3).expect("valid histogram bounds"),
+            sum_ns: 0,
+        }
+    }
+}
+
+impl LatencyRecorder {
+    #[inline]
+    pub fn record(&mut self, latency_ns: u64) {
+        self.hist.saturating_record(latency_ns);
+        self.sum_ns += latency_ns as u128;
+    }
+
+    pub fn summary(&self) -> LatencySummary {
+        let count = self.hist.len();
+        if count == 0 {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            count,
+            mean: (self.sum_ns / count as u128) as u64,
+            p50: self.hist.value_at_quantile(0.50),
+            p99: self.hist.value_at_quantile(0.99),
+            p999: self.hist.value_at_quantile(0.999),
+            max: self.hist.max(),
+        }
+    }
+}
+
+/// Latency summary in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub mean: u64,
+    pub p50: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+/// Per-op latency recorders and host-side counters, shared by every device model.
+#[derive(Clone, Debug, Default)]
+pub struct HostRecorder {
+    pub read: LatencyRecorder,
+    pub write: LatencyRecorder,
+    pub trim: LatencyRecorder,
+    pub flush: LatencyRecorder,
+    pub host_read_bytes: u64,
+    pub host_write_bytes: u64,
+    pub trim_commands: u64,
+    pub trim_bytes: u64,
+    pub first_submit_ns: Option<u64>,
+    pub last_completion_ns: u64,
+}
+
+impl HostRecorder {
+    #[inline]
+    pub fn record(&mut self, op: Op, len_bytes: u64, submit_ns: u64, completion_ns: u64) {
+        if self.first_submit_ns.is_none() {
+            self.first_submit_ns = Some(submit_ns);
+        }
+        self.last_completion_ns = self.last_completion_ns.max(completion_ns);
+        let latency_ns = completion_ns - submit_ns;
+        match op {
+            Op::Read => {
+                self.read.record(latency_ns);
+                self.host_read_bytes += len_bytes;
+            }
+            Op::Write => {
+                self.write.record(latency_ns);
+                self.host_write_bytes += len_bytes;
+            }
+            Op::Trim => {
+                self.trim.record(latency_ns);
+                self.trim_commands += 1;
+                self.trim_bytes += len_bytes;
+            }
+            Op::Flush => self.flush.record(latency_ns),
+        }
+    }
+
+    /// Fills the host-side fields of `s`.
+    pub fn fill(&self, s: &mut DeviceStats) {
+        s.read_latency_ns = self.read.summary();
+        s.write_latency_ns = self.write.summary();
+        s.trim_latency_ns = self.trim.summary();
+        s.flush_latency_ns = self.flush.summary();
+        s.host_ops = s.read_latency_ns.count
+            + s.write_latency_ns.count
+            + s.trim_latency_ns.count
+            + s.flush_latency_ns.count;
+        s.host_read_bytes = self.host_read_bytes;
+        s.host_write_bytes = self.host_write_bytes;
+        s.trim_commands = self.trim_commands;
+        s.trim_bytes = self.trim_bytes;
+        s.simulated_ns = self
+            .first_submit_ns
+            .map_or(0, |first| self.last_completion_ns.saturating_sub(first));
+        if s.simulated_ns > 0 {
+            let secs = s.simulated_ns as f64 / 1e9;
+            s.iops = s.host_ops as f64 / secs;
+            s.read_mb_per_s = self.host_read_bytes as f64 / 1e6 / secs;
+            s.write_mb_per_s = self.host_write_bytes as f64 / 1e6 / secs;
+        }
+    }
+}
+
+/// Everything a device reports. "Pages" are FTL mapping units (`mapping_unit_bytes`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DeviceStats {
+    pub simulated_ns: u64,
+    pub host_ops: u64,
+    pub iops: f64,
+    pub read_mb_per_s: f64,
+    pub write_mb_per_s: f64,
+    pub host_read_bytes: u64,
+    pub host_write_bytes: u64,
+    pub read_latency_ns: LatencySummary,
+    pub write_latency_ns: LatencySummary,
+    pub trim_latency_ns: LatencySummary,
+    pub flush_latency_ns: LatencySummary,
+    pub mapping_unit_bytes: u64,
+    /// Flash units written / host units written; `None` before any host write (and on an HDD).
+    pub waf: Option<f64>,
+    pub host_write_pages: u64,
+    pub flash_write_pages: u64,
+    pub gc_copied_pages: u64,
+    pub erases: u64,
+    pub erase_count_min: u32,
+    pub erase_count_max: u32,
+    pub erase_count_mean: f64,
+    pub erase_count_stddev: f64,
+    pub trim_commands: u64,
+    pub trim_bytes: u64,
+    pub trimmed_pages: u64,
+    /// Device time spent processing TRIM commands (their service time, not their queueing).
+    pub trim_busy_ns: u64,
+}
+
+impl DeviceStats {
+    /// Sets the erase-spread fields from per-block erase counts.
+    pub fn set_erase_spread(&mut self, erase_counts: &[u32]) {
+        if erase_counts.is_empty() {
+            return;
+        }
+        let n = erase_counts.len() as f64;
+        let mean = erase_counts.iter().map(|&c| c as f64).sum::<f64>() / n;
+        let var = erase_counts
+            .iter()
+            .map(|&c| (c as f64 - mean).powi(2))
+            .sum::<f64>()
+            / n;
+        self.erase_count_min = *erase_counts.iter().min().unwrap_or(&0);
+        self.erase_count_max = *erase_counts.iter().max().unwrap_or(&0);
+        self.erase_count_mean = mean;
+        self.erase_count_stddev = var.sqrt();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_of_known_latencies() {
+        let mut r = LatencyRecorder::default();
+        for v in 1..=1000u64 {
+            r.record(v * 1000);
+        }
+        let s = r.summary();
+        assert_eq!(s.count, 1000);
+        assert_eq!(s.mean, 500_500);
+        assert!((s.p50 as i64 - 500_000).abs() <= 500, "{}", s.p50);
+        assert!((s.p99 as i64 - 990_000).abs() <= 1000, "{}", s.p99);
+    }
+
+    #[test]
+    fn host_recorder_computes_rates() {
+        let mut h = HostRecorder::default();
+        h.record(Op::Write, 4096, 0, 100);
+        h.record(Op::Read, 4096, 500_000_000, 1_000_000_000);
+        let mut s = DeviceStats::default();
+        h.fill(&mut s);
+        assert_eq!(s.simulated_ns, 1_000_000_000);
+        assert_eq!(s.host_ops, 2);
+        assert!((s.iops - 2.0).abs() < 1e-9);
+    }
+}
