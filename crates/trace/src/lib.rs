@@ -1,1 +1,16 @@
-//! placeholder
+//! Block I/O traces: request types, file formats and the replay engine.
+//!
+//! A [`Trace`] is a list of [`Request`]s, each belonging to a stream (an issuing process,
+//! a disk, a generator). Parsers in [`formats`] read blkparse text, kernel tracefs text,
+//! MSR Cambridge CSV and our own native format; [`replay`] feeds requests to any
+//! [`flash::Device`], closed loop per stream with a queue depth or open loop by timestamp.
+
+pub mod error;
+pub mod formats;
+pub mod replay;
+pub mod request;
+
+pub use error::TraceError;
+pub use formats::{parse, Format};
+pub use replay::{replay_closed, replay_open, ReplaySummary};
+pub use request::{Request, Trace};

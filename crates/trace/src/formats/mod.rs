@@ -1,0 +1,311 @@
+//! Trace file formats: detection, and the parsers of each format.
+//!
+//! Every parser is line-based and total: any input gives either a trace or an error
+//! naming the input, the line and the problem, never a panic.
+
+mod blkparse;
+mod msr;
+mod native;
+mod tracefs;
+
+pub use native::write_native;
+
+use crate::request::{derive_think_times, Request};
+use crate::{Trace, TraceError};
+use flash::{Command, Op};
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Auto,
+    Blkparse,
+    Tracefs,
+    Msr,
+    Native,
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "auto" => Format::Auto,
+            "blkparse" => Format::Blkparse,
+            "tracefs" => Format::Tracefs,
+            "msr" => Format::Msr,
+            "native" => Format::Native,
+            _ => {
+                return Err(format!(
+                    "unknown trace format {s:?}: expected auto, blkparse, tracefs, msr or native"
+                ))
+            }
+        })
+    }
+}
+
+/// Guesses the format from the first meaningful lines.
+pub fn detect(text: &str) -> Option<Format> {
+    for line in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(50)
+    {
+        if line.starts_with("flashlab-trace") {
+            return Some(Format::Native);
+        }
+        if line.contains("block_rq_") {
+            return Some(Format::Tracefs);
+        }
+        if line.starts_with('#') {
+            continue;
+        }
+        if line.split(',').count() == 7
+            && line.split(',').nth(3).is_some_and(|t| {
+                t.eq_ignore_ascii_case("read") || t.eq_ignore_ascii_case("write") || t == "Type"
+            })
+        {
+            return Some(Format::Msr);
+        }
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.split(',').count() == 2 && first.split(',').all(|p| p.parse::<u32>().is_ok()) {
+            return Some(Format::Blkparse);
+        }
+    }
+    None
+}
+
+/// Parses `text` (read from `origin`, named in errors) in `format`.
+pub fn parse(origin: &str, text: &str, format: Format) -> Result<Trace, TraceError> {
+    let format = match format {
+        Format::Auto => detect(text).ok_or_else(|| TraceError::Format {
+            origin: origin.to_string(),
+            msg: "cannot tell the trace format from its first lines; pass --format blkparse, tracefs, msr or native".into(),
+        })?,
+        f => f,
+    };
+    match format {
+        Format::Blkparse => blkparse::parse(origin, text),
+        Format::Tracefs => tracefs::parse(origin, text),
+        Format::Msr => msr::parse(origin, text),
+        Format::Native => native::parse(origin, text),
+        Format::Auto => unreachable!("resolved above"),
+    }
+}
+
+/// Reads and parses a trace file.
+pub fn read_file(path: &std::path::Path, format: Format) -> Result<Trace, TraceError> {
+    let origin = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| TraceError::Io {
+        origin: origin.clone(),
+        source,
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| TraceError::Format {
+        origin: origin.clone(),
+        msg: format!(
+            "not UTF-8 text (first bad byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ),
+    })?;
+    parse(&origin, &text, format)
+}
+
+pub(crate) fn parse_u64(field: &str, what: &str) -> Result<u64, String> {
+    field
+        .parse::<u64>()
+        .map_err(|_| format!("{what} {field:?} is not a non-negative integer"))
+}
+
+/// Parses decimal seconds ("123.456789") into nanoseconds without floating point.
+pub(crate) fn parse_seconds_ns(field: &str) -> Result<u64, String> {
+    let bad = || format!("timestamp {field:?} is not decimal seconds");
+    let (secs, frac) = field.split_once('.').unwrap_or((field, ""));
+    if secs.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let secs: u64 = secs.parse().map_err(|_| bad())?;
+    let frac_ns: u64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<u64>().map_err(|_| bad())? * 10u64.pow(9 - frac.len() as u32)
+    };
+    secs.checked_mul(1_000_000_000)
+        .and_then(|n| n.checked_add(frac_ns))
+        .ok_or_else(bad)
+}
+
+/// Operation from a Linux RWBS string; `None` for requests that carry no data command.
+pub(crate) fn op_from_rwbs(rwbs: &str, sectors: u64) -> Result<Option<Op>, String> {
+    if rwbs.is_empty() || !rwbs.bytes().all(|b| b"RWDFSAMNEZT".contains(&b)) {
+        return Err(format!(
+            "RWBS field {rwbs:?} is not a Linux request type (letters of RWDFSAMNE)"
+        ));
+    }
+    Ok(if rwbs.contains('D') {
+        Some(Op::Trim)
+    } else if rwbs.contains('R') {
+        Some(Op::Read)
+    } else if rwbs.contains('W') {
+        Some(if sectors == 0 { Op::Flush } else { Op::Write })
+    } else if rwbs.contains('F') {
+        Some(Op::Flush)
+    } else {
+        None
+    })
+}
+
+/// A request as captured by the kernel: issue and (optionally) completion.
+pub(crate) struct KernelIssue {
+    pub stream: u32,
+    pub time_ns: u64,
+    pub op: Op,
+    pub sector: u64,
+    pub sectors: u64,
+}
+
+pub(crate) struct KernelCompletion {
+    pub time_ns: u64,
+    pub op: Op,
+    pub sector: u64,
+    pub sectors: u64,
+}
+
+/// Turns kernel issue/complete events into a timestamped trace: completions are matched
+/// to the oldest unmatched issue of the same op and range; times start at zero.
+pub(crate) fn assemble(
+    origin: &str,
+    issues: Vec<KernelIssue>,
+    completions: Vec<KernelCompletion>,
+) -> Result<Trace, TraceError> {
+    let to_cmd = |op: Op, sector: u64, sectors: u64| -> Option<Command> {
+        let offset = sector.checked_mul(512)?;
+        let len = sectors.checked_mul(512)?;
+        offset.checked_add(len)?;
+        Some(match op {
+            Op::Flush => Command::flush(),
+            _ => Command::new(op, offset, len),
+        })
+    };
+    let t0 = issues.iter().map(|i| i.time_ns).min().unwrap_or(0);
+    let mut requests = Vec::with_capacity(issues.len());
+    for i in &issues {
+        let cmd = to_cmd(i.op, i.sector, i.sectors).ok_or_else(|| TraceError::Format {
+            origin: origin.to_string(),
+            msg: format!(
+                "request at sector {} + {} overflows a 64-bit byte offset",
+                i.sector, i.sectors
+            ),
+        })?;
+        requests.push(Request {
+            stream: i.stream,
+            cmd,
+            think_ns: 0,
+            at_ns: i.time_ns - t0,
+        });
+    }
+    // Match completions in time order to the oldest open issue with the same key.
+    let mut open: std::collections::HashMap<(u8, u64, u64), std::collections::VecDeque<usize>> =
+        std::collections::HashMap::new();
+    let key = |op: Op, sector: u64, sectors: u64| (op as u8, sector, sectors);
+    let mut events: Vec<(u64, bool, usize)> = issues
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.time_ns, false, i))
+        .chain(
+            completions
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.time_ns, true, i)),
+        )
+        .collect();
+    events.sort_by_key(|&(t, is_completion, i)| (t, !is_completion, i));
+    let mut done: Vec<Option<u64>> = vec![None; issues.len()];
+    for (_, is_completion, i) in events {
+        if is_completion {
+            let c = &completions[i];
+            if let Some(q) = open.get_mut(&key(c.op, c.sector, c.sectors)) {
+                if let Some(idx) = q.pop_front() {
+                    done[idx] = Some(c.time_ns.saturating_sub(t0));
+                }
+            }
+        } else {
+            let e = &issues[i];
+            open.entry(key(e.op, e.sector, e.sectors))
+                .or_default()
+                .push_back(i);
+        }
+    }
+    derive_think_times(&mut requests, &done);
+    Ok(Trace {
+        requests,
+        timestamped: true,
+    })
+}
+
+/// Runs `parse_line` on every line, attaching origin and line number to its errors.
+pub(crate) fn for_each_line<F>(
+    origin: &str,
+    text: &str,
+    mut parse_line: F,
+) -> Result<(), TraceError>
+where
+    F: FnMut(&str) -> Result<bool, String>,
+{
+    for (i, line) in text.lines().enumerate() {
+        match parse_line(line) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(msg) => {
+                return Err(TraceError::Parse {
+                    origin: origin.to_string(),
+                    line: i + 1,
+                    msg,
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_parse_exactly() {
+        assert_eq!(parse_seconds_ns("1.5"), Ok(1_500_000_000));
+        assert_eq!(parse_seconds_ns("0.000000001"), Ok(1));
+        assert_eq!(parse_seconds_ns("12"), Ok(12_000_000_000));
+        assert!(parse_seconds_ns("1.0000000001").is_err());
+        assert!(parse_seconds_ns("-1.0").is_err());
+        assert!(parse_seconds_ns("99999999999999999999.0").is_err());
+    }
+
+    #[test]
+    fn rwbs_maps_to_ops() {
+        assert_eq!(op_from_rwbs("WS", 8), Ok(Some(Op::Write)));
+        assert_eq!(op_from_rwbs("RA", 8), Ok(Some(Op::Read)));
+        assert_eq!(op_from_rwbs("DS", 8), Ok(Some(Op::Trim)));
+        assert_eq!(op_from_rwbs("FWS", 0), Ok(Some(Op::Flush)));
+        assert_eq!(op_from_rwbs("FF", 0), Ok(Some(Op::Flush)));
+        assert_eq!(op_from_rwbs("N", 0), Ok(None));
+        assert!(op_from_rwbs("XYZ", 0).is_err());
+    }
+
+    #[test]
+    fn detects_each_format() {
+        assert_eq!(detect("flashlab-trace v1 closed\n"), Some(Format::Native));
+        assert_eq!(
+            detect("  8,0    1        3     0.000002000  1234  D  WS 123456 + 8 [dd]\n"),
+            Some(Format::Blkparse)
+        );
+        assert_eq!(
+            detect("# tracer: nop\n dd-1 [000] ..... 1.0: block_rq_issue: 7,0 W 4096 () 0 + 8 none,0,0 [dd]\n"),
+            Some(Format::Tracefs)
+        );
+        assert_eq!(
+            detect("128166372003061629,wdev,0,Read,3154509824,4096,1331\n"),
+            Some(Format::Msr)
+        );
+        assert_eq!(detect("hello world\n"), None);
+    }
+}

@@ -1,0 +1,102 @@
+//! MSR Cambridge block traces (SNIA IOTTA): CSV lines
+//! `Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime`, with the timestamp in
+//! Windows filetime ticks (100 ns) and the response time in ticks too. One stream per
+//! host and disk.
+
+use super::{for_each_line, parse_u64};
+use crate::request::{derive_think_times, Request};
+use crate::{Trace, TraceError};
+use flash::Command;
+
+pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
+    let mut streams: Vec<(String, String)> = Vec::new();
+    let mut rows: Vec<(u64, u32, Command, u64)> = Vec::new();
+    for_each_line(origin, text, |line| {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') || t.starts_with("Timestamp") {
+            return Ok(true);
+        }
+        let f: Vec<&str> = t.split(',').map(str::trim).collect();
+        if f.len() != 7 {
+            return Err(format!(
+                "expected 7 comma-separated fields, found {}",
+                f.len()
+            ));
+        }
+        let ticks = parse_u64(f[0], "timestamp")?;
+        let key = (f[1].to_string(), f[2].to_string());
+        parse_u64(f[2], "disk number")?;
+        let offset = parse_u64(f[4], "offset")?;
+        let size = parse_u64(f[5], "size")?;
+        let response = parse_u64(f[6], "response time")?;
+        offset.checked_add(size).ok_or("offset + size overflows")?;
+        let cmd = match f[3].to_ascii_lowercase().as_str() {
+            "read" => Command::read(offset, size),
+            "write" => Command::write(offset, size),
+            _ => return Err(format!("type {:?} is neither Read nor Write", f[3])),
+        };
+        let stream = match streams.iter().position(|k| *k == key) {
+            Some(i) => i,
+            None => {
+                streams.push(key);
+                streams.len() - 1
+            }
+        } as u32;
+        let at_ns = ticks
+            .checked_mul(100)
+            .ok_or("timestamp overflows nanoseconds")?;
+        rows.push((at_ns, stream, cmd, response.saturating_mul(100)));
+        Ok(true)
+    })?;
+    rows.sort_by_key(|r| r.0);
+    let t0 = rows.first().map_or(0, |r| r.0);
+    let mut requests: Vec<Request> = rows
+        .iter()
+        .map(|&(at, stream, cmd, _)| Request {
+            stream,
+            cmd,
+            think_ns: 0,
+            at_ns: at - t0,
+        })
+        .collect();
+    let done: Vec<Option<u64>> = rows
+        .iter()
+        .map(|&(at, _, _, resp)| Some(at - t0 + resp))
+        .collect();
+    derive_think_times(&mut requests, &done);
+    Ok(Trace {
+        requests,
+        timestamped: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flash::Op;
+
+    #[test]
+    fn parses_msr_rows() {
+        let text = "128166372003061629,wdev,0,Read,3154509824,4096,1331\n128166372003161629,wdev,0,Write,8192,16384,500\n";
+        let t = parse("wdev_0.csv", text).unwrap();
+        assert_eq!(t.requests.len(), 2);
+        assert_eq!(t.requests[0].cmd.op, Op::Read);
+        assert_eq!(t.requests[1].at_ns, 10_000_000);
+        assert_eq!(t.requests[1].think_ns, 10_000_000 - 133_100);
+    }
+
+    #[test]
+    fn rejects_bad_rows() {
+        let err = parse("x.csv", "1,h,0,Erase,0,4096,1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("x.csv:1:") && err.contains("Erase"),
+            "{err}"
+        );
+        let err = parse("x.csv", "1,h,0,Read,0,4096\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("7 comma"), "{err}");
+    }
+}

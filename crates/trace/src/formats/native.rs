@@ -1,0 +1,161 @@
+//! flashlab's own trace format: plain text, one request a line.
+//!
+//! ```text
+//! flashlab-trace v1 closed        # or "open"
+//! # stream op offset_bytes len_bytes time_ns
+//! 0 W 0 4096 0
+//! 0 R 0 4096 1000
+//! 1 T 1048576 65536 0
+//! 0 F 0 0 0
+//! ```
+//! `op` is R (read), W (write), T (trim) or F (flush). In a `closed` trace `time_ns` is the
+//! think time before the request; in an `open` trace it is the issue time.
+
+use super::{for_each_line, parse_u64};
+use crate::request::Request;
+use crate::{Trace, TraceError};
+use flash::{Command, Op};
+use std::io::Write;
+
+pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
+    let mut mode: Option<bool> = None; // Some(true) = open loop
+    let mut requests = Vec::new();
+    for_each_line(origin, text, |line| {
+        let t = line.split('#').next().unwrap_or("").trim();
+        if t.is_empty() {
+            return Ok(true);
+        }
+        let f: Vec<&str> = t.split_whitespace().collect();
+        if mode.is_none() {
+            return match f.as_slice() {
+                ["flashlab-trace", "v1", "closed"] => {
+                    mode = Some(false);
+                    Ok(true)
+                }
+                ["flashlab-trace", "v1", "open"] => {
+                    mode = Some(true);
+                    Ok(true)
+                }
+                _ => Err(
+                    "first line must be 'flashlab-trace v1 closed' or 'flashlab-trace v1 open'"
+                        .into(),
+                ),
+            };
+        }
+        if f.len() != 5 {
+            return Err(format!(
+                "expected 5 fields (stream op offset_bytes len_bytes time_ns), found {}",
+                f.len()
+            ));
+        }
+        let stream = u32::try_from(parse_u64(f[0], "stream")?)
+            .map_err(|_| "stream does not fit 32 bits".to_string())?;
+        let op = match f[1] {
+            "R" => Op::Read,
+            "W" => Op::Write,
+            "T" => Op::Trim,
+            "F" => Op::Flush,
+            other => return Err(format!("op {other:?} is not R, W, T or F")),
+        };
+        let offset = parse_u64(f[2], "offset_bytes")?;
+        let len = parse_u64(f[3], "len_bytes")?;
+        offset
+            .checked_add(len)
+            .ok_or("offset_bytes + len_bytes overflows")?;
+        let time = parse_u64(f[4], "time_ns")?;
+        let open = mode == Some(true);
+        requests.push(Request {
+            stream,
+            cmd: Command::new(op, offset, len),
+            think_ns: if open { 0 } else { time },
+            at_ns: if open { time } else { 0 },
+        });
+        Ok(true)
+    })?;
+    let Some(open) = mode else {
+        return Err(TraceError::Format {
+            origin: origin.to_string(),
+            msg: "empty trace: no 'flashlab-trace v1' header".into(),
+        });
+    };
+    if open && requests.windows(2).any(|w| w[1].at_ns < w[0].at_ns) {
+        return Err(TraceError::Format {
+            origin: origin.to_string(),
+            msg: "open-loop trace times must not decrease".into(),
+        });
+    }
+    Ok(Trace {
+        requests,
+        timestamped: open,
+    })
+}
+
+/// Writes `trace` in the native format (open loop if it is timestamped).
+pub fn write_native<W: Write>(trace: &Trace, mut out: W) -> std::io::Result<()> {
+    let open = trace.timestamped;
+    writeln!(
+        out,
+        "flashlab-trace v1 {}",
+        if open { "open" } else { "closed" }
+    )?;
+    writeln!(
+        out,
+        "# stream op offset_bytes len_bytes {}",
+        if open { "at_ns" } else { "think_ns" }
+    )?;
+    for r in &trace.requests {
+        let op = match r.cmd.op {
+            Op::Read => 'R',
+            Op::Write => 'W',
+            Op::Trim => 'T',
+            Op::Flush => 'F',
+        };
+        let time = if open { r.at_ns } else { r.think_ns };
+        writeln!(
+            out,
+            "{} {} {} {} {}",
+            r.stream, op, r.cmd.offset_bytes, r.cmd.len_bytes, time
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        let text = "flashlab-trace v1 closed\n# comment\n0 W 0 4096 0\n0 R 0 4096 1000 # trailing\n1 T 1048576 65536 0\n0 F 0 0 0\n";
+        let t = parse("a.trace", text).unwrap();
+        assert_eq!(t.requests.len(), 4);
+        assert_eq!(t.requests[1].think_ns, 1000);
+        let mut out = Vec::new();
+        write_native(&t, &mut out).unwrap();
+        let again = parse("b.trace", std::str::from_utf8(&out).unwrap()).unwrap();
+        assert_eq!(t, again);
+    }
+
+    #[test]
+    fn errors_name_line_and_field() {
+        let err = parse(
+            "a.trace",
+            "flashlab-trace v1 open\n0 W 0 4096 5\n0 X 0 1 6\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("a.trace:3:") && err.contains("\"X\""),
+            "{err}"
+        );
+        let err = parse("a.trace", "0 W 0 4096 5\n").unwrap_err().to_string();
+        assert!(err.contains("first line"), "{err}");
+        let err = parse(
+            "a.trace",
+            "flashlab-trace v1 open\n0 W 0 4096 5\n0 W 0 4096 4\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("decrease"), "{err}");
+    }
+}
