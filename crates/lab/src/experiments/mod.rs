@@ -1,0 +1,111 @@
+//! The experiments of `flashlab reproduce`, one module each. Every experiment takes a
+//! scale and a seed and returns a report [`Section`] whose numbers and verdicts it
+//! computed itself.
+
+pub mod waf;
+
+use crate::report::Section;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// Minutes for the whole report on a 2-core machine.
+    Quick,
+    /// Larger drives and longer runs, closer to the papers.
+    Full,
+}
+
+impl FromStr for Scale {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "quick" => Ok(Scale::Quick),
+            "full" => Ok(Scale::Full),
+            _ => Err(format!("unknown scale {s:?}: expected quick or full")),
+        }
+    }
+}
+
+impl std::fmt::Display for Scale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Scale::Quick => "quick",
+            Scale::Full => "full",
+        })
+    }
+}
+
+/// An experiment: its id (for `--only`), a one-line description and its runner.
+pub struct Experiment {
+    pub id: &'static str,
+    pub about: &'static str,
+    pub run: fn(Scale, u64) -> Result<Section, String>,
+}
+
+pub const ALL: &[Experiment] = &[Experiment {
+    id: "waf",
+    about: "WAF versus over-provisioning for greedy, cost-benefit and FIFO GC, against Desnoyers's analytic FIFO model; hot/cold skew",
+    run: waf::run,
+}];
+
+/// Derives an independent seed for job `index` of a run seeded with `seed` (SplitMix64).
+pub fn derive_seed(seed: u64, index: u64) -> u64 {
+    let mut z = seed.wrapping_add(index.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Runs `jobs` on up to `threads` threads; results come back in job order, whatever the
+/// scheduling, so parallel runs stay deterministic.
+pub fn parallel_map<J: Sync, R: Send>(
+    jobs: &[J],
+    threads: usize,
+    f: impl Fn(&J) -> R + Sync,
+) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<R>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1).min(jobs.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= jobs.len() {
+                    break;
+                }
+                let r = f(&jobs[i]);
+                out.lock()
+                    .expect("no worker panicked while holding the lock")[i] = Some(r);
+            });
+        }
+    });
+    out.into_inner()
+        .expect("workers finished")
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
+}
+
+/// Worker threads for experiments: the machine's cores.
+pub fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parallel_map_keeps_order() {
+        let jobs: Vec<u64> = (0..100).collect();
+        let out = parallel_map(&jobs, 4, |&j| j * j);
+        assert_eq!(out, jobs.iter().map(|j| j * j).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn derived_seeds_differ() {
+        assert_ne!(derive_seed(1, 0), derive_seed(1, 1));
+        assert_eq!(derive_seed(1, 5), derive_seed(1, 5));
+    }
+}

@@ -1,0 +1,330 @@
+//! Experiment `waf`: write amplification versus over-provisioning.
+//!
+//! Uniform random 4 KiB writes on a page-mapped drive, for greedy, cost-benefit and FIFO
+//! victim choice, at over-provisioning 5%–40%, compared with Desnoyers's closed-form
+//! model for FIFO cleaning; then the same sweep under hot/cold skew (90% of writes to 10%
+//! of the space). Runs on the WAF-only path: fill sequentially, warm up, measure.
+
+use super::{derive_seed, parallel_map, threads, Scale};
+use crate::analytic::fifo_waf;
+use crate::report::{LinePlot, Provenance, Section, Series, Table, Verdict};
+use crate::workload::{Pattern, SlotGen};
+use flash::ftl::{NoTiming, PageFtl};
+use flash::{GcPolicy, Geometry};
+use serde_json::json;
+
+pub const OPS: &[f64] = &[0.05, 0.07, 0.10, 0.15, 0.20, 0.28, 0.40];
+pub const POLICIES: &[GcPolicy] = &[GcPolicy::Greedy, GcPolicy::CostBenefit, GcPolicy::Fifo];
+const HOTCOLD: Pattern = Pattern::HotCold {
+    hot_write_fraction: 0.9,
+    hot_space_fraction: 0.1,
+};
+
+/// Drive and run lengths per scale.
+struct Setup {
+    logical_bytes: u64,
+    pages_per_block: u32,
+    warmup_x: f64,
+    measure_x: f64,
+}
+
+fn setup(scale: Scale) -> Setup {
+    match scale {
+        Scale::Quick => Setup {
+            logical_bytes: 2 << 30,
+            pages_per_block: 256,
+            warmup_x: 2.0,
+            measure_x: 2.0,
+        },
+        Scale::Full => Setup {
+            logical_bytes: 8 << 30,
+            pages_per_block: 512,
+            warmup_x: 4.0,
+            measure_x: 4.0,
+        },
+    }
+}
+
+/// One drive with 4 KiB pages and mapping on a single die, so the only spare space is the
+/// over-provisioning (GC keeps one free block).
+pub fn geometry(logical_bytes: u64, pages_per_block: u32, op: f64) -> Geometry {
+    Geometry {
+        channels: 1,
+        chips_per_channel: 1,
+        dies_per_chip: 1,
+        planes_per_die: 1,
+        pages_per_block,
+        page_size_bytes: 4096,
+        mapping_unit_bytes: 4096,
+        logical_bytes,
+        op,
+    }
+}
+
+/// Measured steady-state WAF of one configuration on the WAF-only path.
+pub fn steady_state_waf(
+    g: &Geometry,
+    policy: GcPolicy,
+    pattern: Pattern,
+    warmup_x: f64,
+    measure_x: f64,
+    seed: u64,
+) -> Result<f64, String> {
+    let mut ftl = PageFtl::new(g, policy, 1).map_err(|e| e.to_string())?;
+    let units = ftl.logical_units();
+    let e = |e: flash::FlashError| e.to_string();
+    for lpn in 0..units {
+        ftl.write(lpn, &mut NoTiming).map_err(e)?;
+    }
+    let mut gen = SlotGen::new(pattern, units as u64, seed)?;
+    for _ in 0..(warmup_x * units as f64) as u64 {
+        ftl.write(gen.next_slot() as u32, &mut NoTiming)
+            .map_err(e)?;
+    }
+    ftl.reset_counters();
+    for _ in 0..(measure_x * units as f64) as u64 {
+        ftl.write(gen.next_slot() as u32, &mut NoTiming)
+            .map_err(e)?;
+    }
+    let c = ftl.counters();
+    Ok(c.flash_write_units() as f64 / c.host_write_units as f64)
+}
+
+struct Job {
+    policy: GcPolicy,
+    op: f64,
+    pattern: Pattern,
+    seed: u64,
+}
+
+pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
+    let started = std::time::Instant::now();
+    let s = setup(scale);
+    let mut jobs = Vec::new();
+    for pattern in [Pattern::Uniform, HOTCOLD] {
+        for &policy in POLICIES {
+            for &op in OPS {
+                let seed = derive_seed(seed, jobs.len() as u64);
+                jobs.push(Job {
+                    policy,
+                    op,
+                    pattern,
+                    seed,
+                });
+            }
+        }
+    }
+    let results = parallel_map(&jobs, threads(), |j| {
+        let g = geometry(s.logical_bytes, s.pages_per_block, j.op);
+        steady_state_waf(&g, j.policy, j.pattern, s.warmup_x, s.measure_x, j.seed)
+    });
+    let results: Vec<f64> = results.into_iter().collect::<Result<_, _>>()?;
+    let waf_of = |pattern: Pattern, policy: GcPolicy, op: f64| -> f64 {
+        let i = jobs
+            .iter()
+            .position(|j| j.pattern == pattern && j.policy == policy && j.op == op)
+            .expect("every combination ran");
+        results[i]
+    };
+
+    // Tables and plots.
+    let mut table = Table {
+        file_stem: "waf".into(),
+        caption: "Steady-state WAF".into(),
+        headers: [
+            "workload",
+            "op",
+            "greedy",
+            "cost-benefit",
+            "fifo",
+            "analytic fifo (Desnoyers)",
+            "fifo error %",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: vec![],
+    };
+    let mut fifo_max_err = 0.0f64;
+    let mut greedy_not_above_fifo = true;
+    let mut per_op = Vec::new();
+    for pattern in [Pattern::Uniform, HOTCOLD] {
+        for &op in OPS {
+            let (g, cb, f) = (
+                waf_of(pattern, GcPolicy::Greedy, op),
+                waf_of(pattern, GcPolicy::CostBenefit, op),
+                waf_of(pattern, GcPolicy::Fifo, op),
+            );
+            let model = fifo_waf(op);
+            let err = (f - model) / model * 100.0;
+            if pattern == Pattern::Uniform {
+                fifo_max_err = fifo_max_err.max(err.abs());
+                greedy_not_above_fifo &= g <= f;
+            }
+            per_op.push(json!({"workload": pattern.to_string(), "op": op, "greedy": g, "cost_benefit": cb, "fifo": f, "analytic_fifo": model}));
+            table.rows.push(vec![
+                pattern.to_string(),
+                format!("{op:.2}"),
+                format!("{g:.3}"),
+                format!("{cb:.3}"),
+                format!("{f:.3}"),
+                format!("{model:.3}"),
+                if pattern == Pattern::Uniform {
+                    format!("{err:+.2}")
+                } else {
+                    "—".into()
+                },
+            ]);
+        }
+    }
+    let series = |pattern: Pattern| -> Vec<Series> {
+        let mut v: Vec<Series> = POLICIES
+            .iter()
+            .map(|&p| Series {
+                name: p.to_string(),
+                points: OPS
+                    .iter()
+                    .map(|&op| (op * 100.0, waf_of(pattern, p, op)))
+                    .collect(),
+                reference: false,
+            })
+            .collect();
+        v.push(Series {
+            name: "analytic FIFO (Desnoyers 2012)".into(),
+            points: (0..=70)
+                .map(|i| 5.0 + i as f64 * 0.5)
+                .map(|x| (x, fifo_waf(x / 100.0)))
+                .collect(),
+            reference: true,
+        });
+        v
+    };
+    let plots = vec![
+        LinePlot {
+            file_stem: "waf_uniform".into(),
+            title: "WAF vs over-provisioning, uniform random 4 KiB writes".into(),
+            x_label: "over-provisioning (%)".into(),
+            y_label: "write amplification".into(),
+            series: series(Pattern::Uniform),
+        },
+        LinePlot {
+            file_stem: "waf_hotcold".into(),
+            title: "WAF vs over-provisioning, hot/cold 90/10 (analytic curve: uniform FIFO)".into(),
+            x_label: "over-provisioning (%)".into(),
+            y_label: "write amplification".into(),
+            series: series(HOTCOLD),
+        },
+    ];
+
+    // Verdicts, computed from the numbers above.
+    let skew_ratio: Vec<f64> = OPS
+        .iter()
+        .map(|&op| {
+            waf_of(HOTCOLD, GcPolicy::CostBenefit, op) / waf_of(HOTCOLD, GcPolicy::Greedy, op)
+        })
+        .collect();
+    let mean_skew_ratio = skew_ratio.iter().sum::<f64>() / skew_ratio.len() as f64;
+    let greedy_gain: Vec<f64> = OPS
+        .iter()
+        .map(|&op| {
+            waf_of(Pattern::Uniform, GcPolicy::Greedy, op) / waf_of(HOTCOLD, GcPolicy::Greedy, op)
+        })
+        .collect();
+    let verdicts = vec![
+        Verdict {
+            claim: "FIFO cleaning under uniform random writes follows the analytic model within 3% at every over-provisioning".into(),
+            reference: format!(
+                "WAF = α/(α + W₀(−αe^−α)), α = 1 + op: {}",
+                OPS.iter().map(|&op| format!("{:.2}", fifo_waf(op))).collect::<Vec<_>>().join(" / ")
+            ),
+            measured: format!("largest deviation {fifo_max_err:.2}%"),
+            holds: fifo_max_err <= 3.0,
+        },
+        Verdict {
+            claim: "Greedy victim choice never amplifies more than FIFO under uniform writes".into(),
+            reference: "greedy ≤ FIFO (Desnoyers 2012; greedy is near-optimal without locality)".into(),
+            measured: OPS
+                .iter()
+                .map(|&op| format!("{:.2} vs {:.2}", waf_of(Pattern::Uniform, GcPolicy::Greedy, op), waf_of(Pattern::Uniform, GcPolicy::Fifo, op)))
+                .collect::<Vec<_>>()
+                .join("; "),
+            holds: greedy_not_above_fifo,
+        },
+        Verdict {
+            claim: "Under hot/cold skew, cost-benefit cleaning amplifies less than greedy on average over the sweep".into(),
+            reference: "cost-benefit < greedy for skewed writes (Rosenblum & Ousterhout 1992)".into(),
+            measured: format!("mean cost-benefit/greedy WAF ratio {mean_skew_ratio:.3}"),
+            holds: mean_skew_ratio < 1.0,
+        },
+        Verdict {
+            claim: "Skew (hot/cold 90/10) lowers greedy's WAF below its uniform-write WAF at every over-provisioning".into(),
+            reference: "hot blocks empty themselves, so victims hold fewer valid pages".into(),
+            measured: format!(
+                "uniform/skewed greedy WAF ratio {}",
+                greedy_gain.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(" / ")
+            ),
+            holds: greedy_gain.iter().all(|&r| r > 1.0),
+        },
+    ];
+    let g = geometry(s.logical_bytes, s.pages_per_block, OPS[0]);
+    Ok(Section {
+        id: "waf".into(),
+        title: "Write amplification versus over-provisioning".into(),
+        question: format!(
+            "How much does garbage collection amplify writes at a given over-provisioning, and how close is the \
+             simulator to the closed-form model of FIFO cleaning? A {} GiB drive with 4 KiB pages and mapping, \
+             {} pages per block, one free block kept for GC, is filled sequentially, warmed up with {}× its \
+             capacity of random 4 KiB writes and measured over {}× more; for each of greedy, cost-benefit and \
+             FIFO victim choice, uniform and hot/cold 90/10 writes. {} runs on the WAF-only path.",
+            s.logical_bytes >> 30,
+            g.pages_per_block,
+            s.warmup_x,
+            s.measure_x,
+            jobs.len()
+        ),
+        seed,
+        runtime_s: started.elapsed().as_secs_f64(),
+        plots,
+        tables: vec![table],
+        verdicts,
+        provenance: vec![Provenance {
+            number: "analytic FIFO curve".into(),
+            role: "predicted: no simulator parameter was fitted to it; it depends only on the over-provisioning".into(),
+        }],
+        results: json!({
+            "logical_bytes": s.logical_bytes,
+            "pages_per_block": s.pages_per_block,
+            "warmup_x": s.warmup_x,
+            "measure_x": s.measure_x,
+            "points": per_op,
+            "fifo_max_error_percent": fifo_max_err,
+            "hotcold_cost_benefit_over_greedy": mean_skew_ratio,
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifo_matches_the_analytic_model_on_a_small_drive() {
+        // 512 MiB, 256 pages per block: close enough to the model's large-drive limit.
+        for op in [0.1, 0.25] {
+            let g = geometry(512 << 20, 256, op);
+            let waf = steady_state_waf(&g, GcPolicy::Fifo, Pattern::Uniform, 2.0, 2.0, 1).unwrap();
+            let model = fifo_waf(op);
+            assert!(
+                (waf - model).abs() / model < 0.04,
+                "op {op}: simulated {waf:.3} vs model {model:.3}"
+            );
+        }
+    }
+
+    #[test]
+    fn greedy_beats_fifo_under_uniform_writes() {
+        let g = geometry(256 << 20, 128, 0.1);
+        let greedy = steady_state_waf(&g, GcPolicy::Greedy, Pattern::Uniform, 2.0, 1.0, 3).unwrap();
+        let fifo = steady_state_waf(&g, GcPolicy::Fifo, Pattern::Uniform, 2.0, 1.0, 3).unwrap();
+        assert!(greedy < fifo, "greedy {greedy} fifo {fifo}");
+    }
+}

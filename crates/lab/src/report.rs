@@ -1,0 +1,360 @@
+//! The report writer: one HTML page with a section per experiment (what it checks, the
+//! reference numbers, ours, plots, tables, computed verdicts), SVG plots and CSV tables
+//! beside it, and `results.json` with every measured number, reference and verdict.
+
+use plotters::prelude::*;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// One line of a plot.
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    /// Drawn dashed without markers (reference curves).
+    pub reference: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct LinePlot {
+    pub file_stem: String,
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub series: Vec<Series>,
+}
+
+/// A table, written as HTML and as CSV.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Table {
+    pub file_stem: String,
+    pub caption: String,
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn to_csv(&self) -> String {
+        let esc = |s: &str| {
+            if s.contains([',', '"', '\n']) {
+                format!("\"{}\"", s.replace('"', "\"\""))
+            } else {
+                s.to_string()
+            }
+        };
+        let mut out = String::new();
+        for row in std::iter::once(&self.headers).chain(&self.rows) {
+            out.push_str(&row.iter().map(|c| esc(c)).collect::<Vec<_>>().join(","));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A claim checked against the run's numbers.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub claim: String,
+    pub reference: String,
+    pub measured: String,
+    pub holds: bool,
+}
+
+/// Where a reference number enters the model: used to set a parameter (calibrated), or
+/// only compared with (predicted).
+#[derive(Debug, Clone, Serialize)]
+pub struct Provenance {
+    pub number: String,
+    pub role: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Section {
+    pub id: String,
+    pub title: String,
+    /// What the experiment checks and how, in a few sentences.
+    pub question: String,
+    pub seed: u64,
+    pub runtime_s: f64,
+    #[serde(skip)]
+    pub plots: Vec<LinePlot>,
+    pub tables: Vec<Table>,
+    pub verdicts: Vec<Verdict>,
+    pub provenance: Vec<Provenance>,
+    /// Every measured and reference number, for scripts.
+    pub results: serde_json::Value,
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Renders a line plot as an SVG document.
+pub fn line_plot_svg(p: &LinePlot) -> Result<String, String> {
+    let pts = p.series.iter().flat_map(|s| s.points.iter());
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y0 = y0.min(y);
+        y1 = y1.max(y);
+    }
+    if x0 > x1 {
+        return Err(format!("plot {} has no points", p.file_stem));
+    }
+    let xpad = ((x1 - x0) * 0.03).max(1e-9);
+    let ypad = ((y1 - y0) * 0.08).max(1e-9);
+    let (x0, x1) = (x0 - xpad, x1 + xpad);
+    let (y0, y1) = ((y0 - ypad).min(0.0f64.max(y0 - ypad)), y1 + ypad);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (760, 460)).into_drawing_area();
+        let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+        root.fill(&WHITE).map_err(e)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&p.title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(42)
+            .y_label_area_size(64)
+            .build_cartesian_2d(x0..x1, y0..y1)
+            .map_err(e)?;
+        chart
+            .configure_mesh()
+            .x_desc(p.x_label.as_str())
+            .y_desc(p.y_label.as_str())
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(e)?;
+        for (i, s) in p.series.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            if s.reference {
+                chart
+                    .draw_series(DashedLineSeries::new(
+                        s.points.clone(),
+                        8,
+                        5,
+                        BLACK.stroke_width(2),
+                    ))
+                    .map_err(e)?
+                    .label(s.name.as_str())
+                    .legend(|(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2))
+                    });
+            } else {
+                chart
+                    .draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
+                    .map_err(e)?
+                    .label(s.name.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    });
+                chart
+                    .draw_series(
+                        s.points
+                            .iter()
+                            .map(|&(x, y)| Circle::new((x, y), 3, color.filled())),
+                    )
+                    .map_err(e)?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(180, 180, 180))
+            .draw()
+            .map_err(e)?;
+        root.present().map_err(e)?;
+    }
+    Ok(svg)
+}
+
+/// Run-wide facts shown at the top of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunInfo {
+    pub scale: String,
+    pub command: String,
+    pub version: String,
+    pub total_runtime_s: f64,
+}
+
+/// Writes `dir/index.html`, `dir/results.json`, and per section `dir/ID/*.svg|csv`.
+pub fn write_report(dir: &Path, info: &RunInfo, sections: &[Section]) -> Result<PathBuf, String> {
+    let io = |what: &Path, e: std::io::Error| format!("cannot write {}: {e}", what.display());
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let mut body = String::new();
+    let mut toc = String::new();
+    for s in sections {
+        let sdir = dir.join(&s.id);
+        std::fs::create_dir_all(&sdir).map_err(|e| io(&sdir, e))?;
+        let held = s.verdicts.iter().filter(|v| v.holds).count();
+        let _ = writeln!(
+            toc,
+            "<li><a href=\"#{id}\">{t}</a> — {held}/{n} claims hold</li>",
+            id = s.id,
+            t = html_escape(&s.title),
+            n = s.verdicts.len()
+        );
+        let _ = writeln!(
+            body,
+            "<section id=\"{}\"><h2>{}</h2>",
+            s.id,
+            html_escape(&s.title)
+        );
+        let _ = writeln!(body, "<p>{}</p>", html_escape(&s.question));
+        let _ = writeln!(
+            body,
+            "<p class=\"meta\">seed {} · run time {:.1} s · reproduce: <code>flashlab reproduce --only {} --scale {}</code></p>",
+            s.seed, s.runtime_s, s.id, info.scale
+        );
+        body.push_str("<table class=\"verdicts\"><tr><th>claim</th><th>reference</th><th>ours</th><th>verdict</th></tr>\n");
+        for v in &s.verdicts {
+            let _ = writeln!(
+                body,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+                html_escape(&v.claim),
+                html_escape(&v.reference),
+                html_escape(&v.measured),
+                if v.holds { "holds" } else { "fails" },
+                if v.holds { "holds" } else { "does not hold" }
+            );
+        }
+        body.push_str("</table>\n");
+        if !s.provenance.is_empty() {
+            body.push_str("<h3>Calibrated or predicted</h3><ul>\n");
+            for p in &s.provenance {
+                let _ = writeln!(
+                    body,
+                    "<li><b>{}</b>: {}</li>",
+                    html_escape(&p.number),
+                    html_escape(&p.role)
+                );
+            }
+            body.push_str("</ul>\n");
+        }
+        for p in &s.plots {
+            let svg = line_plot_svg(p)?;
+            let path = sdir.join(format!("{}.svg", p.file_stem));
+            std::fs::write(&path, &svg).map_err(|e| io(&path, e))?;
+            let _ = writeln!(
+                body,
+                "<figure><img src=\"{id}/{f}.svg\" alt=\"{t}\"><figcaption>{t} (<a href=\"{id}/{f}.svg\">SVG</a>)</figcaption></figure>",
+                id = s.id,
+                f = p.file_stem,
+                t = html_escape(&p.title)
+            );
+        }
+        for t in &s.tables {
+            let path = sdir.join(format!("{}.csv", t.file_stem));
+            std::fs::write(&path, t.to_csv()).map_err(|e| io(&path, e))?;
+            let _ = writeln!(
+                body,
+                "<h3>{} (<a href=\"{}/{}.csv\">CSV</a>)</h3><table><tr>{}</tr>",
+                html_escape(&t.caption),
+                s.id,
+                t.file_stem,
+                t.headers
+                    .iter()
+                    .map(|h| format!("<th>{}</th>", html_escape(h)))
+                    .collect::<String>()
+            );
+            for row in &t.rows {
+                let _ = writeln!(
+                    body,
+                    "<tr>{}</tr>",
+                    row.iter()
+                        .map(|c| format!("<td>{}</td>", html_escape(c)))
+                        .collect::<String>()
+                );
+            }
+            body.push_str("</table>\n");
+        }
+        body.push_str("</section>\n");
+    }
+    let html = format!(
+        r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>flashlab report</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 1000px; margin: 2em auto; padding: 0 1em; color: #222; }}
+table {{ border-collapse: collapse; margin: 0.5em 0 1.2em; font-size: 0.92em; }}
+th, td {{ border: 1px solid #ccc; padding: 3px 8px; text-align: right; }}
+th {{ background: #f3f3f3; }}
+td:first-child {{ text-align: left; }}
+.verdicts td {{ text-align: left; }}
+td.holds {{ background: #e3f6e3; font-weight: bold; }}
+td.fails {{ background: #fbe3e3; font-weight: bold; }}
+.meta {{ color: #666; font-size: 0.9em; }}
+figure {{ margin: 1em 0; }} img {{ max-width: 100%; border: 1px solid #eee; }}
+section {{ border-top: 2px solid #ddd; margin-top: 2em; }}
+</style></head><body>
+<h1>flashlab report</h1>
+<p class="meta">flashlab {ver} · scale <b>{scale}</b> · total run time {rt:.1} s · command <code>{cmd}</code></p>
+<p>Every number below was computed by this run; every verdict is computed from those numbers.
+Results are deterministic: the same command gives the same numbers (run times aside).
+Machine-readable results: <a href="results.json">results.json</a>.</p>
+<ul>
+{toc}</ul>
+{body}</body></html>
+"#,
+        ver = html_escape(&info.version),
+        scale = html_escape(&info.scale),
+        rt = info.total_runtime_s,
+        cmd = html_escape(&info.command),
+    );
+    let index = dir.join("index.html");
+    std::fs::write(&index, html).map_err(|e| io(&index, e))?;
+    let json = serde_json::json!({
+        "run": info,
+        "experiments": sections.iter().map(|s| (s.id.clone(), serde_json::to_value(s).unwrap_or_default())).collect::<serde_json::Map<_, _>>(),
+    });
+    let path = dir.join("results.json");
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| io(&path, e))?;
+    Ok(index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_escapes_commas_and_quotes() {
+        let t = Table {
+            headers: vec!["a".into(), "b".into()],
+            rows: vec![vec!["1,5".into(), "say \"hi\"".into()]],
+            ..Default::default()
+        };
+        assert_eq!(t.to_csv(), "a,b\n\"1,5\",\"say \"\"hi\"\"\"\n");
+    }
+
+    #[test]
+    fn plot_renders_svg_with_labels() {
+        let p = LinePlot {
+            file_stem: "x".into(),
+            title: "WAF vs OP".into(),
+            x_label: "op".into(),
+            y_label: "waf".into(),
+            series: vec![
+                Series {
+                    name: "greedy".into(),
+                    points: vec![(0.1, 4.0), (0.2, 2.5)],
+                    reference: false,
+                },
+                Series {
+                    name: "model".into(),
+                    points: vec![(0.1, 5.6), (0.2, 3.0)],
+                    reference: true,
+                },
+            ],
+        };
+        let svg = line_plot_svg(&p).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("greedy") && svg.contains("WAF vs OP"));
+    }
+}
