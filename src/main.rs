@@ -1,1 +1,405 @@
-fn main() {}
+//! The `flashlab` command line: simulate drives, replay traces, reproduce the papers.
+
+mod bench;
+mod units;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use flash::{Device, GcPolicy, Preset};
+use indicatif::{ProgressBar, ProgressStyle};
+use lab::experiments::{self, Scale};
+use lab::sim::{SimSpec, SsdOverrides};
+use lab::workload::Pattern;
+use std::path::PathBuf;
+use std::time::Instant;
+use trace::formats::Format;
+
+#[derive(Parser)]
+#[command(
+    name = "flashlab",
+    version,
+    about = "A lab for flash-aware data management: SSD/HDD simulation, trace replay, paper reproductions"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Simulate a drive under a synthetic workload: fill, warm up, measure.
+    Sim(SimArgs),
+    /// Replay a block trace on a simulated drive.
+    Replay(ReplayArgs),
+    /// Run the papers' experiments and write the HTML report.
+    Reproduce(ReproduceArgs),
+    /// List the device presets.
+    Presets,
+    /// Measure the simulator's own speed and memory.
+    Bench(bench::BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct DeviceArgs {
+    /// Device preset name (see `flashlab presets`) or a path to a preset TOML file.
+    #[arg(long)]
+    preset: String,
+    /// Logical (user-visible) capacity, e.g. 4GiB; the preset's ratios are kept.
+    #[arg(long, value_parser = units::parse_size)]
+    capacity: Option<u64>,
+    /// Over-provisioning as a fraction: (physical - logical) / logical.
+    #[arg(long)]
+    op: Option<f64>,
+    /// Flash page size, e.g. 16KiB.
+    #[arg(long, value_parser = units::parse_size)]
+    page_size: Option<u64>,
+    /// Pages per erase block.
+    #[arg(long)]
+    pages_per_block: Option<u32>,
+    /// GC victim policy: greedy, cost-benefit or fifo.
+    #[arg(long)]
+    gc: Option<GcPolicy>,
+    /// GC runs when a die's free pool is at or below this many blocks.
+    #[arg(long)]
+    gc_free_blocks: Option<u32>,
+}
+
+impl DeviceArgs {
+    fn preset(&self) -> Result<Preset> {
+        let p = Preset::load(&self.preset)?;
+        let page_size_bytes = match self.page_size {
+            Some(b) => Some(u32::try_from(b).context("--page-size is too large")?),
+            None => None,
+        };
+        let o = SsdOverrides {
+            capacity_bytes: self.capacity,
+            op: self.op,
+            page_size_bytes,
+            pages_per_block: self.pages_per_block,
+            gc: self.gc,
+            gc_free_blocks: self.gc_free_blocks,
+        };
+        Ok(o.apply(p)?)
+    }
+}
+
+#[derive(clap::Args)]
+struct SimArgs {
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// uniform, sequential, hotcold:R/F (R of writes to F of the space) or zipf:THETA.
+    #[arg(long)]
+    workload: Pattern,
+    /// Size of every request.
+    #[arg(long, default_value = "4KiB", value_parser = units::parse_size)]
+    request_size: u64,
+    /// Fraction of requests that are reads.
+    #[arg(long, default_value_t = 0.0)]
+    read_fraction: f64,
+    /// Requests in flight (closed loop).
+    #[arg(long, default_value_t = 1)]
+    queue_depth: u32,
+    /// Measured write volume as a multiple of the capacity, e.g. 2x.
+    #[arg(long, value_parser = units::parse_multiple)]
+    writes: f64,
+    /// Warm-up write volume before measuring, e.g. 1x.
+    #[arg(long, default_value = "1x", value_parser = units::parse_multiple)]
+    warmup: f64,
+    /// on: full timing model; off: the WAF-only fast path.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    timing: String,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object instead of a summary.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct ReplayArgs {
+    /// Trace file.
+    trace: PathBuf,
+    /// auto, blkparse, tracefs, msr or native.
+    #[arg(long, default_value = "auto")]
+    format: Format,
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// closed: each stream issues its next request when the previous completes (plus its
+    /// think time); open: requests issue at their timestamps. Default: open for
+    /// timestamped traces, closed otherwise.
+    #[arg(long, value_parser = ["closed", "open"])]
+    mode: Option<String>,
+    /// Requests in flight per stream in closed-loop mode.
+    #[arg(long, default_value_t = 1)]
+    queue_depth: u32,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct ReproduceArgs {
+    /// quick (minutes) or full.
+    #[arg(long, default_value = "quick")]
+    scale: Scale,
+    /// Run only these experiments (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Output directory.
+    #[arg(long, default_value = "report")]
+    out: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn progress_bar(total: u64, what: &str) -> ProgressBar {
+    let pb = ProgressBar::new(total);
+    pb.set_style(
+        ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} ({eta})")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb.set_message(what.to_string());
+    pb
+}
+
+fn print_stats(s: &flash::DeviceStats) {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    println!("  simulated time    {:.3} s", s.simulated_ns as f64 / 1e9);
+    println!(
+        "  host ops          {} ({:.0} IOPS, read {:.1} MB/s, write {:.1} MB/s)",
+        s.host_ops, s.iops, s.read_mb_per_s, s.write_mb_per_s
+    );
+    for (name, l) in [
+        ("read", s.read_latency_ns),
+        ("write", s.write_latency_ns),
+        ("trim", s.trim_latency_ns),
+        ("flush", s.flush_latency_ns),
+    ] {
+        if l.count > 0 {
+            println!(
+                "  {name:<5} latency     mean {:.3} ms  p50 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}",
+                ms(l.mean),
+                ms(l.p50),
+                ms(l.p99),
+                ms(l.p999),
+                ms(l.max)
+            );
+        }
+    }
+    if let Some(waf) = s.waf {
+        println!(
+            "  WAF               {waf:.3} ({} host pages, {} flash pages, {} GC copies, {} erases)",
+            s.host_write_pages, s.flash_write_pages, s.gc_copied_pages, s.erases
+        );
+        println!(
+            "  erase counts      min {} max {} mean {:.2} stddev {:.2}",
+            s.erase_count_min, s.erase_count_max, s.erase_count_mean, s.erase_count_stddev
+        );
+    }
+    if s.trim_commands > 0 {
+        println!(
+            "  TRIM              {} commands, {} pages invalidated, {:.3} ms busy",
+            s.trim_commands,
+            s.trimmed_pages,
+            ms(s.trim_busy_ns)
+        );
+    }
+}
+
+fn cmd_sim(a: SimArgs) -> Result<()> {
+    let started = Instant::now();
+    let spec = SimSpec {
+        preset: a.device.preset()?,
+        pattern: a.workload,
+        request_bytes: a.request_size,
+        read_fraction: a.read_fraction,
+        queue_depth: a.queue_depth,
+        writes_x: a.writes,
+        warmup_x: a.warmup,
+        timing: a.timing == "on",
+        seed: a.seed,
+    };
+    let pb = progress_bar(0, "sim");
+    let result = lab::sim::run(&spec, &mut |done, total| {
+        pb.set_length(total);
+        pb.set_position(done);
+    });
+    pb.finish_and_clear();
+    let result = result.map_err(anyhow::Error::msg)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    if a.json {
+        let mut v = serde_json::to_value(&result)?;
+        v["wall_s"] = serde_json::json!(wall_s);
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        println!(
+            "flashlab sim: preset {} ({} bytes logical{}), workload {}, seed {}, timing {}",
+            result.preset,
+            result.logical_bytes,
+            result.op.map_or(String::new(), |op| format!(
+                ", op {op}, gc {}",
+                result.gc.clone().unwrap_or_default()
+            )),
+            result.workload,
+            result.seed,
+            a.timing
+        );
+        print_stats(&result.stats);
+        println!("  wall time         {wall_s:.2} s");
+    }
+    Ok(())
+}
+
+fn cmd_replay(a: ReplayArgs) -> Result<()> {
+    let started = Instant::now();
+    let t = trace::formats::read_file(&a.trace, a.format)?;
+    let preset = a.device.preset()?;
+    let mut dev = preset.build()?;
+    let end = t.max_end_bytes();
+    if end > dev.logical_bytes() {
+        bail!(
+            "{}: the trace reaches byte {end} but preset {} holds {} bytes; pass --capacity with at least {end} bytes",
+            a.trace.display(),
+            preset.name,
+            dev.logical_bytes()
+        );
+    }
+    let open = match a.mode.as_deref() {
+        Some("open") => true,
+        Some(_) => false,
+        None => t.timestamped,
+    };
+    let pb = progress_bar(t.requests.len() as u64, "replay");
+    let mut prog = |n: u64| pb.set_position(n);
+    let summary = if open {
+        trace::replay_open(&mut dev, &t.requests, 0, &mut prog)?
+    } else {
+        let streams: Vec<_> = t.by_stream().into_iter().map(|s| s.into_iter()).collect();
+        trace::replay_closed(&mut dev, streams, a.queue_depth, 0, &mut prog)?
+    };
+    pb.finish_and_clear();
+    let stats = dev.stats();
+    let wall_s = started.elapsed().as_secs_f64();
+    if a.json {
+        let mut v = serde_json::to_value(&stats)?;
+        v["trace"] = serde_json::json!(a.trace.display().to_string());
+        v["preset"] = serde_json::json!(preset.name);
+        v["mode"] = serde_json::json!(if open { "open" } else { "closed" });
+        v["requests"] = serde_json::json!(summary.requests);
+        v["seed"] = serde_json::Value::Null;
+        v["wall_s"] = serde_json::json!(wall_s);
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        println!(
+            "flashlab replay: {} ({} requests, {} streams, {} loop) on {}",
+            a.trace.display(),
+            summary.requests,
+            t.by_stream().len(),
+            if open { "open" } else { "closed" },
+            preset.name
+        );
+        print_stats(&stats);
+        println!("  wall time         {wall_s:.2} s");
+    }
+    Ok(())
+}
+
+fn cmd_reproduce(a: ReproduceArgs) -> Result<()> {
+    let started = Instant::now();
+    for id in &a.only {
+        if !experiments::ALL.iter().any(|e| e.id == id) {
+            bail!(
+                "unknown experiment {id:?}; experiments are {}",
+                experiments::ALL
+                    .iter()
+                    .map(|e| e.id)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    let chosen: Vec<_> = experiments::ALL
+        .iter()
+        .filter(|e| a.only.is_empty() || a.only.iter().any(|o| o == e.id))
+        .collect();
+    eprintln!(
+        "flashlab reproduce: scale {}, seed {}, {} experiment(s), report in {}",
+        a.scale,
+        a.seed,
+        chosen.len(),
+        a.out.display()
+    );
+    let mut sections = Vec::new();
+    for e in chosen {
+        let pb = ProgressBar::new_spinner();
+        pb.set_message(format!("{}: {}", e.id, e.about));
+        pb.enable_steady_tick(std::time::Duration::from_millis(200));
+        let s =
+            (e.run)(a.scale, a.seed).map_err(|m| anyhow::anyhow!("experiment {}: {m}", e.id))?;
+        pb.finish_and_clear();
+        let held = s.verdicts.iter().filter(|v| v.holds).count();
+        eprintln!(
+            "  {:<10} {:>6.1} s  {held}/{} claims hold",
+            s.id,
+            s.runtime_s,
+            s.verdicts.len()
+        );
+        for v in &s.verdicts {
+            eprintln!(
+                "      [{}] {}",
+                if v.holds { "holds" } else { "FAILS" },
+                v.claim
+            );
+        }
+        sections.push(s);
+    }
+    let info = lab::report::RunInfo {
+        scale: a.scale.to_string(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        total_runtime_s: started.elapsed().as_secs_f64(),
+    };
+    let index = lab::report::write_report(&a.out, &info, &sections).map_err(anyhow::Error::msg)?;
+    println!("report written to {}", index.display());
+    Ok(())
+}
+
+fn cmd_presets() -> Result<()> {
+    for (name, _) in flash::preset::BUILTIN {
+        let p = Preset::load(name)?;
+        let kind = match &p.device {
+            flash::DeviceConfig::Ssd(c) => format!(
+                "SSD {} GB, op {:.1}%, {} dies, {} KiB pages, {} pages/block, {} GC",
+                c.geometry.logical_bytes / 1_000_000_000,
+                c.geometry.op * 100.0,
+                c.geometry.dies(),
+                c.geometry.page_size_bytes / 1024,
+                c.geometry.pages_per_block,
+                c.gc.policy
+            ),
+            flash::DeviceConfig::Hdd(c) => format!(
+                "HDD {} GB, {} rpm, {:.1} ms average seek",
+                c.logical_bytes / 1_000_000_000,
+                c.rpm,
+                c.average_seek_ns as f64 / 1e6
+            ),
+        };
+        println!("{name:<8} {}\n         {kind}", p.description);
+    }
+    Ok(())
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Command::Sim(a) => cmd_sim(a),
+        Command::Replay(a) => cmd_replay(a),
+        Command::Reproduce(a) => cmd_reproduce(a),
+        Command::Presets => cmd_presets(),
+        Command::Bench(a) => bench::run(a),
+    };
+    if let Err(e) = r {
+        eprintln!("flashlab: error: {e:#}");
+        std::process::exit(1);
+    }
+}

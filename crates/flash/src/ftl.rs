@@ -20,6 +20,26 @@ pub const UNMAPPED: u32 = u32::MAX;
 /// `p2l` value of a physical unit that holds no valid data.
 pub const INVALID: u32 = u32::MAX;
 const NO_BLOCK: u32 = u32::MAX;
+/// How many writes ahead [`PageFtl::write_batch`] prefetches the mapping entries.
+const PREFETCH_AHEAD: usize = 16;
+
+/// Asks the CPU to bring `slice[i]` into cache; a hint only, with no effect on results.
+#[inline(always)]
+fn prefetch<T>(slice: &[T], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(x) = slice.get(i) {
+        // SAFETY: prefetching is a hint that cannot fault; the pointer is to a live element.
+        #[allow(unused_unsafe)]
+        unsafe {
+            core::arch::x86_64::_mm_prefetch(
+                x as *const T as *const i8,
+                core::arch::x86_64::_MM_HINT_T0,
+            )
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (slice, i);
+}
 
 /// Who asked for a superpage program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -256,6 +276,30 @@ impl PageFtl {
         Ok(d)
     }
 
+    /// Writes the logical units `lpns` in order: the same as calling [`PageFtl::write`] on
+    /// each, but prefetches mapping entries ahead, so the random accesses of many writes
+    /// overlap instead of waiting on memory one after another.
+    pub fn write_batch<S: FlashSink>(
+        &mut self,
+        lpns: &[u32],
+        sink: &mut S,
+    ) -> Result<(), FlashError> {
+        for i in 0..lpns.len() {
+            if let Some(&ahead) = lpns.get(i + PREFETCH_AHEAD) {
+                prefetch(&self.l2p, ahead as usize);
+            }
+            if let Some(&near) = lpns.get(i + PREFETCH_AHEAD / 2) {
+                let old = self.l2p.get(near as usize).copied().unwrap_or(UNMAPPED);
+                if old != UNMAPPED {
+                    prefetch(&self.p2l, old as usize);
+                    prefetch(&self.valid_units, (old / self.units_per_block) as usize);
+                }
+            }
+            self.write(lpns[i], sink)?;
+        }
+        Ok(())
+    }
+
     /// Declares logical unit `lpn` dead. Returns whether it held data.
     #[inline]
     pub fn trim(&mut self, lpn: u32) -> bool {
@@ -402,6 +446,13 @@ impl PageFtl {
         self.counters.gc_victims += 1;
         let upp = self.units_per_page as usize;
         let first = (victim * self.units_per_block) as usize;
+        // The copies update random L2P entries: fetch them all before the copy loop.
+        for ppn in first..first + self.units_per_block as usize {
+            let lpn = self.p2l[ppn];
+            if lpn != INVALID {
+                prefetch(&self.l2p, lpn as usize);
+            }
+        }
         let mut copied = 0;
         for page in 0..self.pages_per_block as usize {
             let lo = first + page * upp;

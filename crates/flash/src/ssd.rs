@@ -239,6 +239,21 @@ impl Ssd {
         Ok(())
     }
 
+    /// Writes logical mapping units in order without timing (batched, with prefetching):
+    /// the fast path for long WAF runs.
+    pub fn write_units_untimed(&mut self, lpns: &[u32]) -> Result<(), FlashError> {
+        let units = self.ftl.logical_units();
+        if let Some(&bad) = lpns.iter().find(|&&l| l >= units) {
+            return Err(FlashError::OutOfRange {
+                op: "write",
+                offset_bytes: bad as u64 * self.unit_bytes,
+                len_bytes: self.unit_bytes,
+                capacity_bytes: self.logical_bytes(),
+            });
+        }
+        self.ftl.write_batch(lpns, &mut NoTiming)
+    }
+
     /// Trims a byte range without timing; returns the units that held data.
     pub fn trim_untimed(&mut self, offset_bytes: u64, len_bytes: u64) -> Result<u64, FlashError> {
         let cmd = Command::trim(offset_bytes, len_bytes);

@@ -127,6 +127,40 @@ impl Iterator for Workload {
     }
 }
 
+/// Issues `requests` requests of `request_bytes` at slots drawn from `gen` on the WAF-only
+/// path, in batches; a `read_fraction` of them are reads, which that path skips (the draw
+/// still happens, so the address sequence matches a timed run's).
+fn write_untimed_requests(
+    ssd: &mut flash::Ssd,
+    gen: &mut SlotGen,
+    request_bytes: u64,
+    requests: u64,
+    read_fraction: f64,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), FlashError> {
+    let unit = ssd.config().geometry.mapping_unit_bytes as u64;
+    let mut lpns: Vec<u32> = Vec::with_capacity(8192);
+    let mut done = 0u64;
+    while done < requests {
+        lpns.clear();
+        while done < requests && lpns.len() < 4096 {
+            let offset = gen.next_slot() * request_bytes;
+            let is_read = read_fraction > 0.0 && gen.unit_f64() < read_fraction;
+            done += 1;
+            if !is_read {
+                let first = offset / unit;
+                let end = (offset + request_bytes).div_ceil(unit);
+                lpns.extend((first..end).map(|l| l as u32));
+            }
+        }
+        ssd.write_units_untimed(&lpns)?;
+        if done % (1 << 20) < 4096 {
+            progress(done);
+        }
+    }
+    Ok(())
+}
+
 /// Runs a simulation. `progress(done, total)` is called now and then with request counts.
 pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResult, String> {
     if !(0.0..=1.0).contains(&spec.read_fraction) {
@@ -169,12 +203,10 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
             off += len;
         }
         let warmup = (spec.warmup_x * logical as f64 / rb as f64).ceil() as u64;
-        for i in 0..warmup {
-            ssd.write_untimed(gen.next_slot() * rb, rb).map_err(err)?;
-            if i % (1 << 20) == 0 {
-                progress(0, measured);
-            }
-        }
+        write_untimed_requests(ssd, &mut gen, rb, warmup, 0.0, &mut |_| {
+            progress(0, measured)
+        })
+        .map_err(err)?;
         ssd.reset_stats();
     }
     match (&mut dev, spec.timing) {

@@ -1,0 +1,181 @@
+//! `flashlab bench`: the simulator's own speed and memory, measured on this machine.
+//!
+//! - WAF-only path: host page writes per second in steady state (uniform random writes).
+//! - Timing path: simulated requests per second (4 KiB random writes, queue depth 16,
+//!   a 64-die drive).
+//! - Memory: peak resident memory after filling a 256 GB drive with 4 KiB mapping.
+
+use anyhow::Result;
+use flash::ftl::{NoTiming, PageFtl};
+use flash::{Device, GcPolicy, Geometry, Preset};
+use lab::workload::{Pattern, SlotGen};
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// Which measurements: waf, timing, memory (comma-separated; default all).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Scale of the WAF and timing runs in millions of measured writes.
+    #[arg(long, default_value_t = 20)]
+    million_writes: u64,
+    /// Logical capacity of the WAF-path drive.
+    #[arg(long, default_value = "16GiB", value_parser = crate::units::parse_size)]
+    capacity: u64,
+    /// Over-provisioning of the WAF-path drive.
+    #[arg(long, default_value_t = 0.07)]
+    op: f64,
+    /// GC policy of the WAF-path drive.
+    #[arg(long, default_value = "greedy")]
+    gc: GcPolicy,
+    #[arg(long)]
+    json: bool,
+}
+
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn bench_waf(a: &BenchArgs) -> Result<serde_json::Value> {
+    // 4 KiB pages and mapping, 256 pages per block, 8 dies.
+    let g = Geometry {
+        channels: 8,
+        chips_per_channel: 1,
+        dies_per_chip: 1,
+        planes_per_die: 1,
+        pages_per_block: 256,
+        page_size_bytes: 4096,
+        mapping_unit_bytes: 4096,
+        logical_bytes: a.capacity,
+        op: a.op,
+    };
+    let mut ftl = PageFtl::new(&g, a.gc, 1)?;
+    let n = ftl.logical_units();
+    for lpn in 0..n {
+        ftl.write(lpn, &mut NoTiming)?;
+    }
+    let mut gen = SlotGen::new(Pattern::Uniform, n as u64, 1).map_err(anyhow::Error::msg)?;
+    for _ in 0..n {
+        ftl.write(gen.next_slot() as u32, &mut NoTiming)?;
+    }
+    ftl.reset_counters();
+    let writes = a.million_writes * 1_000_000;
+    // The workload generator's time is part of the measurement, as in a real run.
+    let mut batch = vec![0u32; 4096];
+    let t = Instant::now();
+    let mut done = 0;
+    while done < writes {
+        let n = (writes - done).min(batch.len() as u64) as usize;
+        for slot in &mut batch[..n] {
+            *slot = gen.next_slot() as u32;
+        }
+        ftl.write_batch(&batch[..n], &mut NoTiming)?;
+        done += n as u64;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let c = ftl.counters();
+    Ok(serde_json::json!({
+        "what": format!("WAF-only path, steady-state uniform random 4 KiB writes, {} GiB drive, op {}, {}", a.capacity as f64 / (1u64 << 30) as f64, a.op, a.gc),
+        "host_writes": writes,
+        "seconds": secs,
+        "host_writes_per_s": writes as f64 / secs,
+        "waf": c.flash_write_units() as f64 / c.host_write_units as f64,
+    }))
+}
+
+fn bench_timing(million: u64) -> Result<serde_json::Value> {
+    // 64 dies: the nvme preset's shape with 8 chips per channel, 64 GiB.
+    let mut p = Preset::load("nvme")?.with_capacity(64 << 30);
+    if let Some(c) = p.ssd_config_mut() {
+        c.geometry.chips_per_channel = 8;
+        c.geometry.planes_per_die = 1;
+    }
+    let mut dev = p.build()?;
+    let logical = dev.logical_bytes();
+    if let flash::AnyDevice::Ssd(s) = &mut dev {
+        s.write_untimed(0, logical)?;
+    }
+    dev.reset_stats();
+    let requests = million * 1_000_000 / 4;
+    let mut gen = SlotGen::new(Pattern::Uniform, logical / 4096, 2).map_err(anyhow::Error::msg)?;
+    let stream = (0..requests).map(move |_| trace::Request {
+        stream: 0,
+        cmd: flash::Command::write(gen.next_slot() * 4096, 4096),
+        think_ns: 0,
+        at_ns: 0,
+    });
+    let t = Instant::now();
+    let summary = trace::replay_closed(&mut dev, vec![stream], 16, 0, &mut |_| {})?;
+    let secs = t.elapsed().as_secs_f64();
+    let s = dev.stats();
+    Ok(serde_json::json!({
+        "what": "timing path, 4 KiB uniform random writes at queue depth 16, 64-die drive (64 GiB), full device model",
+        "requests": summary.requests,
+        "seconds": secs,
+        "requests_per_s": summary.requests as f64 / secs,
+        "simulated_iops": s.iops,
+        "waf": s.waf,
+    }))
+}
+
+fn bench_memory() -> Result<serde_json::Value> {
+    let p = Preset::load("840pro")?;
+    let before = peak_rss_bytes();
+    let mut dev = p.build()?;
+    let logical = dev.logical_bytes();
+    let t = Instant::now();
+    if let flash::AnyDevice::Ssd(s) = &mut dev {
+        s.write_untimed(0, logical)?;
+    }
+    Ok(serde_json::json!({
+        "what": "peak resident memory of the process after building and filling the 256 GB 840pro preset (4 KiB mapping)",
+        "logical_bytes": logical,
+        "fill_seconds": t.elapsed().as_secs_f64(),
+        "peak_rss_bytes_before": before,
+        "peak_rss_bytes": peak_rss_bytes(),
+    }))
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    let want = |k: &str| a.only.is_empty() || a.only.iter().any(|o| o == k);
+    let mut out = serde_json::Map::new();
+    if want("waf") {
+        let v = bench_waf(&a)?;
+        if !a.json {
+            println!(
+                "WAF-only path: {:.1} M host page writes/s ({} writes in {:.2} s, WAF {:.2})",
+                v["host_writes_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+                v["host_writes"],
+                v["seconds"].as_f64().unwrap_or(0.0),
+                v["waf"].as_f64().unwrap_or(0.0)
+            );
+        }
+        out.insert("waf".into(), v);
+    }
+    if want("timing") {
+        let v = bench_timing(a.million_writes)?;
+        if !a.json {
+            println!(
+                "timing path:   {:.2} M simulated requests/s ({} requests in {:.2} s)",
+                v["requests_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+                v["requests"],
+                v["seconds"].as_f64().unwrap_or(0.0)
+            );
+        }
+        out.insert("timing".into(), v);
+    }
+    if want("memory") {
+        let v = bench_memory()?;
+        if !a.json {
+            println!("memory:        256 GB drive, 4 KiB mapping: peak RSS {:.2} GiB (filled in {:.1} s)", v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64, v["fill_seconds"].as_f64().unwrap_or(0.0));
+        }
+        out.insert("memory".into(), v);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    }
+    Ok(())
+}

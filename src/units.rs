@@ -1,0 +1,73 @@
+//! Parsing of sizes ("4KiB", "32GB", "4096") and multiples ("2x") on the command line.
+
+/// Parses a byte size: a number with an optional unit K/KB/KiB, M/MB/MiB, G/GB/GiB,
+/// T/TB/TiB (binary for K, M, G, T and the *iB forms; decimal for KB, MB, GB, TB).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num.parse().map_err(|_| {
+        format!("size {s:?}: expected a number with an optional unit such as 4KiB, 256GB or 1GiB")
+    })?;
+    let mult: f64 =
+        match unit.trim() {
+            "" | "B" => 1.0,
+            "K" | "k" | "KiB" => 1024.0,
+            "KB" | "kB" => 1e3,
+            "M" | "MiB" => 1024.0 * 1024.0,
+            "MB" => 1e6,
+            "G" | "GiB" => 1024.0 * 1024.0 * 1024.0,
+            "GB" => 1e9,
+            "T" | "TiB" => 1024f64.powi(4),
+            "TB" => 1e12,
+            other => return Err(format!(
+                "size {s:?}: unknown unit {other:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)"
+            )),
+        };
+    let bytes = value * mult;
+    if !(bytes.is_finite() && bytes >= 0.0 && bytes < 1.8e19) {
+        return Err(format!("size {s:?} is out of range"));
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// Parses a multiple of the capacity: "2x", "0.5x" or a bare number.
+pub fn parse_multiple(s: &str) -> Result<f64, String> {
+    let t = s.trim().trim_end_matches(['x', 'X']);
+    let v: f64 = t
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a multiple of the capacity such as 2x or 0.5x"))?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("{s:?}: the multiple must be a non-negative number"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("4KiB"), Ok(4096));
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("32GB"), Ok(32_000_000_000));
+        assert_eq!(parse_size("1.5GiB"), Ok(1_610_612_736));
+        assert!(parse_size("12 parsecs")
+            .unwrap_err()
+            .contains("unknown unit"));
+        assert!(parse_size("GB").is_err());
+    }
+
+    #[test]
+    fn multiples() {
+        assert_eq!(parse_multiple("2x"), Ok(2.0));
+        assert_eq!(parse_multiple("0.5"), Ok(0.5));
+        assert!(parse_multiple("-1x").is_err());
+        assert!(parse_multiple("twice").is_err());
+    }
+}
