@@ -11,21 +11,22 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let value: f64 = num.parse().map_err(|_| {
         format!("size {s:?}: expected a number with an optional unit such as 4KiB, 256GB or 1GiB")
     })?;
-    let mult: f64 =
-        match unit.trim() {
-            "" | "B" => 1.0,
-            "K" | "k" | "KiB" => 1024.0,
-            "KB" | "kB" => 1e3,
-            "M" | "MiB" => 1024.0 * 1024.0,
-            "MB" => 1e6,
-            "G" | "GiB" => 1024.0 * 1024.0 * 1024.0,
-            "GB" => 1e9,
-            "T" | "TiB" => 1024f64.powi(4),
-            "TB" => 1e12,
-            other => return Err(format!(
+    let mult: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "K" | "k" | "KiB" => 1024.0,
+        "KB" | "kB" => 1e3,
+        "M" | "MiB" => 1024.0 * 1024.0,
+        "MB" => 1e6,
+        "G" | "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "GB" => 1e9,
+        "T" | "TiB" => 1024f64.powi(4),
+        "TB" => 1e12,
+        other => {
+            return Err(format!(
                 "size {s:?}: unknown unit {other:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)"
-            )),
-        };
+            ))
+        }
+    };
     let bytes = value * mult;
     if !(bytes.is_finite() && bytes >= 0.0 && bytes < 1.8e19) {
         return Err(format!("size {s:?} is out of range"));

@@ -223,10 +223,10 @@ pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
         })
         .collect();
     let mean_skew_ratio = skew_ratio.iter().sum::<f64>() / skew_ratio.len() as f64;
-    let greedy_gain: Vec<f64> = OPS
+    let greedy_skew_penalty: Vec<f64> = OPS
         .iter()
         .map(|&op| {
-            waf_of(Pattern::Uniform, GcPolicy::Greedy, op) / waf_of(HOTCOLD, GcPolicy::Greedy, op)
+            waf_of(HOTCOLD, GcPolicy::Greedy, op) / waf_of(Pattern::Uniform, GcPolicy::Greedy, op)
         })
         .collect();
     let verdicts = vec![
