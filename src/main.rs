@@ -230,6 +230,7 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
     if a.json {
         let mut v = serde_json::to_value(&result)?;
         v["wall_s"] = serde_json::json!(wall_s);
+        v["preset_notes"] = serde_json::json!(spec.preset.notes);
         println!("{}", serde_json::to_string(&v)?);
     } else {
         println!(
@@ -244,6 +245,9 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
             result.seed,
             a.timing
         );
+        for n in &spec.preset.notes {
+            println!("  note              {n}");
+        }
         print_stats(&result.stats);
         println!("  wall time         {wall_s:.2} s");
     }
@@ -286,6 +290,7 @@ fn cmd_replay(a: ReplayArgs) -> Result<()> {
         v["preset"] = serde_json::json!(preset.name);
         v["mode"] = serde_json::json!(if open { "open" } else { "closed" });
         v["requests"] = serde_json::json!(summary.requests);
+        v["preset_notes"] = serde_json::json!(preset.notes);
         v["seed"] = serde_json::Value::Null;
         v["wall_s"] = serde_json::json!(wall_s);
         println!("{}", serde_json::to_string(&v)?);
@@ -298,6 +303,9 @@ fn cmd_replay(a: ReplayArgs) -> Result<()> {
             if open { "open" } else { "closed" },
             preset.name
         );
+        for n in &preset.notes {
+            println!("  note              {n}");
+        }
         print_stats(&stats);
         println!("  wall time         {wall_s:.2} s");
     }

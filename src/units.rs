@@ -28,7 +28,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         }
     };
     let bytes = value * mult;
-    if !(bytes.is_finite() && bytes >= 0.0 && bytes < 1.8e19) {
+    if !(bytes.is_finite() && (0.0..1.8e19).contains(&bytes)) {
         return Err(format!("size {s:?} is out of range"));
     }
     Ok(bytes.round() as u64)

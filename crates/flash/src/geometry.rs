@@ -99,13 +99,13 @@ impl Geometry {
                 return err(format!("{name} must be at least 1"));
             }
         }
-        if self.mapping_unit_bytes % 512 != 0 {
+        if !self.mapping_unit_bytes.is_multiple_of(512) {
             return err(format!(
                 "mapping_unit_bytes {} is not a multiple of 512",
                 self.mapping_unit_bytes
             ));
         }
-        if self.page_size_bytes % self.mapping_unit_bytes != 0 {
+        if !self.page_size_bytes.is_multiple_of(self.mapping_unit_bytes) {
             return err(format!(
                 "page_size_bytes {} is not a multiple of mapping_unit_bytes {}",
                 self.page_size_bytes, self.mapping_unit_bytes

@@ -19,7 +19,16 @@ pub struct Preset {
     pub description: String,
     #[serde(flatten)]
     pub device: DeviceConfig,
+    /// What scaling changed, for the user to see.
+    #[serde(skip)]
+    pub notes: Vec<String>,
 }
+
+/// Scaling a drive down keeps at least this many blocks per die, so that the blocks GC
+/// keeps free or open on each die stay a small part of the over-provisioning.
+pub const MIN_BLOCKS_PER_DIE: u64 = 256;
+/// ...but blocks never shrink below this many pages.
+pub const MIN_PAGES_PER_BLOCK: u32 = 16;
 
 /// The presets shipped with flashlab: (name, TOML text).
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -84,11 +93,30 @@ impl Preset {
         }
     }
 
-    /// The same drive with a different user-visible capacity; parallelism, page and block
-    /// shape, over-provisioning and timing are kept.
+    /// The same drive with a different user-visible capacity; parallelism, page size,
+    /// over-provisioning and timing are kept. If the smaller drive would have fewer than
+    /// [`MIN_BLOCKS_PER_DIE`] blocks per die, pages per block are halved (down to
+    /// [`MIN_PAGES_PER_BLOCK`]) so GC's per-die reserve does not eat the spare space;
+    /// `notes` records the change.
     pub fn with_capacity(mut self, logical_bytes: u64) -> Preset {
         match &mut self.device {
-            DeviceConfig::Ssd(c) => c.geometry.logical_bytes = logical_bytes,
+            DeviceConfig::Ssd(c) => {
+                let g = &mut c.geometry;
+                g.logical_bytes = logical_bytes;
+                let before = g.pages_per_block;
+                while g.blocks_per_die() < MIN_BLOCKS_PER_DIE
+                    && g.pages_per_block / 2 >= MIN_PAGES_PER_BLOCK
+                {
+                    g.pages_per_block /= 2;
+                }
+                if g.pages_per_block != before {
+                    self.notes.push(format!(
+                        "scaled to {logical_bytes} bytes: pages per block {before} -> {} to keep {} blocks per die",
+                        g.pages_per_block,
+                        g.blocks_per_die()
+                    ));
+                }
+            }
             DeviceConfig::Hdd(c) => c.logical_bytes = logical_bytes,
         }
         self
@@ -156,6 +184,25 @@ mod tests {
                 .build()
                 .unwrap_or_else(|e| panic!("{name} at 16 GiB: {e}"));
         }
+    }
+
+    #[test]
+    fn scaling_down_keeps_enough_blocks_per_die() {
+        let p = Preset::load("840pro").unwrap().with_capacity(4 << 30);
+        let DeviceConfig::Ssd(c) = &p.device else {
+            panic!("840pro is an SSD")
+        };
+        assert!(c.geometry.blocks_per_die() >= MIN_BLOCKS_PER_DIE);
+        assert_eq!(c.geometry.dies(), 32, "parallelism is kept");
+        assert!(
+            (c.geometry.op - 0.0737).abs() < 1e-9,
+            "over-provisioning is kept"
+        );
+        assert_eq!(p.notes.len(), 1);
+        let full = Preset::load("840pro")
+            .unwrap()
+            .with_capacity(256_000_000_000);
+        assert!(full.notes.is_empty());
     }
 
     #[test]

@@ -137,8 +137,9 @@ fn write_untimed_requests(
     requests: u64,
     read_fraction: f64,
     progress: &mut dyn FnMut(u64),
-) -> Result<(), FlashError> {
+) -> Result<(u64, u64), FlashError> {
     let unit = ssd.config().geometry.mapping_unit_bytes as u64;
+    let mut writes = 0u64;
     let mut lpns: Vec<u32> = Vec::with_capacity(8192);
     let mut done = 0u64;
     while done < requests {
@@ -148,6 +149,7 @@ fn write_untimed_requests(
             let is_read = read_fraction > 0.0 && gen.unit_f64() < read_fraction;
             done += 1;
             if !is_read {
+                writes += 1;
                 let first = offset / unit;
                 let end = (offset + request_bytes).div_ceil(unit);
                 lpns.extend((first..end).map(|l| l as u32));
@@ -158,7 +160,7 @@ fn write_untimed_requests(
             progress(done);
         }
     }
-    Ok(())
+    Ok((requests - writes, writes))
 }
 
 /// Runs a simulation. `progress(done, total)` is called now and then with request counts.
@@ -179,7 +181,7 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
     let mut dev = spec.preset.build().map_err(|e| e.to_string())?;
     let logical = dev.logical_bytes();
     let rb = spec.request_bytes;
-    if rb == 0 || rb % 512 != 0 {
+    if rb == 0 || !rb.is_multiple_of(512) {
         return Err(format!(
             "--request-size {rb} must be a positive multiple of 512 bytes"
         ));
@@ -209,25 +211,15 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
         .map_err(err)?;
         ssd.reset_stats();
     }
+    let mut untimed_ops: Option<(u64, u64)> = None;
     match (&mut dev, spec.timing) {
         (AnyDevice::Ssd(ssd), false) => {
-            let mut w = Workload {
-                gen,
-                request_bytes: rb,
-                read_fraction: spec.read_fraction,
-                remaining: measured,
-            };
-            let mut done = 0u64;
-            while let Some(r) = w.next() {
-                if r.cmd.op == flash::Op::Write {
-                    ssd.write_untimed(r.cmd.offset_bytes, r.cmd.len_bytes)
-                        .map_err(err)?;
-                }
-                done += 1;
-                if done % (1 << 20) == 0 {
-                    progress(done, measured);
-                }
-            }
+            untimed_ops = Some(
+                write_untimed_requests(ssd, &mut gen, rb, measured, spec.read_fraction, &mut |n| {
+                    progress(n, measured)
+                })
+                .map_err(err)?,
+            );
         }
         _ => {
             let w = Workload {
@@ -243,7 +235,12 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
         }
     }
     progress(measured, measured);
-    let stats = dev.stats();
+    let mut stats = dev.stats();
+    if let Some((reads, writes)) = untimed_ops {
+        // The WAF-only path has no latencies, but it did issue these requests.
+        stats.host_ops = reads + writes;
+        stats.host_write_bytes = writes * rb;
+    }
     let (physical_bytes, op, gc) = match &spec.preset.device {
         flash::DeviceConfig::Ssd(c) => (
             Some(c.geometry.physical_bytes()),

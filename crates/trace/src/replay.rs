@@ -70,7 +70,7 @@ where
         let done = submit(dev, &r, at_ns, summary.requests)?;
         summary.requests += 1;
         summary.end_ns = summary.end_ns.max(done);
-        if summary.requests % PROGRESS_EVERY == 0 {
+        if summary.requests.is_multiple_of(PROGRESS_EVERY) {
             progress(summary.requests);
         }
         match streams[s].next() {
@@ -102,7 +102,7 @@ pub fn replay_open<D: Device>(
         let done = submit(dev, r, start_ns + r.at_ns, summary.requests)?;
         summary.requests += 1;
         summary.end_ns = summary.end_ns.max(done);
-        if summary.requests % PROGRESS_EVERY == 0 {
+        if summary.requests.is_multiple_of(PROGRESS_EVERY) {
             progress(summary.requests);
         }
     }

@@ -1,0 +1,260 @@
+//! Drives the real `flashlab` binary: determinism, JSON fields, replay of every trace
+//! format, clear errors on bad input, and the report.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn flashlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(args)
+        .output()
+        .expect("the flashlab binary runs")
+}
+
+fn stdout_json(o: &Output) -> serde_json::Value {
+    assert!(
+        o.status.success(),
+        "flashlab failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("stdout is one JSON object")
+}
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let p = std::env::temp_dir().join(format!("flashlab-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+}
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+const SIM: &[&str] = &[
+    "sim",
+    "--preset",
+    "x25e",
+    "--capacity",
+    "512MiB",
+    "--workload",
+    "hotcold:0.8/0.2",
+    "--writes",
+    "1x",
+    "--warmup",
+    "1x",
+    "--queue-depth",
+    "8",
+    "--read-fraction",
+    "0.3",
+    "--seed",
+    "42",
+    "--json",
+];
+
+#[test]
+fn sim_json_is_deterministic_and_complete() {
+    let mut a = stdout_json(&flashlab(SIM));
+    let mut b = stdout_json(&flashlab(SIM));
+    for key in [
+        "waf",
+        "host_write_pages",
+        "flash_write_pages",
+        "gc_copied_pages",
+        "erases",
+        "trim_commands",
+        "simulated_ns",
+        "iops",
+        "read_latency_ns",
+        "write_latency_ns",
+        "host_ops",
+        "wall_s",
+        "seed",
+    ] {
+        assert!(a.get(key).is_some(), "missing {key} in {a}");
+    }
+    for lat in ["read_latency_ns", "write_latency_ns"] {
+        for k in ["mean", "p50", "p99", "p999"] {
+            assert!(a[lat][k].as_u64().unwrap() > 0, "{lat}.{k} is zero");
+        }
+    }
+    assert_eq!(a["seed"], 42);
+    assert!(a["waf"].as_f64().unwrap() > 1.0);
+    a.as_object_mut().unwrap().remove("wall_s");
+    b.as_object_mut().unwrap().remove("wall_s");
+    assert_eq!(a, b, "same seed and arguments must give the same numbers");
+
+    let mut other = SIM.to_vec();
+    let n = other.len();
+    other[n - 2] = "43";
+    let mut c = stdout_json(&flashlab(&other));
+    c.as_object_mut().unwrap().remove("wall_s");
+    assert_ne!(
+        a["flash_write_pages"], c["flash_write_pages"],
+        "a different seed should change the run"
+    );
+}
+
+#[test]
+fn replays_a_native_trace_with_trims() {
+    let dir = Scratch::new("replay");
+    let path = dir.0.join("t.trace");
+    let mut text = String::from("flashlab-trace v1 closed\n");
+    for i in 0..2000u64 {
+        text.push_str(&format!("0 W {} 4096 0\n", (i * 7919 % 4096) * 4096));
+    }
+    text.push_str("1 T 0 8388608 0\n1 F 0 0 0\n");
+    for i in 0..100u64 {
+        text.push_str(&format!("2 R {} 4096 1000\n", i * 4096));
+    }
+    std::fs::write(&path, text).unwrap();
+    let p = path.to_str().unwrap();
+    let v = stdout_json(&flashlab(&[
+        "replay",
+        p,
+        "--preset",
+        "840pro",
+        "--capacity",
+        "4GiB",
+        "--json",
+    ]));
+    assert_eq!(v["requests"], 2102);
+    assert_eq!(v["trim_commands"], 1);
+    assert!(v["trimmed_pages"].as_u64().unwrap() > 0);
+    assert_eq!(v["host_write_pages"], 2000);
+    assert_eq!(v["mode"], "closed");
+}
+
+#[test]
+fn replays_blkparse_tracefs_and_msr() {
+    let dir = Scratch::new("formats");
+    let files = [
+        ("a.blk", "  8,0 1 1 0.000000000 12 D WS 2048 + 8 [dd]\n  8,0 1 2 0.000100000 0 C WS 2048 + 8 [0]\n  8,0 1 3 0.000200000 12 D DS 0 + 64 [dd]\n"),
+        ("b.txt", " dd-12 [000] ..... 1.000000: block_rq_issue: 7,0 W 4096 () 8 + 8 none,0,0 [dd]\n dd-12 [000] ..... 1.000100: block_rq_issue: 7,0 R 4096 () 8 + 8 none,0,0 [dd]\n"),
+        ("c.csv", "128166372003061629,wdev,0,Write,4096,4096,1331\n128166372003161629,wdev,0,Read,4096,4096,500\n"),
+    ];
+    for (name, text) in files {
+        let path = dir.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        let v = stdout_json(&flashlab(&[
+            "replay",
+            path.to_str().unwrap(),
+            "--preset",
+            "nvme",
+            "--capacity",
+            "16GiB",
+            "--json",
+        ]));
+        assert_eq!(v["mode"], "open", "{name}");
+        assert!(v["requests"].as_u64().unwrap() >= 2, "{name}");
+    }
+}
+
+#[test]
+fn bad_input_gives_clear_errors() {
+    let dir = Scratch::new("errors");
+    let path = dir.0.join("bad.trace");
+    std::fs::write(
+        &path,
+        "flashlab-trace v1 closed\n0 W 0 4096 0\n0 W zero 4096 0\n",
+    )
+    .unwrap();
+    let o = flashlab(&["replay", path.to_str().unwrap(), "--preset", "x25e"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.trace:3") && err.contains("offset_bytes"),
+        "{err}"
+    );
+
+    let o = flashlab(&[
+        "sim",
+        "--preset",
+        "floppy",
+        "--workload",
+        "uniform",
+        "--writes",
+        "1x",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no such preset"));
+    let o = flashlab(&[
+        "sim",
+        "--preset",
+        "x25e",
+        "--workload",
+        "zipf",
+        "--writes",
+        "1x",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown workload"));
+    let o = flashlab(&[
+        "sim",
+        "--preset",
+        "x25e",
+        "--capacity",
+        "1MiB",
+        "--workload",
+        "uniform",
+        "--writes",
+        "1x",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("spare space"));
+    let missing = dir.0.join("missing.trace");
+    let o = flashlab(&["replay", missing.to_str().unwrap(), "--preset", "x25e"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read"));
+
+    let big = dir.0.join("big.trace");
+    std::fs::write(&big, "flashlab-trace v1 closed\n0 W 1099511627776 4096 0\n").unwrap();
+    let o = flashlab(&["replay", big.to_str().unwrap(), "--preset", "x25e"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--capacity"));
+}
+
+#[test]
+fn reproduce_writes_report_and_results() {
+    let dir = Scratch::new("report");
+    let out = dir.0.join("r");
+    let o = flashlab(&["reproduce", "--only", "waf", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        html.contains("Write amplification versus over-provisioning")
+            && html.contains("<img src=\"waf/waf_uniform.svg\"")
+    );
+    assert!(std::fs::read_to_string(out.join("waf/waf_uniform.svg"))
+        .unwrap()
+        .starts_with("<svg"));
+    assert!(std::fs::read_to_string(out.join("waf/waf.csv"))
+        .unwrap()
+        .starts_with("workload,op,greedy"));
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let verdicts = results["experiments"]["waf"]["verdicts"]
+        .as_array()
+        .unwrap();
+    assert!(!verdicts.is_empty());
+    assert!(verdicts
+        .iter()
+        .all(|v| v["holds"].is_boolean() && v["measured"].is_string()));
+    assert!(
+        results["experiments"]["waf"]["results"]["points"]
+            .as_array()
+            .unwrap()
+            .len()
+            >= 14
+    );
+
+    let o = flashlab(&[
+        "reproduce",
+        "--only",
+        "nosuch",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown experiment"));
+}
