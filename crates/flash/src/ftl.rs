@@ -244,6 +244,12 @@ impl PageFtl {
         (p != UNMAPPED).then_some(p)
     }
 
+    /// Hints that logical unit `lpn` will be accessed soon (no effect on results).
+    #[inline]
+    pub fn prefetch_lpn(&self, lpn: u32) {
+        prefetch(&self.l2p, lpn as usize);
+    }
+
     /// Counts a host read of one unit (the caller times it).
     #[inline]
     pub fn note_read(&mut self) {
@@ -446,8 +452,10 @@ impl PageFtl {
         self.counters.gc_victims += 1;
         let upp = self.units_per_page as usize;
         let first = (victim * self.units_per_block) as usize;
-        // The copies update random L2P entries: fetch them all before the copy loop.
-        for ppn in first..first + self.units_per_block as usize {
+        let last = first + self.units_per_block as usize;
+        // The copies update random L2P entries: fetch the first ones now, the rest
+        // PREFETCH_AHEAD units ahead of the copy loop.
+        for ppn in first..(first + PREFETCH_AHEAD).min(last) {
             let lpn = self.p2l[ppn];
             if lpn != INVALID {
                 prefetch(&self.l2p, lpn as usize);
@@ -461,6 +469,11 @@ impl PageFtl {
             }
             sink.page_read(die);
             for ppn in lo..lo + upp {
+                if let Some(&ahead) = self.p2l[..last].get(ppn + PREFETCH_AHEAD) {
+                    if ahead != INVALID {
+                        prefetch(&self.l2p, ahead as usize);
+                    }
+                }
                 let lpn = self.p2l[ppn];
                 if lpn == INVALID {
                     continue;

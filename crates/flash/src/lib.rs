@@ -45,4 +45,8 @@ pub trait Device {
     fn reset_stats(&mut self);
     /// The user-visible capacity.
     fn logical_bytes(&self) -> u64;
+    /// A hint that `cmd` will be submitted soon, so the model may warm its caches (the
+    /// replay engine calls it when a request is queued). Never changes results.
+    #[inline]
+    fn prefetch(&self, _cmd: &Command) {}
 }

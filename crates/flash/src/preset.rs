@@ -168,6 +168,12 @@ impl Device for AnyDevice {
             AnyDevice::Hdd(d) => d.logical_bytes(),
         }
     }
+    #[inline]
+    fn prefetch(&self, cmd: &Command) {
+        if let AnyDevice::Ssd(d) = self {
+            d.prefetch(cmd);
+        }
+    }
 }
 
 #[cfg(test)]

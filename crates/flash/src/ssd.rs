@@ -472,6 +472,12 @@ impl Device for Ssd {
     fn logical_bytes(&self) -> u64 {
         self.cfg.geometry.logical_bytes
     }
+
+    #[inline]
+    fn prefetch(&self, cmd: &Command) {
+        self.ftl
+            .prefetch_lpn((cmd.offset_bytes / self.unit_bytes) as u32);
+    }
 }
 
 #[cfg(test)]

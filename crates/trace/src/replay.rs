@@ -75,6 +75,7 @@ where
         }
         match streams[s].next() {
             Some(next) => {
+                dev.prefetch(&next.cmd);
                 pending[slot] = next;
                 heap.push(Reverse((done + next.think_ns, seq, s, slot)));
                 seq += 1;
