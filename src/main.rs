@@ -62,6 +62,15 @@ struct DeviceArgs {
     /// GC runs when a die's free pool is at or below this many blocks.
     #[arg(long)]
     gc_free_blocks: Option<u32>,
+    /// Clean in idle time (after 1 ms without work on a die) up to N free blocks per die.
+    #[arg(long, value_name = "N")]
+    background_gc: Option<u32>,
+    /// DRAM write cache size (0 = none): writes complete once cached.
+    #[arg(long, value_parser = units::parse_size)]
+    write_cache: Option<u64>,
+    /// queued: NCQ TRIM; blocking: TRIM drains the queue and blocks other commands.
+    #[arg(long, value_parser = ["queued", "blocking"])]
+    trim: Option<String>,
 }
 
 impl DeviceArgs {
@@ -78,6 +87,9 @@ impl DeviceArgs {
             pages_per_block: self.pages_per_block,
             gc: self.gc,
             gc_free_blocks: self.gc_free_blocks,
+            background_gc_free_blocks: self.background_gc,
+            write_cache_bytes: self.write_cache,
+            trim_queued: self.trim.as_deref().map(|t| t == "queued"),
         };
         Ok(o.apply(p)?)
     }

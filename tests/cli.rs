@@ -258,3 +258,35 @@ fn reproduce_writes_report_and_results() {
     ]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown experiment"));
 }
+
+#[test]
+fn sim_fifo_waf_matches_the_analytic_model() {
+    // The full 32 GB X25-E shape: 20 dies, blocks of 128 mapping units, 10% over-provisioning.
+    let v = stdout_json(&flashlab(&[
+        "sim",
+        "--preset",
+        "x25e",
+        "--op",
+        "0.1",
+        "--gc",
+        "fifo",
+        "--gc-free-blocks",
+        "1",
+        "--workload",
+        "uniform",
+        "--writes",
+        "1x",
+        "--warmup",
+        "2x",
+        "--timing",
+        "off",
+        "--json",
+    ]));
+    let waf = v["waf"].as_f64().unwrap();
+    let model = lab::analytic::fifo_waf(0.1);
+    assert!(
+        (waf - model).abs() / model < 0.03,
+        "sim {waf:.3} vs analytic {model:.3}"
+    );
+    assert_eq!(v["host_write_pages"], v["host_ops"]);
+}

@@ -508,6 +508,48 @@ impl PageFtl {
         Some(self.units_per_block - copied)
     }
 
+    /// Cheap consistency check, O(blocks): valid counts add up to the mapped units, no
+    /// block holds more than it can, and every die's blocks are accounted for. Run at the
+    /// end of every simulation; [`PageFtl::check_invariants`] is the full check.
+    pub fn check_counts(&self) -> Result<(), String> {
+        let total: u64 = self.valid_units.iter().map(|&v| v as u64).sum();
+        if total != self.mapped_units {
+            return Err(format!(
+                "valid counts add up to {total}, but {} units are mapped",
+                self.mapped_units
+            ));
+        }
+        if let Some(b) = self
+            .valid_units
+            .iter()
+            .position(|&v| v > self.units_per_block)
+        {
+            return Err(format!(
+                "block {b} counts {} valid units, more than it holds",
+                self.valid_units[b]
+            ));
+        }
+        for (d, die) in self.die.iter().enumerate() {
+            let lo = d * self.blocks_per_die as usize;
+            let closed = self.closed[lo..lo + self.blocks_per_die as usize]
+                .iter()
+                .filter(|&&c| c)
+                .count();
+            let open = [die.host, die.gc]
+                .iter()
+                .filter(|f| f.block != NO_BLOCK)
+                .count();
+            if closed + open + die.free.len() != self.blocks_per_die as usize {
+                return Err(format!(
+                    "die {d}: {closed} closed + {open} open + {} free blocks != {} blocks",
+                    die.free.len(),
+                    self.blocks_per_die
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Full consistency check: mapping tables agree both ways, valid counts match the
     /// physical map, and every block is exactly one of free, open or closed.
     pub fn check_invariants(&self) -> Result<(), String> {

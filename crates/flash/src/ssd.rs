@@ -216,7 +216,12 @@ impl Ssd {
         &self.ftl
     }
 
-    /// Full consistency check of the FTL (slow: for tests and `--check`).
+    /// Cheap consistency check of the FTL (run after every simulation).
+    pub fn check_counts(&self) -> Result<(), String> {
+        self.ftl.check_counts()
+    }
+
+    /// Full consistency check of the FTL (slow: for tests).
     pub fn check_invariants(&self) -> Result<(), String> {
         self.ftl.check_invariants()
     }
@@ -459,6 +464,7 @@ impl Device for Ssd {
         s.erases = c.erases;
         s.trimmed_pages = c.trimmed_units;
         s.trim_busy_ns = self.trim_busy_ns;
+        s.trim_ranges = self.host.trim_commands; // one range per TRIM command
         s.set_erase_spread(self.ftl.erase_counts());
         s
     }

@@ -149,6 +149,8 @@ pub struct DeviceStats {
     pub erase_count_mean: f64,
     pub erase_count_stddev: f64,
     pub trim_commands: u64,
+    /// Byte ranges carried by TRIM commands.
+    pub trim_ranges: u64,
     pub trim_bytes: u64,
     pub trimmed_pages: u64,
     /// Device time spent processing TRIM commands (their service time, not their queueing).

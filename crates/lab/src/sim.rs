@@ -33,6 +33,10 @@ pub struct SsdOverrides {
     pub pages_per_block: Option<u32>,
     pub gc: Option<GcPolicy>,
     pub gc_free_blocks: Option<u32>,
+    /// Enable idle-time GC up to this many free blocks per die.
+    pub background_gc_free_blocks: Option<u32>,
+    pub write_cache_bytes: Option<u64>,
+    pub trim_queued: Option<bool>,
 }
 
 impl SsdOverrides {
@@ -44,7 +48,10 @@ impl SsdOverrides {
             || self.page_size_bytes.is_some()
             || self.pages_per_block.is_some()
             || self.gc.is_some()
-            || self.gc_free_blocks.is_some();
+            || self.gc_free_blocks.is_some()
+            || self.background_gc_free_blocks.is_some()
+            || self.write_cache_bytes.is_some()
+            || self.trim_queued.is_some();
         match p.ssd_config_mut() {
             Some(c) => {
                 let g = &mut c.geometry;
@@ -67,10 +74,23 @@ impl SsdOverrides {
                         c.gc.background_free_blocks = n + 1;
                     }
                 }
+                if let Some(n) = self.background_gc_free_blocks {
+                    c.gc.background = true;
+                    c.gc.background_free_blocks = n;
+                    if c.gc.background_idle_ns == 0 {
+                        c.gc.background_idle_ns = 1_000_000;
+                    }
+                }
+                if let Some(b) = self.write_cache_bytes {
+                    c.write_cache_bytes = b;
+                }
+                if let Some(q) = self.trim_queued {
+                    c.trim.queued = q;
+                }
             }
             None if ssd_only => {
                 return Err(FlashError::Config(format!(
-                    "preset {} is a disk: --op, --page-size, --pages-per-block, --gc and --gc-free-blocks apply to SSDs only",
+                    "preset {} is a disk: --op, --page-size, --pages-per-block, --gc, --gc-free-blocks, --background-gc, --write-cache and --trim apply to SSDs only",
                     p.name
                 )))
             }
@@ -235,6 +255,10 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
         }
     }
     progress(measured, measured);
+    if let AnyDevice::Ssd(ssd) = &dev {
+        ssd.check_counts()
+            .map_err(|e| format!("internal error, FTL invariant broken: {e}"))?;
+    }
     let mut stats = dev.stats();
     if let Some((reads, writes)) = untimed_ops {
         // The WAF-only path has no latencies, but it did issue these requests.
