@@ -139,11 +139,25 @@ fn bench_memory() -> Result<serde_json::Value> {
     }))
 }
 
+fn spinner(msg: &str) -> indicatif::ProgressBar {
+    let pb = indicatif::ProgressBar::new_spinner();
+    pb.set_message(msg.to_string());
+    pb.enable_steady_tick(std::time::Duration::from_millis(200));
+    pb
+}
+
 pub fn run(a: BenchArgs) -> Result<()> {
+    for o in &a.only {
+        if !["waf", "timing", "memory"].contains(&o.as_str()) {
+            anyhow::bail!("unknown measurement {o:?}: expected waf, timing or memory");
+        }
+    }
     let want = |k: &str| a.only.is_empty() || a.only.iter().any(|o| o == k);
     let mut out = serde_json::Map::new();
     if want("waf") {
+        let pb = spinner("WAF-only path");
         let v = bench_waf(&a)?;
+        pb.finish_and_clear();
         if !a.json {
             println!(
                 "WAF-only path: {:.1} M host page writes/s ({} writes in {:.2} s, WAF {:.2})",
@@ -156,7 +170,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         out.insert("waf".into(), v);
     }
     if want("timing") {
+        let pb = spinner("timing path");
         let v = bench_timing(a.million_writes)?;
+        pb.finish_and_clear();
         if !a.json {
             println!(
                 "timing path:   {:.2} M simulated requests/s ({} requests in {:.2} s)",
@@ -168,7 +184,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
         out.insert("timing".into(), v);
     }
     if want("memory") {
+        let pb = spinner("memory");
         let v = bench_memory()?;
+        pb.finish_and_clear();
         if !a.json {
             println!("memory:        256 GB drive, 4 KiB mapping: peak RSS {:.2} GiB (filled in {:.1} s)", v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64, v["fill_seconds"].as_f64().unwrap_or(0.0));
         }
