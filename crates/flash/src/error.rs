@@ -17,6 +17,10 @@ pub enum FlashError {
     },
     #[error("commands must be submitted in time order: got {now_ns} ns after {last_ns} ns")]
     TimeWentBackwards { now_ns: u64, last_ns: u64 },
+    #[error("fTrim of inode {inode} failed: {msg}")]
+    FTrim { inode: u32, msg: String },
+    #[error("a write carrying data must start and end on a 4 KiB boundary (offset {offset_bytes}, length {len_bytes})")]
+    UnalignedData { offset_bytes: u64, len_bytes: u64 },
     #[error("preset {name:?}: {msg}")]
     Preset { name: String, msg: String },
 }

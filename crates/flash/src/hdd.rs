@@ -202,7 +202,7 @@ impl Device for Hdd {
             Op::Read => self.read(cmd, start),
             Op::Write => self.write(cmd, start),
             // A disk has nothing to do for TRIM; a flush waits for the medium.
-            Op::Trim => start,
+            Op::Trim | Op::VTrim | Op::FTrim => start,
             Op::Flush => start.max(self.busy_until_ns),
         };
         self.host.record(cmd.op, cmd.len_bytes, now_ns, done);
@@ -222,6 +222,10 @@ impl Device for Hdd {
 
     fn logical_bytes(&self) -> u64 {
         self.cfg.logical_bytes
+    }
+
+    fn settle(&mut self) -> u64 {
+        self.busy_until_ns
     }
 }
 

@@ -15,6 +15,7 @@
 
 pub mod command;
 pub mod error;
+pub mod fslayout;
 pub mod ftl;
 pub mod gc;
 pub mod geometry;
@@ -23,7 +24,7 @@ pub mod preset;
 pub mod ssd;
 pub mod stats;
 
-pub use command::{Command, Op};
+pub use command::{ByteRange, Command, Op, Payload};
 pub use error::FlashError;
 pub use gc::GcPolicy;
 pub use geometry::Geometry;
@@ -49,4 +50,7 @@ pub trait Device {
     /// replay engine calls it when a request is queued). Never changes results.
     #[inline]
     fn prefetch(&self, _cmd: &Command) {}
+    /// Lets the device finish deferred work (background TRIM processing) as if the host
+    /// stayed idle; returns the virtual time at which the device is idle.
+    fn settle(&mut self) -> u64;
 }

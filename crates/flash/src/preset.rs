@@ -174,6 +174,12 @@ impl Device for AnyDevice {
             d.prefetch(cmd);
         }
     }
+    fn settle(&mut self) -> u64 {
+        match self {
+            AnyDevice::Ssd(d) => d.settle(),
+            AnyDevice::Hdd(d) => d.settle(),
+        }
+    }
 }
 
 #[cfg(test)]

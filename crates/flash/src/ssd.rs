@@ -11,16 +11,25 @@
 //! (as on real drives) and complete with the transfer. With a DRAM write cache, a write
 //! completes once it fits in the cache, which drains as programs finish.
 //!
-//! TRIM invalidates its units in the FTL at once and costs `command_overhead_ns` plus
-//! `per_page_ns` per mapping unit in its range. A non-queued TRIM (SATA before NCQ TRIM)
-//! waits for every outstanding command, and every later command waits for it.
+//! TRIM-family commands (TRIM, vectored vTrim, file-based fTrim) invalidate their units in
+//! the FTL at once, so no later read or GC sees the dead data. Their cost is split into
+//! interface time (the command round trip and its payload) and in-drive work: a fixed
+//! cost per command, per range and per mapping unit, and for fTrim the flash reads and
+//! parsing of the file system's metadata ([`crate::fslayout`]). A non-queued TRIM (SATA
+//! before NCQ TRIM) waits for every outstanding command, and every later command waits for
+//! it. With `background`, vTrim and fTrim are acknowledged once recorded and their work
+//! runs in chunks (one per range or metadata block) while no host command is pending;
+//! without `preemptive`, a host command that arrives once that work has started waits for
+//! all of it, with `preemptive` only for the chunk in progress.
 
+use crate::command::{ByteRange, Payload};
+use crate::fslayout::{self, LayoutError};
 use crate::ftl::{FlashSink, NoTiming, PageFtl, ProgramKind};
 use crate::stats::{DeviceStats, HostRecorder};
 use crate::{Command, Device, FlashError, GcPolicy, Geometry, Op};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 /// Flash and interface timing. Sources are given per preset.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -57,15 +66,31 @@ pub struct GcConfig {
     pub background_idle_ns: u64,
 }
 
-/// TRIM command costs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// TRIM-family command costs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrimConfig {
     /// NCQ (queued) TRIM; `false` = the command drains the queue and blocks others.
     pub queued: bool,
+    /// In-drive work per command (firmware handling), on top of the interface round trip.
     pub command_overhead_ns: u64,
-    /// Mapping-table work per mapping unit in the trimmed range.
+    /// Mapping-table work per mapping unit in a trimmed range.
     pub per_page_ns: u64,
+    /// Mapping-table work per range (finding its start).
+    #[serde(default)]
+    pub per_range_ns: u64,
+    /// Background mode: recording a vTrim/fTrim in DRAM before acknowledging it.
+    #[serde(default)]
+    pub record_ns: u64,
+    /// fTrim: firmware parsing of one metadata block, on top of its flash read.
+    #[serde(default)]
+    pub metadata_parse_ns: u64,
+    /// vTrim/fTrim work runs in idle time after the acknowledgement.
+    #[serde(default)]
+    pub background: bool,
+    /// Background TRIM work pauses (at chunk boundaries) when a host command arrives.
+    #[serde(default)]
+    pub preemptive: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -178,7 +203,26 @@ pub struct Ssd {
     cache_used_bytes: u64,
     host: HostRecorder,
     trim_busy_ns: u64,
+    trim_interface_ns: u64,
+    ftrim_metadata_reads: u64,
+    trim_ranges: u64,
+    /// Bytes of 4 KiB blocks written with content (file-system metadata), by block number.
+    data: HashMap<u64, Box<[u8]>>,
+    /// Deferred TRIM work, in order.
+    background: VecDeque<TrimChunk>,
 }
+
+/// One piece of TRIM work: controller time, and optionally a flash read on a die.
+#[derive(Debug, Clone, Copy)]
+struct TrimChunk {
+    ready_ns: u64,
+    duration_ns: u64,
+    read_die: Option<u32>,
+}
+
+const DATA_BLOCK_BYTES: u64 = crate::fslayout::BLOCK_BYTES as u64;
+/// Most extent-tree blocks an fTrim walks before giving up.
+const FTRIM_MAX_TREE_BLOCKS: usize = 1 << 16;
 
 impl Ssd {
     pub fn new(cfg: SsdConfig) -> Result<Self, FlashError> {
@@ -204,6 +248,11 @@ impl Ssd {
             cache_used_bytes: 0,
             host: HostRecorder::default(),
             trim_busy_ns: 0,
+            trim_interface_ns: 0,
+            ftrim_metadata_reads: 0,
+            trim_ranges: 0,
+            data: HashMap::new(),
+            background: VecDeque::new(),
             cfg,
         })
     }
@@ -397,27 +446,224 @@ impl Ssd {
         self.host_free_ns
     }
 
-    fn trim(&mut self, cmd: &Command, start_ns: u64) -> u64 {
-        let first = cmd.offset_bytes.div_ceil(self.unit_bytes) as u32;
-        let end = (((cmd.offset_bytes + cmd.len_bytes) / self.unit_bytes) as u32).max(first);
+    /// What a block of the device holds: `None` if its unit is unmapped (never written or
+    /// trimmed: reads return zeros), `Some(None)` if written without content the model
+    /// keeps, `Some(Some(bytes))` for content written with [`Payload::Data`].
+    pub fn block_content(&self, block: u64) -> Option<Option<&[u8]>> {
+        let lpn = (block * DATA_BLOCK_BYTES / self.unit_bytes) as u32;
+        if lpn >= self.ftl.logical_units() {
+            return None;
+        }
+        self.ftl.lookup(lpn)?;
+        Some(self.data.get(&block).map(|b| &b[..]))
+    }
+
+    /// Keeps (or forgets) the content of the 4 KiB blocks a write covers.
+    fn store_data(&mut self, cmd: &Command) -> Result<(), FlashError> {
+        match &cmd.payload {
+            Payload::Data(bytes) => {
+                if cmd.offset_bytes % DATA_BLOCK_BYTES != 0
+                    || bytes.len() as u64 % DATA_BLOCK_BYTES != 0
+                {
+                    return Err(FlashError::UnalignedData {
+                        offset_bytes: cmd.offset_bytes,
+                        len_bytes: cmd.len_bytes,
+                    });
+                }
+                let first = cmd.offset_bytes / DATA_BLOCK_BYTES;
+                for (i, chunk) in bytes.chunks(DATA_BLOCK_BYTES as usize).enumerate() {
+                    self.data.insert(first + i as u64, chunk.into());
+                }
+            }
+            _ => self.forget_data(cmd.offset_bytes, cmd.len_bytes),
+        }
+        Ok(())
+    }
+
+    fn forget_data(&mut self, offset_bytes: u64, len_bytes: u64) {
+        if self.data.is_empty() || len_bytes == 0 {
+            return;
+        }
+        let first = offset_bytes / DATA_BLOCK_BYTES;
+        let end = (offset_bytes + len_bytes).div_ceil(DATA_BLOCK_BYTES);
+        if end - first < self.data.len() as u64 {
+            for b in first..end {
+                self.data.remove(&b);
+            }
+        } else {
+            self.data.retain(|&b, _| b < first || b >= end);
+        }
+    }
+
+    /// Invalidates the mapping units a range fully covers; returns how many units it spans.
+    fn invalidate_range(&mut self, r: ByteRange) -> u64 {
+        let first = r.offset_bytes.div_ceil(self.unit_bytes) as u32;
+        let end = (((r.offset_bytes + r.len_bytes) / self.unit_bytes) as u32).max(first);
         for lpn in first..end {
             self.ftl.trim(lpn);
         }
-        let t = &self.cfg.trim;
-        let cost_ns = self.cfg.timing.command_overhead_ns
-            + t.command_overhead_ns
-            + (end - first) as u64 * t.per_page_ns;
-        self.trim_busy_ns += cost_ns;
-        if t.queued {
-            let s = start_ns.max(self.controller_free_ns);
-            self.controller_free_ns = s + cost_ns;
-            self.controller_free_ns
-        } else {
-            // Non-queued: the queue drains first, then nothing else runs until it is done.
-            let s = start_ns.max(self.last_completion_ns);
-            self.barrier_ns = s + cost_ns;
-            self.barrier_ns
+        // Content of the blocks in the invalidated units is gone.
+        let unit_lo = first as u64 * self.unit_bytes;
+        self.forget_data(unit_lo, (end - first) as u64 * self.unit_bytes);
+        (end - first) as u64
+    }
+
+    /// fTrim's metadata walk over the drive's own copy of the file system's blocks.
+    fn ftrim_walk(&self, inode: u32) -> Result<fslayout::FileMap, FlashError> {
+        let mut read = |block: u64| -> Result<Vec<u8>, LayoutError> {
+            match self.block_content(block) {
+                Some(Some(bytes)) => Ok(bytes.to_vec()),
+                Some(None) => Err(LayoutError(format!(
+                    "block {block} holds data, not metadata the drive can parse"
+                ))),
+                None => Err(LayoutError(format!(
+                    "block {block} is unwritten or trimmed"
+                ))),
+            }
+        };
+        fslayout::walk_file(inode, &mut read, FTRIM_MAX_TREE_BLOCKS)
+            .map_err(|e| FlashError::FTrim { inode, msg: e.0 })
+    }
+
+    /// Runs `chunk` starting no earlier than `t_ns` on the controller (and its die, for a
+    /// metadata read); returns when it ends.
+    fn run_chunk(&mut self, chunk: TrimChunk, t_ns: u64) -> u64 {
+        let mut start = t_ns.max(self.controller_free_ns).max(chunk.ready_ns);
+        if let Some(die) = chunk.read_die {
+            start = start.max(self.die_free_ns[die as usize]);
+            self.die_free_ns[die as usize] = start + self.cfg.timing.read_ns;
         }
+        self.controller_free_ns = start + chunk.duration_ns;
+        self.trim_busy_ns += chunk.duration_ns;
+        self.controller_free_ns
+    }
+
+    /// Runs deferred TRIM work in the idle time before `now_ns`; returns the time until
+    /// which a host command arriving at `now_ns` must wait for it.
+    fn run_background(&mut self, now_ns: u64) -> u64 {
+        let preemptive = self.cfg.trim.preemptive;
+        let mut wait_until = 0;
+        // Without preemption, work that has started runs to the end of the queue.
+        let mut committed = false;
+        while let Some(&chunk) = self.background.front() {
+            let idle_from = self
+                .controller_free_ns
+                .max(self.last_completion_ns)
+                .max(chunk.ready_ns);
+            if !committed && idle_from >= now_ns {
+                break;
+            }
+            self.background.pop_front();
+            let end = self.run_chunk(chunk, idle_from);
+            committed = !preemptive;
+            if end > now_ns {
+                wait_until = end;
+                if preemptive {
+                    break;
+                }
+            }
+        }
+        wait_until
+    }
+
+    fn trim_family(&mut self, cmd: &Command, start_ns: u64) -> Result<u64, FlashError> {
+        let t = self.cfg.trim.clone();
+        // 1. What to invalidate, and the chunks of in-drive work that costs.
+        let mut chunks: Vec<TrimChunk> = Vec::new();
+        let mut ranges: Vec<ByteRange> = Vec::new();
+        match cmd.op {
+            Op::Trim => ranges.push(ByteRange {
+                offset_bytes: cmd.offset_bytes,
+                len_bytes: cmd.len_bytes,
+            }),
+            Op::VTrim => ranges.extend_from_slice(cmd.ranges()),
+            Op::FTrim => {
+                let Payload::Inode(inode) = cmd.payload else {
+                    return Err(FlashError::Config(
+                        "an fTrim command must carry an inode number".into(),
+                    ));
+                };
+                let map = self.ftrim_walk(inode)?;
+                for &block in &map.blocks_read {
+                    let lpn = (block * DATA_BLOCK_BYTES / self.unit_bytes) as u32;
+                    let die = self.ftl.lookup(lpn).map(|p| self.ftl.die_of(p));
+                    chunks.push(TrimChunk {
+                        ready_ns: 0,
+                        duration_ns: self.cfg.timing.read_ns
+                            + self.unit_transfer_ns
+                            + t.metadata_parse_ns,
+                        read_die: die,
+                    });
+                }
+                self.ftrim_metadata_reads += map.blocks_read.len() as u64;
+                let block_range = |start: u64, len: u64| ByteRange {
+                    offset_bytes: start * DATA_BLOCK_BYTES,
+                    len_bytes: len * DATA_BLOCK_BYTES,
+                };
+                ranges.extend(
+                    map.extents
+                        .iter()
+                        .map(|e| block_range(e.start_block, e.len as u64)),
+                );
+                ranges.extend(map.tree_blocks.iter().map(|&b| block_range(b, 1)));
+            }
+            _ => unreachable!("trim_family handles TRIM commands only"),
+        }
+        chunks.insert(
+            0,
+            TrimChunk {
+                ready_ns: 0,
+                duration_ns: t.command_overhead_ns,
+                read_die: None,
+            },
+        );
+        self.trim_ranges += ranges.len() as u64;
+        for r in &ranges {
+            let units = self.invalidate_range(*r);
+            if cmd.op != Op::Trim {
+                self.host.trim_bytes += r.len_bytes;
+            }
+            chunks.push(TrimChunk {
+                ready_ns: 0,
+                duration_ns: t.per_range_ns + units * t.per_page_ns,
+                read_die: None,
+            });
+        }
+        // 2. The interface: a non-queued TRIM and foreground vTrim/fTrim wait for the queue.
+        let deferred = t.background && cmd.op != Op::Trim;
+        let blocking = !deferred && !(cmd.op == Op::Trim && t.queued);
+        let s = if blocking {
+            start_ns.max(self.last_completion_ns)
+        } else {
+            start_ns
+        };
+        let payload_ns = if cmd.op == Op::Trim {
+            0
+        } else {
+            transfer_ns(cmd.len_bytes, self.cfg.timing.host_bytes_per_s)
+        };
+        let interface_ns = self.cfg.timing.command_overhead_ns + payload_ns;
+        self.trim_interface_ns += interface_ns;
+        let received = s + interface_ns;
+        // 3. The work: now, or recorded for idle time.
+        if deferred {
+            let acked = received + t.record_ns;
+            self.trim_busy_ns += t.record_ns;
+            self.background
+                .extend(chunks.into_iter().map(|c| TrimChunk {
+                    ready_ns: acked,
+                    ..c
+                }));
+            return Ok(acked);
+        }
+        let mut end = received;
+        for c in chunks {
+            end = self.run_chunk(c, end);
+        }
+        if blocking {
+            self.barrier_ns = end;
+        }
+        Ok(end)
     }
 
     fn flush(&mut self, start_ns: u64) -> u64 {
@@ -439,11 +685,18 @@ impl Device for Ssd {
         if self.cfg.gc.background {
             self.background_gc(now_ns);
         }
+        if !self.background.is_empty() {
+            let wait = self.run_background(now_ns);
+            self.barrier_ns = self.barrier_ns.max(wait);
+        }
         let start_ns = now_ns.max(self.barrier_ns);
         let done_ns = match cmd.op {
-            Op::Write => self.write(cmd, start_ns)?,
+            Op::Write => {
+                self.store_data(cmd)?;
+                self.write(cmd, start_ns)?
+            }
             Op::Read => self.read(cmd, start_ns),
-            Op::Trim => self.trim(cmd, start_ns),
+            Op::Trim | Op::VTrim | Op::FTrim => self.trim_family(cmd, start_ns)?,
             Op::Flush => self.flush(start_ns),
         };
         self.last_completion_ns = self.last_completion_ns.max(done_ns);
@@ -464,7 +717,9 @@ impl Device for Ssd {
         s.erases = c.erases;
         s.trimmed_pages = c.trimmed_units;
         s.trim_busy_ns = self.trim_busy_ns;
-        s.trim_ranges = self.host.trim_commands; // one range per TRIM command
+        s.trim_interface_ns = self.trim_interface_ns;
+        s.ftrim_metadata_reads = self.ftrim_metadata_reads;
+        s.trim_ranges = self.trim_ranges;
         s.set_erase_spread(self.ftl.erase_counts());
         s
     }
@@ -473,6 +728,17 @@ impl Device for Ssd {
         self.ftl.reset_counters();
         self.host = HostRecorder::default();
         self.trim_busy_ns = 0;
+        self.trim_interface_ns = 0;
+        self.ftrim_metadata_reads = 0;
+        self.trim_ranges = 0;
+    }
+
+    fn settle(&mut self) -> u64 {
+        let mut t = self.last_completion_ns.max(self.controller_free_ns);
+        while let Some(chunk) = self.background.pop_front() {
+            t = self.run_chunk(chunk, t);
+        }
+        t.max(self.die_free_ns.iter().copied().max().unwrap_or(0))
     }
 
     fn logical_bytes(&self) -> u64 {
@@ -522,6 +788,7 @@ pub(crate) mod tests {
                 queued: false,
                 command_overhead_ns: 100_000,
                 per_page_ns: 1_000,
+                ..TrimConfig::default()
             },
             write_cache_bytes: 0,
         }

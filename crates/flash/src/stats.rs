@@ -88,10 +88,12 @@ impl HostRecorder {
                 self.write.record(latency_ns);
                 self.host_write_bytes += len_bytes;
             }
-            Op::Trim => {
+            Op::Trim | Op::VTrim | Op::FTrim => {
                 self.trim.record(latency_ns);
                 self.trim_commands += 1;
-                self.trim_bytes += len_bytes;
+                if op == Op::Trim {
+                    self.trim_bytes += len_bytes;
+                }
             }
             Op::Flush => self.flush.record(latency_ns),
         }
@@ -153,8 +155,12 @@ pub struct DeviceStats {
     pub trim_ranges: u64,
     pub trim_bytes: u64,
     pub trimmed_pages: u64,
-    /// Device time spent processing TRIM commands (their service time, not their queueing).
+    /// In-drive time spent on TRIM-family commands (foreground and background work).
     pub trim_busy_ns: u64,
+    /// Host-interface time of TRIM-family commands (command round trips and payloads).
+    pub trim_interface_ns: u64,
+    /// Metadata blocks fTrim read from flash.
+    pub ftrim_metadata_reads: u64,
 }
 
 impl DeviceStats {

@@ -56,8 +56,8 @@ where
     for (s, it) in streams.iter_mut().enumerate() {
         for _ in 0..qd {
             let Some(r) = it.next() else { break };
+            heap.push(Reverse((start_ns + r.think_ns, seq, s, pending.len())));
             pending.push(r);
-            heap.push(Reverse((start_ns + r.think_ns, seq, s, pending.len() - 1)));
             seq += 1;
         }
     }
@@ -66,8 +66,7 @@ where
         end_ns: start_ns,
     };
     while let Some(Reverse((at_ns, _, s, slot))) = heap.pop() {
-        let r = pending[slot];
-        let done = submit(dev, &r, at_ns, summary.requests)?;
+        let done = submit(dev, &pending[slot], at_ns, summary.requests)?;
         summary.requests += 1;
         summary.end_ns = summary.end_ns.max(done);
         if summary.requests.is_multiple_of(PROGRESS_EVERY) {
@@ -76,8 +75,8 @@ where
         match streams[s].next() {
             Some(next) => {
                 dev.prefetch(&next.cmd);
-                pending[slot] = next;
                 heap.push(Reverse((done + next.think_ns, seq, s, slot)));
+                pending[slot] = next;
                 seq += 1;
             }
             None => free_slots.push(slot),
@@ -135,6 +134,9 @@ mod tests {
         fn reset_stats(&mut self) {}
         fn logical_bytes(&self) -> u64 {
             1 << 30
+        }
+        fn settle(&mut self) -> u64 {
+            self.busy_until
         }
     }
 

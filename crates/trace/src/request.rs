@@ -3,7 +3,7 @@
 use flash::Command;
 
 /// One request of a trace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     /// The stream (process, disk, generator) that issues it.
     pub stream: u32,
@@ -38,7 +38,7 @@ impl Trace {
                     out.len() - 1
                 }
             };
-            out[slot].push(*r);
+            out[slot].push(r.clone());
         }
         out
     }

@@ -104,12 +104,12 @@ CPU0 (8,0):
         assert!(t.timestamped);
         let ops: Vec<_> = t.requests.iter().map(|r| r.cmd.op).collect();
         assert_eq!(ops, vec![Op::Write, Op::Read, Op::Trim, Op::Flush]);
-        let w = t.requests[0];
+        let w = &t.requests[0];
         assert_eq!(
             (w.cmd.offset_bytes, w.cmd.len_bytes, w.stream, w.at_ns),
             (2048 * 512, 4096, 1234, 0)
         );
-        let r = t.requests[1];
+        let r = &t.requests[1];
         assert_eq!(
             (r.cmd.offset_bytes, r.cmd.len_bytes, r.at_ns),
             (4096 * 512, 8192, 200_000)

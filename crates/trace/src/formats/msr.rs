@@ -52,11 +52,11 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
     let t0 = rows.first().map_or(0, |r| r.0);
     let mut requests: Vec<Request> = rows
         .iter()
-        .map(|&(at, stream, cmd, _)| Request {
-            stream,
-            cmd,
+        .map(|(at, stream, cmd, _)| Request {
+            stream: *stream,
+            cmd: cmd.clone(),
             think_ns: 0,
-            at_ns: at - t0,
+            at_ns: *at - t0,
         })
         .collect();
     let done: Vec<Option<u64>> = rows

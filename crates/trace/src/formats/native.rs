@@ -8,13 +8,15 @@
 //! 1 T 1048576 65536 0
 //! 0 F 0 0 0
 //! ```
-//! `op` is R (read), W (write), T (trim) or F (flush). In a `closed` trace `time_ns` is the
-//! think time before the request; in an `open` trace it is the issue time.
+//! `op` is R (read), W (write), T (trim) or F (flush); V (vectored TRIM) takes a sixth
+//! field with its ranges, `offset:len,offset:len,...`, and I (file-based TRIM) a sixth
+//! field with the inode number. In a `closed` trace `time_ns` is the think time before
+//! the request; in an `open` trace it is the issue time.
 
 use super::{for_each_line, parse_u64};
 use crate::request::Request;
 use crate::{Trace, TraceError};
-use flash::{Command, Op};
+use flash::{ByteRange, Command, Op, Payload};
 use std::io::Write;
 
 pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
@@ -55,7 +57,9 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
             "W" => Op::Write,
             "T" => Op::Trim,
             "F" => Op::Flush,
-            other => return Err(format!("op {other:?} is not R, W, T or F")),
+            "V" => Op::VTrim,
+            "I" => Op::FTrim,
+            other => return Err(format!("op {other:?} is not R, W, T, F, V or I")),
         };
         let offset = parse_u64(f[2], "offset_bytes")?;
         let len = parse_u64(f[3], "len_bytes")?;
@@ -64,9 +68,29 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
             .ok_or("offset_bytes + len_bytes overflows")?;
         let time = parse_u64(f[4], "time_ns")?;
         let open = mode == Some(true);
+        let mut cmd = Command::new(op, offset, len);
+        if op == Op::VTrim {
+            let mut ranges = Vec::new();
+            for part in f[5].split(',') {
+                let (o, l) = part
+                    .split_once(':')
+                    .ok_or_else(|| format!("range {part:?} is not offset:len"))?;
+                let (o, l) = (parse_u64(o, "range offset")?, parse_u64(l, "range length")?);
+                o.checked_add(l).ok_or("range offset + length overflows")?;
+                ranges.push(ByteRange {
+                    offset_bytes: o,
+                    len_bytes: l,
+                });
+            }
+            cmd.payload = Payload::Ranges(ranges.into());
+        } else if op == Op::FTrim {
+            let ino = u32::try_from(parse_u64(f[5], "inode")?)
+                .map_err(|_| "inode does not fit 32 bits".to_string())?;
+            cmd.payload = Payload::Inode(ino);
+        }
         requests.push(Request {
             stream,
-            cmd: Command::new(op, offset, len),
+            cmd,
             think_ns: if open { 0 } else { time },
             at_ns: if open { time } else { 0 },
         });
@@ -109,13 +133,26 @@ pub fn write_native<W: Write>(trace: &Trace, mut out: W) -> std::io::Result<()> 
             Op::Write => 'W',
             Op::Trim => 'T',
             Op::Flush => 'F',
+            Op::VTrim => 'V',
+            Op::FTrim => 'I',
         };
         let time = if open { r.at_ns } else { r.think_ns };
-        writeln!(
+        write!(
             out,
             "{} {} {} {} {}",
             r.stream, op, r.cmd.offset_bytes, r.cmd.len_bytes, time
         )?;
+        match &r.cmd.payload {
+            Payload::Ranges(rs) => {
+                let list: Vec<String> = rs
+                    .iter()
+                    .map(|x| format!("{}:{}", x.offset_bytes, x.len_bytes))
+                    .collect();
+                writeln!(out, " {}", list.join(","))?;
+            }
+            Payload::Inode(ino) => writeln!(out, " {ino}")?,
+            _ => writeln!(out)?,
+        }
     }
     Ok(())
 }
@@ -126,9 +163,12 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let text = "flashlab-trace v1 closed\n# comment\n0 W 0 4096 0\n0 R 0 4096 1000 # trailing\n1 T 1048576 65536 0\n0 F 0 0 0\n";
+        let text = "flashlab-trace v1 closed\n# comment\n0 W 0 4096 0\n0 R 0 4096 1000 # trailing\n1 T 1048576 65536 0\n0 F 0 0 0\n\
+                    2 V 4096 4096 0 0:8192,65536:4096\n2 I 4096 512 0 12\n";
         let t = parse("a.trace", text).unwrap();
-        assert_eq!(t.requests.len(), 4);
+        assert_eq!(t.requests.len(), 6);
+        assert_eq!(t.requests[4].cmd.ranges().len(), 2);
+        assert_eq!(t.requests[5].cmd.payload, Payload::Inode(12));
         assert_eq!(t.requests[1].think_ns, 1000);
         let mut out = Vec::new();
         write_native(&t, &mut out).unwrap();
