@@ -195,7 +195,7 @@ pub fn encode_node(node: &Node, b: &mut [u8]) {
                     e.len
                 );
                 put_u32(b, at, e.logical_block);
-                put_u16(b, at + 4, e.len as u16 & 0xFFFF); // 32768 is stored as 0x8000
+                put_u16(b, at + 4, e.len as u16); // 32768 is stored as 0x8000
                 put_u16(b, at + 6, (e.start_block >> 32) as u16);
                 put_u32(b, at + 8, e.start_block as u32);
             }

@@ -631,7 +631,8 @@ impl Ssd {
         }
         // 2. The interface: a non-queued TRIM and foreground vTrim/fTrim wait for the queue.
         let deferred = t.background && cmd.op != Op::Trim;
-        let blocking = !deferred && !(cmd.op == Op::Trim && t.queued);
+        let queued_trim = cmd.op == Op::Trim && t.queued;
+        let blocking = !(deferred || queued_trim);
         let s = if blocking {
             start_ns.max(self.last_completion_ns)
         } else {

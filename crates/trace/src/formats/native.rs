@@ -44,9 +44,15 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
                 ),
             };
         }
-        if f.len() != 5 {
+        let fields = if matches!(f.get(1), Some(&"V") | Some(&"I")) {
+            6
+        } else {
+            5
+        };
+        if f.len() != fields {
             return Err(format!(
-                "expected 5 fields (stream op offset_bytes len_bytes time_ns), found {}",
+                "expected {fields} fields (stream op offset_bytes len_bytes time_ns{}), found {}",
+                if fields == 6 { " ranges|inode" } else { "" },
                 f.len()
             ));
         }
