@@ -462,8 +462,8 @@ impl Ssd {
     fn store_data(&mut self, cmd: &Command) -> Result<(), FlashError> {
         match &cmd.payload {
             Payload::Data(bytes) => {
-                if cmd.offset_bytes % DATA_BLOCK_BYTES != 0
-                    || bytes.len() as u64 % DATA_BLOCK_BYTES != 0
+                if !cmd.offset_bytes.is_multiple_of(DATA_BLOCK_BYTES)
+                    || !(bytes.len() as u64).is_multiple_of(DATA_BLOCK_BYTES)
                 {
                     return Err(FlashError::UnalignedData {
                         offset_bytes: cmd.offset_bytes,
