@@ -1,0 +1,138 @@
+//! The free-space bitmap of all blocks (bit set = in use), with the searches the
+//! allocation policies need.
+
+#[derive(Debug, Clone)]
+pub struct Bitmap {
+    words: Vec<u64>,
+    blocks: u64,
+    used: u64,
+}
+
+impl Bitmap {
+    pub fn new(blocks: u64) -> Self {
+        let mut b = Bitmap {
+            words: vec![0; blocks.div_ceil(64) as usize],
+            blocks,
+            used: 0,
+        };
+        // Bits past the end count as used so searches never return them.
+        let tail = blocks % 64;
+        if tail != 0 {
+            *b.words.last_mut().expect("at least one word") = !0u64 << tail;
+        }
+        b
+    }
+
+    pub fn blocks(&self) -> u64 {
+        self.blocks
+    }
+
+    pub fn free_blocks(&self) -> u64 {
+        self.blocks - self.used
+    }
+
+    #[inline]
+    pub fn is_used(&self, b: u64) -> bool {
+        self.words[(b / 64) as usize] >> (b % 64) & 1 == 1
+    }
+
+    /// Marks `[start, start + len)` used; every block must be free.
+    pub fn set_used(&mut self, start: u64, len: u64) {
+        for b in start..start + len {
+            debug_assert!(!self.is_used(b), "block {b} allocated twice");
+            self.words[(b / 64) as usize] |= 1 << (b % 64);
+        }
+        self.used += len;
+    }
+
+    /// Marks `[start, start + len)` free; every block must be used.
+    pub fn set_free(&mut self, start: u64, len: u64) {
+        for b in start..start + len {
+            debug_assert!(self.is_used(b), "block {b} freed twice");
+            self.words[(b / 64) as usize] &= !(1 << (b % 64));
+        }
+        self.used -= len;
+    }
+
+    /// First free block at or after `from`, not wrapping.
+    pub fn next_free(&self, from: u64) -> Option<u64> {
+        if from >= self.blocks {
+            return None;
+        }
+        let mut w = (from / 64) as usize;
+        let mut word = self.words[w] | ((1u64 << (from % 64)) - 1);
+        loop {
+            if word != u64::MAX {
+                let b = w as u64 * 64 + (!word).trailing_zeros() as u64;
+                return (b < self.blocks).then_some(b);
+            }
+            w += 1;
+            if w == self.words.len() {
+                return None;
+            }
+            word = self.words[w];
+        }
+    }
+
+    /// Length of the free run starting at `start`, up to `max`.
+    pub fn free_run_len(&self, start: u64, max: u64) -> u64 {
+        let mut n = 0;
+        while n < max && start + n < self.blocks && !self.is_used(start + n) {
+            n += 1;
+        }
+        n
+    }
+
+    /// The first free run at or after `from`, wrapping to the start once: (start, length up
+    /// to `max`).
+    pub fn next_free_run(&self, from: u64, max: u64) -> Option<(u64, u64)> {
+        let start = self.next_free(from).or_else(|| self.next_free(0))?;
+        Some((start, self.free_run_len(start, max)))
+    }
+
+    /// The first free run of at least `len` blocks at or after `from` (wrapping once).
+    pub fn find_run(&self, from: u64, len: u64) -> Option<u64> {
+        for (lo, hi) in [(from, self.blocks), (0, from)] {
+            let mut b = lo;
+            while let Some(s) = self.next_free(b) {
+                if s >= hi {
+                    break;
+                }
+                let n = self.free_run_len(s, len);
+                if n >= len {
+                    return Some(s);
+                }
+                b = s + n + 1;
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_and_wrapping() {
+        let mut b = Bitmap::new(200);
+        assert_eq!(b.free_blocks(), 200);
+        b.set_used(0, 10);
+        b.set_used(20, 100);
+        assert_eq!(b.next_free(0), Some(10));
+        assert_eq!(b.next_free_run(5, 50), Some((10, 10)));
+        assert_eq!(b.find_run(0, 15), Some(120));
+        assert_eq!(
+            b.find_run(150, 60),
+            Some(120),
+            "wraps and finds the run that straddles the cursor"
+        );
+        assert_eq!(b.find_run(0, 81), None);
+        assert_eq!(b.next_free_run(199, 8), Some((199, 1)));
+        b.set_used(120, 80);
+        assert_eq!(b.next_free_run(150, 8), Some((10, 8)), "wraps to the start");
+        b.set_free(20, 5);
+        assert_eq!(b.free_blocks(), 15);
+        assert_eq!(b.next_free(200), None);
+    }
+}

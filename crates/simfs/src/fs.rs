@@ -1,0 +1,943 @@
+//! The file system: layout, allocation, files, metadata write-back and discard.
+//!
+//! Metadata is cached in memory (as a warm page cache would) and written back by
+//! [`SimFs::sync`]: extent-tree blocks, inode-table blocks and bitmaps, each a 4 KiB write
+//! whose bytes the drive keeps (so fTrim can read them), then a flush. File data is
+//! written as plain block writes without content. There is no journal and no directory
+//! blocks: names live in memory. Simplifications are listed in the README.
+
+use crate::bitmap::Bitmap;
+use crate::device::BlockDev;
+use crate::SimfsError;
+use flash::fslayout::{
+    encode_node, group_desc_location, Extent, ExtentIndex, GroupDesc, Inode, Node, Superblock,
+    BLOCK_BYTES, EXTENTS_FL, EXTENTS_IN_INODE, EXTENTS_PER_BLOCK, INODE_BYTES, MAX_EXTENT_BLOCKS,
+};
+use flash::{ByteRange, Command};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+pub const BLOCK: u64 = BLOCK_BYTES as u64;
+/// First inode number handed to files (ext4 reserves 1–10 and uses 11 for lost+found).
+pub const FIRST_INODE: u32 = 12;
+/// Ranges one vTrim command carries: a 4-byte count, then 8-byte (start block, blocks)
+/// entries in a 4 KiB payload.
+pub const VTRIM_MAX_RANGES: usize = (BLOCK_BYTES - 4) / 8;
+
+/// Where new blocks go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllocPolicy {
+    /// ext4-like: continue at the file's goal (the block after its last extent); when that
+    /// block is taken, take the next free run after a global next-fit cursor. Files written
+    /// concurrently therefore interleave and fragment.
+    Ext4Like,
+}
+
+/// What `unlink` tells the drive about the freed blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiscardMode {
+    /// Nothing: the drive keeps the dead data valid.
+    None,
+    /// One TRIM per freed extent, at once (ext4 `-o discard`).
+    Online,
+    /// All ranges of the delete in one vectored TRIM (4 KiB payload, up to 511 ranges).
+    VTrim,
+    /// Only the inode number; the drive walks the metadata itself.
+    FTrim,
+    /// Ranges collected and sent later by [`SimFs::fstrim`], merged, one TRIM per range.
+    Deferred,
+}
+
+impl FromStr for DiscardMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "none" => DiscardMode::None,
+            "online" | "trim" => DiscardMode::Online,
+            "vtrim" => DiscardMode::VTrim,
+            "ftrim" => DiscardMode::FTrim,
+            "deferred" => DiscardMode::Deferred,
+            _ => {
+                return Err(format!(
+                    "unknown discard mode {s:?}: expected none, online, vtrim, ftrim or deferred"
+                ))
+            }
+        })
+    }
+}
+
+impl fmt::Display for DiscardMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DiscardMode::None => "none",
+            DiscardMode::Online => "online",
+            DiscardMode::VTrim => "vtrim",
+            DiscardMode::FTrim => "ftrim",
+            DiscardMode::Deferred => "deferred",
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct FsConfig {
+    pub size_bytes: u64,
+    pub blocks_per_group: u32,
+    pub inodes_per_group: u32,
+    pub alloc: AllocPolicy,
+    pub discard: DiscardMode,
+}
+
+impl FsConfig {
+    /// ext4's defaults for 4 KiB blocks: 32,768 blocks (128 MiB) per group; 512 inodes per
+    /// group.
+    pub fn new(size_bytes: u64) -> Self {
+        FsConfig {
+            size_bytes,
+            blocks_per_group: 32768,
+            inodes_per_group: 512,
+            alloc: AllocPolicy::Ext4Like,
+            discard: DiscardMode::None,
+        }
+    }
+}
+
+/// Requests simfs issued, by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FsStats {
+    pub data_write_requests: u64,
+    pub data_write_bytes: u64,
+    pub data_read_requests: u64,
+    pub data_read_bytes: u64,
+    pub meta_write_requests: u64,
+    pub trim_commands: u64,
+    pub vtrim_commands: u64,
+    pub ftrim_commands: u64,
+    /// Bytes named by TRIM-family commands (for fTrim: the file's blocks).
+    pub discarded_bytes: u64,
+    pub flushes: u64,
+}
+
+#[derive(Debug, Clone)]
+struct FileState {
+    size_bytes: u64,
+    /// Sorted by logical block, non-overlapping.
+    extents: Vec<Extent>,
+    /// Extent-tree blocks on disk (index and leaf), in tree order.
+    tree_blocks: Vec<u64>,
+    dirty: bool,
+}
+
+/// A file's inode number.
+pub type Ino = u32;
+
+pub struct SimFs<D: BlockDev> {
+    dev: D,
+    cfg: FsConfig,
+    sb: Superblock,
+    descs: Vec<GroupDesc>,
+    bitmap: Bitmap,
+    inode_used: Vec<bool>,
+    files: HashMap<Ino, FileState>,
+    names: BTreeMap<String, Ino>,
+    cursor: u64,
+    deferred: Vec<(u64, u64)>,
+    dirty_groups: BTreeSet<u32>,
+    dirty_itable: BTreeSet<u64>,
+    command_page: u64,
+    stats: FsStats,
+}
+
+fn range_bytes(start: u64, len: u64) -> ByteRange {
+    ByteRange {
+        offset_bytes: start * BLOCK,
+        len_bytes: len * BLOCK,
+    }
+}
+
+/// Extent-tree blocks needed below the inode for `n` extents.
+fn tree_blocks_needed(n: usize) -> usize {
+    if n <= EXTENTS_IN_INODE {
+        return 0;
+    }
+    let mut level = n.div_ceil(EXTENTS_PER_BLOCK);
+    let mut total = level;
+    while level > EXTENTS_IN_INODE {
+        level = level.div_ceil(EXTENTS_PER_BLOCK);
+        total += level;
+    }
+    total
+}
+
+/// Sorts block runs and merges adjacent ones.
+fn merge_runs(mut runs: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    runs.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+    for (s, l) in runs {
+        match out.last_mut() {
+            Some(last) if last.0 + last.1 == s => last.1 += l,
+            _ => out.push((s, l)),
+        }
+    }
+    out
+}
+
+impl<D: BlockDev> SimFs<D> {
+    /// Creates a file system of `cfg.size_bytes` at the start of `dev`, writing its
+    /// superblock, group descriptors and bitmaps (inode tables are written lazily, as
+    /// ext4's lazy_itable_init does). The device's last 4 KiB page stays free: vTrim and
+    /// fTrim commands are addressed to it.
+    pub fn mkfs(dev: D, cfg: FsConfig) -> Result<Self, SimfsError> {
+        let command_page = (dev.capacity_bytes() / BLOCK).saturating_sub(1) * BLOCK;
+        let blocks = cfg.size_bytes / BLOCK;
+        if cfg.size_bytes > command_page {
+            return Err(SimfsError::Config(format!(
+                "a {} byte file system does not fit a {} byte device (its last 4 KiB page is reserved for vTrim/fTrim)",
+                cfg.size_bytes,
+                dev.capacity_bytes()
+            )));
+        }
+        if cfg.blocks_per_group == 0
+            || cfg.blocks_per_group > 32768
+            || cfg.blocks_per_group % 8 != 0
+        {
+            return Err(SimfsError::Config(
+                "blocks_per_group must be a multiple of 8 up to 32768 (one bitmap block)".into(),
+            ));
+        }
+        let ipg = cfg.inodes_per_group;
+        if ipg == 0 || ipg % 16 != 0 || ipg > 8 * BLOCK_BYTES as u32 {
+            return Err(SimfsError::Config(
+                "inodes_per_group must be a positive multiple of 16 up to 32768".into(),
+            ));
+        }
+        if blocks > u32::MAX as u64 {
+            return Err(SimfsError::Config("more than 2^32 blocks".into()));
+        }
+        let groups = blocks.div_ceil(cfg.blocks_per_group as u64) as u32;
+        let gdt_blocks = (groups as u64 * 32).div_ceil(BLOCK);
+        let itable_blocks = ipg as u64 * INODE_BYTES as u64 / BLOCK;
+        let mut bitmap = Bitmap::new(blocks);
+        let mut descs = Vec::with_capacity(groups as usize);
+        for g in 0..groups as u64 {
+            let start = g * cfg.blocks_per_group as u64;
+            let meta = if g == 0 { 1 + gdt_blocks } else { start };
+            let end = meta + 2 + itable_blocks;
+            let group_end = (start + cfg.blocks_per_group as u64).min(blocks);
+            if end >= group_end {
+                return Err(SimfsError::Config(format!(
+                    "{} bytes leave group {g} no room for data after its bitmaps and inode table; use a larger size",
+                    cfg.size_bytes
+                )));
+            }
+            bitmap.set_used(start, end - start);
+            descs.push(GroupDesc {
+                block_bitmap: meta as u32,
+                inode_bitmap: meta as u32 + 1,
+                inode_table: meta as u32 + 2,
+            });
+        }
+        let sb = Superblock {
+            inodes_count: groups * ipg,
+            blocks_count: blocks as u32,
+            blocks_per_group: cfg.blocks_per_group,
+            inodes_per_group: ipg,
+        };
+        let cursor = bitmap.next_free(0).unwrap_or(0);
+        let mut fs = SimFs {
+            dev,
+            inode_used: vec![false; sb.inodes_count as usize],
+            sb,
+            descs,
+            bitmap,
+            files: HashMap::new(),
+            names: BTreeMap::new(),
+            cursor,
+            deferred: Vec::new(),
+            dirty_groups: (0..groups).collect(),
+            dirty_itable: BTreeSet::new(),
+            command_page,
+            stats: FsStats::default(),
+            cfg,
+        };
+        // Reserved inodes 1..FIRST_INODE are in use from the start.
+        for i in 0..(FIRST_INODE - 1) as usize {
+            fs.inode_used[i] = true;
+        }
+        let mut b0 = vec![0u8; BLOCK_BYTES];
+        fs.sb.encode(&mut b0);
+        fs.write_meta(0, b0)?;
+        for gb in 0..gdt_blocks {
+            let mut b = vec![0u8; BLOCK_BYTES];
+            for (g, d) in fs.descs.iter().enumerate() {
+                let (blk, off) = group_desc_location(g as u32);
+                if blk == 1 + gb {
+                    d.encode(&mut b[off..off + 32]);
+                }
+            }
+            fs.write_meta(1 + gb, b)?;
+        }
+        fs.sync()?;
+        Ok(fs)
+    }
+
+    pub fn device(&self) -> &D {
+        &self.dev
+    }
+
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.dev
+    }
+
+    pub fn into_device(self) -> D {
+        self.dev
+    }
+
+    pub fn stats(&self) -> &FsStats {
+        &self.stats
+    }
+
+    pub fn config(&self) -> &FsConfig {
+        &self.cfg
+    }
+
+    pub fn free_bytes(&self) -> u64 {
+        self.bitmap.free_blocks() * BLOCK
+    }
+
+    /// The byte offset of the reserved page vTrim and fTrim commands are written to.
+    pub fn command_page_offset(&self) -> u64 {
+        self.command_page
+    }
+
+    pub fn set_discard(&mut self, mode: DiscardMode) {
+        self.cfg.discard = mode;
+    }
+
+    fn write_meta(&mut self, block: u64, bytes: Vec<u8>) -> Result<u64, SimfsError> {
+        self.stats.meta_write_requests += 1;
+        self.dev
+            .io(Command::write_data(block * BLOCK, Arc::from(bytes)))
+    }
+
+    pub fn lookup(&self, name: &str) -> Result<Ino, SimfsError> {
+        self.names
+            .get(name)
+            .copied()
+            .ok_or_else(|| SimfsError::NotFound(name.to_string()))
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.keys().map(String::as_str)
+    }
+
+    pub fn size_of(&self, ino: Ino) -> Result<u64, SimfsError> {
+        Ok(self.file(ino)?.size_bytes)
+    }
+
+    /// The file's extents (logical block, blocks, physical start block), in order.
+    pub fn extents(&self, ino: Ino) -> Result<Vec<Extent>, SimfsError> {
+        Ok(self.file(ino)?.extents.clone())
+    }
+
+    /// The file's extent-tree blocks on disk.
+    pub fn tree_blocks(&self, ino: Ino) -> Result<Vec<u64>, SimfsError> {
+        Ok(self.file(ino)?.tree_blocks.clone())
+    }
+
+    fn file(&self, ino: Ino) -> Result<&FileState, SimfsError> {
+        self.files
+            .get(&ino)
+            .ok_or_else(|| SimfsError::Invalid(format!("inode {ino} is not an open file")))
+    }
+
+    fn group_of_block(&self, b: u64) -> u32 {
+        (b / self.cfg.blocks_per_group as u64) as u32
+    }
+
+    fn itable_block_of(&self, ino: Ino) -> u64 {
+        let g = (ino - 1) / self.sb.inodes_per_group;
+        let idx = ((ino - 1) % self.sb.inodes_per_group) as u64;
+        self.descs[g as usize].inode_table as u64 + idx * INODE_BYTES as u64 / BLOCK
+    }
+
+    /// Creates an empty file.
+    pub fn create(&mut self, name: &str) -> Result<Ino, SimfsError> {
+        if name.is_empty() || name.contains('/') || name.len() > 255 {
+            return Err(SimfsError::Invalid(format!(
+                "file name {name:?} must be 1-255 bytes without '/'"
+            )));
+        }
+        if self.names.contains_key(name) {
+            return Err(SimfsError::Exists(name.to_string()));
+        }
+        let idx = self
+            .inode_used
+            .iter()
+            .position(|u| !u)
+            .ok_or(SimfsError::NoInodes {
+                inodes: self.sb.inodes_count,
+            })?;
+        self.inode_used[idx] = true;
+        let ino = idx as Ino + 1;
+        self.names.insert(name.to_string(), ino);
+        self.files.insert(
+            ino,
+            FileState {
+                size_bytes: 0,
+                extents: Vec::new(),
+                tree_blocks: Vec::new(),
+                dirty: true,
+            },
+        );
+        self.dirty_groups
+            .insert((ino - 1) / self.sb.inodes_per_group);
+        Ok(ino)
+    }
+
+    /// Allocates `n` blocks, continuing at `goal` where it is free, else next-fit.
+    fn alloc(&mut self, goal: Option<u64>, n: u64) -> Result<Vec<(u64, u64)>, SimfsError> {
+        if self.bitmap.free_blocks() < n {
+            return Err(SimfsError::NoSpace {
+                needed_blocks: n,
+                free_blocks: self.bitmap.free_blocks(),
+            });
+        }
+        let mut out = Vec::new();
+        let mut remaining = n;
+        let mut at = goal;
+        while remaining > 0 {
+            let (start, len) = match at {
+                Some(g) if g < self.bitmap.blocks() && !self.bitmap.is_used(g) => {
+                    (g, self.bitmap.free_run_len(g, remaining))
+                }
+                _ => self
+                    .bitmap
+                    .next_free_run(self.cursor, remaining)
+                    .expect("free blocks were counted"),
+            };
+            self.take(start, len);
+            out.push((start, len));
+            remaining -= len;
+            at = Some(start + len);
+        }
+        Ok(out)
+    }
+
+    fn take(&mut self, start: u64, len: u64) {
+        self.bitmap.set_used(start, len);
+        self.cursor = start + len;
+        for g in self.group_of_block(start)..=self.group_of_block(start + len - 1) {
+            self.dirty_groups.insert(g);
+        }
+    }
+
+    fn release(&mut self, start: u64, len: u64) {
+        self.bitmap.set_free(start, len);
+        for g in self.group_of_block(start)..=self.group_of_block(start + len - 1) {
+            self.dirty_groups.insert(g);
+        }
+    }
+
+    /// Maps logical blocks `[lblk, lblk + runs total)` of `ino` to the physical `runs`.
+    fn add_mapping(&mut self, ino: Ino, mut lblk: u32, runs: &[(u64, u64)]) {
+        let f = self.files.get_mut(&ino).expect("caller checked the file");
+        for &(start, len) in runs {
+            let mut done = 0;
+            while done < len {
+                let piece = (len - done).min(MAX_EXTENT_BLOCKS as u64) as u32;
+                let e = Extent {
+                    logical_block: lblk,
+                    len: piece,
+                    start_block: start + done,
+                };
+                let pos = f.extents.partition_point(|x| x.logical_block < lblk);
+                let merged = pos > 0 && {
+                    let prev = &mut f.extents[pos - 1];
+                    if prev.logical_block + prev.len == lblk
+                        && prev.start_block + prev.len as u64 == e.start_block
+                        && prev.len + piece <= MAX_EXTENT_BLOCKS
+                    {
+                        prev.len += piece;
+                        true
+                    } else {
+                        false
+                    }
+                };
+                if !merged {
+                    f.extents.insert(pos, e);
+                }
+                lblk += piece;
+                done += piece as u64;
+            }
+        }
+        f.dirty = true;
+    }
+
+    /// Physical runs backing logical blocks `[first, end)`, and the unmapped holes.
+    fn map_range(&self, ino: Ino, first: u32, end: u32) -> (Vec<(u64, u64)>, Vec<(u32, u32)>) {
+        let f = &self.files[&ino];
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        let mut holes = Vec::new();
+        let mut at = first;
+        let mut i = f
+            .extents
+            .partition_point(|e| e.logical_block + e.len <= first);
+        while at < end {
+            match f.extents.get(i) {
+                Some(e) if e.logical_block <= at => {
+                    let stop = (e.logical_block + e.len).min(end);
+                    let p = e.start_block + (at - e.logical_block) as u64;
+                    let n = (stop - at) as u64;
+                    match runs.last_mut() {
+                        Some(last) if last.0 + last.1 == p => last.1 += n,
+                        _ => runs.push((p, n)),
+                    }
+                    at = stop;
+                    i += 1;
+                }
+                Some(e) => {
+                    let stop = e.logical_block.min(end);
+                    holes.push((at, stop));
+                    at = stop;
+                }
+                None => {
+                    holes.push((at, end));
+                    at = end;
+                }
+            }
+        }
+        (runs, holes)
+    }
+
+    fn goal_of(&self, ino: Ino) -> Option<u64> {
+        self.files[&ino]
+            .extents
+            .last()
+            .map(|e| e.start_block + e.len as u64)
+    }
+
+    fn block_span(offset_bytes: u64, len_bytes: u64) -> Result<(u32, u32), SimfsError> {
+        let first = offset_bytes / BLOCK;
+        let end = offset_bytes
+            .checked_add(len_bytes)
+            .ok_or_else(|| SimfsError::Invalid("offset + length overflows".into()))?
+            .div_ceil(BLOCK);
+        if end > u32::MAX as u64 {
+            return Err(SimfsError::Invalid(format!(
+                "offset {} lies past the largest file (2^32 blocks)",
+                offset_bytes
+            )));
+        }
+        Ok((first as u32, end as u32))
+    }
+
+    /// Allocates the holes of `[first, end)` in `ino`; fallocate asks for one run first.
+    fn fill_holes(
+        &mut self,
+        ino: Ino,
+        first: u32,
+        end: u32,
+        one_run: bool,
+    ) -> Result<(), SimfsError> {
+        let (_, holes) = self.map_range(ino, first, end);
+        let needed: u64 = holes.iter().map(|&(a, b)| (b - a) as u64).sum();
+        if needed > self.bitmap.free_blocks() {
+            return Err(SimfsError::NoSpace {
+                needed_blocks: needed,
+                free_blocks: self.bitmap.free_blocks(),
+            });
+        }
+        for (a, b) in holes {
+            let n = (b - a) as u64;
+            let goal = self.goal_of(ino);
+            let runs = match (
+                one_run,
+                self.bitmap.find_run(goal.unwrap_or(self.cursor), n),
+            ) {
+                (true, Some(start)) => {
+                    self.take(start, n);
+                    vec![(start, n)]
+                }
+                _ => self.alloc(goal, n)?,
+            };
+            self.add_mapping(ino, a, &runs);
+        }
+        Ok(())
+    }
+
+    /// Writes `len_bytes` at `offset_bytes` of the file (whole 4 KiB blocks), allocating
+    /// blocks where the file has none; returns the device's completion time.
+    pub fn write_at(
+        &mut self,
+        ino: Ino,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<u64, SimfsError> {
+        self.file(ino)?;
+        if len_bytes == 0 {
+            return Ok(0);
+        }
+        let (first, end) = Self::block_span(offset_bytes, len_bytes)?;
+        self.fill_holes(ino, first, end, false)?;
+        let (runs, _) = self.map_range(ino, first, end);
+        let mut done = 0;
+        for (p, n) in runs {
+            self.stats.data_write_requests += 1;
+            self.stats.data_write_bytes += n * BLOCK;
+            done = self.dev.io(Command::write(p * BLOCK, n * BLOCK))?;
+        }
+        let f = self.files.get_mut(&ino).expect("checked");
+        if offset_bytes + len_bytes > f.size_bytes {
+            f.size_bytes = offset_bytes + len_bytes;
+            f.dirty = true;
+        }
+        Ok(done)
+    }
+
+    /// Reads `len_bytes` at `offset_bytes` (holes cost nothing); returns the completion time.
+    pub fn read_at(
+        &mut self,
+        ino: Ino,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<u64, SimfsError> {
+        self.file(ino)?;
+        let (first, end) = Self::block_span(offset_bytes, len_bytes)?;
+        let (runs, _) = self.map_range(ino, first, end);
+        let mut done = 0;
+        for (p, n) in runs {
+            self.stats.data_read_requests += 1;
+            self.stats.data_read_bytes += n * BLOCK;
+            done = self.dev.io(Command::read(p * BLOCK, n * BLOCK))?;
+        }
+        Ok(done)
+    }
+
+    /// Preallocates `[offset_bytes, offset_bytes + len_bytes)` as one contiguous run if
+    /// free space allows (else as few runs as next-fit finds), without writing data; the
+    /// file grows to cover the range.
+    pub fn fallocate(
+        &mut self,
+        ino: Ino,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<(), SimfsError> {
+        self.file(ino)?;
+        let (first, end) = Self::block_span(offset_bytes, len_bytes)?;
+        self.fill_holes(ino, first, end, true)?;
+        let f = self.files.get_mut(&ino).expect("checked");
+        f.size_bytes = f.size_bytes.max(offset_bytes + len_bytes);
+        f.dirty = true;
+        Ok(())
+    }
+
+    /// Creates a file of `size_bytes` made of `extents` runs with a free block between
+    /// neighbours (a fragmented file on purpose, like paper 002's 10 MB file of 160
+    /// extents), and writes its data.
+    pub fn create_fragmented(
+        &mut self,
+        name: &str,
+        size_bytes: u64,
+        extents: u32,
+    ) -> Result<Ino, SimfsError> {
+        let blocks = size_bytes.div_ceil(BLOCK);
+        if extents == 0 || extents as u64 > blocks {
+            return Err(SimfsError::Invalid(format!(
+                "{extents} extents for {blocks} blocks: need 1..={blocks}"
+            )));
+        }
+        let span = blocks + extents as u64 - 1;
+        let start = self
+            .bitmap
+            .find_run(self.cursor, span)
+            .ok_or(SimfsError::NoSpace {
+                needed_blocks: span,
+                free_blocks: self.bitmap.free_blocks(),
+            })?;
+        let ino = self.create(name)?;
+        let (per, extra) = (blocks / extents as u64, blocks % extents as u64);
+        let mut at = start;
+        let mut lblk = 0u32;
+        for i in 0..extents as u64 {
+            let n = per + u64::from(i < extra);
+            self.take(at, n);
+            self.add_mapping(ino, lblk, &[(at, n)]);
+            self.stats.data_write_requests += 1;
+            self.stats.data_write_bytes += n * BLOCK;
+            self.dev.io(Command::write(at * BLOCK, n * BLOCK))?;
+            lblk += n as u32;
+            at += n + 1;
+        }
+        let f = self.files.get_mut(&ino).expect("just created");
+        f.size_bytes = size_bytes;
+        Ok(ino)
+    }
+
+    /// Builds the extent tree of `extents` over `blocks` (as many as
+    /// [`tree_blocks_needed`]): the root for the inode and the nodes to write.
+    fn build_tree(extents: &[Extent], blocks: &[u64]) -> (Node, Vec<(u64, Node)>) {
+        if extents.len() <= EXTENTS_IN_INODE {
+            return (Node::Leaf(extents.to_vec()), Vec::new());
+        }
+        let mut next = blocks.iter().copied();
+        let mut nodes = Vec::new();
+        let mut level: Vec<ExtentIndex> = extents
+            .chunks(EXTENTS_PER_BLOCK)
+            .map(|c| {
+                let b = next.next().expect("enough tree blocks");
+                nodes.push((b, Node::Leaf(c.to_vec())));
+                ExtentIndex {
+                    logical_block: c[0].logical_block,
+                    child_block: b,
+                }
+            })
+            .collect();
+        let mut depth = 1;
+        while level.len() > EXTENTS_IN_INODE {
+            level = level
+                .chunks(EXTENTS_PER_BLOCK)
+                .map(|c| {
+                    let b = next.next().expect("enough tree blocks");
+                    nodes.push((
+                        b,
+                        Node::Index {
+                            depth,
+                            children: c.to_vec(),
+                        },
+                    ));
+                    ExtentIndex {
+                        logical_block: c[0].logical_block,
+                        child_block: b,
+                    }
+                })
+                .collect();
+            depth += 1;
+        }
+        (
+            Node::Index {
+                depth,
+                children: level,
+            },
+            nodes,
+        )
+    }
+
+    /// Writes one file's extent tree (reusing its tree blocks where it can) and marks its
+    /// inode-table block for write-back.
+    fn write_file_meta(&mut self, ino: Ino) -> Result<(), SimfsError> {
+        let (n, mut blocks) = {
+            let f = &self.files[&ino];
+            (tree_blocks_needed(f.extents.len()), f.tree_blocks.clone())
+        };
+        while blocks.len() > n {
+            let b = blocks.pop().expect("longer than n");
+            self.release(b, 1);
+        }
+        if blocks.len() < n {
+            let runs = self.alloc(None, (n - blocks.len()) as u64)?;
+            blocks.extend(runs.iter().flat_map(|&(s, l)| s..s + l));
+        }
+        let (_, nodes) = Self::build_tree(&self.files[&ino].extents, &blocks);
+        for (b, node) in nodes {
+            let mut bytes = vec![0u8; BLOCK_BYTES];
+            encode_node(&node, &mut bytes);
+            self.write_meta(b, bytes)?;
+        }
+        let f = self.files.get_mut(&ino).expect("exists");
+        f.tree_blocks = blocks;
+        f.dirty = false;
+        self.dirty_itable.insert(self.itable_block_of(ino));
+        Ok(())
+    }
+
+    /// Encodes the inode-table block `block` from the in-memory inodes.
+    fn itable_bytes(&self, block: u64) -> Vec<u8> {
+        let mut bytes = vec![0u8; BLOCK_BYTES];
+        let per_block = (BLOCK as usize / INODE_BYTES) as u32;
+        for g in 0..self.descs.len() as u32 {
+            let table = self.descs[g as usize].inode_table as u64;
+            let table_blocks = self.sb.inodes_per_group as u64 * INODE_BYTES as u64 / BLOCK;
+            if !(table..table + table_blocks).contains(&block) {
+                continue;
+            }
+            let first_ino = g * self.sb.inodes_per_group + (block - table) as u32 * per_block + 1;
+            for i in 0..per_block {
+                let ino = first_ino + i;
+                if let Some(f) = self.files.get(&ino) {
+                    let (root, _) = Self::build_tree(&f.extents, &f.tree_blocks);
+                    Inode {
+                        mode: 0o100644,
+                        links: 1,
+                        size_bytes: f.size_bytes,
+                        flags: EXTENTS_FL,
+                        root,
+                    }
+                    .encode(&mut bytes[i as usize * INODE_BYTES..(i as usize + 1) * INODE_BYTES]);
+                }
+            }
+        }
+        bytes
+    }
+
+    fn bitmap_bytes(&self, g: u32) -> (Vec<u8>, Vec<u8>) {
+        let mut blocks = vec![0u8; BLOCK_BYTES];
+        let start = g as u64 * self.cfg.blocks_per_group as u64;
+        for i in 0..self.cfg.blocks_per_group as u64 {
+            let b = start + i;
+            if b >= self.bitmap.blocks() || self.bitmap.is_used(b) {
+                blocks[(i / 8) as usize] |= 1 << (i % 8);
+            }
+        }
+        let mut inodes = vec![0u8; BLOCK_BYTES];
+        let ipg = self.sb.inodes_per_group as usize;
+        for i in 0..ipg {
+            if self.inode_used[g as usize * ipg + i] {
+                inodes[i / 8] |= 1 << (i % 8);
+            }
+        }
+        (blocks, inodes)
+    }
+
+    /// Writes one file's metadata now (its tree and inode-table block).
+    pub fn sync_file(&mut self, ino: Ino) -> Result<(), SimfsError> {
+        self.file(ino)?;
+        if self.files[&ino].dirty {
+            self.write_file_meta(ino)?;
+        }
+        let b = self.itable_block_of(ino);
+        if self.dirty_itable.remove(&b) {
+            let bytes = self.itable_bytes(b);
+            self.write_meta(b, bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Writes back all dirty metadata (extent trees, inode tables, bitmaps), then flushes.
+    pub fn sync(&mut self) -> Result<u64, SimfsError> {
+        let dirty: Vec<Ino> = self
+            .files
+            .iter()
+            .filter(|(_, f)| f.dirty)
+            .map(|(&i, _)| i)
+            .collect();
+        let mut dirty = dirty;
+        dirty.sort_unstable();
+        for ino in dirty {
+            self.write_file_meta(ino)?;
+        }
+        for b in std::mem::take(&mut self.dirty_itable) {
+            let bytes = self.itable_bytes(b);
+            self.write_meta(b, bytes)?;
+        }
+        for g in std::mem::take(&mut self.dirty_groups) {
+            let (blocks, inodes) = self.bitmap_bytes(g);
+            let d = self.descs[g as usize];
+            self.write_meta(d.block_bitmap as u64, blocks)?;
+            self.write_meta(d.inode_bitmap as u64, inodes)?;
+        }
+        self.stats.flushes += 1;
+        self.dev.io(Command::flush())
+    }
+
+    /// Deletes a file, telling the drive per the discard mode; returns the completion time
+    /// of the last command it sent. On a device error the file is left in place.
+    pub fn unlink(&mut self, name: &str) -> Result<u64, SimfsError> {
+        let ino = self.lookup(name)?;
+        let f = &self.files[&ino];
+        let runs = merge_runs(
+            f.extents
+                .iter()
+                .map(|e| (e.start_block, e.len as u64))
+                .chain(f.tree_blocks.iter().map(|&b| (b, 1)))
+                .collect(),
+        );
+        let bytes: u64 = runs.iter().map(|r| r.1 * BLOCK).sum();
+        let mut done = 0;
+        match self.cfg.discard {
+            DiscardMode::None => {}
+            DiscardMode::Online => {
+                for &(s, l) in &runs {
+                    self.stats.trim_commands += 1;
+                    done = self.dev.io(Command::trim(s * BLOCK, l * BLOCK))?;
+                }
+                self.stats.discarded_bytes += bytes;
+            }
+            DiscardMode::VTrim => {
+                for chunk in runs.chunks(VTRIM_MAX_RANGES) {
+                    let ranges = chunk.iter().map(|&(s, l)| range_bytes(s, l)).collect();
+                    self.stats.vtrim_commands += 1;
+                    done = self.dev.io(Command::vtrim(self.command_page, ranges))?;
+                }
+                self.stats.discarded_bytes += bytes;
+            }
+            DiscardMode::FTrim => {
+                // The drive reads the inode and its tree: they must be on the device first.
+                self.sync_file(ino)?;
+                self.stats.ftrim_commands += 1;
+                let mut cmd = Command::ftrim(self.command_page, ino);
+                cmd.len_bytes = 512; // one sector carries the inode number
+                done = self.dev.io(cmd)?;
+                self.stats.discarded_bytes += bytes;
+            }
+            DiscardMode::Deferred => self.deferred.extend(runs.iter().copied()),
+        }
+        for &(s, l) in &runs {
+            self.release(s, l);
+        }
+        self.files.remove(&ino);
+        self.names.remove(name);
+        self.inode_used[ino as usize - 1] = false;
+        self.dirty_groups
+            .insert((ino - 1) / self.sb.inodes_per_group);
+        self.dirty_itable.insert(self.itable_block_of(ino));
+        Ok(done)
+    }
+
+    /// Sends the deferred discards (merged, one TRIM per range, skipping blocks allocated
+    /// again since), like `fstrim`; returns how many TRIM commands it sent.
+    pub fn fstrim(&mut self) -> Result<u64, SimfsError> {
+        let runs = merge_runs(std::mem::take(&mut self.deferred));
+        let mut sent = 0;
+        for (s, l) in runs {
+            let mut b = s;
+            while b < s + l {
+                if self.bitmap.is_used(b) {
+                    b += 1;
+                    continue;
+                }
+                let n = self.bitmap.free_run_len(b, s + l - b);
+                self.stats.trim_commands += 1;
+                self.stats.discarded_bytes += n * BLOCK;
+                self.dev.io(Command::trim(b * BLOCK, n * BLOCK))?;
+                sent += 1;
+                b += n;
+            }
+        }
+        Ok(sent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_sizes() {
+        assert_eq!(tree_blocks_needed(4), 0);
+        assert_eq!(tree_blocks_needed(5), 1);
+        assert_eq!(tree_blocks_needed(340), 1);
+        assert_eq!(tree_blocks_needed(341), 2);
+        assert_eq!(tree_blocks_needed(4 * 340), 4);
+        assert_eq!(tree_blocks_needed(4 * 340 + 1), 5 + 1);
+    }
+
+    #[test]
+    fn merges_runs() {
+        assert_eq!(
+            merge_runs(vec![(10, 2), (0, 5), (5, 5), (13, 1)]),
+            vec![(0, 12), (13, 1)]
+        );
+    }
+}

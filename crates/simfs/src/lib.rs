@@ -1,0 +1,21 @@
+//! simfs: a small extent-based file system over a block device that records every block
+//! request it makes, so its I/O can be replayed on any device model and engines can run
+//! on it in simulated time.
+//!
+//! - [`fs::SimFs`]: an ext4-like on-device layout (superblock, group descriptors, block
+//!   groups with bitmaps and inode tables, inodes holding extent trees of 4 in-inode
+//!   entries, then 340-entry index and leaf blocks), the ext4-like allocation policy
+//!   (per-file goal, next-fit across groups), `fallocate`, and `unlink` with the discard
+//!   modes of paper 002 ([`fs::DiscardMode`]).
+//! - [`device`]: the block devices simfs runs on (a recorder, or a device model in
+//!   virtual time).
+//! - [`bitmap`]: the free-space bitmap and its searches.
+
+pub mod bitmap;
+pub mod device;
+pub mod error;
+pub mod fs;
+
+pub use device::{BlockDev, Recorder, Timed};
+pub use error::SimfsError;
+pub use fs::{AllocPolicy, DiscardMode, FsConfig, FsStats, SimFs};

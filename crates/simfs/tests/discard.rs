@@ -1,0 +1,207 @@
+//! simfs on a simulated SSD: every discard mode really invalidates the deleted file's
+//! pages in the FTL and nothing else; fTrim walks the metadata simfs wrote and fails
+//! cleanly when it is broken; allocation fragments concurrent writers unless fallocate.
+
+use flash::{Device, Preset, Ssd};
+use simfs::fs::BLOCK;
+use simfs::{BlockDev, DiscardMode, FsConfig, SimFs, SimfsError, Timed};
+
+fn ssd() -> Ssd {
+    let p = Preset::load("x25e").unwrap().with_capacity(1 << 30);
+    match p.build().unwrap() {
+        flash::AnyDevice::Ssd(s) => *s,
+        _ => unreachable!("x25e is an SSD"),
+    }
+}
+
+fn fs(mode: DiscardMode) -> SimFs<Timed<Ssd>> {
+    let mut cfg = FsConfig::new(512 << 20);
+    cfg.discard = mode;
+    SimFs::mkfs(Timed::new(ssd()), cfg).unwrap()
+}
+
+/// Blocks of a file: every physical block of its data and extent tree.
+fn blocks_of(fs: &SimFs<Timed<Ssd>>, name: &str) -> Vec<u64> {
+    let ino = fs.lookup(name).unwrap();
+    let mut v: Vec<u64> = fs
+        .extents(ino)
+        .unwrap()
+        .iter()
+        .flat_map(|e| e.start_block..e.start_block + e.len as u64)
+        .collect();
+    v.extend(fs.tree_blocks(ino).unwrap());
+    v
+}
+
+fn mapped(fs: &SimFs<Timed<Ssd>>, b: u64) -> bool {
+    fs.device().dev.block_content(b).is_some()
+}
+
+#[test]
+fn every_discard_mode_invalidates_exactly_the_deleted_file() {
+    for mode in [
+        DiscardMode::None,
+        DiscardMode::Online,
+        DiscardMode::VTrim,
+        DiscardMode::FTrim,
+        DiscardMode::Deferred,
+    ] {
+        let mut fs = fs(mode);
+        fs.create_fragmented("victim", 10 << 20, 160).unwrap();
+        let keep = fs.create("keep").unwrap();
+        fs.write_at(keep, 0, 4 << 20).unwrap();
+        fs.sync().unwrap();
+        let victim_blocks = blocks_of(&fs, "victim");
+        let keep_blocks = blocks_of(&fs, "keep");
+        assert_eq!(fs.extents(fs.lookup("victim").unwrap()).unwrap().len(), 160);
+        assert_eq!(
+            victim_blocks.len(),
+            2560 + 1,
+            "10 MB of data plus one extent leaf block"
+        );
+        assert!(victim_blocks.iter().all(|&b| mapped(&fs, b)));
+
+        let trimmed_before = fs.device().dev.stats().trimmed_pages;
+        fs.unlink("victim").unwrap();
+        if mode == DiscardMode::Deferred {
+            assert!(
+                victim_blocks.iter().all(|&b| mapped(&fs, b)),
+                "deferred: nothing sent yet"
+            );
+            assert!(fs.fstrim().unwrap() >= 1);
+        }
+        let gone = victim_blocks.iter().filter(|&&b| !mapped(&fs, b)).count();
+        if mode == DiscardMode::None {
+            assert_eq!(
+                gone, 0,
+                "{mode}: no discard, the drive still holds the data"
+            );
+        } else {
+            assert_eq!(
+                gone,
+                victim_blocks.len(),
+                "{mode}: every block of the file is invalid in the FTL"
+            );
+            let trimmed = fs.device().dev.stats().trimmed_pages - trimmed_before;
+            assert_eq!(
+                trimmed,
+                victim_blocks.len() as u64,
+                "{mode}: the FTL invalidated exactly the file's pages"
+            );
+        }
+        assert!(
+            keep_blocks.iter().all(|&b| mapped(&fs, b)),
+            "{mode}: another file's data is untouched"
+        );
+        // Reading a trimmed block is defined: no flash read, the drive returns zeros.
+        let t0 = fs.device().now_ns;
+        let b = victim_blocks[0];
+        fs.device_mut()
+            .io(flash::Command::read(b * BLOCK, BLOCK))
+            .unwrap();
+        assert!(fs.device().now_ns > t0);
+        fs.device().dev.check_invariants().unwrap();
+        let s = fs.stats();
+        match mode {
+            DiscardMode::Online => assert_eq!(
+                s.trim_commands, 161,
+                "one TRIM per extent and one for the extent leaf block"
+            ),
+            DiscardMode::VTrim => assert_eq!(s.vtrim_commands, 1),
+            DiscardMode::FTrim => assert_eq!(s.ftrim_commands, 1),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn ftrim_reads_the_metadata_simfs_wrote() {
+    let mut fs = fs(DiscardMode::FTrim);
+    fs.create_fragmented("f", 10 << 20, 160).unwrap();
+    fs.sync().unwrap();
+    fs.unlink("f").unwrap();
+    // Superblock, group descriptor block, inode-table block and the extent leaf.
+    assert_eq!(fs.device().dev.stats().ftrim_metadata_reads, 4);
+}
+
+#[test]
+fn ftrim_fails_cleanly_on_broken_metadata() {
+    let mut fs = fs(DiscardMode::FTrim);
+    let ino = fs.create_fragmented("f", 1 << 20, 40).unwrap();
+    fs.sync().unwrap();
+    // Overwrite the file's extent leaf block with zeros behind the file system's back.
+    let leaf = fs.tree_blocks(ino).unwrap()[0];
+    fs.device_mut()
+        .io(flash::Command::write_data(
+            leaf * BLOCK,
+            vec![0u8; 4096].into(),
+        ))
+        .unwrap();
+    let before = blocks_of(&fs, "f");
+    let err = fs.unlink("f").unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, SimfsError::Device(flash::FlashError::FTrim { .. })),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("magic") && msg.contains(&format!("extent block {leaf}")),
+        "{msg}"
+    );
+    // Nothing was lost: the file is still there and its data still mapped.
+    assert_eq!(fs.lookup("f").unwrap(), ino);
+    assert!(before
+        .iter()
+        .filter(|&&b| b != leaf)
+        .all(|&b| mapped(&fs, b)));
+}
+
+#[test]
+fn concurrent_writers_fragment_unless_fallocated() {
+    for prealloc in [false, true] {
+        let mut fs = fs(DiscardMode::None);
+        let a = fs.create("a").unwrap();
+        let b = fs.create("b").unwrap();
+        if prealloc {
+            fs.fallocate(a, 0, 8 << 20).unwrap();
+            fs.fallocate(b, 0, 8 << 20).unwrap();
+        }
+        for i in 0..128u64 {
+            fs.write_at(a, i * 65536, 65536).unwrap();
+            fs.write_at(b, i * 65536, 65536).unwrap();
+        }
+        let (ea, eb) = (fs.extents(a).unwrap().len(), fs.extents(b).unwrap().len());
+        if prealloc {
+            assert_eq!((ea, eb), (1, 1));
+        } else {
+            assert!(
+                ea >= 100 && eb >= 100,
+                "interleaved writers: {ea} and {eb} extents"
+            );
+        }
+        assert_eq!(fs.size_of(a).unwrap(), 8 << 20);
+    }
+}
+
+#[test]
+fn full_disk_and_bad_names_are_clear_errors() {
+    let mut fs = fs(DiscardMode::None);
+    let f = fs.create("big").unwrap();
+    let err = fs.write_at(f, 0, 1 << 30).unwrap_err();
+    assert!(matches!(err, SimfsError::NoSpace { .. }), "{err}");
+    assert!(fs.create("big").unwrap_err().to_string().contains("exists"));
+    assert!(fs.create("a/b").is_err());
+    assert!(matches!(fs.unlink("nope"), Err(SimfsError::NotFound(_))));
+    let cfg = FsConfig::new(2 << 30);
+    let err = SimFs::mkfs(Timed::new(ssd()), cfg).err().unwrap();
+    assert!(err.to_string().contains("does not fit"), "{err}");
+}
+
+#[test]
+fn vtrim_splits_beyond_511_ranges() {
+    let mut fs = fs(DiscardMode::VTrim);
+    fs.create_fragmented("f", 4 << 20, 1000).unwrap();
+    fs.sync().unwrap();
+    fs.unlink("f").unwrap();
+    assert_eq!(fs.stats().vtrim_commands, 2);
+}
