@@ -36,6 +36,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("840pro", include_str!("../../../presets/840pro.toml")),
     ("mx500", include_str!("../../../presets/mx500.toml")),
     ("cosmos", include_str!("../../../presets/cosmos.toml")),
+    ("openssd", include_str!("../../../presets/openssd.toml")),
     ("hdd7200", include_str!("../../../presets/hdd7200.toml")),
     ("nvme", include_str!("../../../presets/nvme.toml")),
 ];

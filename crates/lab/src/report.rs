@@ -25,6 +25,140 @@ pub struct LinePlot {
     pub series: Vec<Series>,
 }
 
+/// Grouped bars: one group per category, one bar per series (e.g. "paper" and "ours").
+#[derive(Debug, Clone)]
+pub struct BarPlot {
+    pub file_stem: String,
+    pub title: String,
+    pub y_label: String,
+    pub categories: Vec<String>,
+    /// (series name, one value per category; `None` = no value, no bar).
+    pub series: Vec<(String, Vec<Option<f64>>)>,
+}
+
+/// A figure of the report.
+#[derive(Debug, Clone)]
+pub enum Plot {
+    Line(LinePlot),
+    Bars(BarPlot),
+}
+
+impl Plot {
+    fn file_stem(&self) -> &str {
+        match self {
+            Plot::Line(p) => &p.file_stem,
+            Plot::Bars(p) => &p.file_stem,
+        }
+    }
+    fn title(&self) -> &str {
+        match self {
+            Plot::Line(p) => &p.title,
+            Plot::Bars(p) => &p.title,
+        }
+    }
+    pub fn svg(&self) -> Result<String, String> {
+        match self {
+            Plot::Line(p) => line_plot_svg(p),
+            Plot::Bars(p) => bar_plot_svg(p),
+        }
+    }
+}
+
+impl From<LinePlot> for Plot {
+    fn from(p: LinePlot) -> Plot {
+        Plot::Line(p)
+    }
+}
+
+impl From<BarPlot> for Plot {
+    fn from(p: BarPlot) -> Plot {
+        Plot::Bars(p)
+    }
+}
+
+/// Renders grouped bars as an SVG document, values printed above the bars.
+pub fn bar_plot_svg(p: &BarPlot) -> Result<String, String> {
+    let ymax = p
+        .series
+        .iter()
+        .flat_map(|(_, v)| v.iter().flatten())
+        .fold(0.0f64, |a, &b| a.max(b));
+    if ymax <= 0.0 {
+        return Err(format!("plot {} has no positive value", p.file_stem));
+    }
+    let n = p.categories.len();
+    let k = p.series.len().max(1);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (820, 460)).into_drawing_area();
+        let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+        root.fill(&WHITE).map_err(e)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&p.title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(60)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..n as f64, 0f64..ymax * 1.18)
+            .map_err(e)?;
+        let cats = p.categories.clone();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(n * 2 + 1)
+            .x_label_formatter(&move |x| {
+                let i = (x - 0.5).round();
+                if (x - 0.5 - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < cats.len() {
+                    cats[i as usize].clone()
+                } else {
+                    String::new()
+                }
+            })
+            .y_desc(p.y_label.as_str())
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(e)?;
+        let width = 0.8 / k as f64;
+        for (si, (name, values)) in p.series.iter().enumerate() {
+            let color = Palette99::pick(si).to_rgba();
+            let bars: Vec<_> = values
+                .iter()
+                .enumerate()
+                .filter_map(|(ci, v)| v.map(|v| (ci, v)))
+                .map(|(ci, v)| {
+                    let x0 = ci as f64 + 0.1 + si as f64 * width;
+                    Rectangle::new([(x0, 0.0), (x0 + width * 0.92, v)], color.filled())
+                })
+                .collect();
+            chart
+                .draw_series(bars)
+                .map_err(e)?
+                .label(name.as_str())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
+                });
+            let labels: Vec<_> = values
+                .iter()
+                .enumerate()
+                .filter_map(|(ci, v)| v.map(|v| (ci, v)))
+                .map(|(ci, v)| {
+                    let x = ci as f64 + 0.1 + si as f64 * width + width * 0.1;
+                    Text::new(format!("{v:.2}"), (x, v + ymax * 0.03), ("sans-serif", 11))
+                })
+                .collect();
+            chart.draw_series(labels).map_err(e)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(180, 180, 180))
+            .draw()
+            .map_err(e)?;
+        root.present().map_err(e)?;
+    }
+    Ok(svg)
+}
+
 /// A table, written as HTML and as CSV.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Table {
@@ -78,7 +212,7 @@ pub struct Section {
     pub seed: u64,
     pub runtime_s: f64,
     #[serde(skip)]
-    pub plots: Vec<LinePlot>,
+    pub plots: Vec<Plot>,
     pub tables: Vec<Table>,
     pub verdicts: Vec<Verdict>,
     pub provenance: Vec<Provenance>,
@@ -237,15 +371,15 @@ pub fn write_report(dir: &Path, info: &RunInfo, sections: &[Section]) -> Result<
             body.push_str("</ul>\n");
         }
         for p in &s.plots {
-            let svg = line_plot_svg(p)?;
-            let path = sdir.join(format!("{}.svg", p.file_stem));
+            let svg = p.svg()?;
+            let path = sdir.join(format!("{}.svg", p.file_stem()));
             std::fs::write(&path, &svg).map_err(|e| io(&path, e))?;
             let _ = writeln!(
                 body,
                 "<figure><img src=\"{id}/{f}.svg\" alt=\"{t}\"><figcaption>{t} (<a href=\"{id}/{f}.svg\">SVG</a>)</figcaption></figure>",
                 id = s.id,
-                f = p.file_stem,
-                t = html_escape(&p.title)
+                f = p.file_stem(),
+                t = html_escape(p.title())
             );
         }
         for t in &s.tables {

@@ -131,6 +131,8 @@ struct FileState {
 
 /// A file's inode number.
 pub type Ino = u32;
+/// A run of physical blocks: (first block, blocks).
+type BlockRun = (u64, u64);
 
 pub struct SimFs<D: BlockDev> {
     dev: D,
@@ -200,14 +202,14 @@ impl<D: BlockDev> SimFs<D> {
         }
         if cfg.blocks_per_group == 0
             || cfg.blocks_per_group > 32768
-            || cfg.blocks_per_group % 8 != 0
+            || !cfg.blocks_per_group.is_multiple_of(8)
         {
             return Err(SimfsError::Config(
                 "blocks_per_group must be a multiple of 8 up to 32768 (one bitmap block)".into(),
             ));
         }
         let ipg = cfg.inodes_per_group;
-        if ipg == 0 || ipg % 16 != 0 || ipg > 8 * BLOCK_BYTES as u32 {
+        if ipg == 0 || !ipg.is_multiple_of(16) || ipg > 8 * BLOCK_BYTES as u32 {
             return Err(SimfsError::Config(
                 "inodes_per_group must be a positive multiple of 16 up to 32768".into(),
             ));
@@ -476,7 +478,7 @@ impl<D: BlockDev> SimFs<D> {
     }
 
     /// Physical runs backing logical blocks `[first, end)`, and the unmapped holes.
-    fn map_range(&self, ino: Ino, first: u32, end: u32) -> (Vec<(u64, u64)>, Vec<(u32, u32)>) {
+    fn map_range(&self, ino: Ino, first: u32, end: u32) -> (Vec<BlockRun>, Vec<(u32, u32)>) {
         let f = &self.files[&ino];
         let mut runs: Vec<(u64, u64)> = Vec::new();
         let mut holes = Vec::new();

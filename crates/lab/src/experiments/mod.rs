@@ -2,6 +2,7 @@
 //! scale and a seed and returns a report [`Section`] whose numbers and verdicts it
 //! computed itself.
 
+pub mod trim;
 pub mod waf;
 
 use crate::report::Section;
@@ -42,11 +43,18 @@ pub struct Experiment {
     pub run: fn(Scale, u64) -> Result<Section, String>,
 }
 
-pub const ALL: &[Experiment] = &[Experiment {
-    id: "waf",
-    about: "WAF versus over-provisioning for greedy, cost-benefit and FIFO GC, against Desnoyers's analytic FIFO model; hot/cold skew",
-    run: waf::run,
-}];
+pub const ALL: &[Experiment] = &[
+    Experiment {
+        id: "waf",
+        about: "WAF versus over-provisioning for greedy, cost-benefit and FIFO GC, against Desnoyers's analytic FIFO model; hot/cold skew",
+        run: waf::run,
+    },
+    Experiment {
+        id: "trim",
+        about: "paper 002: deleting a fragmented file with TRIM, vTrim, fTrim and fTrim with preemption",
+        run: trim::run,
+    },
+];
 
 /// Derives an independent seed for job `index` of a run seeded with `seed` (SplitMix64).
 pub fn derive_seed(seed: u64, index: u64) -> u64 {

@@ -198,21 +198,23 @@ pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
         });
         v
     };
-    let plots = vec![
+    let plots: Vec<crate::report::Plot> = vec![
         LinePlot {
             file_stem: "waf_uniform".into(),
             title: "WAF vs over-provisioning, uniform random 4 KiB writes".into(),
             x_label: "over-provisioning (%)".into(),
             y_label: "write amplification".into(),
             series: series(Pattern::Uniform),
-        },
+        }
+        .into(),
         LinePlot {
             file_stem: "waf_hotcold".into(),
             title: "WAF vs over-provisioning, hot/cold 90/10 (analytic curve: uniform FIFO)".into(),
             x_label: "over-provisioning (%)".into(),
             y_label: "write amplification".into(),
             series: series(HOTCOLD),
-        },
+        }
+        .into(),
     ];
 
     // Verdicts, computed from the numbers above.
