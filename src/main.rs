@@ -33,6 +33,8 @@ enum Command {
     Replay(ReplayArgs),
     /// Run the papers' experiments and write the HTML report.
     Reproduce(ReproduceArgs),
+    /// simfs on a simulated drive: delete a fragmented file with a discard mode, then read.
+    Simfs(SimfsArgs),
     /// List the device presets.
     Presets,
     /// Measure the simulator's own speed and memory.
@@ -71,6 +73,12 @@ struct DeviceArgs {
     /// queued: NCQ TRIM; blocking: TRIM drains the queue and blocks other commands.
     #[arg(long, value_parser = ["queued", "blocking"])]
     trim: Option<String>,
+    /// vTrim/fTrim: acknowledge once recorded, do the work in idle time.
+    #[arg(long)]
+    trim_background: bool,
+    /// Background TRIM work pauses when a host command arrives.
+    #[arg(long)]
+    trim_preemptive: bool,
 }
 
 impl DeviceArgs {
@@ -90,6 +98,8 @@ impl DeviceArgs {
             background_gc_free_blocks: self.background_gc,
             write_cache_bytes: self.write_cache,
             trim_queued: self.trim.as_deref().map(|t| t == "queued"),
+            trim_background: self.trim_background.then_some(true),
+            trim_preemptive: self.trim_preemptive.then_some(true),
         };
         Ok(o.apply(p)?)
     }
@@ -144,6 +154,13 @@ struct ReplayArgs {
     /// Requests in flight per stream in closed-loop mode.
     #[arg(long, default_value_t = 1)]
     queue_depth: u32,
+    /// trim: replay TRIMs as captured; vtrim: each run of consecutive TRIMs of a stream
+    /// (within --coalesce-window) becomes one vectored TRIM, as if sent per unlink.
+    #[arg(long, default_value = "trim", value_parser = ["trim", "vtrim"])]
+    trim_as: String,
+    /// Largest gap between two TRIMs of one run, for --trim-as vtrim.
+    #[arg(long, default_value = "1ms", value_parser = units::parse_duration_ns)]
+    coalesce_window: u64,
     #[arg(long)]
     json: bool,
 }
@@ -210,9 +227,11 @@ fn print_stats(s: &flash::DeviceStats) {
     }
     if s.trim_commands > 0 {
         println!(
-            "  TRIM              {} commands, {} pages invalidated, {:.3} ms busy",
+            "  TRIM              {} commands, {} ranges, {} pages invalidated, {:.3} ms interface, {:.3} ms in the drive",
             s.trim_commands,
+            s.trim_ranges,
             s.trimmed_pages,
+            ms(s.trim_interface_ns),
             ms(s.trim_busy_ns)
         );
     }
@@ -285,6 +304,14 @@ fn cmd_replay(a: ReplayArgs) -> Result<()> {
         Some(_) => false,
         None => t.timestamped,
     };
+    let mut t = t;
+    if a.trim_as == "vtrim" {
+        let page = dev.logical_bytes() - flash::command::TRIM_COMMAND_PAGE_BYTES;
+        if end > page {
+            bail!("--trim-as vtrim needs the drive's last 4 KiB page free for vTrim commands, but the trace uses it; pass a larger --capacity");
+        }
+        t.requests = trace::transform::coalesce_trims(&t.requests, a.coalesce_window, page);
+    }
     let pb = progress_bar(t.requests.len() as u64, "replay");
     let mut prog = |n: u64| pb.set_position(n);
     let summary = if open {
@@ -294,6 +321,8 @@ fn cmd_replay(a: ReplayArgs) -> Result<()> {
         trace::replay_closed(&mut dev, streams, a.queue_depth, 0, &mut prog)?
     };
     pb.finish_and_clear();
+    // Deferred TRIM work finishes in idle time after the trace; count it.
+    dev.settle();
     let stats = dev.stats();
     let wall_s = started.elapsed().as_secs_f64();
     if a.json {
@@ -384,6 +413,102 @@ fn cmd_reproduce(a: ReproduceArgs) -> Result<()> {
     Ok(())
 }
 
+#[derive(clap::Args)]
+struct SimfsArgs {
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// Size of the file system (at the start of the drive).
+    #[arg(long, default_value = "16GiB", value_parser = units::parse_size)]
+    fs_size: u64,
+    /// Size of the file to delete.
+    #[arg(long, default_value = "10MiB", value_parser = units::parse_size)]
+    file_size: u64,
+    /// Extents of the file to delete (separated by free blocks).
+    #[arg(long, default_value_t = 160)]
+    extents: u32,
+    /// none, online (one TRIM per extent), vtrim, ftrim or deferred (fstrim after the delete).
+    #[arg(long, default_value = "online")]
+    discard: simfs::DiscardMode,
+    /// Random 4 KiB reads of a 64 MiB data file after the delete.
+    #[arg(long, default_value_t = 0)]
+    reads: u32,
+    /// Host time between two reads.
+    #[arg(long, default_value = "20us", value_parser = units::parse_duration_ns)]
+    read_think: u64,
+    /// Write every request the file system issued to this file (native format, open loop).
+    #[arg(long)]
+    trace_out: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long)]
+    json: bool,
+}
+
+fn cmd_simfs(a: SimfsArgs) -> Result<()> {
+    let sc = lab::experiments::trim::DeleteScenario {
+        preset: a.device.preset()?,
+        fs_bytes: a.fs_size,
+        data_file_bytes: 64 << 20,
+        file_bytes: a.file_size,
+        extents: a.extents,
+        discard: a.discard,
+        background: None,
+        preemptive: None,
+        reads: a.reads,
+        read_think_ns: a.read_think,
+        seed: a.seed,
+        record: a.trace_out.is_some(),
+    };
+    let r = lab::experiments::trim::run_scenario(&sc).map_err(anyhow::Error::msg)?;
+    if let (Some(path), Some(t)) = (&a.trace_out, &r.trace) {
+        let f = std::fs::File::create(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        trace::formats::write_native(t, std::io::BufWriter::new(f))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if a.json {
+        let mut v = serde_json::to_value(&r)?;
+        v["preset"] = serde_json::json!(sc.preset.name);
+        v["seed"] = serde_json::json!(a.seed);
+        println!("{}", serde_json::to_string(&v)?);
+        return Ok(());
+    }
+    let ms = |ns: u64| ns as f64 / 1e6;
+    println!(
+        "flashlab simfs: {} GiB ext4-like simfs on {}, delete a {} byte file of {} extents with discard {}, then {} reads",
+        a.fs_size >> 30,
+        sc.preset.name,
+        a.file_size,
+        r.extents,
+        r.discard,
+        a.reads
+    );
+    println!(
+        "  TRIM-family commands  {} ({} ranges, {} pages invalidated)",
+        r.trim_commands, r.trim_ranges, r.trimmed_pages
+    );
+    println!("  interface time        {:.3} ms", ms(r.interface_ns));
+    println!(
+        "  in-drive time         {:.3} ms ({} metadata blocks read)",
+        ms(r.in_drive_ns),
+        r.metadata_reads
+    );
+    println!("  total time            {:.3} ms", ms(r.total_ns));
+    if a.reads > 0 {
+        let l = r.read_latency_ns;
+        println!(
+            "  read latency          mean {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+            ms(l.mean),
+            ms(l.p99),
+            ms(l.max)
+        );
+    }
+    if let Some(p) = &a.trace_out {
+        println!("  trace written to      {}", p.display());
+    }
+    Ok(())
+}
+
 fn cmd_presets() -> Result<()> {
     for (name, _) in flash::preset::BUILTIN {
         let p = Preset::load(name)?;
@@ -415,6 +540,7 @@ fn main() {
         Command::Sim(a) => cmd_sim(a),
         Command::Replay(a) => cmd_replay(a),
         Command::Reproduce(a) => cmd_reproduce(a),
+        Command::Simfs(a) => cmd_simfs(a),
         Command::Presets => cmd_presets(),
         Command::Bench(a) => bench::run(a),
     };

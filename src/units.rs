@@ -34,6 +34,35 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes.round() as u64)
 }
 
+/// Parses a duration: a number with ns, us, ms or s (a bare number is nanoseconds).
+pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().map_err(|_| {
+        format!("duration {s:?}: expected a number with ns, us, ms or s, e.g. 20us")
+    })?;
+    let mult = match unit.trim() {
+        "" | "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        other => {
+            return Err(format!(
+                "duration {s:?}: unknown unit {other:?} (use ns, us, ms or s)"
+            ))
+        }
+    };
+    let ns = v * mult;
+    if ns.is_finite() && (0.0..1.8e19).contains(&ns) {
+        Ok(ns.round() as u64)
+    } else {
+        Err(format!("duration {s:?} is out of range"))
+    }
+}
+
 /// Parses a multiple of the capacity: "2x", "0.5x" or a bare number.
 pub fn parse_multiple(s: &str) -> Result<f64, String> {
     let t = s.trim().trim_end_matches(['x', 'X']);
@@ -62,6 +91,14 @@ mod tests {
             .unwrap_err()
             .contains("unknown unit"));
         assert!(parse_size("GB").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ns("20us"), Ok(20_000));
+        assert_eq!(parse_duration_ns("1ms"), Ok(1_000_000));
+        assert_eq!(parse_duration_ns("5"), Ok(5));
+        assert!(parse_duration_ns("3 fortnights").is_err());
     }
 
     #[test]

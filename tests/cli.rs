@@ -219,7 +219,13 @@ fn bad_input_gives_clear_errors() {
 fn reproduce_writes_report_and_results() {
     let dir = Scratch::new("report");
     let out = dir.0.join("r");
-    let o = flashlab(&["reproduce", "--only", "waf", "--out", out.to_str().unwrap()]);
+    let o = flashlab(&[
+        "reproduce",
+        "--only",
+        "waf,trim",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(
@@ -248,6 +254,10 @@ fn reproduce_writes_report_and_results() {
             .len()
             >= 14
     );
+    let trim = &results["experiments"]["trim"];
+    assert!(trim["verdicts"].as_array().unwrap().len() >= 6);
+    assert_eq!(trim["results"]["delete"][0]["commands"], 160);
+    assert!(html.contains("Calibrated or predicted") && html.contains("trim/delete.svg"));
 
     let o = flashlab(&[
         "reproduce",
@@ -289,4 +299,73 @@ fn sim_fifo_waf_matches_the_analytic_model() {
         "sim {waf:.3} vs analytic {model:.3}"
     );
     assert_eq!(v["host_write_pages"], v["host_ops"]);
+}
+
+#[test]
+fn simfs_command_deletes_with_each_discard_mode_and_writes_a_replayable_trace() {
+    let dir = Scratch::new("simfs");
+    let mut pages = Vec::new();
+    for mode in ["none", "online", "vtrim", "ftrim", "deferred"] {
+        let v = stdout_json(&flashlab(&[
+            "simfs",
+            "--preset",
+            "openssd",
+            "--fs-size",
+            "2GiB",
+            "--file-size",
+            "1MiB",
+            "--extents",
+            "16",
+            "--discard",
+            mode,
+            "--reads",
+            "5",
+            "--json",
+        ]));
+        pages.push((
+            mode,
+            v["trimmed_pages"].as_u64().unwrap(),
+            v["trim_commands"].as_u64().unwrap(),
+        ));
+    }
+    assert_eq!(pages[0], ("none", 0, 0));
+    for &(mode, p, _) in &pages[1..] {
+        assert_eq!(
+            p, 257,
+            "{mode}: 256 data blocks and one extent leaf become invalid"
+        );
+    }
+    assert_eq!(
+        pages[1].2, 16,
+        "online: one TRIM per extent (the leaf merges with the last)"
+    );
+    assert_eq!((pages[2].2, pages[3].2), (1, 1));
+
+    let trace = dir.0.join("del.trace");
+    let o = flashlab(&[
+        "simfs",
+        "--preset",
+        "openssd",
+        "--fs-size",
+        "2GiB",
+        "--discard",
+        "online",
+        "--trace-out",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = trace.to_str().unwrap();
+    let plain = stdout_json(&flashlab(&["replay", t, "--preset", "cosmos", "--json"]));
+    let vec = stdout_json(&flashlab(&[
+        "replay",
+        t,
+        "--preset",
+        "cosmos",
+        "--trim-as",
+        "vtrim",
+        "--json",
+    ]));
+    assert_eq!(plain["trim_commands"], 160);
+    assert_eq!(vec["trim_commands"], 1);
+    assert_eq!(plain["trim_ranges"], vec["trim_ranges"]);
 }

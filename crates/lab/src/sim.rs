@@ -37,6 +37,9 @@ pub struct SsdOverrides {
     pub background_gc_free_blocks: Option<u32>,
     pub write_cache_bytes: Option<u64>,
     pub trim_queued: Option<bool>,
+    /// vTrim/fTrim work in idle time, and whether host commands preempt it.
+    pub trim_background: Option<bool>,
+    pub trim_preemptive: Option<bool>,
 }
 
 impl SsdOverrides {
@@ -51,7 +54,9 @@ impl SsdOverrides {
             || self.gc_free_blocks.is_some()
             || self.background_gc_free_blocks.is_some()
             || self.write_cache_bytes.is_some()
-            || self.trim_queued.is_some();
+            || self.trim_queued.is_some()
+            || self.trim_background.is_some()
+            || self.trim_preemptive.is_some();
         match p.ssd_config_mut() {
             Some(c) => {
                 let g = &mut c.geometry;
@@ -86,6 +91,12 @@ impl SsdOverrides {
                 }
                 if let Some(q) = self.trim_queued {
                     c.trim.queued = q;
+                }
+                if let Some(b) = self.trim_background {
+                    c.trim.background = b;
+                }
+                if let Some(p) = self.trim_preemptive {
+                    c.trim.preemptive = p;
                 }
             }
             None if ssd_only => {
@@ -259,6 +270,7 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
         ssd.check_counts()
             .map_err(|e| format!("internal error, FTL invariant broken: {e}"))?;
     }
+    dev.settle();
     let mut stats = dev.stats();
     if let Some((reads, writes)) = untimed_ops {
         // The WAF-only path has no latencies, but it did issue these requests.

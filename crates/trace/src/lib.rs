@@ -9,6 +9,7 @@ pub mod error;
 pub mod formats;
 pub mod replay;
 pub mod request;
+pub mod transform;
 
 pub use error::TraceError;
 pub use formats::{parse, Format};

@@ -144,40 +144,94 @@ pub fn calibrate(
     })
 }
 
-/// What one run measured.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RunResult {
-    pub commands: u64,
-    pub interface_ns: u64,
-    pub in_drive_ns: u64,
-    pub metadata_reads: u64,
-    /// From the delete until the last read completed (the delete alone with 0 reads:
-    /// until the drive finished the deletion's work).
-    pub total_ns: u64,
+/// A deletion scenario: simfs on a drive holds a data file and a fragmented file; the
+/// fragmented file is deleted with a discard mode, then random 4 KiB reads of the data
+/// file follow. `flashlab simfs` runs it with any settings; the experiment with paper
+/// 002's.
+#[derive(Debug, Clone)]
+pub struct DeleteScenario {
+    pub preset: Preset,
+    pub fs_bytes: u64,
+    pub data_file_bytes: u64,
+    pub file_bytes: u64,
+    pub extents: u32,
+    pub discard: DiscardMode,
+    /// Override the preset's background / preemptive TRIM processing.
+    pub background: Option<bool>,
+    pub preemptive: Option<bool>,
+    pub reads: u32,
+    pub read_think_ns: u64,
+    pub seed: u64,
+    /// Keep every request the file system issued (for `--trace-out`).
+    pub record: bool,
 }
 
-fn openssd(mode: Mode) -> Result<Ssd, String> {
-    let mut p = Preset::load("openssd").map_err(|e| e.to_string())?;
-    let c = p.ssd_config_mut().ok_or("openssd is not an SSD")?;
-    c.trim.background = mode != Mode::Trim;
-    c.trim.preemptive = mode == Mode::FTrimPre;
-    match p.build().map_err(|e| e.to_string())? {
-        AnyDevice::Ssd(s) => Ok(*s),
-        AnyDevice::Hdd(_) => Err("openssd is not an SSD".into()),
+impl DeleteScenario {
+    /// Paper 002's setting for `mode` on the openssd preset.
+    pub fn paper(mode: Mode, reads: u32, seed: u64) -> Result<Self, String> {
+        Ok(DeleteScenario {
+            preset: Preset::load("openssd").map_err(|e| e.to_string())?,
+            fs_bytes: FS_BYTES,
+            data_file_bytes: DATA_FILE_BYTES,
+            file_bytes: FILE_BYTES,
+            extents: FILE_EXTENTS,
+            discard: mode.discard(),
+            background: Some(mode != Mode::Trim),
+            preemptive: Some(mode == Mode::FTrimPre),
+            reads,
+            read_think_ns: READ_THINK_NS,
+            seed,
+            record: false,
+        })
     }
 }
 
-/// Builds the file system with the data file and the fragmented file, deletes the latter
-/// with `mode`, then reads `reads` random 4 KiB blocks of the data file.
-pub fn run_once(mode: Mode, reads: u32, seed: u64) -> Result<RunResult, String> {
+/// What a scenario measured, from the delete on.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ScenarioResult {
+    pub discard: String,
+    pub extents: usize,
+    pub trim_commands: u64,
+    pub trim_ranges: u64,
+    pub trimmed_pages: u64,
+    pub interface_ns: u64,
+    pub in_drive_ns: u64,
+    pub metadata_reads: u64,
+    /// From the delete until the last read completed; without reads, until the drive
+    /// finished the deletion's work.
+    pub total_ns: u64,
+    pub read_latency_ns: flash::LatencySummary,
+    #[serde(skip)]
+    pub trace: Option<trace::Trace>,
+}
+
+pub fn run_scenario(sc: &DeleteScenario) -> Result<ScenarioResult, String> {
     let e = |e: simfs::SimfsError| e.to_string();
-    let mut cfg = FsConfig::new(FS_BYTES);
-    cfg.discard = mode.discard();
-    let mut fs = SimFs::mkfs(Timed::new(openssd(mode)?), cfg).map_err(e)?;
+    let mut preset = sc.preset.clone();
+    let c = preset
+        .ssd_config_mut()
+        .ok_or_else(|| format!("preset {} is not an SSD", sc.preset.name))?;
+    if let Some(b) = sc.background {
+        c.trim.background = b;
+    }
+    if let Some(p) = sc.preemptive {
+        c.trim.preemptive = p;
+    }
+    let ssd: Ssd = match preset.build().map_err(|e| e.to_string())? {
+        AnyDevice::Ssd(s) => *s,
+        AnyDevice::Hdd(_) => return Err("simfs scenarios need an SSD preset".into()),
+    };
+    let mut cfg = FsConfig::new(sc.fs_bytes);
+    cfg.discard = sc.discard;
+    let mut dev = Timed::new(ssd);
+    dev.record = sc.record;
+    let mut fs = SimFs::mkfs(dev, cfg).map_err(e)?;
     let data = fs.create("data").map_err(e)?;
-    fs.write_at(data, 0, DATA_FILE_BYTES).map_err(e)?;
-    fs.create_fragmented("fragmented", FILE_BYTES, FILE_EXTENTS)
+    fs.write_at(data, 0, sc.data_file_bytes).map_err(e)?;
+    let victim = fs
+        .create_fragmented("fragmented", sc.file_bytes, sc.extents)
         .map_err(e)?;
+    let extents = fs.extents(victim).map_err(e)?.len();
     fs.sync().map_err(e)?;
     // Start from an idle drive with fresh counters.
     let dev = fs.device_mut();
@@ -185,27 +239,40 @@ pub fn run_once(mode: Mode, reads: u32, seed: u64) -> Result<RunResult, String> 
     dev.dev.reset_stats();
     let t0 = dev.now_ns;
     fs.unlink("fragmented").map_err(e)?;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    for _ in 0..reads {
-        fs.device_mut().think(READ_THINK_NS);
-        let block = rng.random_range(0..DATA_FILE_BYTES / 4096);
+    fs.fstrim().map_err(e)?;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(sc.seed);
+    let data_blocks = (sc.data_file_bytes / 4096).max(1);
+    for _ in 0..sc.reads {
+        fs.device_mut().think(sc.read_think_ns);
+        let block = rng.random_range(0..data_blocks);
         fs.read_at(data, block * 4096, 4096).map_err(e)?;
     }
     let dev = fs.device_mut();
-    let end = if reads == 0 {
-        dev.dev.settle()
-    } else {
-        dev.now_ns
-    };
-    dev.dev.settle();
+    let settled = dev.dev.settle();
+    let end = if sc.reads == 0 { settled } else { dev.now_ns };
     let s = dev.dev.stats();
-    Ok(RunResult {
-        commands: s.trim_commands,
+    let trace = sc.record.then(|| trace::Trace {
+        requests: dev.requests.clone(),
+        timestamped: true,
+    });
+    Ok(ScenarioResult {
+        discard: sc.discard.to_string(),
+        extents,
+        trim_commands: s.trim_commands,
+        trim_ranges: s.trim_ranges,
+        trimmed_pages: s.trimmed_pages,
         interface_ns: s.trim_interface_ns,
         in_drive_ns: s.trim_busy_ns,
         metadata_reads: s.ftrim_metadata_reads,
         total_ns: end - t0,
+        read_latency_ns: s.read_latency_ns,
+        trace,
     })
+}
+
+/// Paper 002's scenario for `mode`.
+pub fn run_once(mode: Mode, reads: u32, seed: u64) -> Result<ScenarioResult, String> {
+    run_scenario(&DeleteScenario::paper(mode, reads, seed)?)
 }
 
 /// The counts calibration needs, from a dry run of the file system: ranges TRIM sends,
@@ -230,7 +297,7 @@ pub fn deletion_shape() -> Result<(u64, u64, u64), String> {
         .map(|x| x.len as u64)
         .sum::<u64>()
         + fs.tree_blocks(ino).map_err(e)?.len() as u64;
-    Ok((r.commands, blocks, f.metadata_reads))
+    Ok((r.trim_commands, blocks, f.metadata_reads))
 }
 
 pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
@@ -247,12 +314,12 @@ pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
         parse_ns: cfg.trim.metadata_parse_ns,
     };
     // Part 1: the delete alone.
-    let delete: Vec<RunResult> = Mode::ALL
+    let delete: Vec<ScenarioResult> = Mode::ALL
         .iter()
         .map(|&m| run_once(m, 0, seed))
         .collect::<Result<_, _>>()?;
     let trim_total = delete[0].interface_ns + delete[0].in_drive_ns;
-    let norm = |r: &RunResult| (r.interface_ns + r.in_drive_ns) as f64 / trim_total as f64;
+    let norm = |r: &ScenarioResult| (r.interface_ns + r.in_drive_ns) as f64 / trim_total as f64;
     let mut t1 = Table {
         file_stem: "delete".into(),
         caption: format!(
@@ -284,7 +351,7 @@ pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
         let r = &delete[i];
         t1.rows.push(vec![
             m.name().into(),
-            r.commands.to_string(),
+            r.trim_commands.to_string(),
             format!("{:.3}", r.interface_ns as f64 / 1e6),
             format!("{:.3}", r.in_drive_ns as f64 / 1e6),
             format!("{:.3}", (r.interface_ns + r.in_drive_ns) as f64 / 1e6),
@@ -533,7 +600,7 @@ pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
             "ranges": ranges, "units": units, "metadata_blocks": metadata_blocks,
             "calibration_preset_ns": {"interface": used.interface_ns, "command": used.command_ns, "parse": used.parse_ns},
             "calibration_solved_ns": {"interface": cal.interface_ns, "command": cal.command_ns, "parse": cal.parse_ns},
-            "delete": Mode::ALL.iter().zip(&delete).map(|(m, r)| json!({"mode": m.name(), "commands": r.commands, "interface_ns": r.interface_ns, "in_drive_ns": r.in_drive_ns, "normalised": norm(r)})).collect::<Vec<_>>(),
+            "delete": Mode::ALL.iter().zip(&delete).map(|(m, r)| json!({"mode": m.name(), "commands": r.trim_commands, "interface_ns": r.interface_ns, "in_drive_ns": r.in_drive_ns, "normalised": norm(r)})).collect::<Vec<_>>(),
             "mixed": mixed.iter().map(|(n, t)| json!({"reads": n, "total_ns": t, "normalised": t.iter().map(|&x| x as f64 / t[0] as f64).collect::<Vec<_>>()})).collect::<Vec<_>>(),
             "paper": {"trim_interface_share": PAPER_TRIM_INTERFACE_SHARE, "vtrim_delete": PAPER_VTRIM_DELETE, "ftrim_delete": PAPER_FTRIM_DELETE,
                       "mixed": PAPER_MIXED.iter().map(|r| json!({"reads": r.reads, "vtrim": r.vtrim, "ftrim": r.ftrim, "ftrim_pre": r.ftrim_pre})).collect::<Vec<_>>()},

@@ -1,0 +1,113 @@
+//! Rewrites of a trace before replay.
+
+use crate::Request;
+use flash::{ByteRange, Command, Op};
+
+/// Most ranges one vTrim carries (a 4-byte count and 8-byte entries in 4 KiB).
+pub const VTRIM_MAX_RANGES: usize = (4096 - 4) / 8;
+
+/// Turns each run of consecutive TRIMs of a stream (no other request of that stream in
+/// between, issued within `window_ns` of the run's previous TRIM) into one vectored TRIM
+/// addressed to `command_page_offset`, as if the file system had sent one vTrim per
+/// unlink. Runs longer than [`VTRIM_MAX_RANGES`] become several vTrims. The vTrim takes
+/// the place (and issue time) of the run's first TRIM.
+pub fn coalesce_trims(
+    requests: &[Request],
+    window_ns: u64,
+    command_page_offset: u64,
+) -> Vec<Request> {
+    let mut out: Vec<Request> = Vec::with_capacity(requests.len());
+    // Per stream: index in `out` of the open vTrim, and the issue time of its last TRIM.
+    let mut open: Vec<(u32, usize, u64)> = Vec::new();
+    for r in requests {
+        let slot = open.iter().position(|o| o.0 == r.stream);
+        if r.cmd.op != Op::Trim {
+            if let Some(i) = slot {
+                open.swap_remove(i);
+            }
+            out.push(r.clone());
+            continue;
+        }
+        let range = ByteRange {
+            offset_bytes: r.cmd.offset_bytes,
+            len_bytes: r.cmd.len_bytes,
+        };
+        if let Some(i) = slot {
+            let (_, at, last_ns) = open[i];
+            let ranges = out[at].cmd.ranges();
+            if r.at_ns.saturating_sub(last_ns) <= window_ns && ranges.len() < VTRIM_MAX_RANGES {
+                let mut v = ranges.to_vec();
+                v.push(range);
+                let think = out[at].think_ns;
+                let at_ns = out[at].at_ns;
+                out[at] = Request {
+                    stream: r.stream,
+                    cmd: Command::vtrim(command_page_offset, v),
+                    think_ns: think,
+                    at_ns,
+                };
+                open[i].2 = r.at_ns;
+                continue;
+            }
+            open.swap_remove(i);
+        }
+        open.push((r.stream, out.len(), r.at_ns));
+        out.push(Request {
+            stream: r.stream,
+            cmd: Command::vtrim(command_page_offset, vec![range]),
+            think_ns: r.think_ns,
+            at_ns: r.at_ns,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(stream: u32, cmd: Command, at_ns: u64) -> Request {
+        Request {
+            stream,
+            cmd,
+            think_ns: 0,
+            at_ns,
+        }
+    }
+
+    #[test]
+    fn merges_runs_of_trims_per_stream() {
+        let rs = vec![
+            req(1, Command::trim(0, 4096), 0),
+            req(2, Command::read(0, 4096), 5),
+            req(1, Command::trim(8192, 4096), 10),
+            req(1, Command::trim(65536, 8192), 20),
+            req(1, Command::write(0, 4096), 30),
+            req(1, Command::trim(0, 4096), 40),
+            req(1, Command::trim(4096, 4096), 10_000),
+        ];
+        let out = coalesce_trims(&rs, 1_000, 1 << 30);
+        let ops: Vec<Op> = out.iter().map(|r| r.cmd.op).collect();
+        assert_eq!(
+            ops,
+            vec![Op::VTrim, Op::Read, Op::Write, Op::VTrim, Op::VTrim]
+        );
+        assert_eq!(out[0].cmd.ranges().len(), 3);
+        assert_eq!(out[0].cmd.offset_bytes, 1 << 30);
+        assert_eq!(
+            out[3].cmd.ranges().len(),
+            1,
+            "the gap of 9,960 ns exceeds the window"
+        );
+    }
+
+    #[test]
+    fn splits_long_runs() {
+        let rs: Vec<Request> = (0..1000)
+            .map(|i| req(0, Command::trim(i * 8192, 4096), i))
+            .collect();
+        let out = coalesce_trims(&rs, 10, 0);
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].cmd.ranges().len(), VTRIM_MAX_RANGES);
+    }
+}
