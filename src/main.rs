@@ -429,6 +429,9 @@ struct SimfsArgs {
     /// none, online (one TRIM per extent), vtrim, ftrim or deferred (fstrim after the delete).
     #[arg(long, default_value = "online")]
     discard: simfs::DiscardMode,
+    /// ext4-like or log-structured allocation.
+    #[arg(long, default_value = "ext4-like")]
+    alloc: simfs::AllocPolicy,
     /// Random 4 KiB reads of a 64 MiB data file after the delete.
     #[arg(long, default_value_t = 0)]
     reads: u32,
@@ -452,6 +455,7 @@ fn cmd_simfs(a: SimfsArgs) -> Result<()> {
         file_bytes: a.file_size,
         extents: a.extents,
         discard: a.discard,
+        alloc: a.alloc,
         background: None,
         preemptive: None,
         reads: a.reads,

@@ -33,6 +33,24 @@ pub enum AllocPolicy {
     /// block is taken, take the next free run after a global next-fit cursor. Files written
     /// concurrently therefore interleave and fragment.
     Ext4Like,
+    /// F2FS-like: every write, overwrites included, appends at the head of the current
+    /// 2 MiB segment; a new head is always a clean segment; when clean segments run low,
+    /// the segment with the fewest live blocks is cleaned (its live blocks read and
+    /// appended at the head). Freed blocks are discarded at the next sync (checkpoint).
+    LogStructured,
+}
+
+impl FromStr for AllocPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ext4" | "ext4-like" => Ok(AllocPolicy::Ext4Like),
+            "log" | "log-structured" | "lfs" => Ok(AllocPolicy::LogStructured),
+            _ => Err(format!(
+                "unknown allocation policy {s:?}: expected ext4-like or log-structured"
+            )),
+        }
+    }
 }
 
 /// What `unlink` tells the drive about the freed blocks.
@@ -112,6 +130,9 @@ pub struct FsStats {
     pub data_read_bytes: u64,
     pub meta_write_requests: u64,
     pub trim_commands: u64,
+    /// Log-structured policy: segments cleaned and live blocks they moved.
+    pub cleaned_segments: u64,
+    pub cleaned_blocks: u64,
     pub vtrim_commands: u64,
     pub ftrim_commands: u64,
     /// Bytes named by TRIM-family commands (for fTrim: the file's blocks).
@@ -120,13 +141,13 @@ pub struct FsStats {
 }
 
 #[derive(Debug, Clone)]
-struct FileState {
-    size_bytes: u64,
+pub(crate) struct FileState {
+    pub(crate) size_bytes: u64,
     /// Sorted by logical block, non-overlapping.
-    extents: Vec<Extent>,
+    pub(crate) extents: Vec<Extent>,
     /// Extent-tree blocks on disk (index and leaf), in tree order.
-    tree_blocks: Vec<u64>,
-    dirty: bool,
+    pub(crate) tree_blocks: Vec<u64>,
+    pub(crate) dirty: bool,
 }
 
 /// A file's inode number.
@@ -135,20 +156,22 @@ pub type Ino = u32;
 type BlockRun = (u64, u64);
 
 pub struct SimFs<D: BlockDev> {
-    dev: D,
-    cfg: FsConfig,
-    sb: Superblock,
-    descs: Vec<GroupDesc>,
-    bitmap: Bitmap,
-    inode_used: Vec<bool>,
-    files: HashMap<Ino, FileState>,
-    names: BTreeMap<String, Ino>,
-    cursor: u64,
-    deferred: Vec<(u64, u64)>,
-    dirty_groups: BTreeSet<u32>,
-    dirty_itable: BTreeSet<u64>,
-    command_page: u64,
-    stats: FsStats,
+    pub(crate) dev: D,
+    pub(crate) cfg: FsConfig,
+    pub(crate) sb: Superblock,
+    pub(crate) descs: Vec<GroupDesc>,
+    pub(crate) bitmap: Bitmap,
+    pub(crate) inode_used: Vec<bool>,
+    pub(crate) files: HashMap<Ino, FileState>,
+    pub(crate) names: BTreeMap<String, Ino>,
+    pub(crate) cursor: u64,
+    pub(crate) deferred: Vec<(u64, u64)>,
+    pub(crate) dirty_groups: BTreeSet<u32>,
+    pub(crate) dirty_itable: BTreeSet<u64>,
+    pub(crate) command_page: u64,
+    pub(crate) stats: FsStats,
+    /// Segment bookkeeping of the log-structured policy.
+    pub(crate) log: Option<crate::lfs::LogState>,
 }
 
 fn range_bytes(start: u64, len: u64) -> ByteRange {
@@ -173,7 +196,7 @@ fn tree_blocks_needed(n: usize) -> usize {
 }
 
 /// Sorts block runs and merges adjacent ones.
-fn merge_runs(mut runs: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+pub(crate) fn merge_runs(mut runs: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     runs.sort_unstable();
     let mut out: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
     for (s, l) in runs {
@@ -261,8 +284,12 @@ impl<D: BlockDev> SimFs<D> {
             dirty_itable: BTreeSet::new(),
             command_page,
             stats: FsStats::default(),
+            log: None,
             cfg,
         };
+        if fs.cfg.alloc == AllocPolicy::LogStructured {
+            fs.log = Some(crate::lfs::LogState::new(&fs.bitmap));
+        }
         // Reserved inodes 1..FIRST_INODE are in use from the start.
         for i in 0..(FIRST_INODE - 1) as usize {
             fs.inode_used[i] = true;
@@ -398,8 +425,16 @@ impl<D: BlockDev> SimFs<D> {
         Ok(ino)
     }
 
-    /// Allocates `n` blocks, continuing at `goal` where it is free, else next-fit.
-    fn alloc(&mut self, goal: Option<u64>, n: u64) -> Result<Vec<(u64, u64)>, SimfsError> {
+    /// Allocates `n` blocks: ext4-like, continuing at `goal` where it is free, else
+    /// next-fit; log-structured, at the log head.
+    pub(crate) fn alloc(
+        &mut self,
+        goal: Option<u64>,
+        n: u64,
+    ) -> Result<Vec<(u64, u64)>, SimfsError> {
+        if self.log.is_some() {
+            return self.alloc_log(n);
+        }
         if self.bitmap.free_blocks() < n {
             return Err(SimfsError::NoSpace {
                 needed_blocks: n,
@@ -427,7 +462,10 @@ impl<D: BlockDev> SimFs<D> {
         Ok(out)
     }
 
-    fn take(&mut self, start: u64, len: u64) {
+    pub(crate) fn take(&mut self, start: u64, len: u64) {
+        if let Some(log) = &mut self.log {
+            log.on_take(start, len);
+        }
         self.bitmap.set_used(start, len);
         self.cursor = start + len;
         for g in self.group_of_block(start)..=self.group_of_block(start + len - 1) {
@@ -435,7 +473,10 @@ impl<D: BlockDev> SimFs<D> {
         }
     }
 
-    fn release(&mut self, start: u64, len: u64) {
+    pub(crate) fn release(&mut self, start: u64, len: u64) {
+        if let Some(log) = &mut self.log {
+            log.on_release(start, len);
+        }
         self.bitmap.set_free(start, len);
         for g in self.group_of_block(start)..=self.group_of_block(start + len - 1) {
             self.dirty_groups.insert(g);
@@ -443,7 +484,16 @@ impl<D: BlockDev> SimFs<D> {
     }
 
     /// Maps logical blocks `[lblk, lblk + runs total)` of `ino` to the physical `runs`.
-    fn add_mapping(&mut self, ino: Ino, mut lblk: u32, runs: &[(u64, u64)]) {
+    pub(crate) fn add_mapping(&mut self, ino: Ino, mut lblk: u32, runs: &[(u64, u64)]) {
+        if let Some(log) = &mut self.log {
+            let mut l = lblk;
+            for &(start, len) in runs {
+                for b in start..start + len {
+                    log.set_owner(b, ino, l);
+                    l += 1;
+                }
+            }
+        }
         let f = self.files.get_mut(&ino).expect("caller checked the file");
         for &(start, len) in runs {
             let mut done = 0;
@@ -555,7 +605,7 @@ impl<D: BlockDev> SimFs<D> {
             let n = (b - a) as u64;
             let goal = self.goal_of(ino);
             let runs = match (
-                one_run,
+                one_run && self.log.is_none(),
                 self.bitmap.find_run(goal.unwrap_or(self.cursor), n),
             ) {
                 (true, Some(start)) => {
@@ -582,6 +632,18 @@ impl<D: BlockDev> SimFs<D> {
             return Ok(0);
         }
         let (first, end) = Self::block_span(offset_bytes, len_bytes)?;
+        if self.log.is_some() {
+            // Out of place: the blocks written move to the log head. Refuse up front if
+            // the new copies cannot fit, so a failed write loses nothing.
+            let needed = (end - first) as u64;
+            if needed > self.bitmap.free_blocks() {
+                return Err(SimfsError::NoSpace {
+                    needed_blocks: needed,
+                    free_blocks: self.bitmap.free_blocks(),
+                });
+            }
+            self.relocate_on_write(ino, first, end)?;
+        }
         self.fill_holes(ino, first, end, false)?;
         let (runs, _) = self.map_range(ino, first, end);
         let mut done = 0;
@@ -741,6 +803,11 @@ impl<D: BlockDev> SimFs<D> {
             let runs = self.alloc(None, (n - blocks.len()) as u64)?;
             blocks.extend(runs.iter().flat_map(|&(s, l)| s..s + l));
         }
+        if let Some(log) = &mut self.log {
+            for &b in &blocks {
+                log.set_owner(b, ino, crate::lfs::TREE_BLOCK);
+            }
+        }
         let (_, nodes) = Self::build_tree(&self.files[&ino].extents, &blocks);
         for (b, node) in nodes {
             let mut bytes = vec![0u8; BLOCK_BYTES];
@@ -833,6 +900,9 @@ impl<D: BlockDev> SimFs<D> {
             let bytes = self.itable_bytes(b);
             self.write_meta(b, bytes)?;
         }
+        if self.log.is_some() {
+            self.send_log_discards()?;
+        }
         for g in std::mem::take(&mut self.dirty_groups) {
             let (blocks, inodes) = self.bitmap_bytes(g);
             let d = self.descs[g as usize];
@@ -895,6 +965,58 @@ impl<D: BlockDev> SimFs<D> {
             .insert((ino - 1) / self.sb.inodes_per_group);
         self.dirty_itable.insert(self.itable_block_of(ino));
         Ok(done)
+    }
+
+    /// Consistency check (for tests): every file's extents are sorted and disjoint, every
+    /// block a file or tree uses is marked used and belongs to one owner only, and the
+    /// used count equals the file-system metadata plus all files' blocks.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut owner: HashMap<u64, Ino> = HashMap::new();
+        let mut claim = |b: u64, ino: Ino| -> Result<(), String> {
+            if !self.bitmap.is_used(b) {
+                return Err(format!(
+                    "inode {ino} uses block {b}, which the bitmap says is free"
+                ));
+            }
+            if let Some(other) = owner.insert(b, ino) {
+                return Err(format!("block {b} belongs to inodes {other} and {ino}"));
+            }
+            Ok(())
+        };
+        for (&ino, f) in &self.files {
+            for w in f.extents.windows(2) {
+                if w[0].logical_block + w[0].len > w[1].logical_block {
+                    return Err(format!(
+                        "inode {ino}: extents overlap or are unsorted: {:?} {:?}",
+                        w[0], w[1]
+                    ));
+                }
+            }
+            for e in &f.extents {
+                for b in e.start_block..e.start_block + e.len as u64 {
+                    claim(b, ino)?;
+                }
+            }
+            for &b in &f.tree_blocks {
+                claim(b, ino)?;
+            }
+        }
+        let meta = self.descs.len() as u64
+            * (2 + self.sb.inodes_per_group as u64 * INODE_BYTES as u64 / BLOCK)
+            + 1
+            + (self.descs.len() as u64 * 32).div_ceil(BLOCK);
+        let used = self.bitmap.blocks() - self.bitmap.free_blocks();
+        if used != meta + owner.len() as u64 {
+            return Err(format!(
+                "{used} blocks used, but metadata ({meta}) and files ({}) account for {}",
+                owner.len(),
+                meta + owner.len() as u64
+            ));
+        }
+        if let Some(log) = &self.log {
+            log.check(&self.bitmap)?;
+        }
+        Ok(())
     }
 
     /// Sends the deferred discards (merged, one TRIM per range, skipping blocks allocated

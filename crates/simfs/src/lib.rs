@@ -7,6 +7,8 @@
 //!   entries, then 340-entry index and leaf blocks), the ext4-like allocation policy
 //!   (per-file goal, next-fit across groups), `fallocate`, and `unlink` with the discard
 //!   modes of paper 002 ([`fs::DiscardMode`]).
+//! - [`lfs`]: the log-structured (F2FS-like) allocation policy: segments, out-of-place
+//!   overwrites, cleaning.
 //! - [`device`]: the block devices simfs runs on (a recorder, or a device model in
 //!   virtual time).
 //! - [`bitmap`]: the free-space bitmap and its searches.
@@ -15,6 +17,7 @@ pub mod bitmap;
 pub mod device;
 pub mod error;
 pub mod fs;
+pub mod lfs;
 
 pub use device::{BlockDev, Recorder, Timed};
 pub use error::SimfsError;

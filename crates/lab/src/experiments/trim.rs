@@ -156,6 +156,7 @@ pub struct DeleteScenario {
     pub file_bytes: u64,
     pub extents: u32,
     pub discard: DiscardMode,
+    pub alloc: simfs::AllocPolicy,
     /// Override the preset's background / preemptive TRIM processing.
     pub background: Option<bool>,
     pub preemptive: Option<bool>,
@@ -176,6 +177,7 @@ impl DeleteScenario {
             file_bytes: FILE_BYTES,
             extents: FILE_EXTENTS,
             discard: mode.discard(),
+            alloc: simfs::AllocPolicy::Ext4Like,
             background: Some(mode != Mode::Trim),
             preemptive: Some(mode == Mode::FTrimPre),
             reads,
@@ -223,6 +225,7 @@ pub fn run_scenario(sc: &DeleteScenario) -> Result<ScenarioResult, String> {
     };
     let mut cfg = FsConfig::new(sc.fs_bytes);
     cfg.discard = sc.discard;
+    cfg.alloc = sc.alloc;
     let mut dev = Timed::new(ssd);
     dev.record = sc.record;
     let mut fs = SimFs::mkfs(dev, cfg).map_err(e)?;
