@@ -479,8 +479,9 @@ fn cmd_simfs(a: SimfsArgs) -> Result<()> {
     }
     let ms = |ns: u64| ns as f64 / 1e6;
     println!(
-        "flashlab simfs: {} GiB ext4-like simfs on {}, delete a {} byte file of {} extents with discard {}, then {} reads",
+        "flashlab simfs: {} GiB {} simfs on {}, delete a {} byte file of {} extents with discard {}, then {} reads",
         a.fs_size >> 30,
+        a.alloc,
         sc.preset.name,
         a.file_size,
         r.extents,

@@ -40,6 +40,15 @@ pub enum AllocPolicy {
     LogStructured,
 }
 
+impl fmt::Display for AllocPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AllocPolicy::Ext4Like => "ext4-like",
+            AllocPolicy::LogStructured => "log-structured",
+        })
+    }
+}
+
 impl FromStr for AllocPolicy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
