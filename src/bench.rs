@@ -8,8 +8,8 @@
 use anyhow::Result;
 use flash::ftl::{NoTiming, PageFtl};
 use flash::{Device, GcPolicy, Geometry, Preset};
-use lab::workload::{Pattern, SlotGen};
 use std::time::Instant;
+use workloads::synthetic::{Pattern, SlotGen};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {

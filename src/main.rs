@@ -9,10 +9,10 @@ use flash::{Device, GcPolicy, Preset};
 use indicatif::{ProgressBar, ProgressStyle};
 use lab::experiments::{self, Scale};
 use lab::sim::{SimSpec, SsdOverrides};
-use lab::workload::Pattern;
 use std::path::PathBuf;
 use std::time::Instant;
 use trace::formats::Format;
+use workloads::synthetic::Pattern;
 
 #[derive(Parser)]
 #[command(

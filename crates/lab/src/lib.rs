@@ -1,6 +1,5 @@
 //! flashlab's experiments and report.
 //!
-//! - [`workload`]: seeded address patterns (uniform, sequential, hot/cold, zipf).
 //! - [`sim`]: the `flashlab sim` driver (fill, warm up, measure).
 //! - [`experiments`]: one module per experiment of `flashlab reproduce`.
 //! - [`report`]: the HTML/SVG/CSV/JSON report writer.
@@ -10,4 +9,3 @@ pub mod analytic;
 pub mod experiments;
 pub mod report;
 pub mod sim;
-pub mod workload;

@@ -5,10 +5,10 @@
 //! they leave is the same, and they run many times faster). With timing off, the measured
 //! phase also runs on the WAF-only path: only writes matter there, reads are skipped.
 
-use crate::workload::{Pattern, SlotGen};
 use flash::{AnyDevice, Command, Device, DeviceStats, FlashError, GcPolicy, Preset};
 use serde::Serialize;
 use trace::Request;
+use workloads::synthetic::{Pattern, SlotGen};
 
 #[derive(Debug, Clone)]
 pub struct SimSpec {

@@ -8,10 +8,10 @@
 use super::{derive_seed, parallel_map, threads, Scale};
 use crate::analytic::fifo_waf;
 use crate::report::{LinePlot, Provenance, Section, Series, Table, Verdict};
-use crate::workload::{Pattern, SlotGen};
 use flash::ftl::{NoTiming, PageFtl};
 use flash::{GcPolicy, Geometry};
 use serde_json::json;
+use workloads::synthetic::{Pattern, SlotGen};
 
 pub const OPS: &[f64] = &[0.05, 0.07, 0.10, 0.15, 0.20, 0.28, 0.40];
 pub const POLICIES: &[GcPolicy] = &[GcPolicy::Greedy, GcPolicy::CostBenefit, GcPolicy::Fifo];

@@ -1,0 +1,312 @@
+//! TPC-H ORDERS and LINEITEM, generated in-process with `tpchgen`, in flashlab's binary
+//! table format.
+//!
+//! The join of `flashlab join` needs per row only the order key and a price, so a record
+//! holds `key` (the order key) and `price_cents` (`o_totalprice` or `l_extendedprice`, in
+//! cents). Two layouts set the record's size on disk:
+//! - [`Layout::Columns`]: the two columns, 16 bytes (key u64, price i64);
+//! - [`Layout::Fixed128`]: paper 001's fixed 128-byte records: a 4-byte key, then padding
+//!   (in which the price travels at bytes 4..12, so the same query can be checked).
+//!
+//! File format: a 64-byte header (magic `FLABTBL1`, table, layout, record bytes, rows,
+//! scale factor, all little-endian), then the records back to back.
+
+use std::fmt;
+use std::io::{self, BufWriter, Read, Write};
+use std::path::Path;
+use std::str::FromStr;
+use thiserror::Error;
+use tpchgen::generators::{LineItemGenerator, OrderGenerator};
+
+pub const MAGIC: &[u8; 8] = b"FLABTBL1";
+pub const HEADER_BYTES: usize = 64;
+
+#[derive(Debug, Error)]
+pub enum TableError {
+    #[error("{path}: {source}")]
+    Io { path: String, source: io::Error },
+    #[error("{path}: {msg}")]
+    Format { path: String, msg: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Table {
+    Orders,
+    Lineitem,
+}
+
+impl Table {
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Orders => "orders",
+            Table::Lineitem => "lineitem",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Layout {
+    Columns,
+    Fixed128,
+}
+
+impl Layout {
+    pub fn record_bytes(self) -> usize {
+        match self {
+            Layout::Columns => 16,
+            Layout::Fixed128 => 128,
+        }
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Layout::Columns => "columns",
+            Layout::Fixed128 => "fixed128",
+        })
+    }
+}
+
+impl FromStr for Layout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "columns" => Ok(Layout::Columns),
+            "fixed128" => Ok(Layout::Fixed128),
+            _ => Err(format!(
+                "unknown layout {s:?}: expected columns or fixed128"
+            )),
+        }
+    }
+}
+
+/// One row as the join sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    pub key: u64,
+    pub price_cents: i64,
+}
+
+impl Record {
+    /// Writes the record into `out` (`layout.record_bytes()` long).
+    #[inline]
+    pub fn encode(&self, layout: Layout, out: &mut [u8]) {
+        match layout {
+            Layout::Columns => {
+                out[0..8].copy_from_slice(&self.key.to_le_bytes());
+                out[8..16].copy_from_slice(&self.price_cents.to_le_bytes());
+            }
+            Layout::Fixed128 => {
+                debug_assert!(self.key <= u32::MAX as u64, "fixed128 keys are 4 bytes");
+                out[0..4].copy_from_slice(&(self.key as u32).to_le_bytes());
+                out[4..12].copy_from_slice(&self.price_cents.to_le_bytes());
+                out[12..128].fill(0);
+            }
+        }
+    }
+
+    #[inline]
+    pub fn decode(layout: Layout, b: &[u8]) -> Record {
+        match layout {
+            Layout::Columns => Record {
+                key: u64::from_le_bytes(b[0..8].try_into().expect("8 bytes")),
+                price_cents: i64::from_le_bytes(b[8..16].try_into().expect("8 bytes")),
+            },
+            Layout::Fixed128 => Record {
+                key: u32::from_le_bytes(b[0..4].try_into().expect("4 bytes")) as u64,
+                price_cents: i64::from_le_bytes(b[4..12].try_into().expect("8 bytes")),
+            },
+        }
+    }
+}
+
+/// Rows of `table` at scale factor `sf`, as join records, in generation order.
+pub fn rows(table: Table, sf: f64) -> Box<dyn Iterator<Item = Record>> {
+    match table {
+        Table::Orders => Box::new(OrderGenerator::new(sf, 1, 1).iter().map(|o| Record {
+            key: o.o_orderkey as u64,
+            price_cents: o.o_totalprice.0,
+        })),
+        Table::Lineitem => Box::new(LineItemGenerator::new(sf, 1, 1).iter().map(|l| Record {
+            key: l.l_orderkey as u64,
+            price_cents: l.l_extendedprice.0,
+        })),
+    }
+}
+
+/// The header of a table file.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Header {
+    pub table: Table,
+    pub layout: Layout,
+    pub rows: u64,
+    pub sf: f64,
+}
+
+impl Header {
+    pub fn encode(&self) -> [u8; HEADER_BYTES] {
+        let mut h = [0u8; HEADER_BYTES];
+        h[0..8].copy_from_slice(MAGIC);
+        h[8] = match self.table {
+            Table::Orders => 1,
+            Table::Lineitem => 2,
+        };
+        h[9] = match self.layout {
+            Layout::Columns => 1,
+            Layout::Fixed128 => 2,
+        };
+        h[12..16].copy_from_slice(&(self.layout.record_bytes() as u32).to_le_bytes());
+        h[16..24].copy_from_slice(&self.rows.to_le_bytes());
+        h[24..32].copy_from_slice(&self.sf.to_le_bytes());
+        h
+    }
+
+    pub fn decode(path: &str, h: &[u8]) -> Result<Header, TableError> {
+        let bad = |msg: &str| TableError::Format {
+            path: path.to_string(),
+            msg: msg.to_string(),
+        };
+        if h.len() < HEADER_BYTES || &h[0..8] != MAGIC {
+            return Err(bad("not a flashlab table file (bad magic)"));
+        }
+        let table = match h[8] {
+            1 => Table::Orders,
+            2 => Table::Lineitem,
+            t => return Err(bad(&format!("unknown table code {t}"))),
+        };
+        let layout = match h[9] {
+            1 => Layout::Columns,
+            2 => Layout::Fixed128,
+            l => return Err(bad(&format!("unknown layout code {l}"))),
+        };
+        let rb = u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")) as usize;
+        if rb != layout.record_bytes() {
+            return Err(bad(&format!(
+                "record size {rb} does not match layout {layout}"
+            )));
+        }
+        Ok(Header {
+            table,
+            layout,
+            rows: u64::from_le_bytes(h[16..24].try_into().expect("8 bytes")),
+            sf: f64::from_le_bytes(h[24..32].try_into().expect("8 bytes")),
+        })
+    }
+}
+
+/// Generates `table` at `sf` into `path`; returns its header.
+pub fn write_table(
+    path: &Path,
+    table: Table,
+    sf: f64,
+    layout: Layout,
+) -> Result<Header, TableError> {
+    let p = path.display().to_string();
+    let io = |source| TableError::Io {
+        path: p.clone(),
+        source,
+    };
+    let f = std::fs::File::create(path).map_err(io)?;
+    let mut w = BufWriter::with_capacity(1 << 20, f);
+    w.write_all(&[0u8; HEADER_BYTES]).map_err(io)?;
+    let rb = layout.record_bytes();
+    let mut buf = vec![0u8; rb];
+    let mut n = 0u64;
+    for r in rows(table, sf) {
+        r.encode(layout, &mut buf);
+        w.write_all(&buf).map_err(io)?;
+        n += 1;
+    }
+    let header = Header {
+        table,
+        layout,
+        rows: n,
+        sf,
+    };
+    let mut f = w.into_inner().map_err(|e| io(e.into_error()))?;
+    use std::io::{Seek, SeekFrom};
+    f.seek(SeekFrom::Start(0)).map_err(io)?;
+    f.write_all(&header.encode()).map_err(io)?;
+    f.sync_all().map_err(io)?;
+    Ok(header)
+}
+
+/// Reads a table file's header.
+pub fn read_header(path: &Path) -> Result<Header, TableError> {
+    let p = path.display().to_string();
+    let mut f = std::fs::File::open(path).map_err(|source| TableError::Io {
+        path: p.clone(),
+        source,
+    })?;
+    let mut h = [0u8; HEADER_BYTES];
+    f.read_exact(&mut h).map_err(|source| TableError::Io {
+        path: p.clone(),
+        source,
+    })?;
+    let header = Header::decode(&p, &h)?;
+    let len = f
+        .metadata()
+        .map_err(|source| TableError::Io {
+            path: p.clone(),
+            source,
+        })?
+        .len();
+    let expect = HEADER_BYTES as u64 + header.rows * header.layout.record_bytes() as u64;
+    if len != expect {
+        return Err(TableError::Format {
+            path: p,
+            msg: format!("file is {len} bytes, the header promises {expect}"),
+        });
+    }
+    Ok(header)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_in_both_layouts() {
+        let r = Record {
+            key: 600_000,
+            price_cents: 17366547,
+        };
+        for layout in [Layout::Columns, Layout::Fixed128] {
+            let mut b = vec![0u8; layout.record_bytes()];
+            r.encode(layout, &mut b);
+            assert_eq!(Record::decode(layout, &b), r);
+        }
+    }
+
+    #[test]
+    fn generates_tpch_rows() {
+        assert_eq!(rows(Table::Orders, 0.001).count(), 1500);
+        // TPC-H's first order at SF 1 (as dbgen): key 1, total price 173665.47.
+        assert_eq!(
+            rows(Table::Orders, 1.0).next(),
+            Some(Record {
+                key: 1,
+                price_cents: 17366547
+            })
+        );
+        let lines = rows(Table::Lineitem, 0.001).count();
+        assert!((5900..6100).contains(&lines), "{lines}");
+    }
+
+    #[test]
+    fn table_files_round_trip_and_reject_garbage() {
+        let dir = std::env::temp_dir().join(format!("flashlab-tpch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("orders.tbl");
+        let h = write_table(&p, Table::Orders, 0.001, Layout::Fixed128).unwrap();
+        assert_eq!(read_header(&p).unwrap(), h);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 64 + 1500 * 128);
+        std::fs::write(&p, b"garbage").unwrap();
+        assert!(read_header(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("orders.tbl"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
