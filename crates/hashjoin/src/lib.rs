@@ -1,0 +1,20 @@
+//! Out-of-core hash join (papers 000 and 001): grace and hybrid hash join of TPC-H ORDERS
+//! and LINEITEM under a hard memory budget, spilling to real files or to simfs on a
+//! simulated drive.
+//!
+//! - [`join`]: the algorithms (partitioning, role reversal, recursion, nested-loop
+//!   fallback).
+//! - [`store`]: the spill-file backends ([`store::OsStore`], [`store::SimStore`]).
+//! - [`memory`]: the memory budget and its reservations.
+//! - [`table`]: the in-memory hash table.
+
+pub mod error;
+pub mod join;
+pub mod memory;
+pub mod store;
+pub mod table;
+
+pub use error::JoinError;
+pub use join::{hash_join, Algorithm, Input, JoinResult, JoinSpec, Relation};
+pub use memory::MemoryPool;
+pub use store::{MemStore, OsStore, SimStore, Store};

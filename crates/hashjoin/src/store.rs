@@ -1,0 +1,674 @@
+//! Where spill files live: the narrow storage interface the join uses, with two
+//! backends. [`OsStore`]: real files in a directory (optional O_DIRECT with aligned
+//! buffers, real `fallocate`, `unlink`), removed on every exit path, with a cap on the
+//! bytes they may hold. [`SimStore`]: the same calls through simfs on a simulated drive,
+//! timed in virtual time, so every allocation and discard policy of simfs applies.
+
+use crate::JoinError;
+use flash::{AnyDevice, Device};
+use simfs::{FsConfig, SimFs, Timed};
+use std::collections::{HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+/// A file handle of a store.
+pub type FileId = u32;
+
+/// Counters of a store.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub spill_files: u64,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub write_calls: u64,
+    pub read_calls: u64,
+    pub fallocate_calls: u64,
+    pub deletes: u64,
+}
+
+/// The storage calls of the join.
+pub trait Store {
+    /// A new, empty spill file.
+    fn create(&mut self) -> Result<FileId, JoinError>;
+    /// Preallocates `bytes` for the file (contiguously where the backend can).
+    fn fallocate(&mut self, f: FileId, bytes: u64) -> Result<(), JoinError>;
+    /// Appends `data` at the end of the file.
+    fn append(&mut self, f: FileId, data: &[u8]) -> Result<(), JoinError>;
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many (0 at the end).
+    fn read_at(&mut self, f: FileId, offset: u64, buf: &mut [u8]) -> Result<usize, JoinError>;
+    /// Logical length of the file.
+    fn len(&self, f: FileId) -> u64;
+    /// Deletes a spill file.
+    fn delete(&mut self, f: FileId) -> Result<(), JoinError>;
+    /// Time since the store was created: wall clock (os) or virtual (sim).
+    fn elapsed_ns(&self) -> u64;
+    /// Charges `ns` of computation (virtual time on the simulated backend; nothing on os,
+    /// where computation takes real time).
+    fn compute(&mut self, ns: u64);
+    fn stats(&self) -> StoreStats;
+}
+
+// ---------------------------------------------------------------------------------------
+// OS backend
+
+const ALIGN: usize = 4096;
+const SPILL_PREFIX: &str = "flashlab-spill-";
+
+/// Paths of live spill files of this process, removed by the Ctrl-C handler.
+fn live_paths() -> &'static Mutex<HashSet<PathBuf>> {
+    static LIVE: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
+    LIVE.get_or_init(|| Mutex::new(HashSet::new()))
+}
+
+/// Installs (once) a Ctrl-C handler that removes this process's spill files, then exits
+/// with status 130.
+pub fn install_interrupt_cleanup() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let _ = ctrlc::set_handler(|| {
+            if let Ok(paths) = live_paths().lock() {
+                for p in paths.iter() {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+            eprintln!("flashlab: interrupted; spill files removed");
+            std::process::exit(130);
+        });
+    });
+}
+
+/// Removes spill files left in `dir` by processes that no longer run (as PostgreSQL
+/// clears its temp directory at start); returns how many it removed.
+pub fn remove_stale_spill_files(dir: &Path) -> Result<u64, JoinError> {
+    let err = |e: std::io::Error| JoinError::Dir {
+        dir: dir.display().to_string(),
+        msg: e.to_string(),
+    };
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir).map_err(err)? {
+        let entry = entry.map_err(err)?;
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SPILL_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let alive = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
+        if !alive && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// A buffer aligned for O_DIRECT.
+struct Aligned {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Aligned {
+    fn new(len: usize) -> Aligned {
+        let len = len.max(ALIGN).div_ceil(ALIGN) * ALIGN;
+        let layout = std::alloc::Layout::from_size_align(len, ALIGN).expect("valid layout");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!ptr.is_null(), "allocation of {len} bytes failed");
+        Aligned { ptr, len }
+    }
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: ptr points to len initialised bytes owned by self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        let layout = std::alloc::Layout::from_size_align(self.len, ALIGN).expect("valid layout");
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, layout) }
+    }
+}
+
+struct OsFile {
+    file: File,
+    path: PathBuf,
+    len: u64,
+    /// Bytes on disk (with O_DIRECT the tail is padded to 4 KiB).
+    disk_bytes: u64,
+    spill: bool,
+}
+
+/// Real files in a directory.
+pub struct OsStore {
+    dir: PathBuf,
+    direct: bool,
+    cap_bytes: Option<u64>,
+    files: HashMap<FileId, OsFile>,
+    next: FileId,
+    held_bytes: u64,
+    started: Instant,
+    stats: StoreStats,
+    /// Spill files of earlier, killed runs removed at start.
+    pub stale_removed: u64,
+}
+
+impl OsStore {
+    /// Opens the spill directory `dir` (it must exist), removing stale spill files of dead
+    /// processes. `direct` uses O_DIRECT; `cap_bytes` limits the bytes spill files hold.
+    pub fn new(dir: &Path, direct: bool, cap_bytes: Option<u64>) -> Result<OsStore, JoinError> {
+        let meta = std::fs::metadata(dir).map_err(|e| JoinError::Dir {
+            dir: dir.display().to_string(),
+            msg: if e.kind() == std::io::ErrorKind::NotFound {
+                "does not exist (create it first)".into()
+            } else {
+                e.to_string()
+            },
+        })?;
+        if !meta.is_dir() {
+            return Err(JoinError::Dir {
+                dir: dir.display().to_string(),
+                msg: "is not a directory".into(),
+            });
+        }
+        let stale_removed = remove_stale_spill_files(dir)?;
+        install_interrupt_cleanup();
+        Ok(OsStore {
+            dir: dir.to_path_buf(),
+            direct,
+            cap_bytes,
+            files: HashMap::new(),
+            next: 0,
+            held_bytes: 0,
+            started: Instant::now(),
+            stats: StoreStats::default(),
+            stale_removed,
+        })
+    }
+
+    /// Opens an existing file read-only as an input (not a spill file: never deleted).
+    pub fn open_input(&mut self, path: &Path) -> Result<FileId, JoinError> {
+        let mut o = OpenOptions::new();
+        o.read(true);
+        if self.direct {
+            o.custom_flags(libc::O_DIRECT);
+        }
+        let file = o.open(path).map_err(|source| JoinError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let len = file
+            .metadata()
+            .map_err(|source| JoinError::Io {
+                path: path.display().to_string(),
+                source,
+            })?
+            .len();
+        let id = self.next;
+        self.next += 1;
+        self.files.insert(
+            id,
+            OsFile {
+                file,
+                path: path.to_path_buf(),
+                len,
+                disk_bytes: len,
+                spill: false,
+            },
+        );
+        Ok(id)
+    }
+
+    fn file(&self, f: FileId) -> &OsFile {
+        self.files
+            .get(&f)
+            .expect("a file id handed out by this store")
+    }
+
+    fn io_error(&self, path: &Path, source: std::io::Error) -> JoinError {
+        if source.raw_os_error() == Some(libc::ENOSPC) {
+            JoinError::DiskFull {
+                dir: self.dir.display().to_string(),
+                path: path.display().to_string(),
+            }
+        } else {
+            JoinError::Io {
+                path: path.display().to_string(),
+                source,
+            }
+        }
+    }
+
+    fn charge(&mut self, more: u64) -> Result<(), JoinError> {
+        if let Some(cap) = self.cap_bytes {
+            if self.held_bytes + more > cap {
+                return Err(JoinError::DiskCap {
+                    needed_bytes: self.held_bytes + more,
+                    cap_bytes: cap,
+                });
+            }
+        }
+        self.held_bytes += more;
+        Ok(())
+    }
+}
+
+impl Store for OsStore {
+    fn create(&mut self) -> Result<FileId, JoinError> {
+        let id = self.next;
+        self.next += 1;
+        let path = self
+            .dir
+            .join(format!("{SPILL_PREFIX}{}-{id}.tmp", std::process::id()));
+        let mut o = OpenOptions::new();
+        o.read(true).write(true).create_new(true);
+        if self.direct {
+            o.custom_flags(libc::O_DIRECT);
+        }
+        let file = o.open(&path).map_err(|e| self.io_error(&path, e))?;
+        live_paths()
+            .lock()
+            .expect("not poisoned")
+            .insert(path.clone());
+        self.files.insert(
+            id,
+            OsFile {
+                file,
+                path,
+                len: 0,
+                disk_bytes: 0,
+                spill: true,
+            },
+        );
+        self.stats.spill_files += 1;
+        Ok(id)
+    }
+
+    fn fallocate(&mut self, f: FileId, bytes: u64) -> Result<(), JoinError> {
+        let more = bytes.saturating_sub(self.file(f).disk_bytes);
+        self.charge(more)?;
+        let fd = self.file(f).file.as_raw_fd();
+        // SAFETY: fd is an open file descriptor owned by this store.
+        let rc = unsafe { libc::fallocate(fd, 0, 0, bytes as libc::off_t) };
+        if rc != 0 {
+            self.held_bytes -= more;
+            let e = std::io::Error::last_os_error();
+            let path = self.file(f).path.clone();
+            return Err(self.io_error(&path, e));
+        }
+        let file = self.files.get_mut(&f).expect("checked");
+        file.disk_bytes = file.disk_bytes.max(bytes);
+        self.stats.fallocate_calls += 1;
+        Ok(())
+    }
+
+    fn append(&mut self, f: FileId, data: &[u8]) -> Result<(), JoinError> {
+        let (len, disk) = (self.file(f).len, self.file(f).disk_bytes);
+        let direct = self.direct;
+        if direct && len % ALIGN as u64 != 0 {
+            return Err(JoinError::Config(
+                "with O_DIRECT, only a file's last append may be shorter than a multiple of 4 KiB"
+                    .into(),
+            ));
+        }
+        let end = len + data.len() as u64;
+        let end_on_disk = if direct {
+            end.div_ceil(ALIGN as u64) * ALIGN as u64
+        } else {
+            end
+        };
+        self.charge(end_on_disk.saturating_sub(disk))?;
+        let res = if direct {
+            let mut buf = Aligned::new(data.len());
+            buf.as_mut()[..data.len()].copy_from_slice(data);
+            let n = (end_on_disk - len) as usize;
+            self.file(f).file.write_all_at(&buf.as_mut()[..n], len)
+        } else {
+            self.file(f).file.write_all_at(data, len)
+        };
+        if let Err(e) = res {
+            let path = self.file(f).path.clone();
+            return Err(self.io_error(&path, e));
+        }
+        let file = self.files.get_mut(&f).expect("checked");
+        file.len = end;
+        file.disk_bytes = file.disk_bytes.max(end_on_disk);
+        self.stats.bytes_written += data.len() as u64;
+        self.stats.write_calls += 1;
+        Ok(())
+    }
+
+    fn read_at(&mut self, f: FileId, offset: u64, buf: &mut [u8]) -> Result<usize, JoinError> {
+        let file = self.file(f);
+        if offset >= file.len {
+            return Ok(0);
+        }
+        let n = (file.len - offset).min(buf.len() as u64) as usize;
+        let res = if self.direct {
+            let lo = offset / ALIGN as u64 * ALIGN as u64;
+            let hi = (offset + n as u64).div_ceil(ALIGN as u64) * ALIGN as u64;
+            let mut a = Aligned::new((hi - lo) as usize);
+            let abuf = a.as_mut();
+            let mut got = 0usize;
+            let mut r = Ok(());
+            while got < abuf.len() {
+                match file.file.read_at(&mut abuf[got..], lo + got as u64) {
+                    Ok(0) => break,
+                    Ok(k) => got += k,
+                    Err(e) => {
+                        r = Err(e);
+                        break;
+                    }
+                }
+            }
+            let skip = (offset - lo) as usize;
+            if r.is_ok() {
+                buf[..n].copy_from_slice(&abuf[skip..skip + n]);
+            }
+            r
+        } else {
+            file.file.read_exact_at(&mut buf[..n], offset)
+        };
+        res.map_err(|source| JoinError::Io {
+            path: file.path.display().to_string(),
+            source,
+        })?;
+        self.stats.bytes_read += n as u64;
+        self.stats.read_calls += 1;
+        Ok(n)
+    }
+
+    fn len(&self, f: FileId) -> u64 {
+        self.file(f).len
+    }
+
+    fn delete(&mut self, f: FileId) -> Result<(), JoinError> {
+        let file = self
+            .files
+            .remove(&f)
+            .expect("a file id handed out by this store");
+        if !file.spill {
+            return Err(JoinError::Config(format!(
+                "{} is an input, not a spill file",
+                file.path.display()
+            )));
+        }
+        drop(file.file);
+        live_paths()
+            .lock()
+            .expect("not poisoned")
+            .remove(&file.path);
+        self.held_bytes -= file.disk_bytes;
+        self.stats.deletes += 1;
+        std::fs::remove_file(&file.path).map_err(|source| JoinError::Io {
+            path: file.path.display().to_string(),
+            source,
+        })
+    }
+
+    fn elapsed_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    fn compute(&mut self, _ns: u64) {}
+
+    fn stats(&self) -> StoreStats {
+        self.stats.clone()
+    }
+}
+
+impl Drop for OsStore {
+    /// Every exit path removes the run's spill files.
+    fn drop(&mut self) {
+        for (_, f) in self.files.drain() {
+            if f.spill {
+                live_paths().lock().map(|mut l| l.remove(&f.path)).ok();
+                let _ = std::fs::remove_file(&f.path);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Simulated backend
+
+/// Spill files on simfs over a simulated drive. The bytes themselves are kept in memory
+/// (the device model keeps no data); every call is timed on the drive.
+pub struct SimStore {
+    pub fs: SimFs<Timed<AnyDevice>>,
+    data: HashMap<FileId, (String, simfs::fs::Ino, Vec<u8>)>,
+    inputs: HashSet<FileId>,
+    next: FileId,
+    start_ns: u64,
+    stats: StoreStats,
+}
+
+impl SimStore {
+    /// simfs of `fs_cfg.size_bytes` on `dev`.
+    pub fn new(dev: AnyDevice, fs_cfg: FsConfig) -> Result<SimStore, JoinError> {
+        let fs = SimFs::mkfs(Timed::new(dev), fs_cfg)?;
+        Ok(SimStore {
+            fs,
+            data: HashMap::new(),
+            inputs: HashSet::new(),
+            next: 0,
+            start_ns: 0,
+            stats: StoreStats::default(),
+        })
+    }
+
+    /// Adds an input file holding `bytes`, written to the simulated drive (the write is
+    /// timed, so call [`SimStore::start_clock`] afterwards).
+    pub fn add_input(&mut self, name: &str, bytes: Vec<u8>) -> Result<FileId, JoinError> {
+        let ino = self.fs.create(name)?;
+        self.fs.write_at(ino, 0, bytes.len() as u64)?;
+        self.fs.sync()?;
+        let id = self.next;
+        self.next += 1;
+        self.data.insert(id, (name.to_string(), ino, bytes));
+        self.inputs.insert(id);
+        Ok(id)
+    }
+
+    /// Starts measuring from now, once the drive is idle.
+    pub fn start_clock(&mut self) {
+        let dev = self.fs.device_mut();
+        dev.now_ns = dev.now_ns.max(dev.dev.settle());
+        self.start_ns = dev.now_ns;
+        dev.dev.reset_stats();
+    }
+
+    pub fn device_stats(&self) -> flash::DeviceStats {
+        self.fs.device().dev.stats()
+    }
+
+    /// Finishes deferred discards (`fstrim` for the deferred mode) and background work;
+    /// returns the virtual time since the clock started at which the drive is idle.
+    pub fn finish(&mut self) -> Result<u64, JoinError> {
+        self.fs.fstrim()?;
+        let dev = self.fs.device_mut();
+        let idle = dev.dev.settle().max(dev.now_ns);
+        Ok(idle - self.start_ns)
+    }
+
+    fn entry(&self, f: FileId) -> &(String, simfs::fs::Ino, Vec<u8>) {
+        self.data
+            .get(&f)
+            .expect("a file id handed out by this store")
+    }
+}
+
+impl Store for SimStore {
+    fn create(&mut self) -> Result<FileId, JoinError> {
+        let id = self.next;
+        self.next += 1;
+        let name = format!("{SPILL_PREFIX}{id}");
+        let ino = self.fs.create(&name)?;
+        self.data.insert(id, (name, ino, Vec::new()));
+        self.stats.spill_files += 1;
+        Ok(id)
+    }
+
+    fn fallocate(&mut self, f: FileId, bytes: u64) -> Result<(), JoinError> {
+        let ino = self.entry(f).1;
+        self.fs.fallocate(ino, 0, bytes)?;
+        self.stats.fallocate_calls += 1;
+        Ok(())
+    }
+
+    fn append(&mut self, f: FileId, data: &[u8]) -> Result<(), JoinError> {
+        let (ino, len) = (self.entry(f).1, self.entry(f).2.len() as u64);
+        self.fs.write_at(ino, len, data.len() as u64)?;
+        self.data
+            .get_mut(&f)
+            .expect("checked")
+            .2
+            .extend_from_slice(data);
+        self.stats.bytes_written += data.len() as u64;
+        self.stats.write_calls += 1;
+        Ok(())
+    }
+
+    fn read_at(&mut self, f: FileId, offset: u64, buf: &mut [u8]) -> Result<usize, JoinError> {
+        let (ino, len) = (self.entry(f).1, self.entry(f).2.len() as u64);
+        if offset >= len {
+            return Ok(0);
+        }
+        let n = (len - offset).min(buf.len() as u64) as usize;
+        self.fs.read_at(ino, offset, n as u64)?;
+        buf[..n].copy_from_slice(&self.entry(f).2[offset as usize..offset as usize + n]);
+        self.stats.bytes_read += n as u64;
+        self.stats.read_calls += 1;
+        Ok(n)
+    }
+
+    fn len(&self, f: FileId) -> u64 {
+        self.entry(f).2.len() as u64
+    }
+
+    fn delete(&mut self, f: FileId) -> Result<(), JoinError> {
+        if self.inputs.contains(&f) {
+            return Err(JoinError::Config("an input is not a spill file".into()));
+        }
+        let (name, _, _) = self
+            .data
+            .remove(&f)
+            .expect("a file id handed out by this store");
+        self.fs.unlink(&name)?;
+        self.stats.deletes += 1;
+        Ok(())
+    }
+
+    fn elapsed_ns(&self) -> u64 {
+        self.fs.device().now_ns - self.start_ns
+    }
+
+    fn compute(&mut self, ns: u64) {
+        self.fs.device_mut().think(ns);
+    }
+
+    fn stats(&self) -> StoreStats {
+        self.stats.clone()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory backend
+
+/// Spill files in RAM, untimed apart from the wall clock: for tests and for measuring the
+/// join's own speed without I/O.
+pub struct MemStore {
+    files: HashMap<FileId, (bool, Vec<u8>)>,
+    next: FileId,
+    started: Instant,
+    stats: StoreStats,
+}
+
+impl Default for MemStore {
+    fn default() -> Self {
+        MemStore {
+            files: HashMap::new(),
+            next: 0,
+            started: Instant::now(),
+            stats: StoreStats::default(),
+        }
+    }
+}
+
+impl MemStore {
+    /// Adds an input file.
+    pub fn add_input(&mut self, bytes: Vec<u8>) -> FileId {
+        let id = self.next;
+        self.next += 1;
+        self.files.insert(id, (false, bytes));
+        id
+    }
+
+    /// Spill files that still exist.
+    pub fn live_spill_files(&self) -> usize {
+        self.files.values().filter(|(spill, _)| *spill).count()
+    }
+}
+
+impl Store for MemStore {
+    fn create(&mut self) -> Result<FileId, JoinError> {
+        let id = self.next;
+        self.next += 1;
+        self.files.insert(id, (true, Vec::new()));
+        self.stats.spill_files += 1;
+        Ok(id)
+    }
+    fn fallocate(&mut self, f: FileId, bytes: u64) -> Result<(), JoinError> {
+        let v = &mut self.files.get_mut(&f).expect("known file").1;
+        v.reserve(bytes as usize);
+        self.stats.fallocate_calls += 1;
+        Ok(())
+    }
+    fn append(&mut self, f: FileId, data: &[u8]) -> Result<(), JoinError> {
+        self.files
+            .get_mut(&f)
+            .expect("known file")
+            .1
+            .extend_from_slice(data);
+        self.stats.bytes_written += data.len() as u64;
+        self.stats.write_calls += 1;
+        Ok(())
+    }
+    fn read_at(&mut self, f: FileId, offset: u64, buf: &mut [u8]) -> Result<usize, JoinError> {
+        let v = &self.files.get(&f).expect("known file").1;
+        if offset >= v.len() as u64 {
+            return Ok(0);
+        }
+        let n = (v.len() - offset as usize).min(buf.len());
+        buf[..n].copy_from_slice(&v[offset as usize..offset as usize + n]);
+        self.stats.bytes_read += n as u64;
+        self.stats.read_calls += 1;
+        Ok(n)
+    }
+    fn len(&self, f: FileId) -> u64 {
+        self.files.get(&f).expect("known file").1.len() as u64
+    }
+    fn delete(&mut self, f: FileId) -> Result<(), JoinError> {
+        match self.files.remove(&f) {
+            Some((true, _)) => {
+                self.stats.deletes += 1;
+                Ok(())
+            }
+            _ => Err(JoinError::Config(format!(
+                "file {f} is not a live spill file"
+            ))),
+        }
+    }
+    fn elapsed_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+    fn compute(&mut self, _ns: u64) {}
+    fn stats(&self) -> StoreStats {
+        self.stats.clone()
+    }
+}

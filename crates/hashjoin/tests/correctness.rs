@@ -1,0 +1,353 @@
+//! The join's answer against an independent computation (a map from order key to total
+//! price), for every algorithm, memory size and backend; spill files are gone afterwards.
+
+use hashjoin::store::{FileId, MemStore, OsStore, SimStore, Store};
+use hashjoin::{
+    hash_join, Algorithm, Input, JoinError, JoinResult, JoinSpec, MemoryPool, Relation,
+};
+use std::collections::HashMap;
+use workloads::tpch::{rows, Layout, Record, Table};
+
+/// (rows, sum of l_extendedprice, sum of o_totalprice over joined rows), computed directly.
+fn expected(orders: &[Record], lines: &[Record]) -> (u64, i64, i64) {
+    // Per key: how many orders, and the sum of their prices.
+    let mut by_key: HashMap<u64, (i64, i64)> = HashMap::new();
+    for o in orders {
+        let e = by_key.entry(o.key).or_default();
+        e.0 += 1;
+        e.1 += o.price_cents;
+    }
+    let mut out = (0, 0, 0);
+    for l in lines {
+        if let Some(&(n, sum)) = by_key.get(&l.key) {
+            out.0 += n as u64;
+            out.1 += l.price_cents * n;
+            out.2 += sum;
+        }
+    }
+    out
+}
+
+fn encode(rs: &[Record], layout: Layout) -> Vec<u8> {
+    let rb = layout.record_bytes();
+    let mut v = vec![0u8; rs.len() * rb];
+    for (i, r) in rs.iter().enumerate() {
+        r.encode(layout, &mut v[i * rb..(i + 1) * rb]);
+    }
+    v
+}
+
+fn spec(algorithm: Algorithm) -> JoinSpec {
+    JoinSpec {
+        algorithm,
+        read_buffer_bytes: 64 << 10,
+        write_buffer_bytes: 16 << 10,
+        fallocate: false,
+        partitions: None,
+        cpu_ns_per_row: 0,
+    }
+}
+
+fn inputs(
+    o: FileId,
+    l: FileId,
+    orders: &[Record],
+    lines: &[Record],
+    layout: Layout,
+    offset: u64,
+) -> (Input, Input) {
+    (
+        Input {
+            file: o,
+            offset_bytes: offset,
+            rows: orders.len() as u64,
+            layout,
+            relation: Relation::Orders,
+        },
+        Input {
+            file: l,
+            offset_bytes: offset,
+            rows: lines.len() as u64,
+            layout,
+            relation: Relation::Lineitem,
+        },
+    )
+}
+
+fn check(r: &JoinResult, want: (u64, i64, i64)) {
+    assert_eq!(
+        (
+            r.rows,
+            r.sum_l_extendedprice_cents,
+            r.sum_o_totalprice_cents
+        ),
+        want
+    );
+}
+
+#[test]
+fn every_algorithm_and_memory_size_gives_the_right_answer() {
+    let orders: Vec<Record> = rows(Table::Orders, 0.01).collect();
+    let lines: Vec<Record> = rows(Table::Lineitem, 0.01).collect();
+    let want = expected(&orders, &lines);
+    assert_eq!(want.0, lines.len() as u64, "every lineitem has its order");
+    for layout in [Layout::Columns, Layout::Fixed128] {
+        for algorithm in [Algorithm::Grace, Algorithm::Hybrid] {
+            for memory in [256u64 << 10, 1 << 20, 4 << 20, 64 << 20] {
+                let mut store = MemStore::default();
+                let o = store.add_input(encode(&orders, layout));
+                let l = store.add_input(encode(&lines, layout));
+                let (a, b) = inputs(o, l, &orders, &lines, layout, 0);
+                let pool = MemoryPool::new(memory);
+                let r = hash_join(&mut store, &pool, &spec(algorithm), a, b).unwrap();
+                check(&r, want);
+                assert_eq!(
+                    store.live_spill_files(),
+                    0,
+                    "spill files are deleted once read"
+                );
+                assert!(pool.peak_bytes() <= memory);
+                assert_eq!(pool.used_bytes(), 0);
+                if memory == 64 << 20 && layout == Layout::Columns {
+                    assert_eq!(r.bytes_spilled, 0, "fits in memory: no spill");
+                }
+                let need =
+                    hashjoin::table::table_bytes(orders.len() as u64, layout.record_bytes() as u64);
+                assert_eq!(
+                    r.bytes_spilled > 0,
+                    need > memory - (64 << 10),
+                    "{layout} {memory}"
+                );
+                if r.bytes_spilled > 0 {
+                    // Grace optimum: both inputs written once and read once, no repartitioning.
+                    if r.repartitioned_pairs == 0 && algorithm == Algorithm::Grace {
+                        assert_eq!(r.bytes_spilled, r.input_bytes, "{layout} {memory}");
+                        assert_eq!(r.bytes_read_back, r.input_bytes);
+                    }
+                }
+                if algorithm == Algorithm::Hybrid && memory == 4 << 20 {
+                    assert!(
+                        r.resident_partitions > 0 && r.bytes_spilled < r.input_bytes,
+                        "{r:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn skew_falls_back_to_nested_loops_without_running_out_of_memory() {
+    // 8,000 orders and 8,000 lineitems on one key (64 million output rows), plus normal rows.
+    let mut orders: Vec<Record> = (0..8_000)
+        .map(|i| Record {
+            key: 7,
+            price_cents: i,
+        })
+        .collect();
+    orders.extend((100..5100).map(|k| Record {
+        key: k,
+        price_cents: 1,
+    }));
+    let mut lines: Vec<Record> = (0..8_000)
+        .map(|i| Record {
+            key: 7,
+            price_cents: i,
+        })
+        .collect();
+    lines.extend((100..5100).flat_map(|k| {
+        (0..4).map(move |_| Record {
+            key: k,
+            price_cents: 2,
+        })
+    }));
+    let want = expected(&orders, &lines);
+    let mut store = MemStore::default();
+    let o = store.add_input(encode(&orders, Layout::Columns));
+    let l = store.add_input(encode(&lines, Layout::Columns));
+    let (a, b) = inputs(o, l, &orders, &lines, Layout::Columns, 0);
+    let pool = MemoryPool::new(200 << 10);
+    let r = hash_join(&mut store, &pool, &spec(Algorithm::Grace), a, b).unwrap();
+    check(&r, want);
+    assert!(r.nested_loop_pairs >= 1, "{r:?}");
+    assert_eq!(store.live_spill_files(), 0);
+}
+
+#[test]
+fn memory_too_small_is_a_clear_error() {
+    let orders: Vec<Record> = rows(Table::Orders, 0.001).collect();
+    let lines: Vec<Record> = rows(Table::Lineitem, 0.001).collect();
+    let mut store = MemStore::default();
+    let o = store.add_input(encode(&orders, Layout::Columns));
+    let l = store.add_input(encode(&lines, Layout::Columns));
+    let (a, b) = inputs(o, l, &orders, &lines, Layout::Columns, 0);
+    let err = hash_join(
+        &mut store,
+        &MemoryPool::new(70 << 10),
+        &spec(Algorithm::Grace),
+        a,
+        b,
+    )
+    .unwrap_err();
+    assert!(matches!(err, JoinError::Memory { .. }), "{err}");
+    assert!(err.to_string().contains("write buffer"), "{err}");
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("flashlab-join-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn spill_files_in(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("flashlab-spill-")
+        })
+        .count()
+}
+
+#[test]
+fn os_backend_uses_real_files_and_removes_them() {
+    let dir = scratch("os");
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let ho = workloads::tpch::write_table(
+        &data.join("orders.tbl"),
+        Table::Orders,
+        0.01,
+        Layout::Fixed128,
+    )
+    .unwrap();
+    let hl = workloads::tpch::write_table(
+        &data.join("lineitem.tbl"),
+        Table::Lineitem,
+        0.01,
+        Layout::Fixed128,
+    )
+    .unwrap();
+    let orders: Vec<Record> = rows(Table::Orders, 0.01).collect();
+    let lines: Vec<Record> = rows(Table::Lineitem, 0.01).collect();
+    let want = expected(&orders, &lines);
+    for fallocate in [false, true] {
+        let mut store = OsStore::new(&dir, false, None).unwrap();
+        let o = store.open_input(&data.join("orders.tbl")).unwrap();
+        let l = store.open_input(&data.join("lineitem.tbl")).unwrap();
+        let a = Input {
+            file: o,
+            offset_bytes: 64,
+            rows: ho.rows,
+            layout: Layout::Fixed128,
+            relation: Relation::Orders,
+        };
+        let b = Input {
+            file: l,
+            offset_bytes: 64,
+            rows: hl.rows,
+            layout: Layout::Fixed128,
+            relation: Relation::Lineitem,
+        };
+        let mut s = spec(Algorithm::Grace);
+        s.fallocate = fallocate;
+        let r = hash_join(&mut store, &MemoryPool::new(2 << 20), &s, a, b).unwrap();
+        check(&r, want);
+        assert!(r.spill_files > 2);
+        assert_eq!(
+            spill_files_in(&dir),
+            0,
+            "each spill file is deleted once read"
+        );
+        assert_eq!(store.stats().fallocate_calls > 0, fallocate);
+    }
+    // A cap smaller than the spill volume: a clear error, and nothing left behind.
+    {
+        let mut store = OsStore::new(&dir, false, Some(1 << 20)).unwrap();
+        let o = store.open_input(&data.join("orders.tbl")).unwrap();
+        let l = store.open_input(&data.join("lineitem.tbl")).unwrap();
+        let a = Input {
+            file: o,
+            offset_bytes: 64,
+            rows: ho.rows,
+            layout: Layout::Fixed128,
+            relation: Relation::Orders,
+        };
+        let b = Input {
+            file: l,
+            offset_bytes: 64,
+            rows: hl.rows,
+            layout: Layout::Fixed128,
+            relation: Relation::Lineitem,
+        };
+        let err = hash_join(
+            &mut store,
+            &MemoryPool::new(2 << 20),
+            &spec(Algorithm::Grace),
+            a,
+            b,
+        )
+        .unwrap_err();
+        assert!(matches!(err, JoinError::DiskCap { .. }), "{err}");
+    }
+    assert_eq!(
+        spill_files_in(&dir),
+        0,
+        "dropping the store removes the spill files of a failed run"
+    );
+    // Files of a dead process are removed by the next run.
+    std::fs::write(dir.join("flashlab-spill-999999999-3.tmp"), b"x").unwrap();
+    let store = OsStore::new(&dir, false, None).unwrap();
+    assert_eq!(store.stale_removed, 1);
+    assert!(OsStore::new(&dir.join("missing"), false, None)
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("does not exist"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sim_backend_times_spill_io_on_a_drive() {
+    let orders: Vec<Record> = rows(Table::Orders, 0.01).collect();
+    let lines: Vec<Record> = rows(Table::Lineitem, 0.01).collect();
+    let want = expected(&orders, &lines);
+    let mut times = vec![];
+    for discard in [simfs::DiscardMode::None, simfs::DiscardMode::Online] {
+        let dev = flash::Preset::load("mx500")
+            .unwrap()
+            .with_capacity(4 << 30)
+            .build()
+            .unwrap();
+        let mut cfg = simfs::FsConfig::new(2 << 30);
+        cfg.discard = discard;
+        let mut store = SimStore::new(dev, cfg).unwrap();
+        let o = store
+            .add_input("orders", encode(&orders, Layout::Columns))
+            .unwrap();
+        let l = store
+            .add_input("lineitem", encode(&lines, Layout::Columns))
+            .unwrap();
+        store.start_clock();
+        let (a, b) = inputs(o, l, &orders, &lines, Layout::Columns, 0);
+        let r = hash_join(
+            &mut store,
+            &MemoryPool::new(256 << 10),
+            &spec(Algorithm::Grace),
+            a,
+            b,
+        )
+        .unwrap();
+        check(&r, want);
+        let total = store.finish().unwrap();
+        assert!(total > 0 && r.partition_ns > 0 && r.join_ns > 0);
+        let d = store.device_stats();
+        assert_eq!(d.trim_commands > 0, discard == simfs::DiscardMode::Online);
+        times.push(total);
+    }
+    assert_ne!(times[0], times[1]);
+}
