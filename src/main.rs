@@ -35,6 +35,8 @@ enum Command {
     Reproduce(ReproduceArgs),
     /// simfs on a simulated drive: delete a fragmented file with a discard mode, then read.
     Simfs(SimfsArgs),
+    /// Out-of-core hash join of TPC-H ORDERS and LINEITEM on real files or a simulated drive.
+    Join(JoinArgs),
     /// List the device presets.
     Presets,
     /// Measure the simulator's own speed and memory.
@@ -514,6 +516,186 @@ fn cmd_simfs(a: SimfsArgs) -> Result<()> {
     Ok(())
 }
 
+#[derive(clap::Args)]
+struct JoinArgs {
+    /// TPC-H scale factor (1 = 1.5 M orders, 6 M lineitems).
+    #[arg(long)]
+    sf: f64,
+    /// columns: the join's two columns (16-byte records); fixed128: paper 001's 128-byte records.
+    #[arg(long, default_value = "columns")]
+    layout: workloads::tpch::Layout,
+    /// Memory budget for everything the join holds (tables and buffers), shared by all users.
+    #[arg(long, value_parser = units::parse_size)]
+    memory: u64,
+    #[arg(long, default_value = "grace")]
+    algorithm: hashjoin::Algorithm,
+    /// Size of every read of an input or spill file.
+    #[arg(long, default_value = "1MiB", value_parser = units::parse_size)]
+    read_buffer: u64,
+    /// Output buffer per partition (size of every spill write).
+    #[arg(long, default_value = "64KiB", value_parser = units::parse_size)]
+    write_buffer: u64,
+    /// Force the number of partitions (default: planned from the memory budget).
+    #[arg(long)]
+    partitions: Option<u32>,
+    /// Concurrent joins sharing the memory budget (os backend).
+    #[arg(long, default_value_t = 1)]
+    users: u32,
+    /// os: real files in --dir; sim: simfs on a simulated drive (--preset).
+    #[arg(long, default_value = "os", value_parser = ["os", "sim"])]
+    backend: String,
+    /// os: the spill directory (must exist).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// os: where the input tables are generated and kept (default: --dir).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// os: open spill and input files with O_DIRECT.
+    #[arg(long)]
+    direct_io: bool,
+    /// os: most bytes the run's spill files may hold.
+    #[arg(long, value_parser = units::parse_size)]
+    spill_cap: Option<u64>,
+    /// sim: the drive.
+    #[arg(long)]
+    preset: Option<String>,
+    /// sim: logical capacity of the drive.
+    #[arg(long, value_parser = units::parse_size)]
+    capacity: Option<u64>,
+    /// sim: simfs allocation policy.
+    #[arg(long, default_value = "ext4-like")]
+    alloc: simfs::AllocPolicy,
+    /// sim: discard mode of spill-file deletes (none, online, vtrim, ftrim, deferred).
+    #[arg(long, default_value = "none")]
+    discard: simfs::DiscardMode,
+    /// sim: keep the input tables on the simulated drive (reads are timed).
+    #[arg(long)]
+    inputs_on_device: bool,
+    /// sim: computation charged per row processed.
+    #[arg(long, default_value = "100ns", value_parser = units::parse_duration_ns)]
+    cpu_per_row: u64,
+    /// Preallocate spill files at their expected size.
+    #[arg(long, default_value = "off", value_parser = ["on", "off"])]
+    fallocate: String,
+    /// Repetitions (on sim, the drive's state carries over).
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    #[arg(long)]
+    json: bool,
+}
+
+fn cmd_join(a: JoinArgs) -> Result<()> {
+    let started = Instant::now();
+    let backend = match a.backend.as_str() {
+        "os" => {
+            let dir = a
+                .dir
+                .clone()
+                .context("--backend os needs --dir DIR (the spill directory)")?;
+            lab::joinrun::Backend::Os {
+                data_dir: a.data_dir.clone().unwrap_or_else(|| dir.clone()),
+                dir,
+                direct_io: a.direct_io,
+                cap_bytes: a.spill_cap,
+            }
+        }
+        _ => {
+            let name = a
+                .preset
+                .clone()
+                .context("--backend sim needs --preset NAME")?;
+            let mut p = Preset::load(&name)?;
+            if let Some(c) = a.capacity {
+                p = p.with_capacity(c);
+            }
+            lab::joinrun::Backend::Sim {
+                preset: p,
+                fs_bytes: None,
+                alloc: a.alloc,
+                discard: a.discard,
+                inputs_on_device: a.inputs_on_device,
+            }
+        }
+    };
+    let spec = lab::joinrun::JoinRunSpec {
+        sf: a.sf,
+        layout: a.layout,
+        memory_bytes: a.memory,
+        join: hashjoin::JoinSpec {
+            algorithm: a.algorithm,
+            read_buffer_bytes: a.read_buffer,
+            write_buffer_bytes: a.write_buffer,
+            fallocate: a.fallocate == "on",
+            partitions: a.partitions,
+            cpu_ns_per_row: if a.backend == "sim" { a.cpu_per_row } else { 0 },
+        },
+        users: a.users,
+        repeat: a.repeat,
+        backend,
+    };
+    let pb = progress_bar(a.repeat as u64, "join");
+    let r = lab::joinrun::run(&spec, &mut |n| pb.set_position(n as u64));
+    pb.finish_and_clear();
+    let r = r.map_err(anyhow::Error::msg)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    if a.json {
+        let mut v = serde_json::to_value(&r)?;
+        v["wall_s"] = serde_json::json!(wall_s);
+        println!("{}", serde_json::to_string(&v)?);
+        return Ok(());
+    }
+    let time_kind = if a.backend == "sim" {
+        "simulated"
+    } else {
+        "wall"
+    };
+    println!(
+        "flashlab join: SF {} ({}), {} join, memory {} bytes, {} user(s), backend {}",
+        r.sf, r.layout, r.algorithm, r.memory_bytes, r.users, r.backend
+    );
+    println!("  result rows              {}", r.rows);
+    println!(
+        "  sum_l_extendedprice      {} cents",
+        r.sum_l_extendedprice_cents
+    );
+    println!(
+        "  sum_o_totalprice         {} cents",
+        r.sum_o_totalprice_cents
+    );
+    println!(
+        "  partitions               {} ({} in memory), {} repartitioned pairs, {} nested-loop pairs",
+        r.partitions, r.resident_partitions, r.repartitioned_pairs, r.nested_loop_pairs
+    );
+    println!(
+        "  spilled / read back      {} / {} bytes ({:.2}x the {} input bytes), {} spill files",
+        r.bytes_spilled, r.bytes_read_back, r.spill_ratio, r.input_bytes, r.spill_files
+    );
+    println!("  peak memory              {} bytes", r.peak_memory_bytes);
+    if r.stale_spill_files_removed > 0 {
+        println!(
+            "  stale spill files        {} removed (left by a killed run)",
+            r.stale_spill_files_removed
+        );
+    }
+    for (i, rep) in r.repetitions.iter().enumerate() {
+        println!(
+            "  repetition {:>3}          {:.3} s {time_kind} (partition {:.3} s, join {:.3} s){}{}",
+            i + 1,
+            rep.total_ns as f64 / 1e9,
+            rep.partition_ns as f64 / 1e9,
+            rep.join_ns as f64 / 1e9,
+            if a.backend == "sim" {
+                format!(", {} TRIM commands", rep.trim_commands)
+            } else {
+                String::new()
+            },
+            rep.waf.map_or(String::new(), |w| format!(", WAF {w:.2}"))
+        );
+    }
+    println!("  wall time                {wall_s:.2} s");
+    Ok(())
+}
+
 fn cmd_presets() -> Result<()> {
     for (name, _) in flash::preset::BUILTIN {
         let p = Preset::load(name)?;
@@ -546,6 +728,7 @@ fn main() {
         Command::Replay(a) => cmd_replay(a),
         Command::Reproduce(a) => cmd_reproduce(a),
         Command::Simfs(a) => cmd_simfs(a),
+        Command::Join(a) => cmd_join(a),
         Command::Presets => cmd_presets(),
         Command::Bench(a) => bench::run(a),
     };

@@ -156,6 +156,8 @@ pub struct OsStore {
     stats: StoreStats,
     /// Spill files of earlier, killed runs removed at start.
     pub stale_removed: u64,
+    /// Distinguishes the spill files of several stores of one process.
+    instance: u64,
 }
 
 impl OsStore {
@@ -188,6 +190,11 @@ impl OsStore {
             started: Instant::now(),
             stats: StoreStats::default(),
             stale_removed,
+            instance: {
+                static INSTANCES: std::sync::atomic::AtomicU64 =
+                    std::sync::atomic::AtomicU64::new(0);
+                INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
         })
     }
 
@@ -262,9 +269,11 @@ impl Store for OsStore {
     fn create(&mut self) -> Result<FileId, JoinError> {
         let id = self.next;
         self.next += 1;
-        let path = self
-            .dir
-            .join(format!("{SPILL_PREFIX}{}-{id}.tmp", std::process::id()));
+        let path = self.dir.join(format!(
+            "{SPILL_PREFIX}{}-{}-{id}.tmp",
+            std::process::id(),
+            self.instance
+        ));
         let mut o = OpenOptions::new();
         o.read(true).write(true).create_new(true);
         if self.direct {
@@ -441,7 +450,7 @@ impl Drop for OsStore {
 /// (the device model keeps no data); every call is timed on the drive.
 pub struct SimStore {
     pub fs: SimFs<Timed<AnyDevice>>,
-    data: HashMap<FileId, (String, simfs::fs::Ino, Vec<u8>)>,
+    data: HashMap<FileId, (String, Option<simfs::fs::Ino>, Vec<u8>)>,
     inputs: HashSet<FileId>,
     next: FileId,
     start_ns: u64,
@@ -470,9 +479,19 @@ impl SimStore {
         self.fs.sync()?;
         let id = self.next;
         self.next += 1;
-        self.data.insert(id, (name.to_string(), ino, bytes));
+        self.data.insert(id, (name.to_string(), Some(ino), bytes));
         self.inputs.insert(id);
         Ok(id)
+    }
+
+    /// Adds an input that lives off the simulated drive (reading it costs no drive time),
+    /// as a database on another device would.
+    pub fn add_offdevice_input(&mut self, name: &str, bytes: Vec<u8>) -> FileId {
+        let id = self.next;
+        self.next += 1;
+        self.data.insert(id, (name.to_string(), None, bytes));
+        self.inputs.insert(id);
+        id
     }
 
     /// Starts measuring from now, once the drive is idle.
@@ -496,7 +515,7 @@ impl SimStore {
         Ok(idle - self.start_ns)
     }
 
-    fn entry(&self, f: FileId) -> &(String, simfs::fs::Ino, Vec<u8>) {
+    fn entry(&self, f: FileId) -> &(String, Option<simfs::fs::Ino>, Vec<u8>) {
         self.data
             .get(&f)
             .expect("a file id handed out by this store")
@@ -509,13 +528,16 @@ impl Store for SimStore {
         self.next += 1;
         let name = format!("{SPILL_PREFIX}{id}");
         let ino = self.fs.create(&name)?;
-        self.data.insert(id, (name, ino, Vec::new()));
+        self.data.insert(id, (name, Some(ino), Vec::new()));
         self.stats.spill_files += 1;
         Ok(id)
     }
 
     fn fallocate(&mut self, f: FileId, bytes: u64) -> Result<(), JoinError> {
-        let ino = self.entry(f).1;
+        let ino = self
+            .entry(f)
+            .1
+            .ok_or_else(|| JoinError::Config("cannot fallocate an input".into()))?;
         self.fs.fallocate(ino, 0, bytes)?;
         self.stats.fallocate_calls += 1;
         Ok(())
@@ -523,6 +545,7 @@ impl Store for SimStore {
 
     fn append(&mut self, f: FileId, data: &[u8]) -> Result<(), JoinError> {
         let (ino, len) = (self.entry(f).1, self.entry(f).2.len() as u64);
+        let ino = ino.ok_or_else(|| JoinError::Config("cannot append to an input".into()))?;
         self.fs.write_at(ino, len, data.len() as u64)?;
         self.data
             .get_mut(&f)
@@ -540,7 +563,9 @@ impl Store for SimStore {
             return Ok(0);
         }
         let n = (len - offset).min(buf.len() as u64) as usize;
-        self.fs.read_at(ino, offset, n as u64)?;
+        if let Some(ino) = ino {
+            self.fs.read_at(ino, offset, n as u64)?;
+        }
         buf[..n].copy_from_slice(&self.entry(f).2[offset as usize..offset as usize + n]);
         self.stats.bytes_read += n as u64;
         self.stats.read_calls += 1;

@@ -1,0 +1,311 @@
+//! `flashlab join`: the hash join of ORDERS and LINEITEM on a chosen backend, repeated,
+//! with per-repetition and per-phase times. The experiments of papers 000 and 001 call it.
+
+use flash::{Device, Preset};
+use hashjoin::store::{FileId, OsStore, SimStore, Store};
+use hashjoin::{hash_join, Input, JoinError, JoinResult, JoinSpec, MemoryPool, Relation};
+use serde::Serialize;
+use simfs::{AllocPolicy, DiscardMode, FsConfig};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use workloads::tpch::{self, Layout, Table};
+
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// Real files: spill files in `dir`, input tables generated (once) in `data_dir`.
+    Os {
+        dir: PathBuf,
+        data_dir: PathBuf,
+        direct_io: bool,
+        cap_bytes: Option<u64>,
+    },
+    /// simfs on a simulated drive; inputs on the drive (timed) or off it.
+    Sim {
+        preset: Preset,
+        fs_bytes: Option<u64>,
+        alloc: AllocPolicy,
+        discard: DiscardMode,
+        inputs_on_device: bool,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct JoinRunSpec {
+    pub sf: f64,
+    pub layout: Layout,
+    pub memory_bytes: u64,
+    pub join: JoinSpec,
+    pub users: u32,
+    pub repeat: u32,
+    pub backend: Backend,
+}
+
+/// One repetition.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Repetition {
+    pub total_ns: u64,
+    pub partition_ns: u64,
+    pub join_ns: u64,
+    pub trim_commands: u64,
+    pub trim_ranges: u64,
+    /// Simulated drive only: flash/host pages written during this repetition.
+    pub waf: Option<f64>,
+    pub host_write_pages: u64,
+    pub flash_write_pages: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct JoinRunResult {
+    pub sf: f64,
+    pub layout: String,
+    pub algorithm: String,
+    pub backend: String,
+    pub memory_bytes: u64,
+    pub users: u32,
+    pub rows: u64,
+    pub sum_l_extendedprice_cents: i64,
+    pub sum_o_totalprice_cents: i64,
+    pub input_bytes: u64,
+    pub bytes_spilled: u64,
+    pub bytes_read_back: u64,
+    /// Bytes spilled / input bytes (1.0 = grace optimum, 0 = no spill).
+    pub spill_ratio: f64,
+    pub spill_files: u64,
+    pub partitions: u32,
+    pub resident_partitions: u32,
+    pub repartitioned_pairs: u32,
+    pub nested_loop_pairs: u32,
+    pub peak_memory_bytes: u64,
+    pub stale_spill_files_removed: u64,
+    pub repetitions: Vec<Repetition>,
+}
+
+/// Encoded table bytes, generated once per (table, sf, layout) in this process.
+pub fn table_data(table: Table, sf: f64, layout: Layout) -> Arc<Vec<u8>> {
+    type Cache = Mutex<HashMap<(Table, u64, Layout), Arc<Vec<u8>>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let key = (table, sf.to_bits(), layout);
+    if let Some(v) = cache.lock().expect("not poisoned").get(&key) {
+        return v.clone();
+    }
+    let rb = layout.record_bytes();
+    let mut v = Vec::new();
+    let mut buf = vec![0u8; rb];
+    for r in tpch::rows(table, sf) {
+        r.encode(layout, &mut buf);
+        v.extend_from_slice(&buf);
+    }
+    let v = Arc::new(v);
+    cache.lock().expect("not poisoned").insert(key, v.clone());
+    v
+}
+
+/// Generates the table file in `dir` unless a valid one is there; returns path and header.
+pub fn ensure_table_file(
+    dir: &Path,
+    table: Table,
+    sf: f64,
+    layout: Layout,
+) -> Result<(PathBuf, tpch::Header), String> {
+    let path = dir.join(format!("tpch-sf{sf}-{layout}-{}.tbl", table.name()));
+    if let Ok(h) = tpch::read_header(&path) {
+        if h.table == table && h.layout == layout && h.sf == sf {
+            return Ok((path, h));
+        }
+    }
+    let h = tpch::write_table(&path, table, sf, layout).map_err(|e| e.to_string())?;
+    Ok((path, h))
+}
+
+fn merge(total: &mut JoinRunResult, r: &JoinResult) {
+    total.rows += r.rows;
+    total.sum_l_extendedprice_cents += r.sum_l_extendedprice_cents;
+    total.sum_o_totalprice_cents += r.sum_o_totalprice_cents;
+    total.input_bytes += r.input_bytes;
+    total.bytes_spilled += r.bytes_spilled;
+    total.bytes_read_back += r.bytes_read_back;
+    total.spill_files += r.spill_files;
+    total.partitions = total.partitions.max(r.partitions);
+    total.resident_partitions = total.resident_partitions.max(r.resident_partitions);
+    total.repartitioned_pairs += r.repartitioned_pairs;
+    total.nested_loop_pairs += r.nested_loop_pairs;
+}
+
+fn validate(spec: &JoinRunSpec) -> Result<(), String> {
+    if !(spec.sf > 0.0 && spec.sf.is_finite()) {
+        return Err(format!("--sf {} must be positive", spec.sf));
+    }
+    // Order keys reach about 6,000,000 × SF; fixed128 records hold 4-byte keys.
+    if spec.sf * 6_000_000.0 > u32::MAX as f64 && spec.layout == Layout::Fixed128 {
+        return Err("fixed128 records hold 4-byte keys: the scale factor is too large".into());
+    }
+    if spec.users == 0 || spec.repeat == 0 {
+        return Err("--users and --repeat must be at least 1".into());
+    }
+    Ok(())
+}
+
+/// Runs the join `spec.repeat` times with `spec.users` concurrent users per repetition.
+pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunResult, String> {
+    validate(spec)?;
+    let e = |e: JoinError| e.to_string();
+    let mut out = JoinRunResult {
+        sf: spec.sf,
+        layout: spec.layout.to_string(),
+        algorithm: format!("{:?}", spec.join.algorithm).to_lowercase(),
+        memory_bytes: spec.memory_bytes,
+        users: spec.users,
+        ..Default::default()
+    };
+    let pool = MemoryPool::new(spec.memory_bytes);
+    match &spec.backend {
+        Backend::Os {
+            dir,
+            data_dir,
+            direct_io,
+            cap_bytes,
+        } => {
+            out.backend = format!("os:{}", dir.display());
+            let (op, oh) = ensure_table_file(data_dir, Table::Orders, spec.sf, spec.layout)?;
+            let (lp, lh) = ensure_table_file(data_dir, Table::Lineitem, spec.sf, spec.layout)?;
+            for rep in 0..spec.repeat {
+                let started = std::time::Instant::now();
+                let results: Vec<Result<(JoinResult, u64), String>> = std::thread::scope(|s| {
+                    let handles: Vec<_> = (0..spec.users)
+                        .map(|_| {
+                            let pool = pool.clone();
+                            let (op, lp) = (op.clone(), lp.clone());
+                            s.spawn(move || -> Result<(JoinResult, u64), String> {
+                                let mut store =
+                                    OsStore::new(dir, *direct_io, *cap_bytes).map_err(e)?;
+                                let o = store.open_input(&op).map_err(e)?;
+                                let l = store.open_input(&lp).map_err(e)?;
+                                let a = Input {
+                                    file: o,
+                                    offset_bytes: tpch::HEADER_BYTES as u64,
+                                    rows: oh.rows,
+                                    layout: spec.layout,
+                                    relation: Relation::Orders,
+                                };
+                                let b = Input {
+                                    file: l,
+                                    offset_bytes: tpch::HEADER_BYTES as u64,
+                                    rows: lh.rows,
+                                    layout: spec.layout,
+                                    relation: Relation::Lineitem,
+                                };
+                                let r =
+                                    hash_join(&mut store, &pool, &spec.join, a, b).map_err(e)?;
+                                Ok((r, store.stale_removed))
+                            })
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| {
+                            h.join()
+                                .unwrap_or_else(|_| Err("a join thread panicked".into()))
+                        })
+                        .collect()
+                });
+                let mut r0 = Repetition {
+                    total_ns: started.elapsed().as_nanos() as u64,
+                    ..Default::default()
+                };
+                for r in results {
+                    let (r, stale) = r?;
+                    out.stale_spill_files_removed += stale;
+                    r0.partition_ns = r0.partition_ns.max(r.partition_ns);
+                    r0.join_ns = r0.join_ns.max(r.join_ns);
+                    if rep == 0 {
+                        merge(&mut out, &r);
+                    }
+                }
+                out.repetitions.push(r0);
+                progress(rep + 1);
+            }
+        }
+        Backend::Sim {
+            preset,
+            fs_bytes,
+            alloc,
+            discard,
+            inputs_on_device,
+        } => {
+            if spec.users > 1 {
+                return Err("--users above 1 runs on --backend os; concurrent users on a simulated drive are not supported yet".into());
+            }
+            out.backend = format!("sim:{}", preset.name);
+            let dev = preset.build().map_err(|e| e.to_string())?;
+            let logical = dev.logical_bytes();
+            let mut cfg =
+                FsConfig::new(fs_bytes.unwrap_or((logical - 4096) / 4096 * 4096 * 9 / 10));
+            cfg.alloc = *alloc;
+            cfg.discard = *discard;
+            let mut store = SimStore::new(dev, cfg).map_err(e)?;
+            let od = table_data(Table::Orders, spec.sf, spec.layout);
+            let ld = table_data(Table::Lineitem, spec.sf, spec.layout);
+            let rb = spec.layout.record_bytes() as u64;
+            let (o, l): (FileId, FileId) = if *inputs_on_device {
+                (
+                    store.add_input("orders", od.to_vec()).map_err(e)?,
+                    store.add_input("lineitem", ld.to_vec()).map_err(e)?,
+                )
+            } else {
+                (
+                    store.add_offdevice_input("orders", od.to_vec()),
+                    store.add_offdevice_input("lineitem", ld.to_vec()),
+                )
+            };
+            store.start_clock();
+            let a = Input {
+                file: o,
+                offset_bytes: 0,
+                rows: od.len() as u64 / rb,
+                layout: spec.layout,
+                relation: Relation::Orders,
+            };
+            let b = Input {
+                file: l,
+                offset_bytes: 0,
+                rows: ld.len() as u64 / rb,
+                layout: spec.layout,
+                relation: Relation::Lineitem,
+            };
+            for rep in 0..spec.repeat {
+                let before = store.device_stats();
+                let t0 = store.elapsed_ns();
+                let r = hash_join(&mut store, &pool, &spec.join, a, b).map_err(e)?;
+                let total_ns = store.elapsed_ns() - t0;
+                // Deferred discards and background work run after the query.
+                store.fs.fstrim().map_err(|x| x.to_string())?;
+                let after = store.device_stats();
+                let host = after.host_write_pages - before.host_write_pages;
+                let flash_pages = after.flash_write_pages - before.flash_write_pages;
+                out.repetitions.push(Repetition {
+                    total_ns,
+                    partition_ns: r.partition_ns,
+                    join_ns: r.join_ns,
+                    trim_commands: after.trim_commands - before.trim_commands,
+                    trim_ranges: after.trim_ranges - before.trim_ranges,
+                    waf: (host > 0).then(|| flash_pages as f64 / host as f64),
+                    host_write_pages: host,
+                    flash_write_pages: flash_pages,
+                });
+                if rep == 0 {
+                    merge(&mut out, &r);
+                }
+                progress(rep + 1);
+            }
+        }
+    }
+    out.peak_memory_bytes = pool.peak_bytes();
+    out.spill_ratio = if out.input_bytes > 0 {
+        out.bytes_spilled as f64 / out.input_bytes as f64
+    } else {
+        0.0
+    };
+    Ok(out)
+}
