@@ -609,7 +609,7 @@ fn cmd_join(a: JoinArgs) -> Result<()> {
                 p = p.with_capacity(c);
             }
             lab::joinrun::Backend::Sim {
-                preset: p,
+                preset: Box::new(p),
                 fs_bytes: None,
                 alloc: a.alloc,
                 discard: a.discard,

@@ -22,7 +22,7 @@ pub enum Backend {
     },
     /// simfs on a simulated drive; inputs on the drive (timed) or off it.
     Sim {
-        preset: Preset,
+        preset: Box<Preset>,
         fs_bytes: Option<u64>,
         alloc: AllocPolicy,
         discard: DiscardMode,
