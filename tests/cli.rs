@@ -369,3 +369,240 @@ fn simfs_command_deletes_with_each_discard_mode_and_writes_a_replayable_trace() 
     assert_eq!(vec["trim_commands"], 1);
     assert_eq!(plain["trim_ranges"], vec["trim_ranges"]);
 }
+
+/// Rows, sum of l_extendedprice and of o_totalprice over the join, computed directly from
+/// the generator with a map from order key to total price.
+fn independent_join(sf: f64) -> (u64, i64, i64) {
+    use workloads::tpch::{rows, Table};
+    let price: std::collections::HashMap<u64, i64> = rows(Table::Orders, sf)
+        .map(|o| (o.key, o.price_cents))
+        .collect();
+    let mut out = (0u64, 0i64, 0i64);
+    for l in rows(Table::Lineitem, sf) {
+        if let Some(p) = price.get(&l.key) {
+            out.0 += 1;
+            out.1 += l.price_cents;
+            out.2 += p;
+        }
+    }
+    out
+}
+
+#[test]
+fn join_matches_an_independent_computation_at_sf_0_1_and_1() {
+    let dir = Scratch::new("join");
+    let d = dir.0.to_str().unwrap();
+    for (sf, memory, layout) in [("0.1", "4MiB", "fixed128"), ("1", "16MiB", "columns")] {
+        let want = independent_join(sf.parse().unwrap());
+        for algorithm in ["grace", "hybrid"] {
+            let v = stdout_json(&flashlab(&[
+                "join",
+                "--sf",
+                sf,
+                "--memory",
+                memory,
+                "--layout",
+                layout,
+                "--algorithm",
+                algorithm,
+                "--dir",
+                d,
+                "--json",
+            ]));
+            let got = (
+                v["rows"].as_u64().unwrap(),
+                v["sum_l_extendedprice_cents"].as_i64().unwrap(),
+                v["sum_o_totalprice_cents"].as_i64().unwrap(),
+            );
+            assert_eq!(got, want, "SF {sf} {algorithm}");
+            assert!(
+                v["bytes_spilled"].as_u64().unwrap() > 0,
+                "SF {sf} {algorithm}: the budget forces spilling"
+            );
+            if algorithm == "grace" {
+                assert_eq!(
+                    v["spill_ratio"].as_f64().unwrap(),
+                    1.0,
+                    "grace optimum: each input spilled once"
+                );
+            }
+        }
+    }
+    let left: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("flashlab-spill-")
+        })
+        .collect();
+    assert!(left.is_empty(), "no spill files are left behind");
+}
+
+#[test]
+fn join_on_a_simulated_drive_reports_trims_and_waf_per_repetition() {
+    let v = stdout_json(&flashlab(&[
+        "join",
+        "--sf",
+        "0.05",
+        "--memory",
+        "1MiB",
+        "--read-buffer",
+        "64KiB",
+        "--backend",
+        "sim",
+        "--preset",
+        "mx500",
+        "--capacity",
+        "4GiB",
+        "--discard",
+        "online",
+        "--fallocate",
+        "on",
+        "--repeat",
+        "2",
+        "--json",
+    ]));
+    let reps = v["repetitions"].as_array().unwrap();
+    assert_eq!(reps.len(), 2);
+    for r in reps {
+        assert!(r["trim_commands"].as_u64().unwrap() > 0);
+        assert!(r["total_ns"].as_u64().unwrap() > 0);
+        assert!(r["waf"].as_f64().unwrap() >= 1.0);
+    }
+    assert_eq!(v["rows"].as_u64().unwrap(), independent_join(0.05).0);
+}
+
+#[test]
+fn join_errors_are_clear_and_leave_nothing_behind() {
+    let dir = Scratch::new("join-errors");
+    let d = dir.0.to_str().unwrap();
+    let missing = dir.0.join("nope");
+    let o = flashlab(&[
+        "join",
+        "--sf",
+        "0.01",
+        "--memory",
+        "1MiB",
+        "--dir",
+        missing.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("does not exist"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = flashlab(&[
+        "join",
+        "--sf",
+        "0.1",
+        "--memory",
+        "4MiB",
+        "--dir",
+        d,
+        "--spill-cap",
+        "1MiB",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("spill cap"), "{err}");
+    let o = flashlab(&["join", "--sf", "0.1", "--memory", "100KiB", "--dir", d]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("memory budget"));
+    let left = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("flashlab-spill-")
+        })
+        .count();
+    assert_eq!(left, 0);
+}
+
+fn spill_files(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("flashlab-spill-")
+        })
+        .count()
+}
+
+/// Starts a long join and waits until it has spill files on disk.
+fn start_spilling_join(dir: &std::path::Path) -> std::process::Child {
+    let d = dir.to_str().unwrap();
+    // Generate the inputs first so the spilling starts at once.
+    let o = flashlab(&["join", "--sf", "0.5", "--memory", "64MiB", "--dir", d]);
+    assert!(o.status.success());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args([
+            "join",
+            "--sf",
+            "0.5",
+            "--memory",
+            "1MiB",
+            "--read-buffer",
+            "64KiB",
+            "--write-buffer",
+            "4KiB",
+            "--dir",
+            d,
+            "--repeat",
+            "1000",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..600 {
+        if spill_files(dir) > 0 {
+            break;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the join exited early with {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(spill_files(dir) > 0, "the join should be spilling by now");
+    child
+}
+
+#[test]
+fn ctrl_c_removes_spill_files_and_a_killed_runs_files_go_at_the_next_start() {
+    let dir = Scratch::new("sigint");
+    let mut child = start_spilling_join(&dir.0);
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(
+        spill_files(&dir.0),
+        0,
+        "Ctrl-C removed the run's spill files"
+    );
+
+    let mut child = start_spilling_join(&dir.0);
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+    assert!(
+        spill_files(&dir.0) > 0,
+        "a killed process leaves its spill files"
+    );
+    let v = stdout_json(&flashlab(&[
+        "join",
+        "--sf",
+        "0.01",
+        "--memory",
+        "64MiB",
+        "--dir",
+        dir.0.to_str().unwrap(),
+        "--json",
+    ]));
+    assert!(v["stale_spill_files_removed"].as_u64().unwrap() > 0);
+    assert_eq!(spill_files(&dir.0), 0, "the next run removed them");
+}

@@ -168,6 +168,14 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
             cap_bytes,
         } => {
             out.backend = format!("os:{}", dir.display());
+            for (what, d) in [("spill directory", dir), ("data directory", data_dir)] {
+                if !d.is_dir() {
+                    return Err(format!(
+                        "{what} {}: does not exist or is not a directory (create it first)",
+                        d.display()
+                    ));
+                }
+            }
             let (op, oh) = ensure_table_file(data_dir, Table::Orders, spec.sf, spec.layout)?;
             let (lp, lh) = ensure_table_file(data_dir, Table::Lineitem, spec.sf, spec.layout)?;
             for rep in 0..spec.repeat {
