@@ -606,3 +606,45 @@ fn ctrl_c_removes_spill_files_and_a_killed_runs_files_go_at_the_next_start() {
     assert!(v["stale_spill_files_removed"].as_u64().unwrap() > 0);
     assert_eq!(spill_files(&dir.0), 0, "the next run removed them");
 }
+
+#[test]
+fn concurrent_users_on_a_simulated_drive_are_deterministic() {
+    let args = [
+        "join",
+        "--sf",
+        "0.02",
+        "--layout",
+        "fixed128",
+        "--memory",
+        "2MiB",
+        "--read-buffer",
+        "256KiB",
+        "--write-buffer",
+        "8KiB",
+        "--backend",
+        "sim",
+        "--preset",
+        "x25e",
+        "--capacity",
+        "4GiB",
+        "--inputs-on-device",
+        "--users",
+        "3",
+        "--json",
+    ];
+    let a = stdout_json(&flashlab(&args));
+    let b = stdout_json(&flashlab(&args));
+    assert_eq!(
+        a["repetitions"], b["repetitions"],
+        "same inputs, same virtual times, whatever the thread scheduling"
+    );
+    assert_eq!(a["rows"].as_u64().unwrap(), 3 * independent_join(0.02).0);
+    let mut one = args.to_vec();
+    one[one.len() - 2] = "1";
+    let single = stdout_json(&flashlab(&one));
+    assert!(
+        a["repetitions"][0]["total_ns"].as_u64().unwrap()
+            > single["repetitions"][0]["total_ns"].as_u64().unwrap(),
+        "three users sharing a drive take longer than one"
+    );
+}

@@ -697,3 +697,176 @@ impl Store for MemStore {
         self.stats.clone()
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Several users on one simulated drive
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UserState {
+    /// Computing: its next I/O time is not known yet.
+    Running,
+    /// Blocked at an I/O it wants to issue at its clock.
+    Waiting,
+    Done,
+}
+
+struct Coordinator {
+    store: SimStore,
+    clock_ns: Vec<u64>,
+    state: Vec<UserState>,
+}
+
+/// One simulated drive (and its simfs) shared by several joins running in threads, in
+/// deterministic virtual time: a user issues its next I/O only when every other user is
+/// either finished or blocked at an I/O of its own, and the earliest (time, user) goes
+/// first. The drive thus sees submissions in time order, and a run depends only on its
+/// inputs, never on thread scheduling. (One file-system call's I/Os are issued back to back:
+/// another user's call that would fall between them waits for the last of them.)
+pub struct SharedSim {
+    inner: Mutex<Coordinator>,
+    turn: std::sync::Condvar,
+}
+
+impl SharedSim {
+    /// Shares `store` (whose clock has started) among `users`.
+    pub fn new(store: SimStore, users: usize) -> std::sync::Arc<SharedSim> {
+        let now = store.fs.device().now_ns;
+        std::sync::Arc::new(SharedSim {
+            inner: Mutex::new(Coordinator {
+                store,
+                clock_ns: vec![now; users],
+                state: vec![UserState::Running; users],
+            }),
+            turn: std::sync::Condvar::new(),
+        })
+    }
+
+    /// The handle of user `user`.
+    pub fn user(self: &std::sync::Arc<Self>, user: usize) -> UserStore {
+        let g = self.inner.lock().expect("not poisoned");
+        UserStore {
+            shared: self.clone(),
+            user,
+            clock_ns: g.clock_ns[user],
+            start_ns: g.clock_ns[user],
+            stats: StoreStats::default(),
+        }
+    }
+
+    /// Starts a round: every user's clock moves to the latest of them (and past deferred
+    /// drive work), all users count as running. Returns the round's start time.
+    pub fn start_round(&self) -> u64 {
+        let mut g = self.inner.lock().expect("not poisoned");
+        let dev_now = g.store.fs.device().now_ns;
+        let t = g.clock_ns.iter().copied().max().unwrap_or(0).max(dev_now);
+        for c in g.clock_ns.iter_mut() {
+            *c = t;
+        }
+        for s in g.state.iter_mut() {
+            *s = UserState::Running;
+        }
+        t
+    }
+
+    /// Runs `f` on the shared store (between rounds), with the drive's clock at the
+    /// latest user's.
+    pub fn with_store<R>(&self, f: impl FnOnce(&mut SimStore) -> R) -> R {
+        let mut g = self.inner.lock().expect("not poisoned");
+        let latest = g.clock_ns.iter().copied().max().unwrap_or(0);
+        let dev = g.store.fs.device_mut();
+        dev.now_ns = dev.now_ns.max(latest);
+        f(&mut g.store)
+    }
+}
+
+/// One user's view of a [`SharedSim`].
+pub struct UserStore {
+    shared: std::sync::Arc<SharedSim>,
+    user: usize,
+    clock_ns: u64,
+    start_ns: u64,
+    stats: StoreStats,
+}
+
+impl UserStore {
+    fn with_turn<R>(&mut self, f: impl FnOnce(&mut SimStore) -> R) -> R {
+        let u = self.user;
+        let mut g = self.shared.inner.lock().expect("not poisoned");
+        g.clock_ns[u] = self.clock_ns;
+        g.state[u] = UserState::Waiting;
+        self.shared.turn.notify_all();
+        loop {
+            let mine = (g.clock_ns[u], u);
+            let go = (0..g.state.len()).all(|j| {
+                j == u
+                    || match g.state[j] {
+                        UserState::Running => false,
+                        UserState::Waiting => (g.clock_ns[j], j) > mine,
+                        UserState::Done => true,
+                    }
+            });
+            if go {
+                break;
+            }
+            g = self.shared.turn.wait(g).expect("not poisoned");
+        }
+        // A file-system call issues its I/Os back to back; a call of another user that falls
+        // between them starts once the last of them is issued.
+        let dev = g.store.fs.device_mut();
+        dev.now_ns = self.clock_ns.max(dev.last_issue_ns);
+        let r = f(&mut g.store);
+        self.clock_ns = g.store.fs.device().now_ns;
+        g.clock_ns[u] = self.clock_ns;
+        g.state[u] = UserState::Running;
+        self.shared.turn.notify_all();
+        r
+    }
+}
+
+impl Drop for UserStore {
+    fn drop(&mut self) {
+        if let Ok(mut g) = self.shared.inner.lock() {
+            g.state[self.user] = UserState::Done;
+            g.clock_ns[self.user] = self.clock_ns;
+        }
+        self.shared.turn.notify_all();
+    }
+}
+
+impl Store for UserStore {
+    fn create(&mut self) -> Result<FileId, JoinError> {
+        self.stats.spill_files += 1;
+        self.with_turn(|s| s.create())
+    }
+    fn fallocate(&mut self, f: FileId, bytes: u64) -> Result<(), JoinError> {
+        self.stats.fallocate_calls += 1;
+        self.with_turn(|s| s.fallocate(f, bytes))
+    }
+    fn append(&mut self, f: FileId, data: &[u8]) -> Result<(), JoinError> {
+        self.stats.bytes_written += data.len() as u64;
+        self.stats.write_calls += 1;
+        self.with_turn(|s| s.append(f, data))
+    }
+    fn read_at(&mut self, f: FileId, offset: u64, buf: &mut [u8]) -> Result<usize, JoinError> {
+        let n = self.with_turn(|s| s.read_at(f, offset, buf))?;
+        self.stats.bytes_read += n as u64;
+        self.stats.read_calls += 1;
+        Ok(n)
+    }
+    fn len(&self, f: FileId) -> u64 {
+        self.shared.inner.lock().expect("not poisoned").store.len(f)
+    }
+    fn delete(&mut self, f: FileId) -> Result<(), JoinError> {
+        self.stats.deletes += 1;
+        self.with_turn(|s| s.delete(f))
+    }
+    fn elapsed_ns(&self) -> u64 {
+        self.clock_ns - self.start_ns
+    }
+    fn compute(&mut self, ns: u64) {
+        self.clock_ns += ns;
+    }
+    fn stats(&self) -> StoreStats {
+        self.stats.clone()
+    }
+}

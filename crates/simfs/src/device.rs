@@ -60,6 +60,8 @@ impl BlockDev for Recorder {
 pub struct Timed<D: Device> {
     pub dev: D,
     pub now_ns: u64,
+    /// Issue time of the latest request.
+    pub last_issue_ns: u64,
     pub stream: u32,
     /// Requests issued, with `at_ns` their issue time (kept only if `record` is set).
     pub requests: Vec<Request>,
@@ -71,6 +73,7 @@ impl<D: Device> Timed<D> {
         Timed {
             dev,
             now_ns: 0,
+            last_issue_ns: 0,
             stream: 0,
             requests: Vec::new(),
             record: false,
@@ -86,6 +89,7 @@ impl<D: Device> Timed<D> {
 impl<D: Device> BlockDev for Timed<D> {
     fn io(&mut self, cmd: Command) -> Result<u64, SimfsError> {
         let done = self.dev.submit(&cmd, self.now_ns)?;
+        self.last_issue_ns = self.now_ns;
         if self.record {
             self.requests.push(Request {
                 stream: self.stream,
