@@ -640,7 +640,8 @@ fn concurrent_users_on_a_simulated_drive_are_deterministic() {
     );
     assert_eq!(a["rows"].as_u64().unwrap(), 3 * independent_join(0.02).0);
     let mut one = args.to_vec();
-    one[one.len() - 2] = "1";
+    let users = one.len() - 2;
+    one[users] = "1";
     let single = stdout_json(&flashlab(&one));
     assert!(
         a["repetitions"][0]["total_ns"].as_u64().unwrap()
