@@ -628,6 +628,7 @@ fn cmd_join(a: JoinArgs) -> Result<()> {
             fallocate: a.fallocate == "on",
             partitions: a.partitions,
             cpu_ns_per_row: if a.backend == "sim" { a.cpu_per_row } else { 0 },
+            concurrent_users: a.users,
         },
         users: a.users,
         repeat: a.repeat,

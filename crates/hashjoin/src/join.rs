@@ -72,6 +72,18 @@ pub struct JoinSpec {
     pub partitions: Option<u32>,
     /// Computation charged per row processed (virtual time on the simulated backend).
     pub cpu_ns_per_row: u64,
+    /// Joins sharing the memory pool at once: each plans with its fair share of the
+    /// budget (reservations still come from the shared pool).
+    pub concurrent_users: u32,
+}
+
+/// Memory a join may plan with beside its read buffer: what the pool has free, but no more
+/// than its fair share when several joins share the pool.
+fn planning_budget(pool: &MemoryPool, spec: &JoinSpec) -> u64 {
+    let share = pool.limit_bytes() / spec.concurrent_users.max(1) as u64;
+    pool.available_bytes()
+        .min(share)
+        .saturating_sub(spec.read_buffer_bytes)
 }
 
 /// What a join produced and did.
@@ -361,10 +373,7 @@ impl<S: Store> Join<'_, S> {
         };
         let rb = build.layout.record_bytes() as u64;
         let need = table_bytes(build.rows, rb);
-        let avail = self
-            .pool
-            .available_bytes()
-            .saturating_sub(self.spec.read_buffer_bytes);
+        let avail = planning_budget(self.pool, self.spec);
         if need <= avail {
             let res = self
                 .pool
@@ -420,10 +429,7 @@ impl<S: Store> Join<'_, S> {
     fn nested_loops(&mut self, build: Side, probe: Side) -> Result<(), JoinError> {
         self.result.nested_loop_pairs += 1;
         let rb = build.layout.record_bytes() as u64;
-        let avail = self
-            .pool
-            .available_bytes()
-            .saturating_sub(self.spec.read_buffer_bytes);
+        let avail = planning_budget(self.pool, self.spec);
         let chunk_rows = rows_fitting(avail, rb).min(build.rows);
         if chunk_rows == 0 {
             return Err(JoinError::Memory {
@@ -534,9 +540,7 @@ pub fn hash_join<S: Store>(
     };
     let rb = build.layout.record_bytes() as u64;
     let need = table_bytes(build.rows, rb);
-    let avail = pool
-        .available_bytes()
-        .saturating_sub(spec.read_buffer_bytes);
+    let avail = planning_budget(pool, spec);
     let cpu = spec.cpu_ns_per_row;
 
     if spec.partitions.is_none() && need <= avail {

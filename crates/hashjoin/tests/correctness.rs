@@ -45,6 +45,7 @@ fn spec(algorithm: Algorithm) -> JoinSpec {
         fallocate: false,
         partitions: None,
         cpu_ns_per_row: 0,
+        concurrent_users: 1,
     }
 }
 
