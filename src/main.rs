@@ -571,6 +571,10 @@ struct JoinArgs {
     /// sim: keep the input tables on the simulated drive (reads are timed).
     #[arg(long)]
     inputs_on_device: bool,
+    /// sim: simfs preallocates growing windows for appending files (ext4 mballoc, as with
+    /// buffered writes); without it every write allocates on its own (as under O_DIRECT).
+    #[arg(long)]
+    prealloc: bool,
     /// sim: computation charged per row processed.
     #[arg(long, default_value = "100ns", value_parser = units::parse_duration_ns)]
     cpu_per_row: u64,
@@ -613,6 +617,7 @@ fn cmd_join(a: JoinArgs) -> Result<()> {
                 fs_bytes: None,
                 alloc: a.alloc,
                 discard: a.discard,
+                prealloc: a.prealloc,
                 inputs_on_device: a.inputs_on_device,
             }
         }

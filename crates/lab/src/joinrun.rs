@@ -26,6 +26,8 @@ pub enum Backend {
         fs_bytes: Option<u64>,
         alloc: AllocPolicy,
         discard: DiscardMode,
+        /// simfs's mballoc-style preallocation windows (buffered writes) or none (O_DIRECT).
+        prealloc: bool,
         inputs_on_device: bool,
     },
 }
@@ -240,6 +242,7 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
             fs_bytes,
             alloc,
             discard,
+            prealloc,
             inputs_on_device,
         } => {
             out.backend = format!("sim:{}", preset.name);
@@ -249,6 +252,7 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
                 FsConfig::new(fs_bytes.unwrap_or((logical - 4096) / 4096 * 4096 * 9 / 10));
             cfg.alloc = *alloc;
             cfg.discard = *discard;
+            cfg.prealloc = *prealloc;
             let mut store = SimStore::new(dev, cfg).map_err(e)?;
             let od = table_data(Table::Orders, spec.sf, spec.layout);
             let ld = table_data(Table::Lineitem, spec.sf, spec.layout);

@@ -25,6 +25,8 @@ pub const FIRST_INODE: u32 = 12;
 /// Ranges one vTrim command carries: a 4-byte count, then 8-byte (start block, blocks)
 /// entries in a 4 KiB payload.
 pub const VTRIM_MAX_RANGES: usize = (BLOCK_BYTES - 4) / 8;
+/// Largest mballoc-style preallocation window: 8 MiB.
+pub const PREALLOC_MAX_BLOCKS: u64 = 2048;
 
 /// Where new blocks go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +116,9 @@ pub struct FsConfig {
     pub inodes_per_group: u32,
     pub alloc: AllocPolicy,
     pub discard: DiscardMode,
+    /// ext4-like: mballoc-style per-file preallocation windows for appends (as ext4's
+    /// buffered writes get); off, every write allocates on its own (as under O_DIRECT).
+    pub prealloc: bool,
 }
 
 impl FsConfig {
@@ -126,6 +131,7 @@ impl FsConfig {
             inodes_per_group: 512,
             alloc: AllocPolicy::Ext4Like,
             discard: DiscardMode::None,
+            prealloc: false,
         }
     }
 }
@@ -157,6 +163,8 @@ pub(crate) struct FileState {
     /// Extent-tree blocks on disk (index and leaf), in tree order.
     pub(crate) tree_blocks: Vec<u64>,
     pub(crate) dirty: bool,
+    /// Blocks preallocated for the file's next appends (mballoc-style), held as used.
+    pub(crate) pa: Option<(u64, u64)>,
 }
 
 /// A file's inode number.
@@ -427,6 +435,7 @@ impl<D: BlockDev> SimFs<D> {
                 extents: Vec::new(),
                 tree_blocks: Vec::new(),
                 dirty: true,
+                pa: None,
             },
         );
         self.dirty_groups
@@ -613,19 +622,72 @@ impl<D: BlockDev> SimFs<D> {
         for (a, b) in holes {
             let n = (b - a) as u64;
             let goal = self.goal_of(ino);
-            let runs = match (
-                one_run && self.log.is_none(),
-                self.bitmap.find_run(goal.unwrap_or(self.cursor), n),
-            ) {
-                (true, Some(start)) => {
+            let single = if one_run && self.log.is_none() {
+                self.bitmap.find_run(goal.unwrap_or(self.cursor), n)
+            } else {
+                None
+            };
+            let runs = match single {
+                Some(start) => {
                     self.take(start, n);
                     vec![(start, n)]
                 }
-                _ => self.alloc(goal, n)?,
+                None if self.cfg.prealloc && self.log.is_none() && !one_run => {
+                    self.alloc_preallocated(ino, goal, n)?
+                }
+                None => self.alloc(goal, n)?,
             };
             self.add_mapping(ino, a, &runs);
         }
         Ok(())
+    }
+
+    /// mballoc-style inode preallocation: a file's appends are served from a window
+    /// reserved for it, sized to the next power of two of the file's blocks (16 blocks to
+    /// 8 MiB), so concurrent writers get few, growing extents instead of one per write.
+    fn alloc_preallocated(
+        &mut self,
+        ino: Ino,
+        goal: Option<u64>,
+        n: u64,
+    ) -> Result<Vec<(u64, u64)>, SimfsError> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        let mut remaining = n;
+        while remaining > 0 {
+            if let Some((s, l)) = self.files[&ino].pa {
+                let k = l.min(remaining);
+                match runs.last_mut() {
+                    Some(last) if last.0 + last.1 == s => last.1 += k,
+                    _ => runs.push((s, k)),
+                }
+                self.files.get_mut(&ino).expect("exists").pa = (l > k).then_some((s + k, l - k));
+                remaining -= k;
+                continue;
+            }
+            let file_blocks: u64 = self.files[&ino].extents.iter().map(|e| e.len as u64).sum();
+            let window = (file_blocks + remaining)
+                .next_power_of_two()
+                .clamp(16, PREALLOC_MAX_BLOCKS)
+                .max(remaining.min(PREALLOC_MAX_BLOCKS));
+            let from = runs
+                .last()
+                .map(|r| r.0 + r.1)
+                .or(goal)
+                .unwrap_or(self.cursor);
+            match self.bitmap.find_run(from, window) {
+                Some(start) if window <= self.bitmap.free_blocks() => {
+                    self.take(start, window);
+                    self.files.get_mut(&ino).expect("exists").pa = Some((start, window));
+                }
+                _ => {
+                    // No window of that size: plain allocation for the rest.
+                    let more = self.alloc(goal, remaining)?;
+                    runs.extend(more);
+                    remaining = 0;
+                }
+            }
+        }
+        Ok(runs)
     }
 
     /// Writes `len_bytes` at `offset_bytes` of the file (whole 4 KiB blocks), allocating
@@ -964,6 +1026,9 @@ impl<D: BlockDev> SimFs<D> {
             }
             DiscardMode::Deferred => self.deferred.extend(runs.iter().copied()),
         }
+        if let Some((s, l)) = self.files[&ino].pa {
+            self.release(s, l);
+        }
         for &(s, l) in &runs {
             self.release(s, l);
         }
@@ -1008,6 +1073,11 @@ impl<D: BlockDev> SimFs<D> {
             }
             for &b in &f.tree_blocks {
                 claim(b, ino)?;
+            }
+            if let Some((s, l)) = f.pa {
+                for b in s..s + l {
+                    claim(b, ino)?;
+                }
             }
         }
         let meta = self.descs.len() as u64

@@ -205,3 +205,22 @@ fn vtrim_splits_beyond_511_ranges() {
     fs.unlink("f").unwrap();
     assert_eq!(fs.stats().vtrim_commands, 2);
 }
+
+#[test]
+fn preallocation_windows_give_interleaved_writers_few_growing_extents() {
+    let mut cfg = FsConfig::new(512 << 20);
+    cfg.prealloc = true;
+    let mut fs = SimFs::mkfs(Timed::new(ssd()), cfg).unwrap();
+    let a = fs.create("a").unwrap();
+    let b = fs.create("b").unwrap();
+    for i in 0..1024u64 {
+        fs.write_at(a, i * 8192, 8192).unwrap();
+        fs.write_at(b, i * 8192, 8192).unwrap();
+    }
+    // 8 MiB per file in windows of 64 KiB, 128 KiB, ... 8 MiB: about a dozen extents.
+    let (ea, eb) = (fs.extents(a).unwrap().len(), fs.extents(b).unwrap().len());
+    assert!(ea <= 16 && eb <= 16, "{ea} {eb} extents");
+    fs.check_invariants().unwrap();
+    fs.unlink("a").unwrap();
+    fs.check_invariants().unwrap();
+}

@@ -34,6 +34,7 @@ proptest! {
     #[test]
     fn simfs_matches_model(
         lfs in any::<bool>(),
+        prealloc in any::<bool>(),
         discard in prop_oneof![Just(DiscardMode::None), Just(DiscardMode::Online), Just(DiscardMode::VTrim), Just(DiscardMode::Deferred)],
         ops in prop::collection::vec(op(), 1..250),
     ) {
@@ -41,6 +42,7 @@ proptest! {
         cfg.blocks_per_group = 8192;
         cfg.alloc = if lfs { AllocPolicy::LogStructured } else { AllocPolicy::Ext4Like };
         cfg.discard = discard;
+        cfg.prealloc = prealloc;
         let mut fs = SimFs::mkfs(Recorder::new(65 << 20), cfg).unwrap();
         // Reference: per file name, the set of logical blocks that hold data.
         let mut model: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
