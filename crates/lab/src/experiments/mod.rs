@@ -2,6 +2,7 @@
 //! scale and a seed and returns a report [`Section`] whose numbers and verdicts it
 //! computed itself.
 
+pub mod tempfiles;
 pub mod trim;
 pub mod waf;
 
@@ -48,6 +49,11 @@ pub const ALL: &[Experiment] = &[
         id: "waf",
         about: "WAF versus over-provisioning for greedy, cost-benefit and FIFO GC, against Desnoyers's analytic FIFO model; hot/cold skew",
         run: waf::run,
+    },
+    Experiment {
+        id: "tempfiles",
+        about: "paper 000: fallocate and TRIM for hash-join temp files, repeated on MX500, 840 Pro and Cosmos+",
+        run: tempfiles::run,
     },
     Experiment {
         id: "trim",
