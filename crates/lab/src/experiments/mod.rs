@@ -2,6 +2,7 @@
 //! scale and a seed and returns a report [`Section`] whose numbers and verdicts it
 //! computed itself.
 
+pub mod gracejoin;
 pub mod tempfiles;
 pub mod trim;
 pub mod waf;
@@ -54,6 +55,11 @@ pub const ALL: &[Experiment] = &[
         id: "tempfiles",
         about: "paper 000: fallocate and TRIM for hash-join temp files, repeated on MX500, 840 Pro and Cosmos+",
         run: tempfiles::run,
+    },
+    Experiment {
+        id: "gracejoin",
+        about: "paper 001: grace hash join on SSD vs HDD: read buffer, write buffer, concurrent users",
+        run: gracejoin::run,
     },
     Experiment {
         id: "trim",

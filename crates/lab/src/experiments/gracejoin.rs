@@ -1,0 +1,296 @@
+//! Experiment `gracejoin` (paper 001, seeds/001): grace hash join on a flash SSD versus a
+//! hard disk, with paper 001's fixed 128-byte ORDERS and LINEITEM rows on the device.
+//!
+//! As in the paper, the read buffer sets the partition size and so the partition count
+//! (N = build bytes / read buffer); each partition is read back in one read-buffer-sized
+//! read, and every partition has its own write buffer. Three sweeps on the `x25e` and
+//! `hdd7200` presets: read buffer 1–32 MB (write buffer 4 KB), write buffer 4–128 KB
+//! (read buffer 16 MB), and 1–4 concurrent users sharing 8 MB of read buffer (write
+//! buffer 4 KB). Concurrent users share one simulated drive in deterministic virtual time.
+
+use super::{parallel_map, threads, Scale};
+use crate::joinrun::{self, Backend, JoinRunSpec};
+use crate::report::{LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
+use flash::Preset;
+use hashjoin::table::table_bytes;
+use hashjoin::{Algorithm, JoinSpec};
+use serde_json::json;
+use simfs::{AllocPolicy, DiscardMode};
+use workloads::tpch::Layout;
+
+const MIB: u64 = 1 << 20;
+const KIB: u64 = 1 << 10;
+pub const READ_BUFFERS_MIB: [u64; 6] = [1, 2, 4, 8, 16, 32];
+pub const WRITE_BUFFERS_KIB: [u64; 6] = [4, 8, 16, 32, 64, 128];
+pub const USERS: [u32; 4] = [1, 2, 3, 4];
+const DEVICES: [(&str, &str); 2] = [("x25e", "SSD (X25-E class)"), ("hdd7200", "HDD (7200 rpm)")];
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Sweep {
+    ReadBuffer,
+    WriteBuffer,
+    Users,
+}
+
+struct Job {
+    sweep: Sweep,
+    device: usize,
+    x: u64,
+    spec: JoinRunSpec,
+}
+
+/// A join of `sf` with read buffer `r`, write buffer `w` and `users` users on `preset`.
+fn job_spec(sf: f64, preset: &str, r: u64, w: u64, users: u32) -> Result<JoinRunSpec, String> {
+    let build_rows = (sf * 1_500_000.0).round() as u64;
+    let build_bytes = build_rows * 128;
+    let n = build_bytes.div_ceil(r).max(1) as u32;
+    // Per user: the partition's table (with slack for uneven partitions), the read buffer
+    // and one write buffer per partition.
+    let per_user = table_bytes(build_rows.div_ceil(n as u64) * 13 / 10, 128) + r + n as u64 * w;
+    let preset = Preset::load(preset)
+        .map_err(|e| e.to_string())?
+        .with_capacity(32_000_000_000);
+    Ok(JoinRunSpec {
+        sf,
+        layout: Layout::Fixed128,
+        memory_bytes: per_user * users as u64 + MIB,
+        join: JoinSpec {
+            algorithm: Algorithm::Grace,
+            read_buffer_bytes: r,
+            write_buffer_bytes: w,
+            // Each partition in a contiguous region, as on the paper's raw devices.
+            fallocate: true,
+            partitions: Some(n),
+            cpu_ns_per_row: 100,
+            concurrent_users: users,
+        },
+        users,
+        repeat: 1,
+        backend: Backend::Sim {
+            preset: Box::new(preset),
+            fs_bytes: Some(16 << 30),
+            alloc: AllocPolicy::Ext4Like,
+            discard: DiscardMode::None,
+            prealloc: false,
+            inputs_on_device: true,
+        },
+    })
+}
+
+pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
+    let started = std::time::Instant::now();
+    let sf = match scale {
+        Scale::Quick => 0.2,
+        Scale::Full => 1.0,
+    };
+    let mut jobs = Vec::new();
+    for (d, (preset, _)) in DEVICES.iter().enumerate() {
+        for &r in &READ_BUFFERS_MIB {
+            jobs.push(Job {
+                sweep: Sweep::ReadBuffer,
+                device: d,
+                x: r,
+                spec: job_spec(sf, preset, r * MIB, 4 * KIB, 1)?,
+            });
+        }
+        for &w in &WRITE_BUFFERS_KIB {
+            jobs.push(Job {
+                sweep: Sweep::WriteBuffer,
+                device: d,
+                x: w,
+                spec: job_spec(sf, preset, 16 * MIB, w * KIB, 1)?,
+            });
+        }
+        for &u in &USERS {
+            jobs.push(Job {
+                sweep: Sweep::Users,
+                device: d,
+                x: u as u64,
+                spec: job_spec(sf, preset, 8 * MIB / u as u64, 4 * KIB, u)?,
+            });
+        }
+    }
+    let results = parallel_map(&jobs, threads(), |j| joinrun::run(&j.spec, &mut |_| {}));
+    let results: Vec<joinrun::JoinRunResult> = results.into_iter().collect::<Result<_, _>>()?;
+    let time = |sweep: Sweep, d: usize, x: u64| -> f64 {
+        let i = jobs
+            .iter()
+            .position(|j| j.sweep == sweep && j.device == d && j.x == x)
+            .expect("ran");
+        results[i].repetitions[0].total_ns as f64 / 1e9
+    };
+    let mut table = Table {
+        file_stem: "gracejoin".into(),
+        caption: "Join time (simulated seconds)".into(),
+        headers: [
+            "sweep",
+            "value",
+            "SSD s",
+            "HDD s",
+            "HDD / SSD",
+            "partitions",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: vec![],
+    };
+    for (sweep, xs, unit) in [
+        (
+            Sweep::ReadBuffer,
+            READ_BUFFERS_MIB.to_vec(),
+            "MB read buffer",
+        ),
+        (
+            Sweep::WriteBuffer,
+            WRITE_BUFFERS_KIB.to_vec(),
+            "KB write buffer",
+        ),
+        (
+            Sweep::Users,
+            USERS.iter().map(|&u| u as u64).collect(),
+            "users",
+        ),
+    ] {
+        for x in xs {
+            let i = jobs
+                .iter()
+                .position(|j| j.sweep == sweep && j.device == 0 && j.x == x)
+                .expect("ran");
+            let (s, h) = (time(sweep, 0, x), time(sweep, 1, x));
+            table.rows.push(vec![
+                unit.into(),
+                x.to_string(),
+                format!("{s:.2}"),
+                format!("{h:.2}"),
+                format!("{:.2}", h / s),
+                results[i].partitions.to_string(),
+            ]);
+        }
+    }
+    let series = |sweep: Sweep, xs: &[u64]| -> Vec<Series> {
+        DEVICES
+            .iter()
+            .enumerate()
+            .map(|(d, (_, label))| Series {
+                name: label.to_string(),
+                points: xs.iter().map(|&x| (x as f64, time(sweep, d, x))).collect(),
+                reference: false,
+            })
+            .collect()
+    };
+    let users: Vec<u64> = USERS.iter().map(|&u| u as u64).collect();
+    let plots: Vec<Plot> = vec![
+        LinePlot {
+            file_stem: "read_buffer".into(),
+            title: "Grace join time vs read buffer (write buffer 4 KB)".into(),
+            x_label: "read buffer (MB)".into(),
+            y_label: "simulated time (s)".into(),
+            series: series(Sweep::ReadBuffer, &READ_BUFFERS_MIB),
+        }
+        .into(),
+        LinePlot {
+            file_stem: "write_buffer".into(),
+            title: "Grace join time vs write buffer (read buffer 16 MB)".into(),
+            x_label: "write buffer (KB)".into(),
+            y_label: "simulated time (s)".into(),
+            series: series(Sweep::WriteBuffer, &WRITE_BUFFERS_KIB),
+        }
+        .into(),
+        LinePlot {
+            file_stem: "users".into(),
+            title: "Concurrent joins sharing 8 MB of read buffer (write buffer 4 KB)".into(),
+            x_label: "users".into(),
+            y_label: "simulated time (s)".into(),
+            series: series(Sweep::Users, &users),
+        }
+        .into(),
+    ];
+    let (ssd, hdd) = (0usize, 1usize);
+    let hdd_gain = time(Sweep::ReadBuffer, hdd, 1) / time(Sweep::ReadBuffer, hdd, 16);
+    let ssd_spread = {
+        let v: Vec<f64> = READ_BUFFERS_MIB
+            .iter()
+            .map(|&r| time(Sweep::ReadBuffer, ssd, r))
+            .collect();
+        v.iter().cloned().fold(f64::MIN, f64::max) / v.iter().cloned().fold(f64::MAX, f64::min)
+    };
+    let gap4 = time(Sweep::ReadBuffer, hdd, 4) / time(Sweep::ReadBuffer, ssd, 4);
+    let ssd_w = time(Sweep::WriteBuffer, ssd, 4) / time(Sweep::WriteBuffer, ssd, 64);
+    let ssd_w_after = time(Sweep::WriteBuffer, ssd, 64) / time(Sweep::WriteBuffer, ssd, 128);
+    let hdd_w = time(Sweep::WriteBuffer, hdd, 4) / time(Sweep::WriteBuffer, hdd, 128);
+    let gap2 = time(Sweep::Users, hdd, 2) / time(Sweep::Users, ssd, 2);
+    let ssd_u = time(Sweep::Users, ssd, 4) / time(Sweep::Users, ssd, 1);
+    let hdd_u = time(Sweep::Users, hdd, 4) / time(Sweep::Users, hdd, 1);
+    let verdicts = vec![
+        Verdict {
+            claim: "HDD: a 16 MB read buffer is ~10× faster than 1 MB".into(),
+            reference: "~10×".into(),
+            measured: format!("{hdd_gain:.1}×"),
+            holds: hdd_gain >= 4.0,
+        },
+        Verdict {
+            claim: "SSD: nearly flat across read buffers of 1–32 MB".into(),
+            reference: "nearly flat".into(),
+            measured: format!("slowest / fastest {ssd_spread:.2}"),
+            holds: ssd_spread <= 1.5,
+        },
+        Verdict {
+            claim: "HDD / SSD gap of ~7× at a 4 MB read buffer".into(),
+            reference: "~7×".into(),
+            measured: format!("{gap4:.1}×"),
+            holds: (3.5..=14.0).contains(&gap4),
+        },
+        Verdict {
+            claim: "SSD: ~2× faster from 4 KB to 64 KB write buffers, flat after".into(),
+            reference: "~2×, then flat".into(),
+            measured: format!("4→64 KB {ssd_w:.2}×, 64→128 KB {ssd_w_after:.2}×"),
+            holds: ssd_w >= 1.4 && ssd_w_after <= 1.15,
+        },
+        Verdict {
+            claim: "HDD: write buffers 4→128 KB help ~20%".into(),
+            reference: "~1.2×".into(),
+            measured: format!("{hdd_w:.2}×"),
+            holds: (1.05..=2.0).contains(&hdd_w),
+        },
+        Verdict {
+            claim: "Two concurrent users: HDD / SSD gap above 9×".into(),
+            reference: ">9×".into(),
+            measured: format!("{gap2:.1}×"),
+            holds: gap2 > 9.0,
+        },
+        Verdict {
+            claim: "With more users the SSD degrades less than the HDD (1 → 4 users)".into(),
+            reference: "SSD: only the smaller per-user buffer; HDD worse".into(),
+            measured: format!("SSD {ssd_u:.2}×, HDD {hdd_u:.2}×"),
+            holds: ssd_u < hdd_u,
+        },
+    ];
+    Ok(Section {
+        id: "gracejoin".into(),
+        title: "Grace hash join on SSD versus HDD (paper 001)".into(),
+        question: format!(
+            "How do the read buffer (which sets partition size and count), the per-partition write buffer and \
+             concurrent users change a grace hash join on a flash SSD and on a hard disk? TPC-H SF {sf} ORDERS ⋈ \
+             LINEITEM as 128-byte rows ({:.0} MB + {:.0} MB) on the device, spill files on simfs on the same device.",
+            sf * 1_500_000.0 * 128.0 / 1e6,
+            sf * 6_000_000.0 * 128.0 / 1e6
+        ),
+        seed,
+        runtime_s: started.elapsed().as_secs_f64(),
+        plots,
+        tables: vec![table],
+        verdicts,
+        provenance: vec![Provenance {
+            number: "every number of paper 001".into(),
+            role: "predicted: the x25e and hdd7200 presets were set from datasheets (and assumptions marked in their TOML), not fitted to paper 001; 100 ns of CPU per row is assumed".into(),
+        }],
+        results: json!({
+            "sf": sf,
+            "runs": jobs.iter().zip(&results).map(|(j, r)| json!({
+                "sweep": format!("{:?}", j.sweep), "device": DEVICES[j.device].0, "x": j.x,
+                "total_ns": r.repetitions[0].total_ns, "partitions": r.partitions, "rows": r.rows,
+            })).collect::<Vec<_>>(),
+            "paper": {"hdd_gain_1_to_16mb": 10.0, "hdd_ssd_gap_4mb": 7.0, "ssd_write_buffer_4_to_64kb": 2.0, "hdd_write_buffer": 1.2, "hdd_ssd_gap_2_users": 9.0},
+        }),
+    })
+}
