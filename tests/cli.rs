@@ -649,3 +649,55 @@ fn concurrent_users_on_a_simulated_drive_are_deterministic() {
         "three users sharing a drive take longer than one"
     );
 }
+
+#[test]
+fn a_full_disk_is_a_clear_error_and_leaves_no_spill_files() {
+    // Needs root to mount a small tmpfs; says so and skips otherwise.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED a_full_disk_is_a_clear_error_and_leaves_no_spill_files: needs root to mount a tmpfs");
+        return;
+    }
+    let data = Scratch::new("fulldisk-data");
+    let mnt = Scratch::new("fulldisk-mnt");
+    let m = mnt.0.to_str().unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs", m])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("SKIPPED a_full_disk_is_a_clear_error_and_leaves_no_spill_files: mounting a tmpfs failed");
+        return;
+    }
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(m.to_string());
+    for fallocate in ["off", "on"] {
+        let o = flashlab(&[
+            "join",
+            "--sf",
+            "0.1",
+            "--memory",
+            "4MiB",
+            "--dir",
+            m,
+            "--data-dir",
+            data.0.to_str().unwrap(),
+            "--fallocate",
+            fallocate,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "the 12 MB of spill cannot fit 4 MB");
+        assert!(err.contains("disk full") && err.contains(m), "{err}");
+        assert_eq!(
+            spill_files(&mnt.0),
+            0,
+            "fallocate {fallocate}: nothing left behind"
+        );
+    }
+}
