@@ -203,6 +203,48 @@ impl Totals {
     }
 }
 
+/// Reads `rows` records into a new hash table.
+#[allow(clippy::too_many_arguments)]
+fn build_table<S: Store>(
+    store: &mut S,
+    buf: &mut [u8],
+    file: FileId,
+    offset: u64,
+    rows: u64,
+    layout: Layout,
+    cpu_ns_per_row: u64,
+) -> Result<HashTable, JoinError> {
+    let mut table = HashTable::with_capacity(rows);
+    scan(store, buf, file, offset, rows, layout, |s, r| {
+        s.compute(cpu_ns_per_row);
+        table.insert(r.key, r.price_cents);
+        Ok(())
+    })?;
+    Ok(table)
+}
+
+/// Probes `table` (built from `build_rel`) with `rows` records of a file.
+#[allow(clippy::too_many_arguments)]
+fn probe_table<S: Store>(
+    store: &mut S,
+    buf: &mut [u8],
+    table: &HashTable,
+    build_rel: Relation,
+    file: FileId,
+    offset: u64,
+    rows: u64,
+    layout: Layout,
+    cpu_ns_per_row: u64,
+) -> Result<Totals, JoinError> {
+    let mut t = Totals::default();
+    scan(store, buf, file, offset, rows, layout, |s, r| {
+        s.compute(cpu_ns_per_row);
+        table.for_each_match(r.key, |p| t.add(build_rel, p, r.price_cents));
+        Ok(())
+    })?;
+    Ok(t)
+}
+
 impl<S: Store> Join<'_, S> {
     fn add_totals(&mut self, t: Totals) {
         self.result.rows += t.rows;
@@ -320,36 +362,28 @@ impl<S: Store> Join<'_, S> {
         _reservation: Reservation,
     ) -> Result<(), JoinError> {
         let (_r, mut rbuf) = self.read_buffer()?;
-        let mut table = HashTable::with_capacity(build.rows);
         let cpu = self.spec.cpu_ns_per_row;
-        scan(
+        let table = build_table(
             self.store,
             &mut rbuf,
             build.file,
             0,
             build.rows,
             build.layout,
-            |s, r| {
-                s.compute(cpu);
-                table.insert(r.key, r.price_cents);
-                Ok(())
-            },
+            cpu,
         )?;
         self.result.bytes_read_back += build.bytes();
         self.store.delete(build.file)?;
-        let mut t = Totals::default();
-        scan(
+        let t = probe_table(
             self.store,
             &mut rbuf,
+            &table,
+            build.relation,
             probe.file,
             0,
             probe.rows,
             probe.layout,
-            |s, r| {
-                s.compute(cpu);
-                table.for_each_match(r.key, |p| t.add(build.relation, p, r.price_cents));
-                Ok(())
-            },
+            cpu,
         )?;
         self.add_totals(t);
         self.result.bytes_read_back += probe.bytes();
@@ -446,34 +480,26 @@ impl<S: Store> Join<'_, S> {
         let mut start = 0;
         while start < build.rows {
             let n = chunk_rows.min(build.rows - start);
-            let mut table = HashTable::with_capacity(n);
-            scan(
+            let table = build_table(
                 self.store,
                 &mut rbuf,
                 build.file,
                 start * rb,
                 n,
                 build.layout,
-                |s, r| {
-                    s.compute(cpu);
-                    table.insert(r.key, r.price_cents);
-                    Ok(())
-                },
+                cpu,
             )?;
             self.result.bytes_read_back += n * rb;
-            let mut t = Totals::default();
-            scan(
+            let t = probe_table(
                 self.store,
                 &mut rbuf,
+                &table,
+                build.relation,
                 probe.file,
                 0,
                 probe.rows,
                 probe.layout,
-                |s, r| {
-                    s.compute(cpu);
-                    table.for_each_match(r.key, |p| t.add(build.relation, p, r.price_cents));
-                    Ok(())
-                },
+                cpu,
             )?;
             self.result.bytes_read_back += probe.bytes();
             self.add_totals(t);
@@ -547,34 +573,26 @@ pub fn hash_join<S: Store>(
         // Everything fits: no spill.
         let _table_res = pool.try_reserve(need).expect("checked available memory");
         let (_r, mut rbuf) = j.read_buffer()?;
-        let mut table = HashTable::with_capacity(build.rows);
-        scan(
+        let table = build_table(
             j.store,
             &mut rbuf,
             build.file,
             build.offset_bytes,
             build.rows,
             build.layout,
-            |s, r| {
-                s.compute(cpu);
-                table.insert(r.key, r.price_cents);
-                Ok(())
-            },
+            cpu,
         )?;
         j.result.partition_ns = j.store.elapsed_ns() - start_ns;
-        let mut t = Totals::default();
-        scan(
+        let t = probe_table(
             j.store,
             &mut rbuf,
+            &table,
+            build.relation,
             probe.file,
             probe.offset_bytes,
             probe.rows,
             probe.layout,
-            |s, r| {
-                s.compute(cpu);
-                table.for_each_match(r.key, |p| t.add(build.relation, p, r.price_cents));
-                Ok(())
-            },
+            cpu,
         )?;
         j.add_totals(t);
         j.result.partitions = 1;

@@ -3,15 +3,11 @@
 //! Issue (`D`) and complete (`C`) events make the trace; other actions (Q, G, I, M, P,
 //! U, ...) and `m` messages are skipped; the per-CPU summary at the end is ignored.
 
-use super::{
-    assemble, for_each_line, op_from_rwbs, parse_seconds_ns, parse_u64, KernelCompletion,
-    KernelIssue,
-};
+use super::{for_each_line, op_from_rwbs, parse_seconds_ns, parse_u64, KernelEvents};
 use crate::{Trace, TraceError};
 
 pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
-    let mut issues = Vec::new();
-    let mut completions = Vec::new();
+    let mut events = KernelEvents::default();
     for_each_line(origin, text, |line| {
         let t = line.trim();
         if t.is_empty() {
@@ -56,27 +52,10 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
         let Some(op) = op_from_rwbs(rwbs, sectors)? else {
             return Ok(true);
         };
-        if action == "D" {
-            let stream =
-                u32::try_from(pid).map_err(|_| format!("pid {pid} does not fit 32 bits"))?;
-            issues.push(KernelIssue {
-                stream,
-                time_ns,
-                op,
-                sector,
-                sectors,
-            });
-        } else {
-            completions.push(KernelCompletion {
-                time_ns,
-                op,
-                sector,
-                sectors,
-            });
-        }
+        events.push(action == "D", pid, time_ns, op, sector, sectors)?;
         Ok(true)
     })?;
-    assemble(origin, issues, completions)
+    events.into_trace(origin)
 }
 
 #[cfg(test)]

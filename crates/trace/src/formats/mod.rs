@@ -169,6 +169,50 @@ pub(crate) struct KernelCompletion {
     pub sectors: u64,
 }
 
+/// Issue and completion events collected by the kernel-trace parsers.
+#[derive(Default)]
+pub(crate) struct KernelEvents {
+    issues: Vec<KernelIssue>,
+    completions: Vec<KernelCompletion>,
+}
+
+impl KernelEvents {
+    /// Records an issue (from process `pid`) or a completion.
+    pub(crate) fn push(
+        &mut self,
+        is_issue: bool,
+        pid: u64,
+        time_ns: u64,
+        op: Op,
+        sector: u64,
+        sectors: u64,
+    ) -> Result<(), String> {
+        if is_issue {
+            let stream =
+                u32::try_from(pid).map_err(|_| format!("pid {pid} does not fit 32 bits"))?;
+            self.issues.push(KernelIssue {
+                stream,
+                time_ns,
+                op,
+                sector,
+                sectors,
+            });
+        } else {
+            self.completions.push(KernelCompletion {
+                time_ns,
+                op,
+                sector,
+                sectors,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn into_trace(self, origin: &str) -> Result<Trace, TraceError> {
+        assemble(origin, self.issues, self.completions)
+    }
+}
+
 /// Turns kernel issue/complete events into a timestamped trace: completions are matched
 /// to the oldest unmatched issue of the same op and range; times start at zero.
 pub(crate) fn assemble(

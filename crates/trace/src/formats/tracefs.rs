@@ -4,15 +4,11 @@
 //! and `... block_rq_complete: maj,min RWBS (CMD) SECTOR + NR [IOPRIO] [ERROR]`.
 //! Older kernels lack the ioprio field; both layouts parse. Other events are skipped.
 
-use super::{
-    assemble, for_each_line, op_from_rwbs, parse_seconds_ns, parse_u64, KernelCompletion,
-    KernelIssue,
-};
+use super::{for_each_line, op_from_rwbs, parse_seconds_ns, parse_u64, KernelEvents};
 use crate::{Trace, TraceError};
 
 pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
-    let mut issues = Vec::new();
-    let mut completions = Vec::new();
+    let mut events = KernelEvents::default();
     for_each_line(origin, text, |line| {
         let t = line.trim();
         if t.is_empty() || t.starts_with('#') {
@@ -73,27 +69,10 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
         let Some(op) = op_from_rwbs(f[1], sectors)? else {
             return Ok(true);
         };
-        if is_issue {
-            let stream =
-                u32::try_from(pid).map_err(|_| format!("pid {pid} does not fit 32 bits"))?;
-            issues.push(KernelIssue {
-                stream,
-                time_ns,
-                op,
-                sector,
-                sectors,
-            });
-        } else {
-            completions.push(KernelCompletion {
-                time_ns,
-                op,
-                sector,
-                sectors,
-            });
-        }
+        events.push(is_issue, pid, time_ns, op, sector, sectors)?;
         Ok(true)
     })?;
-    assemble(origin, issues, completions)
+    events.into_trace(origin)
 }
 
 #[cfg(test)]
