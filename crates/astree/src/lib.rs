@@ -1,0 +1,25 @@
+//! B+trees for flash (paper 004): one B+tree map from byte-string keys to byte-string
+//! values over a [`store::NodeStore`], with interchangeable stores.
+//!
+//! - [`tree::BTree`]: insert/update, point search, range scan, delete with
+//!   redistribution and merge.
+//! - [`node`]: the node and its on-disk encoding.
+//! - [`inplace::InPlaceStore`]: each node at a fixed address, rewritten there.
+//! - [`asstore::AsStore`]: the always-sequential store: nodes addressed by NodeID through a
+//!   RAM mapping table, modified nodes appended at the log's end through a write buffer,
+//!   checksummed and sequence-numbered, the mapping rebuilt from the log at open.
+//! - [`cache::LruCache`]: an LRU cache of decoded nodes in front of any store.
+//! - [`storage`]: where the bytes go (RAM with a crash model, real files).
+
+pub mod asstore;
+pub mod cache;
+pub mod crash;
+pub mod error;
+pub mod inplace;
+pub mod node;
+pub mod storage;
+pub mod store;
+pub mod tree;
+
+pub use error::TreeError;
+pub use tree::BTree;

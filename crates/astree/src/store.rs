@@ -1,0 +1,40 @@
+//! The node store interface the tree runs on, and its counters.
+
+use crate::node::{Node, NodeId};
+use crate::TreeError;
+
+/// I/O and buffer counters of a store.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub node_reads: u64,
+    pub node_writes: u64,
+    /// Device write requests (a write-buffer flush is one).
+    pub write_requests: u64,
+    pub read_requests: u64,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    /// Reads answered by the write buffer (AS) or the cache.
+    pub buffer_hits: u64,
+    pub buffer_lookups: u64,
+    pub cache_hits: u64,
+    pub cache_lookups: u64,
+    pub syncs: u64,
+}
+
+/// Where the tree's nodes live.
+pub trait NodeStore {
+    /// The largest encoded node the store accepts.
+    fn node_bytes(&self) -> usize;
+    fn read(&mut self, id: NodeId) -> Result<Node, TreeError>;
+    fn write(&mut self, id: NodeId, node: &Node) -> Result<(), TreeError>;
+    /// A new, unused NodeID.
+    fn allocate(&mut self) -> Result<NodeId, TreeError>;
+    fn free(&mut self, id: NodeId) -> Result<(), TreeError>;
+    fn root(&self) -> Option<NodeId>;
+    fn set_root(&mut self, id: NodeId);
+    /// Commit point: everything written so far survives a crash.
+    fn sync(&mut self) -> Result<(), TreeError>;
+    fn stats(&self) -> StoreStats;
+    /// Bytes the store occupies on its device.
+    fn file_bytes(&self) -> u64;
+}

@@ -1,0 +1,499 @@
+//! The B+tree: sorted byte-string keys to byte-string values over any [`NodeStore`].
+//!
+//! A node splits when it holds more than `fanout` keys or its image outgrows the store's
+//! node size; after a delete, a node with fewer than half the fanout's keys (or under a
+//! quarter of the node size) borrows from a sibling or merges with it. Leaves are linked
+//! for range scans. Every modified node is written back through the store, which decides
+//! where it goes (in place, or appended).
+
+use crate::node::{Node, NodeId, NONE};
+use crate::store::NodeStore;
+use crate::TreeError;
+
+pub struct BTree<S: NodeStore> {
+    store: S,
+    fanout: usize,
+}
+
+enum Insert {
+    Done(Option<Vec<u8>>),
+    Split {
+        old: Option<Vec<u8>>,
+        separator: Vec<u8>,
+        right: NodeId,
+    },
+}
+
+impl<S: NodeStore> BTree<S> {
+    /// A tree over `store` with at most `fanout` keys per node (the store may already hold
+    /// a tree).
+    pub fn new(mut store: S, fanout: usize) -> Result<Self, TreeError> {
+        if fanout < 4 {
+            return Err(TreeError::Config(format!(
+                "fanout {fanout} must be at least 4"
+            )));
+        }
+        if store.root().is_none() {
+            let id = store.allocate()?;
+            store.write(id, &Node::empty_leaf())?;
+            store.set_root(id);
+        }
+        Ok(BTree { store, fanout })
+    }
+
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    pub fn into_store(self) -> S {
+        self.store
+    }
+
+    fn root(&self) -> NodeId {
+        self.store.root().expect("a tree always has a root")
+    }
+
+    fn overfull(&self, n: &Node) -> bool {
+        n.len() > self.fanout || n.encoded_bytes() > self.store.node_bytes()
+    }
+
+    fn underfull(&self, n: &Node) -> bool {
+        n.len() < self.fanout / 2 || n.encoded_bytes() < self.store.node_bytes() / 4
+    }
+
+    /// Checks that one entry can live in a node with room for its neighbours.
+    fn check_entry(&self, key: &[u8], value: &[u8]) -> Result<(), TreeError> {
+        let nb = self.store.node_bytes();
+        if key.len() > u16::MAX as usize || 16 + 4 * (2 + key.len() + 8) + 4 + value.len() > nb / 2
+        {
+            return Err(TreeError::TooLarge {
+                key_bytes: key.len(),
+                value_bytes: value.len(),
+                node_bytes: nb,
+            });
+        }
+        Ok(())
+    }
+
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
+        let mut id = self.root();
+        loop {
+            match self.store.read(id)? {
+                Node::Internal { keys, children } => {
+                    id = children[keys.partition_point(|k| k.as_slice() <= key)]
+                }
+                Node::Leaf { keys, values, .. } => {
+                    return Ok(keys
+                        .binary_search_by(|k| k.as_slice().cmp(key))
+                        .ok()
+                        .map(|i| values[i].clone()));
+                }
+            }
+        }
+    }
+
+    /// Inserts or updates; returns the previous value.
+    pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
+        self.check_entry(key, value)?;
+        let root = self.root();
+        match self.insert_at(root, key, value)? {
+            Insert::Done(old) => Ok(old),
+            Insert::Split {
+                old,
+                separator,
+                right,
+            } => {
+                let new_root = self.store.allocate()?;
+                self.store.write(
+                    new_root,
+                    &Node::Internal {
+                        keys: vec![separator],
+                        children: vec![root, right],
+                    },
+                )?;
+                self.store.set_root(new_root);
+                Ok(old)
+            }
+        }
+    }
+
+    fn insert_at(&mut self, id: NodeId, key: &[u8], value: &[u8]) -> Result<Insert, TreeError> {
+        let mut node = self.store.read(id)?;
+        let old = match &mut node {
+            Node::Leaf { keys, values, .. } => {
+                match keys.binary_search_by(|k| k.as_slice().cmp(key)) {
+                    Ok(i) => Some(std::mem::replace(&mut values[i], value.to_vec())),
+                    Err(i) => {
+                        keys.insert(i, key.to_vec());
+                        values.insert(i, value.to_vec());
+                        None
+                    }
+                }
+            }
+            Node::Internal { keys, children } => {
+                let i = keys.partition_point(|k| k.as_slice() <= key);
+                match self.insert_at(children[i], key, value)? {
+                    Insert::Done(old) => return Ok(Insert::Done(old)),
+                    Insert::Split {
+                        old,
+                        separator,
+                        right,
+                    } => {
+                        keys.insert(i, separator);
+                        children.insert(i + 1, right);
+                        old
+                    }
+                }
+            }
+        };
+        if !self.overfull(&node) {
+            self.store.write(id, &node)?;
+            return Ok(Insert::Done(old));
+        }
+        let (separator, right_node) = self.split(&mut node)?;
+        let right = self.store.allocate()?;
+        if let Node::Leaf { next, .. } = &mut node {
+            *next = right;
+        }
+        self.store.write(right, &right_node)?;
+        self.store.write(id, &node)?;
+        Ok(Insert::Split {
+            old,
+            separator,
+            right,
+        })
+    }
+
+    /// Splits `node` in two by count; returns the separator and the right half (a leaf's
+    /// right half takes over its `next`; the caller points the left half at it).
+    fn split(&self, node: &mut Node) -> Result<(Vec<u8>, Node), TreeError> {
+        match node {
+            Node::Leaf { keys, values, next } => {
+                let mid = keys.len() / 2;
+                let rk = keys.split_off(mid);
+                let rv = values.split_off(mid);
+                Ok((
+                    rk[0].clone(),
+                    Node::Leaf {
+                        keys: rk,
+                        values: rv,
+                        next: *next,
+                    },
+                ))
+            }
+            Node::Internal { keys, children } => {
+                let mid = keys.len() / 2;
+                let mut rk = keys.split_off(mid);
+                let separator = rk.remove(0);
+                let rc = children.split_off(mid + 1);
+                Ok((
+                    separator,
+                    Node::Internal {
+                        keys: rk,
+                        children: rc,
+                    },
+                ))
+            }
+        }
+    }
+
+    /// Deletes `key`; returns its value.
+    pub fn remove(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
+        let root = self.root();
+        let old = self.remove_at(root, key)?;
+        // A root with one child hands over to it.
+        if let Node::Internal { keys, children } = self.store.read(root)? {
+            if keys.is_empty() {
+                self.store.set_root(children[0]);
+                self.store.free(root)?;
+            }
+        }
+        Ok(old)
+    }
+
+    fn remove_at(&mut self, id: NodeId, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
+        let mut node = self.store.read(id)?;
+        match &mut node {
+            Node::Leaf { keys, values, .. } => {
+                match keys.binary_search_by(|k| k.as_slice().cmp(key)) {
+                    Ok(i) => {
+                        keys.remove(i);
+                        let v = values.remove(i);
+                        self.store.write(id, &node)?;
+                        Ok(Some(v))
+                    }
+                    Err(_) => Ok(None),
+                }
+            }
+            Node::Internal { keys, children } => {
+                let i = keys.partition_point(|k| k.as_slice() <= key);
+                let child = children[i];
+                let old = self.remove_at(child, key)?;
+                if old.is_some() {
+                    let c = self.store.read(child)?;
+                    if self.underfull(&c) {
+                        self.rebalance(id, &mut node, i, c)?;
+                    }
+                }
+                Ok(old)
+            }
+        }
+    }
+
+    /// Fixes the underfull child `i` of `parent` (node `pid`): borrow from a sibling, or
+    /// merge with it.
+    fn rebalance(
+        &mut self,
+        pid: NodeId,
+        parent: &mut Node,
+        i: usize,
+        child: Node,
+    ) -> Result<(), TreeError> {
+        let Node::Internal { keys, children } = parent else {
+            unreachable!("parents are internal")
+        };
+        // Work on the pair (left, right) = (i-1, i) or (i, i+1).
+        let (li, ri) = if i + 1 < children.len() {
+            (i, i + 1)
+        } else {
+            (i - 1, i)
+        };
+        let (lid, rid) = (children[li], children[ri]);
+        let (mut left, mut right) = if li == i {
+            (child, self.store.read(rid)?)
+        } else {
+            (self.store.read(lid)?, child)
+        };
+        let sep = keys[li].clone();
+        // Try a merge first; it is the only fix when both are small.
+        let merged = Self::merged(&left, &right, &sep);
+        if !self.overfull(&merged) {
+            self.store.write(lid, &merged)?;
+            self.store.free(rid)?;
+            keys.remove(li);
+            children.remove(ri);
+            self.store.write(pid, parent)?;
+            return Ok(());
+        }
+        // Otherwise redistribute evenly through the separator.
+        let new_sep = Self::redistribute(&mut left, &mut right, sep);
+        keys[li] = new_sep;
+        self.store.write(lid, &left)?;
+        self.store.write(rid, &right)?;
+        self.store.write(pid, parent)?;
+        Ok(())
+    }
+
+    fn merged(left: &Node, right: &Node, sep: &[u8]) -> Node {
+        match (left, right) {
+            (
+                Node::Leaf {
+                    keys: lk,
+                    values: lv,
+                    ..
+                },
+                Node::Leaf {
+                    keys: rk,
+                    values: rv,
+                    next,
+                },
+            ) => Node::Leaf {
+                keys: lk.iter().chain(rk).cloned().collect(),
+                values: lv.iter().chain(rv).cloned().collect(),
+                next: *next,
+            },
+            (
+                Node::Internal {
+                    keys: lk,
+                    children: lc,
+                },
+                Node::Internal {
+                    keys: rk,
+                    children: rc,
+                },
+            ) => Node::Internal {
+                keys: lk
+                    .iter()
+                    .cloned()
+                    .chain(std::iter::once(sep.to_vec()))
+                    .chain(rk.iter().cloned())
+                    .collect(),
+                children: lc.iter().chain(rc).copied().collect(),
+            },
+            _ => unreachable!("siblings are at the same level"),
+        }
+    }
+
+    /// Moves entries so both halves hold about the same; returns the new separator.
+    fn redistribute(left: &mut Node, right: &mut Node, sep: Vec<u8>) -> Vec<u8> {
+        match (left, right) {
+            (
+                Node::Leaf {
+                    keys: lk,
+                    values: lv,
+                    ..
+                },
+                Node::Leaf {
+                    keys: rk,
+                    values: rv,
+                    ..
+                },
+            ) => {
+                let mut keys: Vec<Vec<u8>> = lk.drain(..).chain(rk.drain(..)).collect();
+                let mut values: Vec<Vec<u8>> = lv.drain(..).chain(rv.drain(..)).collect();
+                let mid = keys.len() / 2;
+                *rk = keys.split_off(mid);
+                *rv = values.split_off(mid);
+                *lk = keys;
+                *lv = values;
+                rk[0].clone()
+            }
+            (
+                Node::Internal {
+                    keys: lk,
+                    children: lc,
+                },
+                Node::Internal {
+                    keys: rk,
+                    children: rc,
+                },
+            ) => {
+                let mut keys: Vec<Vec<u8>> = lk
+                    .drain(..)
+                    .chain(std::iter::once(sep))
+                    .chain(rk.drain(..))
+                    .collect();
+                let mut children: Vec<NodeId> = lc.drain(..).chain(rc.drain(..)).collect();
+                let mid = keys.len() / 2;
+                let mut right_keys = keys.split_off(mid);
+                let new_sep = right_keys.remove(0);
+                *rk = right_keys;
+                *rc = children.split_off(mid + 1);
+                *lk = keys;
+                *lc = children;
+                new_sep
+            }
+            _ => unreachable!("siblings are at the same level"),
+        }
+    }
+
+    /// Entries with `lo <= key < hi` (`hi` = None: to the end), in order.
+    pub fn range(
+        &mut self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, TreeError> {
+        let mut id = self.root();
+        loop {
+            match self.store.read(id)? {
+                Node::Internal { keys, children } => {
+                    id = children[keys.partition_point(|k| k.as_slice() <= lo)]
+                }
+                Node::Leaf { .. } => break,
+            }
+        }
+        let mut out = Vec::new();
+        while id != NONE {
+            let Node::Leaf { keys, values, next } = self.store.read(id)? else {
+                return Err(TreeError::Corrupt {
+                    id,
+                    offset: NONE,
+                    msg: "leaf chain reaches an internal node".into(),
+                });
+            };
+            for (k, v) in keys.into_iter().zip(values) {
+                if hi.is_some_and(|h| k.as_slice() >= h) {
+                    return Ok(out);
+                }
+                if k.as_slice() >= lo {
+                    out.push((k, v));
+                }
+            }
+            id = next;
+        }
+        Ok(out)
+    }
+
+    /// Commit point of the store.
+    pub fn sync(&mut self) -> Result<(), TreeError> {
+        self.store.sync()
+    }
+
+    /// Checks the tree's structure: sorted keys, separators bounding their subtrees, all
+    /// leaves at one depth, the leaf chain in order. Returns the number of entries.
+    pub fn check(&mut self) -> Result<u64, String> {
+        let root = self.root();
+        let mut leaf_depth = None;
+        let n = self.check_node(root, None, None, 0, &mut leaf_depth)?;
+        let all = self.range(&[], None).map_err(|e| e.to_string())?;
+        if all.len() as u64 != n {
+            return Err(format!(
+                "leaf chain holds {} entries, the tree {n}",
+                all.len()
+            ));
+        }
+        Ok(n)
+    }
+
+    fn check_node(
+        &mut self,
+        id: NodeId,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+        depth: usize,
+        leaf_depth: &mut Option<usize>,
+    ) -> Result<u64, String> {
+        let node = self.store.read(id).map_err(|e| e.to_string())?;
+        let keys = match &node {
+            Node::Leaf { keys, .. } | Node::Internal { keys, .. } => keys.clone(),
+        };
+        if keys.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(format!("node {id}: keys out of order"));
+        }
+        if keys
+            .iter()
+            .any(|k| lo.is_some_and(|l| k.as_slice() < l) || hi.is_some_and(|h| k.as_slice() >= h))
+        {
+            return Err(format!("node {id}: a key lies outside its separators"));
+        }
+        match node {
+            Node::Leaf { keys, .. } => {
+                match leaf_depth {
+                    Some(d) if *d != depth => {
+                        return Err(format!("leaf {id} at depth {depth}, others at {d}"))
+                    }
+                    _ => *leaf_depth = Some(depth),
+                }
+                Ok(keys.len() as u64)
+            }
+            Node::Internal { keys, children } => {
+                if children.len() != keys.len() + 1 {
+                    return Err(format!(
+                        "node {id}: {} children for {} keys",
+                        children.len(),
+                        keys.len()
+                    ));
+                }
+                let mut n = 0;
+                for (i, &c) in children.iter().enumerate() {
+                    let clo = if i == 0 {
+                        lo
+                    } else {
+                        Some(keys[i - 1].as_slice())
+                    };
+                    let chi = if i == keys.len() {
+                        hi
+                    } else {
+                        Some(keys[i].as_slice())
+                    };
+                    n += self.check_node(c, clo, chi, depth + 1, leaf_depth)?;
+                }
+                Ok(n)
+            }
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Every store runs the same B+tree suite: random inserts, updates, deletes, lookups and
+//! range scans against a `BTreeMap`, with the tree's structure checked, and the contents
+//! checked again after reopening.
+
+use astree::asstore::AsStore;
+use astree::cache::LruCache;
+use astree::inplace::InPlaceStore;
+use astree::storage::MemStorage;
+use astree::store::NodeStore;
+use astree::BTree;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Insert(u16, u8),
+    Remove(u16),
+    Get(u16),
+    Range(u16, u16),
+    Sync,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0u16..600, any::<u8>()).prop_map(|(k, v)| Op::Insert(k, v)),
+        3 => (0u16..600).prop_map(Op::Remove),
+        2 => (0u16..600).prop_map(Op::Get),
+        1 => (0u16..600, 0u16..100).prop_map(|(a, n)| Op::Range(a, a.saturating_add(n))),
+        1 => Just(Op::Sync),
+    ]
+}
+
+fn key(k: u16) -> Vec<u8> {
+    format!("key-{k:05}").into_bytes()
+}
+
+fn value(k: u16, v: u8) -> Vec<u8> {
+    vec![v; (k % 40) as usize + 1]
+}
+
+fn run<S: NodeStore>(
+    mut tree: BTree<S>,
+    ops: &[Op],
+    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+) -> Result<BTree<S>, TestCaseError> {
+    for o in ops {
+        match *o {
+            Op::Insert(k, v) => {
+                let old = tree.insert(&key(k), &value(k, v)).unwrap();
+                prop_assert_eq!(old, model.insert(key(k), value(k, v)));
+            }
+            Op::Remove(k) => {
+                let old = tree.remove(&key(k)).unwrap();
+                prop_assert_eq!(old, model.remove(&key(k)));
+            }
+            Op::Get(k) => prop_assert_eq!(tree.get(&key(k)).unwrap(), model.get(&key(k)).cloned()),
+            Op::Range(a, b) => {
+                let got = tree.range(&key(a), Some(&key(b))).unwrap();
+                let want: Vec<(Vec<u8>, Vec<u8>)> = model
+                    .range(key(a)..key(b))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                prop_assert_eq!(got, want);
+            }
+            Op::Sync => tree.sync().unwrap(),
+        }
+    }
+    let n = tree.check().map_err(TestCaseError::fail)?;
+    prop_assert_eq!(n, model.len() as u64);
+    Ok(tree)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn inplace_store_matches_btreemap(ops in prop::collection::vec(op(), 1..1500), cache in 0usize..20) {
+        let mut model = BTreeMap::new();
+        let store = LruCache::new(InPlaceStore::open(MemStorage::new(), 1024).unwrap(), cache);
+        let tree = run(BTree::new(store, 8).unwrap(), &ops, &mut model)?;
+        let mut tree = tree;
+        tree.sync().unwrap();
+        // Reopen from the synced bytes.
+        let image = tree.into_store().into_inner().storage().crash(0, 0);
+        let mut again = BTree::new(InPlaceStore::open(MemStorage::from_image(image), 1024).unwrap(), 8).unwrap();
+        prop_assert_eq!(again.check().map_err(TestCaseError::fail)?, model.len() as u64);
+        let all = again.range(&[], None).unwrap();
+        prop_assert_eq!(all, model.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn as_store_matches_btreemap(ops in prop::collection::vec(op(), 1..1500), buffer in 1usize..12, cache in 0usize..20) {
+        let mut model = BTreeMap::new();
+        let store = LruCache::new(AsStore::open(MemStorage::new(), 1024, buffer).unwrap(), cache);
+        let mut tree = run(BTree::new(store, 8).unwrap(), &ops, &mut model)?;
+        tree.sync().unwrap();
+        let image = tree.into_store().into_inner().storage().crash(0, 0);
+        let mut again = BTree::new(AsStore::open(MemStorage::from_image(image), 1024, buffer).unwrap(), 8).unwrap();
+        prop_assert_eq!(again.check().map_err(TestCaseError::fail)?, model.len() as u64);
+        let all = again.range(&[], None).unwrap();
+        prop_assert_eq!(all, model.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>());
+    }
+}
