@@ -37,6 +37,8 @@ enum Command {
     Simfs(SimfsArgs),
     /// Out-of-core hash join of TPC-H ORDERS and LINEITEM on real files or a simulated drive.
     Join(JoinArgs),
+    /// B+tree on the AS or in-place store: timed inserts and searches; `btree crash-test`.
+    Btree(BtreeArgs),
     /// List the device presets.
     Presets,
     /// Measure the simulator's own speed and memory.
@@ -702,6 +704,157 @@ fn cmd_join(a: JoinArgs) -> Result<()> {
     Ok(())
 }
 
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct BtreeArgs {
+    #[command(subcommand)]
+    cmd: Option<BtreeCmd>,
+    #[command(flatten)]
+    run: BtreeRunArgs,
+}
+
+#[derive(Subcommand)]
+enum BtreeCmd {
+    /// Crash the AS store at random points and check recovery against a reference map.
+    CrashTest(CrashTestArgs),
+}
+
+#[derive(clap::Args)]
+struct CrashTestArgs {
+    /// Seeded crash points to run.
+    #[arg(long, default_value_t = 1000)]
+    iterations: u64,
+    /// First seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+#[derive(clap::Args)]
+struct BtreeRunArgs {
+    /// as (always sequential) or inplace.
+    #[arg(long, default_value = "as")]
+    store: lab::btreerun::StoreKind,
+    /// Keys per node at most.
+    #[arg(long, default_value_t = 64)]
+    fanout: usize,
+    #[arg(long, default_value = "8KiB", value_parser = units::parse_size)]
+    node_size: u64,
+    /// AS store: nodes in the write buffer.
+    #[arg(long, default_value_t = 1)]
+    write_buffer: usize,
+    /// LRU cache of this many nodes (0 = none).
+    #[arg(long, default_value_t = 0)]
+    cache: usize,
+    /// Entries inserted before measuring.
+    #[arg(long, default_value_t = 400_000)]
+    preload: u64,
+    /// Inserts, then searches, measured.
+    #[arg(long, default_value_t = 100_000)]
+    ops: u64,
+    /// mem, os (--dir) or sim (--preset).
+    #[arg(long, default_value = "mem", value_parser = ["mem", "os", "sim"])]
+    backend: String,
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[arg(long)]
+    direct_io: bool,
+    #[arg(long)]
+    preset: Option<String>,
+    #[arg(long, value_parser = units::parse_size)]
+    capacity: Option<u64>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long)]
+    json: bool,
+}
+
+fn cmd_btree(a: BtreeArgs) -> Result<()> {
+    if let Some(BtreeCmd::CrashTest(c)) = a.cmd {
+        let pb = progress_bar(c.iterations, "crash-test");
+        let mut torn = 0;
+        let mut lost = 0;
+        for i in 0..c.iterations {
+            let seed = c.seed + i;
+            let o = astree::crash::crash_test(seed, 512, 8, 1 + (seed % 8) as usize)
+                .map_err(anyhow::Error::msg)?;
+            torn += (o.torn_bytes > 0) as u64;
+            lost += o.fsync_lost as u64;
+            pb.set_position(i + 1);
+        }
+        pb.finish_and_clear();
+        println!(
+            "flashlab btree crash-test: {} crash points (seeds {}..{}) recovered the last durable commit; {torn} tore a write, {lost} lost a commit's fsync",
+            c.iterations,
+            c.seed,
+            c.seed + c.iterations
+        );
+        return Ok(());
+    }
+    let r = a.run;
+    let backend = match r.backend.as_str() {
+        "mem" => lab::btreerun::TreeBackend::Mem,
+        "os" => lab::btreerun::TreeBackend::Os {
+            dir: r.dir.clone().context("--backend os needs --dir DIR")?,
+            direct_io: r.direct_io,
+        },
+        _ => {
+            let mut p = Preset::load(
+                &r.preset
+                    .clone()
+                    .context("--backend sim needs --preset NAME")?,
+            )?;
+            if let Some(c) = r.capacity {
+                p = p.with_capacity(c);
+            }
+            lab::btreerun::TreeBackend::Sim {
+                preset: Box::new(p),
+            }
+        }
+    };
+    let spec = lab::btreerun::BtreeSpec {
+        store: r.store,
+        fanout: r.fanout,
+        node_bytes: usize::try_from(r.node_size).context("--node-size is too large")?,
+        write_buffer_nodes: r.write_buffer,
+        cache_nodes: r.cache,
+        preload: r.preload,
+        ops: r.ops,
+        backend,
+        seed: r.seed,
+    };
+    let started = Instant::now();
+    let res = lab::btreerun::run(&spec).map_err(anyhow::Error::msg)?;
+    if r.json {
+        let mut v = serde_json::to_value(&res)?;
+        v["wall_s"] = serde_json::json!(started.elapsed().as_secs_f64());
+        println!("{}", serde_json::to_string(&v)?);
+        return Ok(());
+    }
+    println!(
+        "flashlab btree: {} store, fanout {}, {} byte nodes, write buffer {}, cache {}, backend {}, seed {}",
+        res.store, res.fanout, res.node_bytes, res.write_buffer_nodes, res.cache_nodes, res.backend, res.seed
+    );
+    println!("  preload                {} entries", res.preload);
+    println!(
+        "  {} inserts           {:.3} s (reads {:.3} s, writes {:.3} s), {} node reads, {} node writes in {} write requests",
+        res.ops, res.insert_s, res.insert_read_s, res.insert_write_s, res.insert_node_reads, res.insert_node_writes, res.insert_write_requests
+    );
+    println!(
+        "  {} searches          {:.3} s, {} node reads",
+        res.ops, res.search_s, res.search_node_reads
+    );
+    println!(
+        "  write-buffer hits      {:.1}%, cache hits {:.1}%",
+        res.write_buffer_hit_ratio * 100.0,
+        res.cache_hit_ratio * 100.0
+    );
+    println!(
+        "  file size              {} bytes, {} entries",
+        res.file_bytes, res.entries
+    );
+    Ok(())
+}
+
 fn cmd_presets() -> Result<()> {
     for (name, _) in flash::preset::BUILTIN {
         let p = Preset::load(name)?;
@@ -735,6 +888,7 @@ fn main() {
         Command::Reproduce(a) => cmd_reproduce(a),
         Command::Simfs(a) => cmd_simfs(a),
         Command::Join(a) => cmd_join(a),
+        Command::Btree(a) => cmd_btree(a),
         Command::Presets => cmd_presets(),
         Command::Bench(a) => bench::run(a),
     };

@@ -4,6 +4,9 @@
 //! in memory; reads look in the buffer first), flushed in one contiguous write at the end
 //! of the log.
 //!
+//! Slots are `node_bytes` long (so they stay aligned for O_DIRECT); a node image may use
+//! all but the 32-byte slot header.
+//!
 //! Crash safety: every record (a node, a free, or a commit) is a fixed-size slot with a
 //! magic number, a sequence number and a CRC-32 over header and payload. `sync` flushes the
 //! buffer together with a commit record (root, next NodeID) and syncs: a commit point. At
@@ -68,8 +71,8 @@ impl<S: Storage> AsStore<S> {
         }
         let mut s = AsStore {
             storage,
-            node_bytes,
-            slot_bytes: node_bytes + HEADER,
+            node_bytes: node_bytes - HEADER,
+            slot_bytes: node_bytes,
             buffer_nodes,
             map: HashMap::new(),
             buffer: Vec::new(),
@@ -334,6 +337,12 @@ impl<S: Storage> NodeStore for AsStore<S> {
         self.stats.clone()
     }
 
+    fn io_time(&self) -> crate::storage::IoTime {
+        self.storage.io_time()
+    }
+    fn now_ns(&self) -> u64 {
+        self.storage.now_ns()
+    }
     fn file_bytes(&self) -> u64 {
         self.log_end
     }

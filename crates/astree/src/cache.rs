@@ -103,4 +103,10 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
     fn file_bytes(&self) -> u64 {
         self.inner.file_bytes()
     }
+    fn io_time(&self) -> crate::storage::IoTime {
+        self.inner.io_time()
+    }
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
 }

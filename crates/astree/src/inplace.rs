@@ -136,6 +136,12 @@ impl<S: Storage> NodeStore for InPlaceStore<S> {
     fn stats(&self) -> StoreStats {
         self.stats.clone()
     }
+    fn io_time(&self) -> crate::storage::IoTime {
+        self.storage.io_time()
+    }
+    fn now_ns(&self) -> u64 {
+        self.storage.now_ns()
+    }
     fn file_bytes(&self) -> u64 {
         self.storage.len()
     }

@@ -10,14 +10,33 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+/// Time spent in reads and writes, for the read/write split of an operation's time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoTime {
+    pub read_ns: u64,
+    pub write_ns: u64,
+    pub sync_ns: u64,
+}
+
 pub trait Storage {
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), TreeError>;
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), TreeError>;
     /// Makes every write so far durable.
     fn sync(&mut self) -> Result<(), TreeError>;
     fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Drops everything past `len` (recovery truncates an untrusted log tail).
     fn truncate(&mut self, len: u64) -> Result<(), TreeError>;
+    /// Time spent so far in reads, writes and syncs (zero where not measured).
+    fn io_time(&self) -> IoTime {
+        IoTime::default()
+    }
+    /// The storage's clock: wall time (files) or virtual time (simulated drive).
+    fn now_ns(&self) -> u64 {
+        0
+    }
 }
 
 /// RAM storage with a crash model.
@@ -117,32 +136,39 @@ impl Storage for MemStorage {
     }
 }
 
-/// A real file.
+/// A real file (optionally O_DIRECT), timed with the wall clock.
 pub struct FileStorage {
     file: File,
     path: PathBuf,
     len: u64,
+    direct: bool,
+    io: IoTime,
+    started: std::time::Instant,
 }
 
 impl FileStorage {
-    /// Opens (creating if needed) `path`.
-    pub fn open(path: &Path) -> Result<Self, TreeError> {
+    /// Opens (creating if needed) `path`; `direct` uses O_DIRECT (then every read and
+    /// write goes through a 4 KiB-aligned bounce buffer).
+    pub fn open(path: &Path, direct: bool) -> Result<Self, TreeError> {
+        use std::os::unix::fs::OpenOptionsExt;
         let io = |source| TreeError::Io {
             path: path.display().to_string(),
             source,
         };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(io)?;
+        let mut o = OpenOptions::new();
+        o.read(true).write(true).create(true).truncate(false);
+        if direct {
+            o.custom_flags(O_DIRECT);
+        }
+        let file = o.open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         Ok(FileStorage {
             file,
             path: path.to_path_buf(),
             len,
+            direct,
+            io: IoTime::default(),
+            started: std::time::Instant::now(),
         })
     }
 
@@ -154,19 +180,77 @@ impl FileStorage {
     }
 }
 
+const O_DIRECT: i32 = 0o40000;
+const ALIGN: u64 = 4096;
+
+/// A zeroed buffer with a 4 KiB-aligned window of `len` bytes: (buffer, window start).
+fn aligned(len: usize) -> (Vec<u8>, usize) {
+    let v = vec![0u8; len + ALIGN as usize];
+    let start = v.as_ptr().align_offset(ALIGN as usize);
+    (v, start)
+}
+
 impl Storage for FileStorage {
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), TreeError> {
-        self.file.read_exact_at(buf, offset).map_err(|e| self.io(e))
+        let t = std::time::Instant::now();
+        let r = if self.direct {
+            let lo = offset / ALIGN * ALIGN;
+            let hi = (offset + buf.len() as u64).div_ceil(ALIGN) * ALIGN;
+            let n = (hi - lo) as usize;
+            let (mut v, at) = aligned(n);
+            let window = &mut v[at..at + n];
+            let mut got = 0;
+            while got < n {
+                match self.file.read_at(&mut window[got..], lo + got as u64) {
+                    Ok(0) => break,
+                    Ok(k) => got += k,
+                    Err(e) => return Err(self.io(e)),
+                }
+            }
+            let skip = (offset - lo) as usize;
+            if got < skip + buf.len() {
+                Err(self.io(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "short read",
+                )))
+            } else {
+                buf.copy_from_slice(&window[skip..skip + buf.len()]);
+                Ok(())
+            }
+        } else {
+            self.file.read_exact_at(buf, offset).map_err(|e| self.io(e))
+        };
+        self.io.read_ns += t.elapsed().as_nanos() as u64;
+        r
     }
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), TreeError> {
-        self.file
-            .write_all_at(data, offset)
-            .map_err(|e| self.io(e))?;
+        let t = std::time::Instant::now();
+        if self.direct {
+            if !offset.is_multiple_of(ALIGN) || !(data.len() as u64).is_multiple_of(ALIGN) {
+                return Err(TreeError::Config(format!(
+                    "with O_DIRECT, writes must be 4 KiB aligned (offset {offset}, {} bytes)",
+                    data.len()
+                )));
+            }
+            let (mut v, at) = aligned(data.len());
+            v[at..at + data.len()].copy_from_slice(data);
+            self.file
+                .write_all_at(&v[at..at + data.len()], offset)
+                .map_err(|e| self.io(e))?;
+        } else {
+            self.file
+                .write_all_at(data, offset)
+                .map_err(|e| self.io(e))?;
+        }
         self.len = self.len.max(offset + data.len() as u64);
+        self.io.write_ns += t.elapsed().as_nanos() as u64;
         Ok(())
     }
     fn sync(&mut self) -> Result<(), TreeError> {
-        self.file.sync_data().map_err(|e| self.io(e))
+        let t = std::time::Instant::now();
+        let r = self.file.sync_data().map_err(|e| self.io(e));
+        self.io.sync_ns += t.elapsed().as_nanos() as u64;
+        r
     }
     fn len(&self) -> u64 {
         self.len
@@ -175,6 +259,12 @@ impl Storage for FileStorage {
         self.file.set_len(len).map_err(|e| self.io(e))?;
         self.len = len;
         Ok(())
+    }
+    fn io_time(&self) -> IoTime {
+        self.io
+    }
+    fn now_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
     }
 }
 
@@ -193,5 +283,90 @@ mod tests {
         assert_eq!(s.crash(0, 2), b"aaaabb");
         assert_eq!(s.crash(1, 1), b"caaabbbb");
         assert_eq!(s.crash(2, 0), b"ccaabbbb");
+    }
+}
+
+/// A file of simfs on a simulated drive: every read and write is timed on the drive in
+/// virtual time; the bytes themselves are kept in memory (the device model keeps none).
+pub struct SimStorage {
+    pub fs: simfs::SimFs<simfs::Timed<flash::AnyDevice>>,
+    ino: simfs::fs::Ino,
+    data: Vec<u8>,
+    io: IoTime,
+}
+
+impl SimStorage {
+    /// A new file `name` on `fs`.
+    pub fn create(
+        mut fs: simfs::SimFs<simfs::Timed<flash::AnyDevice>>,
+        name: &str,
+    ) -> Result<Self, TreeError> {
+        let ino = fs
+            .create(name)
+            .map_err(|e| TreeError::Config(e.to_string()))?;
+        Ok(SimStorage {
+            fs,
+            ino,
+            data: Vec::new(),
+            io: IoTime::default(),
+        })
+    }
+
+    fn timed<R>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<R, simfs::SimfsError>,
+    ) -> Result<(R, u64), TreeError> {
+        let t0 = self.fs.device().now_ns;
+        let r = f(self).map_err(|e| TreeError::Io {
+            path: "simfs".into(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        Ok((r, self.fs.device().now_ns - t0))
+    }
+}
+
+impl Storage for SimStorage {
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), TreeError> {
+        let end = offset as usize + buf.len();
+        if end > self.data.len() {
+            return Err(TreeError::Io {
+                path: "simfs".into(),
+                source: std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past the end"),
+            });
+        }
+        let ino = self.ino;
+        let (_, ns) = self.timed(|s| s.fs.read_at(ino, offset, buf.len() as u64))?;
+        buf.copy_from_slice(&self.data[offset as usize..end]);
+        self.io.read_ns += ns;
+        Ok(())
+    }
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), TreeError> {
+        let ino = self.ino;
+        let (_, ns) = self.timed(|s| s.fs.write_at(ino, offset, data.len() as u64))?;
+        let end = offset as usize + data.len();
+        if self.data.len() < end {
+            self.data.resize(end, 0);
+        }
+        self.data[offset as usize..end].copy_from_slice(data);
+        self.io.write_ns += ns;
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<(), TreeError> {
+        let (_, ns) = self.timed(|s| s.fs.sync())?;
+        self.io.sync_ns += ns;
+        Ok(())
+    }
+    fn len(&self) -> u64 {
+        self.data.len() as u64
+    }
+    fn truncate(&mut self, len: u64) -> Result<(), TreeError> {
+        self.data.truncate(len as usize);
+        Ok(())
+    }
+    fn io_time(&self) -> IoTime {
+        self.io
+    }
+    fn now_ns(&self) -> u64 {
+        self.fs.device().now_ns
     }
 }

@@ -37,4 +37,8 @@ pub trait NodeStore {
     fn stats(&self) -> StoreStats;
     /// Bytes the store occupies on its device.
     fn file_bytes(&self) -> u64;
+    /// Time its storage spent reading, writing and syncing.
+    fn io_time(&self) -> crate::storage::IoTime;
+    /// Its storage's clock (wall or virtual).
+    fn now_ns(&self) -> u64;
 }

@@ -10,6 +10,9 @@ use crate::node::{Node, NodeId, NONE};
 use crate::store::NodeStore;
 use crate::TreeError;
 
+/// Key-value pairs in key order.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
 pub struct BTree<S: NodeStore> {
     store: S,
     fanout: usize,
@@ -382,19 +385,10 @@ impl<S: NodeStore> BTree<S> {
     }
 
     /// Entries with `lo <= key < hi` (`hi` = None: to the end), in order.
-    pub fn range(
-        &mut self,
-        lo: &[u8],
-        hi: Option<&[u8]>,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, TreeError> {
+    pub fn range(&mut self, lo: &[u8], hi: Option<&[u8]>) -> Result<Entries, TreeError> {
         let mut id = self.root();
-        loop {
-            match self.store.read(id)? {
-                Node::Internal { keys, children } => {
-                    id = children[keys.partition_point(|k| k.as_slice() <= lo)]
-                }
-                Node::Leaf { .. } => break,
-            }
+        while let Node::Internal { keys, children } = self.store.read(id)? {
+            id = children[keys.partition_point(|k| k.as_slice() <= lo)];
         }
         let mut out = Vec::new();
         while id != NONE {

@@ -7,6 +7,7 @@
 //! - [`analytic`]: closed-form models the experiments compare against.
 
 pub mod analytic;
+pub mod btreerun;
 pub mod experiments;
 pub mod joinrun;
 pub mod report;
