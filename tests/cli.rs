@@ -701,3 +701,64 @@ fn a_full_disk_is_a_clear_error_and_leaves_no_spill_files() {
         );
     }
 }
+
+#[test]
+fn btree_runs_on_every_backend_and_crash_tests_pass() {
+    let dir = Scratch::new("btree");
+    for (store, backend) in [
+        ("as", "mem"),
+        ("inplace", "mem"),
+        ("as", "os"),
+        ("inplace", "sim"),
+    ] {
+        let mut args = vec![
+            "btree",
+            "--store",
+            store,
+            "--fanout",
+            "64",
+            "--preload",
+            "3000",
+            "--ops",
+            "1000",
+            "--write-buffer",
+            "8",
+            "--backend",
+            backend,
+            "--json",
+        ];
+        let d = dir.0.to_str().unwrap().to_string();
+        if backend == "os" {
+            args.extend(["--dir", d.as_str()]);
+        }
+        if backend == "sim" {
+            args.extend(["--preset", "x25e", "--capacity", "1GiB"]);
+        }
+        let v = stdout_json(&flashlab(&args));
+        assert_eq!(v["entries"], 4000, "{store} on {backend}");
+        assert!(
+            v["insert_s"].as_f64().unwrap() > 0.0 && v["search_node_reads"].as_u64().unwrap() > 0
+        );
+        if store == "as" {
+            assert!(
+                v["insert_write_requests"].as_u64().unwrap()
+                    < v["insert_node_writes"].as_u64().unwrap(),
+                "the write buffer batches node writes"
+            );
+        }
+    }
+    let left = std::fs::read_dir(&dir.0).unwrap().count();
+    assert_eq!(left, 0, "the B+tree file is removed after the run");
+    let o = flashlab(&[
+        "btree",
+        "crash-test",
+        "--iterations",
+        "40",
+        "--seed",
+        "1000",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("40 crash points"));
+    let o = flashlab(&["btree", "--store", "bftl"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("BFTL"));
+}
