@@ -731,7 +731,7 @@ struct CrashTestArgs {
 
 #[derive(clap::Args)]
 struct BtreeRunArgs {
-    /// as (always sequential) or inplace.
+    /// as (always sequential), inplace or bftl.
     #[arg(long, default_value = "as")]
     store: lab::btreerun::StoreKind,
     /// Keys per node at most.
@@ -739,9 +739,12 @@ struct BtreeRunArgs {
     fanout: usize,
     #[arg(long, default_value = "8KiB", value_parser = units::parse_size)]
     node_size: u64,
-    /// AS store: nodes in the write buffer.
+    /// AS store: nodes in the write buffer (BFTL: its reservation buffer holds as many bytes).
     #[arg(long, default_value_t = 1)]
     write_buffer: usize,
+    /// BFTL: sectors on a node's list before it is compacted (C).
+    #[arg(long, default_value_t = 3)]
+    bftl_list: usize,
     /// LRU cache of this many nodes (0 = none).
     #[arg(long, default_value_t = 0)]
     cache: usize,
@@ -817,6 +820,7 @@ fn cmd_btree(a: BtreeArgs) -> Result<()> {
         node_bytes: usize::try_from(r.node_size).context("--node-size is too large")?,
         write_buffer_nodes: r.write_buffer,
         cache_nodes: r.cache,
+        bftl_max_list: r.bftl_list,
         preload: r.preload,
         ops: r.ops,
         backend,

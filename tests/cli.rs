@@ -759,6 +759,6 @@ fn btree_runs_on_every_backend_and_crash_tests_pass() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("40 crash points"));
-    let o = flashlab(&["btree", "--store", "bftl"]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("BFTL"));
+    let o = flashlab(&["btree", "--store", "btrfs"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("expected as, inplace or bftl"));
 }

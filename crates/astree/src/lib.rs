@@ -12,6 +12,7 @@
 //! - [`storage`]: where the bytes go (RAM with a crash model, real files).
 
 pub mod asstore;
+pub mod bftl;
 pub mod cache;
 pub mod crash;
 pub mod error;

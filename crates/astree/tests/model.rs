@@ -3,6 +3,7 @@
 //! checked again after reopening.
 
 use astree::asstore::AsStore;
+use astree::bftl::BftlStore;
 use astree::cache::LruCache;
 use astree::inplace::InPlaceStore;
 use astree::storage::MemStorage;
@@ -86,6 +87,13 @@ proptest! {
         prop_assert_eq!(again.check().map_err(TestCaseError::fail)?, model.len() as u64);
         let all = again.range(&[], None).unwrap();
         prop_assert_eq!(all, model.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn bftl_store_matches_btreemap(ops in prop::collection::vec(op(), 1..1500), sectors in 1usize..8, c in 1usize..5, cache in 0usize..20) {
+        let mut model = BTreeMap::new();
+        let store = LruCache::new(BftlStore::new(MemStorage::new(), 1024, sectors, c).unwrap(), cache);
+        run(BTree::new(store, 8).unwrap(), &ops, &mut model)?;
     }
 
     #[test]

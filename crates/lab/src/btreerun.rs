@@ -3,6 +3,7 @@
 //! ratios and file size.
 
 use astree::asstore::AsStore;
+use astree::bftl::BftlStore;
 use astree::cache::LruCache;
 use astree::inplace::InPlaceStore;
 use astree::storage::{FileStorage, MemStorage, SimStorage, Storage};
@@ -18,6 +19,7 @@ use std::path::PathBuf;
 pub enum StoreKind {
     As,
     InPlace,
+    Bftl,
 }
 
 impl std::str::FromStr for StoreKind {
@@ -26,8 +28,8 @@ impl std::str::FromStr for StoreKind {
         match s {
             "as" => Ok(StoreKind::As),
             "inplace" => Ok(StoreKind::InPlace),
-            "bftl" => Err("the BFTL store is not built yet; use as or inplace".into()),
-            _ => Err(format!("unknown store {s:?}: expected as or inplace")),
+            "bftl" => Ok(StoreKind::Bftl),
+            _ => Err(format!("unknown store {s:?}: expected as, inplace or bftl")),
         }
     }
 }
@@ -46,6 +48,8 @@ pub struct BtreeSpec {
     pub node_bytes: usize,
     pub write_buffer_nodes: usize,
     pub cache_nodes: usize,
+    /// BFTL: sector-list length C before a node is compacted.
+    pub bftl_max_list: usize,
     pub preload: u64,
     pub ops: u64,
     pub backend: TreeBackend,
@@ -188,6 +192,16 @@ fn with_storage<T: Storage>(
         StoreKind::InPlace => {
             let store = LruCache::new(
                 InPlaceStore::open(storage, spec.node_bytes).map_err(e)?,
+                spec.cache_nodes,
+            );
+            measure(BTree::new(store, spec.fanout).map_err(e)?, spec, out)
+        }
+        StoreKind::Bftl => {
+            // The reservation buffer holds as many bytes as the AS write buffer.
+            let sectors =
+                (spec.write_buffer_nodes * spec.node_bytes).div_ceil(astree::bftl::SECTOR_BYTES);
+            let store = LruCache::new(
+                BftlStore::new(storage, spec.node_bytes, sectors, spec.bftl_max_list).map_err(e)?,
                 spec.cache_nodes,
             );
             measure(BTree::new(store, spec.fanout).map_err(e)?, spec, out)
