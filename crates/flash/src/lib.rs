@@ -15,11 +15,13 @@
 
 pub mod command;
 pub mod error;
+pub mod fast;
 pub mod fslayout;
 pub mod ftl;
 pub mod gc;
 pub mod geometry;
 pub mod hdd;
+pub mod mapping;
 pub mod preset;
 pub mod ssd;
 pub mod stats;

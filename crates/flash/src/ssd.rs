@@ -23,8 +23,10 @@
 //! all of it, with `preemptive` only for the chunk in progress.
 
 use crate::command::{ByteRange, Payload};
+use crate::fast::FastFtl;
 use crate::fslayout::{self, LayoutError};
 use crate::ftl::{FlashSink, NoTiming, PageFtl, ProgramKind};
+use crate::mapping::{Ftl, FtlKind};
 use crate::stats::{DeviceStats, HostRecorder};
 use crate::{Command, Device, FlashError, GcPolicy, Geometry, Op};
 use serde::{Deserialize, Serialize};
@@ -103,6 +105,12 @@ pub struct SsdConfig {
     /// DRAM write cache; 0 = none.
     #[serde(default)]
     pub write_cache_bytes: u64,
+    /// Mapping scheme: `page` (default) or `fast` (hybrid log-block).
+    #[serde(default)]
+    pub ftl: FtlKind,
+    /// FAST: random-write log blocks.
+    #[serde(default)]
+    pub log_blocks: u32,
 }
 
 impl SsdConfig {
@@ -187,7 +195,7 @@ impl FlashSink for TimingSink<'_> {
 
 pub struct Ssd {
     cfg: SsdConfig,
-    ftl: PageFtl,
+    ftl: Ftl,
     unit_bytes: u64,
     page_transfer_ns: u64,
     unit_transfer_ns: u64,
@@ -228,7 +236,10 @@ impl Ssd {
     pub fn new(cfg: SsdConfig) -> Result<Self, FlashError> {
         cfg.validate()?;
         let g = &cfg.geometry;
-        let ftl = PageFtl::new(g, cfg.gc.policy, cfg.gc.free_blocks)?;
+        let ftl = match cfg.ftl {
+            FtlKind::Page => Ftl::Page(PageFtl::new(g, cfg.gc.policy, cfg.gc.free_blocks)?),
+            FtlKind::Fast => Ftl::Fast(Box::new(FastFtl::new(g, cfg.log_blocks)?)),
+        };
         Ok(Ssd {
             unit_bytes: g.mapping_unit_bytes as u64,
             page_transfer_ns: transfer_ns(g.superpage_bytes(), cfg.timing.channel_bytes_per_s),
@@ -261,7 +272,7 @@ impl Ssd {
         &self.cfg
     }
 
-    pub fn ftl(&self) -> &PageFtl {
+    pub fn ftl(&self) -> &Ftl {
         &self.ftl
     }
 
@@ -792,6 +803,8 @@ pub(crate) mod tests {
                 ..TrimConfig::default()
             },
             write_cache_bytes: 0,
+            ftl: FtlKind::Page,
+            log_blocks: 0,
         }
     }
 

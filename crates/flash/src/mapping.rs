@@ -1,0 +1,113 @@
+//! The SSD's mapping scheme: the page-mapped FTL or the FAST hybrid log-block FTL, behind
+//! one type the timing model calls.
+
+use crate::fast::FastFtl;
+use crate::ftl::{FlashSink, FtlCounters, PageFtl};
+use crate::FlashError;
+use serde::{Deserialize, Serialize};
+
+/// Which FTL a drive runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FtlKind {
+    /// Page-level mapping with GC (`ftl::PageFtl`).
+    #[default]
+    Page,
+    /// FAST hybrid log-block mapping (`fast::FastFtl`).
+    Fast,
+}
+
+pub enum Ftl {
+    Page(PageFtl),
+    Fast(Box<FastFtl>),
+}
+
+macro_rules! both {
+    ($self:ident, $f:ident => $e:expr) => {
+        match $self {
+            Ftl::Page($f) => $e,
+            Ftl::Fast($f) => $e,
+        }
+    };
+}
+
+impl Ftl {
+    pub fn logical_units(&self) -> u32 {
+        both!(self, f => f.logical_units())
+    }
+    pub fn counters(&self) -> FtlCounters {
+        both!(self, f => f.counters())
+    }
+    pub fn reset_counters(&mut self) {
+        both!(self, f => f.reset_counters())
+    }
+    pub fn erase_counts(&self) -> &[u32] {
+        both!(self, f => f.erase_counts())
+    }
+    #[inline]
+    pub fn die_of(&self, ppn: u32) -> u32 {
+        both!(self, f => f.die_of(ppn))
+    }
+    #[inline]
+    pub fn page_of(&self, ppn: u32) -> u32 {
+        both!(self, f => f.page_of(ppn))
+    }
+    #[inline]
+    pub fn lookup(&self, lpn: u32) -> Option<u32> {
+        both!(self, f => f.lookup(lpn))
+    }
+    #[inline]
+    pub fn note_read(&mut self) {
+        both!(self, f => f.note_read())
+    }
+    #[inline]
+    pub fn write<S: FlashSink>(&mut self, lpn: u32, sink: &mut S) -> Result<u32, FlashError> {
+        both!(self, f => f.write(lpn, sink))
+    }
+    pub fn write_batch<S: FlashSink>(
+        &mut self,
+        lpns: &[u32],
+        sink: &mut S,
+    ) -> Result<(), FlashError> {
+        match self {
+            Ftl::Page(f) => f.write_batch(lpns, sink),
+            Ftl::Fast(f) => lpns.iter().try_for_each(|&l| f.write(l, sink).map(|_| ())),
+        }
+    }
+    #[inline]
+    pub fn trim(&mut self, lpn: u32) -> bool {
+        both!(self, f => f.trim(lpn))
+    }
+    pub fn prefetch_lpn(&self, lpn: u32) {
+        if let Ftl::Page(f) = self {
+            f.prefetch_lpn(lpn);
+        }
+    }
+    pub fn free_blocks(&self, die: u32) -> usize {
+        match self {
+            Ftl::Page(f) => f.free_blocks(die),
+            Ftl::Fast(_) => usize::MAX,
+        }
+    }
+    /// Idle-time GC (the page FTL only; FAST merges on demand).
+    pub fn background_collect<S: FlashSink>(
+        &mut self,
+        die: u32,
+        target: u32,
+        sink: &mut S,
+    ) -> bool {
+        match self {
+            Ftl::Page(f) => f.background_collect(die, target, sink),
+            Ftl::Fast(_) => false,
+        }
+    }
+    pub fn check_counts(&self) -> Result<(), String> {
+        match self {
+            Ftl::Page(f) => f.check_counts(),
+            Ftl::Fast(f) => f.check_invariants(),
+        }
+    }
+    pub fn check_invariants(&self) -> Result<(), String> {
+        both!(self, f => f.check_invariants())
+    }
+}
