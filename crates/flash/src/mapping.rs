@@ -19,7 +19,7 @@ pub enum FtlKind {
 
 pub enum Ftl {
     Page(PageFtl),
-    Fast(Box<FastFtl>),
+    Fast(FastFtl),
 }
 
 macro_rules! both {

@@ -238,7 +238,7 @@ impl Ssd {
         let g = &cfg.geometry;
         let ftl = match cfg.ftl {
             FtlKind::Page => Ftl::Page(PageFtl::new(g, cfg.gc.policy, cfg.gc.free_blocks)?),
-            FtlKind::Fast => Ftl::Fast(Box::new(FastFtl::new(g, cfg.log_blocks)?)),
+            FtlKind::Fast => Ftl::Fast(FastFtl::new(g, cfg.log_blocks)?),
         };
         Ok(Ssd {
             unit_bytes: g.mapping_unit_bytes as u64,
