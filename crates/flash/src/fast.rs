@@ -13,7 +13,9 @@
 //! the block's latest pages into a fresh block. Random writes therefore cost merges
 //! (copies and erases) that sequential writes avoid.
 //!
-//! Mapping units equal flash pages here (one program per unit).
+//! Mapping units equal flash pages here (one program per unit). A FAST block is a
+//! superblock of one erase block per die, pages interleaved across dies, so sequential
+//! runs use every die and an erase takes every die.
 
 use crate::ftl::{FlashSink, FtlCounters, ProgramKind, INVALID, UNMAPPED};
 use crate::{FlashError, Geometry};
@@ -65,9 +67,11 @@ impl FastFtl {
                 g.units_per_page()
             )));
         }
-        let ppb = g.pages_per_block;
+        // A FAST block is a superblock: one erase block on every die, its pages
+        // interleaved across the dies.
+        let ppb = g.pages_per_block * g.dies();
         let logical_blocks = g.logical_units().div_ceil(ppb as u64) as u32;
-        let total = g.total_blocks() as u32;
+        let total = g.blocks_per_die() as u32;
         // Data blocks, the log blocks, the SW block and two spares for merges.
         if log_blocks == 0 || (logical_blocks as u64 + log_blocks as u64 + 3) > total as u64 {
             return Err(FlashError::Geometry(format!(
@@ -109,9 +113,11 @@ impl FastFtl {
     pub fn mapped_units(&self) -> u64 {
         self.mapped_units
     }
+    /// Blocks are superblocks across all dies: consecutive pages of a block sit on
+    /// consecutive dies, so a sequential run uses every die.
     #[inline]
     pub fn die_of(&self, ppn: u32) -> u32 {
-        (ppn / self.ppb) % self.dies
+        ppn % self.dies
     }
     #[inline]
     pub fn page_of(&self, ppn: u32) -> u32 {
@@ -154,7 +160,9 @@ impl FastFtl {
         );
         self.erase_count[block as usize] += 1;
         self.counters.erases += 1;
-        sink.block_erase(block % self.dies);
+        for d in 0..self.dies {
+            sink.block_erase(d);
+        }
         self.free.push_back(block);
     }
 
@@ -171,7 +179,7 @@ impl FastFtl {
     fn place<S: FlashSink>(&mut self, lpn: u32, p: u32, kind: ProgramKind, sink: &mut S) {
         self.p2l[p as usize] = lpn;
         self.log_map[lpn as usize] = p;
-        sink.page_program(p / self.ppb % self.dies, kind);
+        sink.page_program(p % self.dies, kind);
     }
 
     /// Gathers every latest page of logical block `lbn` into a fresh data block.
@@ -187,12 +195,12 @@ impl FastFtl {
                 break;
             }
             if let Some(src) = self.lookup(lpn) {
-                sink.page_read(src / self.ppb % self.dies);
+                sink.page_read(src % self.dies);
                 self.p2l[src as usize] = INVALID;
                 self.log_map[lpn as usize] = UNMAPPED;
                 let dst = fresh * self.ppb + off;
                 self.p2l[dst as usize] = lpn;
-                sink.page_program(fresh % self.dies, ProgramKind::GcCopy);
+                sink.page_program(dst % self.dies, ProgramKind::GcCopy);
                 self.counters.gc_copied_units += 1;
             }
         }
@@ -232,11 +240,11 @@ impl FastFtl {
                     break;
                 }
                 if let Some(src) = self.lookup(lpn) {
-                    sink.page_read(src / self.ppb % self.dies);
+                    sink.page_read(src % self.dies);
                     self.p2l[src as usize] = INVALID;
                     self.log_map[lpn as usize] = UNMAPPED;
                     self.p2l[(base + off) as usize] = lpn;
-                    sink.page_program(sw.block % self.dies, ProgramKind::GcCopy);
+                    sink.page_program((base + off) % self.dies, ProgramKind::GcCopy);
                     self.counters.gc_copied_units += 1;
                 }
             }
@@ -301,7 +309,7 @@ impl FastFtl {
                 next: 1,
             });
             self.place(lpn, b * self.ppb, ProgramKind::Host, sink);
-            return Ok(b % self.dies);
+            return Ok((b * self.ppb) % self.dies);
         }
         if let Some(sw) = self.sw {
             if sw.lbn == lbn && sw.next == off {
@@ -310,7 +318,7 @@ impl FastFtl {
                     next: off + 1,
                     ..sw
                 });
-                return Ok(sw.block % self.dies);
+                return Ok((sw.block * self.ppb + off) % self.dies);
             }
         }
         // Random: append to the current RW log block.
@@ -327,7 +335,7 @@ impl FastFtl {
         };
         self.rw_cur = Some((b, next + 1));
         self.place(lpn, b * self.ppb + next, ProgramKind::Host, sink);
-        Ok(b % self.dies)
+        Ok((b * self.ppb + next) % self.dies)
     }
 
     pub fn trim(&mut self, lpn: u32) -> bool {
@@ -381,7 +389,7 @@ mod tests {
             page_size_bytes: 4096,
             mapping_unit_bytes: 4096,
             logical_bytes: 4 << 20,
-            op: 0.15,
+            op: 0.3,
         }
     }
 

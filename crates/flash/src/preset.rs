@@ -37,6 +37,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("mx500", include_str!("../../../presets/mx500.toml")),
     ("cosmos", include_str!("../../../presets/cosmos.toml")),
     ("openssd", include_str!("../../../presets/openssd.toml")),
+    ("ssd2011", include_str!("../../../presets/ssd2011.toml")),
     ("hdd7200", include_str!("../../../presets/hdd7200.toml")),
     ("nvme", include_str!("../../../presets/nvme.toml")),
 ];

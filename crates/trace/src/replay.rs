@@ -11,7 +11,7 @@
 use crate::{Request, TraceError};
 use flash::Device;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReplaySummary {
@@ -46,18 +46,31 @@ where
     D: Device,
     I: Iterator<Item = Request>,
 {
-    let qd = queue_depth.max(1);
+    let qd = queue_depth.max(1) as usize;
     let mut streams = streams;
-    // (issue time, sequence, stream, slot in `pending`)
-    let mut heap: BinaryHeap<Reverse<(u64, u64, usize, usize)>> = BinaryHeap::new();
-    let mut pending: Vec<Request> = Vec::new();
-    let mut free_slots: Vec<usize> = Vec::new();
+    // Per stream, the next requests in order (pulled early so the device can prefetch).
+    let mut ahead: Vec<VecDeque<Request>> = vec![VecDeque::with_capacity(qd); streams.len()];
+    let refill = |s: usize, ahead: &mut Vec<VecDeque<Request>>, streams: &mut Vec<I>, dev: &D| {
+        while ahead[s].len() < qd {
+            match streams[s].next() {
+                Some(r) => {
+                    dev.prefetch(&r.cmd);
+                    ahead[s].push_back(r);
+                }
+                None => break,
+            }
+        }
+    };
+    // Events: (time, sequence, stream, what): a slot of `stream` frees (`None`), or a
+    // request issues after its think time (`Some(slot)` in `waiting`).
+    let mut heap: BinaryHeap<Reverse<(u64, u64, usize, Option<usize>)>> = BinaryHeap::new();
+    let mut waiting: Vec<Request> = Vec::new();
+    let mut reusable: Vec<usize> = Vec::new();
     let mut seq = 0u64;
-    for (s, it) in streams.iter_mut().enumerate() {
+    for s in 0..streams.len() {
+        refill(s, &mut ahead, &mut streams, dev);
         for _ in 0..qd {
-            let Some(r) = it.next() else { break };
-            heap.push(Reverse((start_ns + r.think_ns, seq, s, pending.len())));
-            pending.push(r);
+            heap.push(Reverse((start_ns, seq, s, None)));
             seq += 1;
         }
     }
@@ -65,22 +78,45 @@ where
         requests: 0,
         end_ns: start_ns,
     };
-    while let Some(Reverse((at_ns, _, s, slot))) = heap.pop() {
-        let done = submit(dev, &pending[slot], at_ns, summary.requests)?;
+    while let Some(Reverse((t, _, s, what))) = heap.pop() {
+        let r = match what {
+            // A slot freed: the stream's next request, in order, after its think time.
+            None => {
+                let Some(r) = ahead[s].pop_front() else {
+                    continue;
+                };
+                refill(s, &mut ahead, &mut streams, dev);
+                if r.think_ns > 0 {
+                    let at = t + r.think_ns;
+                    let i = match reusable.pop() {
+                        Some(i) => {
+                            waiting[i] = r;
+                            i
+                        }
+                        None => {
+                            waiting.push(r);
+                            waiting.len() - 1
+                        }
+                    };
+                    heap.push(Reverse((at, seq, s, Some(i))));
+                    seq += 1;
+                    continue;
+                }
+                r
+            }
+            Some(i) => {
+                reusable.push(i);
+                waiting[i].clone()
+            }
+        };
+        let done = submit(dev, &r, t, summary.requests)?;
         summary.requests += 1;
         summary.end_ns = summary.end_ns.max(done);
         if summary.requests.is_multiple_of(PROGRESS_EVERY) {
             progress(summary.requests);
         }
-        match streams[s].next() {
-            Some(next) => {
-                dev.prefetch(&next.cmd);
-                heap.push(Reverse((done + next.think_ns, seq, s, slot)));
-                pending[slot] = next;
-                seq += 1;
-            }
-            None => free_slots.push(slot),
-        }
+        heap.push(Reverse((done, seq, s, None)));
+        seq += 1;
     }
     progress(summary.requests);
     Ok(summary)
