@@ -20,6 +20,10 @@ pub struct ReplaySummary {
     pub end_ns: u64,
 }
 
+/// A closed-loop event: (time, sequence, stream, `None` = a slot frees, `Some(i)` = the
+/// waiting request `i` issues).
+type Event = (u64, u64, usize, Option<usize>);
+
 /// How often (in requests) the progress callback is called.
 pub const PROGRESS_EVERY: u64 = 1 << 16;
 
@@ -63,7 +67,7 @@ where
     };
     // Events: (time, sequence, stream, what): a slot of `stream` frees (`None`), or a
     // request issues after its think time (`Some(slot)` in `waiting`).
-    let mut heap: BinaryHeap<Reverse<(u64, u64, usize, Option<usize>)>> = BinaryHeap::new();
+    let mut heap: BinaryHeap<Reverse<Event>> = BinaryHeap::new();
     let mut waiting: Vec<Request> = Vec::new();
     let mut reusable: Vec<usize> = Vec::new();
     let mut seq = 0u64;
