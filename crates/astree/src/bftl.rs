@@ -159,7 +159,7 @@ pub struct BftlStore<S: Storage> {
     buffer_bytes: usize,
     max_list: usize,
     /// Reservation buffer: IUs in arrival order, per node.
-    pending: Vec<(NodeId, Iu)>,
+    pending: BTreeMap<NodeId, Vec<Iu>>,
     pending_bytes: usize,
     /// NTT: the sector runs (first sector, sectors) holding each node's IUs, oldest first.
     ntt: HashMap<NodeId, Vec<(u64, u64)>>,
@@ -195,7 +195,7 @@ impl<S: Storage> BftlStore<S> {
             node_bytes,
             buffer_bytes: buffer_sectors * SECTOR_BYTES,
             max_list,
-            pending: Vec::new(),
+            pending: BTreeMap::new(),
             pending_bytes: 0,
             ntt: HashMap::new(),
             sectors_written: 0,
@@ -287,10 +287,7 @@ impl<S: Storage> BftlStore<S> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let mut by_node: BTreeMap<NodeId, Vec<Iu>> = BTreeMap::new();
-        for (n, iu) in self.pending.drain(..) {
-            by_node.entry(n).or_default().push(iu);
-        }
+        let by_node = std::mem::take(&mut self.pending);
         self.pending_bytes = 0;
         // Pack each node's IUs together; a node's IUs of one commit form one run of
         // sectors, one entry on its list.
@@ -349,7 +346,7 @@ impl<S: Storage> BftlStore<S> {
             self.compactions += 1;
             for iu in content.full() {
                 self.pending_bytes += iu.bytes();
-                self.pending.push((n, iu));
+                self.pending.entry(n).or_default().push(iu);
             }
         }
         Ok(())
@@ -370,10 +367,8 @@ impl<S: Storage> BftlStore<S> {
                 }
             }
         }
-        for (n, iu) in &self.pending {
-            if *n == id {
-                c.apply(iu);
-            }
+        for iu in self.pending.get(&id).into_iter().flatten() {
+            c.apply(iu);
         }
         Ok(c)
     }
@@ -385,7 +380,7 @@ impl<S: Storage> NodeStore for BftlStore<S> {
     }
 
     fn read(&mut self, id: NodeId) -> Result<Node, TreeError> {
-        if !self.ntt.contains_key(&id) && !self.pending.iter().any(|(n, _)| *n == id) {
+        if !self.ntt.contains_key(&id) && !self.pending.contains_key(&id) {
             return Err(TreeError::MissingNode(id));
         }
         let c = self.load(id)?;
@@ -397,7 +392,7 @@ impl<S: Storage> NodeStore for BftlStore<S> {
 
     fn write(&mut self, id: NodeId, node: &Node) -> Result<(), TreeError> {
         let new = Content::of(node);
-        let known = self.ntt.contains_key(&id) || self.pending.iter().any(|(n, _)| *n == id);
+        let known = self.ntt.contains_key(&id) || self.pending.contains_key(&id);
         let ius = if known {
             let old = match self.recent.remove(&id) {
                 Some(c) => c,
@@ -409,7 +404,7 @@ impl<S: Storage> NodeStore for BftlStore<S> {
         };
         for iu in ius {
             self.pending_bytes += iu.bytes();
-            self.pending.push((id, iu));
+            self.pending.entry(id).or_default().push(iu);
         }
         self.ntt.entry(id).or_default();
         self.recent.insert(id, new);
@@ -431,8 +426,9 @@ impl<S: Storage> NodeStore for BftlStore<S> {
     fn free(&mut self, id: NodeId) -> Result<(), TreeError> {
         self.ntt.remove(&id);
         self.recent.remove(&id);
-        self.pending.retain(|(n, _)| *n != id);
-        self.pending_bytes = self.pending.iter().map(|(_, iu)| iu.bytes()).sum();
+        if let Some(ius) = self.pending.remove(&id) {
+            self.pending_bytes -= ius.iter().map(Iu::bytes).sum::<usize>();
+        }
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 //! scale and a seed and returns a report [`Section`] whose numbers and verdicts it
 //! computed itself.
 
+pub mod astree;
 pub mod gracejoin;
 pub mod tempfiles;
 pub mod trim;
@@ -60,6 +61,11 @@ pub const ALL: &[Experiment] = &[
         id: "gracejoin",
         about: "paper 001: grace hash join on SSD vs HDD: read buffer, write buffer, concurrent users",
         run: gracejoin::run,
+    },
+    Experiment {
+        id: "astree",
+        about: "paper 004: AS B-tree vs in-place B+tree vs BFTL on a 2011 drive with a FAST FTL",
+        run: astree::run,
     },
     Experiment {
         id: "trim",
