@@ -268,24 +268,6 @@ impl Storage for FileStorage {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn crash_images() {
-        let mut s = MemStorage::new();
-        s.write_at(0, b"aaaa").unwrap();
-        s.sync().unwrap();
-        s.write_at(4, b"bbbb").unwrap();
-        s.write_at(0, b"cc").unwrap();
-        assert_eq!(s.crash(0, 0), b"aaaa");
-        assert_eq!(s.crash(0, 2), b"aaaabb");
-        assert_eq!(s.crash(1, 1), b"caaabbbb");
-        assert_eq!(s.crash(2, 0), b"ccaabbbb");
-    }
-}
-
 /// A file of simfs on a simulated drive: every read and write is timed on the drive in
 /// virtual time; the bytes themselves are kept in memory (the device model keeps none).
 pub struct SimStorage {
@@ -368,5 +350,23 @@ impl Storage for SimStorage {
     }
     fn now_ns(&self) -> u64 {
         self.fs.device().now_ns
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crash_images() {
+        let mut s = MemStorage::new();
+        s.write_at(0, b"aaaa").unwrap();
+        s.sync().unwrap();
+        s.write_at(4, b"bbbb").unwrap();
+        s.write_at(0, b"cc").unwrap();
+        assert_eq!(s.crash(0, 0), b"aaaa");
+        assert_eq!(s.crash(0, 2), b"aaaabb");
+        assert_eq!(s.crash(1, 1), b"caaabbbb");
+        assert_eq!(s.crash(2, 0), b"ccaabbbb");
     }
 }
