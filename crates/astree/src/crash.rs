@@ -19,6 +19,8 @@ pub struct CrashOutcome {
     pub applied: usize,
     pub torn_bytes: usize,
     pub fsync_lost: bool,
+    /// Recovery started from a checkpoint (not a full scan).
+    pub from_checkpoint: bool,
     pub entries_after_recovery: u64,
     pub truncated_bytes: u64,
 }
@@ -77,8 +79,11 @@ pub fn crash_test(
     }
     // Sometimes the crash hits during a commit's fsync.
     let mut candidate = committed.clone();
+    // With a lost fsync, pending write `commit_write` carries the final commit.
+    let mut commit_write = usize::MAX;
     if rng.below(3) == 0 {
         tree.store_mut().storage_mut().sync_is_lost = true;
+        commit_write = tree.store().storage().pending_writes();
         tree.sync().map_err(|e| fail(e.to_string()))?;
         candidate = model.clone();
         out.fsync_lost = true;
@@ -101,6 +106,7 @@ pub fn crash_test(
     let store = AsStore::open(MemStorage::from_image(image), node_bytes, buffer_nodes)
         .map_err(|e| fail(format!("reopen: {e}")))?;
     out.truncated_bytes = store.recovery.truncated_bytes;
+    out.from_checkpoint = store.recovery.from_checkpoint.is_some();
     let mut tree = BTree::new(store, fanout).map_err(|e| fail(e.to_string()))?;
     let n = tree
         .check()
@@ -150,5 +156,32 @@ mod tests {
             torn > 50 && lost > 50,
             "the crash points should cover torn writes ({torn}) and lost fsyncs ({lost})"
         );
+    }
+
+    #[test]
+    fn checkpoints_bound_the_recovery_scan() {
+        let store = AsStore::open_with(MemStorage::new(), 512, 4, 16, false).unwrap();
+        let mut tree = BTree::new(store, 8).unwrap();
+        for i in 0..4000u32 {
+            tree.insert(format!("k{i:06}").as_bytes(), b"v").unwrap();
+            if i % 10 == 0 {
+                tree.sync().unwrap();
+            }
+        }
+        tree.sync().unwrap();
+        let image = tree.store().storage().crash(0, 0);
+        let cp = AsStore::open(MemStorage::from_image(image.clone()), 512, 4).unwrap();
+        let full = AsStore::open_full_scan(MemStorage::from_image(image), 512, 4).unwrap();
+        assert!(cp.recovery.from_checkpoint.is_some());
+        assert!(
+            cp.recovery.slots_scanned * 3 < full.recovery.slots_scanned,
+            "checkpoint recovery read {} slots, the full scan {}",
+            cp.recovery.slots_scanned,
+            full.recovery.slots_scanned
+        );
+        let mut a = BTree::new(cp, 8).unwrap();
+        let mut b = BTree::new(full, 8).unwrap();
+        assert_eq!(a.range(&[], None).unwrap(), b.range(&[], None).unwrap());
+        assert_eq!(a.check().unwrap(), 4000);
     }
 }
