@@ -49,7 +49,9 @@ pub fn crash_test(
 ) -> Result<CrashOutcome, String> {
     let mut rng = Rng(seed);
     let fail = |m: String| format!("seed {seed}: {m}");
-    let store = AsStore::open(MemStorage::new(), node_bytes, buffer_nodes)
+    // Checkpoints every 1-4 commits, so crashes hit them too.
+    let every = 1 + rng.below(4);
+    let store = AsStore::open_with(MemStorage::new(), node_bytes, buffer_nodes, every, false)
         .map_err(|e| fail(e.to_string()))?;
     let mut tree = BTree::new(store, fanout).map_err(|e| fail(e.to_string()))?;
     tree.sync().map_err(|e| fail(e.to_string()))?;
@@ -98,13 +100,29 @@ pub fn crash_test(
     };
     let image = storage.crash(out.applied, out.torn_bytes);
     // With a lost fsync, the commit survives only if its whole write reached the medium.
-    let expected = if out.fsync_lost && out.applied == storage.pending_writes() {
+    let expected = if out.fsync_lost && out.applied > commit_write {
         candidate
     } else {
         committed
     };
-    let store = AsStore::open(MemStorage::from_image(image), node_bytes, buffer_nodes)
-        .map_err(|e| fail(format!("reopen: {e}")))?;
+    // The full scan must agree with the checkpoint-based recovery.
+    let scanned = AsStore::open_full_scan(
+        MemStorage::from_image(image.clone()),
+        node_bytes,
+        buffer_nodes,
+    )
+    .map_err(|e| fail(format!("full scan: {e}")))?;
+    let by_scan = BTree::new(scanned, fanout)
+        .and_then(|mut t| t.range(&[], None))
+        .map_err(|e| fail(e.to_string()))?;
+    let store = AsStore::open_with(
+        MemStorage::from_image(image),
+        node_bytes,
+        buffer_nodes,
+        every,
+        false,
+    )
+    .map_err(|e| fail(format!("reopen: {e}")))?;
     out.truncated_bytes = store.recovery.truncated_bytes;
     out.from_checkpoint = store.recovery.from_checkpoint.is_some();
     let mut tree = BTree::new(store, fanout).map_err(|e| fail(e.to_string()))?;
@@ -120,16 +138,23 @@ pub fn crash_test(
             want.len()
         )));
     }
+    if by_scan != all {
+        return Err(fail(
+            "recovery from the checkpoint and the full scan disagree".into(),
+        ));
+    }
     out.entries_after_recovery = n;
     // The recovered store keeps working: write and commit again.
     tree.insert(b"after-crash", b"ok")
         .map_err(|e| fail(e.to_string()))?;
     tree.sync().map_err(|e| fail(e.to_string()))?;
     let len = tree.store().storage().len();
-    let store = AsStore::open(
+    let store = AsStore::open_with(
         MemStorage::from_image(tree.store().storage().crash(0, 0)),
         node_bytes,
         buffer_nodes,
+        every,
+        false,
     )
     .map_err(|e| fail(e.to_string()))?;
     if store.file_bytes() != len {
@@ -144,17 +169,21 @@ mod tests {
 
     #[test]
     fn hundreds_of_seeded_crash_points_recover_the_last_commit() {
-        let mut torn = 0;
-        let mut lost = 0;
+        let (mut torn, mut lost, mut from_cp) = (0, 0, 0);
         for seed in 0..300 {
             let buffer = 1 + (seed % 8) as usize;
             let o = crash_test(seed, 512, 8, buffer).unwrap_or_else(|e| panic!("{e}"));
             torn += (o.torn_bytes > 0) as u32;
             lost += o.fsync_lost as u32;
+            from_cp += o.from_checkpoint as u32;
         }
         assert!(
             torn > 50 && lost > 50,
             "the crash points should cover torn writes ({torn}) and lost fsyncs ({lost})"
+        );
+        assert!(
+            from_cp > 100,
+            "most recoveries should start from a checkpoint ({from_cp})"
         );
     }
 
