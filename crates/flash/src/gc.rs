@@ -52,17 +52,19 @@ pub struct Candidates<'a> {
 }
 
 /// Greedy: index of the closed block with the fewest valid units (lowest index on ties).
+/// Two passes (the minimum, then its first position), each a plain loop the compiler
+/// vectorises.
 pub fn choose_greedy(c: &Candidates) -> Option<usize> {
-    let mut best = u32::MAX;
-    let mut best_i = usize::MAX;
-    for (i, (&v, &closed)) in c.valid_units.iter().zip(c.closed).enumerate() {
-        let key = if closed { v } else { u32::MAX };
-        if key < best {
-            best = key;
-            best_i = i;
-        }
+    let key = |(&v, &closed): (&u32, &bool)| if closed { v } else { u32::MAX };
+    let best = c.valid_units.iter().zip(c.closed).map(key).min()?;
+    if best == u32::MAX {
+        return None;
     }
-    (best_i != usize::MAX).then_some(best_i)
+    c.valid_units
+        .iter()
+        .zip(c.closed)
+        .map(key)
+        .position(|k| k == best)
 }
 
 /// Cost-benefit: index of the closed block maximising `age × (1 − u) / u`; an empty block
