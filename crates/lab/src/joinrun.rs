@@ -83,6 +83,24 @@ pub struct JoinRunResult {
     pub repetitions: Vec<Repetition>,
 }
 
+/// Runs `f(user)` for every user in its own thread; results in user order.
+fn for_each_user<T: Send>(
+    users: u32,
+    f: impl Fn(usize) -> Result<T, String> + Sync,
+) -> Vec<Result<T, String>> {
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = (0..users as usize).map(|u| s.spawn(move || f(u))).collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a join thread panicked".into()))
+            })
+            .collect()
+    })
+}
+
 /// Encoded table bytes, generated once per (table, sf, layout) in this process.
 pub fn table_data(table: Table, sf: f64, layout: Layout) -> Arc<Vec<u8>> {
     type Cache = Mutex<HashMap<(Table, u64, Layout), Arc<Vec<u8>>>>;
@@ -182,44 +200,28 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
             let (lp, lh) = ensure_table_file(data_dir, Table::Lineitem, spec.sf, spec.layout)?;
             for rep in 0..spec.repeat {
                 let started = std::time::Instant::now();
-                let results: Vec<Result<(JoinResult, u64), String>> = std::thread::scope(|s| {
-                    let handles: Vec<_> = (0..spec.users)
-                        .map(|_| {
-                            let pool = pool.clone();
-                            let (op, lp) = (op.clone(), lp.clone());
-                            s.spawn(move || -> Result<(JoinResult, u64), String> {
-                                let mut store =
-                                    OsStore::new(dir, *direct_io, *cap_bytes).map_err(e)?;
-                                let o = store.open_input(&op).map_err(e)?;
-                                let l = store.open_input(&lp).map_err(e)?;
-                                let a = Input {
-                                    file: o,
-                                    offset_bytes: tpch::HEADER_BYTES as u64,
-                                    rows: oh.rows,
-                                    layout: spec.layout,
-                                    relation: Relation::Orders,
-                                };
-                                let b = Input {
-                                    file: l,
-                                    offset_bytes: tpch::HEADER_BYTES as u64,
-                                    rows: lh.rows,
-                                    layout: spec.layout,
-                                    relation: Relation::Lineitem,
-                                };
-                                let r =
-                                    hash_join(&mut store, &pool, &spec.join, a, b).map_err(e)?;
-                                Ok((r, store.stale_removed))
-                            })
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| {
-                            h.join()
-                                .unwrap_or_else(|_| Err("a join thread panicked".into()))
-                        })
-                        .collect()
-                });
+                let results: Vec<Result<(JoinResult, u64), String>> =
+                    for_each_user(spec.users, |_| {
+                        let mut store = OsStore::new(dir, *direct_io, *cap_bytes).map_err(e)?;
+                        let o = store.open_input(&op).map_err(e)?;
+                        let l = store.open_input(&lp).map_err(e)?;
+                        let a = Input {
+                            file: o,
+                            offset_bytes: tpch::HEADER_BYTES as u64,
+                            rows: oh.rows,
+                            layout: spec.layout,
+                            relation: Relation::Orders,
+                        };
+                        let b = Input {
+                            file: l,
+                            offset_bytes: tpch::HEADER_BYTES as u64,
+                            rows: lh.rows,
+                            layout: spec.layout,
+                            relation: Relation::Lineitem,
+                        };
+                        let r = hash_join(&mut store, &pool, &spec.join, a, b).map_err(e)?;
+                        Ok((r, store.stale_removed))
+                    });
                 let mut r0 = Repetition {
                     total_ns: started.elapsed().as_nanos() as u64,
                     ..Default::default()
@@ -289,26 +291,12 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
                 shared.start_round();
                 // Each user joins in its own thread; the shared drive orders their I/O in
                 // virtual time, so the result does not depend on thread scheduling.
-                let results: Vec<Result<(JoinResult, u64), String>> = std::thread::scope(|s| {
-                    let handles: Vec<_> = (0..spec.users as usize)
-                        .map(|u| {
-                            let (shared, pool) = (shared.clone(), pool.clone());
-                            s.spawn(move || -> Result<(JoinResult, u64), String> {
-                                let mut store = shared.user(u);
-                                let r =
-                                    hash_join(&mut store, &pool, &spec.join, a, b).map_err(e)?;
-                                Ok((r, store.elapsed_ns()))
-                            })
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| {
-                            h.join()
-                                .unwrap_or_else(|_| Err("a join thread panicked".into()))
-                        })
-                        .collect()
-                });
+                let results: Vec<Result<(JoinResult, u64), String>> =
+                    for_each_user(spec.users, |u| {
+                        let mut store = shared.user(u);
+                        let r = hash_join(&mut store, &pool, &spec.join, a, b).map_err(e)?;
+                        Ok((r, store.elapsed_ns()))
+                    });
                 let mut repetition = Repetition::default();
                 for r in results {
                     let (r, elapsed) = r?;
