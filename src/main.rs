@@ -853,8 +853,8 @@ fn cmd_btree(a: BtreeArgs) -> Result<()> {
         res.cache_hit_ratio * 100.0
     );
     println!(
-        "  file size              {} bytes, {} entries",
-        res.file_bytes, res.entries
+        "  file size              {} bytes for {} bytes of live nodes ({:.2}x), {} entries",
+        res.file_bytes, res.live_node_bytes, res.space_amplification, res.entries
     );
     Ok(())
 }

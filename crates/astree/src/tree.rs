@@ -417,6 +417,19 @@ impl<S: NodeStore> BTree<S> {
         self.store.sync()
     }
 
+    /// Nodes reachable from the root.
+    pub fn node_count(&mut self) -> Result<u64, TreeError> {
+        let mut stack = vec![self.root()];
+        let mut n = 0;
+        while let Some(id) = stack.pop() {
+            n += 1;
+            if let Node::Internal { children, .. } = self.store.read(id)? {
+                stack.extend(children);
+            }
+        }
+        Ok(n)
+    }
+
     /// Checks the tree's structure: sorted keys, separators bounding their subtrees, all
     /// leaves at one depth, the leaf chain in order. Returns the number of entries.
     pub fn check(&mut self) -> Result<u64, String> {

@@ -79,6 +79,10 @@ pub struct BtreeResult {
     pub cache_hit_ratio: f64,
     pub file_bytes: u64,
     pub entries: u64,
+    /// Nodes in the tree × node size.
+    pub live_node_bytes: u64,
+    /// File bytes / live node bytes.
+    pub space_amplification: f64,
 }
 
 fn diff(a: &StoreStats, b: &StoreStats) -> StoreStats {
@@ -172,6 +176,8 @@ fn measure<S: NodeStore>(
     };
     out.file_bytes = tree.store().file_bytes();
     out.entries = tree.check()?;
+    out.live_node_bytes = tree.node_count().map_err(e)? * spec.node_bytes as u64;
+    out.space_amplification = out.file_bytes as f64 / out.live_node_bytes.max(1) as f64;
     Ok(())
 }
 
