@@ -106,32 +106,23 @@ pub fn remove_stale_spill_files(dir: &Path) -> Result<u64, JoinError> {
     Ok(removed)
 }
 
-/// A buffer aligned for O_DIRECT.
+/// A zeroed buffer whose start is aligned for O_DIRECT: an over-sized `Vec`
+/// and the offset of its first aligned byte (no unsafe allocation needed).
 struct Aligned {
-    ptr: *mut u8,
+    bytes: Vec<u8>,
+    start: usize,
     len: usize,
 }
 
 impl Aligned {
     fn new(len: usize) -> Aligned {
         let len = len.max(ALIGN).div_ceil(ALIGN) * ALIGN;
-        let layout = std::alloc::Layout::from_size_align(len, ALIGN).expect("valid layout");
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        assert!(!ptr.is_null(), "allocation of {len} bytes failed");
-        Aligned { ptr, len }
+        let bytes = vec![0u8; len + ALIGN];
+        let start = bytes.as_ptr().align_offset(ALIGN);
+        Aligned { bytes, start, len }
     }
     fn as_mut(&mut self) -> &mut [u8] {
-        // SAFETY: ptr points to len initialised bytes owned by self.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl Drop for Aligned {
-    fn drop(&mut self) {
-        let layout = std::alloc::Layout::from_size_align(self.len, ALIGN).expect("valid layout");
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.ptr, layout) }
+        &mut self.bytes[self.start..self.start + self.len]
     }
 }
 
