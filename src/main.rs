@@ -767,6 +767,19 @@ struct BtreeRunArgs {
     capacity: Option<u64>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// AS store: size of each log segment file.
+    #[arg(long, default_value = "128MiB", value_parser = units::parse_size)]
+    segment_size: u64,
+    /// AS store: cleaning policy (off, oldest = the paper's sliding window, cost-benefit).
+    #[arg(long, default_value = "cost-benefit")]
+    cleaning: astree::asstore::Cleaning,
+    /// AS store: cleaning keeps file bytes at most this many times the live node bytes.
+    #[arg(long, default_value_t = astree::asstore::DEFAULT_MAX_SPACE_AMP)]
+    max_space_amp: f64,
+    /// Commit (sync) every N inserts; 0 = only after the preload and the timed inserts.
+    /// The AS store cleans at commits.
+    #[arg(long, default_value_t = 0)]
+    commit_every: u64,
     #[arg(long)]
     json: bool,
 }
@@ -776,17 +789,19 @@ fn cmd_btree(a: BtreeArgs) -> Result<()> {
         let pb = progress_bar(c.iterations, "crash-test");
         let mut torn = 0;
         let mut lost = 0;
+        let mut removed = 0;
         for i in 0..c.iterations {
             let seed = c.seed + i;
             let o = astree::crash::crash_test(seed, 512, 8, 1 + (seed % 8) as usize)
                 .map_err(anyhow::Error::msg)?;
             torn += (o.torn_bytes > 0) as u64;
             lost += o.fsync_lost as u64;
+            removed += (o.segments_removed > 0) as u64;
             pb.set_position(i + 1);
         }
         pb.finish_and_clear();
         println!(
-            "flashlab btree crash-test: {} crash points (seeds {}..{}) recovered the last durable commit; {torn} tore a write, {lost} lost a commit's fsync",
+            "flashlab btree crash-test: {} crash points (seeds {}..{}) recovered the last durable commit; {torn} tore a write, {lost} lost a commit's fsync, {removed} crashed after cleaning had removed segments",
             c.iterations,
             c.seed,
             c.seed + c.iterations
@@ -815,7 +830,6 @@ fn cmd_btree(a: BtreeArgs) -> Result<()> {
         }
     };
     let spec = lab::btreerun::BtreeSpec {
-        store: r.store,
         fanout: r.fanout,
         node_bytes: usize::try_from(r.node_size).context("--node-size is too large")?,
         write_buffer_nodes: r.write_buffer,
@@ -823,8 +837,12 @@ fn cmd_btree(a: BtreeArgs) -> Result<()> {
         bftl_max_list: r.bftl_list,
         preload: r.preload,
         ops: r.ops,
-        backend,
         seed: r.seed,
+        segment_bytes: r.segment_size,
+        cleaning: r.cleaning,
+        max_space_amp: r.max_space_amp,
+        commit_every: r.commit_every,
+        ..lab::btreerun::BtreeSpec::new(r.store, backend)
     };
     let started = Instant::now();
     let res = lab::btreerun::run(&spec).map_err(anyhow::Error::msg)?;
@@ -856,6 +874,12 @@ fn cmd_btree(a: BtreeArgs) -> Result<()> {
         "  file size              {} bytes for {} bytes of live nodes ({:.2}x), {} entries",
         res.file_bytes, res.live_node_bytes, res.space_amplification, res.entries
     );
+    if res.store == "as" {
+        println!(
+            "  cleaning               {} segments cleaned, {} nodes moved, {} segment files removed",
+            res.segments_cleaned, res.nodes_moved, res.segments_removed
+        );
+    }
     Ok(())
 }
 

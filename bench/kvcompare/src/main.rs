@@ -5,8 +5,8 @@
 //!
 //!     cargo run --release --manifest-path bench/kvcompare/Cargo.toml -- [N] [DIR]
 
-use astree::asstore::AsStore;
-use astree::storage::FileStorage;
+use astree::asstore::{AsConfig, AsStore};
+use astree::segments::{FileSegments, Segments};
 use astree::store::NodeStore;
 use astree::BTree;
 use rand::{Rng, SeedableRng};
@@ -38,7 +38,7 @@ trait Engine {
     fn file_bytes(&self) -> u64;
 }
 
-struct As(BTree<AsStore<FileStorage>>);
+struct As(BTree<AsStore<FileSegments>>);
 impl Engine for As {
     fn name(&self) -> &'static str {
         "flashlab AS B-tree"
@@ -207,12 +207,12 @@ fn main() {
     );
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let store = AsStore::open(
-        FileStorage::open(&dir.join("as.db"), false).unwrap(),
-        8192,
-        32,
-    )
-    .unwrap();
+    // 4 MiB segments: the data set is tens of MB, so cleaning has room to work.
+    let cfg = AsConfig {
+        segment_bytes: 4 << 20,
+        ..AsConfig::new(8192, 32)
+    };
+    let store = AsStore::open_with(FileSegments::open(&dir, "as", false).unwrap(), cfg).unwrap();
     run(&mut As(BTree::new(store, 64).unwrap()), n);
     let p = dir.join("redb.db");
     run(&mut Redb(redb::Database::create(&p).unwrap(), p), n);

@@ -4,29 +4,42 @@
 //! in memory; reads look in the buffer first), flushed in one contiguous write at the end
 //! of the log.
 //!
-//! Slots are `node_bytes` long (so they stay aligned for O_DIRECT); a node image may use
-//! all but the 32-byte slot header.
+//! The log is a sequence of segment files ([`Segments`], default 128 MiB each) numbered in
+//! log order; file 0 holds two superblocks. Slots are `node_bytes` long (so they stay
+//! aligned for O_DIRECT); a node image may use all but the 32-byte slot header. A log
+//! address is the segment number in the high 32 bits and the slot index in the low 32.
 //!
-//! Crash safety: every record (a node, a free, or a commit) is a fixed-size slot with a
-//! magic number, a sequence number and a CRC-32 over header and payload. `sync` flushes the
-//! buffer together with a commit record (root, next NodeID) and syncs: a commit point. At
-//! open the log is scanned: the first slot that fails its check ends the trusted log (a
-//! torn or half-written tail), records after the last commit are discarded, and the mapping
-//! table is rebuilt from the rest (a later copy of a NodeID wins).
+//! Crash safety: every record (a node, a free, a checkpoint piece or a commit) is a slot
+//! with a magic number, a sequence number (consecutive in log order) and a CRC-32 over
+//! header and payload. `sync` flushes the buffer together with a commit record (root, next
+//! NodeID) and syncs: a commit point. At open the log is replayed: the first slot that
+//! fails its check or breaks the sequence ends the trusted log (a torn or half-written
+//! tail), records after the last commit are discarded, later copies of a NodeID win, and
+//! everything past the trusted end is cut off (durably, before anything new is written).
 //!
-//! Recovery time is bounded by checkpoints: every `checkpoint_every` commits, the mapping
+//! Recovery time is bounded by checkpoints: every `checkpoint_every` commits the mapping
 //! table is appended to the log (checkpoint slots followed by a commit), made durable, and
-//! only then one of two alternating superblocks (slots 0 and 1, each with its own CRC) is
-//! pointed at it. At open the newest valid superblock names the checkpoint; the mapping is
-//! loaded from it and only the log after it is replayed. A torn superblock falls back to the
-//! other, an unreadable checkpoint to the full scan, which stays available as a check
-//! ([`AsStore::open_full_scan`]).
+//! only then one of two alternating superblocks (each with its own CRC) is pointed at it.
+//! At open the newest whole superblock names the checkpoint; the mapping is loaded from it
+//! and only the log after it is replayed. A torn superblock falls back to the other, an
+//! unreadable checkpoint to the full scan of every segment, which stays available as a
+//! check ([`AsConfig::full_scan`]).
+//!
+//! Cleaning keeps the files at most `max_space_amp` × the live node bytes (when the tree is
+//! large against a segment): at a commit whose files exceed that, victims chosen by
+//! cost-benefit ((1−u)·age/(1+u), u = the segment's live fraction, age = segments written
+//! since) or oldest-first (the paper's sliding window) have their live nodes copied to the
+//! log's head, until the files would be 10% of the live bytes below the limit; a checkpoint
+//! then commits the copies. A segment is removed (its file deleted, TRIMmed where the
+//! backend supports it) only once it holds no live node and lies before the newest durable
+//! checkpoint, so neither that checkpoint's mapping nor its replay ever reads it. Cleaning
+//! runs only at commits: a checkpoint is a commit, and a transaction must not be cut in two.
 
 use crate::node::{Node, NodeId, NONE};
-use crate::storage::Storage;
+use crate::segments::Segments;
 use crate::store::{NodeStore, StoreStats};
 use crate::TreeError;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 const MAGIC: u32 = 0x314E_5341; // "ASN1"
 const HEADER: usize = 32;
@@ -35,17 +48,82 @@ const KIND_COMMIT: u8 = 2;
 const KIND_FREE: u8 = 3;
 const KIND_CHECKPOINT: u8 = 4;
 const SB_MAGIC: u32 = 0x4253_5341; // "ASSB"
-/// Slots 0 and 1 hold the two superblocks; the log starts after them.
-const LOG_START_SLOTS: u64 = 2;
+/// The file holding the two superblocks; log segments are numbered from 1.
+const SUPER: u64 = 0;
+const FIRST_LOG_SEGMENT: u64 = 1;
+/// Each superblock takes a 4 KiB block of file 0 (aligned for O_DIRECT).
+const SUPERBLOCK_BYTES: usize = 4096;
 /// Commits between two checkpoints of the mapping table.
 pub const DEFAULT_CHECKPOINT_EVERY: u64 = 64;
-/// Slots read at a time while scanning the log at open.
+/// The paper's segment file size.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 128 << 20;
+/// Largest file bytes / live node bytes cleaning allows.
+pub const DEFAULT_MAX_SPACE_AMP: f64 = 1.5;
+/// Cleaning brings the files this far (× live bytes) below the limit, so it runs in bursts.
+const CLEAN_HYSTERESIS: f64 = 0.1;
+/// Slots read at a time while scanning or cleaning.
 const SCAN_SLOTS: usize = 64;
+
+/// How cleaning picks its victims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cleaning {
+    /// No cleaning and no segment removal: the log only grows (the paper's baseline).
+    Off,
+    /// The oldest segment first (the paper's sliding window).
+    Oldest,
+    /// The highest (1−u)·age/(1+u) first (Rosenblum and Ousterhout's LFS cleaner).
+    CostBenefit,
+}
+
+impl std::str::FromStr for Cleaning {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(Cleaning::Off),
+            "oldest" => Ok(Cleaning::Oldest),
+            "cost-benefit" => Ok(Cleaning::CostBenefit),
+            _ => Err(format!(
+                "unknown cleaning policy {s:?}: expected off, oldest or cost-benefit"
+            )),
+        }
+    }
+}
+
+/// Settings of an [`AsStore`].
+#[derive(Debug, Clone)]
+pub struct AsConfig {
+    /// Slot size: a node image plus the 32-byte slot header.
+    pub node_bytes: usize,
+    /// Nodes in the write buffer (MS).
+    pub buffer_nodes: usize,
+    pub segment_bytes: u64,
+    pub checkpoint_every: u64,
+    pub max_space_amp: f64,
+    pub cleaning: Cleaning,
+    /// Recover by scanning every segment, ignoring the checkpoints (a check of them).
+    pub full_scan: bool,
+}
+
+impl AsConfig {
+    /// Defaults: 128 MiB segments, a checkpoint every 64 commits, cost-benefit cleaning to
+    /// at most 1.5× the live bytes.
+    pub fn new(node_bytes: usize, buffer_nodes: usize) -> Self {
+        AsConfig {
+            node_bytes,
+            buffer_nodes,
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            checkpoint_every: DEFAULT_CHECKPOINT_EVERY,
+            max_space_amp: DEFAULT_MAX_SPACE_AMP,
+            cleaning: Cleaning::CostBenefit,
+            full_scan: false,
+        }
+    }
+}
 
 /// How the last open went.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recovery {
-    /// The log position of the checkpoint recovery started from (none: a full scan).
+    /// The log address of the checkpoint recovery started from (none: a full scan).
     pub from_checkpoint: Option<u64>,
     pub slots_scanned: u64,
     pub commits_found: u64,
@@ -53,26 +131,20 @@ pub struct Recovery {
     pub uncommitted_discarded: u64,
     /// Bytes past the trusted log that were cut off (torn or uncommitted tail).
     pub truncated_bytes: u64,
+    /// Segments removed at open: past the trusted log, or dead ones a crash left behind.
+    pub segments_removed: u64,
 }
 
-pub struct AsStore<S: Storage> {
-    storage: S,
-    node_bytes: usize,
-    slot_bytes: usize,
-    buffer_nodes: usize,
-    map: HashMap<NodeId, u64>,
-    /// Pending slots: (NodeID, slot image); `buffered` indexes them by NodeID.
-    buffer: Vec<(NodeId, Vec<u8>)>,
-    buffered: HashMap<NodeId, usize>,
-    log_end: u64,
-    seq: u64,
-    root: Option<NodeId>,
-    next_id: NodeId,
-    stats: StoreStats,
-    pub recovery: Recovery,
-    checkpoint_every: u64,
-    commits_since_checkpoint: u64,
-    superblock_seq: u64,
+fn addr(seg: u64, slot: u64) -> u64 {
+    (seg << 32) | slot
+}
+
+fn seg_of(a: u64) -> u64 {
+    a >> 32
+}
+
+fn slot_of(a: u64) -> u64 {
+    a & 0xFFFF_FFFF
 }
 
 fn crc(slot: &[u8]) -> u32 {
@@ -82,64 +154,114 @@ fn crc(slot: &[u8]) -> u32 {
     h.finalize()
 }
 
-impl<S: Storage> AsStore<S> {
-    /// Opens the store on `storage`, recovering from its log.
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// A whole superblock.
+#[derive(Debug, Clone, Copy)]
+struct Superblock {
+    seq: u64,
+    checkpoint: u64,
+    checkpoint_slots: u64,
+}
+
+/// What replaying the log found.
+struct Replay {
+    map: HashMap<NodeId, u64>,
+    root: Option<NodeId>,
+    next_id: NodeId,
+    seq: u64,
+    /// The address after the last commit.
+    end: u64,
+    discarded: u64,
+}
+
+pub struct AsStore<S: Segments> {
+    storage: S,
+    cfg: AsConfig,
+    /// Node image bytes (slot minus header).
+    node_bytes: usize,
+    slot_bytes: usize,
+    segment_slots: u64,
+    map: HashMap<NodeId, u64>,
+    /// Live nodes per log segment (every segment that exists has an entry).
+    seg_live: BTreeMap<u64, u64>,
+    /// Pending slots: (NodeID, slot image); `buffered` indexes them by NodeID.
+    buffer: Vec<(NodeId, Vec<u8>)>,
+    buffered: HashMap<NodeId, usize>,
+    /// Where the next slot goes.
+    end: u64,
+    seq: u64,
+    root: Option<NodeId>,
+    next_id: NodeId,
+    stats: StoreStats,
+    pub recovery: Recovery,
+    commits_since_checkpoint: u64,
+    superblock_seq: u64,
+    /// Segment where the newest durable checkpoint starts: a segment before it without
+    /// live nodes is never read again and may be removed.
+    checkpoint_segment: u64,
+    /// Address of the last commit record a `sync` wrote (checkpoints repeat it).
+    last_commit: Option<u64>,
+}
+
+impl<S: Segments> AsStore<S> {
+    /// Opens the store on `storage` with the default settings, recovering from its log.
     pub fn open(storage: S, node_bytes: usize, buffer_nodes: usize) -> Result<Self, TreeError> {
-        Self::open_with(
-            storage,
-            node_bytes,
-            buffer_nodes,
-            DEFAULT_CHECKPOINT_EVERY,
-            false,
-        )
+        Self::open_with(storage, AsConfig::new(node_bytes, buffer_nodes))
     }
 
-    /// Opens by scanning the whole log, ignoring checkpoints (a check of the checkpoints).
-    pub fn open_full_scan(
-        storage: S,
-        node_bytes: usize,
-        buffer_nodes: usize,
-    ) -> Result<Self, TreeError> {
-        Self::open_with(
-            storage,
-            node_bytes,
-            buffer_nodes,
-            DEFAULT_CHECKPOINT_EVERY,
-            true,
-        )
-    }
-
-    /// Opens with a checkpoint every `checkpoint_every` commits; `full_scan` ignores the
-    /// checkpoints at recovery.
-    pub fn open_with(
-        storage: S,
-        node_bytes: usize,
-        buffer_nodes: usize,
-        checkpoint_every: u64,
-        full_scan: bool,
-    ) -> Result<Self, TreeError> {
-        if node_bytes < 256 || buffer_nodes == 0 {
-            return Err(TreeError::Config(format!("node size {node_bytes} must be at least 256 bytes and the write buffer at least 1 node")));
+    /// Opens the store on `storage`, recovering from its log.
+    pub fn open_with(storage: S, cfg: AsConfig) -> Result<Self, TreeError> {
+        if cfg.node_bytes < 256 || cfg.buffer_nodes == 0 {
+            return Err(TreeError::Config(format!(
+                "node size {} must be at least 256 bytes and the write buffer at least 1 node",
+                cfg.node_bytes
+            )));
+        }
+        let slot = cfg.node_bytes as u64;
+        if !cfg.segment_bytes.is_multiple_of(slot)
+            || cfg.segment_bytes / slot < 4
+            || cfg.segment_bytes / slot > u32::MAX as u64
+        {
+            return Err(TreeError::Config(format!(
+                "segment size {} must be a multiple of the node size {} holding 4 to 2^32 nodes",
+                cfg.segment_bytes, cfg.node_bytes
+            )));
+        }
+        if !(cfg.max_space_amp.is_finite() && cfg.max_space_amp >= 1.0 + 2.0 * CLEAN_HYSTERESIS) {
+            return Err(TreeError::Config(format!(
+                "space amplification limit {} must be at least {}",
+                cfg.max_space_amp,
+                1.0 + 2.0 * CLEAN_HYSTERESIS
+            )));
         }
         let mut s = AsStore {
             storage,
-            node_bytes: node_bytes - HEADER,
-            slot_bytes: node_bytes,
-            buffer_nodes,
+            node_bytes: cfg.node_bytes - HEADER,
+            slot_bytes: cfg.node_bytes,
+            segment_slots: cfg.segment_bytes / slot,
+            cfg: AsConfig {
+                checkpoint_every: cfg.checkpoint_every.max(1),
+                ..cfg
+            },
             map: HashMap::new(),
+            seg_live: BTreeMap::new(),
             buffer: Vec::new(),
             buffered: HashMap::new(),
-            log_end: 0,
+            end: addr(FIRST_LOG_SEGMENT, 0),
             seq: 0,
             root: None,
             next_id: 0,
             stats: StoreStats::default(),
             recovery: Recovery::default(),
-            checkpoint_every: checkpoint_every.max(1),
             commits_since_checkpoint: 0,
             superblock_seq: 0,
+            checkpoint_segment: 0,
+            last_commit: None,
         };
-        s.recover(full_scan)?;
+        s.recover()?;
         Ok(s)
     }
 
@@ -151,13 +273,22 @@ impl<S: Storage> AsStore<S> {
         &mut self.storage
     }
 
-    /// Live nodes in the mapping table.
+    /// Gives back the storage (e.g. to delete the files).
+    pub fn into_storage(self) -> S {
+        self.storage
+    }
+
+    pub fn config(&self) -> &AsConfig {
+        &self.cfg
+    }
+
+    /// Live nodes in the mapping table and the write buffer.
     pub fn live_nodes(&self) -> usize {
         self.map.len()
             + self
-                .buffered
-                .keys()
-                .filter(|id| !self.map.contains_key(id))
+                .buffer
+                .iter()
+                .filter(|(id, image)| image[4] == KIND_NODE && !self.map.contains_key(id))
                 .count()
     }
 
@@ -167,8 +298,26 @@ impl<S: Storage> AsStore<S> {
         if live == 0.0 {
             0.0
         } else {
-            self.log_end as f64 / live
+            self.storage.total_bytes() as f64 / live
         }
+    }
+
+    /// Where the commit record of the last `sync` lies: (segment, byte offset); a
+    /// checkpoint that follows only repeats it.
+    pub fn last_commit_location(&self) -> Option<(u64, u64)> {
+        self.last_commit
+            .map(|a| (seg_of(a), slot_of(a) * self.slot_bytes as u64))
+    }
+
+    /// Log segments that exist, with their live node counts.
+    pub fn segments(&self) -> Vec<(u64, u64)> {
+        self.seg_live.iter().map(|(&s, &l)| (s, l)).collect()
+    }
+
+    /// The address `n` slots after `a`.
+    fn advance(&self, a: u64, n: u64) -> u64 {
+        let t = slot_of(a) + n;
+        addr(seg_of(a) + t / self.segment_slots, t % self.segment_slots)
     }
 
     fn slot(&self, kind: u8, id: NodeId, seq: u64, payload: &[u8]) -> Vec<u8> {
@@ -176,10 +325,8 @@ impl<S: Storage> AsStore<S> {
         s[0..4].copy_from_slice(&MAGIC.to_le_bytes());
         s[4] = kind;
         s[8..16].copy_from_slice(&id.to_le_bytes());
-        s[16..24].copy_from_slice(&seq.to_le_bytes());
         s[HEADER..HEADER + payload.len()].copy_from_slice(payload);
-        let c = crc(&s);
-        s[24..28].copy_from_slice(&c.to_le_bytes());
+        Self::stamp(&mut s, seq);
         s
     }
 
@@ -191,253 +338,7 @@ impl<S: Storage> AsStore<S> {
         if u32::from_le_bytes(slot[24..28].try_into().ok()?) != crc(slot) {
             return None;
         }
-        Some((
-            slot[4],
-            u64::from_le_bytes(slot[8..16].try_into().ok()?),
-            u64::from_le_bytes(slot[16..24].try_into().ok()?),
-        ))
-    }
-
-    /// Reads superblock `i`: (its sequence, checkpoint offset, checkpoint slots) if whole.
-    fn read_superblock(&mut self, i: u64) -> Option<(u64, u64, u64)> {
-        let mut b = vec![0u8; self.slot_bytes];
-        self.storage
-            .read_at(i * self.slot_bytes as u64, &mut b)
-            .ok()?;
-        if u32::from_le_bytes(b[0..4].try_into().ok()?) != SB_MAGIC {
-            return None;
-        }
-        if u32::from_le_bytes(b[32..36].try_into().ok()?) != crc32fast::hash(&b[0..32]) {
-            return None;
-        }
-        let f = |a: usize| u64::from_le_bytes(b[a..a + 8].try_into().expect("8"));
-        Some((f(8), f(16), f(24)))
-    }
-
-    /// Loads the checkpoint at `off` (`slots` checkpoint slots and a commit): the mapping,
-    /// the commit's root and next id, and the commit's sequence number.
-    fn load_checkpoint(&mut self, off: u64, slots: u64) -> Option<(HashMap<NodeId, u64>, u64)> {
-        let mut buf = vec![0u8; self.slot_bytes * (slots as usize + 1)];
-        self.storage.read_at(off, &mut buf).ok()?;
-        let mut map = HashMap::new();
-        let mut last = 0u64;
-        for i in 0..=slots as usize {
-            let s = &buf[i * self.slot_bytes..(i + 1) * self.slot_bytes];
-            let (kind, _, seq) = Self::check(s)?;
-            if seq <= last && last != 0 {
-                return None;
-            }
-            last = seq;
-            self.recovery.slots_scanned += 1;
-            if (i as u64) < slots {
-                if kind != KIND_CHECKPOINT {
-                    return None;
-                }
-                let n = u32::from_le_bytes(s[HEADER..HEADER + 4].try_into().ok()?) as usize;
-                for k in 0..n {
-                    let at = HEADER + 8 + k * 16;
-                    map.insert(
-                        u64::from_le_bytes(s[at..at + 8].try_into().ok()?),
-                        u64::from_le_bytes(s[at + 8..at + 16].try_into().ok()?),
-                    );
-                }
-            } else {
-                if kind != KIND_COMMIT {
-                    return None;
-                }
-                let root = u64::from_le_bytes(s[HEADER..HEADER + 8].try_into().ok()?);
-                self.root = (root != NONE).then_some(root);
-                self.next_id = u64::from_le_bytes(s[HEADER + 8..HEADER + 16].try_into().ok()?);
-            }
-        }
-        Some((map, last))
-    }
-
-    fn recover(&mut self, full_scan: bool) -> Result<(), TreeError> {
-        let len = self.storage.len();
-        let slot = self.slot_bytes as u64;
-        let log_start = LOG_START_SLOTS * slot;
-        let mut committed: HashMap<NodeId, u64> = HashMap::new();
-        let mut pending: Vec<(u8, NodeId, u64)> = Vec::new();
-        let mut trusted_end = log_start;
-        let mut last_seq = 0u64;
-        let mut off = log_start;
-        // Start from the newest checkpoint a whole superblock points at.
-        if !full_scan && len >= log_start {
-            let mut sbs: Vec<(u64, u64, u64)> = (0..LOG_START_SLOTS)
-                .filter_map(|i| self.read_superblock(i))
-                .collect();
-            sbs.sort_unstable();
-            if let Some(&(sb_seq, cp_off, cp_slots)) = sbs.last() {
-                self.superblock_seq = sb_seq;
-                if cp_off + (cp_slots + 1) * slot <= len {
-                    if let Some((map, seq)) = self.load_checkpoint(cp_off, cp_slots) {
-                        committed = map;
-                        last_seq = seq;
-                        self.seq = seq;
-                        off = cp_off + (cp_slots + 1) * slot;
-                        trusted_end = off;
-                        self.recovery.from_checkpoint = Some(cp_off);
-                        self.recovery.commits_found += 1;
-                    }
-                }
-            }
-        }
-        let mut chunk = vec![0u8; self.slot_bytes * SCAN_SLOTS];
-        'scan: while off + slot <= len {
-            let n = ((len - off) / slot).min(SCAN_SLOTS as u64) as usize;
-            let buf = &mut chunk[..n * self.slot_bytes];
-            self.storage.read_at(off, buf)?;
-            for i in 0..n {
-                let s = &buf[i * self.slot_bytes..(i + 1) * self.slot_bytes];
-                self.recovery.slots_scanned += 1;
-                let Some((kind, id, seq)) = Self::check(s) else {
-                    break 'scan;
-                };
-                if seq <= last_seq && last_seq != 0 {
-                    break 'scan; // a stale slot from an older, longer log
-                }
-                last_seq = seq;
-                let at = off + (i as u64) * slot;
-                match kind {
-                    KIND_NODE | KIND_FREE => pending.push((kind, id, at)),
-                    // A checkpoint repeats the committed mapping: nothing to replay.
-                    KIND_CHECKPOINT => {}
-                    KIND_COMMIT => {
-                        for (k, pid, pat) in pending.drain(..) {
-                            if k == KIND_NODE {
-                                committed.insert(pid, pat);
-                            } else {
-                                committed.remove(&pid);
-                            }
-                        }
-                        let root = u64::from_le_bytes(s[HEADER..HEADER + 8].try_into().expect("8"));
-                        self.root = (root != NONE).then_some(root);
-                        self.next_id =
-                            u64::from_le_bytes(s[HEADER + 8..HEADER + 16].try_into().expect("8"));
-                        self.seq = seq;
-                        trusted_end = at + slot;
-                        self.recovery.commits_found += 1;
-                    }
-                    _ => break 'scan,
-                }
-            }
-            off += n as u64 * slot;
-        }
-        self.recovery.uncommitted_discarded = pending.len() as u64;
-        self.recovery.truncated_bytes = len.saturating_sub(trusted_end);
-        if trusted_end < len {
-            self.storage.truncate(trusted_end)?;
-        }
-        self.map = committed;
-        self.log_end = trusted_end;
-        Ok(())
-    }
-
-    /// Appends the mapping table as a checkpoint (then a commit), makes it durable, and
-    /// points the next superblock at it.
-    fn checkpoint(&mut self) -> Result<(), TreeError> {
-        let per_slot = (self.slot_bytes - HEADER - 8) / 16;
-        let mut entries: Vec<(NodeId, u64)> = self.map.iter().map(|(&k, &v)| (k, v)).collect();
-        entries.sort_unstable();
-        let start = self.log_end;
-        let mut out = Vec::new();
-        let chunks: Vec<&[(NodeId, u64)]> = if entries.is_empty() {
-            vec![&[][..]]
-        } else {
-            entries.chunks(per_slot).collect()
-        };
-        for chunk in &chunks {
-            let mut payload = vec![0u8; 8 + chunk.len() * 16];
-            payload[0..4].copy_from_slice(&(chunk.len() as u32).to_le_bytes());
-            for (k, (id, at)) in chunk.iter().enumerate() {
-                payload[8 + k * 16..16 + k * 16].copy_from_slice(&id.to_le_bytes());
-                payload[16 + k * 16..24 + k * 16].copy_from_slice(&at.to_le_bytes());
-            }
-            let seq = self.next_seq();
-            out.extend_from_slice(&self.slot(KIND_CHECKPOINT, NONE, seq, &payload));
-        }
-        let mut commit = [0u8; 16];
-        commit[0..8].copy_from_slice(&self.root.unwrap_or(NONE).to_le_bytes());
-        commit[8..16].copy_from_slice(&self.next_id.to_le_bytes());
-        let seq = self.next_seq();
-        out.extend_from_slice(&self.slot(KIND_COMMIT, NONE, seq, &commit));
-        self.storage.write_at(start, &out)?;
-        self.stats.write_requests += 1;
-        self.stats.bytes_written += out.len() as u64;
-        self.log_end += out.len() as u64;
-        self.storage.sync()?;
-        // Only a durable checkpoint may be named by a superblock.
-        self.superblock_seq += 1;
-        let mut sb = vec![0u8; self.slot_bytes];
-        sb[0..4].copy_from_slice(&SB_MAGIC.to_le_bytes());
-        sb[8..16].copy_from_slice(&self.superblock_seq.to_le_bytes());
-        sb[16..24].copy_from_slice(&start.to_le_bytes());
-        sb[24..32].copy_from_slice(&(chunks.len() as u64).to_le_bytes());
-        let c = crc32fast::hash(&sb[0..32]);
-        sb[32..36].copy_from_slice(&c.to_le_bytes());
-        self.storage.write_at(
-            (self.superblock_seq % LOG_START_SLOTS) * self.slot_bytes as u64,
-            &sb,
-        )?;
-        self.stats.write_requests += 1;
-        self.storage.sync()?;
-        self.commits_since_checkpoint = 0;
-        Ok(())
-    }
-
-    fn push(&mut self, id: NodeId, slot: Vec<u8>) -> Result<(), TreeError> {
-        if let Some(&i) = self.buffered.get(&id) {
-            self.buffer[i].1 = slot;
-            self.stats.buffer_hits += 1;
-            return Ok(());
-        }
-        self.buffered.insert(id, self.buffer.len());
-        self.buffer.push((id, slot));
-        if self.buffer.len() >= self.buffer_nodes {
-            self.flush(None)?;
-        }
-        Ok(())
-    }
-
-    /// Writes the buffer (and a commit record, if given) in one contiguous write.
-    fn flush(&mut self, commit: Option<Vec<u8>>) -> Result<(), TreeError> {
-        if self.buffer.is_empty() && commit.is_none() {
-            return Ok(());
-        }
-        let slot = self.slot_bytes as u64;
-        let mut out = Vec::with_capacity((self.buffer.len() + 1) * self.slot_bytes);
-        // Sequence numbers follow log order (a buffered node replaced in memory keeps its
-        // place in the buffer, so it is numbered here, not when written).
-        let mut buffer = std::mem::take(&mut self.buffer);
-        for (_, image) in buffer.iter_mut() {
-            let seq = self.next_seq();
-            Self::stamp(image, seq);
-        }
-        let commit = commit.map(|mut c| {
-            let seq = self.next_seq();
-            Self::stamp(&mut c, seq);
-            c
-        });
-        for (i, (id, image)) in buffer.iter().enumerate() {
-            out.extend_from_slice(image);
-            let at = self.log_end + i as u64 * slot;
-            if image[4] == KIND_FREE {
-                self.map.remove(id);
-            } else {
-                self.map.insert(*id, at);
-                self.stats.node_writes += 1;
-            }
-        }
-        if let Some(c) = commit {
-            out.extend_from_slice(&c);
-        }
-        self.storage.write_at(self.log_end, &out)?;
-        self.stats.write_requests += 1;
-        self.stats.bytes_written += out.len() as u64;
-        self.log_end += out.len() as u64;
-        self.buffered.clear();
-        Ok(())
+        Some((slot[4], u64_at(slot, 8), u64_at(slot, 16)))
     }
 
     /// Sets a slot's sequence number and checksum.
@@ -451,9 +352,576 @@ impl<S: Storage> AsStore<S> {
         self.seq += 1;
         self.seq
     }
+
+    fn superblock_crc(b: &[u8]) -> u32 {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&b[0..32]);
+        h.update(&b[36..56]);
+        h.finalize()
+    }
+
+    /// The whole superblocks, newest first. One made with other geometry is an error.
+    fn superblocks(&mut self) -> Result<Vec<Superblock>, TreeError> {
+        let slot = self.slot_bytes as u64;
+        let sb_bytes = SUPERBLOCK_BYTES as u64;
+        let mut out = Vec::new();
+        for i in 0..2 {
+            if self.storage.len(SUPER) < (i + 1) * sb_bytes {
+                continue;
+            }
+            let mut b = vec![0u8; SUPERBLOCK_BYTES];
+            self.storage.read_at(SUPER, i * sb_bytes, &mut b)?;
+            if u32::from_le_bytes(b[0..4].try_into().expect("4")) != SB_MAGIC
+                || u32::from_le_bytes(b[32..36].try_into().expect("4")) != Self::superblock_crc(&b)
+            {
+                continue;
+            }
+            let (node, seg) = (u64_at(&b, 40), u64_at(&b, 48));
+            if node != slot || seg != self.segment_slots {
+                return Err(TreeError::Config(format!(
+                    "the store was made with {node}-byte nodes and {} -byte segments; it cannot be opened with {slot}-byte nodes and {}-byte segments",
+                    seg * node,
+                    self.segment_slots * slot
+                )));
+            }
+            out.push(Superblock {
+                seq: u64_at(&b, 8),
+                checkpoint: u64_at(&b, 16),
+                checkpoint_slots: u64_at(&b, 24),
+            });
+        }
+        out.sort_by_key(|sb| std::cmp::Reverse(sb.seq));
+        Ok(out)
+    }
+
+    /// Reads `n` slots from `a` on, across segment boundaries (None if any is missing).
+    fn read_slots(&mut self, a: u64, n: u64) -> Option<Vec<u8>> {
+        let slot = self.slot_bytes;
+        let mut out = vec![0u8; n as usize * slot];
+        let mut done = 0;
+        while done < n {
+            let p = self.advance(a, done);
+            let k = (self.segment_slots - slot_of(p)).min(n - done);
+            self.storage
+                .read_at(
+                    seg_of(p),
+                    slot_of(p) * slot as u64,
+                    &mut out[done as usize * slot..(done + k) as usize * slot],
+                )
+                .ok()?;
+            done += k;
+        }
+        Some(out)
+    }
+
+    /// Loads the checkpoint at `a` (`slots` checkpoint slots and a commit).
+    fn load_checkpoint(&mut self, a: u64, slots: u64) -> Option<Replay> {
+        let buf = self.read_slots(a, slots + 1)?;
+        let mut r = Replay {
+            map: HashMap::new(),
+            root: None,
+            next_id: 0,
+            seq: 0,
+            end: self.advance(a, slots + 1),
+            discarded: 0,
+        };
+        for (i, s) in buf.chunks(self.slot_bytes).enumerate() {
+            let (kind, _, seq) = Self::check(s)?;
+            if r.seq != 0 && seq != r.seq + 1 {
+                return None;
+            }
+            r.seq = seq;
+            self.recovery.slots_scanned += 1;
+            if (i as u64) < slots {
+                if kind != KIND_CHECKPOINT {
+                    return None;
+                }
+                let n = u32::from_le_bytes(s[HEADER..HEADER + 4].try_into().ok()?) as usize;
+                if HEADER + 8 + n * 16 > s.len() {
+                    return None;
+                }
+                for k in 0..n {
+                    let at = HEADER + 8 + k * 16;
+                    r.map.insert(u64_at(s, at), u64_at(s, at + 8));
+                }
+            } else {
+                if kind != KIND_COMMIT {
+                    return None;
+                }
+                let root = u64_at(s, HEADER);
+                r.root = (root != NONE).then_some(root);
+                r.next_id = u64_at(s, HEADER + 8);
+            }
+        }
+        Some(r)
+    }
+
+    /// Replays the log from `from` (a checkpoint's end; None: a full scan from the first
+    /// segment) on top of `r`. In checkpoint mode a missing segment inside the log means
+    /// the checkpoint cannot be trusted: returns None.
+    fn replay(&mut self, mut r: Replay, from: Option<u64>) -> Result<Option<Replay>, TreeError> {
+        let slot = self.slot_bytes as u64;
+        let segs: Vec<u64> = self
+            .storage
+            .list()
+            .into_iter()
+            .filter(|&s| s >= FIRST_LOG_SEGMENT)
+            .collect();
+        let full = from.is_none();
+        let mut pos = from.unwrap_or_else(|| addr(*segs.first().unwrap_or(&FIRST_LOG_SEGMENT), 0));
+        r.end = pos;
+        let mut last_seq = r.seq;
+        // Sequence numbers are consecutive in log order, except across a gap a full scan
+        // jumps (segments removed by cleaning).
+        let mut exact = last_seq != 0;
+        let mut pending: Vec<(u8, NodeId, u64)> = Vec::new();
+        let mut chunk = vec![0u8; self.slot_bytes * SCAN_SLOTS];
+        'log: loop {
+            let seg = seg_of(pos);
+            let len_slots = self.storage.len(seg) / slot;
+            let mut i = slot_of(pos);
+            while i < len_slots {
+                let n = (len_slots - i).min(SCAN_SLOTS as u64) as usize;
+                let buf = &mut chunk[..n * self.slot_bytes];
+                self.storage.read_at(seg, i * slot, buf)?;
+                for k in 0..n {
+                    let s = &buf[k * self.slot_bytes..(k + 1) * self.slot_bytes];
+                    self.recovery.slots_scanned += 1;
+                    let Some((kind, id, seq)) = Self::check(s) else {
+                        break 'log;
+                    };
+                    let in_order = if exact {
+                        seq == last_seq + 1
+                    } else {
+                        seq > last_seq
+                    };
+                    if !in_order {
+                        break 'log; // a stale slot from before a cut, or a lost write
+                    }
+                    exact = true;
+                    last_seq = seq;
+                    let at = addr(seg, i + k as u64);
+                    match kind {
+                        KIND_NODE | KIND_FREE => pending.push((kind, id, at)),
+                        // A checkpoint repeats the committed mapping: nothing to replay.
+                        KIND_CHECKPOINT => {}
+                        KIND_COMMIT => {
+                            for (kd, pid, pat) in pending.drain(..) {
+                                if kd == KIND_NODE {
+                                    r.map.insert(pid, pat);
+                                } else {
+                                    r.map.remove(&pid);
+                                }
+                            }
+                            let root = u64_at(s, HEADER);
+                            r.root = (root != NONE).then_some(root);
+                            r.next_id = u64_at(s, HEADER + 8);
+                            r.seq = seq;
+                            r.end = self.advance(at, 1);
+                            self.recovery.commits_found += 1;
+                        }
+                        _ => break 'log,
+                    }
+                }
+                i += n as u64;
+            }
+            if len_slots < self.segment_slots {
+                break; // a segment that is not full ends the log
+            }
+            let next = seg + 1;
+            if segs.binary_search(&next).is_ok() {
+                pos = addr(next, 0);
+                continue;
+            }
+            match segs.iter().find(|&&s| s > next) {
+                None => break,
+                Some(&s) if full => {
+                    pos = addr(s, 0);
+                    exact = false;
+                }
+                Some(_) => return Ok(None),
+            }
+        }
+        r.discarded = pending.len() as u64;
+        Ok(Some(r))
+    }
+
+    fn recover(&mut self) -> Result<(), TreeError> {
+        let sbs = self.superblocks()?;
+        if let Some(sb) = sbs.first() {
+            self.superblock_seq = sb.seq;
+        }
+        if !self.cfg.full_scan {
+            for sb in &sbs {
+                let Some(r) = self.load_checkpoint(sb.checkpoint, sb.checkpoint_slots) else {
+                    continue;
+                };
+                let from = r.end;
+                if let Some(r) = self.replay(r, Some(from))? {
+                    self.recovery.commits_found += 1;
+                    return self.adopt(r, Some(sb.checkpoint));
+                }
+            }
+        }
+        let empty = Replay {
+            map: HashMap::new(),
+            root: None,
+            next_id: 0,
+            seq: 0,
+            end: addr(FIRST_LOG_SEGMENT, 0),
+            discarded: 0,
+        };
+        let r = self.replay(empty, None)?.expect("a full scan always ends");
+        // Segments before the newest checkpoint without live nodes are still garbage.
+        let cp = sbs.first().map(|sb| sb.checkpoint);
+        self.adopt(r, None)?;
+        if let Some(cp) = cp {
+            if seg_of(cp) <= seg_of(self.end) {
+                self.checkpoint_segment = seg_of(cp);
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes a replay's result as the store's state: cuts the log after its end (durably),
+    /// counts live nodes per segment and removes dead segments before the checkpoint.
+    fn adopt(&mut self, r: Replay, checkpoint: Option<u64>) -> Result<(), TreeError> {
+        let slot = self.slot_bytes as u64;
+        let (tseg, tslot) = (seg_of(r.end), slot_of(r.end));
+        let mut cut = false;
+        for s in self.storage.list() {
+            if s < FIRST_LOG_SEGMENT {
+                continue;
+            }
+            let len = self.storage.len(s);
+            if s > tseg || (s == tseg && tslot == 0) {
+                self.recovery.truncated_bytes += len;
+                self.recovery.segments_removed += 1;
+                self.storage.remove(s)?;
+                cut = true;
+            } else if s == tseg && len > tslot * slot {
+                self.recovery.truncated_bytes += len - tslot * slot;
+                self.storage.truncate(s, tslot * slot)?;
+                cut = true;
+            }
+        }
+        if cut {
+            // New records reuse the cut-off sequence numbers: the cut must be durable first.
+            self.storage.sync()?;
+        }
+        self.recovery.uncommitted_discarded = r.discarded;
+        self.recovery.from_checkpoint = checkpoint;
+        self.map = r.map;
+        self.root = r.root;
+        self.next_id = r.next_id;
+        self.seq = r.seq;
+        self.end = r.end;
+        self.seg_live = self
+            .storage
+            .list()
+            .into_iter()
+            .filter(|&s| s >= FIRST_LOG_SEGMENT)
+            .map(|s| (s, 0))
+            .collect();
+        for (&id, &a) in &self.map {
+            match self.seg_live.get_mut(&seg_of(a)) {
+                Some(n) => *n += 1,
+                None => {
+                    return Err(TreeError::Corrupt {
+                        id,
+                        offset: a,
+                        msg: format!(
+                            "the node is mapped to log segment {}, which is missing",
+                            seg_of(a)
+                        ),
+                    })
+                }
+            }
+        }
+        self.checkpoint_segment = checkpoint.map_or(0, seg_of);
+        let before = self.stats.segments_removed;
+        self.remove_dead_segments()?;
+        self.recovery.segments_removed += self.stats.segments_removed - before;
+        Ok(())
+    }
+
+    /// Removes the segments before the newest durable checkpoint that hold no live node
+    /// (a segment's death is free reclamation, cleaning's first step).
+    fn remove_dead_segments(&mut self) -> Result<(), TreeError> {
+        if self.cfg.cleaning == Cleaning::Off {
+            return Ok(()); // the paper's baseline: the log only grows
+        }
+        let dead: Vec<u64> = self
+            .seg_live
+            .range(..self.checkpoint_segment)
+            .filter(|(_, &live)| live == 0)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in dead {
+            self.storage.remove(s)?;
+            self.seg_live.remove(&s);
+            self.stats.segments_removed += 1;
+        }
+        Ok(())
+    }
+
+    fn map_set(&mut self, id: NodeId, a: u64) {
+        if let Some(old) = self.map.insert(id, a) {
+            if let Some(n) = self.seg_live.get_mut(&seg_of(old)) {
+                *n -= 1;
+            }
+        }
+        *self.seg_live.entry(seg_of(a)).or_insert(0) += 1;
+    }
+
+    fn map_remove(&mut self, id: NodeId) {
+        if let Some(old) = self.map.remove(&id) {
+            if let Some(n) = self.seg_live.get_mut(&seg_of(old)) {
+                *n -= 1;
+            }
+        }
+    }
+
+    /// Appends whole slots at the log's end, split at segment boundaries.
+    fn append(&mut self, out: &[u8]) -> Result<(), TreeError> {
+        let slot = self.slot_bytes;
+        let n = (out.len() / slot) as u64;
+        let mut done = 0;
+        while done < n {
+            let p = self.advance(self.end, done);
+            let k = (self.segment_slots - slot_of(p)).min(n - done);
+            self.storage.write_at(
+                seg_of(p),
+                slot_of(p) * slot as u64,
+                &out[done as usize * slot..(done + k) as usize * slot],
+            )?;
+            self.seg_live.entry(seg_of(p)).or_insert(0);
+            self.stats.write_requests += 1;
+            done += k;
+        }
+        self.stats.bytes_written += out.len() as u64;
+        self.end = self.advance(self.end, n);
+        Ok(())
+    }
+
+    /// Appends the mapping table as a checkpoint (then a commit), makes it durable, points
+    /// the next superblock at it, and removes the segments nothing reads any more.
+    fn checkpoint(&mut self) -> Result<(), TreeError> {
+        let per_slot = (self.slot_bytes - HEADER - 8) / 16;
+        let mut entries: Vec<(NodeId, u64)> = self.map.iter().map(|(&k, &v)| (k, v)).collect();
+        entries.sort_unstable();
+        let start = self.end;
+        let chunks: Vec<&[(NodeId, u64)]> = if entries.is_empty() {
+            vec![&[][..]]
+        } else {
+            entries.chunks(per_slot).collect()
+        };
+        let mut out = Vec::with_capacity((chunks.len() + 1) * self.slot_bytes);
+        for chunk in &chunks {
+            let mut payload = vec![0u8; 8 + chunk.len() * 16];
+            payload[0..4].copy_from_slice(&(chunk.len() as u32).to_le_bytes());
+            for (k, (id, at)) in chunk.iter().enumerate() {
+                payload[8 + k * 16..16 + k * 16].copy_from_slice(&id.to_le_bytes());
+                payload[16 + k * 16..24 + k * 16].copy_from_slice(&at.to_le_bytes());
+            }
+            let seq = self.next_seq();
+            out.extend_from_slice(&self.slot(KIND_CHECKPOINT, NONE, seq, &payload));
+        }
+        let seq = self.next_seq();
+        let commit = self.commit_payload();
+        out.extend_from_slice(&self.slot(KIND_COMMIT, NONE, seq, &commit));
+        self.append(&out)?;
+        self.storage.sync()?;
+        // Only a durable checkpoint may be named by a superblock.
+        self.superblock_seq += 1;
+        let mut sb = vec![0u8; SUPERBLOCK_BYTES];
+        sb[0..4].copy_from_slice(&SB_MAGIC.to_le_bytes());
+        sb[8..16].copy_from_slice(&self.superblock_seq.to_le_bytes());
+        sb[16..24].copy_from_slice(&start.to_le_bytes());
+        sb[24..32].copy_from_slice(&(chunks.len() as u64).to_le_bytes());
+        sb[40..48].copy_from_slice(&(self.slot_bytes as u64).to_le_bytes());
+        sb[48..56].copy_from_slice(&self.segment_slots.to_le_bytes());
+        let c = Self::superblock_crc(&sb);
+        sb[32..36].copy_from_slice(&c.to_le_bytes());
+        self.storage.write_at(
+            SUPER,
+            (self.superblock_seq % 2) * SUPERBLOCK_BYTES as u64,
+            &sb,
+        )?;
+        self.stats.write_requests += 1;
+        self.storage.sync()?;
+        self.commits_since_checkpoint = 0;
+        self.checkpoint_segment = seg_of(start);
+        self.remove_dead_segments()
+    }
+
+    fn commit_payload(&self) -> [u8; 16] {
+        let mut p = [0u8; 16];
+        p[0..8].copy_from_slice(&self.root.unwrap_or(NONE).to_le_bytes());
+        p[8..16].copy_from_slice(&self.next_id.to_le_bytes());
+        p
+    }
+
+    /// At a commit: if the files exceed the space limit, copies the live nodes of victim
+    /// segments to the log's head. Returns whether a checkpoint should follow (to commit
+    /// the copies and let the emptied segments go).
+    fn clean(&mut self) -> Result<bool, TreeError> {
+        if self.cfg.cleaning == Cleaning::Off || !self.buffer.is_empty() {
+            return Ok(false);
+        }
+        let slot = self.slot_bytes as u64;
+        let seg_bytes = self.segment_slots * slot;
+        let live = self.map.len() as u64 * slot;
+        if live == 0 {
+            return Ok(false);
+        }
+        let files = self.storage.total_bytes();
+        // Never chase a limit the segment size makes unreachable (the active segment and
+        // one being emptied come on top of the live bytes).
+        let limit = ((self.cfg.max_space_amp * live as f64) as u64).max(live + 2 * seg_bytes);
+        if files <= limit {
+            return Ok(false);
+        }
+        let target = (((self.cfg.max_space_amp - CLEAN_HYSTERESIS) * live as f64) as u64)
+            .max(live + seg_bytes);
+        let active = seg_of(self.end);
+        let dead: u64 = self
+            .seg_live
+            .range(..active)
+            .filter(|(_, &l)| l == 0)
+            .map(|(&s, _)| self.storage.len(s))
+            .sum();
+        let per_slot = ((self.slot_bytes - HEADER - 8) / 16) as u64;
+        let checkpoint_bytes = (self.map.len() as u64).div_ceil(per_slot).max(1) * slot + slot;
+        let mut projected = files - dead + checkpoint_bytes;
+        while projected > target {
+            let candidates = self
+                .seg_live
+                .range(..active)
+                .filter(|(_, &l)| l > 0 && l < self.segment_slots);
+            let victim = match self.cfg.cleaning {
+                Cleaning::Off => None,
+                Cleaning::Oldest => candidates.map(|(&s, _)| s).next(),
+                Cleaning::CostBenefit => {
+                    let mut best: Option<(f64, u64)> = None;
+                    for (&s, &l) in candidates {
+                        let u = l as f64 / self.segment_slots as f64;
+                        let age = (active - s) as f64;
+                        let score = (1.0 - u) * age / (1.0 + u);
+                        if best.is_none_or(|(b, _)| score > b) {
+                            best = Some((score, s));
+                        }
+                    }
+                    best.map(|(_, s)| s)
+                }
+            };
+            let Some(victim) = victim else { break };
+            let bytes = self.storage.len(victim);
+            let moved = self.move_live_nodes(victim)?;
+            projected = projected + moved * slot - bytes.min(projected);
+        }
+        Ok(true)
+    }
+
+    /// Copies segment `victim`'s live nodes to the log's head (one contiguous write);
+    /// returns how many moved.
+    fn move_live_nodes(&mut self, victim: u64) -> Result<u64, TreeError> {
+        let slot = self.slot_bytes;
+        let n = self.storage.len(victim) / slot as u64;
+        let mut out = Vec::new();
+        let mut ids = Vec::new();
+        let mut chunk = vec![0u8; slot * SCAN_SLOTS];
+        let mut i = 0;
+        while i < n {
+            let k = (n - i).min(SCAN_SLOTS as u64) as usize;
+            let buf = &mut chunk[..k * slot];
+            self.storage.read_at(victim, i * slot as u64, buf)?;
+            self.stats.read_requests += 1;
+            self.stats.bytes_read += buf.len() as u64;
+            for (j, s) in buf.chunks(slot).enumerate() {
+                if let Some((KIND_NODE, id, _)) = Self::check(s) {
+                    if self.map.get(&id) == Some(&addr(victim, i + j as u64)) {
+                        ids.push(id);
+                        out.extend_from_slice(s);
+                    }
+                }
+            }
+            i += k as u64;
+        }
+        let first = self.end;
+        for image in out.chunks_mut(slot) {
+            let seq = self.next_seq();
+            Self::stamp(image, seq);
+        }
+        self.append(&out)?;
+        for (k, id) in ids.iter().enumerate() {
+            let a = self.advance(first, k as u64);
+            self.map_set(*id, a);
+        }
+        self.stats.segments_cleaned += 1;
+        self.stats.nodes_moved += ids.len() as u64;
+        Ok(ids.len() as u64)
+    }
+
+    fn push(&mut self, id: NodeId, slot: Vec<u8>) -> Result<(), TreeError> {
+        if let Some(&i) = self.buffered.get(&id) {
+            self.buffer[i].1 = slot;
+            self.stats.buffer_hits += 1;
+            return Ok(());
+        }
+        self.buffered.insert(id, self.buffer.len());
+        self.buffer.push((id, slot));
+        if self.buffer.len() >= self.cfg.buffer_nodes {
+            self.flush(None)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the buffer (and a commit record, if given) in one contiguous write.
+    fn flush(&mut self, commit: Option<Vec<u8>>) -> Result<(), TreeError> {
+        if self.buffer.is_empty() && commit.is_none() {
+            return Ok(());
+        }
+        // Sequence numbers follow log order (a buffered node replaced in memory keeps its
+        // place in the buffer, so it is numbered here, not when written).
+        let mut out = Vec::with_capacity((self.buffer.len() + 1) * self.slot_bytes);
+        let first_seq = self.seq;
+        for k in 0..self.buffer.len() {
+            let seq = self.next_seq();
+            Self::stamp(&mut self.buffer[k].1, seq);
+            out.extend_from_slice(&self.buffer[k].1);
+        }
+        let has_commit = commit.is_some();
+        if let Some(mut c) = commit {
+            let seq = self.next_seq();
+            Self::stamp(&mut c, seq);
+            out.extend_from_slice(&c);
+        }
+        let first = self.end;
+        if let Err(e) = self.append(&out) {
+            // Nothing is lost: the buffer stays, and the numbers are handed out again.
+            self.seq = first_seq;
+            return Err(e);
+        }
+        if has_commit {
+            self.last_commit = Some(self.advance(first, (out.len() / self.slot_bytes) as u64 - 1));
+        }
+        let buffer = std::mem::take(&mut self.buffer);
+        for (i, (id, image)) in buffer.iter().enumerate() {
+            if image[4] == KIND_FREE {
+                self.map_remove(*id);
+            } else {
+                let a = self.advance(first, i as u64);
+                self.map_set(*id, a);
+                self.stats.node_writes += 1;
+            }
+        }
+        self.buffered.clear();
+        Ok(())
+    }
 }
 
-impl<S: Storage> NodeStore for AsStore<S> {
+impl<S: Segments> NodeStore for AsStore<S> {
     fn node_bytes(&self) -> usize {
         self.node_bytes
     }
@@ -470,7 +938,8 @@ impl<S: Storage> NodeStore for AsStore<S> {
         }
         let at = *self.map.get(&id).ok_or(TreeError::MissingNode(id))?;
         let mut s = vec![0u8; self.slot_bytes];
-        self.storage.read_at(at, &mut s)?;
+        self.storage
+            .read_at(seg_of(at), slot_of(at) * self.slot_bytes as u64, &mut s)?;
         self.stats.node_reads += 1;
         self.stats.read_requests += 1;
         self.stats.bytes_read += self.slot_bytes as u64;
@@ -478,8 +947,11 @@ impl<S: Storage> NodeStore for AsStore<S> {
             Some((KIND_NODE, sid, _)) if sid == id => Node::decode(&s[HEADER..], id, at),
             _ => Err(TreeError::Corrupt {
                 id,
-                offset: at,
-                msg: "slot fails its checksum or holds another node".into(),
+                offset: slot_of(at) * self.slot_bytes as u64,
+                msg: format!(
+                    "the slot in log segment {} fails its checksum or holds another node",
+                    seg_of(at)
+                ),
             }),
         }
     }
@@ -510,15 +982,12 @@ impl<S: Storage> NodeStore for AsStore<S> {
     }
 
     fn sync(&mut self) -> Result<(), TreeError> {
-        let mut payload = [0u8; 16];
-        payload[0..8].copy_from_slice(&self.root.unwrap_or(NONE).to_le_bytes());
-        payload[8..16].copy_from_slice(&self.next_id.to_le_bytes());
-        let commit = self.slot(KIND_COMMIT, NONE, 0, &payload);
+        let commit = self.slot(KIND_COMMIT, NONE, 0, &self.commit_payload());
         self.flush(Some(commit))?;
         self.stats.syncs += 1;
         self.storage.sync()?;
         self.commits_since_checkpoint += 1;
-        if self.commits_since_checkpoint >= self.checkpoint_every {
+        if self.clean()? || self.commits_since_checkpoint >= self.cfg.checkpoint_every {
             self.checkpoint()?;
         }
         Ok(())
@@ -535,6 +1004,6 @@ impl<S: Storage> NodeStore for AsStore<S> {
         self.storage.now_ns()
     }
     fn file_bytes(&self) -> u64 {
-        self.log_end
+        self.storage.total_bytes()
     }
 }

@@ -4,8 +4,8 @@
 //! fsync of a commit), then recovery, the tree's structure check and a comparison with
 //! the reference map of the last commit that reached the medium.
 
-use crate::asstore::AsStore;
-use crate::storage::{MemStorage, Storage};
+use crate::asstore::{AsConfig, AsStore, Cleaning};
+use crate::segments::MemSegments;
 use crate::store::NodeStore;
 use crate::BTree;
 use std::collections::BTreeMap;
@@ -23,6 +23,9 @@ pub struct CrashOutcome {
     pub from_checkpoint: bool,
     pub entries_after_recovery: u64,
     pub truncated_bytes: u64,
+    /// Segments cleaning emptied and removed before the crash.
+    pub segments_cleaned: u64,
+    pub segments_removed: u64,
 }
 
 /// SplitMix64: the test's own small seeded generator.
@@ -49,10 +52,21 @@ pub fn crash_test(
 ) -> Result<CrashOutcome, String> {
     let mut rng = Rng(seed);
     let fail = |m: String| format!("seed {seed}: {m}");
-    // Checkpoints every 1-4 commits, so crashes hit them too.
-    let every = 1 + rng.below(4);
-    let store = AsStore::open_with(MemStorage::new(), node_bytes, buffer_nodes, every, false)
-        .map_err(|e| fail(e.to_string()))?;
+    // Checkpoints every 1-4 commits, so crashes hit them too; small segments (8-64 nodes)
+    // and a tight space limit, so cleaning moves nodes and removes segments all the time.
+    let cfg = AsConfig {
+        checkpoint_every: 1 + rng.below(4),
+        segment_bytes: (8 + rng.below(57)) * node_bytes as u64,
+        max_space_amp: 1.3,
+        cleaning: if rng.below(2) == 0 {
+            Cleaning::CostBenefit
+        } else {
+            Cleaning::Oldest
+        },
+        ..AsConfig::new(node_bytes, buffer_nodes)
+    };
+    let store =
+        AsStore::open_with(MemSegments::new(), cfg.clone()).map_err(|e| fail(e.to_string()))?;
     let mut tree = BTree::new(store, fanout).map_err(|e| fail(e.to_string()))?;
     tree.sync().map_err(|e| fail(e.to_string()))?;
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
@@ -85,15 +99,27 @@ pub fn crash_test(
     let mut commit_write = usize::MAX;
     if rng.below(3) == 0 {
         tree.store_mut().storage_mut().sync_is_lost = true;
-        commit_write = tree.store().storage().pending_writes();
+        let before = tree.store().storage().pending_ops();
         tree.sync().map_err(|e| fail(e.to_string()))?;
+        // The write holding the commit record (the flush may be split at a segment end).
+        let (seg, off) = tree.store().last_commit_location().expect("just committed");
+        commit_write = tree
+            .store()
+            .storage()
+            .pending_write_of(seg, off)
+            .filter(|&i| i >= before)
+            .ok_or_else(|| fail("the commit record's write is not pending".into()))?;
         candidate = model.clone();
         out.fsync_lost = true;
     }
+    let stats = tree.store().stats();
+    out.segments_cleaned = stats.segments_cleaned;
+    out.segments_removed = stats.segments_removed;
     let storage = tree.store().storage();
-    out.pending_writes_at_crash = storage.pending_writes();
-    out.applied = rng.below(storage.pending_writes() as u64 + 1) as usize;
-    out.torn_bytes = if out.applied < storage.pending_writes() {
+    out.pending_writes_at_crash = storage.pending_ops();
+    out.applied = rng.below(storage.pending_ops() as u64 + 1) as usize;
+    out.torn_bytes = if out.applied < storage.pending_ops() && storage.pending_len(out.applied) > 0
+    {
         rng.below(storage.pending_len(out.applied) as u64) as usize
     } else {
         0
@@ -106,23 +132,19 @@ pub fn crash_test(
         committed
     };
     // The full scan must agree with the checkpoint-based recovery.
-    let scanned = AsStore::open_full_scan(
-        MemStorage::from_image(image.clone()),
-        node_bytes,
-        buffer_nodes,
+    let scanned = AsStore::open_with(
+        MemSegments::from_image(image.clone()),
+        AsConfig {
+            full_scan: true,
+            ..cfg.clone()
+        },
     )
     .map_err(|e| fail(format!("full scan: {e}")))?;
     let by_scan = BTree::new(scanned, fanout)
         .and_then(|mut t| t.range(&[], None))
         .map_err(|e| fail(e.to_string()))?;
-    let store = AsStore::open_with(
-        MemStorage::from_image(image),
-        node_bytes,
-        buffer_nodes,
-        every,
-        false,
-    )
-    .map_err(|e| fail(format!("reopen: {e}")))?;
+    let store = AsStore::open_with(MemSegments::from_image(image), cfg.clone())
+        .map_err(|e| fail(format!("reopen: {e}")))?;
     out.truncated_bytes = store.recovery.truncated_bytes;
     out.from_checkpoint = store.recovery.from_checkpoint.is_some();
     let mut tree = BTree::new(store, fanout).map_err(|e| fail(e.to_string()))?;
@@ -133,9 +155,10 @@ pub fn crash_test(
     let want: Vec<(Vec<u8>, Vec<u8>)> = expected.into_iter().collect();
     if all != want {
         return Err(fail(format!(
-            "recovered {} entries, the last durable commit holds {}",
+            "recovered {} entries, the last durable commit holds {} ({out:?}, recovery {:?})",
             all.len(),
-            want.len()
+            want.len(),
+            tree.store().recovery
         )));
     }
     if by_scan != all {
@@ -148,17 +171,26 @@ pub fn crash_test(
     tree.insert(b"after-crash", b"ok")
         .map_err(|e| fail(e.to_string()))?;
     tree.sync().map_err(|e| fail(e.to_string()))?;
-    let len = tree.store().storage().len();
     let store = AsStore::open_with(
-        MemStorage::from_image(tree.store().storage().crash(0, 0)),
-        node_bytes,
-        buffer_nodes,
-        every,
-        false,
+        MemSegments::from_image(tree.store().storage().crash(0, 0)),
+        cfg,
     )
     .map_err(|e| fail(e.to_string()))?;
-    if store.file_bytes() != len {
-        return Err(fail("reopening a clean log changed its length".into()));
+    // (It may remove segments that died since the last checkpoint, nothing else.)
+    if store.recovery.truncated_bytes != 0 || store.recovery.uncommitted_discarded != 0 {
+        return Err(fail(format!(
+            "reopening a cleanly committed log cut part of it: {:?}",
+            store.recovery
+        )));
+    }
+    let mut again = BTree::new(store, fanout).map_err(|e| fail(e.to_string()))?;
+    let mut want = all;
+    want.push((b"after-crash".to_vec(), b"ok".to_vec()));
+    want.sort();
+    if again.range(&[], None).map_err(|e| fail(e.to_string()))? != want {
+        return Err(fail(
+            "reopening a cleanly committed log changed its entries".into(),
+        ));
     }
     Ok(out)
 }
@@ -169,14 +201,20 @@ mod tests {
 
     #[test]
     fn hundreds_of_seeded_crash_points_recover_the_last_commit() {
-        let (mut torn, mut lost, mut from_cp) = (0, 0, 0);
+        let (mut torn, mut lost, mut from_cp, mut cleaned, mut removed) = (0, 0, 0, 0, 0);
         for seed in 0..300 {
             let buffer = 1 + (seed % 8) as usize;
             let o = crash_test(seed, 512, 8, buffer).unwrap_or_else(|e| panic!("{e}"));
             torn += (o.torn_bytes > 0) as u32;
             lost += o.fsync_lost as u32;
             from_cp += o.from_checkpoint as u32;
+            cleaned += (o.segments_cleaned > 0) as u32;
+            removed += (o.segments_removed > 0) as u32;
         }
+        assert!(
+            cleaned > 100 && removed > 100,
+            "cleaning should run before many crash points (cleaned {cleaned}, removed {removed})"
+        );
         assert!(
             torn > 50 && lost > 50,
             "the crash points should cover torn writes ({torn}) and lost fsyncs ({lost})"
@@ -189,7 +227,11 @@ mod tests {
 
     #[test]
     fn checkpoints_bound_the_recovery_scan() {
-        let store = AsStore::open_with(MemStorage::new(), 512, 4, 16, false).unwrap();
+        let cfg = AsConfig {
+            checkpoint_every: 16,
+            ..AsConfig::new(512, 4)
+        };
+        let store = AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap();
         let mut tree = BTree::new(store, 8).unwrap();
         for i in 0..4000u32 {
             tree.insert(format!("k{i:06}").as_bytes(), b"v").unwrap();
@@ -199,8 +241,15 @@ mod tests {
         }
         tree.sync().unwrap();
         let image = tree.store().storage().crash(0, 0);
-        let cp = AsStore::open(MemStorage::from_image(image.clone()), 512, 4).unwrap();
-        let full = AsStore::open_full_scan(MemStorage::from_image(image), 512, 4).unwrap();
+        let cp = AsStore::open_with(MemSegments::from_image(image.clone()), cfg.clone()).unwrap();
+        let full = AsStore::open_with(
+            MemSegments::from_image(image),
+            AsConfig {
+                full_scan: true,
+                ..cfg
+            },
+        )
+        .unwrap();
         assert!(cp.recovery.from_checkpoint.is_some());
         assert!(
             cp.recovery.slots_scanned * 3 < full.recovery.slots_scanned,
@@ -212,5 +261,89 @@ mod tests {
         let mut b = BTree::new(full, 8).unwrap();
         assert_eq!(a.range(&[], None).unwrap(), b.range(&[], None).unwrap());
         assert_eq!(a.check().unwrap(), 4000);
+    }
+
+    /// Random updates over a fixed key set with small segments: after every commit the
+    /// files stay within 1.5× the live node bytes, emptied segments are removed, and a
+    /// reopened store holds the same entries.
+    fn run_cleaning(cleaning: Cleaning, skewed: bool) -> (AsStore<MemSegments>, u64) {
+        let cfg = AsConfig {
+            segment_bytes: 32 * 512,
+            cleaning,
+            ..AsConfig::new(512, 8)
+        };
+        let store = AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap();
+        let mut tree = BTree::new(store, 8).unwrap();
+        let mut rng = Rng(7);
+        let keys = 3000u64;
+        for i in 0..keys {
+            tree.insert(format!("k{i:06}").as_bytes(), b"v0").unwrap();
+        }
+        tree.sync().unwrap();
+        let mut worst: f64 = 0.0;
+        for round in 0..200u64 {
+            for _ in 0..50 {
+                // Skewed: 90% of the updates go to 10% of the keys.
+                let k = if skewed && rng.below(10) != 0 {
+                    rng.below(keys / 10)
+                } else {
+                    rng.below(keys)
+                };
+                let v = format!("v{round}-{}", rng.below(1000));
+                tree.insert(format!("k{k:06}").as_bytes(), v.as_bytes())
+                    .unwrap();
+            }
+            tree.sync().unwrap();
+            worst = worst.max(tree.store().space_amplification());
+        }
+        let entries = tree.range(&[], None).unwrap();
+        let moved = tree.store().stats().nodes_moved;
+        let s = tree.store();
+        assert!(
+            worst <= 1.5,
+            "{cleaning:?}: space amplification reached {worst:.2}"
+        );
+        assert!(s.stats().segments_removed > 10, "{:?}", s.stats());
+        let image = s.storage().crash(0, 0);
+        let again = AsStore::open_with(MemSegments::from_image(image), cfg).unwrap();
+        let mut t2 = BTree::new(again, 8).unwrap();
+        assert_eq!(t2.range(&[], None).unwrap(), entries);
+        assert_eq!(t2.check().unwrap(), keys);
+        let store = tree.into_store();
+        (store, moved)
+    }
+
+    #[test]
+    fn cleaning_keeps_space_amplification_at_most_1_5() {
+        let (cb, _) = run_cleaning(Cleaning::CostBenefit, false);
+        assert!(cb.stats().segments_cleaned > 0);
+        run_cleaning(Cleaning::Oldest, false);
+    }
+
+    #[test]
+    fn cost_benefit_moves_fewer_nodes_than_oldest_first_under_skew() {
+        let (_, cb) = run_cleaning(Cleaning::CostBenefit, true);
+        let (_, oldest) = run_cleaning(Cleaning::Oldest, true);
+        assert!(
+            cb < oldest,
+            "cost-benefit moved {cb} nodes, oldest-first {oldest}"
+        );
+    }
+
+    #[test]
+    fn opening_with_other_geometry_is_a_clear_error() {
+        let cfg = AsConfig {
+            checkpoint_every: 1,
+            ..AsConfig::new(512, 4)
+        };
+        let mut tree = BTree::new(AsStore::open_with(MemSegments::new(), cfg).unwrap(), 8).unwrap();
+        tree.insert(b"a", b"b").unwrap();
+        tree.sync().unwrap();
+        let image = tree.store().storage().crash(0, 0);
+        let err = AsStore::open(MemSegments::from_image(image), 1024, 4)
+            .err()
+            .expect("other node size")
+            .to_string();
+        assert!(err.contains("512-byte nodes"), "{err}");
     }
 }

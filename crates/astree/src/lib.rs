@@ -7,9 +7,11 @@
 //! - [`inplace::InPlaceStore`]: each node at a fixed address, rewritten there.
 //! - [`asstore::AsStore`]: the always-sequential store: nodes addressed by NodeID through a
 //!   RAM mapping table, modified nodes appended at the log's end through a write buffer,
-//!   checksummed and sequence-numbered, the mapping rebuilt from the log at open.
+//!   checksummed and sequence-numbered, checkpointed, the mapping rebuilt from the last
+//!   checkpoint and the log after it at open, segments cleaned to bound space.
 //! - [`cache::LruCache`]: an LRU cache of decoded nodes in front of any store.
-//! - [`storage`]: where the bytes go (RAM with a crash model, real files).
+//! - [`storage`]: where the in-place and BFTL stores' bytes go (RAM with a crash model,
+//!   real files, simfs on a simulated drive); [`segments`]: the AS store's segment files.
 
 pub mod asstore;
 pub mod bftl;
@@ -18,6 +20,7 @@ pub mod crash;
 pub mod error;
 pub mod inplace;
 pub mod node;
+pub mod segments;
 pub mod storage;
 pub mod store;
 pub mod tree;

@@ -19,6 +19,12 @@ pub struct StoreStats {
     pub cache_hits: u64,
     pub cache_lookups: u64,
     pub syncs: u64,
+    /// AS store: segments whose live nodes cleaning moved to the log's head.
+    pub segments_cleaned: u64,
+    /// AS store: nodes cleaning moved.
+    pub nodes_moved: u64,
+    /// AS store: segment files removed (after a checkpoint stopped needing them).
+    pub segments_removed: u64,
 }
 
 /// Where the tree's nodes live.

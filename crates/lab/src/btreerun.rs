@@ -2,10 +2,11 @@
 //! point searches, with the read/write split of insert time, I/O counts, buffer hit
 //! ratios and file size.
 
-use astree::asstore::AsStore;
+use astree::asstore::{AsConfig, AsStore, Cleaning};
 use astree::bftl::BftlStore;
 use astree::cache::LruCache;
 use astree::inplace::InPlaceStore;
+use astree::segments::{FileSegments, MemSegments, SimSegments};
 use astree::storage::{FileStorage, MemStorage, SimStorage, Storage};
 use astree::store::{NodeStore, StoreStats};
 use astree::BTree;
@@ -54,6 +55,54 @@ pub struct BtreeSpec {
     pub ops: u64,
     pub backend: TreeBackend,
     pub seed: u64,
+    /// AS store: segment file size, space limit and cleaning policy.
+    pub segment_bytes: u64,
+    pub max_space_amp: f64,
+    pub cleaning: Cleaning,
+    /// Commit (sync) every this many inserts (0: only after the preload and after the
+    /// timed inserts). The AS store cleans at commits.
+    pub commit_every: u64,
+    /// Record the file size every this many inserts (0: never).
+    pub sample_every: u64,
+}
+
+impl BtreeSpec {
+    /// The paper's setup (8 KiB nodes, 400,000 preloaded, 100,000 timed) on `backend`.
+    pub fn new(store: StoreKind, backend: TreeBackend) -> Self {
+        BtreeSpec {
+            store,
+            fanout: 64,
+            node_bytes: 8192,
+            write_buffer_nodes: 1,
+            cache_nodes: 0,
+            bftl_max_list: 3,
+            preload: 400_000,
+            ops: 100_000,
+            backend,
+            seed: 1,
+            segment_bytes: astree::asstore::DEFAULT_SEGMENT_BYTES,
+            max_space_amp: astree::asstore::DEFAULT_MAX_SPACE_AMP,
+            cleaning: Cleaning::CostBenefit,
+            commit_every: 0,
+            sample_every: 0,
+        }
+    }
+
+    fn as_config(&self) -> AsConfig {
+        AsConfig {
+            segment_bytes: self.segment_bytes,
+            max_space_amp: self.max_space_amp,
+            cleaning: self.cleaning,
+            ..AsConfig::new(self.node_bytes, self.write_buffer_nodes)
+        }
+    }
+}
+
+/// The file size after a number of inserts (preload included).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct FileSample {
+    pub inserts: u64,
+    pub file_bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -83,6 +132,11 @@ pub struct BtreeResult {
     pub live_node_bytes: u64,
     /// File bytes / live node bytes.
     pub space_amplification: f64,
+    /// AS store, over the whole run: segments cleaned, nodes moved, segment files removed.
+    pub segments_cleaned: u64,
+    pub nodes_moved: u64,
+    pub segments_removed: u64,
+    pub file_samples: Vec<FileSample>,
 }
 
 fn diff(a: &StoreStats, b: &StoreStats) -> StoreStats {
@@ -98,6 +152,9 @@ fn diff(a: &StoreStats, b: &StoreStats) -> StoreStats {
         cache_hits: b.cache_hits - a.cache_hits,
         cache_lookups: b.cache_lookups - a.cache_lookups,
         syncs: b.syncs - a.syncs,
+        segments_cleaned: b.segments_cleaned - a.segments_cleaned,
+        nodes_moved: b.nodes_moved - a.nodes_moved,
+        segments_removed: b.segments_removed - a.segments_removed,
     }
 }
 
@@ -113,9 +170,25 @@ fn measure<S: NodeStore>(
     let e = |e: astree::TreeError| e.to_string();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
     let mut keys = Vec::with_capacity((spec.preload + spec.ops) as usize);
+    let mut inserted = 0u64;
+    // One insert, with the commits and file-size samples the spec asks for.
+    let mut insert = |tree: &mut BTree<S>, k: u64| -> Result<(), String> {
+        tree.insert(&key(k), &k.to_le_bytes()).map_err(e)?;
+        inserted += 1;
+        if spec.commit_every > 0 && inserted.is_multiple_of(spec.commit_every) {
+            tree.sync().map_err(e)?;
+        }
+        if spec.sample_every > 0 && inserted.is_multiple_of(spec.sample_every) {
+            out.file_samples.push(FileSample {
+                inserts: inserted,
+                file_bytes: tree.store().file_bytes(),
+            });
+        }
+        Ok(())
+    };
     for _ in 0..spec.preload {
         let k = rng.random::<u64>();
-        tree.insert(&key(k), &k.to_le_bytes()).map_err(e)?;
+        insert(&mut tree, k)?;
         keys.push(k);
     }
     tree.sync().map_err(e)?;
@@ -127,7 +200,7 @@ fn measure<S: NodeStore>(
     );
     for _ in 0..spec.ops {
         let k = rng.random::<u64>();
-        tree.insert(&key(k), &k.to_le_bytes()).map_err(e)?;
+        insert(&mut tree, k)?;
         keys.push(k);
     }
     tree.sync().map_err(e)?;
@@ -178,9 +251,26 @@ fn measure<S: NodeStore>(
     out.entries = tree.check()?;
     out.live_node_bytes = tree.node_count().map_err(e)? * spec.node_bytes as u64;
     out.space_amplification = out.file_bytes as f64 / out.live_node_bytes.max(1) as f64;
+    out.segments_cleaned = all.segments_cleaned;
+    out.nodes_moved = all.nodes_moved;
+    out.segments_removed = all.segments_removed;
     Ok(())
 }
 
+fn with_store<S: NodeStore>(
+    store: S,
+    spec: &BtreeSpec,
+    out: &mut BtreeResult,
+) -> Result<(), String> {
+    let store = LruCache::new(store, spec.cache_nodes);
+    measure(
+        BTree::new(store, spec.fanout).map_err(|e| e.to_string())?,
+        spec,
+        out,
+    )
+}
+
+/// Runs the in-place or BFTL store on `storage` (the AS store takes segments instead).
 fn with_storage<T: Storage>(
     storage: T,
     spec: &BtreeSpec,
@@ -188,31 +278,32 @@ fn with_storage<T: Storage>(
 ) -> Result<(), String> {
     let e = |e: astree::TreeError| e.to_string();
     match spec.store {
-        StoreKind::As => {
-            let store = LruCache::new(
-                AsStore::open(storage, spec.node_bytes, spec.write_buffer_nodes).map_err(e)?,
-                spec.cache_nodes,
-            );
-            measure(BTree::new(store, spec.fanout).map_err(e)?, spec, out)
-        }
-        StoreKind::InPlace => {
-            let store = LruCache::new(
-                InPlaceStore::open(storage, spec.node_bytes).map_err(e)?,
-                spec.cache_nodes,
-            );
-            measure(BTree::new(store, spec.fanout).map_err(e)?, spec, out)
-        }
+        StoreKind::As => unreachable!("the AS store runs on segments"),
+        StoreKind::InPlace => with_store(
+            InPlaceStore::open(storage, spec.node_bytes).map_err(e)?,
+            spec,
+            out,
+        ),
         StoreKind::Bftl => {
             // The reservation buffer holds as many bytes as the AS write buffer.
             let sectors =
                 (spec.write_buffer_nodes * spec.node_bytes).div_ceil(astree::bftl::SECTOR_BYTES);
-            let store = LruCache::new(
+            with_store(
                 BftlStore::new(storage, spec.node_bytes, sectors, spec.bftl_max_list).map_err(e)?,
-                spec.cache_nodes,
-            );
-            measure(BTree::new(store, spec.fanout).map_err(e)?, spec, out)
+                spec,
+                out,
+            )
         }
     }
+}
+
+fn with_segments<G: astree::segments::Segments>(
+    segments: G,
+    spec: &BtreeSpec,
+    out: &mut BtreeResult,
+) -> Result<(), String> {
+    let store = AsStore::open_with(segments, spec.as_config()).map_err(|e| e.to_string())?;
+    with_store(store, spec, out)
 }
 
 pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
@@ -230,7 +321,11 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
     match &spec.backend {
         TreeBackend::Mem => {
             out.backend = "mem".into();
-            with_storage(MemStorage::new(), spec, &mut out)?;
+            if spec.store == StoreKind::As {
+                with_segments(MemSegments::new(), spec, &mut out)?;
+            } else {
+                with_storage(MemStorage::new(), spec, &mut out)?;
+            }
         }
         TreeBackend::Os { dir, direct_io } => {
             out.backend = format!("os:{}", dir.display());
@@ -240,16 +335,23 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
                     dir.display()
                 ));
             }
-            let path = dir.join(format!(
-                "flashlab-btree-{}-{}.db",
-                std::process::id(),
-                out.store
-            ));
-            let r = FileStorage::open(&path, *direct_io)
-                .map_err(|e| e.to_string())
-                .and_then(|s| with_storage(s, spec, &mut out));
-            let _ = std::fs::remove_file(&path);
-            r?;
+            let name = format!("flashlab-btree-{}-{}", std::process::id(), out.store);
+            if spec.store == StoreKind::As {
+                let r = FileSegments::open(dir, &name, *direct_io)
+                    .map_err(|e| e.to_string())
+                    .and_then(|s| with_segments(s, spec, &mut out));
+                // The segment files go, whatever happened.
+                let gone = FileSegments::open(dir, &name, false).and_then(|s| s.destroy());
+                r?;
+                gone.map_err(|e| e.to_string())?;
+            } else {
+                let path = dir.join(format!("{name}.db"));
+                let r = FileStorage::open(&path, *direct_io)
+                    .map_err(|e| e.to_string())
+                    .and_then(|s| with_storage(s, spec, &mut out));
+                let _ = std::fs::remove_file(&path);
+                r?;
+            }
         }
         TreeBackend::Sim { preset } => {
             out.backend = format!("sim:{}", preset.name);
@@ -260,8 +362,12 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
                 simfs::FsConfig::new((logical - 4096) / 4096 * 4096 * 9 / 10),
             )
             .map_err(|e| e.to_string())?;
-            let storage = SimStorage::create(fs, "btree.db").map_err(|e| e.to_string())?;
-            with_storage(storage, spec, &mut out)?;
+            if spec.store == StoreKind::As {
+                with_segments(SimSegments::new(fs, "btree"), spec, &mut out)?;
+            } else {
+                let storage = SimStorage::create(fs, "btree.db").map_err(|e| e.to_string())?;
+                with_storage(storage, spec, &mut out)?;
+            }
         }
     }
     Ok(out)

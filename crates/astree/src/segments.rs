@@ -1,0 +1,495 @@
+//! Where the AS store's log lives: a set of numbered files ("segments") in one place.
+//! File 0 holds the store's two superblocks; log segments are numbered 1, 2, … in log
+//! order and a number is never reused. Removing a segment deletes its file, which on a
+//! file system mounted with `discard` (or simfs with a discard mode) TRIMs its blocks.
+//!
+//! Three kinds: [`MemSegments`] (RAM, with a crash model for tests), [`FileSegments`]
+//! (real files in a directory, O_DIRECT optional) and [`SimSegments`] (files of simfs on a
+//! simulated drive, timed in virtual time).
+
+use crate::storage::{FileStorage, IoTime, Storage};
+use crate::TreeError;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A directory of numbered files.
+pub trait Segments {
+    /// Numbers of the files that exist, ascending.
+    fn list(&self) -> Vec<u64>;
+    /// Length of file `seg` (0 if it does not exist).
+    fn len(&self, seg: u64) -> u64;
+    fn read_at(&mut self, seg: u64, offset: u64, buf: &mut [u8]) -> Result<(), TreeError>;
+    /// Writes into file `seg`, creating it if needed.
+    fn write_at(&mut self, seg: u64, offset: u64, data: &[u8]) -> Result<(), TreeError>;
+    fn truncate(&mut self, seg: u64, len: u64) -> Result<(), TreeError>;
+    /// Deletes file `seg` (nothing if it does not exist).
+    fn remove(&mut self, seg: u64) -> Result<(), TreeError>;
+    /// Makes every write, truncation and removal so far durable.
+    fn sync(&mut self) -> Result<(), TreeError>;
+    /// Bytes in all files.
+    fn total_bytes(&self) -> u64 {
+        self.list().iter().map(|&s| self.len(s)).sum()
+    }
+    /// Time spent so far in reads, writes and syncs (zero where not measured).
+    fn io_time(&self) -> IoTime {
+        IoTime::default()
+    }
+    /// The clock: wall time (files) or virtual time (simulated drive).
+    fn now_ns(&self) -> u64 {
+        0
+    }
+}
+
+/// The files of a [`MemSegments`]: number → bytes.
+pub type SegmentImage = BTreeMap<u64, Vec<u8>>;
+
+#[derive(Debug, Clone)]
+enum SegOp {
+    Write(u64, u64, Vec<u8>),
+    Truncate(u64, u64),
+    Remove(u64),
+}
+
+/// RAM segments with a crash model: a *durable* image (as of the last sync) and the
+/// operations since, in order; [`MemSegments::crash`] returns what a crash could leave.
+#[derive(Debug, Clone, Default)]
+pub struct MemSegments {
+    live: SegmentImage,
+    durable: SegmentImage,
+    pending: Vec<SegOp>,
+    /// Tests: `sync` returns without making anything durable (a crash during fsync).
+    pub sync_is_lost: bool,
+}
+
+fn apply(img: &mut SegmentImage, op: &SegOp, torn_bytes: Option<usize>) {
+    match op {
+        SegOp::Write(seg, off, data) => {
+            let data = &data[..torn_bytes.unwrap_or(data.len()).min(data.len())];
+            let f = img.entry(*seg).or_default();
+            let end = *off as usize + data.len();
+            if f.len() < end {
+                f.resize(end, 0);
+            }
+            f[*off as usize..end].copy_from_slice(data);
+        }
+        // Truncations and removals happen whole or not at all.
+        SegOp::Truncate(seg, len) if torn_bytes.is_none() => {
+            if let Some(f) = img.get_mut(seg) {
+                f.truncate(*len as usize);
+            }
+        }
+        SegOp::Remove(seg) if torn_bytes.is_none() => {
+            img.remove(seg);
+        }
+        _ => {}
+    }
+}
+
+impl MemSegments {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Segments holding exactly `image`, all durable.
+    pub fn from_image(image: SegmentImage) -> Self {
+        MemSegments {
+            live: image.clone(),
+            durable: image,
+            pending: Vec::new(),
+            sync_is_lost: false,
+        }
+    }
+
+    /// Operations (writes, truncations, removals) not yet synced.
+    pub fn pending_ops(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Bytes of pending operation `i` (0 for a truncation or removal).
+    pub fn pending_len(&self, i: usize) -> usize {
+        match &self.pending[i] {
+            SegOp::Write(_, _, d) => d.len(),
+            _ => 0,
+        }
+    }
+
+    /// The last pending operation that writes byte `offset` of file `seg`.
+    pub fn pending_write_of(&self, seg: u64, offset: u64) -> Option<usize> {
+        self.pending.iter().rposition(|op| {
+            matches!(op, SegOp::Write(s, o, d) if *s == seg && *o <= offset && offset < o + d.len() as u64)
+        })
+    }
+
+    /// The files after a crash: the durable image plus the first `applied` pending
+    /// operations, then `torn_bytes` of the next one if it is a write.
+    pub fn crash(&self, applied: usize, torn_bytes: usize) -> SegmentImage {
+        let mut img = self.durable.clone();
+        for op in self.pending.iter().take(applied) {
+            apply(&mut img, op, None);
+        }
+        if let Some(op) = self.pending.get(applied) {
+            apply(&mut img, op, Some(torn_bytes));
+        }
+        img
+    }
+}
+
+impl Segments for MemSegments {
+    fn list(&self) -> Vec<u64> {
+        self.live.keys().copied().collect()
+    }
+    fn len(&self, seg: u64) -> u64 {
+        self.live.get(&seg).map_or(0, |f| f.len() as u64)
+    }
+    fn read_at(&mut self, seg: u64, offset: u64, buf: &mut [u8]) -> Result<(), TreeError> {
+        let f = self.live.get(&seg).map(|f| f.as_slice()).unwrap_or(&[]);
+        let end = offset as usize + buf.len();
+        if end > f.len() {
+            return Err(TreeError::Io {
+                path: format!("memory segment {seg}"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("read of {end} past {}", f.len()),
+                ),
+            });
+        }
+        buf.copy_from_slice(&f[offset as usize..end]);
+        Ok(())
+    }
+    fn write_at(&mut self, seg: u64, offset: u64, data: &[u8]) -> Result<(), TreeError> {
+        let op = SegOp::Write(seg, offset, data.to_vec());
+        apply(&mut self.live, &op, None);
+        self.pending.push(op);
+        Ok(())
+    }
+    fn truncate(&mut self, seg: u64, len: u64) -> Result<(), TreeError> {
+        let op = SegOp::Truncate(seg, len);
+        apply(&mut self.live, &op, None);
+        self.pending.push(op);
+        Ok(())
+    }
+    fn remove(&mut self, seg: u64) -> Result<(), TreeError> {
+        let op = SegOp::Remove(seg);
+        apply(&mut self.live, &op, None);
+        self.pending.push(op);
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<(), TreeError> {
+        if !self.sync_is_lost {
+            self.durable = self.live.clone();
+            self.pending.clear();
+        }
+        Ok(())
+    }
+}
+
+/// Segments as files `<prefix>-<number>.seg` in a directory (O_DIRECT optional); each
+/// open segment keeps its file open.
+pub struct FileSegments {
+    dir: PathBuf,
+    prefix: String,
+    direct: bool,
+    files: BTreeMap<u64, FileStorage>,
+    dirty: BTreeSet<u64>,
+    dir_dirty: bool,
+    /// I/O time of files already removed, and of directory syncs.
+    io_done: IoTime,
+    started: std::time::Instant,
+}
+
+impl FileSegments {
+    /// Opens the segments `<prefix>-*.seg` already in `dir` (none for a new store).
+    pub fn open(dir: &Path, prefix: &str, direct: bool) -> Result<Self, TreeError> {
+        let io = |source| TreeError::Io {
+            path: dir.display().to_string(),
+            source,
+        };
+        let mut files = BTreeMap::new();
+        for entry in std::fs::read_dir(dir).map_err(io)? {
+            let name = entry.map_err(io)?.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let Some(num) = name
+                .strip_prefix(prefix)
+                .and_then(|r| r.strip_prefix('-'))
+                .and_then(|r| r.strip_suffix(".seg"))
+            else {
+                continue;
+            };
+            if let Ok(seg) = num.parse::<u64>() {
+                files.insert(seg, FileStorage::open(&dir.join(name), direct)?);
+            }
+        }
+        Ok(FileSegments {
+            dir: dir.to_path_buf(),
+            prefix: prefix.to_string(),
+            direct,
+            files,
+            dirty: BTreeSet::new(),
+            dir_dirty: false,
+            io_done: IoTime::default(),
+            started: std::time::Instant::now(),
+        })
+    }
+
+    /// The path of segment `seg`.
+    pub fn path(&self, seg: u64) -> PathBuf {
+        self.dir.join(format!("{}-{seg:08}.seg", self.prefix))
+    }
+
+    /// Deletes every segment file (the store's files are gone afterwards).
+    pub fn destroy(mut self) -> Result<(), TreeError> {
+        for seg in self.list() {
+            self.remove(seg)?;
+        }
+        Ok(())
+    }
+
+    fn missing(&self, seg: u64) -> TreeError {
+        TreeError::Io {
+            path: self.path(seg).display().to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such segment"),
+        }
+    }
+}
+
+impl Segments for FileSegments {
+    fn list(&self) -> Vec<u64> {
+        self.files.keys().copied().collect()
+    }
+    fn len(&self, seg: u64) -> u64 {
+        self.files.get(&seg).map_or(0, |f| f.len())
+    }
+    fn read_at(&mut self, seg: u64, offset: u64, buf: &mut [u8]) -> Result<(), TreeError> {
+        match self.files.get_mut(&seg) {
+            Some(f) => f.read_at(offset, buf),
+            None => Err(self.missing(seg)),
+        }
+    }
+    fn write_at(&mut self, seg: u64, offset: u64, data: &[u8]) -> Result<(), TreeError> {
+        if !self.files.contains_key(&seg) {
+            let f = FileStorage::open(&self.path(seg), self.direct)?;
+            self.files.insert(seg, f);
+            self.dir_dirty = true;
+        }
+        self.dirty.insert(seg);
+        self.files
+            .get_mut(&seg)
+            .expect("opened")
+            .write_at(offset, data)
+    }
+    fn truncate(&mut self, seg: u64, len: u64) -> Result<(), TreeError> {
+        match self.files.get_mut(&seg) {
+            Some(f) => {
+                self.dirty.insert(seg);
+                f.truncate(len)
+            }
+            None => Err(self.missing(seg)),
+        }
+    }
+    fn remove(&mut self, seg: u64) -> Result<(), TreeError> {
+        let Some(f) = self.files.remove(&seg) else {
+            return Ok(());
+        };
+        let t = f.io_time();
+        self.io_done.read_ns += t.read_ns;
+        self.io_done.write_ns += t.write_ns;
+        self.io_done.sync_ns += t.sync_ns;
+        drop(f);
+        self.dirty.remove(&seg);
+        self.dir_dirty = true;
+        let path = self.path(seg);
+        std::fs::remove_file(&path).map_err(|source| TreeError::Io {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+    fn sync(&mut self) -> Result<(), TreeError> {
+        for seg in std::mem::take(&mut self.dirty) {
+            if let Some(f) = self.files.get_mut(&seg) {
+                f.sync()?;
+            }
+        }
+        if self.dir_dirty {
+            let t = std::time::Instant::now();
+            let io = |source| TreeError::Io {
+                path: self.dir.display().to_string(),
+                source,
+            };
+            std::fs::File::open(&self.dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io)?;
+            self.io_done.sync_ns += t.elapsed().as_nanos() as u64;
+            self.dir_dirty = false;
+        }
+        Ok(())
+    }
+    fn io_time(&self) -> IoTime {
+        let mut t = self.io_done;
+        for f in self.files.values() {
+            let x = f.io_time();
+            t.read_ns += x.read_ns;
+            t.write_ns += x.write_ns;
+            t.sync_ns += x.sync_ns;
+        }
+        t
+    }
+    fn now_ns(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+}
+
+/// Segments as files of simfs on a simulated drive: every read, write, sync and removal
+/// is timed on the drive in virtual time (a removal TRIMs per the file system's discard
+/// mode); the bytes are kept in memory (the device model keeps none).
+pub struct SimSegments {
+    pub fs: simfs::SimFs<simfs::Timed<flash::AnyDevice>>,
+    prefix: String,
+    files: BTreeMap<u64, (simfs::fs::Ino, Vec<u8>)>,
+    io: IoTime,
+}
+
+impl SimSegments {
+    /// An empty set of segments named `<prefix>-<number>.seg` on `fs`.
+    pub fn new(fs: simfs::SimFs<simfs::Timed<flash::AnyDevice>>, prefix: &str) -> Self {
+        SimSegments {
+            fs,
+            prefix: prefix.to_string(),
+            files: BTreeMap::new(),
+            io: IoTime::default(),
+        }
+    }
+
+    fn name(&self, seg: u64) -> String {
+        format!("{}-{seg:08}.seg", self.prefix)
+    }
+
+    fn timed<R>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<R, simfs::SimfsError>,
+    ) -> Result<(R, u64), TreeError> {
+        let t0 = self.fs.device().now_ns;
+        let r = f(self).map_err(|e| TreeError::Io {
+            path: "simfs".into(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        Ok((r, self.fs.device().now_ns - t0))
+    }
+}
+
+impl Segments for SimSegments {
+    fn list(&self) -> Vec<u64> {
+        self.files.keys().copied().collect()
+    }
+    fn len(&self, seg: u64) -> u64 {
+        self.files.get(&seg).map_or(0, |f| f.1.len() as u64)
+    }
+    fn read_at(&mut self, seg: u64, offset: u64, buf: &mut [u8]) -> Result<(), TreeError> {
+        let end = offset as usize + buf.len();
+        let Some((ino, data)) = self.files.get(&seg) else {
+            return Err(TreeError::Io {
+                path: format!("simfs:{}", self.name(seg)),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such segment"),
+            });
+        };
+        if end > data.len() {
+            return Err(TreeError::Io {
+                path: format!("simfs:{}", self.name(seg)),
+                source: std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past the end"),
+            });
+        }
+        let ino = *ino;
+        let (_, ns) = self.timed(|s| s.fs.read_at(ino, offset, buf.len() as u64))?;
+        buf.copy_from_slice(&self.files[&seg].1[offset as usize..end]);
+        self.io.read_ns += ns;
+        Ok(())
+    }
+    fn write_at(&mut self, seg: u64, offset: u64, data: &[u8]) -> Result<(), TreeError> {
+        if !self.files.contains_key(&seg) {
+            let name = self.name(seg);
+            let (ino, _) = self.timed(|s| s.fs.create(&name))?;
+            self.files.insert(seg, (ino, Vec::new()));
+        }
+        let ino = self.files[&seg].0;
+        let (_, ns) = self.timed(|s| s.fs.write_at(ino, offset, data.len() as u64))?;
+        let f = &mut self.files.get_mut(&seg).expect("created").1;
+        let end = offset as usize + data.len();
+        if f.len() < end {
+            f.resize(end, 0);
+        }
+        f[offset as usize..end].copy_from_slice(data);
+        self.io.write_ns += ns;
+        Ok(())
+    }
+    fn truncate(&mut self, seg: u64, len: u64) -> Result<(), TreeError> {
+        // simfs keeps the blocks; only the bytes past `len` are dropped.
+        if let Some(f) = self.files.get_mut(&seg) {
+            f.1.truncate(len as usize);
+        }
+        Ok(())
+    }
+    fn remove(&mut self, seg: u64) -> Result<(), TreeError> {
+        if self.files.remove(&seg).is_some() {
+            let name = self.name(seg);
+            let (_, ns) = self.timed(|s| s.fs.unlink(&name))?;
+            self.io.write_ns += ns;
+        }
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<(), TreeError> {
+        let (_, ns) = self.timed(|s| s.fs.sync())?;
+        self.io.sync_ns += ns;
+        Ok(())
+    }
+    fn io_time(&self) -> IoTime {
+        self.io
+    }
+    fn now_ns(&self) -> u64 {
+        self.fs.device().now_ns
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crash_images_apply_a_prefix_of_the_operations() {
+        let mut s = MemSegments::new();
+        s.write_at(1, 0, b"aaaa").unwrap();
+        s.sync().unwrap();
+        s.write_at(2, 0, b"bbbb").unwrap();
+        s.remove(1).unwrap();
+        s.write_at(2, 4, b"cc").unwrap();
+        assert_eq!(s.list(), vec![2]);
+        let img = |v: &[(u64, &[u8])]| -> SegmentImage {
+            v.iter().map(|(k, d)| (*k, d.to_vec())).collect()
+        };
+        assert_eq!(s.crash(0, 0), img(&[(1, b"aaaa"), (2, b"")]));
+        assert_eq!(s.crash(0, 2), img(&[(1, b"aaaa"), (2, b"bb")]));
+        assert_eq!(s.crash(1, 1), img(&[(1, b"aaaa"), (2, b"bbbb")]));
+        assert_eq!(s.crash(2, 1), img(&[(2, b"bbbbc")]));
+        assert_eq!(s.crash(3, 0), img(&[(2, b"bbbbcc")]));
+    }
+
+    #[test]
+    fn file_segments_list_write_read_and_remove_real_files() {
+        let dir = std::env::temp_dir().join(format!("flashlab-seg-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut s = FileSegments::open(&dir, "t", false).unwrap();
+        s.write_at(3, 0, b"hello").unwrap();
+        s.write_at(1, 0, b"x").unwrap();
+        s.sync().unwrap();
+        assert!(s.path(3).exists());
+        let mut again = FileSegments::open(&dir, "t", false).unwrap();
+        assert_eq!(again.list(), vec![1, 3]);
+        let mut b = [0u8; 5];
+        again.read_at(3, 0, &mut b).unwrap();
+        assert_eq!(&b, b"hello");
+        again.remove(3).unwrap();
+        assert!(!s.path(3).exists());
+        assert!(again.read_at(3, 0, &mut b).is_err());
+        again.destroy().unwrap();
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir(&dir).unwrap();
+    }
+}
