@@ -6,7 +6,7 @@
 //!     cargo run --release --manifest-path bench/kvcompare/Cargo.toml -- [N] [DIR]
 
 use astree::asstore::{AsConfig, AsStore};
-use astree::segments::{FileSegments, Segments};
+use astree::segments::FileSegments;
 use astree::store::NodeStore;
 use astree::BTree;
 use rand::{Rng, SeedableRng};
