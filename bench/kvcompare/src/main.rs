@@ -1,11 +1,13 @@
-//! flashlab's AS B-tree (on a real file) against redb and sled, on the shape of redb's own
-//! benchmark: a bulk load of N entries (24-byte keys, 150-byte values) in one commit,
-//! individual writes each made durable, batches of 1,000 writes, random point reads and
-//! removals; time of each phase and the file size at the end.
+//! flashlab's AS B-tree (on real segment files) against redb, LMDB (heed), sled and fjall,
+//! on the shape of redb's own benchmark: a bulk load of N entries (24-byte keys, 150-byte
+//! values) in one commit, individual writes each made durable (with their p99 latency:
+//! the AS store cleans at commits), batches of 1,000 writes, random point reads and
+//! removals; time of each phase and the bytes on disk after the reads.
 //!
 //!     cargo run --release --manifest-path bench/kvcompare/Cargo.toml -- [N] [DIR]
 
 use astree::asstore::{AsConfig, AsStore};
+use astree::cache::LruCache;
 use astree::segments::FileSegments;
 use astree::store::NodeStore;
 use astree::BTree;
@@ -17,6 +19,9 @@ use std::time::Instant;
 
 const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("bench");
 const INDIVIDUAL: usize = 1_000;
+/// AS store: write buffer and node cache sizes (nodes of 8 KiB).
+const WRITE_BUFFER: usize = 4096;
+const CACHE: usize = 8192;
 const BATCHES: usize = 20;
 const BATCH: usize = 1_000;
 
@@ -38,7 +43,19 @@ trait Engine {
     fn file_bytes(&self) -> u64;
 }
 
-struct As(BTree<AsStore<FileSegments>>);
+struct As(BTree<LruCache<AsStore<FileSegments>>>);
+impl As {
+    /// 8 KiB nodes, fanout 64, 4 MiB segments (the data set is tens of MB, so cleaning
+    /// has room to work), a write buffer of WRITE_BUFFER nodes and a cache of CACHE nodes.
+    fn open(dir: &Path) -> Self {
+        let cfg = AsConfig {
+            segment_bytes: 4 << 20,
+            ..AsConfig::new(8192, WRITE_BUFFER)
+        };
+        let store = AsStore::open_with(FileSegments::open(dir, "as", false).unwrap(), cfg).unwrap();
+        As(BTree::new(LruCache::new(store, CACHE), 64).unwrap())
+    }
+}
 impl Engine for As {
     fn name(&self) -> &'static str {
         "flashlab AS B-tree"
@@ -145,6 +162,105 @@ impl Engine for Sled {
     }
 }
 
+struct Lmdb(heed::Env, heed::Database<heed::types::Bytes, heed::types::Bytes>, PathBuf);
+impl Lmdb {
+    fn open(p: &Path) -> Self {
+        std::fs::create_dir_all(p).unwrap();
+        // SAFETY: the environment is opened once, by this process only.
+        let env = unsafe {
+            heed::EnvOpenOptions::new()
+                .map_size(16 << 30)
+                .open(p)
+                .unwrap()
+        };
+        let mut tx = env.write_txn().unwrap();
+        let db = env.create_database(&mut tx, None).unwrap();
+        tx.commit().unwrap();
+        Lmdb(env, db, p.to_path_buf())
+    }
+}
+impl Engine for Lmdb {
+    fn name(&self) -> &'static str {
+        "LMDB (heed)"
+    }
+    fn bulk(&mut self, es: &[(Vec<u8>, Vec<u8>)]) {
+        let mut tx = self.0.write_txn().unwrap();
+        for (k, v) in es {
+            self.1.put(&mut tx, k, v).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    fn durable_one(&mut self, k: &[u8], v: &[u8]) {
+        self.bulk(&[(k.to_vec(), v.to_vec())])
+    }
+    fn batch(&mut self, es: &[(Vec<u8>, Vec<u8>)]) {
+        self.bulk(es)
+    }
+    fn get(&mut self, k: &[u8]) -> bool {
+        let tx = self.0.read_txn().unwrap();
+        self.1.get(&tx, k).unwrap().is_some()
+    }
+    fn remove_all(&mut self, ks: &[Vec<u8>]) {
+        let mut tx = self.0.write_txn().unwrap();
+        for k in ks {
+            self.1.delete(&mut tx, k).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    fn file_bytes(&self) -> u64 {
+        // data.mdb is sparse up to the map size: count the blocks it really uses.
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(self.2.join("data.mdb"))
+            .map(|m| m.blocks() * 512)
+            .unwrap_or(0)
+    }
+}
+
+struct Fjall(fjall::Keyspace, fjall::PartitionHandle, PathBuf);
+impl Fjall {
+    fn open(p: &Path) -> Self {
+        let ks = fjall::Config::new(p).open().unwrap();
+        let part = ks
+            .open_partition("bench", fjall::PartitionCreateOptions::default())
+            .unwrap();
+        Fjall(ks, part, p.to_path_buf())
+    }
+}
+impl Engine for Fjall {
+    fn name(&self) -> &'static str {
+        "fjall"
+    }
+    fn bulk(&mut self, es: &[(Vec<u8>, Vec<u8>)]) {
+        let mut b = self.0.batch();
+        for (k, v) in es {
+            b.insert(&self.1, k.as_slice(), v.as_slice());
+        }
+        b.commit().unwrap();
+        self.0.persist(fjall::PersistMode::SyncAll).unwrap();
+    }
+    fn durable_one(&mut self, k: &[u8], v: &[u8]) {
+        self.1.insert(k, v).unwrap();
+        self.0.persist(fjall::PersistMode::SyncAll).unwrap();
+    }
+    fn batch(&mut self, es: &[(Vec<u8>, Vec<u8>)]) {
+        self.bulk(es)
+    }
+    fn get(&mut self, k: &[u8]) -> bool {
+        self.1.get(k).unwrap().is_some()
+    }
+    fn remove_all(&mut self, ks: &[Vec<u8>]) {
+        let mut b = self.0.batch();
+        for k in ks {
+            b.remove(&self.1, k.as_slice());
+        }
+        b.commit().unwrap();
+        self.0.persist(fjall::PersistMode::SyncAll).unwrap();
+    }
+    fn file_bytes(&self) -> u64 {
+        dir_bytes(&self.2)
+    }
+}
+
 fn dir_bytes(p: &Path) -> u64 {
     std::fs::read_dir(p)
         .map(|d| {
@@ -168,11 +284,16 @@ fn run(e: &mut dyn Engine, n: usize) {
     e.bulk(&es);
     let bulk = t.elapsed().as_secs_f64();
     let t = Instant::now();
+    let mut lat_us = Vec::with_capacity(INDIVIDUAL);
     for _ in 0..INDIVIDUAL {
         let (k, v) = entry(&mut rng);
+        let t1 = Instant::now();
         e.durable_one(&k, &v);
+        lat_us.push(t1.elapsed().as_secs_f64() * 1e6);
     }
     let one = t.elapsed().as_secs_f64();
+    lat_us.sort_by(f64::total_cmp);
+    let p99_us = lat_us[lat_us.len() * 99 / 100];
     let t = Instant::now();
     for _ in 0..BATCHES {
         let b: Vec<_> = (0..BATCH).map(|_| entry(&mut rng)).collect();
@@ -192,7 +313,7 @@ fn run(e: &mut dyn Engine, n: usize) {
     e.remove_all(&ks);
     let removals = t.elapsed().as_secs_f64();
     println!(
-        "{:<20} bulk {bulk:>7.2} s   {INDIVIDUAL} durable writes {one:>7.2} s   {BATCHES}x{BATCH} batches {batch:>6.2} s   {n} reads {reads:>6.2} s   removals {removals:>6.2} s   file {:.1} MB",
+        "{:<20} bulk {bulk:>6.2} s | {INDIVIDUAL} durable writes {one:>6.2} s, p99 {p99_us:>7.0} µs | {BATCHES}x{BATCH} batches {batch:>6.2} s | {n} reads {reads:>6.2} s | removals {removals:>6.2} s | file {:>6.1} MB",
         e.name(),
         size as f64 / 1e6
     );
@@ -207,16 +328,28 @@ fn main() {
     );
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    // 4 MiB segments: the data set is tens of MB, so cleaning has room to work.
-    let cfg = AsConfig {
-        segment_bytes: 4 << 20,
-        ..AsConfig::new(8192, 32)
-    };
-    let store = AsStore::open_with(FileSegments::open(&dir, "as", false).unwrap(), cfg).unwrap();
-    run(&mut As(BTree::new(store, 64).unwrap()), n);
-    let p = dir.join("redb.db");
-    run(&mut Redb(redb::Database::create(&p).unwrap(), p), n);
-    let p = dir.join("sled");
-    run(&mut Sled(sled::open(&p).unwrap(), p.clone()), n);
+    // Optional third argument: a comma-separated subset of as,redb,lmdb,sled,fjall.
+    let only: Vec<String> = args
+        .next()
+        .map(|a| a.split(',').map(String::from).collect())
+        .unwrap_or_default();
+    let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
+    if wanted("as") {
+        run(&mut As::open(&dir), n);
+    }
+    if wanted("redb") {
+        let p = dir.join("redb.db");
+        run(&mut Redb(redb::Database::create(&p).unwrap(), p), n);
+    }
+    if wanted("lmdb") {
+        run(&mut Lmdb::open(&dir.join("lmdb")), n);
+    }
+    if wanted("sled") {
+        let p = dir.join("sled");
+        run(&mut Sled(sled::open(&p).unwrap(), p.clone()), n);
+    }
+    if wanted("fjall") {
+        run(&mut Fjall::open(&dir.join("fjall")), n);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

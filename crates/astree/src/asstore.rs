@@ -40,6 +40,7 @@ use crate::segments::Segments;
 use crate::store::{NodeStore, StoreStats};
 use crate::TreeError;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 const MAGIC: u32 = 0x314E_5341; // "ASN1"
 const HEADER: usize = 32;
@@ -926,7 +927,7 @@ impl<S: Segments> NodeStore for AsStore<S> {
         self.node_bytes
     }
 
-    fn read(&mut self, id: NodeId) -> Result<Node, TreeError> {
+    fn read(&mut self, id: NodeId) -> Result<Arc<Node>, TreeError> {
         self.stats.buffer_lookups += 1;
         if let Some(&i) = self.buffered.get(&id) {
             self.stats.buffer_hits += 1;
@@ -934,7 +935,7 @@ impl<S: Segments> NodeStore for AsStore<S> {
             if image[4] == KIND_FREE {
                 return Err(TreeError::MissingNode(id));
             }
-            return Node::decode(&image[HEADER..], id, NONE);
+            return Node::decode(&image[HEADER..], id, NONE).map(Arc::new);
         }
         let at = *self.map.get(&id).ok_or(TreeError::MissingNode(id))?;
         let mut s = vec![0u8; self.slot_bytes];
@@ -944,7 +945,9 @@ impl<S: Segments> NodeStore for AsStore<S> {
         self.stats.read_requests += 1;
         self.stats.bytes_read += self.slot_bytes as u64;
         match Self::check(&s) {
-            Some((KIND_NODE, sid, _)) if sid == id => Node::decode(&s[HEADER..], id, at),
+            Some((KIND_NODE, sid, _)) if sid == id => {
+                Node::decode(&s[HEADER..], id, at).map(Arc::new)
+            }
             _ => Err(TreeError::Corrupt {
                 id,
                 offset: slot_of(at) * self.slot_bytes as u64,

@@ -15,6 +15,7 @@ use crate::storage::Storage;
 use crate::store::{NodeStore, StoreStats};
 use crate::TreeError;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 pub const SECTOR_BYTES: usize = 512;
 const IU_HEADER: usize = 8 + 1 + 2 + 4;
@@ -379,7 +380,7 @@ impl<S: Storage> NodeStore for BftlStore<S> {
         self.node_bytes
     }
 
-    fn read(&mut self, id: NodeId) -> Result<Node, TreeError> {
+    fn read(&mut self, id: NodeId) -> Result<Arc<Node>, TreeError> {
         if !self.ntt.contains_key(&id) && !self.pending.contains_key(&id) {
             return Err(TreeError::MissingNode(id));
         }
@@ -387,7 +388,7 @@ impl<S: Storage> NodeStore for BftlStore<S> {
         self.stats.node_reads += 1;
         let node = c.node();
         self.recent.insert(id, c);
-        Ok(node)
+        Ok(Arc::new(node))
     }
 
     fn write(&mut self, id: NodeId, node: &Node) -> Result<(), TreeError> {

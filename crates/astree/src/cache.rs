@@ -6,11 +6,12 @@ use crate::node::{Node, NodeId};
 use crate::store::{NodeStore, StoreStats};
 use crate::TreeError;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 pub struct LruCache<S: NodeStore> {
     inner: S,
     capacity: usize,
-    nodes: HashMap<NodeId, (Node, u64)>,
+    nodes: HashMap<NodeId, (Arc<Node>, u64)>,
     by_age: BTreeMap<u64, NodeId>,
     tick: u64,
     hits: u64,
@@ -38,7 +39,7 @@ impl<S: NodeStore> LruCache<S> {
         self.inner
     }
 
-    fn put(&mut self, id: NodeId, node: Node) {
+    fn put(&mut self, id: NodeId, node: Arc<Node>) {
         if self.capacity == 0 {
             return;
         }
@@ -59,21 +60,23 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
     fn node_bytes(&self) -> usize {
         self.inner.node_bytes()
     }
-    fn read(&mut self, id: NodeId) -> Result<Node, TreeError> {
+    fn read(&mut self, id: NodeId) -> Result<Arc<Node>, TreeError> {
         self.lookups += 1;
         if let Some((node, _)) = self.nodes.get(&id) {
             self.hits += 1;
-            let node = node.clone();
-            self.put(id, node.clone());
+            let node = Arc::clone(node);
+            self.put(id, Arc::clone(&node));
             return Ok(node);
         }
         let node = self.inner.read(id)?;
-        self.put(id, node.clone());
+        self.put(id, Arc::clone(&node));
         Ok(node)
     }
     fn write(&mut self, id: NodeId, node: &Node) -> Result<(), TreeError> {
         self.inner.write(id, node)?;
-        self.put(id, node.clone());
+        if self.capacity > 0 {
+            self.put(id, Arc::new(node.clone()));
+        }
         Ok(())
     }
     fn allocate(&mut self) -> Result<NodeId, TreeError> {

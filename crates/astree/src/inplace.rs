@@ -6,6 +6,7 @@ use crate::node::{Node, NodeId, NONE};
 use crate::storage::Storage;
 use crate::store::{NodeStore, StoreStats};
 use crate::TreeError;
+use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"FLABIPT1";
 
@@ -85,7 +86,7 @@ impl<S: Storage> NodeStore for InPlaceStore<S> {
     fn node_bytes(&self) -> usize {
         self.node_bytes
     }
-    fn read(&mut self, id: NodeId) -> Result<Node, TreeError> {
+    fn read(&mut self, id: NodeId) -> Result<Arc<Node>, TreeError> {
         if id >= self.next_id {
             return Err(TreeError::MissingNode(id));
         }
@@ -99,7 +100,7 @@ impl<S: Storage> NodeStore for InPlaceStore<S> {
         self.stats.node_reads += 1;
         self.stats.read_requests += 1;
         self.stats.bytes_read += self.node_bytes as u64;
-        r
+        r.map(Arc::new)
     }
     fn write(&mut self, id: NodeId, node: &Node) -> Result<(), TreeError> {
         let off = self.offset(id);

@@ -2,6 +2,7 @@
 
 use crate::node::{Node, NodeId};
 use crate::TreeError;
+use std::sync::Arc;
 
 /// I/O and buffer counters of a store.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,7 +32,8 @@ pub struct StoreStats {
 pub trait NodeStore {
     /// The largest encoded node the store accepts.
     fn node_bytes(&self) -> usize;
-    fn read(&mut self, id: NodeId) -> Result<Node, TreeError>;
+    /// The node (shared: a cache hands out its copy without cloning it).
+    fn read(&mut self, id: NodeId) -> Result<Arc<Node>, TreeError>;
     fn write(&mut self, id: NodeId, node: &Node) -> Result<(), TreeError>;
     /// A new, unused NodeID.
     fn allocate(&mut self) -> Result<NodeId, TreeError>;

@@ -9,6 +9,7 @@
 use crate::node::{Node, NodeId, NONE};
 use crate::store::NodeStore;
 use crate::TreeError;
+use std::sync::Arc;
 
 /// Key-value pairs in key order.
 pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
@@ -56,6 +57,11 @@ impl<S: NodeStore> BTree<S> {
         self.store
     }
 
+    /// A node to modify (a copy if the cache shares it).
+    fn load(&mut self, id: NodeId) -> Result<Node, TreeError> {
+        Ok(Arc::unwrap_or_clone(self.store.read(id)?))
+    }
+
     fn root(&self) -> NodeId {
         self.store.root().expect("a tree always has a root")
     }
@@ -85,7 +91,7 @@ impl<S: NodeStore> BTree<S> {
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
         let mut id = self.root();
         loop {
-            match self.store.read(id)? {
+            match &*self.store.read(id)? {
                 Node::Internal { keys, children } => {
                     id = children[keys.partition_point(|k| k.as_slice() <= key)]
                 }
@@ -125,7 +131,7 @@ impl<S: NodeStore> BTree<S> {
     }
 
     fn insert_at(&mut self, id: NodeId, key: &[u8], value: &[u8]) -> Result<Insert, TreeError> {
-        let mut node = self.store.read(id)?;
+        let mut node = self.load(id)?;
         let old = match &mut node {
             Node::Leaf { keys, values, .. } => {
                 match keys.binary_search_by(|k| k.as_slice().cmp(key)) {
@@ -209,7 +215,7 @@ impl<S: NodeStore> BTree<S> {
         let root = self.root();
         let old = self.remove_at(root, key)?;
         // A root with one child hands over to it.
-        if let Node::Internal { keys, children } = self.store.read(root)? {
+        if let Node::Internal { keys, children } = &*self.store.read(root)? {
             if keys.is_empty() {
                 self.store.set_root(children[0]);
                 self.store.free(root)?;
@@ -219,7 +225,7 @@ impl<S: NodeStore> BTree<S> {
     }
 
     fn remove_at(&mut self, id: NodeId, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
-        let mut node = self.store.read(id)?;
+        let mut node = self.load(id)?;
         match &mut node {
             Node::Leaf { keys, values, .. } => {
                 match keys.binary_search_by(|k| k.as_slice().cmp(key)) {
@@ -239,7 +245,7 @@ impl<S: NodeStore> BTree<S> {
                 if old.is_some() {
                     let c = self.store.read(child)?;
                     if self.underfull(&c) {
-                        self.rebalance(id, &mut node, i, c)?;
+                        self.rebalance(id, &mut node, i, Arc::unwrap_or_clone(c))?;
                     }
                 }
                 Ok(old)
@@ -267,9 +273,9 @@ impl<S: NodeStore> BTree<S> {
         };
         let (lid, rid) = (children[li], children[ri]);
         let (mut left, mut right) = if li == i {
-            (child, self.store.read(rid)?)
+            (child, self.load(rid)?)
         } else {
-            (self.store.read(lid)?, child)
+            (self.load(lid)?, child)
         };
         let sep = keys[li].clone();
         // Try a merge first; it is the only fix when both are small.
@@ -387,27 +393,28 @@ impl<S: NodeStore> BTree<S> {
     /// Entries with `lo <= key < hi` (`hi` = None: to the end), in order.
     pub fn range(&mut self, lo: &[u8], hi: Option<&[u8]>) -> Result<Entries, TreeError> {
         let mut id = self.root();
-        while let Node::Internal { keys, children } = self.store.read(id)? {
+        while let Node::Internal { keys, children } = &*self.store.read(id)? {
             id = children[keys.partition_point(|k| k.as_slice() <= lo)];
         }
         let mut out = Vec::new();
         while id != NONE {
-            let Node::Leaf { keys, values, next } = self.store.read(id)? else {
+            let node = self.store.read(id)?;
+            let Node::Leaf { keys, values, next } = &*node else {
                 return Err(TreeError::Corrupt {
                     id,
                     offset: NONE,
                     msg: "leaf chain reaches an internal node".into(),
                 });
             };
-            for (k, v) in keys.into_iter().zip(values) {
+            for (k, v) in keys.iter().zip(values) {
                 if hi.is_some_and(|h| k.as_slice() >= h) {
                     return Ok(out);
                 }
                 if k.as_slice() >= lo {
-                    out.push((k, v));
+                    out.push((k.clone(), v.clone()));
                 }
             }
-            id = next;
+            id = *next;
         }
         Ok(out)
     }
@@ -423,8 +430,8 @@ impl<S: NodeStore> BTree<S> {
         let mut n = 0;
         while let Some(id) = stack.pop() {
             n += 1;
-            if let Node::Internal { children, .. } = self.store.read(id)? {
-                stack.extend(children);
+            if let Node::Internal { children, .. } = &*self.store.read(id)? {
+                stack.extend(children.iter().copied());
             }
         }
         Ok(n)
@@ -454,7 +461,7 @@ impl<S: NodeStore> BTree<S> {
         depth: usize,
         leaf_depth: &mut Option<usize>,
     ) -> Result<u64, String> {
-        let node = self.store.read(id).map_err(|e| e.to_string())?;
+        let node = self.load(id).map_err(|e| e.to_string())?;
         let keys = match &node {
             Node::Leaf { keys, .. } | Node::Internal { keys, .. } => keys.clone(),
         };

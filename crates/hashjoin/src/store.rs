@@ -270,11 +270,12 @@ impl Store for OsStore {
         if self.direct {
             o.custom_flags(libc::O_DIRECT);
         }
+        // Create and register under the lock, so the Ctrl-C handler (which takes it) never
+        // sees a file that exists but is not registered yet.
+        let mut live = live_paths().lock().expect("not poisoned");
         let file = o.open(&path).map_err(|e| self.io_error(&path, e))?;
-        live_paths()
-            .lock()
-            .expect("not poisoned")
-            .insert(path.clone());
+        live.insert(path.clone());
+        drop(live);
         self.files.insert(
             id,
             OsFile {
