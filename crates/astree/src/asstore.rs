@@ -43,7 +43,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 const MAGIC: u32 = 0x314E_5341; // "ASN1"
-const HEADER: usize = 32;
+/// Slot header: magic u32, kind u8 (+ [`COMMIT_FLAG`]), 3 zero bytes, NodeID u64,
+/// sequence u64, CRC-32 u32, 4 zero bytes, then for a commit the root u64 and the next
+/// NodeID u64.
+const HEADER: usize = 48;
+/// Set on the kind of the last slot a `sync` writes: the slot is also the commit record,
+/// so a one-node commit writes one slot.
+const COMMIT_FLAG: u8 = 0x80;
+/// Dead segment files kept for reuse as new segments (their blocks stay allocated, so a
+/// commit into them overwrites instead of growing a file).
+const RECYCLE_POOL: usize = 2;
 const KIND_NODE: u8 = 1;
 const KIND_COMMIT: u8 = 2;
 const KIND_FREE: u8 = 3;
@@ -130,7 +139,8 @@ pub struct Recovery {
     pub commits_found: u64,
     /// Valid records after the last commit, discarded.
     pub uncommitted_discarded: u64,
-    /// Bytes past the trusted log that were cut off (torn or uncommitted tail).
+    /// Bytes past the trusted log that were cut off (a torn or uncommitted tail, or the
+    /// stale tail of a recycled segment).
     pub truncated_bytes: u64,
     /// Segments removed at open: past the trusted log, or dead ones a crash left behind.
     pub segments_removed: u64,
@@ -205,6 +215,8 @@ pub struct AsStore<S: Segments> {
     checkpoint_segment: u64,
     /// Address of the last commit record a `sync` wrote (checkpoints repeat it).
     last_commit: Option<u64>,
+    /// Dead segments whose files wait to be renamed into new segments.
+    recycled: Vec<u64>,
 }
 
 impl<S: Segments> AsStore<S> {
@@ -261,6 +273,7 @@ impl<S: Segments> AsStore<S> {
             superblock_seq: 0,
             checkpoint_segment: 0,
             last_commit: None,
+            recycled: Vec::new(),
         };
         s.recover()?;
         Ok(s)
@@ -449,9 +462,9 @@ impl<S: Segments> AsStore<S> {
                 if kind != KIND_COMMIT {
                     return None;
                 }
-                let root = u64_at(s, HEADER);
+                let root = u64_at(s, 32);
                 r.root = (root != NONE).then_some(root);
-                r.next_id = u64_at(s, HEADER + 8);
+                r.next_id = u64_at(s, 40);
             }
         }
         Some(r)
@@ -488,9 +501,10 @@ impl<S: Segments> AsStore<S> {
                 for k in 0..n {
                     let s = &buf[k * self.slot_bytes..(k + 1) * self.slot_bytes];
                     self.recovery.slots_scanned += 1;
-                    let Some((kind, id, seq)) = Self::check(s) else {
+                    let Some((kind_byte, id, seq)) = Self::check(s) else {
                         break 'log;
                     };
+                    let kind = kind_byte & !COMMIT_FLAG;
                     let in_order = if exact {
                         seq == last_seq + 1
                     } else {
@@ -504,24 +518,25 @@ impl<S: Segments> AsStore<S> {
                     let at = addr(seg, i + k as u64);
                     match kind {
                         KIND_NODE | KIND_FREE => pending.push((kind, id, at)),
-                        // A checkpoint repeats the committed mapping: nothing to replay.
-                        KIND_CHECKPOINT => {}
-                        KIND_COMMIT => {
-                            for (kd, pid, pat) in pending.drain(..) {
-                                if kd == KIND_NODE {
-                                    r.map.insert(pid, pat);
-                                } else {
-                                    r.map.remove(&pid);
-                                }
-                            }
-                            let root = u64_at(s, HEADER);
-                            r.root = (root != NONE).then_some(root);
-                            r.next_id = u64_at(s, HEADER + 8);
-                            r.seq = seq;
-                            r.end = self.advance(at, 1);
-                            self.recovery.commits_found += 1;
-                        }
+                        // A checkpoint repeats the committed mapping: nothing to replay;
+                        // a commit record is handled below.
+                        KIND_CHECKPOINT | KIND_COMMIT => {}
                         _ => break 'log,
+                    }
+                    if kind == KIND_COMMIT || kind_byte & COMMIT_FLAG != 0 {
+                        for (kd, pid, pat) in pending.drain(..) {
+                            if kd == KIND_NODE {
+                                r.map.insert(pid, pat);
+                            } else {
+                                r.map.remove(&pid);
+                            }
+                        }
+                        let root = u64_at(s, 32);
+                        r.root = (root != NONE).then_some(root);
+                        r.next_id = u64_at(s, 40);
+                        r.seq = seq;
+                        r.end = self.advance(at, 1);
+                        self.recovery.commits_found += 1;
                     }
                 }
                 i += n as u64;
@@ -647,7 +662,8 @@ impl<S: Segments> AsStore<S> {
     }
 
     /// Removes the segments before the newest durable checkpoint that hold no live node
-    /// (a segment's death is free reclamation, cleaning's first step).
+    /// (a segment's death is free reclamation, cleaning's first step), keeping up to
+    /// [`RECYCLE_POOL`] of them to be renamed into new segments.
     fn remove_dead_segments(&mut self) -> Result<(), TreeError> {
         if self.cfg.cleaning == Cleaning::Off {
             return Ok(()); // the paper's baseline: the log only grows
@@ -659,9 +675,13 @@ impl<S: Segments> AsStore<S> {
             .map(|(&s, _)| s)
             .collect();
         for s in dead {
-            self.storage.remove(s)?;
             self.seg_live.remove(&s);
-            self.stats.segments_removed += 1;
+            if self.recycled.len() < RECYCLE_POOL {
+                self.recycled.push(s);
+            } else {
+                self.storage.remove(s)?;
+                self.stats.segments_removed += 1;
+            }
         }
         Ok(())
     }
@@ -691,6 +711,12 @@ impl<S: Segments> AsStore<S> {
         while done < n {
             let p = self.advance(self.end, done);
             let k = (self.segment_slots - slot_of(p)).min(n - done);
+            if slot_of(p) == 0 && !self.seg_live.contains_key(&seg_of(p)) {
+                if let Some(old) = self.recycled.pop() {
+                    self.storage.rename(old, seg_of(p))?;
+                    self.stats.segments_recycled += 1;
+                }
+            }
             self.storage.write_at(
                 seg_of(p),
                 slot_of(p) * slot as u64,
@@ -729,8 +755,7 @@ impl<S: Segments> AsStore<S> {
             out.extend_from_slice(&self.slot(KIND_CHECKPOINT, NONE, seq, &payload));
         }
         let seq = self.next_seq();
-        let commit = self.commit_payload();
-        out.extend_from_slice(&self.slot(KIND_COMMIT, NONE, seq, &commit));
+        out.extend_from_slice(&self.commit_slot(seq));
         self.append(&out)?;
         self.storage.sync()?;
         // Only a durable checkpoint may be named by a superblock.
@@ -756,11 +781,22 @@ impl<S: Segments> AsStore<S> {
         self.remove_dead_segments()
     }
 
-    fn commit_payload(&self) -> [u8; 16] {
-        let mut p = [0u8; 16];
-        p[0..8].copy_from_slice(&self.root.unwrap_or(NONE).to_le_bytes());
-        p[8..16].copy_from_slice(&self.next_id.to_le_bytes());
-        p
+    /// Makes `slot` a commit record too: sets the flag (unless it is a commit slot) and
+    /// the root and next NodeID, and stamps it with `seq`.
+    fn mark_commit(&self, slot: &mut [u8], seq: u64) {
+        if slot[4] != KIND_COMMIT {
+            slot[4] |= COMMIT_FLAG;
+        }
+        slot[32..40].copy_from_slice(&self.root.unwrap_or(NONE).to_le_bytes());
+        slot[40..48].copy_from_slice(&self.next_id.to_le_bytes());
+        Self::stamp(slot, seq);
+    }
+
+    /// A stand-alone commit record.
+    fn commit_slot(&self, seq: u64) -> Vec<u8> {
+        let mut s = self.slot(KIND_COMMIT, NONE, seq, &[]);
+        self.mark_commit(&mut s, seq);
+        s
     }
 
     /// At a commit: if the files exceed the space limit, copies the live nodes of victim
@@ -840,11 +876,17 @@ impl<S: Segments> AsStore<S> {
             self.stats.read_requests += 1;
             self.stats.bytes_read += buf.len() as u64;
             for (j, s) in buf.chunks(slot).enumerate() {
-                if let Some((KIND_NODE, id, _)) = Self::check(s) {
-                    if self.map.get(&id) == Some(&addr(victim, i + j as u64)) {
-                        ids.push(id);
-                        out.extend_from_slice(s);
-                    }
+                let Some((kind, id, _)) = Self::check(s) else {
+                    continue;
+                };
+                if kind & !COMMIT_FLAG == KIND_NODE
+                    && self.map.get(&id) == Some(&addr(victim, i + j as u64))
+                {
+                    ids.push(id);
+                    out.extend_from_slice(s);
+                    // A copy is a plain node: the checkpoint that follows commits it.
+                    let at = out.len() - slot;
+                    out[at + 4] = KIND_NODE;
                 }
             }
             i += k as u64;
@@ -873,30 +915,39 @@ impl<S: Segments> AsStore<S> {
         self.buffered.insert(id, self.buffer.len());
         self.buffer.push((id, slot));
         if self.buffer.len() >= self.cfg.buffer_nodes {
-            self.flush(None)?;
+            self.flush(false)?;
         }
         Ok(())
     }
 
-    /// Writes the buffer (and a commit record, if given) in one contiguous write.
-    fn flush(&mut self, commit: Option<Vec<u8>>) -> Result<(), TreeError> {
-        if self.buffer.is_empty() && commit.is_none() {
+    /// Writes the buffer in one contiguous write; with `commit`, its last slot (or a
+    /// commit slot, if the buffer is empty) is the commit record.
+    fn flush(&mut self, commit: bool) -> Result<(), TreeError> {
+        if self.buffer.is_empty() && !commit {
             return Ok(());
         }
         // Sequence numbers follow log order (a buffered node replaced in memory keeps its
         // place in the buffer, so it is numbered here, not when written).
-        let mut out = Vec::with_capacity((self.buffer.len() + 1) * self.slot_bytes);
+        let slot = self.slot_bytes;
+        let mut out = Vec::with_capacity((self.buffer.len() + 1) * slot);
         let first_seq = self.seq;
         for k in 0..self.buffer.len() {
-            let seq = self.next_seq();
-            Self::stamp(&mut self.buffer[k].1, seq);
             out.extend_from_slice(&self.buffer[k].1);
-        }
-        let has_commit = commit.is_some();
-        if let Some(mut c) = commit {
             let seq = self.next_seq();
-            Self::stamp(&mut c, seq);
-            out.extend_from_slice(&c);
+            let at = out.len() - slot;
+            Self::stamp(&mut out[at..], seq);
+        }
+        if commit {
+            if out.is_empty() {
+                let seq = self.next_seq();
+                out = self.commit_slot(seq);
+            } else {
+                let at = out.len() - slot;
+                let seq = self.seq;
+                let mut last = out.split_off(at);
+                self.mark_commit(&mut last, seq);
+                out.extend_from_slice(&last);
+            }
         }
         let first = self.end;
         if let Err(e) = self.append(&out) {
@@ -904,8 +955,8 @@ impl<S: Segments> AsStore<S> {
             self.seq = first_seq;
             return Err(e);
         }
-        if has_commit {
-            self.last_commit = Some(self.advance(first, (out.len() / self.slot_bytes) as u64 - 1));
+        if commit {
+            self.last_commit = Some(self.advance(first, (out.len() / slot) as u64 - 1));
         }
         let buffer = std::mem::take(&mut self.buffer);
         for (i, (id, image)) in buffer.iter().enumerate() {
@@ -945,7 +996,7 @@ impl<S: Segments> NodeStore for AsStore<S> {
         self.stats.read_requests += 1;
         self.stats.bytes_read += self.slot_bytes as u64;
         match Self::check(&s) {
-            Some((KIND_NODE, sid, _)) if sid == id => {
+            Some((kind, sid, _)) if kind & !COMMIT_FLAG == KIND_NODE && sid == id => {
                 Node::decode(&s[HEADER..], id, at).map(Arc::new)
             }
             _ => Err(TreeError::Corrupt {
@@ -985,8 +1036,7 @@ impl<S: Segments> NodeStore for AsStore<S> {
     }
 
     fn sync(&mut self) -> Result<(), TreeError> {
-        let commit = self.slot(KIND_COMMIT, NONE, 0, &self.commit_payload());
-        self.flush(Some(commit))?;
+        self.flush(true)?;
         self.stats.syncs += 1;
         self.storage.sync()?;
         self.commits_since_checkpoint += 1;

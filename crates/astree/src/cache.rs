@@ -79,6 +79,13 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
         }
         Ok(())
     }
+    fn write_owned(&mut self, id: NodeId, node: Node) -> Result<(), TreeError> {
+        self.inner.write(id, &node)?;
+        if self.capacity > 0 {
+            self.put(id, Arc::new(node));
+        }
+        Ok(())
+    }
     fn allocate(&mut self) -> Result<NodeId, TreeError> {
         self.inner.allocate()
     }

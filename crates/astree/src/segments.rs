@@ -24,6 +24,9 @@ pub trait Segments {
     fn truncate(&mut self, seg: u64, len: u64) -> Result<(), TreeError>;
     /// Deletes file `seg` (nothing if it does not exist).
     fn remove(&mut self, seg: u64) -> Result<(), TreeError>;
+    /// Renames file `from` to `to` (which must not exist): a dead segment recycled as a
+    /// new one keeps its blocks, so writing it needs no allocation.
+    fn rename(&mut self, from: u64, to: u64) -> Result<(), TreeError>;
     /// Makes every write, truncation and removal so far durable.
     fn sync(&mut self) -> Result<(), TreeError>;
     /// Bytes in all files.
@@ -48,6 +51,7 @@ enum SegOp {
     Write(u64, u64, Vec<u8>),
     Truncate(u64, u64),
     Remove(u64),
+    Rename(u64, u64),
 }
 
 /// RAM segments with a crash model: a *durable* image (as of the last sync) and the
@@ -72,7 +76,7 @@ fn apply(img: &mut SegmentImage, op: &SegOp, torn_bytes: Option<usize>) {
             }
             f[*off as usize..end].copy_from_slice(data);
         }
-        // Truncations and removals happen whole or not at all.
+        // Truncations, removals and renames happen whole or not at all.
         SegOp::Truncate(seg, len) if torn_bytes.is_none() => {
             if let Some(f) = img.get_mut(seg) {
                 f.truncate(*len as usize);
@@ -80,6 +84,11 @@ fn apply(img: &mut SegmentImage, op: &SegOp, torn_bytes: Option<usize>) {
         }
         SegOp::Remove(seg) if torn_bytes.is_none() => {
             img.remove(seg);
+        }
+        SegOp::Rename(from, to) if torn_bytes.is_none() => {
+            if let Some(f) = img.remove(from) {
+                img.insert(*to, f);
+            }
         }
         _ => {}
     }
@@ -111,6 +120,31 @@ impl MemSegments {
             SegOp::Write(_, _, d) => d.len(),
             _ => 0,
         }
+    }
+
+    /// Whether pending write `i`'s bytes are all in `image` (a torn write whose missing
+    /// part equals what was already there landed whole).
+    pub fn write_landed(&self, i: usize, image: &SegmentImage) -> bool {
+        let SegOp::Write(seg, off, data) = &self.pending[i] else {
+            return false;
+        };
+        image
+            .get(seg)
+            .and_then(|f| f.get(*off as usize..*off as usize + data.len()))
+            .is_some_and(|b| b == data.as_slice())
+    }
+
+    /// One line per pending operation (for failure messages).
+    pub fn describe_pending(&self) -> Vec<String> {
+        self.pending
+            .iter()
+            .map(|op| match op {
+                SegOp::Write(s, o, d) => format!("write seg {s} @{o} +{}", d.len()),
+                SegOp::Truncate(s, l) => format!("truncate seg {s} to {l}"),
+                SegOp::Remove(s) => format!("remove seg {s}"),
+                SegOp::Rename(a, b) => format!("rename seg {a} -> {b}"),
+            })
+            .collect()
     }
 
     /// The last pending operation that writes byte `offset` of file `seg`.
@@ -170,6 +204,12 @@ impl Segments for MemSegments {
     }
     fn remove(&mut self, seg: u64) -> Result<(), TreeError> {
         let op = SegOp::Remove(seg);
+        apply(&mut self.live, &op, None);
+        self.pending.push(op);
+        Ok(())
+    }
+    fn rename(&mut self, from: u64, to: u64) -> Result<(), TreeError> {
+        let op = SegOp::Rename(from, to);
         apply(&mut self.live, &op, None);
         self.pending.push(op);
         Ok(())
@@ -303,6 +343,26 @@ impl Segments for FileSegments {
             source,
         })
     }
+    fn rename(&mut self, from: u64, to: u64) -> Result<(), TreeError> {
+        let Some(f) = self.files.remove(&from) else {
+            return Err(self.missing(from));
+        };
+        let (a, b) = (self.path(from), self.path(to));
+        if let Err(source) = std::fs::rename(&a, &b) {
+            self.files.insert(from, f);
+            return Err(TreeError::Io {
+                path: format!("{} -> {}", a.display(), b.display()),
+                source,
+            });
+        }
+        // The open descriptor follows the file.
+        self.files.insert(to, f.with_path(&b));
+        if self.dirty.remove(&from) {
+            self.dirty.insert(to);
+        }
+        self.dir_dirty = true;
+        Ok(())
+    }
     fn sync(&mut self) -> Result<(), TreeError> {
         for seg in std::mem::take(&mut self.dirty) {
             if let Some(f) = self.files.get_mut(&seg) {
@@ -433,6 +493,13 @@ impl Segments for SimSegments {
             let (_, ns) = self.timed(|s| s.fs.unlink(&name))?;
             self.io.write_ns += ns;
         }
+        Ok(())
+    }
+    fn rename(&mut self, from: u64, to: u64) -> Result<(), TreeError> {
+        let (a, b) = (self.name(from), self.name(to));
+        self.timed(|s| s.fs.rename(&a, &b))?;
+        let f = self.files.remove(&from).expect("renamed");
+        self.files.insert(to, f);
         Ok(())
     }
     fn sync(&mut self) -> Result<(), TreeError> {

@@ -172,6 +172,12 @@ impl FileStorage {
         })
     }
 
+    /// The same open file under a new name (after a rename).
+    pub fn with_path(mut self, path: &Path) -> Self {
+        self.path = path.to_path_buf();
+        self
+    }
+
     fn io(&self, source: std::io::Error) -> TreeError {
         TreeError::Io {
             path: self.path.display().to_string(),

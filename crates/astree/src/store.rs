@@ -26,6 +26,8 @@ pub struct StoreStats {
     pub nodes_moved: u64,
     /// AS store: segment files removed (after a checkpoint stopped needing them).
     pub segments_removed: u64,
+    /// AS store: dead segment files renamed into new segments instead of created anew.
+    pub segments_recycled: u64,
 }
 
 /// Where the tree's nodes live.
@@ -35,6 +37,10 @@ pub trait NodeStore {
     /// The node (shared: a cache hands out its copy without cloning it).
     fn read(&mut self, id: NodeId) -> Result<Arc<Node>, TreeError>;
     fn write(&mut self, id: NodeId, node: &Node) -> Result<(), TreeError>;
+    /// `write` for a node the caller no longer needs (a cache keeps it without a copy).
+    fn write_owned(&mut self, id: NodeId, node: Node) -> Result<(), TreeError> {
+        self.write(id, &node)
+    }
     /// A new, unused NodeID.
     fn allocate(&mut self) -> Result<NodeId, TreeError>;
     fn free(&mut self, id: NodeId) -> Result<(), TreeError>;

@@ -1,8 +1,11 @@
 //! The B+tree: sorted byte-string keys to byte-string values over any [`NodeStore`].
 //!
 //! A node splits when it holds more than `fanout` keys or its image outgrows the store's
-//! node size; after a delete, a node with fewer than half the fanout's keys (or under a
-//! quarter of the node size) borrows from a sibling or merges with it. Leaves are linked
+//! node size; after a delete, a node with fewer than a quarter of the fanout's keys (or
+//! under a quarter of the node size) borrows from a sibling or merges with it. (Half
+//! would be the textbook bound, but a node split by bytes can hold fewer than half the
+//! fanout's keys, and would then merge again at the next delete.) Nodes on the path that
+//! do not change are only read, never copied. Leaves are linked
 //! for range scans. Every modified node is written back through the store, which decides
 //! where it goes (in place, or appended).
 
@@ -71,7 +74,7 @@ impl<S: NodeStore> BTree<S> {
     }
 
     fn underfull(&self, n: &Node) -> bool {
-        n.len() < self.fanout / 2 || n.encoded_bytes() < self.store.node_bytes() / 4
+        n.len() < self.fanout / 4 || n.encoded_bytes() < self.store.node_bytes() / 4
     }
 
     /// Checks that one entry can live in a node with room for its neighbours.
@@ -131,36 +134,49 @@ impl<S: NodeStore> BTree<S> {
     }
 
     fn insert_at(&mut self, id: NodeId, key: &[u8], value: &[u8]) -> Result<Insert, TreeError> {
-        let mut node = self.load(id)?;
-        let old = match &mut node {
-            Node::Leaf { keys, values, .. } => {
-                match keys.binary_search_by(|k| k.as_slice().cmp(key)) {
+        let shared = self.store.read(id)?;
+        let step = match &*shared {
+            Node::Internal { keys, children } => {
+                let i = keys.partition_point(|k| k.as_slice() <= key);
+                Some((i, children[i]))
+            }
+            Node::Leaf { .. } => None,
+        };
+        let (mut node, old) = match step {
+            // An internal node changes only when its child splits.
+            Some((i, child)) => match self.insert_at(child, key, value)? {
+                Insert::Done(old) => return Ok(Insert::Done(old)),
+                Insert::Split {
+                    old,
+                    separator,
+                    right,
+                } => {
+                    let mut node = Arc::unwrap_or_clone(shared);
+                    if let Node::Internal { keys, children } = &mut node {
+                        keys.insert(i, separator);
+                        children.insert(i + 1, right);
+                    }
+                    (node, old)
+                }
+            },
+            None => {
+                let mut node = Arc::unwrap_or_clone(shared);
+                let Node::Leaf { keys, values, .. } = &mut node else {
+                    unreachable!("checked above")
+                };
+                let old = match keys.binary_search_by(|k| k.as_slice().cmp(key)) {
                     Ok(i) => Some(std::mem::replace(&mut values[i], value.to_vec())),
                     Err(i) => {
                         keys.insert(i, key.to_vec());
                         values.insert(i, value.to_vec());
                         None
                     }
-                }
-            }
-            Node::Internal { keys, children } => {
-                let i = keys.partition_point(|k| k.as_slice() <= key);
-                match self.insert_at(children[i], key, value)? {
-                    Insert::Done(old) => return Ok(Insert::Done(old)),
-                    Insert::Split {
-                        old,
-                        separator,
-                        right,
-                    } => {
-                        keys.insert(i, separator);
-                        children.insert(i + 1, right);
-                        old
-                    }
-                }
+                };
+                (node, old)
             }
         };
         if !self.overfull(&node) {
-            self.store.write(id, &node)?;
+            self.store.write_owned(id, node)?;
             return Ok(Insert::Done(old));
         }
         let (separator, right_node) = self.split(&mut node)?;
@@ -168,8 +184,8 @@ impl<S: NodeStore> BTree<S> {
         if let Node::Leaf { next, .. } = &mut node {
             *next = right;
         }
-        self.store.write(right, &right_node)?;
-        self.store.write(id, &node)?;
+        self.store.write_owned(right, right_node)?;
+        self.store.write_owned(id, node)?;
         Ok(Insert::Split {
             old,
             separator,
@@ -225,26 +241,40 @@ impl<S: NodeStore> BTree<S> {
     }
 
     fn remove_at(&mut self, id: NodeId, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
-        let mut node = self.load(id)?;
-        match &mut node {
-            Node::Leaf { keys, values, .. } => {
-                match keys.binary_search_by(|k| k.as_slice().cmp(key)) {
-                    Ok(i) => {
-                        keys.remove(i);
-                        let v = values.remove(i);
-                        self.store.write(id, &node)?;
-                        Ok(Some(v))
-                    }
-                    Err(_) => Ok(None),
-                }
-            }
+        let shared = self.store.read(id)?;
+        let step = match &*shared {
             Node::Internal { keys, children } => {
                 let i = keys.partition_point(|k| k.as_slice() <= key);
-                let child = children[i];
+                Some((i, children[i]))
+            }
+            Node::Leaf { keys, .. } => {
+                if keys.binary_search_by(|k| k.as_slice().cmp(key)).is_err() {
+                    return Ok(None);
+                }
+                None
+            }
+        };
+        match step {
+            None => {
+                let mut node = Arc::unwrap_or_clone(shared);
+                let Node::Leaf { keys, values, .. } = &mut node else {
+                    unreachable!("checked above")
+                };
+                let i = keys
+                    .binary_search_by(|k| k.as_slice().cmp(key))
+                    .expect("checked above");
+                keys.remove(i);
+                let v = values.remove(i);
+                self.store.write_owned(id, node)?;
+                Ok(Some(v))
+            }
+            // An internal node changes only when its child needs rebalancing.
+            Some((i, child)) => {
                 let old = self.remove_at(child, key)?;
                 if old.is_some() {
                     let c = self.store.read(child)?;
                     if self.underfull(&c) {
+                        let mut node = Arc::unwrap_or_clone(shared);
                         self.rebalance(id, &mut node, i, Arc::unwrap_or_clone(c))?;
                     }
                 }

@@ -155,6 +155,7 @@ fn diff(a: &StoreStats, b: &StoreStats) -> StoreStats {
         segments_cleaned: b.segments_cleaned - a.segments_cleaned,
         nodes_moved: b.nodes_moved - a.nodes_moved,
         segments_removed: b.segments_removed - a.segments_removed,
+        segments_recycled: b.segments_recycled - a.segments_recycled,
     }
 }
 

@@ -408,6 +408,22 @@ impl<D: BlockDev> SimFs<D> {
         self.descs[g as usize].inode_table as u64 + idx * INODE_BYTES as u64 / BLOCK
     }
 
+    /// Renames a file (names live in memory: no I/O); `to` must not exist.
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<(), SimfsError> {
+        if to.is_empty() || to.contains('/') || to.len() > 255 {
+            return Err(SimfsError::Invalid(format!(
+                "file name {to:?} must be 1-255 bytes without '/'"
+            )));
+        }
+        if self.names.contains_key(to) {
+            return Err(SimfsError::Exists(to.to_string()));
+        }
+        let ino = self.lookup(from)?;
+        self.names.remove(from);
+        self.names.insert(to.to_string(), ino);
+        Ok(())
+    }
+
     /// Creates an empty file.
     pub fn create(&mut self, name: &str) -> Result<Ino, SimfsError> {
         if name.is_empty() || name.contains('/') || name.len() > 255 {
