@@ -1011,9 +1011,16 @@ impl<S: Segments> NodeStore for AsStore<S> {
     }
 
     fn write(&mut self, id: NodeId, node: &Node) -> Result<(), TreeError> {
-        let mut payload = vec![0u8; self.node_bytes];
-        node.encode(&mut payload);
-        let slot = self.slot(KIND_NODE, id, 0, &payload);
+        // A node already buffered is re-encoded in place (its slot keeps its position).
+        if let Some(&i) = self.buffered.get(&id) {
+            let image = &mut self.buffer[i].1;
+            image[4] = KIND_NODE;
+            node.encode(&mut image[HEADER..]);
+            self.stats.buffer_hits += 1;
+            return Ok(());
+        }
+        let mut slot = self.slot(KIND_NODE, id, 0, &[]);
+        node.encode(&mut slot[HEADER..]);
         self.push(id, slot)
     }
 

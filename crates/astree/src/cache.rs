@@ -5,14 +5,17 @@
 use crate::node::{Node, NodeId};
 use crate::store::{NodeStore, StoreStats};
 use crate::TreeError;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 pub struct LruCache<S: NodeStore> {
     inner: S,
     capacity: usize,
+    /// Cached nodes with the tick of their last use.
     nodes: HashMap<NodeId, (Arc<Node>, u64)>,
-    by_age: BTreeMap<u64, NodeId>,
+    /// (tick, node) in order of use; an entry whose tick is no longer the node's is stale
+    /// and skipped (so a use costs O(1), not a reordering).
+    uses: VecDeque<(u64, NodeId)>,
     tick: u64,
     hits: u64,
     lookups: u64,
@@ -24,7 +27,7 @@ impl<S: NodeStore> LruCache<S> {
             inner,
             capacity,
             nodes: HashMap::new(),
-            by_age: BTreeMap::new(),
+            uses: VecDeque::new(),
             tick: 0,
             hits: 0,
             lookups: 0,
@@ -44,14 +47,19 @@ impl<S: NodeStore> LruCache<S> {
             return;
         }
         self.tick += 1;
-        if let Some((_, old)) = self.nodes.insert(id, (node, self.tick)) {
-            self.by_age.remove(&old);
-        }
-        self.by_age.insert(self.tick, id);
+        self.nodes.insert(id, (node, self.tick));
+        self.uses.push_back((self.tick, id));
         while self.nodes.len() > self.capacity {
-            let (&age, &victim) = self.by_age.iter().next().expect("cache holds nodes");
-            self.by_age.remove(&age);
-            self.nodes.remove(&victim);
+            let (tick, victim) = self.uses.pop_front().expect("every cached node has a use");
+            if self.nodes.get(&victim).is_some_and(|(_, t)| *t == tick) {
+                self.nodes.remove(&victim);
+            }
+        }
+        // Drop stale uses now and then so the queue stays proportional to the cache.
+        if self.uses.len() > 2 * self.capacity + 64 {
+            let nodes = &self.nodes;
+            self.uses
+                .retain(|(tick, id)| nodes.get(id).is_some_and(|(_, t)| t == tick));
         }
     }
 }
@@ -79,6 +87,14 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
         }
         Ok(())
     }
+    fn take(&mut self, id: NodeId) -> Result<Node, TreeError> {
+        self.lookups += 1;
+        if let Some((node, _)) = self.nodes.remove(&id) {
+            self.hits += 1;
+            return Ok(Arc::unwrap_or_clone(node));
+        }
+        Ok(Arc::unwrap_or_clone(self.inner.read(id)?))
+    }
     fn write_owned(&mut self, id: NodeId, node: Node) -> Result<(), TreeError> {
         self.inner.write(id, &node)?;
         if self.capacity > 0 {
@@ -90,9 +106,7 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
         self.inner.allocate()
     }
     fn free(&mut self, id: NodeId) -> Result<(), TreeError> {
-        if let Some((_, age)) = self.nodes.remove(&id) {
-            self.by_age.remove(&age);
-        }
+        self.nodes.remove(&id);
         self.inner.free(id)
     }
     fn root(&self) -> Option<NodeId> {
@@ -118,5 +132,35 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
     }
     fn now_ns(&self) -> u64 {
         self.inner.now_ns()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inplace::InPlaceStore;
+    use crate::storage::MemStorage;
+
+    #[test]
+    fn evicts_the_least_recently_used_node() {
+        let store = InPlaceStore::open(MemStorage::new(), 1024).unwrap();
+        let mut c = LruCache::new(store, 2);
+        let ids: Vec<NodeId> = (0..3).map(|_| c.allocate().unwrap()).collect();
+        for &id in &ids {
+            c.write(id, &Node::empty_leaf()).unwrap(); // cached: [1, 2]
+        }
+        c.read(ids[1]).unwrap(); // hit; 2 is now the least recent
+        c.read(ids[0]).unwrap(); // miss; evicts 2
+        let hits = c.stats().cache_hits;
+        c.read(ids[1]).unwrap(); // hit
+        c.read(ids[0]).unwrap(); // hit
+        assert_eq!(c.stats().cache_hits, hits + 2);
+        c.read(ids[2]).unwrap(); // miss (evicted); evicts 1
+        c.read(ids[1]).unwrap(); // miss
+        assert_eq!(c.stats().cache_hits, hits + 2);
+        for _ in 0..1000 {
+            c.read(ids[0]).unwrap();
+        }
+        assert!(c.uses.len() <= 2 * 2 + 64 + 1, "stale uses are dropped");
     }
 }

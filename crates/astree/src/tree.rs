@@ -62,7 +62,7 @@ impl<S: NodeStore> BTree<S> {
 
     /// A node to modify (a copy if the cache shares it).
     fn load(&mut self, id: NodeId) -> Result<Node, TreeError> {
-        Ok(Arc::unwrap_or_clone(self.store.read(id)?))
+        self.store.take(id)
     }
 
     fn root(&self) -> NodeId {
@@ -151,7 +151,8 @@ impl<S: NodeStore> BTree<S> {
                     separator,
                     right,
                 } => {
-                    let mut node = Arc::unwrap_or_clone(shared);
+                    drop(shared);
+                    let mut node = self.store.take(id)?;
                     if let Node::Internal { keys, children } = &mut node {
                         keys.insert(i, separator);
                         children.insert(i + 1, right);
@@ -160,7 +161,8 @@ impl<S: NodeStore> BTree<S> {
                 }
             },
             None => {
-                let mut node = Arc::unwrap_or_clone(shared);
+                drop(shared);
+                let mut node = self.store.take(id)?;
                 let Node::Leaf { keys, values, .. } = &mut node else {
                     unreachable!("checked above")
                 };
@@ -256,7 +258,8 @@ impl<S: NodeStore> BTree<S> {
         };
         match step {
             None => {
-                let mut node = Arc::unwrap_or_clone(shared);
+                drop(shared);
+                let mut node = self.store.take(id)?;
                 let Node::Leaf { keys, values, .. } = &mut node else {
                     unreachable!("checked above")
                 };
@@ -274,8 +277,10 @@ impl<S: NodeStore> BTree<S> {
                 if old.is_some() {
                     let c = self.store.read(child)?;
                     if self.underfull(&c) {
-                        let mut node = Arc::unwrap_or_clone(shared);
-                        self.rebalance(id, &mut node, i, Arc::unwrap_or_clone(c))?;
+                        drop((c, shared));
+                        let node = self.store.take(id)?;
+                        let c = self.store.take(child)?;
+                        self.rebalance(id, node, i, c)?;
                     }
                 }
                 Ok(old)
@@ -288,11 +293,11 @@ impl<S: NodeStore> BTree<S> {
     fn rebalance(
         &mut self,
         pid: NodeId,
-        parent: &mut Node,
+        mut parent: Node,
         i: usize,
         child: Node,
     ) -> Result<(), TreeError> {
-        let Node::Internal { keys, children } = parent else {
+        let Node::Internal { keys, children } = &mut parent else {
             unreachable!("parents are internal")
         };
         // Work on the pair (left, right) = (i-1, i) or (i, i+1).
@@ -311,19 +316,19 @@ impl<S: NodeStore> BTree<S> {
         // Try a merge first; it is the only fix when both are small.
         let merged = Self::merged(&left, &right, &sep);
         if !self.overfull(&merged) {
-            self.store.write(lid, &merged)?;
+            self.store.write_owned(lid, merged)?;
             self.store.free(rid)?;
             keys.remove(li);
             children.remove(ri);
-            self.store.write(pid, parent)?;
+            self.store.write_owned(pid, parent)?;
             return Ok(());
         }
         // Otherwise redistribute evenly through the separator.
         let new_sep = Self::redistribute(&mut left, &mut right, sep);
         keys[li] = new_sep;
-        self.store.write(lid, &left)?;
-        self.store.write(rid, &right)?;
-        self.store.write(pid, parent)?;
+        self.store.write_owned(lid, left)?;
+        self.store.write_owned(rid, right)?;
+        self.store.write_owned(pid, parent)?;
         Ok(())
     }
 
@@ -491,7 +496,7 @@ impl<S: NodeStore> BTree<S> {
         depth: usize,
         leaf_depth: &mut Option<usize>,
     ) -> Result<u64, String> {
-        let node = self.load(id).map_err(|e| e.to_string())?;
+        let node = Arc::unwrap_or_clone(self.store.read(id).map_err(|e| e.to_string())?);
         let keys = match &node {
             Node::Leaf { keys, .. } | Node::Internal { keys, .. } => keys.clone(),
         };
