@@ -64,14 +64,18 @@ impl Content {
         match node {
             Node::Leaf { keys, values, next } => Content {
                 leaf: true,
-                entries: keys.iter().cloned().zip(values.iter().cloned()).collect(),
+                entries: keys
+                    .iter()
+                    .map(<[u8]>::to_vec)
+                    .zip(values.iter().map(<[u8]>::to_vec))
+                    .collect(),
                 link: *next,
             },
             Node::Internal { keys, children } => Content {
                 leaf: false,
                 entries: keys
                     .iter()
-                    .cloned()
+                    .map(<[u8]>::to_vec)
                     .zip(children[1..].iter().map(|c| c.to_le_bytes().to_vec()))
                     .collect(),
                 link: children[0],

@@ -20,6 +20,7 @@ pub mod crash;
 pub mod error;
 pub mod inplace;
 pub mod node;
+pub mod packed;
 pub mod segments;
 pub mod storage;
 pub mod store;

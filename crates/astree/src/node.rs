@@ -5,6 +5,7 @@
 //! and key bytes, and for leaves a value length u32 and value bytes, for internal nodes a
 //! child NodeID u64 per entry plus one leading child. Stores add their own headers.
 
+use crate::packed::Packed;
 use crate::TreeError;
 
 pub type NodeId = u64;
@@ -15,22 +16,19 @@ const HEADER: usize = 16;
 pub enum Node {
     /// Sorted keys with their values; `next` links leaves for scans.
     Leaf {
-        keys: Vec<Vec<u8>>,
-        values: Vec<Vec<u8>>,
+        keys: Packed,
+        values: Packed,
         next: NodeId,
     },
     /// `children[i]` holds keys < `keys[i]`; the last child the rest.
-    Internal {
-        keys: Vec<Vec<u8>>,
-        children: Vec<NodeId>,
-    },
+    Internal { keys: Packed, children: Vec<NodeId> },
 }
 
 impl Node {
     pub fn empty_leaf() -> Node {
         Node::Leaf {
-            keys: Vec::new(),
-            values: Vec::new(),
+            keys: Packed::new(),
+            values: Packed::new(),
             next: NONE,
         }
     }
@@ -49,12 +47,10 @@ impl Node {
     pub fn encoded_bytes(&self) -> usize {
         match self {
             Node::Leaf { keys, values, .. } => {
-                HEADER
-                    + keys.iter().map(|k| 2 + k.len()).sum::<usize>()
-                    + values.iter().map(|v| 4 + v.len()).sum::<usize>()
+                HEADER + 2 * keys.len() + keys.bytes() + 4 * values.len() + values.bytes()
             }
             Node::Internal { keys, children } => {
-                HEADER + keys.iter().map(|k| 2 + k.len()).sum::<usize>() + children.len() * 8
+                HEADER + 2 * keys.len() + keys.bytes() + children.len() * 8
             }
         }
     }
@@ -123,15 +119,15 @@ impl Node {
             *at += len;
             Ok(s)
         };
-        let mut keys = Vec::with_capacity(n);
+        let mut keys = Packed::with_capacity(n, b.len());
         match b[0] {
             1 => {
-                let mut values = Vec::with_capacity(n);
+                let mut values = Packed::with_capacity(n, b.len());
                 for _ in 0..n {
                     let kl = u16::from_le_bytes(take(2, &mut at)?.try_into().expect("2")) as usize;
-                    keys.push(take(kl, &mut at)?.to_vec());
+                    keys.push(take(kl, &mut at)?);
                     let vl = u32::from_le_bytes(take(4, &mut at)?.try_into().expect("4")) as usize;
-                    values.push(take(vl, &mut at)?.to_vec());
+                    values.push(take(vl, &mut at)?);
                 }
                 Ok(Node::Leaf {
                     keys,
@@ -144,7 +140,7 @@ impl Node {
                 children.push(link);
                 for _ in 0..n {
                     let kl = u16::from_le_bytes(take(2, &mut at)?.try_into().expect("2")) as usize;
-                    keys.push(take(kl, &mut at)?.to_vec());
+                    keys.push(take(kl, &mut at)?);
                     children.push(u64::from_le_bytes(take(8, &mut at)?.try_into().expect("8")));
                 }
                 Ok(Node::Internal { keys, children })
@@ -161,12 +157,12 @@ mod tests {
     #[test]
     fn round_trips() {
         let leaf = Node::Leaf {
-            keys: vec![b"a".to_vec(), b"bc".to_vec()],
-            values: vec![b"1".to_vec(), vec![]],
+            keys: ["a", "bc"].iter().collect(),
+            values: ["1", ""].iter().collect(),
             next: 7,
         };
         let inner = Node::Internal {
-            keys: vec![b"m".to_vec()],
+            keys: ["m"].iter().collect(),
             children: vec![3, 4],
         };
         for n in [leaf, inner, Node::empty_leaf()] {

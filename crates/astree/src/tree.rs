@@ -96,13 +96,10 @@ impl<S: NodeStore> BTree<S> {
         loop {
             match &*self.store.read(id)? {
                 Node::Internal { keys, children } => {
-                    id = children[keys.partition_point(|k| k.as_slice() <= key)]
+                    id = children[keys.partition_point(|k| k <= key)]
                 }
                 Node::Leaf { keys, values, .. } => {
-                    return Ok(keys
-                        .binary_search_by(|k| k.as_slice().cmp(key))
-                        .ok()
-                        .map(|i| values[i].clone()));
+                    return Ok(keys.binary_search(key).ok().map(|i| values[i].to_vec()));
                 }
             }
         }
@@ -123,7 +120,7 @@ impl<S: NodeStore> BTree<S> {
                 self.store.write(
                     new_root,
                     &Node::Internal {
-                        keys: vec![separator],
+                        keys: [separator].iter().collect(),
                         children: vec![root, right],
                     },
                 )?;
@@ -137,7 +134,7 @@ impl<S: NodeStore> BTree<S> {
         let shared = self.store.read(id)?;
         let step = match &*shared {
             Node::Internal { keys, children } => {
-                let i = keys.partition_point(|k| k.as_slice() <= key);
+                let i = keys.partition_point(|k| k <= key);
                 Some((i, children[i]))
             }
             Node::Leaf { .. } => None,
@@ -154,7 +151,7 @@ impl<S: NodeStore> BTree<S> {
                     drop(shared);
                     let mut node = self.store.take(id)?;
                     if let Node::Internal { keys, children } = &mut node {
-                        keys.insert(i, separator);
+                        keys.insert(i, &separator);
                         children.insert(i + 1, right);
                     }
                     (node, old)
@@ -166,11 +163,11 @@ impl<S: NodeStore> BTree<S> {
                 let Node::Leaf { keys, values, .. } = &mut node else {
                     unreachable!("checked above")
                 };
-                let old = match keys.binary_search_by(|k| k.as_slice().cmp(key)) {
-                    Ok(i) => Some(std::mem::replace(&mut values[i], value.to_vec())),
+                let old = match keys.binary_search(key) {
+                    Ok(i) => Some(values.replace(i, value)),
                     Err(i) => {
-                        keys.insert(i, key.to_vec());
-                        values.insert(i, value.to_vec());
+                        keys.insert(i, key);
+                        values.insert(i, value);
                         None
                     }
                 };
@@ -204,7 +201,7 @@ impl<S: NodeStore> BTree<S> {
                 let rk = keys.split_off(mid);
                 let rv = values.split_off(mid);
                 Ok((
-                    rk[0].clone(),
+                    rk[0].to_vec(),
                     Node::Leaf {
                         keys: rk,
                         values: rv,
@@ -246,11 +243,11 @@ impl<S: NodeStore> BTree<S> {
         let shared = self.store.read(id)?;
         let step = match &*shared {
             Node::Internal { keys, children } => {
-                let i = keys.partition_point(|k| k.as_slice() <= key);
+                let i = keys.partition_point(|k| k <= key);
                 Some((i, children[i]))
             }
             Node::Leaf { keys, .. } => {
-                if keys.binary_search_by(|k| k.as_slice().cmp(key)).is_err() {
+                if keys.binary_search(key).is_err() {
                     return Ok(None);
                 }
                 None
@@ -263,9 +260,7 @@ impl<S: NodeStore> BTree<S> {
                 let Node::Leaf { keys, values, .. } = &mut node else {
                     unreachable!("checked above")
                 };
-                let i = keys
-                    .binary_search_by(|k| k.as_slice().cmp(key))
-                    .expect("checked above");
+                let i = keys.binary_search(key).expect("checked above");
                 keys.remove(i);
                 let v = values.remove(i);
                 self.store.write_owned(id, node)?;
@@ -312,7 +307,7 @@ impl<S: NodeStore> BTree<S> {
         } else {
             (self.load(lid)?, child)
         };
-        let sep = keys[li].clone();
+        let sep = keys[li].to_vec();
         // Try a merge first; it is the only fix when both are small.
         let merged = Self::merged(&left, &right, &sep);
         if !self.overfull(&merged) {
@@ -325,7 +320,7 @@ impl<S: NodeStore> BTree<S> {
         }
         // Otherwise redistribute evenly through the separator.
         let new_sep = Self::redistribute(&mut left, &mut right, sep);
-        keys[li] = new_sep;
+        keys.replace(li, &new_sep);
         self.store.write_owned(lid, left)?;
         self.store.write_owned(rid, right)?;
         self.store.write_owned(pid, parent)?;
@@ -345,11 +340,16 @@ impl<S: NodeStore> BTree<S> {
                     values: rv,
                     next,
                 },
-            ) => Node::Leaf {
-                keys: lk.iter().chain(rk).cloned().collect(),
-                values: lv.iter().chain(rv).cloned().collect(),
-                next: *next,
-            },
+            ) => {
+                let (mut keys, mut values) = (lk.clone(), lv.clone());
+                keys.extend_from(rk);
+                values.extend_from(rv);
+                Node::Leaf {
+                    keys,
+                    values,
+                    next: *next,
+                }
+            }
             (
                 Node::Internal {
                     keys: lk,
@@ -359,15 +359,15 @@ impl<S: NodeStore> BTree<S> {
                     keys: rk,
                     children: rc,
                 },
-            ) => Node::Internal {
-                keys: lk
-                    .iter()
-                    .cloned()
-                    .chain(std::iter::once(sep.to_vec()))
-                    .chain(rk.iter().cloned())
-                    .collect(),
-                children: lc.iter().chain(rc).copied().collect(),
-            },
+            ) => {
+                let mut keys = lk.clone();
+                keys.push(sep);
+                keys.extend_from(rk);
+                Node::Internal {
+                    keys,
+                    children: lc.iter().chain(rc).copied().collect(),
+                }
+            }
             _ => unreachable!("siblings are at the same level"),
         }
     }
@@ -387,14 +387,12 @@ impl<S: NodeStore> BTree<S> {
                     ..
                 },
             ) => {
-                let mut keys: Vec<Vec<u8>> = lk.drain(..).chain(rk.drain(..)).collect();
-                let mut values: Vec<Vec<u8>> = lv.drain(..).chain(rv.drain(..)).collect();
-                let mid = keys.len() / 2;
-                *rk = keys.split_off(mid);
-                *rv = values.split_off(mid);
-                *lk = keys;
-                *lv = values;
-                rk[0].clone()
+                lk.extend_from(rk);
+                lv.extend_from(rv);
+                let mid = lk.len() / 2;
+                *rk = lk.split_off(mid);
+                *rv = lv.split_off(mid);
+                rk[0].to_vec()
             }
             (
                 Node::Internal {
@@ -406,19 +404,14 @@ impl<S: NodeStore> BTree<S> {
                     children: rc,
                 },
             ) => {
-                let mut keys: Vec<Vec<u8>> = lk
-                    .drain(..)
-                    .chain(std::iter::once(sep))
-                    .chain(rk.drain(..))
-                    .collect();
-                let mut children: Vec<NodeId> = lc.drain(..).chain(rc.drain(..)).collect();
-                let mid = keys.len() / 2;
-                let mut right_keys = keys.split_off(mid);
+                lk.push(&sep);
+                lk.extend_from(rk);
+                lc.append(rc);
+                let mid = lk.len() / 2;
+                let mut right_keys = lk.split_off(mid);
                 let new_sep = right_keys.remove(0);
                 *rk = right_keys;
-                *rc = children.split_off(mid + 1);
-                *lk = keys;
-                *lc = children;
+                *rc = lc.split_off(mid + 1);
                 new_sep
             }
             _ => unreachable!("siblings are at the same level"),
@@ -429,7 +422,7 @@ impl<S: NodeStore> BTree<S> {
     pub fn range(&mut self, lo: &[u8], hi: Option<&[u8]>) -> Result<Entries, TreeError> {
         let mut id = self.root();
         while let Node::Internal { keys, children } = &*self.store.read(id)? {
-            id = children[keys.partition_point(|k| k.as_slice() <= lo)];
+            id = children[keys.partition_point(|k| k <= lo)];
         }
         let mut out = Vec::new();
         while id != NONE {
@@ -442,11 +435,11 @@ impl<S: NodeStore> BTree<S> {
                 });
             };
             for (k, v) in keys.iter().zip(values) {
-                if hi.is_some_and(|h| k.as_slice() >= h) {
+                if hi.is_some_and(|h| k >= h) {
                     return Ok(out);
                 }
-                if k.as_slice() >= lo {
-                    out.push((k.clone(), v.clone()));
+                if k >= lo {
+                    out.push((k.to_vec(), v.to_vec()));
                 }
             }
             id = *next;
@@ -500,12 +493,12 @@ impl<S: NodeStore> BTree<S> {
         let keys = match &node {
             Node::Leaf { keys, .. } | Node::Internal { keys, .. } => keys.clone(),
         };
-        if keys.windows(2).any(|w| w[0] >= w[1]) {
+        if (1..keys.len()).any(|i| keys[i - 1] >= keys[i]) {
             return Err(format!("node {id}: keys out of order"));
         }
         if keys
             .iter()
-            .any(|k| lo.is_some_and(|l| k.as_slice() < l) || hi.is_some_and(|h| k.as_slice() >= h))
+            .any(|k| lo.is_some_and(|l| k < l) || hi.is_some_and(|h| k >= h))
         {
             return Err(format!("node {id}: a key lies outside its separators"));
         }
@@ -529,16 +522,8 @@ impl<S: NodeStore> BTree<S> {
                 }
                 let mut n = 0;
                 for (i, &c) in children.iter().enumerate() {
-                    let clo = if i == 0 {
-                        lo
-                    } else {
-                        Some(keys[i - 1].as_slice())
-                    };
-                    let chi = if i == keys.len() {
-                        hi
-                    } else {
-                        Some(keys[i].as_slice())
-                    };
+                    let clo = if i == 0 { lo } else { Some(&keys[i - 1]) };
+                    let chi = if i == keys.len() { hi } else { Some(&keys[i]) };
                     n += self.check_node(c, clo, chi, depth + 1, leaf_depth)?;
                 }
                 Ok(n)

@@ -1,0 +1,205 @@
+//! A list of byte strings kept in one buffer: a node's keys or values. Lookups compare
+//! bytes that lie next to each other in memory, and copying a node copies two buffers,
+//! not one allocation per entry.
+
+use std::ops::Index;
+
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Packed {
+    data: Vec<u8>,
+    /// `ends[i]` is where string `i` ends in `data`.
+    ends: Vec<u32>,
+}
+
+impl Packed {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with_capacity(strings: usize, bytes: usize) -> Self {
+        Packed {
+            data: Vec::with_capacity(bytes),
+            ends: Vec::with_capacity(strings),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Bytes of all strings together.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    fn start(&self, i: usize) -> usize {
+        if i == 0 {
+            0
+        } else {
+            self.ends[i - 1] as usize
+        }
+    }
+
+    pub fn get(&self, i: usize) -> Option<&[u8]> {
+        (i < self.len()).then(|| &self.data[self.start(i)..self.ends[i] as usize])
+    }
+
+    pub fn push(&mut self, b: &[u8]) {
+        self.data.extend_from_slice(b);
+        self.ends.push(self.data.len() as u32);
+    }
+
+    pub fn insert(&mut self, i: usize, b: &[u8]) {
+        let at = self.start(i);
+        self.data.splice(at..at, b.iter().copied());
+        for e in &mut self.ends[i..] {
+            *e += b.len() as u32;
+        }
+        self.ends.insert(i, (at + b.len()) as u32);
+    }
+
+    pub fn remove(&mut self, i: usize) -> Vec<u8> {
+        let (s, e) = (self.start(i), self.ends[i] as usize);
+        let old: Vec<u8> = self.data.drain(s..e).collect();
+        self.ends.remove(i);
+        for x in &mut self.ends[i..] {
+            *x -= old.len() as u32;
+        }
+        old
+    }
+
+    /// Replaces string `i`; returns the old one.
+    pub fn replace(&mut self, i: usize, b: &[u8]) -> Vec<u8> {
+        let (s, e) = (self.start(i), self.ends[i] as usize);
+        let old: Vec<u8> = self.data.splice(s..e, b.iter().copied()).collect();
+        let delta = b.len() as i64 - old.len() as i64;
+        for x in &mut self.ends[i..] {
+            *x = (*x as i64 + delta) as u32;
+        }
+        old
+    }
+
+    /// Splits off strings `i..` into a new list.
+    pub fn split_off(&mut self, i: usize) -> Packed {
+        let at = self.start(i);
+        let data = self.data.split_off(at);
+        let ends = self
+            .ends
+            .split_off(i)
+            .into_iter()
+            .map(|e| e - at as u32)
+            .collect();
+        Packed { data, ends }
+    }
+
+    /// Appends all of `other`'s strings.
+    pub fn extend_from(&mut self, other: &Packed) {
+        let base = self.data.len() as u32;
+        self.data.extend_from_slice(&other.data);
+        self.ends.extend(other.ends.iter().map(|e| e + base));
+    }
+
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + ExactSizeIterator + '_ {
+        (0..self.len()).map(|i| &self[i])
+    }
+
+    /// Binary search of a sorted list.
+    pub fn binary_search(&self, key: &[u8]) -> Result<usize, usize> {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self[mid].cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Ok(mid),
+            }
+        }
+        Err(lo)
+    }
+
+    /// The first index whose string fails `pred` (the list is partitioned by it).
+    pub fn partition_point(&self, mut pred: impl FnMut(&[u8]) -> bool) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if pred(&self[mid]) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+}
+
+impl Index<usize> for Packed {
+    type Output = [u8];
+    fn index(&self, i: usize) -> &[u8] {
+        &self.data[self.start(i)..self.ends[i] as usize]
+    }
+}
+
+impl<'a> IntoIterator for &'a Packed {
+    type Item = &'a [u8];
+    type IntoIter = Box<dyn Iterator<Item = &'a [u8]> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+impl<B: AsRef<[u8]>> FromIterator<B> for Packed {
+    fn from_iter<I: IntoIterator<Item = B>>(it: I) -> Self {
+        let mut p = Packed::new();
+        for b in it {
+            p.push(b.as_ref());
+        }
+        p
+    }
+}
+
+impl std::fmt::Debug for Packed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.iter().map(String::from_utf8_lossy))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn behaves_like_a_vec_of_byte_strings() {
+        let mut p: Packed = ["b", "d"].iter().collect();
+        let mut v: Vec<Vec<u8>> = vec![b"b".to_vec(), b"d".to_vec()];
+        p.insert(0, b"a");
+        v.insert(0, b"a".to_vec());
+        p.insert(2, b"cc");
+        v.insert(2, b"cc".to_vec());
+        p.push(b"");
+        v.push(vec![]);
+        assert_eq!(p.iter().collect::<Vec<_>>(), v);
+        assert_eq!(p.replace(1, b"bbb"), b"b");
+        v[1] = b"bbb".to_vec();
+        assert_eq!(p.remove(2), b"cc");
+        v.remove(2);
+        assert_eq!(p.iter().collect::<Vec<_>>(), v);
+        assert_eq!(p.binary_search(b"bbb"), Ok(1));
+        assert_eq!(p.binary_search(b"c"), Err(2));
+        assert_eq!(p.partition_point(|k| k <= &b"bbb"[..]), 2);
+        let tail = p.split_off(1);
+        assert_eq!(
+            tail.iter().collect::<Vec<_>>(),
+            vec![&b"bbb"[..], b"d", b""]
+        );
+        p.extend_from(&tail);
+        assert_eq!(p.iter().collect::<Vec<_>>(), v);
+        assert_eq!(p.bytes(), 5);
+        assert_eq!(p.get(9), None);
+    }
+}
