@@ -87,13 +87,9 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
         }
         Ok(())
     }
-    fn take(&mut self, id: NodeId) -> Result<Node, TreeError> {
-        self.lookups += 1;
-        if let Some((node, _)) = self.nodes.remove(&id) {
-            self.hits += 1;
-            return Ok(Arc::unwrap_or_clone(node));
-        }
-        Ok(Arc::unwrap_or_clone(self.inner.read(id)?))
+    fn take(&mut self, id: NodeId, node: Arc<Node>) -> Node {
+        self.nodes.remove(&id);
+        Arc::unwrap_or_clone(node)
     }
     fn write_owned(&mut self, id: NodeId, node: Node) -> Result<(), TreeError> {
         self.inner.write(id, &node)?;

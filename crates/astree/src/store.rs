@@ -37,10 +37,11 @@ pub trait NodeStore {
     /// The node (shared: a cache hands out its copy without cloning it).
     fn read(&mut self, id: NodeId) -> Result<Arc<Node>, TreeError>;
     fn write(&mut self, id: NodeId, node: &Node) -> Result<(), TreeError>;
-    /// The node, to modify and write back (a cache hands over its copy instead of cloning
-    /// it; the caller must write the node back or free it).
-    fn take(&mut self, id: NodeId) -> Result<Node, TreeError> {
-        Ok(Arc::unwrap_or_clone(self.read(id)?))
+    /// Turns node `id`, just read as `node`, into one to modify and write back: a cache
+    /// lets go of its copy so no clone is made (the caller must write the node back or
+    /// free it).
+    fn take(&mut self, _id: NodeId, node: Arc<Node>) -> Node {
+        Arc::unwrap_or_clone(node)
     }
     /// `write` for a node the caller no longer needs (a cache keeps it without a copy).
     fn write_owned(&mut self, id: NodeId, node: Node) -> Result<(), TreeError> {

@@ -62,7 +62,8 @@ impl<S: NodeStore> BTree<S> {
 
     /// A node to modify (a copy if the cache shares it).
     fn load(&mut self, id: NodeId) -> Result<Node, TreeError> {
-        self.store.take(id)
+        let node = self.store.read(id)?;
+        Ok(self.store.take(id, node))
     }
 
     fn root(&self) -> NodeId {
@@ -148,8 +149,7 @@ impl<S: NodeStore> BTree<S> {
                     separator,
                     right,
                 } => {
-                    drop(shared);
-                    let mut node = self.store.take(id)?;
+                    let mut node = self.store.take(id, shared);
                     if let Node::Internal { keys, children } = &mut node {
                         keys.insert(i, &separator);
                         children.insert(i + 1, right);
@@ -158,8 +158,7 @@ impl<S: NodeStore> BTree<S> {
                 }
             },
             None => {
-                drop(shared);
-                let mut node = self.store.take(id)?;
+                let mut node = self.store.take(id, shared);
                 let Node::Leaf { keys, values, .. } = &mut node else {
                     unreachable!("checked above")
                 };
@@ -255,8 +254,7 @@ impl<S: NodeStore> BTree<S> {
         };
         match step {
             None => {
-                drop(shared);
-                let mut node = self.store.take(id)?;
+                let mut node = self.store.take(id, shared);
                 let Node::Leaf { keys, values, .. } = &mut node else {
                     unreachable!("checked above")
                 };
@@ -272,9 +270,8 @@ impl<S: NodeStore> BTree<S> {
                 if old.is_some() {
                     let c = self.store.read(child)?;
                     if self.underfull(&c) {
-                        drop((c, shared));
-                        let node = self.store.take(id)?;
-                        let c = self.store.take(child)?;
+                        let node = self.store.take(id, shared);
+                        let c = self.store.take(child, c);
                         self.rebalance(id, node, i, c)?;
                     }
                 }
