@@ -44,6 +44,10 @@ trait Engine {
     fn get(&mut self, k: &[u8]) -> bool;
     fn remove_all(&mut self, ks: &[Vec<u8>]);
     fn file_bytes(&self) -> u64;
+    /// Anything else worth printing after the run.
+    fn notes(&self) -> String {
+        String::new()
+    }
 }
 
 struct As(BTree<LruCache<AsStore<FileSegments>>>);
@@ -88,6 +92,13 @@ impl Engine for As {
     }
     fn file_bytes(&self) -> u64 {
         self.0.store().file_bytes()
+    }
+    fn notes(&self) -> String {
+        let s = self.0.store().stats();
+        format!(
+            "  (cleaning: {} segments cleaned, {} nodes moved, {} segment files recycled, {} removed)",
+            s.segments_cleaned, s.nodes_moved, s.segments_recycled, s.segments_removed
+        )
     }
 }
 
@@ -321,6 +332,10 @@ fn run(e: &mut dyn Engine, n: usize) {
         e.name(),
         size as f64 / 1e6
     );
+    let notes = e.notes();
+    if !notes.is_empty() {
+        println!("{notes}");
+    }
 }
 
 fn main() {

@@ -35,11 +35,11 @@
 //! checkpoint, so neither that checkpoint's mapping nor its replay ever reads it. Cleaning
 //! runs only at commits: a checkpoint is a commit, and a transaction must not be cut in two.
 
-use crate::node::{Node, NodeId, NONE};
+use crate::node::{IdMap, Node, NodeId, NONE};
 use crate::segments::Segments;
 use crate::store::{NodeStore, StoreStats};
 use crate::TreeError;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 const MAGIC: u32 = 0x314E_5341; // "ASN1"
@@ -179,7 +179,7 @@ struct Superblock {
 
 /// What replaying the log found.
 struct Replay {
-    map: HashMap<NodeId, u64>,
+    map: IdMap<u64>,
     root: Option<NodeId>,
     next_id: NodeId,
     seq: u64,
@@ -195,12 +195,12 @@ pub struct AsStore<S: Segments> {
     node_bytes: usize,
     slot_bytes: usize,
     segment_slots: u64,
-    map: HashMap<NodeId, u64>,
+    map: IdMap<u64>,
     /// Live nodes per log segment (every segment that exists has an entry).
     seg_live: BTreeMap<u64, u64>,
     /// Pending slots: (NodeID, slot image); `buffered` indexes them by NodeID.
     buffer: Vec<(NodeId, Vec<u8>)>,
-    buffered: HashMap<NodeId, usize>,
+    buffered: IdMap<usize>,
     /// Where the next slot goes.
     end: u64,
     seq: u64,
@@ -259,10 +259,10 @@ impl<S: Segments> AsStore<S> {
                 checkpoint_every: cfg.checkpoint_every.max(1),
                 ..cfg
             },
-            map: HashMap::new(),
+            map: IdMap::default(),
             seg_live: BTreeMap::new(),
             buffer: Vec::new(),
-            buffered: HashMap::new(),
+            buffered: IdMap::default(),
             end: addr(FIRST_LOG_SEGMENT, 0),
             seq: 0,
             root: None,
@@ -432,7 +432,7 @@ impl<S: Segments> AsStore<S> {
     fn load_checkpoint(&mut self, a: u64, slots: u64) -> Option<Replay> {
         let buf = self.read_slots(a, slots + 1)?;
         let mut r = Replay {
-            map: HashMap::new(),
+            map: IdMap::default(),
             root: None,
             next_id: 0,
             seq: 0,
@@ -580,7 +580,7 @@ impl<S: Segments> AsStore<S> {
             }
         }
         let empty = Replay {
-            map: HashMap::new(),
+            map: IdMap::default(),
             root: None,
             next_id: 0,
             seq: 0,

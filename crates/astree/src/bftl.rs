@@ -10,11 +10,11 @@
 //! the node's previous version (remembered from the tree's read just before) into IUs.
 //! The NTT lives in RAM only, as in BFTL: the store does not survive a reopen.
 
-use crate::node::{Node, NodeId, NONE};
+use crate::node::{IdMap, Node, NodeId, NONE};
 use crate::storage::Storage;
 use crate::store::{NodeStore, StoreStats};
 use crate::TreeError;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub const SECTOR_BYTES: usize = 512;
@@ -167,11 +167,11 @@ pub struct BftlStore<S: Storage> {
     pending: BTreeMap<NodeId, Vec<Iu>>,
     pending_bytes: usize,
     /// NTT: the sector runs (first sector, sectors) holding each node's IUs, oldest first.
-    ntt: HashMap<NodeId, Vec<(u64, u64)>>,
+    ntt: IdMap<Vec<(u64, u64)>>,
     /// Sector contents by sector number (the log's sectors are immutable once written).
     sectors_written: u64,
     /// Latest content of recently read or written nodes, for diffing.
-    recent: HashMap<NodeId, Content>,
+    recent: IdMap<Content>,
     root: Option<NodeId>,
     next_id: NodeId,
     compactions: u64,
@@ -202,9 +202,9 @@ impl<S: Storage> BftlStore<S> {
             max_list,
             pending: BTreeMap::new(),
             pending_bytes: 0,
-            ntt: HashMap::new(),
+            ntt: IdMap::default(),
             sectors_written: 0,
-            recent: HashMap::new(),
+            recent: IdMap::default(),
             root: None,
             next_id: 0,
             compactions: 0,

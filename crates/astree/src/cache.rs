@@ -2,17 +2,17 @@
 //! reads of cached nodes cost nothing; writes go through to the store and refresh the
 //! cache; `capacity` nodes at most (0 = no cache).
 
-use crate::node::{Node, NodeId};
+use crate::node::{IdMap, Node, NodeId};
 use crate::store::{NodeStore, StoreStats};
 use crate::TreeError;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 pub struct LruCache<S: NodeStore> {
     inner: S,
     capacity: usize,
     /// Cached nodes with the tick of their last use.
-    nodes: HashMap<NodeId, (Arc<Node>, u64)>,
+    nodes: IdMap<(Arc<Node>, u64)>,
     /// (tick, node) in order of use; an entry whose tick is no longer the node's is stale
     /// and skipped (so a use costs O(1), not a reordering).
     uses: VecDeque<(u64, NodeId)>,
@@ -26,7 +26,7 @@ impl<S: NodeStore> LruCache<S> {
         LruCache {
             inner,
             capacity,
-            nodes: HashMap::new(),
+            nodes: IdMap::default(),
             uses: VecDeque::new(),
             tick: 0,
             hits: 0,
@@ -55,7 +55,11 @@ impl<S: NodeStore> LruCache<S> {
                 self.nodes.remove(&victim);
             }
         }
-        // Drop stale uses now and then so the queue stays proportional to the cache.
+        self.drop_stale_uses();
+    }
+
+    /// Drops stale uses now and then so the queue stays proportional to the cache.
+    fn drop_stale_uses(&mut self) {
         if self.uses.len() > 2 * self.capacity + 64 {
             let nodes = &self.nodes;
             self.uses
@@ -70,10 +74,13 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
     }
     fn read(&mut self, id: NodeId) -> Result<Arc<Node>, TreeError> {
         self.lookups += 1;
-        if let Some((node, _)) = self.nodes.get(&id) {
+        if let Some((node, used)) = self.nodes.get_mut(&id) {
             self.hits += 1;
+            self.tick += 1;
+            *used = self.tick;
             let node = Arc::clone(node);
-            self.put(id, Arc::clone(&node));
+            self.uses.push_back((self.tick, id));
+            self.drop_stale_uses();
             return Ok(node);
         }
         let node = self.inner.read(id)?;
