@@ -790,6 +790,7 @@ fn cmd_btree(a: BtreeArgs) -> Result<()> {
         let mut torn = 0;
         let mut lost = 0;
         let mut removed = 0;
+        let mut replayed = 0;
         for i in 0..c.iterations {
             let seed = c.seed + i;
             let o = astree::crash::crash_test(seed, 512, 8, 1 + (seed % 8) as usize)
@@ -797,11 +798,12 @@ fn cmd_btree(a: BtreeArgs) -> Result<()> {
             torn += (o.torn_bytes > 0) as u64;
             lost += o.fsync_lost as u64;
             removed += (o.segments_removed > 0) as u64;
+            replayed += (o.ops_replayed > 0) as u64;
             pb.set_position(i + 1);
         }
         pb.finish_and_clear();
         println!(
-            "flashlab btree crash-test: {} crash points (seeds {}..{}) recovered the last durable commit; {torn} tore a write, {lost} lost a commit's fsync, {removed} crashed after cleaning had removed segments",
+            "flashlab btree crash-test: {} crash points (seeds {}..{}) recovered the last durable commit; {torn} tore a write, {lost} lost a commit's fsync, {removed} crashed after cleaning had removed segments, {replayed} recovered by replaying logged operations",
             c.iterations,
             c.seed,
             c.seed + c.iterations

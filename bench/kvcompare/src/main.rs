@@ -23,6 +23,8 @@ const INDIVIDUAL: usize = 1_000;
 /// (32 MiB: a transaction's dirty nodes are written once, at commit) and a cache of
 /// 16,384 decoded nodes (64 MiB; redb's default cache is 1 GiB, LMDB uses the page cache).
 const NODE_BYTES: usize = 4096;
+/// Commits log the operations; dirty nodes are written when the buffer fills.
+const LOGICAL_COMMITS: bool = true;
 const WRITE_BUFFER: usize = 8192;
 const CACHE: usize = 16384;
 const BATCHES: usize = 20;
@@ -58,6 +60,7 @@ impl As {
     fn open(dir: &Path) -> Self {
         let cfg = AsConfig {
             segment_bytes: 4 << 20,
+            logical_commits: LOGICAL_COMMITS,
             ..AsConfig::new(NODE_BYTES, WRITE_BUFFER)
         };
         let store = AsStore::open_with(FileSegments::open(dir, "as", false).unwrap(), cfg).unwrap();

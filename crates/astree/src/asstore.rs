@@ -37,7 +37,7 @@
 
 use crate::node::{IdMap, Node, NodeId, NONE};
 use crate::segments::Segments;
-use crate::store::{NodeStore, StoreStats};
+use crate::store::{LoggedOp, NodeStore, StoreStats};
 use crate::TreeError;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -57,6 +57,9 @@ const KIND_NODE: u8 = 1;
 const KIND_COMMIT: u8 = 2;
 const KIND_FREE: u8 = 3;
 const KIND_CHECKPOINT: u8 = 4;
+/// Logged tree operations (a byte stream split over consecutive slots; see
+/// [`AsConfig::logical_commits`]).
+const KIND_OPS: u8 = 5;
 const SB_MAGIC: u32 = 0x4253_5341; // "ASSB"
 /// The file holding the two superblocks; log segments are numbered from 1.
 const SUPER: u64 = 0;
@@ -112,6 +115,12 @@ pub struct AsConfig {
     pub cleaning: Cleaning,
     /// Recover by scanning every segment, ignoring the checkpoints (a check of them).
     pub full_scan: bool,
+    /// Commit by logging the tree operations since the last commit (a few hundred bytes)
+    /// instead of writing the changed nodes; dirty nodes stay in the write buffer until it
+    /// fills or the operation log since the last node-level commit outgrows it, when a
+    /// node-level commit writes them. Recovery replays the logged operations on top of the
+    /// last node-level commit. Off by default (the paper's AS store writes nodes).
+    pub logical_commits: bool,
 }
 
 impl AsConfig {
@@ -126,6 +135,7 @@ impl AsConfig {
             max_space_amp: DEFAULT_MAX_SPACE_AMP,
             cleaning: Cleaning::CostBenefit,
             full_scan: false,
+            logical_commits: false,
         }
     }
 }
@@ -137,7 +147,8 @@ pub struct Recovery {
     pub from_checkpoint: Option<u64>,
     pub slots_scanned: u64,
     pub commits_found: u64,
-    /// Valid records after the last commit, discarded.
+    /// Valid records after the last commit, discarded (a run of logged operations counts
+    /// as one).
     pub uncommitted_discarded: u64,
     /// Bytes past the trusted log that were cut off (a torn or uncommitted tail, or the
     /// stale tail of a recycled segment).
@@ -186,6 +197,8 @@ struct Replay {
     /// The address after the last commit.
     end: u64,
     discarded: u64,
+    /// Logged operations committed after the last node-level commit.
+    ops: Vec<u8>,
 }
 
 pub struct AsStore<S: Segments> {
@@ -217,6 +230,12 @@ pub struct AsStore<S: Segments> {
     last_commit: Option<u64>,
     /// Dead segments whose files wait to be renamed into new segments.
     recycled: Vec<u64>,
+    /// Logical commits: operations logged since the last commit, and the bytes of
+    /// operation slots written since the last node-level commit.
+    ops: Vec<u8>,
+    ops_since_node_commit: u64,
+    /// Operations recovered at open, for the tree to replay.
+    recovered_ops: Vec<LoggedOp>,
 }
 
 impl<S: Segments> AsStore<S> {
@@ -274,6 +293,9 @@ impl<S: Segments> AsStore<S> {
             checkpoint_segment: 0,
             last_commit: None,
             recycled: Vec::new(),
+            ops: Vec::new(),
+            ops_since_node_commit: 0,
+            recovered_ops: Vec::new(),
         };
         s.recover()?;
         Ok(s)
@@ -321,6 +343,11 @@ impl<S: Segments> AsStore<S> {
     pub fn last_commit_location(&self) -> Option<(u64, u64)> {
         self.last_commit
             .map(|a| (seg_of(a), slot_of(a) * self.slot_bytes as u64))
+    }
+
+    /// Logged operations recovered at open and not yet handed to the tree.
+    pub fn pending_replay(&self) -> usize {
+        self.recovered_ops.len()
     }
 
     /// Log segments that exist, with their live node counts.
@@ -438,6 +465,7 @@ impl<S: Segments> AsStore<S> {
             seq: 0,
             end: self.advance(a, slots + 1),
             discarded: 0,
+            ops: Vec::new(),
         };
         for (i, s) in buf.chunks(self.slot_bytes).enumerate() {
             let (kind, _, seq) = Self::check(s)?;
@@ -489,6 +517,8 @@ impl<S: Segments> AsStore<S> {
         // jumps (segments removed by cleaning).
         let mut exact = last_seq != 0;
         let mut pending: Vec<(u8, NodeId, u64)> = Vec::new();
+        // Logged operations not yet committed.
+        let mut pending_ops: Vec<u8> = Vec::new();
         let mut chunk = vec![0u8; self.slot_bytes * SCAN_SLOTS];
         'log: loop {
             let seg = seg_of(pos);
@@ -521,9 +551,28 @@ impl<S: Segments> AsStore<S> {
                         // A checkpoint repeats the committed mapping: nothing to replay;
                         // a commit record is handled below.
                         KIND_CHECKPOINT | KIND_COMMIT => {}
+                        KIND_OPS => {
+                            let n = u32::from_le_bytes(s[HEADER..HEADER + 4].try_into().expect("4"))
+                                as usize;
+                            if HEADER + 4 + n > s.len() {
+                                break 'log;
+                            }
+                            pending_ops.extend_from_slice(&s[HEADER + 4..HEADER + 4 + n]);
+                            if kind_byte & COMMIT_FLAG != 0 {
+                                // A logical commit: the operations, not the nodes.
+                                r.ops.append(&mut pending_ops);
+                                r.seq = seq;
+                                r.end = self.advance(at, 1);
+                                self.recovery.commits_found += 1;
+                            }
+                            continue;
+                        }
                         _ => break 'log,
                     }
                     if kind == KIND_COMMIT || kind_byte & COMMIT_FLAG != 0 {
+                        // A node-level commit holds every operation logged before it.
+                        pending_ops.clear();
+                        r.ops.clear();
                         for (kd, pid, pat) in pending.drain(..) {
                             if kd == KIND_NODE {
                                 r.map.insert(pid, pat);
@@ -558,7 +607,10 @@ impl<S: Segments> AsStore<S> {
                 Some(_) => return Ok(None),
             }
         }
-        r.discarded = pending.len() as u64;
+        // Node records before the last (logical) commit are not lost: the operations logged
+        // after the last node-level commit rebuild them.
+        r.discarded =
+            (pending.iter().filter(|p| p.2 >= r.end).count() + pending_ops.len().min(1)) as u64;
         Ok(Some(r))
     }
 
@@ -586,6 +638,7 @@ impl<S: Segments> AsStore<S> {
             seq: 0,
             end: addr(FIRST_LOG_SEGMENT, 0),
             discarded: 0,
+            ops: Vec::new(),
         };
         let r = self.replay(empty, None)?.expect("a full scan always ends");
         // Segments before the newest checkpoint without live nodes are still garbage.
@@ -627,6 +680,7 @@ impl<S: Segments> AsStore<S> {
         }
         self.recovery.uncommitted_discarded = r.discarded;
         self.recovery.from_checkpoint = checkpoint;
+        self.recovered_ops = decode_ops(&r.ops)?;
         self.map = r.map;
         self.root = r.root;
         self.next_id = r.next_id;
@@ -906,6 +960,62 @@ impl<S: Segments> AsStore<S> {
         Ok(ids.len() as u64)
     }
 
+    /// Logical commits: whether this commit should write the dirty nodes instead (they are
+    /// fewer bytes than the operations, the operation log since the last node-level commit
+    /// would outgrow the write buffer, or cleaning is due, which needs one).
+    fn node_commit_due(&self) -> bool {
+        let slot = self.slot_bytes as u64;
+        let ops_bytes =
+            (self.ops.len() as u64).div_ceil((self.slot_bytes - HEADER - 4) as u64) * slot;
+        let dirty_bytes = self.buffer.len() as u64 * slot;
+        self.ops.is_empty()
+            || ops_bytes >= dirty_bytes
+            || self.ops_since_node_commit + ops_bytes > self.cfg.buffer_nodes as u64 * slot
+            || self.over_space_limit()
+    }
+
+    /// Whether the files exceed the cleaning limit.
+    fn over_space_limit(&self) -> bool {
+        if self.cfg.cleaning == Cleaning::Off {
+            return false;
+        }
+        let slot = self.slot_bytes as u64;
+        let live = self.map.len() as u64 * slot;
+        let limit = ((self.cfg.max_space_amp * live as f64) as u64)
+            .max(live + 2 * self.segment_slots * slot);
+        live > 0 && self.storage.total_bytes() > limit
+    }
+
+    /// Appends the logged operations as slots, the last one marked as a (logical) commit.
+    fn commit_ops(&mut self) -> Result<(), TreeError> {
+        let room = self.slot_bytes - HEADER - 4;
+        let ops = std::mem::take(&mut self.ops);
+        let mut out = Vec::with_capacity(ops.len().div_ceil(room) * self.slot_bytes);
+        let chunks: Vec<&[u8]> = ops.chunks(room).collect();
+        for (i, chunk) in chunks.iter().enumerate() {
+            let mut payload = Vec::with_capacity(4 + chunk.len());
+            payload.extend_from_slice(&(chunk.len() as u32).to_le_bytes());
+            payload.extend_from_slice(chunk);
+            let seq = self.next_seq();
+            let mut s = self.slot(KIND_OPS, NONE, seq, &payload);
+            if i + 1 == chunks.len() {
+                s[4] |= COMMIT_FLAG;
+                Self::stamp(&mut s, seq);
+            }
+            out.extend_from_slice(&s);
+        }
+        let first = self.end;
+        let first_seq = self.seq - chunks.len() as u64;
+        if let Err(e) = self.append(&out) {
+            self.seq = first_seq;
+            self.ops = ops;
+            return Err(e);
+        }
+        self.last_commit = Some(self.advance(first, chunks.len() as u64 - 1));
+        self.ops_since_node_commit += out.len() as u64;
+        Ok(())
+    }
+
     fn push(&mut self, id: NodeId, slot: Vec<u8>) -> Result<(), TreeError> {
         if let Some(&i) = self.buffered.get(&id) {
             self.buffer[i].1 = slot;
@@ -1043,14 +1153,38 @@ impl<S: Segments> NodeStore for AsStore<S> {
     }
 
     fn sync(&mut self) -> Result<(), TreeError> {
-        self.flush(true)?;
         self.stats.syncs += 1;
+        if self.cfg.logical_commits && !self.node_commit_due() {
+            self.commit_ops()?;
+            return self.storage.sync();
+        }
+        self.flush(true)?;
+        self.ops.clear();
+        self.ops_since_node_commit = 0;
         self.storage.sync()?;
         self.commits_since_checkpoint += 1;
         if self.clean()? || self.commits_since_checkpoint >= self.cfg.checkpoint_every {
             self.checkpoint()?;
         }
         Ok(())
+    }
+
+    fn log_insert(&mut self, key: &[u8], value: &[u8]) -> Result<(), TreeError> {
+        if self.cfg.logical_commits {
+            encode_op(&mut self.ops, 1, key, value);
+        }
+        Ok(())
+    }
+
+    fn log_remove(&mut self, key: &[u8]) -> Result<(), TreeError> {
+        if self.cfg.logical_commits {
+            encode_op(&mut self.ops, 2, key, &[]);
+        }
+        Ok(())
+    }
+
+    fn recovered_ops(&mut self) -> Vec<LoggedOp> {
+        std::mem::take(&mut self.recovered_ops)
     }
 
     fn stats(&self) -> StoreStats {
@@ -1066,4 +1200,47 @@ impl<S: Segments> NodeStore for AsStore<S> {
     fn file_bytes(&self) -> u64 {
         self.storage.total_bytes()
     }
+}
+
+/// Appends one logged operation: kind (1 insert, 2 remove), key length u16, value length
+/// u32, key, value.
+fn encode_op(out: &mut Vec<u8>, kind: u8, key: &[u8], value: &[u8]) {
+    out.push(kind);
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+}
+
+fn decode_ops(mut b: &[u8]) -> Result<Vec<LoggedOp>, TreeError> {
+    let bad = || TreeError::Corrupt {
+        id: NONE,
+        offset: 0,
+        msg: "a committed operation record is cut short".into(),
+    };
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        if b.len() < 7 {
+            return Err(bad());
+        }
+        let kl = u16::from_le_bytes([b[1], b[2]]) as usize;
+        let vl = u32::from_le_bytes(b[3..7].try_into().expect("4")) as usize;
+        if b.len() < 7 + kl + vl {
+            return Err(bad());
+        }
+        let key = b[7..7 + kl].to_vec();
+        out.push(match b[0] {
+            1 => LoggedOp::Insert(key, b[7 + kl..7 + kl + vl].to_vec()),
+            2 => LoggedOp::Remove(key),
+            k => {
+                return Err(TreeError::Corrupt {
+                    id: NONE,
+                    offset: 0,
+                    msg: format!("unknown operation kind {k} in a committed record"),
+                })
+            }
+        });
+        b = &b[7 + kl + vl..];
+    }
+    Ok(out)
 }

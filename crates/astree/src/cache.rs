@@ -121,6 +121,15 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
     fn sync(&mut self) -> Result<(), TreeError> {
         self.inner.sync()
     }
+    fn log_insert(&mut self, key: &[u8], value: &[u8]) -> Result<(), TreeError> {
+        self.inner.log_insert(key, value)
+    }
+    fn log_remove(&mut self, key: &[u8]) -> Result<(), TreeError> {
+        self.inner.log_remove(key)
+    }
+    fn recovered_ops(&mut self) -> Vec<crate::store::LoggedOp> {
+        self.inner.recovered_ops()
+    }
     fn stats(&self) -> StoreStats {
         let mut s = self.inner.stats();
         s.cache_hits = self.hits;

@@ -26,6 +26,9 @@ pub struct CrashOutcome {
     /// Segments cleaning emptied and removed before the crash.
     pub segments_cleaned: u64,
     pub segments_removed: u64,
+    pub logical_commits: bool,
+    /// Logged operations the reopened store handed to the tree to replay.
+    pub ops_replayed: u64,
 }
 
 /// SplitMix64: the test's own small seeded generator.
@@ -54,6 +57,7 @@ pub fn crash_test(
     let fail = |m: String| format!("seed {seed}: {m}");
     // Checkpoints every 1-4 commits, so crashes hit them too; small segments (8-64 nodes)
     // and a tight space limit, so cleaning moves nodes and removes segments all the time.
+    let logical = rng.below(2) == 0;
     let cfg = AsConfig {
         checkpoint_every: 1 + rng.below(4),
         segment_bytes: (8 + rng.below(57)) * node_bytes as u64,
@@ -63,7 +67,17 @@ pub fn crash_test(
         } else {
             Cleaning::Oldest
         },
-        ..AsConfig::new(node_bytes, buffer_nodes)
+        // Half the runs commit by logging operations instead of writing nodes (with a
+        // larger write buffer, so several logical commits pass between node-level ones).
+        logical_commits: logical,
+        ..AsConfig::new(
+            node_bytes,
+            if logical {
+                buffer_nodes * 8
+            } else {
+                buffer_nodes
+            },
+        )
     };
     let store =
         AsStore::open_with(MemSegments::new(), cfg.clone()).map_err(|e| fail(e.to_string()))?;
@@ -151,6 +165,8 @@ pub fn crash_test(
     let store = AsStore::open_with(MemSegments::from_image(image), cfg.clone())
         .map_err(|e| fail(format!("reopen: {e}")))?;
     out.truncated_bytes = store.recovery.truncated_bytes;
+    out.logical_commits = cfg.logical_commits;
+    out.ops_replayed = store.pending_replay() as u64;
     out.from_checkpoint = store.recovery.from_checkpoint.is_some();
     let mut tree = BTree::new(store, fanout).map_err(|e| fail(e.to_string()))?;
     let n = tree
@@ -208,7 +224,8 @@ mod tests {
 
     #[test]
     fn hundreds_of_seeded_crash_points_recover_the_last_commit() {
-        let (mut torn, mut lost, mut from_cp, mut cleaned, mut removed) = (0, 0, 0, 0, 0);
+        let (mut torn, mut lost, mut from_cp, mut cleaned, mut removed, mut replayed) =
+            (0, 0, 0, 0, 0, 0);
         for seed in 0..300 {
             let buffer = 1 + (seed % 8) as usize;
             let o = crash_test(seed, 512, 8, buffer).unwrap_or_else(|e| panic!("{e}"));
@@ -217,7 +234,12 @@ mod tests {
             from_cp += o.from_checkpoint as u32;
             cleaned += (o.segments_cleaned > 0) as u32;
             removed += (o.segments_removed > 0) as u32;
+            replayed += (o.ops_replayed > 0) as u32;
         }
+        assert!(
+            replayed > 20,
+            "many logical-commit runs should recover by replaying operations ({replayed})"
+        );
         assert!(
             cleaned > 100 && removed > 100,
             "cleaning should run before many crash points (cleaned {cleaned}, removed {removed})"

@@ -30,6 +30,13 @@ pub struct StoreStats {
     pub segments_recycled: u64,
 }
 
+/// A tree operation a store logs at commit instead of the nodes it changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoggedOp {
+    Insert(Vec<u8>, Vec<u8>),
+    Remove(Vec<u8>),
+}
+
 /// Where the tree's nodes live.
 pub trait NodeStore {
     /// The largest encoded node the store accepts.
@@ -54,6 +61,20 @@ pub trait NodeStore {
     fn set_root(&mut self, id: NodeId);
     /// Commit point: everything written so far survives a crash.
     fn sync(&mut self) -> Result<(), TreeError>;
+    /// Records an insert the tree made (stores with logical commits log it; others
+    /// ignore it).
+    fn log_insert(&mut self, _key: &[u8], _value: &[u8]) -> Result<(), TreeError> {
+        Ok(())
+    }
+    /// Records a removal the tree made.
+    fn log_remove(&mut self, _key: &[u8]) -> Result<(), TreeError> {
+        Ok(())
+    }
+    /// Operations committed after the store's last node-level commit, found at open; the
+    /// tree replays them.
+    fn recovered_ops(&mut self) -> Vec<LoggedOp> {
+        Vec::new()
+    }
     fn stats(&self) -> StoreStats;
     /// Bytes the store occupies on its device.
     fn file_bytes(&self) -> u64;

@@ -10,7 +10,7 @@
 //! where it goes (in place, or appended).
 
 use crate::node::{Node, NodeId, NONE};
-use crate::store::NodeStore;
+use crate::store::{LoggedOp, NodeStore};
 use crate::TreeError;
 use std::sync::Arc;
 
@@ -45,7 +45,21 @@ impl<S: NodeStore> BTree<S> {
             store.write(id, &Node::empty_leaf())?;
             store.set_root(id);
         }
-        Ok(BTree { store, fanout })
+        let replay = store.recovered_ops();
+        let mut tree = BTree { store, fanout };
+        // Operations committed after the store's last node-level commit (they are in the
+        // log already: replaying does not log them again).
+        for op in replay {
+            match op {
+                LoggedOp::Insert(k, v) => {
+                    tree.apply_insert(&k, &v)?;
+                }
+                LoggedOp::Remove(k) => {
+                    tree.apply_remove(&k)?;
+                }
+            }
+        }
+        Ok(tree)
     }
 
     pub fn store(&self) -> &S {
@@ -109,6 +123,12 @@ impl<S: NodeStore> BTree<S> {
     /// Inserts or updates; returns the previous value.
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
         self.check_entry(key, value)?;
+        let old = self.apply_insert(key, value)?;
+        self.store.log_insert(key, value)?;
+        Ok(old)
+    }
+
+    fn apply_insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
         let root = self.root();
         match self.insert_at(root, key, value)? {
             Insert::Done(old) => Ok(old),
@@ -226,6 +246,14 @@ impl<S: NodeStore> BTree<S> {
 
     /// Deletes `key`; returns its value.
     pub fn remove(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
+        let old = self.apply_remove(key)?;
+        if old.is_some() {
+            self.store.log_remove(key)?;
+        }
+        Ok(old)
+    }
+
+    fn apply_remove(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
         let root = self.root();
         let old = self.remove_at(root, key)?;
         // A root with one child hands over to it.

@@ -98,13 +98,14 @@ proptest! {
     }
 
     #[test]
-    fn as_store_matches_btreemap(ops in prop::collection::vec(op(), 1..1500), buffer in 1usize..12, cache in 0usize..20) {
+    fn as_store_matches_btreemap(ops in prop::collection::vec(op(), 1..1500), buffer in 1usize..12, cache in 0usize..20, logical in any::<bool>()) {
         let mut model = BTreeMap::new();
-        let store = LruCache::new(AsStore::open_with(MemSegments::new(), AsConfig { segment_bytes: 16 * 1024, ..AsConfig::new(1024, buffer) }).unwrap(), cache);
+        let cfg = AsConfig { segment_bytes: 16 * 1024, logical_commits: logical, ..AsConfig::new(1024, buffer) };
+        let store = LruCache::new(AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap(), cache);
         let mut tree = run(BTree::new(store, 8).unwrap(), &ops, &mut model)?;
         tree.sync().unwrap();
         let image = tree.into_store().into_inner().storage().crash(0, 0);
-        let mut again = BTree::new(AsStore::open_with(MemSegments::from_image(image), AsConfig { segment_bytes: 16 * 1024, ..AsConfig::new(1024, buffer) }).unwrap(), 8).unwrap();
+        let mut again = BTree::new(AsStore::open_with(MemSegments::from_image(image), cfg).unwrap(), 8).unwrap();
         prop_assert_eq!(again.check().map_err(TestCaseError::fail)?, model.len() as u64);
         let all = again.range(&[], None).unwrap();
         prop_assert_eq!(all, model.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>());
