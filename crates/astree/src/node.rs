@@ -88,7 +88,6 @@ impl Node {
             self.encoded_bytes(),
             out.len()
         );
-        out.fill(0);
         let mut at = HEADER;
         let mut put = |b: &[u8], at: &mut usize| {
             out[*at..*at + b.len()].copy_from_slice(b);
@@ -101,7 +100,7 @@ impl Node {
                 h[4..8].copy_from_slice(&(keys.len() as u32).to_le_bytes());
                 h[8..16].copy_from_slice(&next.to_le_bytes());
                 put(&h, &mut 0);
-                for (k, v) in keys.iter().zip(values) {
+                for (k, v) in keys.iter().zip(values.iter()) {
                     put(&(k.len() as u16).to_le_bytes(), &mut at);
                     put(k, &mut at);
                     put(&(v.len() as u32).to_le_bytes(), &mut at);
@@ -121,6 +120,8 @@ impl Node {
                 }
             }
         }
+        // Zero the rest, so an image depends only on the node.
+        out[self.encoded_bytes()..].fill(0);
     }
 
     /// Decodes an image; `id` and `offset` name it in errors.

@@ -55,7 +55,10 @@ impl Packed {
 
     pub fn insert(&mut self, i: usize, b: &[u8]) {
         let at = self.start(i);
-        self.data.splice(at..at, b.iter().copied());
+        let old_len = self.data.len();
+        self.data.resize(old_len + b.len(), 0);
+        self.data.copy_within(at..old_len, at + b.len());
+        self.data[at..at + b.len()].copy_from_slice(b);
         for e in &mut self.ends[i..] {
             *e += b.len() as u32;
         }
@@ -64,7 +67,9 @@ impl Packed {
 
     pub fn remove(&mut self, i: usize) -> Vec<u8> {
         let (s, e) = (self.start(i), self.ends[i] as usize);
-        let old: Vec<u8> = self.data.drain(s..e).collect();
+        let old = self.data[s..e].to_vec();
+        self.data.copy_within(e.., s);
+        self.data.truncate(self.data.len() - old.len());
         self.ends.remove(i);
         for x in &mut self.ends[i..] {
             *x -= old.len() as u32;
@@ -75,7 +80,16 @@ impl Packed {
     /// Replaces string `i`; returns the old one.
     pub fn replace(&mut self, i: usize, b: &[u8]) -> Vec<u8> {
         let (s, e) = (self.start(i), self.ends[i] as usize);
-        let old: Vec<u8> = self.data.splice(s..e, b.iter().copied()).collect();
+        let old = self.data[s..e].to_vec();
+        if b.len() != old.len() {
+            let old_len = self.data.len();
+            if b.len() > old.len() {
+                self.data.resize(old_len + b.len() - old.len(), 0);
+            }
+            self.data.copy_within(e..old_len, s + b.len());
+            self.data.truncate(old_len + b.len() - old.len());
+        }
+        self.data[s..s + b.len()].copy_from_slice(b);
         let delta = b.len() as i64 - old.len() as i64;
         for x in &mut self.ends[i..] {
             *x = (*x as i64 + delta) as u32;
@@ -140,14 +154,6 @@ impl Index<usize> for Packed {
     type Output = [u8];
     fn index(&self, i: usize) -> &[u8] {
         &self.data[self.start(i)..self.ends[i] as usize]
-    }
-}
-
-impl<'a> IntoIterator for &'a Packed {
-    type Item = &'a [u8];
-    type IntoIter = Box<dyn Iterator<Item = &'a [u8]> + 'a>;
-    fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
     }
 }
 

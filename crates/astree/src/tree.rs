@@ -459,7 +459,7 @@ impl<S: NodeStore> BTree<S> {
                     msg: "leaf chain reaches an internal node".into(),
                 });
             };
-            for (k, v) in keys.iter().zip(values) {
+            for (k, v) in keys.iter().zip(values.iter()) {
                 if hi.is_some_and(|h| k >= h) {
                     return Ok(out);
                 }
