@@ -960,6 +960,21 @@ impl<S: Segments> AsStore<S> {
         Ok(ids.len() as u64)
     }
 
+    /// A node-level commit: writes the buffered nodes (the last one marked as the commit
+    /// record) and syncs; then cleans or checkpoints when due. With logical commits,
+    /// `sync` does this only now and then; calling it writes every dirty node now.
+    pub fn commit_nodes(&mut self) -> Result<(), TreeError> {
+        self.flush(true)?;
+        self.ops.clear();
+        self.ops_since_node_commit = 0;
+        self.storage.sync()?;
+        self.commits_since_checkpoint += 1;
+        if self.clean()? || self.commits_since_checkpoint >= self.cfg.checkpoint_every {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
     /// Logical commits: whether this commit should write the dirty nodes instead (they are
     /// fewer bytes than the operations, the operation log since the last node-level commit
     /// would outgrow the write buffer, or cleaning is due, which needs one).
@@ -1158,15 +1173,7 @@ impl<S: Segments> NodeStore for AsStore<S> {
             self.commit_ops()?;
             return self.storage.sync();
         }
-        self.flush(true)?;
-        self.ops.clear();
-        self.ops_since_node_commit = 0;
-        self.storage.sync()?;
-        self.commits_since_checkpoint += 1;
-        if self.clean()? || self.commits_since_checkpoint >= self.cfg.checkpoint_every {
-            self.checkpoint()?;
-        }
-        Ok(())
+        self.commit_nodes()
     }
 
     fn log_insert(&mut self, key: &[u8], value: &[u8]) -> Result<(), TreeError> {

@@ -38,6 +38,10 @@ impl<S: NodeStore> LruCache<S> {
         &self.inner
     }
 
+    pub fn inner_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
     pub fn into_inner(self) -> S {
         self.inner
     }
