@@ -780,6 +780,10 @@ struct BtreeRunArgs {
     /// The AS store cleans at commits.
     #[arg(long, default_value_t = 0)]
     commit_every: u64,
+    /// AS store: commit by logging the operations; dirty nodes are written when the write
+    /// buffer fills (recovery replays the operations).
+    #[arg(long)]
+    logical_commits: bool,
     #[arg(long)]
     json: bool,
 }
@@ -844,6 +848,7 @@ fn cmd_btree(a: BtreeArgs) -> Result<()> {
         cleaning: r.cleaning,
         max_space_amp: r.max_space_amp,
         commit_every: r.commit_every,
+        logical_commits: r.logical_commits,
         ..lab::btreerun::BtreeSpec::new(r.store, backend)
     };
     let started = Instant::now();

@@ -869,12 +869,13 @@ impl<S: Segments> AsStore<S> {
         let files = self.storage.total_bytes();
         // Never chase a limit the segment size makes unreachable (the active segment and
         // one being emptied come on top of the live bytes).
-        let limit = ((self.cfg.max_space_amp * live as f64) as u64).max(live + 2 * seg_bytes);
+        let limit = ((self.cfg.max_space_amp * live as f64) as u64)
+            .max(live + (2 + RECYCLE_POOL as u64) * seg_bytes);
         if files <= limit {
             return Ok(false);
         }
         let target = (((self.cfg.max_space_amp - CLEAN_HYSTERESIS) * live as f64) as u64)
-            .max(live + seg_bytes);
+            .max(live + (1 + RECYCLE_POOL as u64) * seg_bytes);
         let active = seg_of(self.end);
         let dead: u64 = self
             .seg_live
@@ -884,7 +885,9 @@ impl<S: Segments> AsStore<S> {
             .sum();
         let per_slot = ((self.slot_bytes - HEADER - 8) / 16) as u64;
         let checkpoint_bytes = (self.map.len() as u64).div_ceil(per_slot).max(1) * slot + slot;
-        let mut projected = files - dead + checkpoint_bytes;
+        // Emptied segments refill the recycling pool before any is removed.
+        let pool_room = (RECYCLE_POOL - self.recycled.len()) as u64 * seg_bytes;
+        let mut projected = files - dead + checkpoint_bytes + pool_room;
         while projected > target {
             let candidates = self
                 .seg_live
@@ -997,7 +1000,7 @@ impl<S: Segments> AsStore<S> {
         let slot = self.slot_bytes as u64;
         let live = self.map.len() as u64 * slot;
         let limit = ((self.cfg.max_space_amp * live as f64) as u64)
-            .max(live + 2 * self.segment_slots * slot);
+            .max(live + (2 + RECYCLE_POOL as u64) * self.segment_slots * slot);
         live > 0 && self.storage.total_bytes() > limit
     }
 

@@ -64,6 +64,8 @@ pub struct BtreeSpec {
     pub commit_every: u64,
     /// Record the file size every this many inserts (0: never).
     pub sample_every: u64,
+    /// AS store: commit by logging operations (see `AsConfig::logical_commits`).
+    pub logical_commits: bool,
 }
 
 impl BtreeSpec {
@@ -85,6 +87,7 @@ impl BtreeSpec {
             cleaning: Cleaning::CostBenefit,
             commit_every: 0,
             sample_every: 0,
+            logical_commits: false,
         }
     }
 
@@ -93,6 +96,7 @@ impl BtreeSpec {
             segment_bytes: self.segment_bytes,
             max_space_amp: self.max_space_amp,
             cleaning: self.cleaning,
+            logical_commits: self.logical_commits,
             ..AsConfig::new(self.node_bytes, self.write_buffer_nodes)
         }
     }
