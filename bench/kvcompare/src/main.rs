@@ -23,8 +23,6 @@ const INDIVIDUAL: usize = 1_000;
 /// (32 MiB: a transaction's dirty nodes are written once, at commit) and a cache of
 /// 16,384 decoded nodes (64 MiB; redb's default cache is 1 GiB, LMDB uses the page cache).
 const NODE_BYTES: usize = 4096;
-/// Commits log the operations; dirty nodes are written when the buffer fills.
-const LOGICAL_COMMITS: bool = true;
 const WRITE_BUFFER: usize = 8192;
 const CACHE: usize = 16384;
 const BATCHES: usize = 20;
@@ -54,24 +52,34 @@ trait Engine {
     }
 }
 
-struct As(BTree<LruCache<AsStore<FileSegments>>>);
+struct As(BTree<LruCache<AsStore<FileSegments>>>, &'static str);
 impl As {
     /// NODE_BYTES nodes, fanout 64, 4 MiB segments (the data set is tens of MB, so
     /// cleaning has room to work), a write buffer of WRITE_BUFFER nodes and a cache of
     /// CACHE nodes.
-    fn open(dir: &Path) -> Self {
+    /// `logical`: commits log the operations and dirty nodes are written when the buffer
+    /// fills (else every commit writes the nodes it changed, as the paper's store does).
+    fn open(dir: &Path, logical: bool) -> Self {
         let cfg = AsConfig {
             segment_bytes: 4 << 20,
-            logical_commits: LOGICAL_COMMITS,
+            logical_commits: logical,
             ..AsConfig::new(NODE_BYTES, WRITE_BUFFER)
         };
+        std::fs::create_dir_all(dir).unwrap();
         let store = AsStore::open_with(FileSegments::open(dir, "as", false).unwrap(), cfg).unwrap();
-        As(BTree::new(LruCache::new(store, CACHE), 64).unwrap())
+        As(
+            BTree::new(LruCache::new(store, CACHE), 64).unwrap(),
+            if logical {
+                "AS B-tree, logical"
+            } else {
+                "AS B-tree, nodes"
+            },
+        )
     }
 }
 impl Engine for As {
     fn name(&self) -> &'static str {
-        "flashlab AS B-tree"
+        self.1
     }
     fn bulk(&mut self, es: &[(Vec<u8>, Vec<u8>)]) {
         for (k, v) in es {
@@ -365,7 +373,8 @@ fn main() {
         .unwrap_or_default();
     let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
     if wanted("as") {
-        run(&mut As::open(&dir), n);
+        run(&mut As::open(&dir.join("as-logical"), true), n);
+        run(&mut As::open(&dir.join("as-nodes"), false), n);
     }
     if wanted("redb") {
         let p = dir.join("redb.db");
