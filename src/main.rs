@@ -39,6 +39,8 @@ enum Command {
     Join(JoinArgs),
     /// B+tree on the AS or in-place store: timed inserts and searches; `btree crash-test`.
     Btree(BtreeArgs),
+    /// Record a real file system's block I/O while a command runs (root; loop device).
+    Capture(CaptureArgs),
     /// List the device presets.
     Presets,
     /// Measure the simulator's own speed and memory.
@@ -167,6 +169,35 @@ struct ReplayArgs {
     coalesce_window: u64,
     #[arg(long)]
     json: bool,
+}
+
+#[derive(clap::Args)]
+struct CaptureArgs {
+    /// ext4, xfs or btrfs.
+    #[arg(long)]
+    fs: trace::capture::FsKind,
+    /// Size of the (sparse) image.
+    #[arg(long, default_value = "1GiB", value_parser = units::parse_size)]
+    size: u64,
+    /// Mount with -o discard (online TRIM).
+    #[arg(long)]
+    discard: bool,
+    /// Extra mkfs options, as one string (e.g. "-b 4096").
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    mkfs_opts: String,
+    /// Extra mount options, comma-separated (e.g. "noatime").
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    mount_opts: String,
+    /// Where the trace goes (flashlab's native format; replay it with `flashlab replay`).
+    #[arg(long)]
+    out: PathBuf,
+    /// Where the image and mount point are made (a fresh directory inside, removed after).
+    #[arg(long, default_value = "/tmp")]
+    image_dir: PathBuf,
+    /// The command, after `--`; `{}` in an argument becomes the mounted directory, which
+    /// is also in FLASHLAB_DIR.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -890,6 +921,87 @@ fn cmd_btree(a: BtreeArgs) -> Result<()> {
     Ok(())
 }
 
+fn cmd_capture(a: CaptureArgs) -> Result<()> {
+    let spec = trace::capture::CaptureSpec {
+        fs: a.fs,
+        size_bytes: a.size,
+        discard: a.discard,
+        mkfs_opts: a.mkfs_opts.split_whitespace().map(String::from).collect(),
+        mount_opts: a
+            .mount_opts
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect(),
+        command: a.command.clone(),
+        work_dir: a.image_dir.clone(),
+    };
+    let c = match trace::capture::capture(&spec) {
+        Err(trace::capture::CaptureError::Interrupted) => {
+            eprintln!(
+                "flashlab capture: {}",
+                trace::capture::CaptureError::Interrupted
+            );
+            std::process::exit(130);
+        }
+        r => r?,
+    };
+    let file = std::fs::File::create(&a.out)
+        .with_context(|| format!("cannot create {}", a.out.display()))?;
+    trace::formats::write_native(&c.trace, std::io::BufWriter::new(file))
+        .with_context(|| format!("cannot write {}", a.out.display()))?;
+    let count = |op: flash::Op| c.trace.requests.iter().filter(|r| r.cmd.op == op).count();
+    let bytes = |op: flash::Op| -> u64 {
+        c.trace
+            .requests
+            .iter()
+            .filter(|r| r.cmd.op == op)
+            .map(|r| r.cmd.len_bytes)
+            .sum()
+    };
+    println!(
+        "flashlab capture: {} on {} ({} MiB image{}), command ran {:.2} s",
+        a.fs.name(),
+        c.loop_device,
+        a.size >> 20,
+        if a.discard {
+            ", mounted with discard"
+        } else {
+            ""
+        },
+        c.elapsed.as_secs_f64()
+    );
+    println!(
+        "  {} requests: {} reads ({} bytes), {} writes ({} bytes), {} discards ({} bytes), {} flushes",
+        c.trace.requests.len(),
+        count(flash::Op::Read),
+        bytes(flash::Op::Read),
+        count(flash::Op::Write),
+        bytes(flash::Op::Write),
+        count(flash::Op::Trim),
+        bytes(flash::Op::Trim),
+        count(flash::Op::Flush)
+    );
+    if c.lost_events > 0 {
+        println!(
+            "  warning: the kernel dropped {} events (its trace buffer overflowed)",
+            c.lost_events
+        );
+    }
+    println!("  trace written to {}", a.out.display());
+    match c.exit_code {
+        Some(0) => Ok(()),
+        Some(code) => anyhow::bail!(
+            "the command exited with status {code}; the trace of its I/O was written to {}",
+            a.out.display()
+        ),
+        None => anyhow::bail!(
+            "the command was ended by a signal; the trace of its I/O was written to {}",
+            a.out.display()
+        ),
+    }
+}
+
 fn cmd_presets() -> Result<()> {
     for (name, _) in flash::preset::BUILTIN {
         let p = Preset::load(name)?;
@@ -924,6 +1036,7 @@ fn main() {
         Command::Simfs(a) => cmd_simfs(a),
         Command::Join(a) => cmd_join(a),
         Command::Btree(a) => cmd_btree(a),
+        Command::Capture(a) => cmd_capture(a),
         Command::Presets => cmd_presets(),
         Command::Bench(a) => bench::run(a),
     };

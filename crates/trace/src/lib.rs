@@ -4,7 +4,9 @@
 //! a disk, a generator). Parsers in [`formats`] read blkparse text, kernel tracefs text,
 //! MSR Cambridge CSV and our own native format; [`replay`] feeds requests to any
 //! [`flash::Device`], closed loop per stream with a queue depth or open loop by timestamp.
+//! [`capture`] records a real file system's block I/O on a loop device.
 
+pub mod capture;
 pub mod error;
 pub mod formats;
 pub mod replay;

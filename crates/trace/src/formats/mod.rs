@@ -6,7 +6,7 @@
 mod blkparse;
 mod msr;
 mod native;
-mod tracefs;
+pub(crate) mod tracefs;
 
 pub use native::write_native;
 

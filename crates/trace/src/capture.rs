@@ -1,0 +1,506 @@
+//! Capture of a real file system's block I/O: a sparse image file on a loop device, made
+//! and mounted as ext4, XFS or btrfs; a command runs with its working directory on it
+//! while the kernel's `block_rq_issue` and `block_rq_complete` tracepoints record that
+//! loop device's requests (reads, writes, flushes, discards, with timestamps and the
+//! issuing task) into a private tracefs instance; then the file system is synced,
+//! tracing stops, and everything is unmounted, detached and deleted — also when the
+//! command fails or the user presses Ctrl-C. Only the loop device this capture attached
+//! is ever detached.
+//!
+//! Needs root, loop devices and tracefs; [`check_support`] says what is missing.
+
+use crate::{Trace, TraceError};
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// The file systems a capture can make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsKind {
+    Ext4,
+    Xfs,
+    Btrfs,
+}
+
+impl FsKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FsKind::Ext4 => "ext4",
+            FsKind::Xfs => "xfs",
+            FsKind::Btrfs => "btrfs",
+        }
+    }
+
+    /// The mkfs program and the Debian package that brings it.
+    pub fn mkfs(self) -> (&'static str, &'static str) {
+        match self {
+            FsKind::Ext4 => ("mkfs.ext4", "e2fsprogs"),
+            FsKind::Xfs => ("mkfs.xfs", "xfsprogs"),
+            FsKind::Btrfs => ("mkfs.btrfs", "btrfs-progs"),
+        }
+    }
+
+    /// Options that make mkfs overwrite the image without asking and stay quiet.
+    fn mkfs_flags(self) -> &'static [&'static str] {
+        match self {
+            FsKind::Ext4 => &["-F", "-q"],
+            FsKind::Xfs => &["-f", "-q"],
+            FsKind::Btrfs => &["-f", "-q"],
+        }
+    }
+}
+
+impl std::str::FromStr for FsKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ext4" => Ok(FsKind::Ext4),
+            "xfs" => Ok(FsKind::Xfs),
+            "btrfs" => Ok(FsKind::Btrfs),
+            _ => Err(format!(
+                "unknown file system {s:?}: expected ext4, xfs or btrfs"
+            )),
+        }
+    }
+}
+
+/// What to capture.
+#[derive(Debug, Clone)]
+pub struct CaptureSpec {
+    pub fs: FsKind,
+    /// Size of the image (it is sparse: only what the file system writes takes space).
+    pub size_bytes: u64,
+    /// Mount with `-o discard` (online TRIM).
+    pub discard: bool,
+    pub mkfs_opts: Vec<String>,
+    pub mount_opts: Vec<String>,
+    /// The command and its arguments; `{}` in an argument is replaced by the mounted
+    /// directory, which is also in `FLASHLAB_DIR`.
+    pub command: Vec<String>,
+    /// Where the image and the mount point go (a fresh directory is made inside).
+    pub work_dir: PathBuf,
+}
+
+/// A finished capture.
+#[derive(Debug)]
+pub struct Captured {
+    pub trace: Trace,
+    /// Raw tracepoint lines read.
+    pub event_lines: u64,
+    /// Events the kernel dropped because its buffer was full (0 when all were kept).
+    pub lost_events: u64,
+    /// The command's exit code (None: ended by a signal).
+    pub exit_code: Option<i32>,
+    pub loop_device: String,
+    pub elapsed: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error("flashlab capture cannot run here: {0}")]
+    Unsupported(String),
+    #[error("{step}: {msg}")]
+    Step { step: String, msg: String },
+    #[error("interrupted; the file system was unmounted and its loop device and image removed")]
+    Interrupted,
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+}
+
+fn step(step: &str, msg: impl std::fmt::Display) -> CaptureError {
+    CaptureError::Step {
+        step: step.to_string(),
+        msg: msg.to_string(),
+    }
+}
+
+/// Why a capture of `fs` cannot run on this machine, if it cannot.
+pub fn check_support(fs: FsKind) -> Result<(), CaptureError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(CaptureError::Unsupported(
+            "it needs root (it attaches a loop device, mounts a file system and enables block tracepoints); run it as root".into(),
+        ));
+    }
+    if !Path::new("/dev/loop-control").exists() {
+        return Err(CaptureError::Unsupported(
+            "this kernel offers no loop devices (/dev/loop-control is missing)".into(),
+        ));
+    }
+    for prog in ["losetup", "mount", "umount"] {
+        if which(prog).is_none() {
+            return Err(CaptureError::Unsupported(format!(
+                "{prog} is not installed (Debian package util-linux / mount)"
+            )));
+        }
+    }
+    let (mkfs, package) = fs.mkfs();
+    if which(mkfs).is_none() {
+        return Err(CaptureError::Unsupported(format!(
+            "{mkfs} is not installed (Debian package {package})"
+        )));
+    }
+    ensure_tracefs()?;
+    Ok(())
+}
+
+fn which(prog: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin"].iter().map(PathBuf::from))
+        .map(|d| d.join(prog))
+        .find(|p| p.is_file())
+}
+
+/// Mounts tracefs if it is absent and checks the block tracepoints exist.
+fn ensure_tracefs() -> Result<(), CaptureError> {
+    let events = Path::new(TRACEFS).join("events/block/block_rq_issue");
+    if events.exists() {
+        return Ok(());
+    }
+    if !Path::new(TRACEFS).join("instances").exists() {
+        let _ = run(
+            "mount tracefs",
+            "mount",
+            &["-t", "tracefs", "nodev", TRACEFS],
+        );
+    }
+    if events.exists() {
+        Ok(())
+    } else {
+        Err(CaptureError::Unsupported(format!(
+            "the block tracepoints are missing ({} does not exist)",
+            events.display()
+        )))
+    }
+}
+
+/// Runs a program to completion; an error names the step and carries its stderr.
+fn run(what: &str, prog: &str, args: &[&str]) -> Result<String, CaptureError> {
+    let exe = which(prog).unwrap_or_else(|| PathBuf::from(prog));
+    let out = Command::new(&exe)
+        .args(args)
+        .output()
+        .map_err(|e| step(what, format!("cannot run {prog}: {e}")))?;
+    if !out.status.success() {
+        return Err(step(
+            what,
+            format!(
+                "{prog} {} failed ({}): {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Everything a capture set up, undone in reverse order when dropped.
+#[derive(Default)]
+struct Setup {
+    dir: Option<PathBuf>,
+    loop_device: Option<String>,
+    mount_point: Option<PathBuf>,
+    instance: Option<PathBuf>,
+}
+
+impl Setup {
+    /// Undoes the setup; returns the first failure (later steps still run).
+    fn teardown(&mut self) -> Result<(), CaptureError> {
+        let mut first: Option<CaptureError> = None;
+        let mut note = |e: CaptureError| {
+            if first.is_none() {
+                first = Some(e);
+            }
+        };
+        if let Some(inst) = self.instance.take() {
+            let _ = std::fs::write(inst.join("tracing_on"), "0");
+            for ev in ["block_rq_issue", "block_rq_complete"] {
+                let _ = std::fs::write(inst.join("events/block").join(ev).join("enable"), "0");
+            }
+            // The kernel refuses to remove an instance while a reader holds it; the reader
+            // has stopped by now, but give it a moment.
+            let mut removed = std::fs::remove_dir(&inst);
+            for _ in 0..20 {
+                if removed.is_ok() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+                removed = std::fs::remove_dir(&inst);
+            }
+            if let Err(e) = removed {
+                note(step(
+                    "remove the tracing instance",
+                    format!("{}: {e}", inst.display()),
+                ));
+            }
+        }
+        if let Some(mnt) = self.mount_point.take() {
+            let m = mnt.to_string_lossy().to_string();
+            let mut res = run("unmount", "umount", &[&m]);
+            for _ in 0..20 {
+                if res.is_ok() {
+                    break;
+                }
+                // Something (a leftover child of the command) still holds it.
+                std::thread::sleep(Duration::from_millis(100));
+                res = run("unmount", "umount", &[&m]);
+            }
+            if let Err(e) = res {
+                // Detach it lazily so the loop device can still go.
+                let _ = run("unmount lazily", "umount", &["-l", &m]);
+                note(e);
+            }
+        }
+        if let Some(dev) = self.loop_device.take() {
+            if let Err(e) = run("detach the loop device", "losetup", &["-d", &dev]) {
+                note(e);
+            }
+        }
+        if let Some(dir) = self.dir.take() {
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                note(step("remove the image", format!("{}: {e}", dir.display())));
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown() {
+            eprintln!("flashlab capture: cleanup: {e}");
+        }
+    }
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Installs (once) a Ctrl-C handler that only notes the interrupt: the capture then
+/// stops its command and cleans up before it returns.
+fn install_interrupt_flag() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
+    });
+}
+
+/// The kernel's dev_t (major << 20 | minor) of a block device node.
+fn kernel_dev(path: &str) -> Result<u64, CaptureError> {
+    let rdev = std::fs::metadata(path)
+        .map_err(|e| step("stat the loop device", format!("{path}: {e}")))?
+        .rdev();
+    let major = ((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff);
+    let minor = (rdev & 0xff) | ((rdev >> 12) & !0xff);
+    Ok((major << 20) | minor)
+}
+
+/// Runs the capture.
+pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
+    check_support(spec.fs)?;
+    if spec.command.is_empty() {
+        return Err(step(
+            "run the command",
+            "no command given (put it after --)",
+        ));
+    }
+    if spec.size_bytes < 64 << 20 {
+        return Err(step(
+            "make the image",
+            format!(
+                "{} bytes is too small: ext4, XFS and btrfs need at least 64 MiB here",
+                spec.size_bytes
+            ),
+        ));
+    }
+    install_interrupt_flag();
+    INTERRUPTED.store(false, Ordering::SeqCst);
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let tag = format!(
+        "flashlab-capture-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    );
+    let mut setup = Setup::default();
+
+    // Image file and loop device.
+    let dir = spec.work_dir.join(&tag);
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| step("make the work directory", format!("{}: {e}", dir.display())))?;
+    setup.dir = Some(dir.clone());
+    let image = dir.join(format!("{}.img", spec.fs.name()));
+    std::fs::File::create(&image)
+        .and_then(|f| f.set_len(spec.size_bytes))
+        .map_err(|e| step("make the image", format!("{}: {e}", image.display())))?;
+    let img = image.to_string_lossy().to_string();
+    let dev = run(
+        "attach a loop device",
+        "losetup",
+        &["--find", "--show", &img],
+    )?;
+    setup.loop_device = Some(dev.clone());
+
+    // File system.
+    let (mkfs, _) = spec.fs.mkfs();
+    let mut args: Vec<&str> = spec.fs.mkfs_flags().to_vec();
+    args.extend(spec.mkfs_opts.iter().map(String::as_str));
+    args.push(&dev);
+    run(&format!("make {}", spec.fs.name()), mkfs, &args)?;
+    let mnt = dir.join("mnt");
+    std::fs::create_dir(&mnt)
+        .map_err(|e| step("make the mount point", format!("{}: {e}", mnt.display())))?;
+    let mut opts: Vec<String> = spec.mount_opts.clone();
+    if spec.discard {
+        opts.push("discard".into());
+    }
+    let m = mnt.to_string_lossy().to_string();
+    let mut margs: Vec<&str> = vec!["-t", spec.fs.name()];
+    let joined = opts.join(",");
+    if !opts.is_empty() {
+        margs.extend(["-o", &joined]);
+    }
+    margs.extend([dev.as_str(), m.as_str()]);
+    run(&format!("mount {}", spec.fs.name()), "mount", &margs)?;
+    setup.mount_point = Some(mnt.clone());
+    // Start from a clean slate: mkfs's and mount's own writes are not the command's.
+    run("sync the file system", "sync", &["-f", &m])?;
+
+    // Tracing: a private instance, filtered to this loop device.
+    let inst = Path::new(TRACEFS).join("instances").join(&tag);
+    std::fs::create_dir(&inst).map_err(|e| {
+        step(
+            "make a tracing instance",
+            format!("{}: {e}", inst.display()),
+        )
+    })?;
+    setup.instance = Some(inst.clone());
+    let write = |file: &Path, value: &str| {
+        std::fs::write(file, value).map_err(|e| {
+            step(
+                "set up tracing",
+                format!("{} <- {value:?}: {e}", file.display()),
+            )
+        })
+    };
+    write(&inst.join("buffer_size_kb"), "32768")?;
+    let kdev = kernel_dev(&dev)?;
+    for ev in ["block_rq_issue", "block_rq_complete"] {
+        let d = inst.join("events/block").join(ev);
+        write(&d.join("filter"), &format!("dev == {kdev}"))?;
+        write(&d.join("enable"), "1")?;
+    }
+    write(&inst.join("tracing_on"), "1")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let pipe = inst.join("trace_pipe");
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || -> std::io::Result<Vec<u8>> {
+            let mut f = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&pipe)?;
+            let mut out = Vec::new();
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                match f.read(&mut buf) {
+                    Ok(0) => std::thread::sleep(Duration::from_millis(5)),
+                    Ok(n) => out.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        if stop.load(Ordering::SeqCst) {
+                            return Ok(out);
+                        }
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        })
+    };
+
+    // The command.
+    let started = Instant::now();
+    let args: Vec<String> = spec.command[1..]
+        .iter()
+        .map(|a| a.replace("{}", &m))
+        .collect();
+    let status = Command::new(&spec.command[0])
+        .args(&args)
+        .env("FLASHLAB_DIR", &m)
+        .spawn()
+        .and_then(|mut child| loop {
+            if let Some(s) = child.try_wait()? {
+                break Ok(s);
+            }
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                let _ = child.kill();
+                break child.wait();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        });
+    // Whatever the command did, flush the file system's dirty data while tracing.
+    let synced = run("sync the file system", "sync", &["-f", &m]);
+    let elapsed = started.elapsed();
+    // Let the last completions arrive, then stop tracing and drain the pipe.
+    std::thread::sleep(Duration::from_millis(100));
+    let _ = std::fs::write(inst.join("tracing_on"), "0");
+    stop.store(true, Ordering::SeqCst);
+    let text = reader
+        .join()
+        .map_err(|_| step("read the trace", "the reader thread panicked"))?
+        .map_err(|e| step("read the trace", format!("trace_pipe: {e}")))?;
+    setup.teardown()?;
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        return Err(CaptureError::Interrupted);
+    }
+    let status =
+        status.map_err(|e| step("run the command", format!("{}: {e}", spec.command[0])))?;
+    synced?;
+
+    let text = String::from_utf8_lossy(&text);
+    let lost_events = text
+        .lines()
+        .filter_map(|l| {
+            let i = l.find("[LOST ")?;
+            l[i + 6..].split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum();
+    let event_lines = text.lines().filter(|l| l.contains(": block_rq_")).count() as u64;
+    let trace = crate::formats::tracefs::parse(&format!("tracefs of {dev}"), &text)?;
+    Ok(Captured {
+        trace,
+        event_lines,
+        lost_events,
+        exit_code: status.code(),
+        loop_device: dev,
+        elapsed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_system_names_parse() {
+        assert_eq!("xfs".parse::<FsKind>().unwrap(), FsKind::Xfs);
+        let e = "f2fs".parse::<FsKind>().unwrap_err();
+        assert!(e.contains("ext4, xfs or btrfs"), "{e}");
+    }
+
+    #[test]
+    fn kernel_dev_numbers_match_the_tracepoint_encoding() {
+        // /dev/null is 1:3 on Linux.
+        assert_eq!(kernel_dev("/dev/null").unwrap(), (1 << 20) | 3);
+    }
+}

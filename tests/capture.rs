@@ -1,0 +1,284 @@
+//! `flashlab capture` on real ext4, XFS and btrfs file systems on loop devices. These
+//! tests need root, loop devices, tracefs and the mkfs programs; each one that cannot run
+//! says why on stderr and passes without checking anything.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use trace::capture::{check_support, FsKind};
+
+fn flashlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(args)
+        .output()
+        .expect("the flashlab binary runs")
+}
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let p =
+            std::env::temp_dir().join(format!("flashlab-captest-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+}
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn skipped(fs: FsKind, test: &str) -> bool {
+    match check_support(fs) {
+        Ok(()) => false,
+        Err(e) => {
+            eprintln!("SKIPPED {test} ({}): {e}", fs.name());
+            true
+        }
+    }
+}
+
+/// Nothing of a capture is left: no image directory, no loop device on one of its
+/// images, no tracing instance.
+fn assert_nothing_left(image_dir: &Path) {
+    let left: Vec<_> = std::fs::read_dir(image_dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("flashlab-capture-"))
+        .collect();
+    assert!(left.is_empty(), "work directories left: {left:?}");
+    let loops = Command::new("losetup").arg("-a").output().unwrap();
+    let loops = String::from_utf8_lossy(&loops.stdout);
+    assert!(
+        !loops.contains(&image_dir.display().to_string()),
+        "a loop device is still attached: {loops}"
+    );
+    // Instances are named flashlab-capture-PID-N after the capturing process; one whose
+    // process has ended is a leftover (other tests' captures may still be running).
+    let inst: Vec<_> = std::fs::read_dir("/sys/kernel/tracing/instances")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| {
+            n.strip_prefix("flashlab-capture-")
+                .and_then(|r| r.split('-').next())
+                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        })
+        .collect();
+    assert!(inst.is_empty(), "tracing instances left: {inst:?}");
+}
+
+/// Bytes covered by the union of `ranges` within [start, start + len).
+fn covered(ranges: &[(u64, u64)], start: u64, len: u64) -> u64 {
+    let mut r: Vec<(u64, u64)> = ranges
+        .iter()
+        .map(|&(s, l)| (s.max(start), (s + l).min(start + len)))
+        .filter(|(s, e)| s < e)
+        .collect();
+    r.sort_unstable();
+    let (mut total, mut reach) = (0, start);
+    for (s, e) in r {
+        let s = s.max(reach);
+        if e > s {
+            total += e - s;
+            reach = e;
+        }
+    }
+    total
+}
+
+/// Writes a 4 MiB file with direct I/O, records its extents (device byte offsets) in
+/// `extents`, deletes it and syncs, on a discard mount; the trace must hold writes and
+/// discards covering those extents.
+fn writes_and_discards_land_on_the_files_extents(fs: FsKind) {
+    if skipped(fs, "writes_and_discards_land_on_the_files_extents") {
+        return;
+    }
+    let dir = Scratch::new(fs.name());
+    let extents = dir.0.join("extents.txt");
+    let out = dir.0.join("t.trace");
+    // filefrag prints physical offsets in 512-byte units; on btrfs they are its logical
+    // addresses, which btrfs-map-logical turns into device offsets.
+    let map = if fs == FsKind::Btrfs {
+        "btrfs-map-logical -l $((s*512)) \"$(findmnt -n -o SOURCE {})\" | awk -v l=$((n*512)) '/physical/ {print $6, l; exit}'"
+    } else {
+        "echo $((s*512)) $((n*512))"
+    };
+    let script = format!(
+        "set -e
+dd if=/dev/urandom of={{}}/f bs=1M count=4 oflag=direct conv=fsync status=none
+sync
+filefrag -e -b512 {{}}/f | sed -n 's/^ *[0-9]*: *[0-9]*\\.\\. *[0-9]*: *\\([0-9]*\\)\\.\\. *[0-9]*: *\\([0-9]*\\):.*/\\1 \\2/p' |
+while read s n; do {map}; done > {ext}
+rm {{}}/f
+sync",
+        ext = extents.display()
+    );
+    let o = flashlab(&[
+        "capture",
+        "--fs",
+        fs.name(),
+        "--size",
+        "512MiB",
+        "--discard",
+        "--image-dir",
+        dir.0.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert!(
+        o.status.success(),
+        "capture failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_nothing_left(&dir.0);
+    let ext: Vec<(u64, u64)> = std::fs::read_to_string(&extents)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut f = l.split_whitespace().map(|x| x.parse::<u64>().unwrap());
+            (f.next().unwrap(), f.next().unwrap())
+        })
+        .collect();
+    assert!(!ext.is_empty(), "filefrag found no extents");
+    assert_eq!(ext.iter().map(|e| e.1).sum::<u64>(), 4 << 20);
+    let t = trace::formats::read_file(&out, trace::Format::Native).unwrap();
+    let of = |op: flash::Op| -> Vec<(u64, u64)> {
+        t.requests
+            .iter()
+            .filter(|r| r.cmd.op == op)
+            .map(|r| (r.cmd.offset_bytes, r.cmd.len_bytes))
+            .collect()
+    };
+    let (writes, trims) = (of(flash::Op::Write), of(flash::Op::Trim));
+    for &(s, l) in &ext {
+        assert_eq!(
+            covered(&writes, s, l),
+            l,
+            "{}: the extent at {s} (+{l}) was not written in full",
+            fs.name()
+        );
+        assert_eq!(
+            covered(&trims, s, l),
+            l,
+            "{}: the extent at {s} (+{l}) was not discarded in full",
+            fs.name()
+        );
+    }
+}
+
+#[test]
+fn ext4_capture_writes_and_discards_at_the_right_addresses() {
+    writes_and_discards_land_on_the_files_extents(FsKind::Ext4);
+}
+
+#[test]
+fn xfs_capture_writes_and_discards_at_the_right_addresses() {
+    writes_and_discards_land_on_the_files_extents(FsKind::Xfs);
+}
+
+#[test]
+fn btrfs_capture_writes_and_discards_at_the_right_addresses() {
+    writes_and_discards_land_on_the_files_extents(FsKind::Btrfs);
+}
+
+#[test]
+fn a_failing_command_still_leaves_nothing_mounted_or_attached() {
+    if skipped(
+        FsKind::Ext4,
+        "a_failing_command_still_leaves_nothing_mounted_or_attached",
+    ) {
+        return;
+    }
+    let dir = Scratch::new("fail");
+    let out = dir.0.join("t.trace");
+    let o = flashlab(&[
+        "capture",
+        "--fs",
+        "ext4",
+        "--size",
+        "128MiB",
+        "--image-dir",
+        dir.0.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "echo hello > \"$FLASHLAB_DIR/a\"; sync; exit 3",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("status 3"), "{err}");
+    assert!(
+        out.exists(),
+        "the trace of a failed command is still written"
+    );
+    assert_nothing_left(&dir.0);
+}
+
+#[test]
+fn ctrl_c_stops_the_command_and_cleans_up() {
+    if skipped(FsKind::Ext4, "ctrl_c_stops_the_command_and_cleans_up") {
+        return;
+    }
+    let dir = Scratch::new("sigint");
+    let out = dir.0.join("t.trace");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args([
+            "capture",
+            "--fs",
+            "ext4",
+            "--size",
+            "128MiB",
+            "--image-dir",
+            dir.0.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "touch {}/started; sleep 60",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the command runs on the mounted file system.
+    let mut running = false;
+    for _ in 0..500 {
+        let found = std::fs::read_dir(&dir.0)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| e.path().join("mnt/started").exists());
+        if found {
+            running = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(running, "the command never started");
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert_nothing_left(&dir.0);
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let o = flashlab(&["capture", "--fs", "f2fs", "--out", "/tmp/x", "--", "true"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("ext4, xfs or btrfs"), "{err}");
+    let o = flashlab(&["capture", "--fs", "ext4", "--out", "/tmp/x"]);
+    assert!(!o.status.success(), "a capture needs a command");
+}
