@@ -120,7 +120,7 @@ impl<S: Segments> Db<S> {
     }
 
     /// Every document in key order.
-    pub fn scan(&mut self) -> Result<Vec<(Vec<u8>, Vec<u8>)>, TreeError> {
+    pub fn scan(&mut self) -> Result<astree::tree::Entries, TreeError> {
         self.tree.range(&[], None)
     }
 
