@@ -41,6 +41,8 @@ enum Command {
     Btree(BtreeArgs),
     /// Record a real file system's block I/O while a command runs (root; loop device).
     Capture(CaptureArgs),
+    /// The ForestDB-like key-value store under paper 003's update workload; `kv crash-test`.
+    Kv(KvArgs),
     /// List the device presets.
     Presets,
     /// Measure the simulator's own speed and memory.
@@ -167,6 +169,60 @@ struct ReplayArgs {
     /// Largest gap between two TRIMs of one run, for --trim-as vtrim.
     #[arg(long, default_value = "1ms", value_parser = units::parse_duration_ns)]
     coalesce_window: u64,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct KvArgs {
+    #[command(subcommand)]
+    cmd: Option<KvCmd>,
+    #[command(flatten)]
+    run: KvRunArgs,
+}
+
+#[derive(Subcommand)]
+enum KvCmd {
+    /// Crash a database at random points and check recovery against a reference map.
+    CrashTest(CrashTestArgs),
+}
+
+#[derive(clap::Args)]
+struct KvRunArgs {
+    /// Documents over all databases.
+    #[arg(long, default_value_t = 100_000)]
+    docs: u64,
+    #[arg(long, default_value = "1KiB", value_parser = units::parse_size)]
+    doc_size: u64,
+    /// Updates over all databases.
+    #[arg(long, default_value_t = 100_000)]
+    ops: u64,
+    /// Updates per commit (write batch size).
+    #[arg(long, default_value_t = 1)]
+    batch: u64,
+    /// Databases, one writer thread each.
+    #[arg(long, default_value_t = 4)]
+    dbs: usize,
+    /// Key choice: uniform or zipf:THETA.
+    #[arg(long, default_value = "uniform")]
+    pattern: workloads::synthetic::Pattern,
+    /// mem or os (--dir DIR).
+    #[arg(long, default_value = "mem", value_parser = ["mem", "os"])]
+    backend: String,
+    /// Directory for the databases' files (default: FLASHLAB_DIR, as set by `flashlab capture`).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    #[arg(long)]
+    direct_io: bool,
+    /// Index node size.
+    #[arg(long, default_value = "4KiB", value_parser = units::parse_size)]
+    node_size: u64,
+    /// Log segment file size.
+    #[arg(long, default_value = "4MiB", value_parser = units::parse_size)]
+    segment_size: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
     #[arg(long)]
     json: bool,
 }
@@ -921,6 +977,80 @@ fn cmd_btree(a: BtreeArgs) -> Result<()> {
     Ok(())
 }
 
+fn cmd_kv(a: KvArgs) -> Result<()> {
+    if let Some(KvCmd::CrashTest(c)) = a.cmd {
+        let pb = progress_bar(c.iterations, "kv crash-test");
+        let (mut torn, mut lost, mut removed) = (0, 0, 0);
+        for i in 0..c.iterations {
+            let o = kv::crash::crash_test(c.seed + i).map_err(anyhow::Error::msg)?;
+            torn += (o.torn_bytes > 0) as u64;
+            lost += o.fsync_lost as u64;
+            removed += (o.segments_removed > 0) as u64;
+            pb.set_position(i + 1);
+        }
+        pb.finish_and_clear();
+        println!(
+            "flashlab kv crash-test: {} crash points (seeds {}..{}) recovered the last durable commit; {torn} tore a write, {lost} lost a commit's fsync, {removed} crashed after compaction had removed segments",
+            c.iterations,
+            c.seed,
+            c.seed + c.iterations
+        );
+        return Ok(());
+    }
+    let r = a.run;
+    let backend = match r.backend.as_str() {
+        "mem" => lab::kvrun::KvBackend::Mem,
+        _ => lab::kvrun::KvBackend::Os {
+            dir: r
+                .dir
+                .clone()
+                .or_else(|| std::env::var_os("FLASHLAB_DIR").map(PathBuf::from))
+                .context("--backend os needs --dir DIR (or FLASHLAB_DIR)")?,
+            direct_io: r.direct_io,
+        },
+    };
+    let spec = lab::kvrun::KvSpec {
+        update: kv::ycsb::UpdateSpec {
+            docs: r.docs,
+            doc_bytes: usize::try_from(r.doc_size).context("--doc-size is too large")?,
+            ops: r.ops,
+            batch: r.batch,
+            dbs: r.dbs,
+            pattern: r.pattern,
+            seed: r.seed,
+        },
+        cfg: kv::KvConfig {
+            node_bytes: usize::try_from(r.node_size).context("--node-size is too large")?,
+            segment_bytes: r.segment_size,
+            ..kv::KvConfig::default()
+        },
+        backend,
+    };
+    let res = lab::kvrun::run(&spec).map_err(anyhow::Error::msg)?;
+    if r.json {
+        println!("{}", serde_json::to_string(&res)?);
+        return Ok(());
+    }
+    println!(
+        "flashlab kv: {} databases, {} documents of {} bytes, {} pattern, backend {}, seed {}",
+        res.dbs, res.docs, res.doc_bytes, res.pattern, res.backend, res.seed
+    );
+    println!("  load                   {:.2} s", res.load_s);
+    println!(
+        "  {} updates, batch {}   {:.2} s, {:.0} ops/s, {} commits",
+        res.ops, res.batch, res.update_s, res.ops_per_s, res.commits
+    );
+    println!(
+        "  written                {} bytes in {} requests, {} syncs",
+        res.bytes_written, res.write_requests, res.syncs
+    );
+    println!(
+        "  files                  {} bytes; compaction cleaned {} segments, moved {} nodes, removed {} files",
+        res.file_bytes, res.segments_cleaned, res.nodes_moved, res.segments_removed
+    );
+    Ok(())
+}
+
 fn cmd_capture(a: CaptureArgs) -> Result<()> {
     let spec = trace::capture::CaptureSpec {
         fs: a.fs,
@@ -1037,6 +1167,7 @@ fn main() {
         Command::Join(a) => cmd_join(a),
         Command::Btree(a) => cmd_btree(a),
         Command::Capture(a) => cmd_capture(a),
+        Command::Kv(a) => cmd_kv(a),
         Command::Presets => cmd_presets(),
         Command::Bench(a) => bench::run(a),
     };

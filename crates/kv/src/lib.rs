@@ -48,7 +48,7 @@ impl Default for KvConfig {
             write_buffer_nodes: 256,
             cache_nodes: 4096,
             fanout: 64,
-            segment_bytes: 16 << 20,
+            segment_bytes: 4 << 20,
             max_space_amp: 1.5,
         }
     }

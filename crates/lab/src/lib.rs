@@ -10,5 +10,6 @@ pub mod analytic;
 pub mod btreerun;
 pub mod experiments;
 pub mod joinrun;
+pub mod kvrun;
 pub mod report;
 pub mod sim;
