@@ -762,3 +762,40 @@ fn btree_runs_on_every_backend_and_crash_tests_pass() {
     let o = flashlab(&["btree", "--store", "btrfs"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("expected as, inplace or bftl"));
 }
+
+#[test]
+fn kv_runs_the_update_workload_on_real_files_and_cleans_up() {
+    let dir = Scratch::new("kv");
+    let d = dir.0.to_str().unwrap();
+    let v = stdout_json(&flashlab(&[
+        "kv",
+        "--docs",
+        "4000",
+        "--ops",
+        "4000",
+        "--batch",
+        "8",
+        "--dbs",
+        "4",
+        "--backend",
+        "os",
+        "--dir",
+        d,
+        "--json",
+    ]));
+    assert_eq!(v["ops"], 4000);
+    assert_eq!(v["commits"], 4 * 125);
+    assert!(v["ops_per_s"].as_f64().unwrap() > 0.0);
+    assert!(v["syncs"].as_u64().unwrap() >= 500);
+    assert!(v["bytes_written"].as_u64().unwrap() > 4000 * 1024);
+    assert_eq!(
+        std::fs::read_dir(&dir.0).unwrap().count(),
+        0,
+        "database files removed"
+    );
+    let o = flashlab(&["kv", "--docs", "2", "--dbs", "4"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot fill 4 databases"));
+    let o = flashlab(&["kv", "crash-test", "--iterations", "20"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
