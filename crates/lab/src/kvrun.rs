@@ -49,6 +49,21 @@ pub struct KvResult {
     pub segments_cleaned: u64,
     pub nodes_moved: u64,
     pub segments_removed: u64,
+    /// CLOCK_MONOTONIC at the start and end of the updates (to find them in a captured
+    /// trace), ns.
+    pub update_start_mono_ns: u64,
+    pub update_end_mono_ns: u64,
+}
+
+/// CLOCK_MONOTONIC in ns (the clock `flashlab capture` stamps requests with).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn measure<S: Segments + Send + 'static>(
@@ -62,7 +77,9 @@ fn measure<S: Segments + Send + 'static>(
     out.load_s = t.elapsed().as_secs_f64();
     let before: Vec<_> = dbs.iter().map(|d| d.stats()).collect();
     let t = std::time::Instant::now();
+    out.update_start_mono_ns = monotonic_ns();
     let (dbs, writers) = ycsb::run_concurrent(dbs, &spec.update).map_err(e)?;
+    out.update_end_mono_ns = monotonic_ns();
     out.update_s = t.elapsed().as_secs_f64();
     out.ops_per_s = spec.update.ops as f64 / out.update_s.max(1e-9);
     out.commits = writers.iter().map(|w| w.commits).sum();

@@ -99,6 +99,9 @@ pub struct Captured {
     pub exit_code: Option<i32>,
     pub loop_device: String,
     pub elapsed: Duration,
+    /// The tracing clock (CLOCK_MONOTONIC) at the trace's first request, in ns: a
+    /// request's `at_ns` plus this is when it was issued.
+    pub start_ns: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -393,6 +396,8 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         })
     };
     write(&inst.join("buffer_size_kb"), "32768")?;
+    // CLOCK_MONOTONIC, so the command can name moments of its run in the trace's time.
+    write(&inst.join("trace_clock"), "mono")?;
     let kdev = kernel_dev(&dev)?;
     for ev in ["block_rq_issue", "block_rq_complete"] {
         let d = inst.join("events/block").join(ev);
@@ -476,6 +481,14 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         })
         .sum();
     let event_lines = text.lines().filter(|l| l.contains(": block_rq_")).count() as u64;
+    let start_ns = text
+        .lines()
+        .filter_map(|l| {
+            let head = &l[..l.find(": block_rq_issue: ")?];
+            crate::formats::parse_seconds_ns(head.split_whitespace().last()?).ok()
+        })
+        .min()
+        .unwrap_or(0);
     let trace = crate::formats::tracefs::parse(&format!("tracefs of {dev}"), &text)?;
     Ok(Captured {
         trace,
@@ -484,6 +497,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         exit_code: status.code(),
         loop_device: dev,
         elapsed,
+        start_ns,
     })
 }
 

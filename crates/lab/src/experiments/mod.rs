@@ -4,6 +4,7 @@
 
 pub mod astree;
 pub mod gracejoin;
+pub mod nosql;
 pub mod tempfiles;
 pub mod trim;
 pub mod waf;
@@ -66,6 +67,11 @@ pub const ALL: &[Experiment] = &[
         id: "astree",
         about: "paper 004: AS B-tree vs in-place B+tree vs BFTL on a 2011 drive with a FAST FTL",
         run: astree::run,
+    },
+    Experiment {
+        id: "nosql",
+        about: "paper 003: an append-only key-value store's write batches on real ext4, XFS and btrfs (captured on loop devices, replayed on the 840 Pro; needs root)",
+        run: nosql::run,
     },
     Experiment {
         id: "trim",
