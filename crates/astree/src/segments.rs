@@ -398,11 +398,16 @@ impl Segments for FileSegments {
     }
 }
 
+/// The simulated file system [`SimSegments`] live on, shared by every database on it.
+pub type SharedSimFs =
+    std::rc::Rc<std::cell::RefCell<simfs::SimFs<simfs::Timed<flash::AnyDevice>>>>;
+
 /// Segments as files of simfs on a simulated drive: every read, write, sync and removal
 /// is timed on the drive in virtual time (a removal TRIMs per the file system's discard
-/// mode); the bytes are kept in memory (the device model keeps none).
+/// mode); the bytes are kept in memory (the device model keeps none). Several sets of
+/// segments (several databases) can share one file system.
 pub struct SimSegments {
-    pub fs: simfs::SimFs<simfs::Timed<flash::AnyDevice>>,
+    fs: SharedSimFs,
     prefix: String,
     files: BTreeMap<u64, (simfs::fs::Ino, Vec<u8>)>,
     io: IoTime,
@@ -411,6 +416,11 @@ pub struct SimSegments {
 impl SimSegments {
     /// An empty set of segments named `<prefix>-<number>.seg` on `fs`.
     pub fn new(fs: simfs::SimFs<simfs::Timed<flash::AnyDevice>>, prefix: &str) -> Self {
+        Self::shared(std::rc::Rc::new(std::cell::RefCell::new(fs)), prefix)
+    }
+
+    /// An empty set of segments on a file system other segments may share.
+    pub fn shared(fs: SharedSimFs, prefix: &str) -> Self {
         SimSegments {
             fs,
             prefix: prefix.to_string(),
@@ -419,20 +429,28 @@ impl SimSegments {
         }
     }
 
+    /// The file system.
+    pub fn fs(&self) -> &SharedSimFs {
+        &self.fs
+    }
+
     fn name(&self, seg: u64) -> String {
         format!("{}-{seg:08}.seg", self.prefix)
     }
 
     fn timed<R>(
         &mut self,
-        f: impl FnOnce(&mut Self) -> Result<R, simfs::SimfsError>,
+        f: impl FnOnce(
+            &mut simfs::SimFs<simfs::Timed<flash::AnyDevice>>,
+        ) -> Result<R, simfs::SimfsError>,
     ) -> Result<(R, u64), TreeError> {
-        let t0 = self.fs.device().now_ns;
-        let r = f(self).map_err(|e| TreeError::Io {
+        let mut fs = self.fs.borrow_mut();
+        let t0 = fs.device().now_ns;
+        let r = f(&mut fs).map_err(|e| TreeError::Io {
             path: "simfs".into(),
             source: std::io::Error::other(e.to_string()),
         })?;
-        Ok((r, self.fs.device().now_ns - t0))
+        Ok((r, fs.device().now_ns - t0))
     }
 }
 
@@ -458,7 +476,7 @@ impl Segments for SimSegments {
             });
         }
         let ino = *ino;
-        let (_, ns) = self.timed(|s| s.fs.read_at(ino, offset, buf.len() as u64))?;
+        let (_, ns) = self.timed(|fs| fs.read_at(ino, offset, buf.len() as u64))?;
         buf.copy_from_slice(&self.files[&seg].1[offset as usize..end]);
         self.io.read_ns += ns;
         Ok(())
@@ -466,11 +484,11 @@ impl Segments for SimSegments {
     fn write_at(&mut self, seg: u64, offset: u64, data: &[u8]) -> Result<(), TreeError> {
         if !self.files.contains_key(&seg) {
             let name = self.name(seg);
-            let (ino, _) = self.timed(|s| s.fs.create(&name))?;
+            let (ino, _) = self.timed(|fs| fs.create(&name))?;
             self.files.insert(seg, (ino, Vec::new()));
         }
         let ino = self.files[&seg].0;
-        let (_, ns) = self.timed(|s| s.fs.write_at(ino, offset, data.len() as u64))?;
+        let (_, ns) = self.timed(|fs| fs.write_at(ino, offset, data.len() as u64))?;
         let f = &mut self.files.get_mut(&seg).expect("created").1;
         let end = offset as usize + data.len();
         if f.len() < end {
@@ -490,20 +508,20 @@ impl Segments for SimSegments {
     fn remove(&mut self, seg: u64) -> Result<(), TreeError> {
         if self.files.remove(&seg).is_some() {
             let name = self.name(seg);
-            let (_, ns) = self.timed(|s| s.fs.unlink(&name))?;
+            let (_, ns) = self.timed(|fs| fs.unlink(&name))?;
             self.io.write_ns += ns;
         }
         Ok(())
     }
     fn rename(&mut self, from: u64, to: u64) -> Result<(), TreeError> {
         let (a, b) = (self.name(from), self.name(to));
-        self.timed(|s| s.fs.rename(&a, &b))?;
+        self.timed(|fs| fs.rename(&a, &b))?;
         let f = self.files.remove(&from).expect("renamed");
         self.files.insert(to, f);
         Ok(())
     }
     fn sync(&mut self) -> Result<(), TreeError> {
-        let (_, ns) = self.timed(|s| s.fs.sync())?;
+        let (_, ns) = self.timed(|fs| fs.sync())?;
         self.io.sync_ns += ns;
         Ok(())
     }
@@ -511,7 +529,7 @@ impl Segments for SimSegments {
         self.io
     }
     fn now_ns(&self) -> u64 {
-        self.fs.device().now_ns
+        self.fs.borrow().device().now_ns
     }
 }
 

@@ -92,44 +92,99 @@ pub struct WriterResult {
     pub commits: u64,
 }
 
+/// One writer: its share of the updates on database `d`, run a batch at a time.
+pub struct Writer {
+    d: usize,
+    dbs: u64,
+    batch: u64,
+    left: u64,
+    keys: SlotGen,
+    rng: Xoshiro256PlusPlus,
+    result: WriterResult,
+}
+
+impl Writer {
+    pub fn new(d: usize, spec: &UpdateSpec) -> Result<Self, TreeError> {
+        let n = spec.dbs as u64;
+        let updates = spec.ops / n + ((d as u64) < spec.ops % n) as u64;
+        let keys = SlotGen::new(
+            spec.pattern,
+            spec.docs_in(d),
+            spec.seed ^ (0xD1B5 + d as u64),
+        )
+        .map_err(TreeError::Config)?;
+        Ok(Writer {
+            d,
+            dbs: n,
+            batch: spec.batch,
+            left: updates,
+            keys,
+            rng: Xoshiro256PlusPlus::seed_from_u64(spec.seed.wrapping_add(d as u64 + 1)),
+            result: WriterResult::default(),
+        })
+    }
+
+    /// Runs one batch (read, change a field, write back; then commit); false when done.
+    pub fn step<S: Segments>(&mut self, db: &mut Db<S>) -> Result<bool, TreeError> {
+        if self.left == 0 {
+            return Ok(false);
+        }
+        let n = self.left.min(self.batch);
+        for _ in 0..n {
+            let k = key(self.keys.next_slot() * self.dbs + self.d as u64);
+            let mut doc = db.get(&k)?.ok_or_else(|| {
+                TreeError::Config(format!(
+                    "document {} is missing: load the databases first",
+                    String::from_utf8_lossy(&k)
+                ))
+            })?;
+            let field = self.rng.random_range(0..doc.len() / FIELD_BYTES);
+            fill(
+                &mut self.rng,
+                &mut doc[field * FIELD_BYTES..(field + 1) * FIELD_BYTES],
+            );
+            db.update(&k, &doc)?;
+        }
+        db.commit()?;
+        self.left -= n;
+        self.result.updates += n;
+        self.result.commits += 1;
+        Ok(self.left > 0)
+    }
+
+    pub fn result(&self) -> WriterResult {
+        self.result.clone()
+    }
+}
+
 /// Runs one writer's share of the updates on database `d`.
 pub fn run_writer<S: Segments>(
     db: &mut Db<S>,
     d: usize,
     spec: &UpdateSpec,
 ) -> Result<WriterResult, TreeError> {
-    let n = spec.dbs as u64;
-    let updates = spec.ops / n + ((d as u64) < spec.ops % n) as u64;
-    let in_db = spec.docs_in(d);
-    let mut keys = SlotGen::new(spec.pattern, in_db, spec.seed ^ (0xD1B5 + d as u64))
-        .map_err(TreeError::Config)?;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed.wrapping_add(d as u64 + 1));
-    let commits_before = db.commits();
-    for _ in 0..updates {
-        let k = key(keys.next_slot() * n + d as u64);
-        let mut doc = db.get(&k)?.ok_or_else(|| {
-            TreeError::Config(format!(
-                "document {} is missing: load the databases first",
-                String::from_utf8_lossy(&k)
-            ))
-        })?;
-        let field = rng.random_range(0..doc.len() / FIELD_BYTES);
-        fill(
-            &mut rng,
-            &mut doc[field * FIELD_BYTES..(field + 1) * FIELD_BYTES],
-        );
-        db.update(&k, &doc)?;
-        if db.uncommitted() >= spec.batch {
-            db.commit()?;
+    let mut w = Writer::new(d, spec)?;
+    while w.step(db)? {}
+    Ok(w.result())
+}
+
+/// Runs the writers in one thread, a batch each in turn (for databases that share one
+/// simulated drive, whose virtual time then orders their requests).
+pub fn run_round_robin<S: Segments>(
+    dbs: &mut [Db<S>],
+    spec: &UpdateSpec,
+) -> Result<Vec<WriterResult>, TreeError> {
+    let mut writers = (0..dbs.len())
+        .map(|d| Writer::new(d, spec))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut busy = true;
+    while busy {
+        busy = false;
+        for (w, db) in writers.iter_mut().zip(dbs.iter_mut()) {
+            busy |= w.step(db)?;
         }
     }
-    if db.uncommitted() > 0 {
-        db.commit()?;
-    }
-    Ok(WriterResult {
-        updates,
-        commits: db.commits() - commits_before,
-    })
+    Ok(writers.iter().map(Writer::result).collect())
 }
 
 /// Runs every writer in its own thread (the databases move in and come back).
