@@ -1065,6 +1065,7 @@ fn cmd_capture(a: CaptureArgs) -> Result<()> {
             .collect(),
         command: a.command.clone(),
         work_dir: a.image_dir.clone(),
+        stdout: None,
     };
     let c = match trace::capture::capture(&spec) {
         Err(trace::capture::CaptureError::Interrupted) => {

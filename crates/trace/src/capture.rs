@@ -85,6 +85,8 @@ pub struct CaptureSpec {
     pub command: Vec<String>,
     /// Where the image and the mount point go (a fresh directory is made inside).
     pub work_dir: PathBuf,
+    /// Where the command's standard output goes (None: inherited).
+    pub stdout: Option<PathBuf>,
 }
 
 /// A finished capture.
@@ -439,20 +441,23 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         .iter()
         .map(|a| a.replace("{}", &m))
         .collect();
-    let status = Command::new(&spec.command[0])
-        .args(&args)
-        .env("FLASHLAB_DIR", &m)
-        .spawn()
-        .and_then(|mut child| loop {
-            if let Some(s) = child.try_wait()? {
-                break Ok(s);
-            }
-            if INTERRUPTED.load(Ordering::SeqCst) {
-                let _ = child.kill();
-                break child.wait();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        });
+    let mut command = Command::new(&spec.command[0]);
+    command.args(&args).env("FLASHLAB_DIR", &m);
+    if let Some(path) = &spec.stdout {
+        let f = std::fs::File::create(path)
+            .map_err(|e| step("run the command", format!("{}: {e}", path.display())))?;
+        command.stdout(f);
+    }
+    let status = command.spawn().and_then(|mut child| loop {
+        if let Some(s) = child.try_wait()? {
+            break Ok(s);
+        }
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            let _ = child.kill();
+            break child.wait();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    });
     // Whatever the command did, flush the file system's dirty data while tracing.
     let synced = run("sync the file system", "sync", &["-f", &m]);
     let elapsed = started.elapsed();

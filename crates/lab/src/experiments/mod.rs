@@ -6,6 +6,7 @@ pub mod astree;
 pub mod gracejoin;
 pub mod nosql;
 pub mod tempfiles;
+pub mod tempfiles_real;
 pub mod trim;
 pub mod waf;
 
@@ -74,11 +75,43 @@ pub const ALL: &[Experiment] = &[
         run: nosql::run,
     },
     Experiment {
+        id: "tempfiles-real",
+        about: "paper 000 on a real kernel: the hash join's spill files on ext4 with and without discard, fallocate on and off, captured and replayed on the MX500 (needs root)",
+        run: tempfiles_real::run,
+    },
+    Experiment {
         id: "trim",
         about: "paper 002: deleting a fragmented file with TRIM, vTrim, fTrim and fTrim with preemption",
         run: trim::run,
     },
 ];
+
+/// Replays `trace` closed loop (one stream per issuing task, one request in flight each,
+/// with its think times) on a fresh `preset` drive of `capacity_bytes`; returns the
+/// drive's statistics after deferred work has settled.
+pub(crate) fn replay_captured(
+    preset: &str,
+    capacity_bytes: u64,
+    trace: &trace::Trace,
+) -> Result<flash::DeviceStats, String> {
+    use flash::Device;
+    let mut dev = flash::Preset::load(preset)
+        .map_err(|e| e.to_string())?
+        .with_capacity(capacity_bytes)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let streams: Vec<_> = trace
+        .by_stream()
+        .into_iter()
+        .map(|s| s.into_iter())
+        .collect();
+    let summary = trace::replay_closed(&mut dev, streams, 1, 0, &mut |_| {})
+        .map_err(|e| format!("replay on {preset}: {e}"))?;
+    dev.settle();
+    let mut stats = dev.stats();
+    stats.simulated_ns = stats.simulated_ns.max(summary.end_ns);
+    Ok(stats)
+}
 
 /// Derives an independent seed for job `index` of a run seeded with `seed` (SplitMix64).
 pub fn derive_seed(seed: u64, index: u64) -> u64 {

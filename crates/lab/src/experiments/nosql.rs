@@ -345,10 +345,11 @@ fn one_run(
     seed: u64,
 ) -> Result<Point, String> {
     let json_path = work.join(format!("{}-{batch}.json", fs.name()));
-    let cmd = format!(
-        "{} kv --docs {docs} --ops {ops} --batch {batch} --dbs 4 --backend os --dir {{}} --seed {seed} --json > {}",
-        exe.display(),
-        json_path.display()
+    let mut cmd = vec![exe.display().to_string()];
+    cmd.extend(
+        format!("kv --docs {docs} --ops {ops} --batch {batch} --dbs 4 --backend os --dir {{}} --seed {seed} --json")
+            .split(' ')
+            .map(String::from),
     );
     let spec = CaptureSpec {
         fs,
@@ -356,8 +357,9 @@ fn one_run(
         discard: false,
         mkfs_opts: vec![],
         mount_opts: vec![],
-        command: vec!["sh".into(), "-c".into(), cmd],
+        command: cmd,
         work_dir: work.to_path_buf(),
+        stdout: Some(json_path.clone()),
     };
     let c = capture::capture(&spec).map_err(|e| format!("{} batch {batch}: {e}", fs.name()))?;
     if c.exit_code != Some(0) {
@@ -395,16 +397,10 @@ fn one_run(
         requests,
         timestamped: true,
     };
-    let preset = Preset::load("840pro")
-        .map_err(|e| e.to_string())?
-        .with_capacity(2 << 30);
-    let mut dev = preset.build().map_err(|e| e.to_string())?;
-    let streams: Vec<_> = t.by_stream().into_iter().map(|s| s.into_iter()).collect();
-    let summary = trace::replay_closed(&mut dev, streams, 1, 0, &mut |_| {})
-        .map_err(|e| format!("{} batch {batch}: replay: {e}", fs.name()))?;
-    dev.settle();
+    let stats = super::replay_captured("840pro", 2 << 30, &t)
+        .map_err(|e| format!("{} batch {batch}: {e}", fs.name()))?;
     let count = |op: flash::Op| t.requests.iter().filter(|r| r.cmd.op == op).count() as u64;
-    let simulated_s = summary.end_ns as f64 / 1e9;
+    let simulated_s = stats.simulated_ns as f64 / 1e9;
     Ok(Point {
         fs: fs.name().into(),
         batch,

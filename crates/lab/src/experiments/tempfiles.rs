@@ -21,7 +21,7 @@ use workloads::tpch::Layout;
 /// The four combinations: (fallocate, trim).
 pub const COMBOS: [(bool, bool); 4] = [(false, false), (true, false), (false, true), (true, true)];
 
-fn combo_name(fallocate: bool, trim: bool) -> &'static str {
+pub(crate) fn combo_name(fallocate: bool, trim: bool) -> &'static str {
     match (fallocate, trim) {
         (false, false) => "neither",
         (true, false) => "fallocate only",
@@ -71,11 +71,23 @@ fn setup(scale: Scale) -> Setup {
 }
 
 fn spec(s: &Setup, d: &Drive, fallocate: bool, trim: bool) -> Result<JoinRunSpec, String> {
-    let preset = Preset::load(d.preset)
+    join_spec(d.preset, s.sf, s.capacity_bytes, d.repeat, fallocate, trim)
+}
+
+/// The experiment's join (paper 000's setup) on drive `preset` scaled to `capacity_bytes`.
+pub(crate) fn join_spec(
+    preset: &str,
+    sf: f64,
+    capacity_bytes: u64,
+    repeat: u32,
+    fallocate: bool,
+    trim: bool,
+) -> Result<JoinRunSpec, String> {
+    let preset = Preset::load(preset)
         .map_err(|e| e.to_string())?
-        .with_capacity(s.capacity_bytes);
+        .with_capacity(capacity_bytes);
     Ok(JoinRunSpec {
-        sf: s.sf,
+        sf,
         layout: Layout::Fixed128,
         memory_bytes: 2 << 20,
         join: JoinSpec {
@@ -88,7 +100,7 @@ fn spec(s: &Setup, d: &Drive, fallocate: bool, trim: bool) -> Result<JoinRunSpec
             concurrent_users: 1,
         },
         users: 1,
-        repeat: d.repeat,
+        repeat,
         backend: Backend::Sim {
             preset: Box::new(preset),
             fs_bytes: None,
