@@ -282,3 +282,37 @@ fn bad_arguments_are_clear_errors() {
     let o = flashlab(&["capture", "--fs", "ext4", "--out", "/tmp/x"]);
     assert!(!o.status.success(), "a capture needs a command");
 }
+
+#[test]
+fn without_root_capture_refuses_with_a_clear_message() {
+    // As root, drop to `nobody` to see the refusal; as another user, run directly.
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let exe = env!("CARGO_BIN_EXE_flashlab");
+    let args = [
+        "capture",
+        "--fs",
+        "ext4",
+        "--out",
+        "/tmp/flashlab-never.trace",
+        "--",
+        "true",
+    ];
+    let o = if root {
+        if Command::new("setpriv").arg("--version").output().is_err() {
+            eprintln!("SKIPPED without_root_capture_refuses_with_a_clear_message: no setpriv to drop root");
+            return;
+        }
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", exe])
+            .args(args)
+            .output()
+            .unwrap()
+    } else {
+        flashlab(&args)
+    };
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("needs root"), "{err}");
+    assert!(!Path::new("/tmp/flashlab-never.trace").exists());
+}
