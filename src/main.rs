@@ -478,12 +478,16 @@ fn cmd_reproduce(a: ReproduceArgs) -> Result<()> {
             (e.run)(a.scale, a.seed).map_err(|m| anyhow::anyhow!("experiment {}: {m}", e.id))?;
         pb.finish_and_clear();
         let held = s.verdicts.iter().filter(|v| v.holds).count();
-        eprintln!(
-            "  {:<10} {:>6.1} s  {held}/{} claims hold",
-            s.id,
-            s.runtime_s,
-            s.verdicts.len()
-        );
+        if let Some(why) = s.results.get("skipped").and_then(|w| w.as_str()) {
+            eprintln!("  {:<14} skipped: {why}", s.id);
+        } else {
+            eprintln!(
+                "  {:<14} {:>6.1} s  {held}/{} claims hold",
+                s.id,
+                s.runtime_s,
+                s.verdicts.len()
+            );
+        }
         for v in &s.verdicts {
             eprintln!(
                 "      [{}] {}",
