@@ -260,7 +260,7 @@ pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
         provenance: vec![
             Provenance {
                 number: "Table 2 (ops/s)".into(),
-                role: "predicted: the requests are the real file systems' own, the drive is the 840 Pro preset's model; think times are this machine's CPU and memory, not the paper's".into(),
+                role: "predicted: the requests are the real file systems' own, the drive is the 840 Pro preset's model; think times are this machine's: its CPU and memory, and a writer's waits for I/O that other tasks (the journal thread, writeback) issued on this machine's disk, which the replay keeps rather than re-simulates — so small batches, where those waits dominate, vary from run to run (ext4 at batch 1 gave 335 and 877 ops/s in two runs)".into(),
             },
             Provenance {
                 number: "scale".into(),
