@@ -188,6 +188,14 @@ struct Superblock {
     checkpoint_slots: u64,
 }
 
+/// A change waiting in the write buffer.
+enum Pending {
+    Node(Arc<Node>),
+    Free,
+    /// Handed to the tree by `take` to be changed and written back.
+    Taken,
+}
+
 /// What replaying the log found.
 struct Replay {
     map: IdMap<u64>,
@@ -211,8 +219,9 @@ pub struct AsStore<S: Segments> {
     map: IdMap<u64>,
     /// Live nodes per log segment (every segment that exists has an entry).
     seg_live: BTreeMap<u64, u64>,
-    /// Pending slots: (NodeID, slot image); `buffered` indexes them by NodeID.
-    buffer: Vec<(NodeId, Vec<u8>)>,
+    /// Buffered changes in write order; `buffered` indexes them by NodeID. Nodes are
+    /// kept decoded and encoded only when flushed.
+    buffer: Vec<(NodeId, Pending)>,
     buffered: IdMap<usize>,
     /// Where the next slot goes.
     end: u64,
@@ -324,7 +333,7 @@ impl<S: Segments> AsStore<S> {
             + self
                 .buffer
                 .iter()
-                .filter(|(id, image)| image[4] == KIND_NODE && !self.map.contains_key(id))
+                .filter(|(id, p)| !matches!(p, Pending::Free) && !self.map.contains_key(id))
                 .count()
     }
 
@@ -1034,14 +1043,14 @@ impl<S: Segments> AsStore<S> {
         Ok(())
     }
 
-    fn push(&mut self, id: NodeId, slot: Vec<u8>) -> Result<(), TreeError> {
+    fn push(&mut self, id: NodeId, change: Pending) -> Result<(), TreeError> {
         if let Some(&i) = self.buffered.get(&id) {
-            self.buffer[i].1 = slot;
+            self.buffer[i].1 = change;
             self.stats.buffer_hits += 1;
             return Ok(());
         }
         self.buffered.insert(id, self.buffer.len());
-        self.buffer.push((id, slot));
+        self.buffer.push((id, change));
         if self.buffer.len() >= self.cfg.buffer_nodes {
             self.flush(false)?;
         }
@@ -1054,16 +1063,43 @@ impl<S: Segments> AsStore<S> {
         if self.buffer.is_empty() && !commit {
             return Ok(());
         }
+        // A node the tree is changing right now (taken, not yet written back) stays in the
+        // buffer; a commit never happens in the middle of a change.
+        let taken: Vec<(NodeId, Pending)> =
+            if self.buffer.iter().any(|(_, p)| matches!(p, Pending::Taken)) {
+                if commit {
+                    return Err(TreeError::Config(
+                    "commit in the middle of a tree change (a node is taken and not written back)"
+                        .into(),
+                ));
+                }
+                let (t, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.buffer)
+                    .into_iter()
+                    .partition(|(_, p)| matches!(p, Pending::Taken));
+                self.buffer = rest;
+                t
+            } else {
+                Vec::new()
+            };
         // Sequence numbers follow log order (a buffered node replaced in memory keeps its
         // place in the buffer, so it is numbered here, not when written).
         let slot = self.slot_bytes;
-        let mut out = Vec::with_capacity((self.buffer.len() + 1) * slot);
+        let mut out = vec![0u8; self.buffer.len() * slot];
         let first_seq = self.seq;
         for k in 0..self.buffer.len() {
-            out.extend_from_slice(&self.buffer[k].1);
             let seq = self.next_seq();
-            let at = out.len() - slot;
-            Self::stamp(&mut out[at..], seq);
+            let s = &mut out[k * slot..(k + 1) * slot];
+            s[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+            s[8..16].copy_from_slice(&self.buffer[k].0.to_le_bytes());
+            match &self.buffer[k].1 {
+                Pending::Node(n) => {
+                    s[4] = KIND_NODE;
+                    n.encode(&mut s[HEADER..]);
+                }
+                Pending::Free => s[4] = KIND_FREE,
+                Pending::Taken => unreachable!("taken nodes were set aside"),
+            }
+            Self::stamp(s, seq);
         }
         if commit {
             if out.is_empty() {
@@ -1081,14 +1117,15 @@ impl<S: Segments> AsStore<S> {
         if let Err(e) = self.append(&out) {
             // Nothing is lost: the buffer stays, and the numbers are handed out again.
             self.seq = first_seq;
+            self.buffer.extend(taken);
             return Err(e);
         }
         if commit {
             self.last_commit = Some(self.advance(first, (out.len() / slot) as u64 - 1));
         }
         let buffer = std::mem::take(&mut self.buffer);
-        for (i, (id, image)) in buffer.iter().enumerate() {
-            if image[4] == KIND_FREE {
+        for (i, (id, change)) in buffer.iter().enumerate() {
+            if matches!(change, Pending::Free) {
                 self.map_remove(*id);
             } else {
                 let a = self.advance(first, i as u64);
@@ -1097,6 +1134,10 @@ impl<S: Segments> AsStore<S> {
             }
         }
         self.buffered.clear();
+        for (i, (id, _)) in taken.iter().enumerate() {
+            self.buffered.insert(*id, i);
+        }
+        self.buffer = taken;
         Ok(())
     }
 }
@@ -1110,11 +1151,15 @@ impl<S: Segments> NodeStore for AsStore<S> {
         self.stats.buffer_lookups += 1;
         if let Some(&i) = self.buffered.get(&id) {
             self.stats.buffer_hits += 1;
-            let image = &self.buffer[i].1;
-            if image[4] == KIND_FREE {
-                return Err(TreeError::MissingNode(id));
-            }
-            return Node::decode(&image[HEADER..], id, NONE).map(Arc::new);
+            return match &self.buffer[i].1 {
+                Pending::Node(n) => Ok(Arc::clone(n)),
+                Pending::Free => Err(TreeError::MissingNode(id)),
+                Pending::Taken => Err(TreeError::Corrupt {
+                    id,
+                    offset: NONE,
+                    msg: "read while taken to be changed".into(),
+                }),
+            };
         }
         let at = *self.map.get(&id).ok_or(TreeError::MissingNode(id))?;
         let mut s = vec![0u8; self.slot_bytes];
@@ -1139,17 +1184,34 @@ impl<S: Segments> NodeStore for AsStore<S> {
     }
 
     fn write(&mut self, id: NodeId, node: &Node) -> Result<(), TreeError> {
-        // A node already buffered is re-encoded in place (its slot keeps its position).
-        if let Some(&i) = self.buffered.get(&id) {
-            let image = &mut self.buffer[i].1;
-            image[4] = KIND_NODE;
-            node.encode(&mut image[HEADER..]);
-            self.stats.buffer_hits += 1;
-            return Ok(());
+        self.write_shared(id, Arc::new(node.clone()))
+    }
+
+    fn write_shared(&mut self, id: NodeId, node: Arc<Node>) -> Result<(), TreeError> {
+        if node.encoded_bytes() > self.node_bytes {
+            return Err(TreeError::Config(format!(
+                "node {id} encodes to {} bytes, more than the {} a slot holds",
+                node.encoded_bytes(),
+                self.node_bytes
+            )));
         }
-        let mut slot = self.slot(KIND_NODE, id, 0, &[]);
-        node.encode(&mut slot[HEADER..]);
-        self.push(id, slot)
+        // A node already buffered is replaced in place (its slot keeps its position).
+        self.push(id, Pending::Node(node))
+    }
+
+    fn write_owned(&mut self, id: NodeId, node: Node) -> Result<(), TreeError> {
+        self.write_shared(id, Arc::new(node))
+    }
+
+    fn take(&mut self, id: NodeId, node: Arc<Node>) -> Node {
+        // Let go of the buffer's copy too, so the node is handed over without a clone;
+        // the tree writes it back.
+        if let Some(&i) = self.buffered.get(&id) {
+            if matches!(self.buffer[i].1, Pending::Node(_)) {
+                self.buffer[i].1 = Pending::Taken;
+            }
+        }
+        Arc::unwrap_or_clone(node)
     }
 
     fn allocate(&mut self) -> Result<NodeId, TreeError> {
@@ -1158,8 +1220,7 @@ impl<S: Segments> NodeStore for AsStore<S> {
     }
 
     fn free(&mut self, id: NodeId) -> Result<(), TreeError> {
-        let slot = self.slot(KIND_FREE, id, 0, &[]);
-        self.push(id, slot)
+        self.push(id, Pending::Free)
     }
 
     fn root(&self) -> Option<NodeId> {

@@ -92,22 +92,21 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
         Ok(node)
     }
     fn write(&mut self, id: NodeId, node: &Node) -> Result<(), TreeError> {
-        self.inner.write(id, node)?;
+        self.write_shared(id, Arc::new(node.clone()))
+    }
+    fn write_shared(&mut self, id: NodeId, node: Arc<Node>) -> Result<(), TreeError> {
+        self.inner.write_shared(id, Arc::clone(&node))?;
         if self.capacity > 0 {
-            self.put(id, Arc::new(node.clone()));
+            self.put(id, node);
         }
         Ok(())
     }
     fn take(&mut self, id: NodeId, node: Arc<Node>) -> Node {
         self.nodes.remove(&id);
-        Arc::unwrap_or_clone(node)
+        self.inner.take(id, node)
     }
     fn write_owned(&mut self, id: NodeId, node: Node) -> Result<(), TreeError> {
-        self.inner.write(id, &node)?;
-        if self.capacity > 0 {
-            self.put(id, Arc::new(node));
-        }
-        Ok(())
+        self.write_shared(id, Arc::new(node))
     }
     fn allocate(&mut self) -> Result<NodeId, TreeError> {
         self.inner.allocate()

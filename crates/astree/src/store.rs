@@ -50,6 +50,10 @@ pub trait NodeStore {
     fn take(&mut self, _id: NodeId, node: Arc<Node>) -> Node {
         Arc::unwrap_or_clone(node)
     }
+    /// `write` of a shared node (a store that keeps nodes decoded keeps this one).
+    fn write_shared(&mut self, id: NodeId, node: Arc<Node>) -> Result<(), TreeError> {
+        self.write(id, &node)
+    }
     /// `write` for a node the caller no longer needs (a cache keeps it without a copy).
     fn write_owned(&mut self, id: NodeId, node: Node) -> Result<(), TreeError> {
         self.write(id, &node)
