@@ -5,18 +5,29 @@
 use crate::node::{IdMap, Node, NodeId};
 use crate::store::{NodeStore, StoreStats};
 use crate::TreeError;
-use std::collections::VecDeque;
 use std::sync::Arc;
+
+const NIL: u32 = u32::MAX;
+
+/// A cached node in the recency list (most recent at the head).
+struct Entry {
+    id: NodeId,
+    /// None once the slot is free.
+    node: Option<Arc<Node>>,
+    prev: u32,
+    next: u32,
+}
 
 pub struct LruCache<S: NodeStore> {
     inner: S,
     capacity: usize,
-    /// Cached nodes with the tick of their last use.
-    nodes: IdMap<(Arc<Node>, u64)>,
-    /// (tick, node) in order of use; an entry whose tick is no longer the node's is stale
-    /// and skipped (so a use costs O(1), not a reordering).
-    uses: VecDeque<(u64, NodeId)>,
-    tick: u64,
+    /// Cached nodes: NodeID → slot in `entries`.
+    index: IdMap<u32>,
+    /// Slots of a doubly linked recency list; `free` holds unused slots.
+    entries: Vec<Entry>,
+    free: Vec<u32>,
+    head: u32,
+    tail: u32,
     hits: u64,
     lookups: u64,
 }
@@ -26,9 +37,11 @@ impl<S: NodeStore> LruCache<S> {
         LruCache {
             inner,
             capacity,
-            nodes: IdMap::default(),
-            uses: VecDeque::new(),
-            tick: 0,
+            index: IdMap::default(),
+            entries: Vec::new(),
+            free: Vec::new(),
+            head: NIL,
+            tail: NIL,
             hits: 0,
             lookups: 0,
         }
@@ -46,29 +59,81 @@ impl<S: NodeStore> LruCache<S> {
         self.inner
     }
 
+    /// Nodes cached now.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let (prev, next) = (self.entries[i as usize].prev, self.entries[i as usize].next);
+        match prev {
+            NIL => self.head = next,
+            p => self.entries[p as usize].next = next,
+        }
+        match next {
+            NIL => self.tail = prev,
+            n => self.entries[n as usize].prev = prev,
+        }
+    }
+
+    fn push_front(&mut self, i: u32) {
+        self.entries[i as usize].prev = NIL;
+        self.entries[i as usize].next = self.head;
+        match self.head {
+            NIL => self.tail = i,
+            h => self.entries[h as usize].prev = i,
+        }
+        self.head = i;
+    }
+
+    /// Caches `node` as the most recently used, evicting the least recently used.
     fn put(&mut self, id: NodeId, node: Arc<Node>) {
         if self.capacity == 0 {
             return;
         }
-        self.tick += 1;
-        self.nodes.insert(id, (node, self.tick));
-        self.uses.push_back((self.tick, id));
-        while self.nodes.len() > self.capacity {
-            let (tick, victim) = self.uses.pop_front().expect("every cached node has a use");
-            if self.nodes.get(&victim).is_some_and(|(_, t)| *t == tick) {
-                self.nodes.remove(&victim);
-            }
+        if let Some(&i) = self.index.get(&id) {
+            self.entries[i as usize].node = Some(node);
+            self.unlink(i);
+            self.push_front(i);
+            return;
         }
-        self.drop_stale_uses();
+        if self.index.len() >= self.capacity {
+            let victim = self.tail;
+            self.unlink(victim);
+            self.index.remove(&self.entries[victim as usize].id);
+            self.entries[victim as usize].node = None;
+            self.free.push(victim);
+        }
+        let entry = Entry {
+            id,
+            node: Some(node),
+            prev: NIL,
+            next: NIL,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.entries[i as usize] = entry;
+                i
+            }
+            None => {
+                self.entries.push(entry);
+                (self.entries.len() - 1) as u32
+            }
+        };
+        self.index.insert(id, i);
+        self.push_front(i);
     }
 
-    /// Drops stale uses now and then so the queue stays proportional to the cache.
-    fn drop_stale_uses(&mut self) {
-        if self.uses.len() > 2 * self.capacity + 64 {
-            let nodes = &self.nodes;
-            self.uses
-                .retain(|(tick, id)| nodes.get(id).is_some_and(|(_, t)| t == tick));
-        }
+    /// Drops `id` from the cache, returning its node.
+    fn remove(&mut self, id: NodeId) -> Option<Arc<Node>> {
+        let i = self.index.remove(&id)?;
+        self.unlink(i);
+        self.free.push(i);
+        self.entries[i as usize].node.take()
     }
 }
 
@@ -78,14 +143,15 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
     }
     fn read(&mut self, id: NodeId) -> Result<Arc<Node>, TreeError> {
         self.lookups += 1;
-        if let Some((node, used)) = self.nodes.get_mut(&id) {
+        if let Some(&i) = self.index.get(&id) {
             self.hits += 1;
-            self.tick += 1;
-            *used = self.tick;
-            let node = Arc::clone(node);
-            self.uses.push_back((self.tick, id));
-            self.drop_stale_uses();
-            return Ok(node);
+            self.unlink(i);
+            self.push_front(i);
+            let node = self.entries[i as usize]
+                .node
+                .as_ref()
+                .expect("a cached slot");
+            return Ok(Arc::clone(node));
         }
         let node = self.inner.read(id)?;
         self.put(id, Arc::clone(&node));
@@ -102,7 +168,7 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
         Ok(())
     }
     fn take(&mut self, id: NodeId, node: Arc<Node>) -> Node {
-        self.nodes.remove(&id);
+        self.remove(id);
         self.inner.take(id, node)
     }
     fn write_owned(&mut self, id: NodeId, node: Node) -> Result<(), TreeError> {
@@ -112,7 +178,7 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
         self.inner.allocate()
     }
     fn free(&mut self, id: NodeId) -> Result<(), TreeError> {
-        self.nodes.remove(&id);
+        self.remove(id);
         self.inner.free(id)
     }
     fn root(&self) -> Option<NodeId> {
@@ -176,6 +242,7 @@ mod tests {
         for _ in 0..1000 {
             c.read(ids[0]).unwrap();
         }
-        assert!(c.uses.len() <= 2 * 2 + 64 + 1, "stale uses are dropped");
+        assert_eq!(c.len(), 2);
+        assert_eq!(c.entries.len(), 2, "slots are reused");
     }
 }
