@@ -95,7 +95,8 @@ impl Engine for As {
         self.bulk(es)
     }
     fn get(&mut self, k: &[u8]) -> bool {
-        self.0.get(k).unwrap().is_some()
+        // Borrow the value, as LMDB's and redb's reads do.
+        self.0.get_with(k, |v| !v.is_empty()).unwrap().is_some()
     }
     fn remove_all(&mut self, ks: &[Vec<u8>]) {
         for k in ks {

@@ -107,6 +107,15 @@ impl<S: NodeStore> BTree<S> {
     }
 
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
+        self.get_with(key, <[u8]>::to_vec)
+    }
+
+    /// Looks `key` up and hands its value to `f` without copying it.
+    pub fn get_with<R>(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, TreeError> {
         let mut id = self.root();
         loop {
             match &*self.store.read(id)? {
@@ -114,7 +123,7 @@ impl<S: NodeStore> BTree<S> {
                     id = children[keys.partition_point(|k| k <= key)]
                 }
                 Node::Leaf { keys, values, .. } => {
-                    return Ok(keys.binary_search(key).ok().map(|i| values[i].to_vec()));
+                    return Ok(keys.binary_search(key).ok().map(|i| f(&values[i])));
                 }
             }
         }
