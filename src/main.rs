@@ -1085,15 +1085,6 @@ fn cmd_capture(a: CaptureArgs) -> Result<()> {
         .with_context(|| format!("cannot create {}", a.out.display()))?;
     trace::formats::write_native(&c.trace, std::io::BufWriter::new(file))
         .with_context(|| format!("cannot write {}", a.out.display()))?;
-    let count = |op: flash::Op| c.trace.requests.iter().filter(|r| r.cmd.op == op).count();
-    let bytes = |op: flash::Op| -> u64 {
-        c.trace
-            .requests
-            .iter()
-            .filter(|r| r.cmd.op == op)
-            .map(|r| r.cmd.len_bytes)
-            .sum()
-    };
     println!(
         "flashlab capture: {} on {} ({} MiB image{}), command ran {:.2} s",
         a.fs.name(),
@@ -1109,13 +1100,13 @@ fn cmd_capture(a: CaptureArgs) -> Result<()> {
     println!(
         "  {} requests: {} reads ({} bytes), {} writes ({} bytes), {} discards ({} bytes), {} flushes",
         c.trace.requests.len(),
-        count(flash::Op::Read),
-        bytes(flash::Op::Read),
-        count(flash::Op::Write),
-        bytes(flash::Op::Write),
-        count(flash::Op::Trim),
-        bytes(flash::Op::Trim),
-        count(flash::Op::Flush)
+        c.trace.count(flash::Op::Read),
+        c.trace.bytes(flash::Op::Read),
+        c.trace.count(flash::Op::Write),
+        c.trace.bytes(flash::Op::Write),
+        c.trace.count(flash::Op::Trim),
+        c.trace.bytes(flash::Op::Trim),
+        c.trace.count(flash::Op::Flush)
     );
     if c.lost_events > 0 {
         println!(

@@ -2,32 +2,36 @@
 //! tests need root, loop devices, tracefs and the mkfs programs; each one that cannot run
 //! says why on stderr and passes without checking anything.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
+use common::{flashlab, Scratch};
+use std::path::Path;
+use std::process::Command;
 use trace::capture::{check_support, FsKind};
 
-fn flashlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashlab"))
-        .args(args)
-        .output()
-        .expect("the flashlab binary runs")
-}
-
-/// A scratch directory removed on drop.
-struct Scratch(PathBuf);
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let p =
-            std::env::temp_dir().join(format!("flashlab-captest-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-}
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// `flashlab capture` arguments: `fs` at `size` with `extra` flags, image and trace in
+/// `dir`, then `sh -c script`.
+fn capture_args<'a>(
+    fs: &'a str,
+    size: &'a str,
+    extra: &[&'a str],
+    dir: &'a Scratch,
+    out: &'a Path,
+    script: &'a str,
+) -> Vec<&'a str> {
+    let mut a = vec!["capture", "--fs", fs, "--size", size];
+    a.extend_from_slice(extra);
+    a.extend([
+        "--image-dir",
+        dir.0.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    a
 }
 
 fn skipped(fs: FsKind, test: &str) -> bool {
@@ -97,7 +101,7 @@ fn writes_and_discards_land_on_the_files_extents(fs: FsKind) {
     if skipped(fs, "writes_and_discards_land_on_the_files_extents") {
         return;
     }
-    let dir = Scratch::new(fs.name());
+    let dir = Scratch::new(&format!("capture-{}", fs.name()));
     let extents = dir.0.join("extents.txt");
     let out = dir.0.join("t.trace");
     // filefrag prints physical offsets in 512-byte units; on btrfs they are its logical
@@ -117,22 +121,14 @@ rm {{}}/f
 sync",
         ext = extents.display()
     );
-    let o = flashlab(&[
-        "capture",
-        "--fs",
+    let o = flashlab(&capture_args(
         fs.name(),
-        "--size",
         "512MiB",
-        "--discard",
-        "--image-dir",
-        dir.0.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
+        &["--discard"],
+        &dir,
+        &out,
         &script,
-    ]);
+    ));
     assert!(
         o.status.success(),
         "capture failed: {}{}",
@@ -198,23 +194,16 @@ fn a_failing_command_still_leaves_nothing_mounted_or_attached() {
     ) {
         return;
     }
-    let dir = Scratch::new("fail");
+    let dir = Scratch::new("capture-fail");
     let out = dir.0.join("t.trace");
-    let o = flashlab(&[
-        "capture",
-        "--fs",
+    let o = flashlab(&capture_args(
         "ext4",
-        "--size",
         "128MiB",
-        "--image-dir",
-        dir.0.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--",
-        "sh",
-        "-c",
+        &[],
+        &dir,
+        &out,
         "echo hello > \"$FLASHLAB_DIR/a\"; sync; exit 3",
-    ]);
+    ));
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("status 3"), "{err}");
@@ -230,24 +219,17 @@ fn ctrl_c_stops_the_command_and_cleans_up() {
     if skipped(FsKind::Ext4, "ctrl_c_stops_the_command_and_cleans_up") {
         return;
     }
-    let dir = Scratch::new("sigint");
+    let dir = Scratch::new("capture-sigint");
     let out = dir.0.join("t.trace");
     let mut child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
-        .args([
-            "capture",
-            "--fs",
+        .args(capture_args(
             "ext4",
-            "--size",
             "128MiB",
-            "--image-dir",
-            dir.0.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--",
-            "sh",
-            "-c",
+            &[],
+            &dir,
+            &out,
             "touch {}/started; sleep 60",
-        ])
+        ))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

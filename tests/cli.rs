@@ -1,40 +1,10 @@
 //! Drives the real `flashlab` binary: determinism, JSON fields, replay of every trace
 //! format, clear errors on bad input, and the report.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn flashlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashlab"))
-        .args(args)
-        .output()
-        .expect("the flashlab binary runs")
-}
-
-fn stdout_json(o: &Output) -> serde_json::Value {
-    assert!(
-        o.status.success(),
-        "flashlab failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_slice(&o.stdout).expect("stdout is one JSON object")
-}
-
-/// A scratch directory removed on drop.
-struct Scratch(PathBuf);
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!("flashlab-test-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-}
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{flashlab, stdout_json, Scratch};
+use std::process::Command;
 
 const SIM: &[&str] = &[
     "sim",

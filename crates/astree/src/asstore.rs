@@ -866,23 +866,13 @@ impl<S: Segments> AsStore<S> {
     /// segments to the log's head. Returns whether a checkpoint should follow (to commit
     /// the copies and let the emptied segments go).
     fn clean(&mut self) -> Result<bool, TreeError> {
-        if self.cfg.cleaning == Cleaning::Off || !self.buffer.is_empty() {
+        if !self.buffer.is_empty() || !self.over_space_limit() {
             return Ok(false);
         }
         let slot = self.slot_bytes as u64;
         let seg_bytes = self.segment_slots * slot;
         let live = self.map.len() as u64 * slot;
-        if live == 0 {
-            return Ok(false);
-        }
         let files = self.storage.total_bytes();
-        // Never chase a limit the segment size makes unreachable (the active segment and
-        // one being emptied come on top of the live bytes).
-        let limit = ((self.cfg.max_space_amp * live as f64) as u64)
-            .max(live + (2 + RECYCLE_POOL as u64) * seg_bytes);
-        if files <= limit {
-            return Ok(false);
-        }
         let target = (((self.cfg.max_space_amp - CLEAN_HYSTERESIS) * live as f64) as u64)
             .max(live + (1 + RECYCLE_POOL as u64) * seg_bytes);
         let active = seg_of(self.end);
@@ -1008,6 +998,8 @@ impl<S: Segments> AsStore<S> {
         }
         let slot = self.slot_bytes as u64;
         let live = self.map.len() as u64 * slot;
+        // Never chase a limit the segment size makes unreachable (the active segment, one
+        // being emptied and the recycling pool come on top of the live bytes).
         let limit = ((self.cfg.max_space_amp * live as f64) as u64)
             .max(live + (2 + RECYCLE_POOL as u64) * self.segment_slots * slot);
         live > 0 && self.storage.total_bytes() > limit
@@ -1024,12 +1016,13 @@ impl<S: Segments> AsStore<S> {
             payload.extend_from_slice(&(chunk.len() as u32).to_le_bytes());
             payload.extend_from_slice(chunk);
             let seq = self.next_seq();
-            let mut s = self.slot(KIND_OPS, NONE, seq, &payload);
-            if i + 1 == chunks.len() {
-                s[4] |= COMMIT_FLAG;
-                Self::stamp(&mut s, seq);
-            }
-            out.extend_from_slice(&s);
+            // The last slot is also the (logical) commit record.
+            let kind = if i + 1 == chunks.len() {
+                KIND_OPS | COMMIT_FLAG
+            } else {
+                KIND_OPS
+            };
+            out.extend_from_slice(&self.slot(kind, NONE, seq, &payload));
         }
         let first = self.end;
         let first_seq = self.seq - chunks.len() as u64;

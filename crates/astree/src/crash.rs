@@ -31,18 +31,19 @@ pub struct CrashOutcome {
     pub ops_replayed: u64,
 }
 
-/// SplitMix64: the test's own small seeded generator.
-struct Rng(u64);
+/// SplitMix64: the crash tests' own small seeded generator (kv's crash tests use it too).
+pub struct Rng(pub u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+    /// Uniform in 0..n (0 when n is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
     }
 }
 

@@ -43,6 +43,37 @@ pub trait Segments {
     }
 }
 
+/// One file of a set of segments, as [`Storage`] for the stores that keep a single file
+/// (in-place, BFTL): e.g. a simfs file on a simulated drive via [`SimSegments`].
+pub struct SingleFile<G: Segments>(pub G);
+
+/// The file number [`SingleFile`] uses.
+const SINGLE: u64 = 1;
+
+impl<G: Segments> Storage for SingleFile<G> {
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), TreeError> {
+        self.0.read_at(SINGLE, offset, buf)
+    }
+    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), TreeError> {
+        self.0.write_at(SINGLE, offset, data)
+    }
+    fn sync(&mut self) -> Result<(), TreeError> {
+        self.0.sync()
+    }
+    fn len(&self) -> u64 {
+        self.0.len(SINGLE)
+    }
+    fn truncate(&mut self, len: u64) -> Result<(), TreeError> {
+        self.0.truncate(SINGLE, len)
+    }
+    fn io_time(&self) -> IoTime {
+        self.0.io_time()
+    }
+    fn now_ns(&self) -> u64 {
+        self.0.now_ns()
+    }
+}
+
 /// The files of a [`MemSegments`]: number → bytes.
 pub type SegmentImage = BTreeMap<u64, Vec<u8>>;
 

@@ -1,5 +1,6 @@
-//! Where a store's bytes go: [`MemStorage`] (RAM, with a crash model for tests) and
-//! [`FileStorage`] (a real file).
+//! Where a store's bytes go: [`MemStorage`] (RAM, with a crash model for tests),
+//! [`FileStorage`] (a real file), or one file of any [`crate::segments::Segments`]
+//! ([`crate::segments::SingleFile`], e.g. a simfs file on a simulated drive).
 //!
 //! The crash model keeps a *durable* image (as of the last sync) and the writes made
 //! since; [`MemStorage::crash`] returns the image a crash could leave: the durable one with
@@ -271,91 +272,6 @@ impl Storage for FileStorage {
     }
     fn now_ns(&self) -> u64 {
         self.started.elapsed().as_nanos() as u64
-    }
-}
-
-/// A file of simfs on a simulated drive: every read and write is timed on the drive in
-/// virtual time; the bytes themselves are kept in memory (the device model keeps none).
-pub struct SimStorage {
-    pub fs: simfs::SimFs<simfs::Timed<flash::AnyDevice>>,
-    ino: simfs::fs::Ino,
-    data: Vec<u8>,
-    io: IoTime,
-}
-
-impl SimStorage {
-    /// A new file `name` on `fs`.
-    pub fn create(
-        mut fs: simfs::SimFs<simfs::Timed<flash::AnyDevice>>,
-        name: &str,
-    ) -> Result<Self, TreeError> {
-        let ino = fs
-            .create(name)
-            .map_err(|e| TreeError::Config(e.to_string()))?;
-        Ok(SimStorage {
-            fs,
-            ino,
-            data: Vec::new(),
-            io: IoTime::default(),
-        })
-    }
-
-    fn timed<R>(
-        &mut self,
-        f: impl FnOnce(&mut Self) -> Result<R, simfs::SimfsError>,
-    ) -> Result<(R, u64), TreeError> {
-        let t0 = self.fs.device().now_ns;
-        let r = f(self).map_err(|e| TreeError::Io {
-            path: "simfs".into(),
-            source: std::io::Error::other(e.to_string()),
-        })?;
-        Ok((r, self.fs.device().now_ns - t0))
-    }
-}
-
-impl Storage for SimStorage {
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), TreeError> {
-        let end = offset as usize + buf.len();
-        if end > self.data.len() {
-            return Err(TreeError::Io {
-                path: "simfs".into(),
-                source: std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past the end"),
-            });
-        }
-        let ino = self.ino;
-        let (_, ns) = self.timed(|s| s.fs.read_at(ino, offset, buf.len() as u64))?;
-        buf.copy_from_slice(&self.data[offset as usize..end]);
-        self.io.read_ns += ns;
-        Ok(())
-    }
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), TreeError> {
-        let ino = self.ino;
-        let (_, ns) = self.timed(|s| s.fs.write_at(ino, offset, data.len() as u64))?;
-        let end = offset as usize + data.len();
-        if self.data.len() < end {
-            self.data.resize(end, 0);
-        }
-        self.data[offset as usize..end].copy_from_slice(data);
-        self.io.write_ns += ns;
-        Ok(())
-    }
-    fn sync(&mut self) -> Result<(), TreeError> {
-        let (_, ns) = self.timed(|s| s.fs.sync())?;
-        self.io.sync_ns += ns;
-        Ok(())
-    }
-    fn len(&self) -> u64 {
-        self.data.len() as u64
-    }
-    fn truncate(&mut self, len: u64) -> Result<(), TreeError> {
-        self.data.truncate(len as usize);
-        Ok(())
-    }
-    fn io_time(&self) -> IoTime {
-        self.io
-    }
-    fn now_ns(&self) -> u64 {
-        self.fs.device().now_ns
     }
 }
 

@@ -5,6 +5,7 @@
 //! reached the medium.
 
 use crate::{Db, KvConfig};
+use astree::crash::Rng;
 use astree::segments::MemSegments;
 use std::collections::BTreeMap;
 
@@ -18,21 +19,6 @@ pub struct KvCrash {
     pub fsync_lost: bool,
     pub documents_after: u64,
     pub segments_removed: u64,
-}
-
-/// SplitMix64.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 /// Runs one seeded crash test; `Err` describes a mismatch (with the seed).

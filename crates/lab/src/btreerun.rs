@@ -6,8 +6,8 @@ use astree::asstore::{AsConfig, AsStore, Cleaning};
 use astree::bftl::BftlStore;
 use astree::cache::LruCache;
 use astree::inplace::InPlaceStore;
-use astree::segments::{FileSegments, MemSegments, SimSegments};
-use astree::storage::{FileStorage, MemStorage, SimStorage, Storage};
+use astree::segments::{FileSegments, MemSegments, SimSegments, SingleFile};
+use astree::storage::{FileStorage, MemStorage, Storage};
 use astree::store::{NodeStore, StoreStats};
 use astree::BTree;
 use flash::Preset;
@@ -370,7 +370,7 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
             if spec.store == StoreKind::As {
                 with_segments(SimSegments::new(fs, "btree"), spec, &mut out)?;
             } else {
-                let storage = SimStorage::create(fs, "btree.db").map_err(|e| e.to_string())?;
+                let storage = SingleFile(SimSegments::new(fs, "btree"));
                 with_storage(storage, spec, &mut out)?;
             }
         }

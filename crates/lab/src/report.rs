@@ -220,6 +220,25 @@ pub struct Section {
     pub results: serde_json::Value,
 }
 
+impl Section {
+    /// A section for an experiment that could not run here: `reason` says why, `needs`
+    /// what it would take; `results.skipped` carries the reason for scripts.
+    pub fn skipped(id: &str, title: &str, reason: &str, needs: &str, seed: u64) -> Section {
+        Section {
+            id: id.into(),
+            title: title.into(),
+            question: format!("Skipped: {reason}. {needs}"),
+            seed,
+            runtime_s: 0.0,
+            plots: vec![],
+            tables: vec![],
+            verdicts: vec![],
+            provenance: vec![],
+            results: serde_json::json!({ "skipped": reason }),
+        }
+    }
+}
+
 fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")

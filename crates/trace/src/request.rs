@@ -43,6 +43,20 @@ impl Trace {
         out
     }
 
+    /// Requests of kind `op`.
+    pub fn count(&self, op: flash::Op) -> u64 {
+        self.requests.iter().filter(|r| r.cmd.op == op).count() as u64
+    }
+
+    /// Bytes the requests of kind `op` cover.
+    pub fn bytes(&self, op: flash::Op) -> u64 {
+        self.requests
+            .iter()
+            .filter(|r| r.cmd.op == op)
+            .map(|r| r.cmd.len_bytes)
+            .sum()
+    }
+
     /// The highest byte any request touches.
     pub fn max_end_bytes(&self) -> u64 {
         self.requests

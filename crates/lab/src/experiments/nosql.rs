@@ -44,30 +44,16 @@ struct Point {
     ops_per_s: f64,
 }
 
-fn skipped(reason: String, started: std::time::Instant, seed: u64) -> Section {
-    Section {
-        id: "nosql".into(),
-        title: "A NoSQL store's write batches on real file systems (paper 003)".into(),
-        question: format!(
-            "Skipped: {reason}. This experiment captures real ext4, XFS and btrfs file systems on loop \
-             devices and needs root, loop devices, tracefs and mkfs.xfs / mkfs.btrfs (Debian's xfsprogs \
-             and btrfs-progs)."
-        ),
-        seed,
-        runtime_s: started.elapsed().as_secs_f64(),
-        plots: vec![],
-        tables: vec![],
-        verdicts: vec![],
-        provenance: vec![],
-        results: json!({"skipped": reason}),
-    }
-}
+const ID: &str = "nosql";
+const TITLE: &str = "A NoSQL store's write batches on real file systems (paper 003)";
+/// What the experiment needs, said when it is skipped.
+const NEEDS: &str = "This experiment captures real ext4, XFS and btrfs file systems on loop devices and needs root, loop devices, tracefs and mkfs.xfs / mkfs.btrfs (Debian's xfsprogs and btrfs-progs).";
 
 pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
     let started = std::time::Instant::now();
     for fs in FILE_SYSTEMS {
         if let Err(e) = capture::check_support(fs) {
-            return Ok(skipped(e.to_string(), started, seed));
+            return Ok(Section::skipped(ID, TITLE, &e.to_string(), NEEDS, seed));
         }
     }
     let exe =
@@ -241,8 +227,8 @@ pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
         },
     ];
     Ok(Section {
-        id: "nosql".into(),
-        title: "A NoSQL store's write batches on real file systems (paper 003)".into(),
+        id: ID.into(),
+        title: TITLE.into(),
         question: format!(
             "How much does the write batch size (documents per commit) of an append-only key-value store \
              matter, and does the file system? {docs} documents of 1 KiB in 4 databases, one writer each, \
@@ -399,21 +385,15 @@ fn one_run(
     };
     let stats = super::replay_captured("840pro", 2 << 30, &t)
         .map_err(|e| format!("{} batch {batch}: {e}", fs.name()))?;
-    let count = |op: flash::Op| t.requests.iter().filter(|r| r.cmd.op == op).count() as u64;
     let simulated_s = stats.simulated_ns as f64 / 1e9;
     Ok(Point {
         fs: fs.name().into(),
         batch,
         ops,
         requests: t.requests.len() as u64,
-        writes: count(flash::Op::Write),
-        flushes: count(flash::Op::Flush),
-        write_bytes: t
-            .requests
-            .iter()
-            .filter(|r| r.cmd.op == flash::Op::Write)
-            .map(|r| r.cmd.len_bytes)
-            .sum(),
+        writes: t.count(flash::Op::Write),
+        flushes: t.count(flash::Op::Flush),
+        write_bytes: t.bytes(flash::Op::Write),
         captured_ops_per_s: v["ops_per_s"].as_f64().unwrap_or(0.0),
         simulated_s,
         ops_per_s: ops as f64 / simulated_s.max(1e-9),

@@ -34,28 +34,15 @@ struct Run {
     sim_waf: Option<f64>,
 }
 
-fn skipped(reason: String, started: std::time::Instant, seed: u64) -> Section {
-    Section {
-        id: "tempfiles-real".into(),
-        title: "Hash-join temp files on real ext4: discard and fallocate (paper 000)".into(),
-        question: format!(
-            "Skipped: {reason}. This experiment runs the join inside ext4 on a loop device, captures its \
-             block I/O and needs root, loop devices and tracefs."
-        ),
-        seed,
-        runtime_s: started.elapsed().as_secs_f64(),
-        plots: vec![],
-        tables: vec![],
-        verdicts: vec![],
-        provenance: vec![],
-        results: json!({"skipped": reason}),
-    }
-}
+const ID: &str = "tempfiles-real";
+const TITLE: &str = "Hash-join temp files on real ext4: discard and fallocate (paper 000)";
+/// What the experiment needs, said when it is skipped.
+const NEEDS: &str = "This experiment runs the join inside ext4 on a loop device, captures its block I/O and needs root, loop devices and tracefs.";
 
 pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
     let started = std::time::Instant::now();
     if let Err(e) = capture::check_support(FsKind::Ext4) {
-        return Ok(skipped(e.to_string(), started, seed));
+        return Ok(Section::skipped(ID, TITLE, &e.to_string(), NEEDS, seed));
     }
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the flashlab binary: {e}"))?;
@@ -208,8 +195,8 @@ pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
         },
     ];
     Ok(Section {
-        id: "tempfiles-real".into(),
-        title: "Hash-join temp files on real ext4: discard and fallocate (paper 000)".into(),
+        id: ID.into(),
+        title: TITLE.into(),
         question: format!(
             "Does a real kernel's ext4 send the TRIMs the simulated experiment assumes, and what do they cost? \
              The grace hash join of SF {sf} (128-byte rows, 2 MiB of memory, 8 KiB spill writes) runs \
@@ -291,14 +278,6 @@ fn one_run(
         return Err(format!("{name}: the join failed ({:?})", c.exit_code));
     }
     let t = &c.trace;
-    let count = |op: flash::Op| t.requests.iter().filter(|r| r.cmd.op == op).count() as u64;
-    let bytes = |op: flash::Op| -> u64 {
-        t.requests
-            .iter()
-            .filter(|r| r.cmd.op == op)
-            .map(|r| r.cmd.len_bytes)
-            .sum()
-    };
     let stats = super::replay_captured("mx500", capacity, t).map_err(|e| format!("{name}: {e}"))?;
     let sim = joinrun::run(
         &join_spec("mx500", sf, capacity, repeat, fallocate, discard)?,
@@ -307,11 +286,11 @@ fn one_run(
     Ok(Run {
         fallocate,
         discard,
-        discards: count(flash::Op::Trim),
-        discard_bytes: bytes(flash::Op::Trim),
-        write_requests: count(flash::Op::Write),
-        write_bytes: bytes(flash::Op::Write),
-        flushes: count(flash::Op::Flush),
+        discards: t.count(flash::Op::Trim),
+        discard_bytes: t.bytes(flash::Op::Trim),
+        write_requests: t.count(flash::Op::Write),
+        write_bytes: t.bytes(flash::Op::Write),
+        flushes: t.count(flash::Op::Flush),
         replayed_s: stats.simulated_ns as f64 / 1e9,
         replayed_waf: stats.waf,
         sim_trim_commands: sim.repetitions.iter().map(|r| r.trim_commands).sum(),

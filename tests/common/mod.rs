@@ -1,0 +1,38 @@
+//! Helpers the command-line test files share: running the real binary and scratch
+//! directories.
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+pub fn flashlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(args)
+        .output()
+        .expect("the flashlab binary runs")
+}
+
+pub fn stdout_json(o: &Output) -> serde_json::Value {
+    assert!(
+        o.status.success(),
+        "flashlab failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("stdout is one JSON object")
+}
+
+/// A scratch directory removed on drop.
+pub struct Scratch(pub PathBuf);
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let p = std::env::temp_dir().join(format!("flashlab-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+}
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
