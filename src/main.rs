@@ -397,7 +397,9 @@ fn cmd_replay(a: ReplayArgs) -> Result<()> {
     };
     let mut t = t;
     if a.trim_as == "vtrim" {
-        let page = dev.logical_bytes() - flash::command::TRIM_COMMAND_PAGE_BYTES;
+        let page = dev
+            .logical_bytes()
+            .saturating_sub(flash::command::TRIM_COMMAND_PAGE_BYTES);
         if end > page {
             bail!("--trim-as vtrim needs the drive's last 4 KiB page free for vTrim commands, but the trace uses it; pass a larger --capacity");
         }
@@ -1168,7 +1170,24 @@ fn main() {
         Command::Bench(a) => bench::run(a),
     };
     if let Err(e) = r {
-        eprintln!("flashlab: error: {e:#}");
+        eprintln!("flashlab: error: {}", error_chain(&e));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes, each said once: library errors often put their source's text
+/// in their own message as well as returning it as the source.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }

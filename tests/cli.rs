@@ -185,6 +185,114 @@ fn bad_input_gives_clear_errors() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--capacity"));
 }
 
+/// Inputs a hostile test found to panic, abort or mislead: each is now a clear error
+/// naming what was wrong.
+#[test]
+fn hostile_inputs_are_clear_errors() {
+    let dir = Scratch::new("hostile");
+    let stderr = |o: &std::process::Output| {
+        let e = String::from_utf8_lossy(&o.stderr).to_string();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(!o.status.success(), "expected a failure: {e} {out}");
+        assert!(!e.contains("panicked"), "a panic: {e}");
+        e
+    };
+    // A capacity that is not whole mapping units (panicked in the fill).
+    let o = flashlab(&[
+        "sim",
+        "--preset",
+        "mx500",
+        "--capacity",
+        "1073741825",
+        "--workload",
+        "uniform",
+        "--writes",
+        "0.01x",
+        "--timing",
+        "off",
+    ]);
+    let e = stderr(&o);
+    assert!(
+        e.contains("not a multiple of the 4096-byte mapping unit"),
+        "{e}"
+    );
+    // The same in a preset file.
+    let text = std::fs::read_to_string("presets/mx500.toml")
+        .unwrap()
+        .replace(
+            "logical_bytes = 250059350016",
+            "logical_bytes = 250059350017",
+        );
+    let bad_preset = dir.0.join("odd.toml");
+    std::fs::write(&bad_preset, text).unwrap();
+    let o = flashlab(&[
+        "sim",
+        "--preset",
+        bad_preset.to_str().unwrap(),
+        "--workload",
+        "uniform",
+        "--writes",
+        "0.01x",
+        "--timing",
+        "off",
+    ]);
+    let e = stderr(&o);
+    assert!(e.contains("odd.toml") && e.contains("mapping unit"), "{e}");
+    // An HDD whose media rate leaves less than a sector per track (divided by zero).
+    let text = std::fs::read_to_string("presets/hdd7200.toml")
+        .unwrap()
+        .replace("media_bytes_per_s = 100000000", "media_bytes_per_s = 1");
+    let slow = dir.0.join("slow.toml");
+    std::fs::write(&slow, text).unwrap();
+    let o = flashlab(&[
+        "sim",
+        "--preset",
+        slow.to_str().unwrap(),
+        "--workload",
+        "uniform",
+        "--writes",
+        "0.01x",
+    ]);
+    let e = stderr(&o);
+    assert!(e.contains("media_bytes_per_s"), "{e}");
+    // A file system of no blocks (panicked in mkfs).
+    for size in ["0", "1", "4095"] {
+        let o = flashlab(&[
+            "simfs",
+            "--preset",
+            "x25e",
+            "--capacity",
+            "1GiB",
+            "--fs-size",
+            size,
+        ]);
+        let e = stderr(&o);
+        assert!(e.contains("larger size"), "{size}: {e}");
+    }
+    // A run that would take days is refused up front.
+    let o = flashlab(&[
+        "sim",
+        "--preset",
+        "x25e",
+        "--capacity",
+        "256MiB",
+        "--workload",
+        "uniform",
+        "--writes",
+        "1x",
+        "--read-fraction",
+        "0.9999999999",
+        "--timing",
+        "off",
+    ]);
+    assert!(stderr(&o).contains("limited"));
+    // An OS error is said once, not once per layer.
+    let missing = dir.0.join("missing.trace");
+    let o = flashlab(&["replay", missing.to_str().unwrap(), "--preset", "x25e"]);
+    let e = stderr(&o);
+    assert_eq!(e.matches("No such file or directory").count(), 1, "{e}");
+}
+
 #[test]
 fn reproduce_writes_report_and_results() {
     let dir = Scratch::new("report");

@@ -99,6 +99,19 @@ impl Geometry {
                 return err(format!("{name} must be at least 1"));
             }
         }
+        // Bounds far above any real drive, so the derived sizes below cannot overflow.
+        for (name, v, max) in [
+            ("channels", self.channels, 1 << 10),
+            ("chips_per_channel", self.chips_per_channel, 1 << 10),
+            ("dies_per_chip", self.dies_per_chip, 1 << 6),
+            ("planes_per_die", self.planes_per_die, 1 << 6),
+            ("pages_per_block", self.pages_per_block, 1 << 16),
+            ("page_size_bytes", self.page_size_bytes, 1 << 20),
+        ] {
+            if v > max {
+                return err(format!("{name} {v} is above {max}, beyond any real drive"));
+            }
+        }
         if !self.mapping_unit_bytes.is_multiple_of(512) {
             return err(format!(
                 "mapping_unit_bytes {} is not a multiple of 512",
@@ -121,6 +134,17 @@ impl Geometry {
             return err(format!(
                 "logical capacity {} bytes is smaller than one mapping unit",
                 self.logical_bytes
+            ));
+        }
+        if !self
+            .logical_bytes
+            .is_multiple_of(self.mapping_unit_bytes as u64)
+        {
+            let down = self.logical_bytes / self.mapping_unit_bytes as u64
+                * self.mapping_unit_bytes as u64;
+            return err(format!(
+                "logical capacity {} bytes is not a multiple of the {}-byte mapping unit (the nearest below is {down})",
+                self.logical_bytes, self.mapping_unit_bytes
             ));
         }
         if self.total_blocks() * self.units_per_block() as u64 >= u32::MAX as u64 {
@@ -171,6 +195,17 @@ mod tests {
         let mut g = small();
         g.op = 0.0;
         assert!(g.validate().is_err());
+        // A capacity that is not whole mapping units (the FTL's fill and lookups assumed
+        // it and panicked on the tail).
+        for extra in [1, 512, 4095] {
+            let mut g = small();
+            g.logical_bytes += extra;
+            let e = g.validate().unwrap_err().to_string();
+            assert!(
+                e.contains("not a multiple of the 4096-byte mapping unit"),
+                "{e}"
+            );
+        }
         let mut g = small();
         g.channels = 0;
         assert!(g.validate().unwrap_err().to_string().contains("channels"));

@@ -14,6 +14,11 @@ use crate::stats::{DeviceStats, HostRecorder};
 use crate::{Command, Device, FlashError, Op};
 use serde::{Deserialize, Serialize};
 
+/// The sector: the unit of a disk's addresses.
+pub const SECTOR_BYTES: u64 = 512;
+/// Above this a configuration is a typo (the fastest disks ever sold turned at 15,000 rpm).
+const MAX_RPM: u32 = 100_000;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HddConfig {
@@ -52,7 +57,28 @@ impl HddConfig {
         {
             return bad("seek times must satisfy track_to_track <= average <= full_stroke");
         }
-        if self.logical_bytes < self.track_bytes() * self.heads as u64 * 4 {
+        // One revolution must last at least a nanosecond and hold at least one sector, or
+        // the seek and rotation arithmetic has nothing to work with.
+        if self.rpm > MAX_RPM {
+            return Err(FlashError::Config(format!(
+                "hdd: rpm {} is above {MAX_RPM}: no disk turns that fast",
+                self.rpm
+            )));
+        }
+        let track = self.track_bytes_u128();
+        if track < SECTOR_BYTES as u128 {
+            return Err(FlashError::Config(format!(
+                "hdd: media_bytes_per_s {} at {} rpm puts {track} bytes on a track, less than one {SECTOR_BYTES}-byte sector",
+                self.media_bytes_per_s, self.rpm
+            )));
+        }
+        if !self.logical_bytes.is_multiple_of(SECTOR_BYTES) {
+            return Err(FlashError::Config(format!(
+                "hdd: logical_bytes {} is not a multiple of the {SECTOR_BYTES}-byte sector",
+                self.logical_bytes
+            )));
+        }
+        if (self.logical_bytes as u128) < track * self.heads as u128 * 4 {
             return bad("capacity is smaller than four cylinders");
         }
         Ok(())
@@ -62,9 +88,14 @@ impl HddConfig {
         60_000_000_000 / self.rpm as u64
     }
 
-    /// Bytes on one track: one revolution at the media rate.
+    /// Bytes on one track: one revolution at the media rate (the config is validated, so
+    /// this fits in a u64: it is at most the capacity).
     pub fn track_bytes(&self) -> u64 {
-        (self.media_bytes_per_s as u128 * self.revolution_ns() as u128 / 1_000_000_000) as u64
+        self.track_bytes_u128() as u64
+    }
+
+    fn track_bytes_u128(&self) -> u128 {
+        self.media_bytes_per_s as u128 * self.revolution_ns() as u128 / 1_000_000_000
     }
 
     pub fn cylinders(&self) -> u64 {
@@ -413,5 +444,32 @@ mod tests {
         let mut c = config();
         c.average_seek_ns = 100;
         assert!(Hdd::new(c).is_err());
+    }
+
+    #[test]
+    fn rejects_rates_and_speeds_that_leave_no_track() {
+        // A media rate so low that one revolution holds less than a sector (it divided by
+        // zero before), an absurd rpm (a zero-length revolution), and every media rate
+        // from 1 B/s up: an error or a working disk, never a panic.
+        let mut c = config();
+        c.media_bytes_per_s = 1;
+        let e = Hdd::new(c).err().expect("rejected").to_string();
+        assert!(
+            e.contains("media_bytes_per_s") && e.contains("sector"),
+            "{e}"
+        );
+        let mut c = config();
+        c.rpm = u32::MAX;
+        let e = Hdd::new(c).err().expect("rejected").to_string();
+        assert!(e.contains("rpm"), "{e}");
+        for shift in 0..64 {
+            let mut c = config();
+            c.media_bytes_per_s = 1u64 << shift;
+            let _ = Hdd::new(c);
+        }
+        let mut c = config();
+        c.logical_bytes += 1;
+        let e = Hdd::new(c).err().expect("rejected").to_string();
+        assert!(e.contains("multiple of the 512-byte sector"), "{e}");
     }
 }

@@ -100,11 +100,24 @@ impl Preset {
     /// [`MIN_BLOCKS_PER_DIE`] blocks per die, pages per block are halved (down to
     /// [`MIN_PAGES_PER_BLOCK`]) so GC's per-die reserve does not eat the spare space;
     /// `notes` records the change.
-    pub fn with_capacity(mut self, logical_bytes: u64) -> Preset {
+    pub fn with_capacity(self, logical_bytes: u64) -> Preset {
+        self.resized(logical_bytes, true)
+    }
+
+    /// The same drive with a different user-visible capacity and exactly the preset's
+    /// block shape (for a user who chose the pages per block).
+    pub fn with_capacity_same_blocks(self, logical_bytes: u64) -> Preset {
+        self.resized(logical_bytes, false)
+    }
+
+    fn resized(mut self, logical_bytes: u64, scale_blocks: bool) -> Preset {
         match &mut self.device {
             DeviceConfig::Ssd(c) => {
                 let g = &mut c.geometry;
                 g.logical_bytes = logical_bytes;
+                if !scale_blocks {
+                    return self;
+                }
                 let before = g.pages_per_block;
                 while g.blocks_per_die() < MIN_BLOCKS_PER_DIE
                     && g.pages_per_block / 2 >= MIN_PAGES_PER_BLOCK

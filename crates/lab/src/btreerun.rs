@@ -362,11 +362,9 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
             out.backend = format!("sim:{}", preset.name);
             let dev = preset.build().map_err(|e| e.to_string())?;
             let logical = flash::Device::logical_bytes(&dev);
-            let fs = simfs::SimFs::mkfs(
-                simfs::Timed::new(dev),
-                simfs::FsConfig::new((logical - 4096) / 4096 * 4096 * 9 / 10),
-            )
-            .map_err(|e| e.to_string())?;
+            let fs =
+                simfs::SimFs::mkfs(simfs::Timed::new(dev), simfs::FsConfig::for_device(logical))
+                    .map_err(|e| e.to_string())?;
             if spec.store == StoreKind::As {
                 with_segments(SimSegments::new(fs, "btree"), spec, &mut out)?;
             } else {

@@ -250,8 +250,10 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
             out.backend = format!("sim:{}", preset.name);
             let dev = preset.build().map_err(|e| e.to_string())?;
             let logical = dev.logical_bytes();
-            let mut cfg =
-                FsConfig::new(fs_bytes.unwrap_or((logical - 4096) / 4096 * 4096 * 9 / 10));
+            let mut cfg = match fs_bytes {
+                Some(b) => FsConfig::new(*b),
+                None => FsConfig::for_device(logical),
+            };
             cfg.alloc = *alloc;
             cfg.discard = *discard;
             cfg.prealloc = *prealloc;

@@ -45,7 +45,11 @@ pub struct SsdOverrides {
 impl SsdOverrides {
     pub fn apply(&self, mut p: Preset) -> Result<Preset, FlashError> {
         if let Some(c) = self.capacity_bytes {
-            p = p.with_capacity(c);
+            // Pages per block the user chose win over capacity scaling's.
+            p = match self.pages_per_block {
+                Some(_) => p.with_capacity_same_blocks(c),
+                None => p.with_capacity(c),
+            };
         }
         let ssd_only = self.op.is_some()
             || self.page_size_bytes.is_some()
@@ -194,6 +198,10 @@ fn write_untimed_requests(
     Ok((requests - writes, writes))
 }
 
+/// The most requests one phase of a run may ask for (about an hour of the timed path):
+/// more is a typo such as `--read-fraction 0.9999999999`, not an experiment.
+pub const MAX_REQUESTS: u64 = 10_000_000_000;
+
 /// Runs a simulation. `progress(done, total)` is called now and then with request counts.
 pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResult, String> {
     if !(0.0..=1.0).contains(&spec.read_fraction) {
@@ -224,6 +232,15 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
     } else {
         volume_requests
     };
+    let warmup_requests = (spec.warmup_x * logical as f64 / rb as f64).ceil() as u64;
+    for (what, n) in [("measured", measured), ("warm-up", warmup_requests)] {
+        if n > MAX_REQUESTS {
+            return Err(format!(
+                "--writes {}x, --warmup {}x and --read-fraction {} ask for {n} {what} requests of {rb} bytes; a run is limited to {MAX_REQUESTS}: lower them",
+                spec.writes_x, spec.warmup_x, spec.read_fraction
+            ));
+        }
+    }
     let mut gen = SlotGen::new(spec.pattern, slots, spec.seed)?;
     let err = |e: FlashError| e.to_string();
     if let AnyDevice::Ssd(ssd) = &mut dev {
@@ -235,8 +252,7 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
             ssd.write_untimed(off, len).map_err(err)?;
             off += len;
         }
-        let warmup = (spec.warmup_x * logical as f64 / rb as f64).ceil() as u64;
-        write_untimed_requests(ssd, &mut gen, rb, warmup, 0.0, &mut |_| {
+        write_untimed_requests(ssd, &mut gen, rb, warmup_requests, 0.0, &mut |_| {
             progress(0, measured)
         })
         .map_err(err)?;
@@ -319,6 +335,47 @@ mod tests {
             timing,
             seed: 9,
         }
+    }
+
+    #[test]
+    fn pages_per_block_given_wins_over_capacity_scaling() {
+        let given = SsdOverrides {
+            capacity_bytes: Some(4 << 30),
+            pages_per_block: Some(64),
+            ..Default::default()
+        };
+        let p = given.apply(Preset::load("nvme").unwrap()).unwrap();
+        let flash::DeviceConfig::Ssd(c) = &p.device else {
+            panic!("nvme is an SSD")
+        };
+        assert_eq!(c.geometry.pages_per_block, 64);
+        assert!(p.notes.is_empty(), "no stale scaling note: {:?}", p.notes);
+        // A shape that cannot fit is an error naming the flag, not a silent change.
+        let too_big = SsdOverrides {
+            pages_per_block: Some(256),
+            ..given
+        };
+        let e = too_big
+            .apply(Preset::load("nvme").unwrap())
+            .and_then(|p| p.build())
+            .err()
+            .expect("rejected")
+            .to_string();
+        assert!(e.contains("--pages-per-block"), "{e}");
+    }
+
+    #[test]
+    fn runs_that_would_never_end_are_refused() {
+        let mut s = spec(false);
+        s.read_fraction = 0.9999999999;
+        let e = run(&s, &mut |_, _| {}).unwrap_err();
+        assert!(
+            e.contains("--read-fraction") && e.contains("limited"),
+            "{e}"
+        );
+        let mut s = spec(false);
+        s.writes_x = 1e9;
+        assert!(run(&s, &mut |_, _| {}).unwrap_err().contains("limited"));
     }
 
     #[test]

@@ -134,6 +134,13 @@ impl FsConfig {
             prealloc: false,
         }
     }
+
+    /// A file system on 90% of a `device_bytes` device (whole blocks, leaving the last
+    /// 4 KiB page free for vTrim/fTrim commands); a device too small for any block gives
+    /// 0 bytes, which mkfs refuses with a clear error.
+    pub fn for_device(device_bytes: u64) -> Self {
+        FsConfig::new(device_bytes.saturating_sub(BLOCK) / BLOCK * BLOCK * 9 / 10)
+    }
 }
 
 /// Requests simfs issued, by kind.
@@ -162,6 +169,10 @@ pub(crate) struct FileState {
     pub(crate) extents: Vec<Extent>,
     /// Extent-tree blocks on disk (index and leaf), in tree order.
     pub(crate) tree_blocks: Vec<u64>,
+    /// The inode's extent root as last written with its tree blocks: an inode-table
+    /// block written for another file carries this, never a root whose tree blocks are
+    /// not allocated or written yet.
+    pub(crate) written_root: Node,
     pub(crate) dirty: bool,
     /// Blocks preallocated for the file's next appends (mballoc-style), held as used.
     pub(crate) pa: Option<(u64, u64)>,
@@ -256,6 +267,12 @@ impl<D: BlockDev> SimFs<D> {
         }
         if blocks > u32::MAX as u64 {
             return Err(SimfsError::Config("more than 2^32 blocks".into()));
+        }
+        if blocks == 0 {
+            return Err(SimfsError::Config(format!(
+                "a {} byte file system holds no whole {BLOCK} byte block; use a larger size",
+                cfg.size_bytes
+            )));
         }
         let groups = blocks.div_ceil(cfg.blocks_per_group as u64) as u32;
         let gdt_blocks = (groups as u64 * 32).div_ceil(BLOCK);
@@ -450,6 +467,7 @@ impl<D: BlockDev> SimFs<D> {
                 size_bytes: 0,
                 extents: Vec::new(),
                 tree_blocks: Vec::new(),
+                written_root: Node::Leaf(Vec::new()),
                 dirty: true,
                 pa: None,
             },
@@ -895,7 +913,7 @@ impl<D: BlockDev> SimFs<D> {
                 log.set_owner(b, ino, crate::lfs::TREE_BLOCK);
             }
         }
-        let (_, nodes) = Self::build_tree(&self.files[&ino].extents, &blocks);
+        let (root, nodes) = Self::build_tree(&self.files[&ino].extents, &blocks);
         for (b, node) in nodes {
             let mut bytes = vec![0u8; BLOCK_BYTES];
             encode_node(&node, &mut bytes);
@@ -903,6 +921,7 @@ impl<D: BlockDev> SimFs<D> {
         }
         let f = self.files.get_mut(&ino).expect("exists");
         f.tree_blocks = blocks;
+        f.written_root = root;
         f.dirty = false;
         self.dirty_itable.insert(self.itable_block_of(ino));
         Ok(())
@@ -922,13 +941,12 @@ impl<D: BlockDev> SimFs<D> {
             for i in 0..per_block {
                 let ino = first_ino + i;
                 if let Some(f) = self.files.get(&ino) {
-                    let (root, _) = Self::build_tree(&f.extents, &f.tree_blocks);
                     Inode {
                         mode: 0o100644,
                         links: 1,
                         size_bytes: f.size_bytes,
                         flags: EXTENTS_FL,
-                        root,
+                        root: f.written_root.clone(),
                     }
                     .encode(&mut bytes[i as usize * INODE_BYTES..(i as usize + 1) * INODE_BYTES]);
                 }

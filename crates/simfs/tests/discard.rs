@@ -157,6 +157,31 @@ fn ftrim_fails_cleanly_on_broken_metadata() {
 }
 
 #[test]
+fn syncing_one_file_while_a_neighbour_has_an_unwritten_extent_tree() {
+    // Files a and b share an inode-table block. a gains > 4 extents (it needs a tree
+    // block it does not have yet); b's fsync writes that inode-table block, which must
+    // carry a's last written root (this panicked: "enough tree blocks"). fTrim then
+    // deletes both correctly.
+    let mut fs = fs(DiscardMode::FTrim);
+    let a = fs.create("a").unwrap();
+    let b = fs.create("b").unwrap();
+    fs.sync().unwrap();
+    for i in 0..16u64 {
+        fs.write_at(a, i * 65536, 65536).unwrap();
+        fs.write_at(b, i * 65536, 65536).unwrap();
+    }
+    assert!(fs.extents(a).unwrap().len() > 4);
+    fs.sync_file(b).unwrap();
+    fs.sync().unwrap();
+    let (blocks_a, blocks_b) = (blocks_of(&fs, "a"), blocks_of(&fs, "b"));
+    fs.unlink("a").unwrap();
+    assert!(blocks_a.iter().all(|&x| !mapped(&fs, x)));
+    assert!(blocks_b.iter().all(|&x| mapped(&fs, x)));
+    fs.unlink("b").unwrap();
+    assert!(blocks_b.iter().all(|&x| !mapped(&fs, x)));
+}
+
+#[test]
 fn concurrent_writers_fragment_unless_fallocated() {
     for prealloc in [false, true] {
         let mut fs = fs(DiscardMode::None);
@@ -195,6 +220,35 @@ fn full_disk_and_bad_names_are_clear_errors() {
     let cfg = FsConfig::new(2 << 30);
     let err = SimFs::mkfs(Timed::new(ssd()), cfg).err().unwrap();
     assert!(err.to_string().contains("does not fit"), "{err}");
+}
+
+#[test]
+fn tiny_file_systems_are_clear_errors_never_panics() {
+    // 0 bytes (no block at all) panicked in mkfs; every size up to a few groups' worth of
+    // metadata is either a working file system or a clear error.
+    for size in [
+        0u64,
+        1,
+        511,
+        4095,
+        4096,
+        8192,
+        12 << 10,
+        64 << 10,
+        1 << 20,
+        4 << 20,
+    ] {
+        match SimFs::mkfs(Timed::new(ssd()), FsConfig::new(size)) {
+            Ok(mut fs) => {
+                let f = fs.create("x").unwrap();
+                let _ = fs.write_at(f, 0, 4096);
+            }
+            Err(e) => {
+                let e = e.to_string();
+                assert!(e.contains("larger size"), "{size} bytes: {e}");
+            }
+        }
+    }
 }
 
 #[test]

@@ -12,6 +12,9 @@ pub enum TraceError {
     },
     #[error("{origin}: {msg}")]
     Format { origin: String, msg: String },
+    /// A replay setting that cannot work.
+    #[error("{0}")]
+    Config(String),
     #[error("cannot read {origin}: {source}")]
     Io {
         origin: String,

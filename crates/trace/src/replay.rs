@@ -24,8 +24,27 @@ pub struct ReplaySummary {
 /// waiting request `i` issues).
 type Event = (u64, u64, usize, Option<usize>);
 
+/// The deepest queue a stream may keep: an NVMe I/O queue holds at most 65,536 commands
+/// (NVM Express base specification, Maximum Queue Entries Supported); SATA NCQ holds 32.
+pub const MAX_QUEUE_DEPTH: u32 = 65_536;
+
 /// How often (in requests) the progress callback is called.
 pub const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// Virtual time ends here (2^62 ns, about 146 years): later times are a broken trace,
+/// and staying far below 2^64 keeps every sum of a time and a duration exact.
+pub const MAX_TIME_NS: u64 = 1 << 62;
+
+/// `base + delta_ns` for request `index`, or an error naming the request when the sum
+/// passes [`MAX_TIME_NS`].
+fn checked_time(base: u64, delta_ns: u64, index: u64, what: &str) -> Result<u64, TraceError> {
+    match base.checked_add(delta_ns) {
+        Some(t) if t <= MAX_TIME_NS => Ok(t),
+        _ => Err(TraceError::Config(format!(
+            "request {index}: its {what} of {delta_ns} ns puts it at {base} + {delta_ns} ns, past the end of virtual time ({MAX_TIME_NS} ns, about 146 years)"
+        ))),
+    }
+}
 
 fn submit<D: Device>(dev: &mut D, r: &Request, at_ns: u64, index: u64) -> Result<u64, TraceError> {
     dev.submit(&r.cmd, at_ns)
@@ -50,10 +69,16 @@ where
     D: Device,
     I: Iterator<Item = Request>,
 {
+    if queue_depth > MAX_QUEUE_DEPTH {
+        return Err(TraceError::Config(format!(
+            "queue depth {queue_depth} is above {MAX_QUEUE_DEPTH}, the most commands an NVMe queue holds"
+        )));
+    }
     let qd = queue_depth.max(1) as usize;
     let mut streams = streams;
-    // Per stream, the next requests in order (pulled early so the device can prefetch).
-    let mut ahead: Vec<VecDeque<Request>> = vec![VecDeque::with_capacity(qd); streams.len()];
+    // Per stream, the next requests in order (pulled early so the device can prefetch);
+    // each grows to at most the queue depth or the stream's length, whichever is less.
+    let mut ahead: Vec<VecDeque<Request>> = vec![VecDeque::new(); streams.len()];
     let refill = |s: usize, ahead: &mut Vec<VecDeque<Request>>, streams: &mut Vec<I>, dev: &D| {
         while ahead[s].len() < qd {
             match streams[s].next() {
@@ -73,7 +98,8 @@ where
     let mut seq = 0u64;
     for s in 0..streams.len() {
         refill(s, &mut ahead, &mut streams, dev);
-        for _ in 0..qd {
+        // A slot beyond the stream's requests would never issue anything.
+        for _ in 0..ahead[s].len() {
             heap.push(Reverse((start_ns, seq, s, None)));
             seq += 1;
         }
@@ -91,7 +117,7 @@ where
                 };
                 refill(s, &mut ahead, &mut streams, dev);
                 if r.think_ns > 0 {
-                    let at = t + r.think_ns;
+                    let at = checked_time(t, r.think_ns, summary.requests, "think time")?;
                     let i = match reusable.pop() {
                         Some(i) => {
                             waiting[i] = r;
@@ -139,7 +165,8 @@ pub fn replay_open<D: Device>(
         end_ns: start_ns,
     };
     for r in requests {
-        let done = submit(dev, r, start_ns + r.at_ns, summary.requests)?;
+        let at = checked_time(start_ns, r.at_ns, summary.requests, "timestamp")?;
+        let done = submit(dev, r, at, summary.requests)?;
         summary.requests += 1;
         summary.end_ns = summary.end_ns.max(done);
         if summary.requests.is_multiple_of(PROGRESS_EVERY) {
@@ -217,6 +244,41 @@ mod tests {
         replay_closed(&mut d, s, 2, 0, &mut |_| {}).unwrap();
         let issue: Vec<u64> = d.log.iter().map(|l| l.0).collect();
         assert_eq!(issue, vec![0, 0, 10_000, 20_000]);
+    }
+
+    #[test]
+    fn deep_queues_cost_what_the_stream_holds_and_absurd_ones_are_refused() {
+        // A queue deeper than the stream: the same schedule as a queue of its length (the
+        // slots were allocated up front before: 2^32 of them aborted the process).
+        let run = |qd: u32| {
+            let mut d = Serial {
+                busy_until: 0,
+                log: vec![],
+            };
+            let s = vec![(0..3).map(|_| req(0, 0, 0)).collect::<Vec<_>>().into_iter()];
+            replay_closed(&mut d, s, qd, 0, &mut |_| {}).map(|_| d.log)
+        };
+        assert_eq!(run(3).unwrap(), run(MAX_QUEUE_DEPTH).unwrap());
+        let e = run(u32::MAX).unwrap_err().to_string();
+        assert!(e.contains("4294967295") && e.contains("65536"), "{e}");
+    }
+
+    #[test]
+    fn times_past_the_end_of_virtual_time_are_errors_not_wraps() {
+        let mut d = Serial {
+            busy_until: 0,
+            log: vec![],
+        };
+        let rs = vec![req(0, 0, 0), req(0, 0, u64::MAX - 5)];
+        let e = replay_open(&mut d, &rs, 0, &mut |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("request 1") && e.contains("timestamp"), "{e}");
+        let s = vec![vec![req(0, 0, 0), req(0, u64::MAX, 0)].into_iter()];
+        let e = replay_closed(&mut d, s, 1, 0, &mut |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("think time"), "{e}");
     }
 
     #[test]

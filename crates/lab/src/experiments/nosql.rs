@@ -275,7 +275,7 @@ fn lfs_run(batch: u64, docs: u64, ops: u64, seed: u64) -> Result<Point, String> 
         simfs::Timed::new(dev),
         simfs::FsConfig {
             alloc: simfs::AllocPolicy::LogStructured,
-            ..simfs::FsConfig::new((logical - 4096) / 4096 * 4096 * 9 / 10)
+            ..simfs::FsConfig::for_device(logical)
         },
     )
     .map_err(|e| e.to_string())?;

@@ -8,32 +8,39 @@ use crate::{Trace, TraceError};
 
 pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
     let mut events = KernelEvents::default();
+    let mut in_summary = false;
     for_each_line(origin, text, |line| {
         let t = line.trim();
         if t.is_empty() {
             return Ok(true);
         }
-        // blkparse ends with a summary ("CPU0 (8,0):", "Total (8,0):", ...).
-        if t.starts_with("CPU") || t.starts_with("Total") {
-            return Ok(false);
-        }
         let f: Vec<&str> = t.split_whitespace().collect();
+        // blkparse ends with a summary ("CPU0 (8,0):", "Total (8,0):", ...); only its
+        // heading starts it, and no event may follow it.
+        if is_summary_heading(t) {
+            in_summary = true;
+            return Ok(true);
+        }
+        if in_summary {
+            if f.len() >= 7 && is_major_minor(f[0]) {
+                return Err("an event line after blkparse's summary (two traces joined?)".into());
+            }
+            return Ok(true);
+        }
         if f.len() < 7 {
             return Err(format!(
                 "expected at least 7 fields (dev cpu seq time pid action rwbs), found {}",
                 f.len()
             ));
         }
-        let dev_ok = f[0]
-            .split_once(',')
-            .is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok());
-        if !dev_ok {
+        if !is_major_minor(f[0]) {
             return Err(format!("device field {:?} is not major,minor", f[0]));
         }
         let time_ns = parse_seconds_ns(f[3])?;
         let pid = parse_u64(f[4], "pid")?;
         let action = f[5];
         if action != "D" && action != "C" {
+            events.other_events += 1;
             return Ok(true);
         }
         let rwbs = f[6];
@@ -55,7 +62,30 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
         events.push(action == "D", pid, time_ns, op, sector, sectors)?;
         Ok(true)
     })?;
-    events.into_trace(origin)
+    events.into_trace(
+        origin,
+        "D (issue) events; trace with blktrace's default mask, or keep D when filtering with -a",
+    )
+}
+
+fn is_major_minor(field: &str) -> bool {
+    field
+        .split_once(',')
+        .is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok())
+}
+
+/// "CPU3 (8,0):" or "Total (8,0):", the headings of blkparse's closing summary.
+fn is_summary_heading(line: &str) -> bool {
+    let Some(rest) = line.strip_prefix("Total").or_else(|| {
+        line.strip_prefix("CPU")
+            .map(|r| r.trim_start_matches(|c: char| c.is_ascii_digit()))
+    }) else {
+        return false;
+    };
+    rest.trim()
+        .strip_prefix('(')
+        .and_then(|r| r.strip_suffix("):"))
+        .is_some_and(is_major_minor)
 }
 
 #[cfg(test)]
@@ -96,6 +126,39 @@ CPU0 (8,0):
         // Issued 100 µs after the write completed.
         assert_eq!(r.think_ns, 100_000);
         assert_eq!(t.requests[2].cmd.len_bytes, 2048 * 512);
+    }
+
+    #[test]
+    fn the_summary_ends_events_only_as_a_heading() {
+        // A process named "CPUburn" or "Totals" used to end the parse silently.
+        let text = "\
+  8,0    1        1     0.000000000  1234  D  WS 2048 + 8 [dd]
+CPUburn and Totals in a task name are no summary
+  8,0    1        2     0.000001000  1234  D  WS 4096 + 8 [dd]
+";
+        let err = parse("t.blk", text).unwrap_err().to_string();
+        assert!(err.starts_with("t.blk:2:"), "{err}");
+        let text = "\
+  8,0    1        1     0.000000000  1234  D  WS 2048 + 8 [dd]
+CPU0 (8,0):
+ Reads Queued:           1,        8KiB
+  8,0    1        2     0.000001000  1234  D  WS 4096 + 8 [dd]
+";
+        let err = parse("t.blk", text).unwrap_err().to_string();
+        assert!(
+            err.starts_with("t.blk:4:") && err.contains("summary"),
+            "{err}"
+        );
+        assert!(is_summary_heading("Total (8,16):"));
+        assert!(is_summary_heading("CPU12 (259,0):"));
+        assert!(!is_summary_heading("CPU time"));
+    }
+
+    #[test]
+    fn queue_events_without_issues_are_an_error() {
+        let text = "  8,0 1 1 0.0 12 Q WS 2048 + 8 [dd]\n  8,0 1 2 0.1 12 Q WS 4096 + 8 [dd]\n";
+        let err = parse("q.blk", text).unwrap_err().to_string();
+        assert!(err.contains("no D (issue) events"), "{err}");
     }
 
     #[test]

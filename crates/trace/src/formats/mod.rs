@@ -174,6 +174,8 @@ pub(crate) struct KernelCompletion {
 pub(crate) struct KernelEvents {
     issues: Vec<KernelIssue>,
     completions: Vec<KernelCompletion>,
+    /// Block events that are neither (blkparse's Q, G, I, M, ... actions).
+    pub(crate) other_events: u64,
 }
 
 impl KernelEvents {
@@ -208,7 +210,18 @@ impl KernelEvents {
         Ok(())
     }
 
-    pub(crate) fn into_trace(self, origin: &str) -> Result<Trace, TraceError> {
+    /// The trace. A file with block events but no issue events (named by `issue_events`)
+    /// is an error: it would replay as nothing.
+    pub(crate) fn into_trace(self, origin: &str, issue_events: &str) -> Result<Trace, TraceError> {
+        if self.issues.is_empty() && (self.other_events > 0 || !self.completions.is_empty()) {
+            return Err(TraceError::Format {
+                origin: origin.to_string(),
+                msg: format!(
+                    "{} block events but no {issue_events}: a replay needs the requests as the device saw them issued",
+                    self.other_events + self.completions.len() as u64
+                ),
+            });
+        }
         assemble(origin, self.issues, self.completions)
     }
 }

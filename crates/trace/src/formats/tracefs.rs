@@ -18,8 +18,11 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
             (true, p)
         } else if let Some(p) = t.find(": block_rq_complete: ") {
             (false, p)
-        } else if t.contains(": block_") || t.contains("CPU:") {
-            return Ok(true); // another block event, or a "CPU:n [LOST n EVENTS]" note
+        } else if t.contains(": block_") {
+            events.other_events += 1;
+            return Ok(true); // another block event
+        } else if t.contains("CPU:") {
+            return Ok(true); // a "CPU:n [LOST n EVENTS]" note
         } else {
             return Err("not a tracefs event line (expected '...: block_rq_issue: ...')".into());
         };
@@ -27,10 +30,7 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
         let head = &t[..marker];
         let time_field = head.split_whitespace().last().ok_or("missing timestamp")?;
         let time_ns = parse_seconds_ns(time_field)?;
-        let cpu_open = head
-            .find(" [")
-            .or_else(|| head.find('['))
-            .ok_or("missing [CPU] field")?;
+        let cpu_open = cpu_field_start(head).ok_or("missing [CPU] field")?;
         let task_pid = head[..cpu_open].trim();
         let pid_str = task_pid
             .rsplit_once('-')
@@ -72,7 +72,23 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
         events.push(is_issue, pid, time_ns, op, sector, sectors)?;
         Ok(true)
     })?;
-    events.into_trace(origin)
+    events.into_trace(origin, "block_rq_issue events")
+}
+
+/// Where the `[CPU]` field of an event header starts: the rightmost `[digits]` token.
+/// The task name comes first and may hold anything, `[` and spaces included (a thread
+/// may name itself "worker [3]"), so the fixed fields are found from the right.
+fn cpu_field_start(head: &str) -> Option<usize> {
+    head.rmatch_indices('[').map(|(i, _)| i).find(|&i| {
+        let rest = &head[i + 1..];
+        let Some(close) = rest.find(']') else {
+            return false;
+        };
+        let after = &rest[close + 1..];
+        close > 0
+            && rest[..close].bytes().all(|b| b.is_ascii_digit())
+            && (after.is_empty() || after.starts_with(char::is_whitespace))
+    })
 }
 
 #[cfg(test)]
@@ -118,6 +134,22 @@ mod tests {
         );
         // dd's read came 500 µs after its write completed.
         assert_eq!(t.requests[2].think_ns, 500_000);
+    }
+
+    #[test]
+    fn task_names_may_hold_brackets_and_spaces() {
+        // A thread named "worker [3]" (prctl allows any 15 bytes): the capture lost its whole
+        // trace to this once.
+        let text = "\
+   worker [3] x-555    [001] d..1.   1.000010: block_rq_issue: 7,0 WS 4096 () 8 + 8 none,0,0 [worker [3] x]
+   worker [3] x-555    [001] d.h1.   1.000110: block_rq_complete: 7,0 WS () 8 + 8 none,0,0 [0]
+        [7]-9    [000] ....   1.000200: block_rq_issue: 7,0 R 4096 () 16 + 8 [[7]]
+";
+        let t = parse("t", text).unwrap();
+        let got: Vec<_> = t.requests.iter().map(|r| (r.stream, r.cmd.op)).collect();
+        assert_eq!(got, vec![(555, Op::Write), (9, Op::Read)]);
+        assert_eq!(cpu_field_start("a [b]-1 [002] d..."), Some(8));
+        assert_eq!(cpu_field_start("no cpu field"), None);
     }
 
     #[test]
