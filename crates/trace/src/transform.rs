@@ -2,6 +2,7 @@
 
 use crate::Request;
 use flash::{ByteRange, Command, Op};
+use std::collections::HashMap;
 
 /// Most ranges one vTrim carries (a 4-byte count and 8-byte entries in 4 KiB).
 pub const VTRIM_MAX_RANGES: usize = (4096 - 4) / 8;
@@ -18,13 +19,10 @@ pub fn coalesce_trims(
 ) -> Vec<Request> {
     let mut out: Vec<Request> = Vec::with_capacity(requests.len());
     // Per stream: index in `out` of the open vTrim, and the issue time of its last TRIM.
-    let mut open: Vec<(u32, usize, u64)> = Vec::new();
+    let mut open: HashMap<u32, (usize, u64)> = HashMap::new();
     for r in requests {
-        let slot = open.iter().position(|o| o.0 == r.stream);
         if r.cmd.op != Op::Trim {
-            if let Some(i) = slot {
-                open.swap_remove(i);
-            }
+            open.remove(&r.stream);
             out.push(r.clone());
             continue;
         }
@@ -32,8 +30,7 @@ pub fn coalesce_trims(
             offset_bytes: r.cmd.offset_bytes,
             len_bytes: r.cmd.len_bytes,
         };
-        if let Some(i) = slot {
-            let (_, at, last_ns) = open[i];
+        if let Some(&(at, last_ns)) = open.get(&r.stream) {
             let ranges = out[at].cmd.ranges();
             if r.at_ns.saturating_sub(last_ns) <= window_ns && ranges.len() < VTRIM_MAX_RANGES {
                 let mut v = ranges.to_vec();
@@ -46,12 +43,11 @@ pub fn coalesce_trims(
                     think_ns: think,
                     at_ns,
                 };
-                open[i].2 = r.at_ns;
+                open.insert(r.stream, (at, r.at_ns));
                 continue;
             }
-            open.swap_remove(i);
         }
-        open.push((r.stream, out.len(), r.at_ns));
+        open.insert(r.stream, (out.len(), r.at_ns));
         out.push(Request {
             stream: r.stream,
             cmd: Command::vtrim(command_page_offset, vec![range]),

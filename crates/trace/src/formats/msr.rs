@@ -7,9 +7,11 @@ use super::{for_each_line, parse_u64};
 use crate::request::{derive_think_times, Request};
 use crate::{Trace, TraceError};
 use flash::Command;
+use std::collections::HashMap;
 
 pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
-    let mut streams: Vec<(String, String)> = Vec::new();
+    // (host, disk) → stream, numbered in order of first appearance.
+    let mut streams: HashMap<(String, String), u32> = HashMap::new();
     let mut rows: Vec<(u64, u32, Command, u64)> = Vec::new();
     for_each_line(origin, text, |line| {
         let t = line.trim();
@@ -35,13 +37,8 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
             "write" => Command::write(offset, size),
             _ => return Err(format!("type {:?} is neither Read nor Write", f[3])),
         };
-        let stream = match streams.iter().position(|k| *k == key) {
-            Some(i) => i,
-            None => {
-                streams.push(key);
-                streams.len() - 1
-            }
-        } as u32;
+        let next = streams.len() as u32;
+        let stream = *streams.entry(key).or_insert(next);
         let at_ns = ticks
             .checked_mul(100)
             .ok_or("timestamp overflows nanoseconds")?;
