@@ -446,6 +446,32 @@ fn simfs_command_deletes_with_each_discard_mode_and_writes_a_replayable_trace() 
     assert_eq!(plain["trim_commands"], 160);
     assert_eq!(vec["trim_commands"], 1);
     assert_eq!(plain["trim_ranges"], vec["trim_ranges"]);
+
+    // An fTrim trace carries the metadata bytes the drive parses, so it replays with the
+    // same result as the run that wrote it (it failed: "block 0 holds data").
+    let ftrace = dir.0.join("ftrim.trace");
+    let run = stdout_json(&flashlab(&[
+        "simfs",
+        "--preset",
+        "openssd",
+        "--fs-size",
+        "2GiB",
+        "--discard",
+        "ftrim",
+        "--trace-out",
+        ftrace.to_str().unwrap(),
+        "--json",
+    ]));
+    let replayed = stdout_json(&flashlab(&[
+        "replay",
+        ftrace.to_str().unwrap(),
+        "--preset",
+        "openssd",
+        "--json",
+    ]));
+    assert_eq!(replayed["trim_commands"], 1);
+    assert_eq!(replayed["ftrim_metadata_reads"], run["metadata_reads"]);
+    assert_eq!(replayed["trimmed_pages"], run["trimmed_pages"]);
 }
 
 /// Rows, sum of l_extendedprice and of o_totalprice over the join, computed directly from

@@ -90,6 +90,18 @@ impl Bitmap {
         Some((start, self.free_run_len(start, max)))
     }
 
+    /// The length of the longest free run.
+    pub fn longest_free_run(&self) -> u64 {
+        let mut best = 0;
+        let mut b = 0;
+        while let Some(s) = self.next_free(b) {
+            let n = self.free_run_len(s, self.blocks - s);
+            best = best.max(n);
+            b = s + n;
+        }
+        best
+    }
+
     /// The first free run of at least `len` blocks at or after `from` (wrapping once).
     pub fn find_run(&self, from: u64, len: u64) -> Option<u64> {
         for (lo, hi) in [(from, self.blocks), (0, from)] {
@@ -128,6 +140,7 @@ mod tests {
             "wraps and finds the run that straddles the cursor"
         );
         assert_eq!(b.find_run(0, 81), None);
+        assert_eq!(b.longest_free_run(), 80);
         assert_eq!(b.next_free_run(199, 8), Some((199, 1)));
         b.set_used(120, 80);
         assert_eq!(b.next_free_run(150, 8), Some((10, 8)), "wraps to the start");

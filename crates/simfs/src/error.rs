@@ -9,6 +9,12 @@ pub enum SimfsError {
         needed_blocks: u64,
         free_blocks: u64,
     },
+    #[error("no contiguous run of {needed_blocks} free blocks of 4 KiB: the longest is {longest_free_run} ({free_blocks} free in all)")]
+    NoContiguousRun {
+        needed_blocks: u64,
+        longest_free_run: u64,
+        free_blocks: u64,
+    },
     #[error("no free inode left ({inodes} in the file system)")]
     NoInodes { inodes: u32 },
     #[error("no file named {0:?}")]

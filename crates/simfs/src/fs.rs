@@ -818,13 +818,21 @@ impl<D: BlockDev> SimFs<D> {
             )));
         }
         let span = blocks + extents as u64 - 1;
-        let start = self
-            .bitmap
-            .find_run(self.cursor, span)
-            .ok_or(SimfsError::NoSpace {
-                needed_blocks: span,
-                free_blocks: self.bitmap.free_blocks(),
-            })?;
+        let start = self.bitmap.find_run(self.cursor, span).ok_or_else(|| {
+            let free_blocks = self.bitmap.free_blocks();
+            if free_blocks < span {
+                SimfsError::NoSpace {
+                    needed_blocks: span,
+                    free_blocks,
+                }
+            } else {
+                SimfsError::NoContiguousRun {
+                    needed_blocks: span,
+                    longest_free_run: self.bitmap.longest_free_run(),
+                    free_blocks,
+                }
+            }
+        })?;
         let ino = self.create(name)?;
         let (per, extra) = (blocks / extents as u64, blocks % extents as u64);
         let mut at = start;

@@ -220,6 +220,15 @@ fn full_disk_and_bad_names_are_clear_errors() {
     let cfg = FsConfig::new(2 << 30);
     let err = SimFs::mkfs(Timed::new(ssd()), cfg).err().unwrap();
     assert!(err.to_string().contains("does not fit"), "{err}");
+    // Room in all, but no single run (groups of 128 MiB each start with metadata): the
+    // error says so rather than "no space left".
+    let mut fresh = crate::fs(DiscardMode::None);
+    let err = fresh.create_fragmented("one", 256 << 20, 1).unwrap_err();
+    assert!(
+        matches!(err, SimfsError::NoContiguousRun { longest_free_run, .. } if longest_free_run < 65536),
+        "{err}"
+    );
+    assert!(err.to_string().contains("no contiguous run"), "{err}");
 }
 
 #[test]

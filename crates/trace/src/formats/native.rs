@@ -10,7 +10,9 @@
 //! ```
 //! `op` is R (read), W (write), T (trim) or F (flush); V (vectored TRIM) takes a sixth
 //! field with its ranges, `offset:len,offset:len,...`, and I (file-based TRIM) a sixth
-//! field with the inode number. In a `closed` trace `time_ns` is the think time before
+//! field with the inode number. A W may take a sixth field with the bytes it writes, in
+//! hex, trailing zero bytes left out (`0 W 4096 4096 0 53ef01`): simfs's metadata writes
+//! carry them, so that a replayed fTrim parses the same inode tables and extent blocks. In a `closed` trace `time_ns` is the think time before
 //! the request; in an `open` trace it is the issue time.
 
 use super::{for_each_line, parse_u64};
@@ -44,10 +46,10 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
                 ),
             };
         }
-        let fields = if matches!(f.get(1), Some(&"V") | Some(&"I")) {
-            6
-        } else {
-            5
+        let fields = match f.get(1) {
+            Some(&"V") | Some(&"I") => 6,
+            Some(&"W") if f.len() == 6 => 6,
+            _ => 5,
         };
         if f.len() != fields {
             return Err(format!(
@@ -93,6 +95,8 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
             let ino = u32::try_from(parse_u64(f[5], "inode")?)
                 .map_err(|_| "inode does not fit 32 bits".to_string())?;
             cmd.payload = Payload::Inode(ino);
+        } else if op == Op::Write && f.len() == 6 {
+            cmd.payload = Payload::Data(parse_data(f[5], len)?.into());
         }
         requests.push(Request {
             stream,
@@ -118,6 +122,32 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
         requests,
         timestamped: open,
     })
+}
+
+/// Most bytes a write may carry in a trace (a metadata block is 4 KiB).
+const MAX_DATA_BYTES: u64 = 1 << 20;
+
+/// The bytes of a write of `len` bytes from their hex (trailing zeros left out).
+fn parse_data(hex: &str, len: u64) -> Result<Vec<u8>, String> {
+    if len > MAX_DATA_BYTES {
+        return Err(format!(
+            "a write that carries its bytes may be at most {MAX_DATA_BYTES} bytes long, not {len}"
+        ));
+    }
+    if hex.len() % 2 != 0 || hex.len() as u64 > 2 * len {
+        return Err(format!(
+            "data field of {} hex digits: expected an even number, at most 2 x len_bytes ({})",
+            hex.len(),
+            2 * len
+        ));
+    }
+    let mut bytes = vec![0u8; len as usize];
+    for (i, pair) in hex.as_bytes().chunks(2).enumerate() {
+        let digits = std::str::from_utf8(pair).unwrap_or("");
+        bytes[i] = u8::from_str_radix(digits, 16)
+            .map_err(|_| format!("data byte {i} {digits:?} is not two hex digits"))?;
+    }
+    Ok(bytes)
 }
 
 /// Writes `trace` in the native format (open loop if it is timestamped).
@@ -157,6 +187,14 @@ pub fn write_native<W: Write>(trace: &Trace, mut out: W) -> std::io::Result<()> 
                 writeln!(out, " {}", list.join(","))?;
             }
             Payload::Inode(ino) => writeln!(out, " {ino}")?,
+            Payload::Data(bytes) if r.cmd.op == Op::Write => {
+                let used = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                write!(out, " ")?;
+                for b in &bytes[..used] {
+                    write!(out, "{b:02x}")?;
+                }
+                writeln!(out)?;
+            }
             _ => writeln!(out)?,
         }
     }
@@ -180,6 +218,34 @@ mod tests {
         write_native(&t, &mut out).unwrap();
         let again = parse("b.trace", std::str::from_utf8(&out).unwrap()).unwrap();
         assert_eq!(t, again);
+    }
+
+    #[test]
+    fn writes_carry_their_bytes() {
+        let mut data = vec![0u8; 4096];
+        data[0] = 0x53;
+        data[1] = 0xef;
+        data[100] = 7;
+        let t = Trace {
+            requests: vec![Request {
+                stream: 0,
+                cmd: Command::write_data(8192, data.into()),
+                think_ns: 0,
+                at_ns: 0,
+            }],
+            timestamped: false,
+        };
+        let mut out = Vec::new();
+        write_native(&t, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("0 W 8192 4096 0 53ef"), "{text}");
+        assert_eq!(parse("d.trace", &text).unwrap(), t);
+        for bad in ["0 W 0 4096 0 5", "0 W 0 4096 0 zz", "0 W 0 2 0 0011223344"] {
+            let err = parse("d.trace", &format!("flashlab-trace v1 closed\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("d.trace:2:") && err.contains("data"), "{err}");
+        }
     }
 
     #[test]
