@@ -134,7 +134,7 @@ fn parse_data(hex: &str, len: u64) -> Result<Vec<u8>, String> {
             "a write that carries its bytes may be at most {MAX_DATA_BYTES} bytes long, not {len}"
         ));
     }
-    if hex.len() % 2 != 0 || hex.len() as u64 > 2 * len {
+    if !hex.len().is_multiple_of(2) || hex.len() as u64 > 2 * len {
         return Err(format!(
             "data field of {} hex digits: expected an even number, at most 2 x len_bytes ({})",
             hex.len(),
