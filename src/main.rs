@@ -1,6 +1,7 @@
 //! The `flashlab` command line: simulate drives, replay traces, reproduce the papers.
 
 mod bench;
+mod signals;
 mod units;
 
 use anyhow::{bail, Context, Result};
@@ -476,8 +477,8 @@ fn cmd_reproduce(a: ReproduceArgs) -> Result<()> {
         let pb = ProgressBar::new_spinner();
         pb.set_message(format!("{}: {}", e.id, e.about));
         pb.enable_steady_tick(std::time::Duration::from_millis(200));
-        let s =
-            (e.run)(a.scale, a.seed).map_err(|m| anyhow::anyhow!("experiment {}: {m}", e.id))?;
+        let s = (e.run)(a.scale, a.seed, &signals::cancel_token())
+            .map_err(|m| anyhow::anyhow!("experiment {}: {m}", e.id))?;
         pb.finish_and_clear();
         let held = s.verdicts.iter().filter(|v| v.holds).count();
         if let Some(why) = s.results.get("skipped").and_then(|w| w.as_str()) {
@@ -1072,6 +1073,8 @@ fn cmd_capture(a: CaptureArgs) -> Result<()> {
         command: a.command.clone(),
         work_dir: a.image_dir.clone(),
         stdout: None,
+        out: Some(a.out.clone()),
+        cancel: signals::cancel_token(),
     };
     let c = match trace::capture::capture(&spec) {
         Err(trace::capture::CaptureError::Interrupted) => {
@@ -1079,14 +1082,10 @@ fn cmd_capture(a: CaptureArgs) -> Result<()> {
                 "flashlab capture: {}",
                 trace::capture::CaptureError::Interrupted
             );
-            std::process::exit(130);
+            std::process::exit(signals::EXIT_INTERRUPTED);
         }
         r => r?,
     };
-    let file = std::fs::File::create(&a.out)
-        .with_context(|| format!("cannot create {}", a.out.display()))?;
-    trace::formats::write_native(&c.trace, std::io::BufWriter::new(file))
-        .with_context(|| format!("cannot write {}", a.out.display()))?;
     println!(
         "flashlab capture: {} on {} ({} MiB image{}), command ran {:.2} s",
         a.fs.name(),
@@ -1157,6 +1156,7 @@ fn cmd_presets() -> Result<()> {
 
 fn main() {
     let cli = Cli::parse();
+    signals::install();
     let r = match cli.command {
         Command::Sim(a) => cmd_sim(a),
         Command::Replay(a) => cmd_replay(a),

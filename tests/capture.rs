@@ -255,6 +255,209 @@ fn ctrl_c_stops_the_command_and_cleans_up() {
     assert_nothing_left(&dir.0);
 }
 
+/// Runs `flashlab capture` of `script` in the background and waits until the script has
+/// created `started` on the mounted file system.
+fn start_capture(dir: &Scratch, out: &Path, script: &str) -> std::process::Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(capture_args("ext4", "128MiB", &[], dir, out, script))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..500 {
+        let found = std::fs::read_dir(&dir.0)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| e.path().join("mnt/started").exists());
+        if found {
+            return child;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("the command never started");
+}
+
+/// Whether process `pid` still runs (a zombie counts as gone).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+#[test]
+fn sigterm_and_sighup_stop_the_whole_command_and_clean_up() {
+    if skipped(
+        FsKind::Ext4,
+        "sigterm_and_sighup_stop_the_whole_command_and_clean_up",
+    ) {
+        return;
+    }
+    for (name, signal) in [("term", libc::SIGTERM), ("hup", libc::SIGHUP)] {
+        let dir = Scratch::new(&format!("capture-sig{name}"));
+        let out = dir.0.join("t.trace");
+        let pids = dir.0.join("bg.pid");
+        // A background child keeps a file open on the mount; only killing the command's
+        // process group stops it.
+        let script = format!(
+            "(cd {{}} && exec sleep 300) & echo $! > {}; touch {{}}/started; sleep 300",
+            pids.display()
+        );
+        let mut child = start_capture(&dir, &out, &script);
+        // SAFETY: sending a signal to our own child process.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(130), "{name}");
+        let bg: i32 = std::fs::read_to_string(&pids)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(!alive(bg), "{name}: the background child {bg} still runs");
+        assert!(!out.exists(), "{name}: no trace of an interrupted capture");
+        assert_nothing_left(&dir.0);
+    }
+}
+
+#[test]
+fn a_background_child_holding_the_mount_loses_nothing() {
+    if skipped(
+        FsKind::Ext4,
+        "a_background_child_holding_the_mount_loses_nothing",
+    ) {
+        return;
+    }
+    let dir = Scratch::new("capture-bg");
+    let out = dir.0.join("t.trace");
+    let pids = dir.0.join("bg.pid");
+    let script = format!(
+        "dd if=/dev/zero of={{}}/f bs=64k count=16 conv=fsync status=none; (cd {{}} && exec sleep 300) & echo $! > {}; exit 0",
+        pids.display()
+    );
+    let o = flashlab(&capture_args("ext4", "128MiB", &[], &dir, &out, &script));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bg: i32 = std::fs::read_to_string(&pids)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!alive(bg), "the background child {bg} still runs");
+    let t = trace::formats::read_file(&out, trace::Format::Native).unwrap();
+    assert!(
+        t.bytes(flash::Op::Write) >= 1 << 20,
+        "the writes are in the trace"
+    );
+    assert_nothing_left(&dir.0);
+}
+
+#[test]
+fn the_work_directory_is_private_fresh_and_never_a_planted_path() {
+    if skipped(
+        FsKind::Ext4,
+        "the_work_directory_is_private_fresh_and_never_a_planted_path",
+    ) {
+        return;
+    }
+    let dir = Scratch::new("capture-private");
+    let out = dir.0.join("t.trace");
+    // What another user could plant under a predictable name: a directory with a file
+    // in it and a symlink to somewhere else. Neither may be used or removed.
+    let victim = dir.0.join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    let pid_guess = format!("flashlab-capture-{}-0", std::process::id());
+    let planted = dir.0.join(&pid_guess);
+    std::fs::create_dir(&planted).unwrap();
+    std::fs::write(planted.join("keep"), "mine").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.0.join("flashlab-capture-link")).unwrap();
+    let mode = dir.0.join("mode.txt");
+    let script = format!(
+        "stat -c '%a %U' {{}}/.. > {}; basename \"$(dirname {{}})\" >> {}",
+        mode.display(),
+        mode.display()
+    );
+    let o = flashlab(&capture_args("ext4", "128MiB", &[], &dir, &out, &script));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = std::fs::read_to_string(&mode).unwrap();
+    let mut lines = m.lines();
+    assert_eq!(lines.next(), Some("700 root"), "{m}");
+    let name = lines.next().unwrap();
+    assert!(
+        name.starts_with("flashlab-capture-") && name != pid_guess,
+        "a fresh, unpredictable name: {name}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(planted.join("keep")).unwrap(),
+        "mine"
+    );
+    assert_eq!(
+        std::fs::read_dir(&victim).unwrap().count(),
+        0,
+        "nothing made through the symlink"
+    );
+    std::fs::remove_dir_all(&planted).unwrap();
+    std::fs::remove_file(dir.0.join("flashlab-capture-link")).unwrap();
+    assert_nothing_left(&dir.0);
+}
+
+#[test]
+fn bad_outputs_options_and_image_dirs_fail_before_anything_runs() {
+    let dir = Scratch::new("capture-early");
+    let marker = dir.0.join("ran");
+    let script = format!("touch {}", marker.display());
+    // mkfs options that would add a positional argument (it reformatted that file).
+    let other = dir.0.join("other.img");
+    std::fs::write(&other, b"precious").unwrap();
+    let opts = format!("--mkfs-opts={}", other.display());
+    let out = dir.0.join("t.trace");
+    let o = flashlab(&capture_args(
+        "btrfs",
+        "128MiB",
+        &[&opts],
+        &dir,
+        &out,
+        &script,
+    ));
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is not an option"), "{err}");
+    assert_eq!(std::fs::read(&other).unwrap(), b"precious");
+    assert!(!marker.exists());
+    if skipped(
+        FsKind::Ext4,
+        "bad_outputs_options_and_image_dirs_fail_before_anything_runs",
+    ) {
+        return;
+    }
+    // An --out that cannot be written: found before the command runs.
+    let unwritable = dir.0.join("no/such/dir/t.trace");
+    let o = flashlab(&capture_args(
+        "ext4",
+        "128MiB",
+        &[],
+        &dir,
+        &unwritable,
+        &script,
+    ));
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("trace's output") && err.contains("no/such/dir"),
+        "{err}"
+    );
+    assert!(!marker.exists(), "the command must not have run");
+    // A missing --image-dir is refused, not created.
+    let missing = dir.0.join("missing");
+    let mut args = capture_args("ext4", "128MiB", &[], &dir, &out, &script);
+    let at = args.iter().position(|a| *a == "--image-dir").unwrap();
+    let missing_s = missing.to_str().unwrap().to_string();
+    args[at + 1] = &missing_s;
+    let o = flashlab(&args);
+    assert!(!o.status.success());
+    assert!(!missing.exists(), "the image dir was created");
+    assert!(!marker.exists());
+    assert!(!out.exists(), "no empty trace file is left");
+    assert_nothing_left(&dir.0);
+}
+
 #[test]
 fn bad_arguments_are_clear_errors() {
     let o = flashlab(&["capture", "--fs", "f2fs", "--out", "/tmp/x", "--", "true"]);

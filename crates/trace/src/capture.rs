@@ -7,15 +7,25 @@
 //! command fails or the user presses Ctrl-C. Only the loop device this capture attached
 //! is ever detached.
 //!
+//! Safety as root: the work directory is made fresh with an unpredictable name and mode
+//! 0700 (mkdtemp), so nobody else can plant a file, directory or symlink in it; the image
+//! is created exclusively inside it; mkfs options must be options (no extra positional
+//! argument can name another device or file); the command runs in its own process group,
+//! which is killed before unmounting so a background child cannot hold the mount; an
+//! interrupt (SIGINT, SIGTERM or SIGHUP, reported through [`Cancel`]) stops the command
+//! and cleans up like an error; the trace is written before the teardown, so a teardown
+//! that fails loses nothing.
+//!
 //! Needs root, loop devices and tracefs; [`check_support`] says what is missing.
 
-use crate::{Trace, TraceError};
-use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use crate::{Cancel, Trace, TraceError};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const TRACEFS: &str = "/sys/kernel/tracing";
@@ -83,10 +93,17 @@ pub struct CaptureSpec {
     /// The command and its arguments; `{}` in an argument is replaced by the mounted
     /// directory, which is also in `FLASHLAB_DIR`.
     pub command: Vec<String>,
-    /// Where the image and the mount point go (a fresh directory is made inside).
+    /// Where the image and the mount point go (a fresh directory is made inside; this
+    /// one must exist).
     pub work_dir: PathBuf,
     /// Where the command's standard output goes (None: inherited).
     pub stdout: Option<PathBuf>,
+    /// Where the trace is written in the native format, before the teardown (None: only
+    /// returned). It is opened before anything is set up, so a path that cannot be
+    /// written fails first.
+    pub out: Option<PathBuf>,
+    /// Set when the user interrupts: the command is stopped and everything cleaned up.
+    pub cancel: Cancel,
 }
 
 /// A finished capture.
@@ -114,6 +131,8 @@ pub enum CaptureError {
     Step { step: String, msg: String },
     #[error("interrupted; the file system was unmounted and its loop device and image removed")]
     Interrupted,
+    #[error("{msg} (the trace was written to {out} first)")]
+    Cleanup { msg: String, out: String },
     #[error(transparent)]
     Trace(#[from] TraceError),
 }
@@ -289,15 +308,46 @@ impl Drop for Setup {
     }
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// Checks that `opts` holds options only: every piece starts with `-` and carries its
+/// value attached (`-b4096`, `-bsize=4096`, `--nodesize=16384`), so no piece can become a
+/// positional argument naming another device or file for mkfs to format.
+pub fn check_mkfs_opts(opts: &[String]) -> Result<(), CaptureError> {
+    for o in opts {
+        if !o.starts_with('-') || o == "-" || o == "--" {
+            return Err(step(
+                "check --mkfs-opts",
+                format!(
+                    "{o:?} is not an option: each piece must start with '-' and carry its value attached (-b4096, -bsize=4096, --nodesize=16384)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
 
-/// Installs (once) a Ctrl-C handler that only notes the interrupt: the capture then
-/// stops its command and cleans up before it returns.
-fn install_interrupt_flag() {
-    static ONCE: OnceLock<()> = OnceLock::new();
-    ONCE.get_or_init(|| {
-        let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
-    });
+/// Stops a process group: SIGTERM, a moment to exit, then SIGKILL for what remains.
+fn kill_group(pgid: u32) {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return;
+    };
+    // SAFETY: kill has no memory preconditions; a negative pid names the process group
+    // this capture created for the command (ESRCH once it is gone).
+    unsafe {
+        if libc::kill(-pgid, libc::SIGTERM) != 0 {
+            return; // no such group any more
+        }
+    }
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(25));
+        // SAFETY: signal 0 only checks whether the group still exists.
+        if unsafe { libc::kill(-pgid, 0) } != 0 {
+            return;
+        }
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
 }
 
 /// The kernel's dev_t (major << 20 | minor) of a block device node.
@@ -312,6 +362,7 @@ fn kernel_dev(path: &str) -> Result<u64, CaptureError> {
 
 /// Runs the capture.
 pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
+    check_mkfs_opts(&spec.mkfs_opts)?;
     check_support(spec.fs)?;
     if spec.command.is_empty() {
         return Err(step(
@@ -328,23 +379,52 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
             ),
         ));
     }
-    install_interrupt_flag();
-    INTERRUPTED.store(false, Ordering::SeqCst);
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    if !spec.work_dir.is_dir() {
+        return Err(step(
+            "make the work directory",
+            format!(
+                "{} does not exist or is not a directory (it is not created for you)",
+                spec.work_dir.display()
+            ),
+        ));
+    }
+    // The trace's file first: a path that cannot be written fails before anything runs.
+    let mut out_file = match &spec.out {
+        Some(path) => Some(OutFile::create(path)?),
+        None => None,
+    };
+    let mut setup = Setup::default();
+
+    // A fresh work directory (mkdtemp: unpredictable name, mode 0700, never an existing
+    // path), the image inside it, and a loop device.
+    let dir = tempfile::Builder::new()
+        .prefix("flashlab-capture-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(&spec.work_dir)
+        .map_err(|e| {
+            step(
+                "make the work directory",
+                format!("in {}: {e}", spec.work_dir.display()),
+            )
+        })?
+        .keep();
+    setup.dir = Some(dir.clone());
+    // The tracing instance (in root-only tracefs) is named after this process and the
+    // work directory's random part, so a leftover can be told from a live capture.
     let tag = format!(
         "flashlab-capture-{}-{}",
         std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
+        dir.file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("flashlab-capture-"))
+            .unwrap_or("")
     );
-    let mut setup = Setup::default();
-
-    // Image file and loop device.
-    let dir = spec.work_dir.join(&tag);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| step("make the work directory", format!("{}: {e}", dir.display())))?;
-    setup.dir = Some(dir.clone());
     let image = dir.join(format!("{}.img", spec.fs.name()));
-    std::fs::File::create(&image)
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&image)
         .and_then(|f| f.set_len(spec.size_bytes))
         .map_err(|e| step("make the image", format!("{}: {e}", image.display())))?;
     let img = image.to_string_lossy().to_string();
@@ -442,21 +522,28 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         .map(|a| a.replace("{}", &m))
         .collect();
     let mut command = Command::new(&spec.command[0]);
-    command.args(&args).env("FLASHLAB_DIR", &m);
+    // Its own process group: an interrupt or the end of the run stops all of it,
+    // background children included.
+    command.args(&args).env("FLASHLAB_DIR", &m).process_group(0);
     if let Some(path) = &spec.stdout {
         let f = std::fs::File::create(path)
             .map_err(|e| step("run the command", format!("{}: {e}", path.display())))?;
         command.stdout(f);
     }
-    let status = command.spawn().and_then(|mut child| loop {
-        if let Some(s) = child.try_wait()? {
-            break Ok(s);
-        }
-        if INTERRUPTED.load(Ordering::SeqCst) {
-            let _ = child.kill();
-            break child.wait();
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let status = command.spawn().and_then(|mut child| {
+        let status = loop {
+            if let Some(s) = child.try_wait()? {
+                break Ok(s);
+            }
+            if spec.cancel.is_cancelled() {
+                kill_group(child.id());
+                break child.wait();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // Whatever it left running in the background would hold the mount.
+        kill_group(child.id());
+        status
     });
     // Whatever the command did, flush the file system's dirty data while tracing.
     let synced = run("sync the file system", "sync", &["-f", &m]);
@@ -469,9 +556,8 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         .join()
         .map_err(|_| step("read the trace", "the reader thread panicked"))?
         .map_err(|e| step("read the trace", format!("trace_pipe: {e}")))?;
-    setup.teardown()?;
-    if INTERRUPTED.load(Ordering::SeqCst) {
-        return Err(CaptureError::Interrupted);
+    if spec.cancel.is_cancelled() {
+        return Err(CaptureError::Interrupted); // the setup's drop cleans up
     }
     let status =
         status.map_err(|e| step("run the command", format!("{}: {e}", spec.command[0])))?;
@@ -495,6 +581,19 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         .min()
         .unwrap_or(0);
     let trace = crate::formats::tracefs::parse(&format!("tracefs of {dev}"), &text)?;
+    // The trace is safe on disk before anything can fail in the teardown.
+    if let Some(out) = &mut out_file {
+        out.write(&trace)?;
+    }
+    if let Err(e) = setup.teardown() {
+        return Err(match &spec.out {
+            Some(path) => CaptureError::Cleanup {
+                msg: e.to_string(),
+                out: path.display().to_string(),
+            },
+            None => e,
+        });
+    }
     Ok(Captured {
         trace,
         event_lines,
@@ -506,9 +605,72 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     })
 }
 
+/// The trace's output file: opened (and so checked) before the capture starts, removed
+/// again unless a trace was written to it.
+struct OutFile {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    written: bool,
+}
+
+impl OutFile {
+    fn create(path: &Path) -> Result<OutFile, CaptureError> {
+        let file = std::fs::File::create(path).map_err(|e| {
+            step(
+                "open the trace's output",
+                format!("{}: {e}", path.display()),
+            )
+        })?;
+        Ok(OutFile {
+            path: path.to_path_buf(),
+            file: Some(file),
+            written: false,
+        })
+    }
+
+    fn write(&mut self, trace: &Trace) -> Result<(), CaptureError> {
+        let fail =
+            |e: std::io::Error| step("write the trace", format!("{}: {e}", self.path.display()));
+        let file = self.file.take().expect("written once");
+        let mut w = std::io::BufWriter::new(file);
+        crate::formats::write_native(trace, &mut w).map_err(fail)?;
+        w.flush().map_err(fail)?;
+        self.written = true;
+        Ok(())
+    }
+}
+
+impl Drop for OutFile {
+    fn drop(&mut self) {
+        if !self.written {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mkfs_options_must_be_options() {
+        let ok: Vec<String> = [
+            "-b4096",
+            "-bsize=4096",
+            "--nodesize=16384",
+            "-O^has_journal",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert!(check_mkfs_opts(&ok).is_ok());
+        // A positional argument would make mkfs format that file or device instead.
+        for bad in ["/some/other.img", "4096", "-", "--", "/dev/sda"] {
+            let e = check_mkfs_opts(&["-q".to_string(), bad.to_string()])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("is not an option") && e.contains(bad), "{e}");
+        }
+    }
 
     #[test]
     fn file_system_names_parse() {

@@ -4,8 +4,10 @@
 //! a disk, a generator). Parsers in [`formats`] read blkparse text, kernel tracefs text,
 //! MSR Cambridge CSV and our own native format; [`replay`] feeds requests to any
 //! [`flash::Device`], closed loop per stream with a queue depth or open loop by timestamp.
-//! [`capture`] records a real file system's block I/O on a loop device.
+//! [`capture`] records a real file system's block I/O on a loop device; [`Cancel`] is how
+//! the binary tells long-running library code that the user interrupted.
 
+pub mod cancel;
 pub mod capture;
 pub mod error;
 pub mod formats;
@@ -13,6 +15,7 @@ pub mod replay;
 pub mod request;
 pub mod transform;
 
+pub use cancel::Cancel;
 pub use error::TraceError;
 pub use formats::{parse, Format};
 pub use replay::{replay_closed, replay_open, ReplaySummary};

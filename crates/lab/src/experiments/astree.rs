@@ -41,7 +41,7 @@ struct Job {
     spec: BtreeSpec,
 }
 
-pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, String> {
     let started = std::time::Instant::now();
     let (preload, ops) = match scale {
         Scale::Quick => (20_000, 5_000),

@@ -77,7 +77,7 @@ fn job_spec(sf: f64, preset: &str, r: u64, w: u64, users: u32) -> Result<JoinRun
     })
 }
 
-pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, String> {
     let started = std::time::Instant::now();
     let sf = match scale {
         Scale::Quick => 0.2,

@@ -12,6 +12,22 @@ pub mod waf;
 
 use crate::report::Section;
 use std::str::FromStr;
+use trace::Cancel;
+
+/// A fresh private work directory (mkdtemp: an unpredictable name, mode 0700, never an
+/// existing path) under the system's temp directory, removed when dropped.
+pub(crate) fn work_dir(prefix: &str) -> Result<tempfile::TempDir, String> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .map_err(|e| {
+            format!(
+                "cannot make a work directory in {}: {e}",
+                std::env::temp_dir().display()
+            )
+        })
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scale {
@@ -45,7 +61,9 @@ impl std::fmt::Display for Scale {
 pub struct Experiment {
     pub id: &'static str,
     pub about: &'static str,
-    pub run: fn(Scale, u64) -> Result<Section, String>,
+    /// Runs it at a scale with a seed; stops early (with an error) once the token is
+    /// cancelled.
+    pub run: fn(Scale, u64, &Cancel) -> Result<Section, String>,
 }
 
 pub const ALL: &[Experiment] = &[

@@ -49,7 +49,7 @@ const TITLE: &str = "A NoSQL store's write batches on real file systems (paper 0
 /// What the experiment needs, said when it is skipped.
 const NEEDS: &str = "This experiment captures real ext4, XFS and btrfs file systems on loop devices and needs root, loop devices, tracefs and mkfs.xfs / mkfs.btrfs (Debian's xfsprogs and btrfs-progs).";
 
-pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, cancel: &trace::Cancel) -> Result<Section, String> {
     let started = std::time::Instant::now();
     for fs in FILE_SYSTEMS {
         if let Err(e) = capture::check_support(fs) {
@@ -62,8 +62,8 @@ pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
         Scale::Quick => (8_000u64, 16_000u64),
         Scale::Full => (400_000, 400_000),
     };
-    let work = std::env::temp_dir().join(format!("flashlab-nosql-{}", std::process::id()));
-    std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+    let work_dir = super::work_dir("flashlab-nosql-")?;
+    let work = work_dir.path();
     let result = (|| {
         let mut points = Vec::new();
         for fs in FILE_SYSTEMS {
@@ -72,7 +72,8 @@ pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
                 let ops = (2_000 * batch).clamp(2_000, max_ops);
                 points.push(one_run(
                     &exe,
-                    &work,
+                    work,
+                    cancel,
                     fs,
                     batch,
                     docs,
@@ -83,7 +84,7 @@ pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
         }
         Ok::<_, String>(points)
     })();
-    let _ = std::fs::remove_dir_all(&work);
+    drop(work_dir);
     let mut points = result?;
     // simfs's log-structured policy stands in for F2FS: the same workload on one simulated
     // 840 Pro, the four writers taking turns a batch at a time, timed in virtual time.
@@ -324,6 +325,7 @@ fn lfs_run(batch: u64, docs: u64, ops: u64, seed: u64) -> Result<Point, String> 
 fn one_run(
     exe: &std::path::Path,
     work: &std::path::Path,
+    cancel: &trace::Cancel,
     fs: FsKind,
     batch: u64,
     docs: u64,
@@ -346,6 +348,8 @@ fn one_run(
         command: cmd,
         work_dir: work.to_path_buf(),
         stdout: Some(json_path.clone()),
+        out: None,
+        cancel: cancel.clone(),
     };
     let c = capture::capture(&spec).map_err(|e| format!("{} batch {batch}: {e}", fs.name()))?;
     if c.exit_code != Some(0) {

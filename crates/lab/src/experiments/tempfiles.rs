@@ -125,7 +125,7 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, String> {
     let started = std::time::Instant::now();
     let s = setup(scale);
     let mut jobs = Vec::new();

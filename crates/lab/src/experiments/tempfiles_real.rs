@@ -39,7 +39,7 @@ const TITLE: &str = "Hash-join temp files on real ext4: discard and fallocate (p
 /// What the experiment needs, said when it is skipped.
 const NEEDS: &str = "This experiment runs the join inside ext4 on a loop device, captures its block I/O and needs root, loop devices and tracefs.";
 
-pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, cancel: &trace::Cancel) -> Result<Section, String> {
     let started = std::time::Instant::now();
     if let Err(e) = capture::check_support(FsKind::Ext4) {
         return Ok(Section::skipped(ID, TITLE, &e.to_string(), NEEDS, seed));
@@ -50,7 +50,8 @@ pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
         Scale::Quick => (0.2, 3u32, 1u64 << 30),
         Scale::Full => (0.5, 20, 4 << 30),
     };
-    let work = std::env::temp_dir().join(format!("flashlab-tempfiles-real-{}", std::process::id()));
+    let work_dir = super::work_dir("flashlab-tempfiles-real-")?;
+    let work = work_dir.path();
     let data = work.join("data");
     std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
     let result = (|| {
@@ -79,12 +80,12 @@ pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
         let mut runs = Vec::new();
         for &(fallocate, discard) in &COMBOS {
             runs.push(one_run(
-                &exe, &work, &data, sf, repeat, capacity, fallocate, discard,
+                &exe, work, cancel, &data, sf, repeat, capacity, fallocate, discard,
             )?);
         }
         Ok(runs)
     })();
-    let _ = std::fs::remove_dir_all(&work);
+    drop(work_dir);
     let runs = result?;
     let get = |f: bool, d: bool| {
         runs.iter()
@@ -229,6 +230,7 @@ pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
 fn one_run(
     exe: &std::path::Path,
     work: &std::path::Path,
+    cancel: &trace::Cancel,
     data: &std::path::Path,
     sf: f64,
     repeat: u32,
@@ -272,6 +274,8 @@ fn one_run(
         command: cmd,
         work_dir: work.to_path_buf(),
         stdout: Some(work.join(format!("{name}.json"))),
+        out: None,
+        cancel: cancel.clone(),
     };
     let c = capture::capture(&spec).map_err(|e| format!("{name}: {e}"))?;
     if c.exit_code != Some(0) {

@@ -303,7 +303,7 @@ pub fn deletion_shape() -> Result<(u64, u64, u64), String> {
     Ok((r.trim_commands, blocks, f.metadata_reads))
 }
 
-pub fn run(scale: Scale, seed: u64) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, String> {
     let started = std::time::Instant::now();
     let (ranges, units, metadata_blocks) = deletion_shape()?;
     let preset = Preset::load("openssd").map_err(|e| e.to_string())?;
