@@ -322,6 +322,7 @@ fn lfs_run(batch: u64, docs: u64, ops: u64, seed: u64) -> Result<Point, String> 
 }
 
 /// Captures one run of the workload on `fs` and replays its update phase.
+#[allow(clippy::too_many_arguments)]
 fn one_run(
     exe: &std::path::Path,
     work: &std::path::Path,
