@@ -258,7 +258,7 @@ fn ctrl_c_stops_the_command_and_cleans_up() {
 /// Runs `flashlab capture` of `script` in the background and waits until the script has
 /// created `started` on the mounted file system.
 fn start_capture(dir: &Scratch, out: &Path, script: &str) -> std::process::Child {
-    let child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
         .args(capture_args("ext4", "128MiB", &[], dir, out, script))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -274,6 +274,8 @@ fn start_capture(dir: &Scratch, out: &Path, script: &str) -> std::process::Child
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("the command never started");
 }
 
