@@ -697,6 +697,7 @@ fn cmd_join(a: JoinArgs) -> Result<()> {
                 dir,
                 direct_io: a.direct_io,
                 cap_bytes: a.spill_cap,
+                cancel: signals::cancel_token(),
             }
         }
         _ => {
@@ -1170,6 +1171,13 @@ fn main() {
         Command::Bench(a) => bench::run(a),
     };
     if let Err(e) = r {
+        if signals::cancel_token().is_cancelled() {
+            eprintln!(
+                "flashlab: interrupted; what the run made was removed ({})",
+                error_chain(&e)
+            );
+            std::process::exit(signals::EXIT_INTERRUPTED);
+        }
         eprintln!("flashlab: error: {}", error_chain(&e));
         std::process::exit(1);
     }

@@ -12,8 +12,9 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::Instant;
+use trace::Cancel;
 
 /// A file handle of a store.
 pub type FileId = u32;
@@ -58,52 +59,132 @@ pub trait Store {
 const ALIGN: usize = 4096;
 const SPILL_PREFIX: &str = "flashlab-spill-";
 
-/// Paths of live spill files of this process, removed by the Ctrl-C handler.
-fn live_paths() -> &'static Mutex<HashSet<PathBuf>> {
-    static LIVE: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
-    LIVE.get_or_init(|| Mutex::new(HashSet::new()))
+/// The lock file of a run: `flashlab-spill-<run>.lock`, flock'ed by the run for as long as
+/// it lives. Its spill files are `flashlab-spill-<run>-<n>.tmp`.
+fn lock_name(run: &str) -> String {
+    format!("{SPILL_PREFIX}{run}.lock")
 }
 
-/// Installs (once) a Ctrl-C handler that removes this process's spill files, then exits
-/// with status 130.
-pub fn install_interrupt_cleanup() {
-    static ONCE: OnceLock<()> = OnceLock::new();
-    ONCE.get_or_init(|| {
-        let _ = ctrlc::set_handler(|| {
-            if let Ok(paths) = live_paths().lock() {
-                for p in paths.iter() {
-                    let _ = std::fs::remove_file(p);
-                }
-            }
-            eprintln!("flashlab: interrupted; spill files removed");
-            std::process::exit(130);
-        });
-    });
+/// A name no other run has: process id, clock and a per-process random key, hashed.
+fn unique_run_name() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    format!("{:016x}", h.finish())
 }
 
-/// Removes spill files left in `dir` by processes that no longer run (as PostgreSQL
-/// clears its temp directory at start); returns how many it removed.
+/// Tries to take the exclusive flock of `file` without waiting: Ok(true) if taken,
+/// Ok(false) if another open file (a live run) holds it.
+fn try_lock(file: &File) -> std::io::Result<bool> {
+    // SAFETY: the descriptor is open for the duration of the call.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+/// What a cleaner finds of a run.
+enum RunState {
+    /// A live run holds its lock.
+    Live,
+    /// Over: its lock file is gone, or the cleaner now holds its lock (until dropped).
+    Over(Option<File>),
+}
+
+/// Liveness is the lock, never a process id: ids repeat across PID namespaces and reboots.
+fn run_state(dir: &Path, run: &str) -> std::io::Result<RunState> {
+    match File::open(dir.join(lock_name(run))) {
+        Ok(f) if try_lock(&f)? => Ok(RunState::Over(Some(f))),
+        Ok(_) => Ok(RunState::Live),
+        // A run makes its lock before its first spill file and removes it after the last:
+        // spill files without a lock are a killed run's (or an older version's).
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(RunState::Over(None)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes spill files left in `dir` by runs that are over (killed before they could
+/// clean up; as PostgreSQL clears its temp directory at start); returns how many.
 pub fn remove_stale_spill_files(dir: &Path) -> Result<u64, JoinError> {
     let err = |e: std::io::Error| JoinError::Dir {
         dir: dir.display().to_string(),
         msg: e.to_string(),
     };
-    let mut removed = 0;
+    let mut runs: std::collections::BTreeMap<String, Vec<PathBuf>> = Default::default();
     for entry in std::fs::read_dir(dir).map_err(err)? {
         let entry = entry.map_err(err)?;
         let name = entry.file_name();
         let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SPILL_PREFIX)) else {
             continue;
         };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+        let run = if let Some(r) = rest.strip_suffix(".lock") {
+            r
+        } else if let Some(r) = rest.strip_suffix(".tmp").and_then(|r| r.rsplit_once('-')) {
+            r.0
+        } else {
             continue;
         };
-        let alive = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
-        if !alive && std::fs::remove_file(entry.path()).is_ok() {
-            removed += 1;
+        runs.entry(run.to_string()).or_default().push(entry.path());
+    }
+    let mut removed = 0;
+    for (run, paths) in runs {
+        // The lock stays held while the run's files go.
+        let RunState::Over(_held) = run_state(dir, &run).map_err(err)? else {
+            continue;
+        };
+        for p in paths
+            .iter()
+            .filter(|p| p.extension().is_some_and(|x| x == "tmp"))
+        {
+            if std::fs::remove_file(p).is_ok() {
+                removed += 1;
+            }
         }
+        let _ = std::fs::remove_file(dir.join(lock_name(&run)));
     }
     Ok(removed)
+}
+
+/// The lock a live run holds on its lock file (see [`lock_name`]).
+struct RunLock {
+    path: PathBuf,
+    _file: File,
+}
+
+impl RunLock {
+    /// Makes and locks the run's lock file: created and locked under a temporary name,
+    /// then renamed, so a cleaner never sees it unlocked.
+    fn take(dir: &Path, run: &str) -> std::io::Result<RunLock> {
+        let path = dir.join(lock_name(run));
+        let fresh = dir.join(format!(".{}.new", lock_name(run)));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&fresh)?;
+        if !try_lock(&file)? {
+            return Err(std::io::Error::other("a fresh lock file is locked already"));
+        }
+        std::fs::rename(&fresh, &path)?;
+        Ok(RunLock { path, _file: file })
+    }
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// A zeroed buffer whose start is aligned for O_DIRECT: an over-sized `Vec`
@@ -137,24 +218,33 @@ struct OsFile {
 
 /// Real files in a directory.
 pub struct OsStore {
+    files: HashMap<FileId, OsFile>,
+    /// Released (and its file removed) after `drop` has removed the spill files.
+    _lock: RunLock,
+    run: String,
+    cancel: Cancel,
     dir: PathBuf,
     direct: bool,
     cap_bytes: Option<u64>,
-    files: HashMap<FileId, OsFile>,
     next: FileId,
     held_bytes: u64,
     started: Instant,
     stats: StoreStats,
     /// Spill files of earlier, killed runs removed at start.
     pub stale_removed: u64,
-    /// Distinguishes the spill files of several stores of one process.
-    instance: u64,
 }
 
 impl OsStore {
-    /// Opens the spill directory `dir` (it must exist), removing stale spill files of dead
-    /// processes. `direct` uses O_DIRECT; `cap_bytes` limits the bytes spill files hold.
-    pub fn new(dir: &Path, direct: bool, cap_bytes: Option<u64>) -> Result<OsStore, JoinError> {
+    /// Opens the spill directory `dir` (it must exist), removing stale spill files of runs
+    /// that are over. `direct` uses O_DIRECT; `cap_bytes` limits the bytes spill files
+    /// hold; once `cancel` is cancelled every call fails with [`JoinError::Interrupted`]
+    /// (and dropping the store removes its files).
+    pub fn new(
+        dir: &Path,
+        direct: bool,
+        cap_bytes: Option<u64>,
+        cancel: Cancel,
+    ) -> Result<OsStore, JoinError> {
         let meta = std::fs::metadata(dir).map_err(|e| JoinError::Dir {
             dir: dir.display().to_string(),
             msg: if e.kind() == std::io::ErrorKind::NotFound {
@@ -170,23 +260,33 @@ impl OsStore {
             });
         }
         let stale_removed = remove_stale_spill_files(dir)?;
-        install_interrupt_cleanup();
+        let run = unique_run_name();
+        let lock = RunLock::take(dir, &run).map_err(|e| JoinError::Dir {
+            dir: dir.display().to_string(),
+            msg: format!("cannot make the run's lock file: {e}"),
+        })?;
         Ok(OsStore {
+            files: HashMap::new(),
+            _lock: lock,
+            run,
+            cancel,
             dir: dir.to_path_buf(),
             direct,
             cap_bytes,
-            files: HashMap::new(),
             next: 0,
             held_bytes: 0,
             started: Instant::now(),
             stats: StoreStats::default(),
             stale_removed,
-            instance: {
-                static INSTANCES: std::sync::atomic::AtomicU64 =
-                    std::sync::atomic::AtomicU64::new(0);
-                INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            },
         })
+    }
+
+    fn check_cancel(&self) -> Result<(), JoinError> {
+        if self.cancel.is_cancelled() {
+            Err(JoinError::Interrupted)
+        } else {
+            Ok(())
+        }
     }
 
     /// Opens an existing file read-only as an input (not a spill file: never deleted).
@@ -258,24 +358,18 @@ impl OsStore {
 
 impl Store for OsStore {
     fn create(&mut self) -> Result<FileId, JoinError> {
+        self.check_cancel()?;
         let id = self.next;
         self.next += 1;
-        let path = self.dir.join(format!(
-            "{SPILL_PREFIX}{}-{}-{id}.tmp",
-            std::process::id(),
-            self.instance
-        ));
+        let path = self
+            .dir
+            .join(format!("{SPILL_PREFIX}{}-{id}.tmp", self.run));
         let mut o = OpenOptions::new();
         o.read(true).write(true).create_new(true);
         if self.direct {
             o.custom_flags(libc::O_DIRECT);
         }
-        // Create and register under the lock, so the Ctrl-C handler (which takes it) never
-        // sees a file that exists but is not registered yet.
-        let mut live = live_paths().lock().expect("not poisoned");
         let file = o.open(&path).map_err(|e| self.io_error(&path, e))?;
-        live.insert(path.clone());
-        drop(live);
         self.files.insert(
             id,
             OsFile {
@@ -291,6 +385,7 @@ impl Store for OsStore {
     }
 
     fn fallocate(&mut self, f: FileId, bytes: u64) -> Result<(), JoinError> {
+        self.check_cancel()?;
         let more = bytes.saturating_sub(self.file(f).disk_bytes);
         self.charge(more)?;
         let fd = self.file(f).file.as_raw_fd();
@@ -309,6 +404,7 @@ impl Store for OsStore {
     }
 
     fn append(&mut self, f: FileId, data: &[u8]) -> Result<(), JoinError> {
+        self.check_cancel()?;
         let (len, disk) = (self.file(f).len, self.file(f).disk_bytes);
         let direct = self.direct;
         if direct && len % ALIGN as u64 != 0 {
@@ -345,6 +441,7 @@ impl Store for OsStore {
     }
 
     fn read_at(&mut self, f: FileId, offset: u64, buf: &mut [u8]) -> Result<usize, JoinError> {
+        self.check_cancel()?;
         let file = self.file(f);
         if offset >= file.len {
             return Ok(0);
@@ -400,10 +497,6 @@ impl Store for OsStore {
             )));
         }
         drop(file.file);
-        live_paths()
-            .lock()
-            .expect("not poisoned")
-            .remove(&file.path);
         self.held_bytes -= file.disk_bytes;
         self.stats.deletes += 1;
         std::fs::remove_file(&file.path).map_err(|source| JoinError::Io {
@@ -424,11 +517,11 @@ impl Store for OsStore {
 }
 
 impl Drop for OsStore {
-    /// Every exit path removes the run's spill files.
+    /// Every exit path (an error or an interrupt included) removes the run's spill files;
+    /// its lock file goes after them, when `lock` drops.
     fn drop(&mut self) {
         for (_, f) in self.files.drain() {
             if f.spill {
-                live_paths().lock().map(|mut l| l.remove(&f.path)).ok();
                 let _ = std::fs::remove_file(&f.path);
             }
         }

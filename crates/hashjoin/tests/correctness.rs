@@ -6,6 +6,7 @@ use hashjoin::{
     hash_join, Algorithm, Input, JoinError, JoinResult, JoinSpec, MemoryPool, Relation,
 };
 use std::collections::HashMap;
+use trace::Cancel;
 use workloads::tpch::{rows, Layout, Record, Table};
 
 /// (rows, sum of l_extendedprice, sum of o_totalprice over joined rows), computed directly.
@@ -211,6 +212,13 @@ fn spill_files_in(dir: &std::path::Path) -> usize {
                 .to_string_lossy()
                 .starts_with("flashlab-spill-")
         })
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "tmp")
+        })
         .count()
 }
 
@@ -237,7 +245,7 @@ fn os_backend_uses_real_files_and_removes_them() {
     let lines: Vec<Record> = rows(Table::Lineitem, 0.01).collect();
     let want = expected(&orders, &lines);
     for fallocate in [false, true] {
-        let mut store = OsStore::new(&dir, false, None).unwrap();
+        let mut store = OsStore::new(&dir, false, None, Cancel::new()).unwrap();
         let o = store.open_input(&data.join("orders.tbl")).unwrap();
         let l = store.open_input(&data.join("lineitem.tbl")).unwrap();
         let a = Input {
@@ -268,7 +276,7 @@ fn os_backend_uses_real_files_and_removes_them() {
     }
     // A cap smaller than the spill volume: a clear error, and nothing left behind.
     {
-        let mut store = OsStore::new(&dir, false, Some(1 << 20)).unwrap();
+        let mut store = OsStore::new(&dir, false, Some(1 << 20), Cancel::new()).unwrap();
         let o = store.open_input(&data.join("orders.tbl")).unwrap();
         let l = store.open_input(&data.join("lineitem.tbl")).unwrap();
         let a = Input {
@@ -300,15 +308,72 @@ fn os_backend_uses_real_files_and_removes_them() {
         0,
         "dropping the store removes the spill files of a failed run"
     );
-    // Files of a dead process are removed by the next run.
+    // An interrupt: the join stops with Interrupted and its files are gone.
+    {
+        let cancel = Cancel::new();
+        let mut store = OsStore::new(&dir, false, None, cancel.clone()).unwrap();
+        let o = store.open_input(&data.join("orders.tbl")).unwrap();
+        let l = store.open_input(&data.join("lineitem.tbl")).unwrap();
+        let f = store.create().unwrap();
+        store.append(f, &[1u8; 4096]).unwrap();
+        cancel.cancel();
+        assert!(matches!(
+            store.append(f, &[1u8; 4096]),
+            Err(JoinError::Interrupted)
+        ));
+        let a = Input {
+            file: o,
+            offset_bytes: 64,
+            rows: ho.rows,
+            layout: Layout::Fixed128,
+            relation: Relation::Orders,
+        };
+        let b = Input {
+            file: l,
+            offset_bytes: 64,
+            rows: hl.rows,
+            layout: Layout::Fixed128,
+            relation: Relation::Lineitem,
+        };
+        let err = hash_join(
+            &mut store,
+            &MemoryPool::new(2 << 20),
+            &spec(Algorithm::Grace),
+            a,
+            b,
+        )
+        .unwrap_err();
+        assert!(matches!(err, JoinError::Interrupted), "{err}");
+    }
+    assert_eq!(spill_files_in(&dir), 0, "an interrupted run leaves nothing");
+    // Liveness is a run's lock, not a process id: a run whose process is invisible here
+    // (another PID namespace) but holds its lock keeps its files; once its lock is free,
+    // the next run removes them, and files of an old PID-named run without a lock too.
+    let live_lock = dir.join("flashlab-spill-0123456789abcdef.lock");
+    let held = std::fs::File::create(&live_lock).unwrap();
+    // SAFETY: flock on a descriptor this test holds open.
+    assert_eq!(
+        unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&held), libc::LOCK_EX) },
+        0
+    );
+    std::fs::write(dir.join("flashlab-spill-0123456789abcdef-0.tmp"), b"x").unwrap();
     std::fs::write(dir.join("flashlab-spill-999999999-3.tmp"), b"x").unwrap();
-    let store = OsStore::new(&dir, false, None).unwrap();
-    assert_eq!(store.stale_removed, 1);
-    assert!(OsStore::new(&dir.join("missing"), false, None)
-        .err()
-        .unwrap()
-        .to_string()
-        .contains("does not exist"));
+    let store = OsStore::new(&dir, false, None, Cancel::new()).unwrap();
+    assert_eq!(store.stale_removed, 1, "only the lock-less run's file");
+    assert!(dir.join("flashlab-spill-0123456789abcdef-0.tmp").exists());
+    drop(store);
+    drop(held);
+    let store = OsStore::new(&dir, false, None, Cancel::new()).unwrap();
+    assert_eq!(store.stale_removed, 1, "the released run's file");
+    assert!(!live_lock.exists(), "and its lock file");
+    drop(store);
+    assert!(
+        OsStore::new(&dir.join("missing"), false, None, Cancel::new())
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("does not exist")
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

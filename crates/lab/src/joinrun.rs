@@ -19,6 +19,8 @@ pub enum Backend {
         data_dir: PathBuf,
         direct_io: bool,
         cap_bytes: Option<u64>,
+        /// Cancelled by an interrupt: the run stops and removes its spill files.
+        cancel: trace::Cancel,
     },
     /// simfs on a simulated drive; inputs on the drive (timed) or off it.
     Sim {
@@ -186,6 +188,7 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
             data_dir,
             direct_io,
             cap_bytes,
+            cancel,
         } => {
             out.backend = format!("os:{}", dir.display());
             for (what, d) in [("spill directory", dir), ("data directory", data_dir)] {
@@ -202,7 +205,8 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
                 let started = std::time::Instant::now();
                 let results: Vec<Result<(JoinResult, u64), String>> =
                     for_each_user(spec.users, |_| {
-                        let mut store = OsStore::new(dir, *direct_io, *cap_bytes).map_err(e)?;
+                        let mut store =
+                            OsStore::new(dir, *direct_io, *cap_bytes, cancel.clone()).map_err(e)?;
                         let o = store.open_input(&op).map_err(e)?;
                         let l = store.open_input(&lp).map_err(e)?;
                         let a = Input {
