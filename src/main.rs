@@ -474,6 +474,9 @@ fn cmd_reproduce(a: ReproduceArgs) -> Result<()> {
     );
     let mut sections = Vec::new();
     for e in chosen {
+        if signals::cancel_token().is_cancelled() {
+            bail!("interrupted before experiment {}", e.id);
+        }
         let pb = ProgressBar::new_spinner();
         pb.set_message(format!("{}: {}", e.id, e.about));
         pb.enable_steady_tick(std::time::Duration::from_millis(200));
@@ -915,6 +918,7 @@ fn cmd_btree(a: BtreeArgs) -> Result<()> {
         "os" => lab::btreerun::TreeBackend::Os {
             dir: r.dir.clone().context("--backend os needs --dir DIR")?,
             direct_io: r.direct_io,
+            cancel: signals::cancel_token(),
         },
         _ => {
             let mut p = Preset::load(
@@ -1015,6 +1019,7 @@ fn cmd_kv(a: KvArgs) -> Result<()> {
                 .or_else(|| std::env::var_os("FLASHLAB_DIR").map(PathBuf::from))
                 .context("--backend os needs --dir DIR (or FLASHLAB_DIR)")?,
             direct_io: r.direct_io,
+            cancel: signals::cancel_token(),
         },
     };
     let spec = lab::kvrun::KvSpec {
@@ -1157,7 +1162,18 @@ fn cmd_presets() -> Result<()> {
 
 fn main() {
     let cli = Cli::parse();
-    signals::install();
+    // Commands that hold resources outside the process (loop devices, mounts, spill and
+    // store files) stop through the cancellation token and clean up; the others keep the
+    // default: an interrupt ends them at once.
+    let holds_resources = match &cli.command {
+        Command::Capture(_) | Command::Join(_) | Command::Reproduce(_) => true,
+        Command::Btree(a) => a.cmd.is_none() && a.run.backend == "os",
+        Command::Kv(a) => a.cmd.is_none() && a.run.backend != "mem",
+        _ => false,
+    };
+    if holds_resources {
+        signals::install();
+    }
     let r = match cli.command {
         Command::Sim(a) => cmd_sim(a),
         Command::Replay(a) => cmd_replay(a),

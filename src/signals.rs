@@ -14,7 +14,8 @@ fn token() -> &'static Cancel {
     TOKEN.get_or_init(Cancel::new)
 }
 
-/// Installs the handler; call once, first thing in `main`.
+/// Installs the handler (once, first thing in `main`, for commands whose code checks the
+/// token).
 pub fn install() {
     let cancel = token().clone();
     let result = ctrlc::set_handler(move || {
@@ -22,6 +23,7 @@ pub fn install() {
             eprintln!("flashlab: interrupted again; exiting now");
             std::process::exit(EXIT_INTERRUPTED);
         }
+        eprintln!("flashlab: interrupting: cleaning up (interrupt again to exit at once)");
         cancel.cancel();
     });
     if let Err(e) = result {

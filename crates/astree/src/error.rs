@@ -21,4 +21,6 @@ pub enum TreeError {
     Config(String),
     #[error("node {0} does not exist")]
     MissingNode(u64),
+    #[error("interrupted")]
+    Interrupted,
 }

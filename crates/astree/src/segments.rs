@@ -266,6 +266,7 @@ pub struct FileSegments {
     /// I/O time of files already removed, and of directory syncs.
     io_done: IoTime,
     started: std::time::Instant,
+    cancel: Option<trace::Cancel>,
 }
 
 impl FileSegments {
@@ -299,7 +300,18 @@ impl FileSegments {
             dir_dirty: false,
             io_done: IoTime::default(),
             started: std::time::Instant::now(),
+            cancel: None,
         })
+    }
+
+    /// The same segments, stopping at their next I/O once `cancel` is cancelled.
+    pub fn with_cancel(mut self, cancel: trace::Cancel) -> Self {
+        self.files = std::mem::take(&mut self.files)
+            .into_iter()
+            .map(|(seg, f)| (seg, f.with_cancel(Some(cancel.clone()))))
+            .collect();
+        self.cancel = Some(cancel);
+        self
     }
 
     /// The path of segment `seg`.
@@ -338,7 +350,8 @@ impl Segments for FileSegments {
     }
     fn write_at(&mut self, seg: u64, offset: u64, data: &[u8]) -> Result<(), TreeError> {
         if !self.files.contains_key(&seg) {
-            let f = FileStorage::open(&self.path(seg), self.direct)?;
+            let f =
+                FileStorage::open(&self.path(seg), self.direct)?.with_cancel(self.cancel.clone());
             self.files.insert(seg, f);
             self.dir_dirty = true;
         }

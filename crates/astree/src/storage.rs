@@ -145,6 +145,9 @@ pub struct FileStorage {
     direct: bool,
     io: IoTime,
     started: std::time::Instant,
+    /// Once cancelled (by an interrupt), every read, write and sync fails with
+    /// [`TreeError::Interrupted`], so the run unwinds and its owner removes the files.
+    cancel: Option<trace::Cancel>,
 }
 
 impl FileStorage {
@@ -159,7 +162,7 @@ impl FileStorage {
         let mut o = OpenOptions::new();
         o.read(true).write(true).create(true).truncate(false);
         if direct {
-            o.custom_flags(O_DIRECT);
+            o.custom_flags(libc::O_DIRECT);
         }
         let file = o.open(path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
@@ -170,7 +173,21 @@ impl FileStorage {
             direct,
             io: IoTime::default(),
             started: std::time::Instant::now(),
+            cancel: None,
         })
+    }
+
+    /// The same file, stopping at its next I/O once `cancel` is cancelled.
+    pub fn with_cancel(mut self, cancel: Option<trace::Cancel>) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    fn check_cancel(&self) -> Result<(), TreeError> {
+        match &self.cancel {
+            Some(c) if c.is_cancelled() => Err(TreeError::Interrupted),
+            _ => Ok(()),
+        }
     }
 
     /// The same open file under a new name (after a rename).
@@ -187,7 +204,6 @@ impl FileStorage {
     }
 }
 
-const O_DIRECT: i32 = 0o40000;
 const ALIGN: u64 = 4096;
 
 /// A zeroed buffer with a 4 KiB-aligned window of `len` bytes: (buffer, window start).
@@ -199,6 +215,7 @@ fn aligned(len: usize) -> (Vec<u8>, usize) {
 
 impl Storage for FileStorage {
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), TreeError> {
+        self.check_cancel()?;
         let t = std::time::Instant::now();
         let r = if self.direct {
             let lo = offset / ALIGN * ALIGN;
@@ -231,6 +248,7 @@ impl Storage for FileStorage {
         r
     }
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), TreeError> {
+        self.check_cancel()?;
         let t = std::time::Instant::now();
         if self.direct {
             if !offset.is_multiple_of(ALIGN) || !(data.len() as u64).is_multiple_of(ALIGN) {
@@ -254,6 +272,7 @@ impl Storage for FileStorage {
         Ok(())
     }
     fn sync(&mut self) -> Result<(), TreeError> {
+        self.check_cancel()?;
         let t = std::time::Instant::now();
         let r = self.file.sync_data().map_err(|e| self.io(e));
         self.io.sync_ns += t.elapsed().as_nanos() as u64;

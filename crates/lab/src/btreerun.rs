@@ -38,8 +38,16 @@ impl std::str::FromStr for StoreKind {
 #[derive(Debug, Clone)]
 pub enum TreeBackend {
     Mem,
-    Os { dir: PathBuf, direct_io: bool },
-    Sim { preset: Box<Preset> },
+    /// Real files in a fresh private directory made inside `dir` and removed after the
+    /// run, whatever happens; an interrupt (`cancel`) stops the run at its next I/O.
+    Os {
+        dir: PathBuf,
+        direct_io: bool,
+        cancel: trace::Cancel,
+    },
+    Sim {
+        preset: Box<Preset>,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -161,6 +169,21 @@ fn diff(a: &StoreStats, b: &StoreStats) -> StoreStats {
         segments_removed: b.segments_removed - a.segments_removed,
         segments_recycled: b.segments_recycled - a.segments_recycled,
     }
+}
+
+/// A fresh private directory for one run's files inside `dir` (which must exist): a name
+/// no other run has, so a run never opens another's store, removed when dropped.
+pub fn run_dir(dir: &std::path::Path, prefix: &str) -> Result<tempfile::TempDir, String> {
+    if !dir.is_dir() {
+        return Err(format!(
+            "directory {}: does not exist or is not a directory",
+            dir.display()
+        ));
+    }
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(dir)
+        .map_err(|e| format!("cannot make a directory in {}: {e}", dir.display()))
 }
 
 fn key(x: u64) -> [u8; 8] {
@@ -332,30 +355,26 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
                 with_storage(MemStorage::new(), spec, &mut out)?;
             }
         }
-        TreeBackend::Os { dir, direct_io } => {
+        TreeBackend::Os {
+            dir,
+            direct_io,
+            cancel,
+        } => {
             out.backend = format!("os:{}", dir.display());
-            if !dir.is_dir() {
-                return Err(format!(
-                    "directory {}: does not exist or is not a directory",
-                    dir.display()
-                ));
-            }
-            let name = format!("flashlab-btree-{}-{}", std::process::id(), out.store);
+            // Removed on drop: every exit path, an error or an interrupt included.
+            let private = run_dir(dir, "flashlab-btree-")?;
+            let name = out.store.clone();
             if spec.store == StoreKind::As {
-                let r = FileSegments::open(dir, &name, *direct_io)
-                    .map_err(|e| e.to_string())
-                    .and_then(|s| with_segments(s, spec, &mut out));
-                // The segment files go, whatever happened.
-                let gone = FileSegments::open(dir, &name, false).and_then(|s| s.destroy());
-                r?;
-                gone.map_err(|e| e.to_string())?;
+                let segments = FileSegments::open(private.path(), &name, *direct_io)
+                    .map_err(|e| e.to_string())?
+                    .with_cancel(cancel.clone());
+                with_segments(segments, spec, &mut out)?;
             } else {
-                let path = dir.join(format!("{name}.db"));
-                let r = FileStorage::open(&path, *direct_io)
-                    .map_err(|e| e.to_string())
-                    .and_then(|s| with_storage(s, spec, &mut out));
-                let _ = std::fs::remove_file(&path);
-                r?;
+                let path = private.path().join(format!("{name}.db"));
+                let storage = FileStorage::open(&path, *direct_io)
+                    .map_err(|e| e.to_string())?
+                    .with_cancel(Some(cancel.clone()));
+                with_storage(storage, spec, &mut out)?;
             }
         }
         TreeBackend::Sim { preset } => {

@@ -125,6 +125,9 @@ pub fn table_data(table: Table, sf: f64, layout: Layout) -> Arc<Vec<u8>> {
 }
 
 /// Generates the table file in `dir` unless a valid one is there; returns path and header.
+/// Runs sharing `dir` take turns (an exclusive lock on a lock file beside the table), so
+/// one generates while the others wait and then use its file; the file appears whole, by
+/// rename, and is validated (header and size) before use.
 pub fn ensure_table_file(
     dir: &Path,
     table: Table,
@@ -132,6 +135,18 @@ pub fn ensure_table_file(
     layout: Layout,
 ) -> Result<(PathBuf, tpch::Header), String> {
     let path = dir.join(format!("tpch-sf{sf}-{layout}-{}.tbl", table.name()));
+    let lock_path = dir.join(format!(".tpch-sf{sf}-{layout}-{}.lock", table.name()));
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .map_err(|e| format!("{}: {e}", lock_path.display()))?;
+    // SAFETY: flock on a descriptor held open until the end of this function.
+    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(format!("{}: {e}", lock_path.display()));
+    }
     if let Ok(h) = tpch::read_header(&path) {
         if h.table == table && h.layout == layout && h.sf == sf {
             return Ok((path, h));

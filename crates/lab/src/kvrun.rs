@@ -12,10 +12,13 @@ use std::path::PathBuf;
 #[derive(Debug, Clone)]
 pub enum KvBackend {
     Mem,
-    /// Real files: one directory per database inside `dir` (removed after the run).
+    /// Real files: the databases' segment files in a fresh private directory inside
+    /// `dir`, removed after the run whatever happens; an interrupt (`cancel`) stops the
+    /// run at its next I/O.
     Os {
         dir: PathBuf,
         direct_io: bool,
+        cancel: trace::Cancel,
     },
 }
 
@@ -118,36 +121,22 @@ pub fn run(spec: &KvSpec) -> Result<KvResult, String> {
                 .collect::<Result<Vec<_>, _>>()?;
             measure(dbs, spec, &mut out)?;
         }
-        KvBackend::Os { dir, direct_io } => {
+        KvBackend::Os {
+            dir,
+            direct_io,
+            cancel,
+        } => {
             out.backend = format!("os:{}", dir.display());
-            if !dir.is_dir() {
-                return Err(format!(
-                    "directory {}: does not exist or is not a directory",
-                    dir.display()
-                ));
+            // The databases' files go when this drops, whatever happened.
+            let private = crate::btreerun::run_dir(dir, "flashlab-kv-")?;
+            let mut dbs = Vec::new();
+            for d in 0..u.dbs {
+                let segments = FileSegments::open(private.path(), &format!("db{d}"), *direct_io)
+                    .map_err(e)?
+                    .with_cancel(cancel.clone());
+                dbs.push(Db::open(segments, &spec.cfg).map_err(e)?);
             }
-            let dirs: Vec<PathBuf> = (0..u.dbs)
-                .map(|d| dir.join(format!("flashlab-kv-{}-db{d}", std::process::id())))
-                .collect();
-            let r = (|| {
-                let mut dbs = Vec::new();
-                for d in &dirs {
-                    std::fs::create_dir_all(d).map_err(|x| format!("{}: {x}", d.display()))?;
-                    dbs.push(
-                        Db::open(
-                            FileSegments::open(d, "db", *direct_io).map_err(e)?,
-                            &spec.cfg,
-                        )
-                        .map_err(e)?,
-                    );
-                }
-                measure(dbs, spec, &mut out)
-            })();
-            // The databases' files go, whatever happened.
-            for d in &dirs {
-                let _ = std::fs::remove_dir_all(d);
-            }
-            r?;
+            measure(dbs, spec, &mut out)?;
         }
     }
     Ok(out)

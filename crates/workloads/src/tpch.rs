@@ -195,7 +195,10 @@ impl Header {
     }
 }
 
-/// Generates `table` at `sf` into `path`; returns its header.
+/// Generates `table` at `sf` into `path`; returns its header. The file is written under
+/// a temporary name in the same directory and renamed into place when complete, so a
+/// reader (another run sharing the directory) sees the old file or the whole new one,
+/// never a truncated or half-written one.
 pub fn write_table(
     path: &Path,
     table: Table,
@@ -207,7 +210,17 @@ pub fn write_table(
         path: p.clone(),
         source,
     };
-    let f = std::fs::File::create(path).map_err(io)?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("table");
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(io)?;
+    let f = tmp.reopen().map_err(io)?;
     let mut w = BufWriter::with_capacity(1 << 20, f);
     w.write_all(&[0u8; HEADER_BYTES]).map_err(io)?;
     let rb = layout.record_bytes();
@@ -229,6 +242,10 @@ pub fn write_table(
     f.seek(SeekFrom::Start(0)).map_err(io)?;
     f.write_all(&header.encode()).map_err(io)?;
     f.sync_all().map_err(io)?;
+    tmp.persist(path).map_err(|e| io(e.error))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io)?;
     Ok(header)
 }
 
@@ -302,6 +319,19 @@ mod tests {
         let h = write_table(&p, Table::Orders, 0.001, Layout::Fixed128).unwrap();
         assert_eq!(read_header(&p).unwrap(), h);
         assert_eq!(std::fs::metadata(&p).unwrap().len(), 64 + 1500 * 128);
+        // A reader of the old file keeps reading a whole file while a new one replaces it
+        // (writing in place truncated it under the reader: a join then saw half a table).
+        let mut old = std::fs::File::open(&p).unwrap();
+        write_table(&p, Table::Orders, 0.002, Layout::Fixed128).unwrap();
+        let mut bytes = Vec::new();
+        old.read_to_end(&mut bytes).unwrap();
+        assert_eq!(bytes.len(), 64 + 1500 * 128);
+        assert_eq!(read_header(&p).unwrap().rows, 3000);
+        let leftovers = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name() != "orders.tbl")
+            .count();
+        assert_eq!(leftovers, 0, "no temporary file is left");
         std::fs::write(&p, b"garbage").unwrap();
         assert!(read_header(&p)
             .unwrap_err()
