@@ -6,7 +6,7 @@
 //!
 //! The log is a sequence of segment files ([`Segments`], default 128 MiB each) numbered in
 //! log order; file 0 holds two superblocks. Slots are `node_bytes` long (so they stay
-//! aligned for O_DIRECT); a node image may use all but the 32-byte slot header. A log
+//! aligned for O_DIRECT); a node image may use all but the 48-byte slot header. A log
 //! address is the segment number in the high 32 bits and the slot index in the low 32.
 //!
 //! Crash safety: every record (a node, a free, a checkpoint piece or a commit) is a slot
@@ -16,6 +16,9 @@
 //! fails its check or breaks the sequence ends the trusted log (a torn or half-written
 //! tail), records after the last commit are discarded, later copies of a NodeID win, and
 //! everything past the trusted end is cut off (durably, before anything new is written).
+//! A damaged slot that the log continues past (valid records holding a commit and a later
+//! record follow it) is not a tail but corruption of durable data: opening fails with
+//! [`TreeError::CorruptLog`] and nothing is cut.
 //!
 //! Recovery time is bounded by checkpoints: every `checkpoint_every` commits the mapping
 //! table is appended to the log (checkpoint slots followed by a commit), made durable, and
@@ -529,6 +532,9 @@ impl<S: Segments> AsStore<S> {
         // Logged operations not yet committed.
         let mut pending_ops: Vec<u8> = Vec::new();
         let mut chunk = vec![0u8; self.slot_bytes * SCAN_SLOTS];
+        // Where the trusted log broke off before its natural end (a slot that fails its
+        // check or the sequence), and the last sequence number before it.
+        let mut broke_at: Option<(u64, u64)> = None;
         'log: loop {
             let seg = seg_of(pos);
             let len_slots = self.storage.len(seg) / slot;
@@ -541,6 +547,7 @@ impl<S: Segments> AsStore<S> {
                     let s = &buf[k * self.slot_bytes..(k + 1) * self.slot_bytes];
                     self.recovery.slots_scanned += 1;
                     let Some((kind_byte, id, seq)) = Self::check(s) else {
+                        broke_at = Some((addr(seg, i + k as u64), last_seq));
                         break 'log;
                     };
                     let kind = kind_byte & !COMMIT_FLAG;
@@ -550,7 +557,9 @@ impl<S: Segments> AsStore<S> {
                         seq > last_seq
                     };
                     if !in_order {
-                        break 'log; // a stale slot from before a cut, or a lost write
+                        // A stale slot (a recycled segment's old content), or a lost write.
+                        broke_at = Some((addr(seg, i + k as u64), last_seq));
+                        break 'log;
                     }
                     exact = true;
                     last_seq = seq;
@@ -564,6 +573,7 @@ impl<S: Segments> AsStore<S> {
                             let n = u32::from_le_bytes(s[HEADER..HEADER + 4].try_into().expect("4"))
                                 as usize;
                             if HEADER + 4 + n > s.len() {
+                                broke_at = Some((addr(seg, i + k as u64), last_seq));
                                 break 'log;
                             }
                             pending_ops.extend_from_slice(&s[HEADER + 4..HEADER + 4 + n]);
@@ -576,7 +586,10 @@ impl<S: Segments> AsStore<S> {
                             }
                             continue;
                         }
-                        _ => break 'log,
+                        _ => {
+                            broke_at = Some((addr(seg, i + k as u64), last_seq));
+                            break 'log;
+                        }
                     }
                     if kind == KIND_COMMIT || kind_byte & COMMIT_FLAG != 0 {
                         // A node-level commit holds every operation logged before it.
@@ -616,11 +629,80 @@ impl<S: Segments> AsStore<S> {
                 Some(_) => return Ok(None),
             }
         }
+        if let Some((at, last)) = broke_at {
+            self.check_torn_tail(at, last)?;
+        }
         // Node records before the last (logical) commit are not lost: the operations logged
         // after the last node-level commit rebuild them.
         r.discarded =
             (pending.iter().filter(|p| p.2 >= r.end).count() + pending_ops.len().min(1)) as u64;
         Ok(Some(r))
+    }
+
+    /// The log broke off at `at` after sequence number `last`. That is a torn tail, to be
+    /// cut, unless the log goes on past it: every commit record is followed by a sync
+    /// before anything else is written, so valid records after the break that hold a
+    /// commit *and* a later record (written after that commit's sync returned) prove the
+    /// broken slot had reached the medium before: durable, committed data is damaged.
+    /// That is an error, and nothing is cut. (A break followed by valid records up to at
+    /// most one commit is the last interval's writes landing out of order: a tail.)
+    fn check_torn_tail(&mut self, at: u64, last: u64) -> Result<(), TreeError> {
+        let slot = self.slot_bytes as u64;
+        let mut first_commit: Option<(u64, u64)> = None;
+        let mut newest: Option<(u64, u64)> = None;
+        let mut chunk = vec![0u8; self.slot_bytes * SCAN_SLOTS];
+        let segs: Vec<u64> = self
+            .storage
+            .list()
+            .into_iter()
+            .filter(|&s| s >= seg_of(at))
+            .collect();
+        for seg in segs {
+            let len_slots = self.storage.len(seg) / slot;
+            let mut i = if seg == seg_of(at) {
+                slot_of(at) + 1
+            } else {
+                0
+            };
+            while i < len_slots {
+                let n = (len_slots - i).min(SCAN_SLOTS as u64) as usize;
+                let buf = &mut chunk[..n * self.slot_bytes];
+                self.storage.read_at(seg, i * slot, buf)?;
+                for k in 0..n {
+                    let s = &buf[k * self.slot_bytes..(k + 1) * self.slot_bytes];
+                    let Some((kind_byte, _, seq)) = Self::check(s) else {
+                        continue;
+                    };
+                    if seq <= last {
+                        continue; // older than the break: stale content
+                    }
+                    let where_ = addr(seg, i + k as u64);
+                    let commit =
+                        kind_byte & !COMMIT_FLAG == KIND_COMMIT || kind_byte & COMMIT_FLAG != 0;
+                    if commit && first_commit.is_none_or(|(c, _)| seq < c) {
+                        first_commit = Some((seq, where_));
+                    }
+                    if newest.is_none_or(|(q, _)| seq > q) {
+                        newest = Some((seq, where_));
+                    }
+                }
+                i += n as u64;
+            }
+        }
+        match (first_commit, newest) {
+            (Some((c, ca)), Some((q, qa))) if q > c => Err(TreeError::CorruptLog {
+                segment: seg_of(at),
+                slot: slot_of(at),
+                msg: format!(
+                    "the record after sequence number {last} is damaged, but the log goes on: a commit (sequence {c}, segment {} slot {}) and records up to sequence {q} (segment {} slot {}) follow it, so the damaged record had been made durable; the store was left as it is (nothing cut)",
+                    seg_of(ca),
+                    slot_of(ca),
+                    seg_of(qa),
+                    slot_of(qa)
+                ),
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn recover(&mut self) -> Result<(), TreeError> {

@@ -360,6 +360,126 @@ mod tests {
         );
     }
 
+    type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+    /// A store with 40 commits after its last checkpoint; returns it, the location of
+    /// commit 20's record (segment, byte offset) and the entries as of the last commit.
+    fn store_with_commits<S: crate::segments::Segments>(
+        storage: S,
+        cfg: &AsConfig,
+    ) -> (BTree<AsStore<S>>, (u64, u64), Entries) {
+        let mut tree = BTree::new(AsStore::open_with(storage, cfg.clone()).unwrap(), 8).unwrap();
+        let mut at = None;
+        for c in 0..40u32 {
+            for i in 0..25u32 {
+                let k = format!("k{:05}", (c * 37 + i * 11) % 997);
+                tree.insert(k.as_bytes(), format!("v{c}").as_bytes())
+                    .unwrap();
+            }
+            tree.sync().unwrap();
+            if c == 20 {
+                at = tree.store().last_commit_location();
+            }
+        }
+        let entries = tree.range(&[], None).unwrap();
+        (tree, at.unwrap(), entries)
+    }
+
+    fn corruption_config() -> AsConfig {
+        // No cleaning, so the damaged segment stays where it was written.
+        AsConfig {
+            checkpoint_every: 1000,
+            segment_bytes: 64 * 512,
+            cleaning: Cleaning::Off,
+            ..AsConfig::new(512, 4)
+        }
+    }
+
+    #[test]
+    fn a_damaged_durable_slot_is_an_error_never_a_tail_to_cut() {
+        let cfg = corruption_config();
+        let (tree, (seg, off), _) = store_with_commits(MemSegments::new(), &cfg);
+        let mut image = tree.store().storage().crash(0, 0);
+        // One flipped byte in commit 20's record, 19 commits before the end.
+        image.get_mut(&seg).unwrap()[off as usize + 100] ^= 0x40;
+        for full_scan in [false, true] {
+            let err = AsStore::open_with(
+                MemSegments::from_image(image.clone()),
+                AsConfig {
+                    full_scan,
+                    ..cfg.clone()
+                },
+            )
+            .err()
+            .expect("a damaged durable record must not open");
+            assert!(
+                matches!(err, crate::TreeError::CorruptLog { .. }),
+                "full scan {full_scan}: {err}"
+            );
+            assert!(err.to_string().contains("nothing cut"), "{err}");
+        }
+        // The same damage in the last commit's record is a torn tail: the commit before it
+        // is recovered.
+        let (mut tree, _, _) = store_with_commits(MemSegments::new(), &cfg);
+        let before_last = tree.range(&[], None).unwrap();
+        tree.insert(b"zz-last", b"x").unwrap();
+        tree.sync().unwrap();
+        let (seg, off) = tree.store().last_commit_location().unwrap();
+        let mut image = tree.store().storage().crash(0, 0);
+        image.get_mut(&seg).unwrap()[off as usize + 100] ^= 0x40;
+        let store = AsStore::open_with(MemSegments::from_image(image), cfg).unwrap();
+        let mut again = BTree::new(store, 8).unwrap();
+        assert_eq!(again.range(&[], None).unwrap(), before_last);
+    }
+
+    #[test]
+    fn real_files_with_a_damaged_durable_slot_are_left_untouched() {
+        use crate::segments::FileSegments;
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = corruption_config();
+        let segments = FileSegments::open(dir.path(), "t", false).unwrap();
+        let (tree, (seg, off), entries) = store_with_commits(segments, &cfg);
+        drop(tree);
+        let path = FileSegments::open(dir.path(), "t", false)
+            .unwrap()
+            .path(seg);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[off as usize + 100] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        let snapshot = |d: &std::path::Path| {
+            let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    (
+                        e.file_name().to_string_lossy().to_string(),
+                        std::fs::read(e.path()).unwrap(),
+                    )
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        let before = snapshot(dir.path());
+        let err = AsStore::open_with(
+            FileSegments::open(dir.path(), "t", false).unwrap(),
+            cfg.clone(),
+        )
+        .err()
+        .expect("a damaged durable record must not open");
+        assert!(matches!(err, crate::TreeError::CorruptLog { .. }), "{err}");
+        assert_eq!(snapshot(dir.path()), before, "no file was cut or removed");
+        // Repairing the byte brings every commit back.
+        bytes[off as usize + 100] ^= 0x40;
+        std::fs::write(&path, &bytes).unwrap();
+        let store =
+            AsStore::open_with(FileSegments::open(dir.path(), "t", false).unwrap(), cfg).unwrap();
+        assert_eq!(
+            BTree::new(store, 8).unwrap().range(&[], None).unwrap(),
+            entries
+        );
+    }
+
     #[test]
     fn opening_with_other_geometry_is_a_clear_error() {
         let cfg = AsConfig {

@@ -23,4 +23,10 @@ pub enum TreeError {
     MissingNode(u64),
     #[error("interrupted")]
     Interrupted,
+    #[error("corrupt log at segment {segment} slot {slot}: {msg}")]
+    CorruptLog {
+        segment: u64,
+        slot: u64,
+        msg: String,
+    },
 }
