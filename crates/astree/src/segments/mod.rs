@@ -7,6 +7,10 @@
 //! (real files in a directory, O_DIRECT optional) and [`SimSegments`] (files of simfs on a
 //! simulated drive, timed in virtual time).
 
+mod mem;
+
+pub use mem::{CrashPlan, Fate, MemSegments, SegmentImage};
+
 use crate::storage::{FileStorage, IoTime, Storage};
 use crate::TreeError;
 use std::collections::{BTreeMap, BTreeSet};
@@ -71,186 +75,6 @@ impl<G: Segments> Storage for SingleFile<G> {
     }
     fn now_ns(&self) -> u64 {
         self.0.now_ns()
-    }
-}
-
-/// The files of a [`MemSegments`]: number → bytes.
-pub type SegmentImage = BTreeMap<u64, Vec<u8>>;
-
-#[derive(Debug, Clone)]
-enum SegOp {
-    Write(u64, u64, Vec<u8>),
-    Truncate(u64, u64),
-    Remove(u64),
-    Rename(u64, u64),
-}
-
-/// RAM segments with a crash model: a *durable* image (as of the last sync) and the
-/// operations since, in order; [`MemSegments::crash`] returns what a crash could leave.
-#[derive(Debug, Clone, Default)]
-pub struct MemSegments {
-    live: SegmentImage,
-    durable: SegmentImage,
-    pending: Vec<SegOp>,
-    /// Tests: `sync` returns without making anything durable (a crash during fsync).
-    pub sync_is_lost: bool,
-}
-
-fn apply(img: &mut SegmentImage, op: &SegOp, torn_bytes: Option<usize>) {
-    match op {
-        SegOp::Write(seg, off, data) => {
-            let data = &data[..torn_bytes.unwrap_or(data.len()).min(data.len())];
-            let f = img.entry(*seg).or_default();
-            let end = *off as usize + data.len();
-            if f.len() < end {
-                f.resize(end, 0);
-            }
-            f[*off as usize..end].copy_from_slice(data);
-        }
-        // Truncations, removals and renames happen whole or not at all.
-        SegOp::Truncate(seg, len) if torn_bytes.is_none() => {
-            if let Some(f) = img.get_mut(seg) {
-                f.truncate(*len as usize);
-            }
-        }
-        SegOp::Remove(seg) if torn_bytes.is_none() => {
-            img.remove(seg);
-        }
-        SegOp::Rename(from, to) if torn_bytes.is_none() => {
-            if let Some(f) = img.remove(from) {
-                img.insert(*to, f);
-            }
-        }
-        _ => {}
-    }
-}
-
-impl MemSegments {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Segments holding exactly `image`, all durable.
-    pub fn from_image(image: SegmentImage) -> Self {
-        MemSegments {
-            live: image.clone(),
-            durable: image,
-            pending: Vec::new(),
-            sync_is_lost: false,
-        }
-    }
-
-    /// Operations (writes, truncations, removals) not yet synced.
-    pub fn pending_ops(&self) -> usize {
-        self.pending.len()
-    }
-
-    /// Bytes of pending operation `i` (0 for a truncation or removal).
-    pub fn pending_len(&self, i: usize) -> usize {
-        match &self.pending[i] {
-            SegOp::Write(_, _, d) => d.len(),
-            _ => 0,
-        }
-    }
-
-    /// Whether pending write `i`'s bytes are all in `image` (a torn write whose missing
-    /// part equals what was already there landed whole).
-    pub fn write_landed(&self, i: usize, image: &SegmentImage) -> bool {
-        let SegOp::Write(seg, off, data) = &self.pending[i] else {
-            return false;
-        };
-        image
-            .get(seg)
-            .and_then(|f| f.get(*off as usize..*off as usize + data.len()))
-            .is_some_and(|b| b == data.as_slice())
-    }
-
-    /// One line per pending operation (for failure messages).
-    pub fn describe_pending(&self) -> Vec<String> {
-        self.pending
-            .iter()
-            .map(|op| match op {
-                SegOp::Write(s, o, d) => format!("write seg {s} @{o} +{}", d.len()),
-                SegOp::Truncate(s, l) => format!("truncate seg {s} to {l}"),
-                SegOp::Remove(s) => format!("remove seg {s}"),
-                SegOp::Rename(a, b) => format!("rename seg {a} -> {b}"),
-            })
-            .collect()
-    }
-
-    /// The last pending operation that writes byte `offset` of file `seg`.
-    pub fn pending_write_of(&self, seg: u64, offset: u64) -> Option<usize> {
-        self.pending.iter().rposition(|op| {
-            matches!(op, SegOp::Write(s, o, d) if *s == seg && *o <= offset && offset < o + d.len() as u64)
-        })
-    }
-
-    /// The files after a crash: the durable image plus the first `applied` pending
-    /// operations, then `torn_bytes` of the next one if it is a write.
-    pub fn crash(&self, applied: usize, torn_bytes: usize) -> SegmentImage {
-        let mut img = self.durable.clone();
-        for op in self.pending.iter().take(applied) {
-            apply(&mut img, op, None);
-        }
-        if let Some(op) = self.pending.get(applied) {
-            apply(&mut img, op, Some(torn_bytes));
-        }
-        img
-    }
-}
-
-impl Segments for MemSegments {
-    fn list(&self) -> Vec<u64> {
-        self.live.keys().copied().collect()
-    }
-    fn len(&self, seg: u64) -> u64 {
-        self.live.get(&seg).map_or(0, |f| f.len() as u64)
-    }
-    fn read_at(&mut self, seg: u64, offset: u64, buf: &mut [u8]) -> Result<(), TreeError> {
-        let f = self.live.get(&seg).map(|f| f.as_slice()).unwrap_or(&[]);
-        let end = offset as usize + buf.len();
-        if end > f.len() {
-            return Err(TreeError::Io {
-                path: format!("memory segment {seg}"),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!("read of {end} past {}", f.len()),
-                ),
-            });
-        }
-        buf.copy_from_slice(&f[offset as usize..end]);
-        Ok(())
-    }
-    fn write_at(&mut self, seg: u64, offset: u64, data: &[u8]) -> Result<(), TreeError> {
-        let op = SegOp::Write(seg, offset, data.to_vec());
-        apply(&mut self.live, &op, None);
-        self.pending.push(op);
-        Ok(())
-    }
-    fn truncate(&mut self, seg: u64, len: u64) -> Result<(), TreeError> {
-        let op = SegOp::Truncate(seg, len);
-        apply(&mut self.live, &op, None);
-        self.pending.push(op);
-        Ok(())
-    }
-    fn remove(&mut self, seg: u64) -> Result<(), TreeError> {
-        let op = SegOp::Remove(seg);
-        apply(&mut self.live, &op, None);
-        self.pending.push(op);
-        Ok(())
-    }
-    fn rename(&mut self, from: u64, to: u64) -> Result<(), TreeError> {
-        let op = SegOp::Rename(from, to);
-        apply(&mut self.live, &op, None);
-        self.pending.push(op);
-        Ok(())
-    }
-    fn sync(&mut self) -> Result<(), TreeError> {
-        if !self.sync_is_lost {
-            self.durable = self.live.clone();
-            self.pending.clear();
-        }
-        Ok(())
     }
 }
 
@@ -580,25 +404,6 @@ impl Segments for SimSegments {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn crash_images_apply_a_prefix_of_the_operations() {
-        let mut s = MemSegments::new();
-        s.write_at(1, 0, b"aaaa").unwrap();
-        s.sync().unwrap();
-        s.write_at(2, 0, b"bbbb").unwrap();
-        s.remove(1).unwrap();
-        s.write_at(2, 4, b"cc").unwrap();
-        assert_eq!(s.list(), vec![2]);
-        let img = |v: &[(u64, &[u8])]| -> SegmentImage {
-            v.iter().map(|(k, d)| (*k, d.to_vec())).collect()
-        };
-        assert_eq!(s.crash(0, 0), img(&[(1, b"aaaa"), (2, b"")]));
-        assert_eq!(s.crash(0, 2), img(&[(1, b"aaaa"), (2, b"bb")]));
-        assert_eq!(s.crash(1, 1), img(&[(1, b"aaaa"), (2, b"bbbb")]));
-        assert_eq!(s.crash(2, 1), img(&[(2, b"bbbbc")]));
-        assert_eq!(s.crash(3, 0), img(&[(2, b"bbbbcc")]));
-    }
 
     #[test]
     fn file_segments_list_write_read_and_remove_real_files() {
