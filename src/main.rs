@@ -819,12 +819,37 @@ enum BtreeCmd {
 
 #[derive(clap::Args)]
 struct CrashTestArgs {
-    /// Seeded crash points to run.
+    /// Seeded crash tests to run (each draws its geometry and 1-4 crash/recover cycles
+    /// from its seed).
     #[arg(long, default_value_t = 1000)]
     iterations: u64,
     /// First seed.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+}
+
+/// Runs `iterations` seeded crash tests of `what` and says what they covered; the first
+/// failure names its seed.
+fn run_crash_tests(
+    what: &str,
+    c: &CrashTestArgs,
+    test: impl Fn(u64) -> Result<astree::crash::Coverage, String>,
+) -> Result<()> {
+    let pb = progress_bar(c.iterations, "crash-test");
+    let mut total = astree::crash::Coverage::default();
+    for i in 0..c.iterations {
+        total.add(&test(c.seed + i).map_err(anyhow::Error::msg)?);
+        pb.set_position(i + 1);
+    }
+    pb.finish_and_clear();
+    println!(
+        "flashlab {what} crash-test: {} seeded tests (seeds {}..{}) recovered the last durable commit every time: {}",
+        c.iterations,
+        c.seed,
+        c.seed + c.iterations,
+        total.summary()
+    );
+    Ok(())
 }
 
 #[derive(clap::Args)]
@@ -888,29 +913,9 @@ struct BtreeRunArgs {
 
 fn cmd_btree(a: BtreeArgs) -> Result<()> {
     if let Some(BtreeCmd::CrashTest(c)) = a.cmd {
-        let pb = progress_bar(c.iterations, "crash-test");
-        let mut torn = 0;
-        let mut lost = 0;
-        let mut removed = 0;
-        let mut replayed = 0;
-        for i in 0..c.iterations {
-            let seed = c.seed + i;
-            let o = astree::crash::crash_test(seed, 512, 8, 1 + (seed % 8) as usize)
-                .map_err(anyhow::Error::msg)?;
-            torn += (o.torn_bytes > 0) as u64;
-            lost += o.fsync_lost as u64;
-            removed += (o.segments_removed > 0) as u64;
-            replayed += (o.ops_replayed > 0) as u64;
-            pb.set_position(i + 1);
-        }
-        pb.finish_and_clear();
-        println!(
-            "flashlab btree crash-test: {} crash points (seeds {}..{}) recovered the last durable commit; {torn} tore a write, {lost} lost a commit's fsync, {removed} crashed after cleaning had removed segments, {replayed} recovered by replaying logged operations",
-            c.iterations,
-            c.seed,
-            c.seed + c.iterations
-        );
-        return Ok(());
+        return run_crash_tests("btree", &c, |seed| {
+            astree::crash::crash_test(seed, &astree::crash::CrashShape::varied(seed))
+        });
     }
     let r = a.run;
     let backend = match r.backend.as_str() {
@@ -991,23 +996,7 @@ fn cmd_btree(a: BtreeArgs) -> Result<()> {
 
 fn cmd_kv(a: KvArgs) -> Result<()> {
     if let Some(KvCmd::CrashTest(c)) = a.cmd {
-        let pb = progress_bar(c.iterations, "kv crash-test");
-        let (mut torn, mut lost, mut removed) = (0, 0, 0);
-        for i in 0..c.iterations {
-            let o = kv::crash::crash_test(c.seed + i).map_err(anyhow::Error::msg)?;
-            torn += (o.torn_bytes > 0) as u64;
-            lost += o.fsync_lost as u64;
-            removed += (o.segments_removed > 0) as u64;
-            pb.set_position(i + 1);
-        }
-        pb.finish_and_clear();
-        println!(
-            "flashlab kv crash-test: {} crash points (seeds {}..{}) recovered the last durable commit; {torn} tore a write, {lost} lost a commit's fsync, {removed} crashed after compaction had removed segments",
-            c.iterations,
-            c.seed,
-            c.seed + c.iterations
-        );
-        return Ok(());
+        return run_crash_tests("kv", &c, kv::crash::crash_test);
     }
     let r = a.run;
     let backend = match r.backend.as_str() {

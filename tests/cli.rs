@@ -862,7 +862,11 @@ fn btree_runs_on_every_backend_and_crash_tests_pass() {
         "1000",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("40 crash points"));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("40 seeded tests") && out.contains("reordered") && out.contains("EIO"),
+        "the crash test says what it covered: {out}"
+    );
     let o = flashlab(&["btree", "--store", "btrfs"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("expected as, inplace or bftl"));
 }

@@ -16,9 +16,10 @@
 //! fails its check or breaks the sequence ends the trusted log (a torn or half-written
 //! tail), records after the last commit are discarded, later copies of a NodeID win, and
 //! everything past the trusted end is cut off (durably, before anything new is written).
-//! A damaged slot that the log continues past (valid records holding a commit and a later
-//! record follow it) is not a tail but corruption of durable data: opening fails with
-//! [`TreeError::CorruptLog`] and nothing is cut.
+//! Each slot also records how far it is from the newest record known durable when it was
+//! written; a damaged slot followed by a record written after a sync covered it is not a
+//! tail but corruption of durable data: opening fails with [`TreeError::CorruptLog`] and
+//! nothing is cut.
 //!
 //! Recovery time is bounded by checkpoints: every `checkpoint_every` commits the mapping
 //! table is appended to the log (checkpoint slots followed by a commit), made durable, and
@@ -47,8 +48,9 @@ use std::sync::Arc;
 
 const MAGIC: u32 = 0x314E_5341; // "ASN1"
 /// Slot header: magic u32, kind u8 (+ [`COMMIT_FLAG`]), 3 zero bytes, NodeID u64,
-/// sequence u64, CRC-32 u32, 4 zero bytes, then for a commit the root u64 and the next
-/// NodeID u64.
+/// sequence u64, CRC-32 u32, sync distance u32 (the slot's sequence number minus that of
+/// the newest record known durable when it was written: 0 = unknown), then for a commit
+/// the root u64 and the next NodeID u64.
 const HEADER: usize = 48;
 /// Set on the kind of the last slot a `sync` writes: the slot is also the commit record,
 /// so a one-node commit writes one slot.
@@ -158,6 +160,8 @@ pub struct Recovery {
     pub truncated_bytes: u64,
     /// Segments removed at open: past the trusted log, or dead ones a crash left behind.
     pub segments_removed: u64,
+    /// Logged operations (logical commits) recovered for the tree to replay.
+    pub replayed_ops: u64,
 }
 
 fn addr(seg: u64, slot: u64) -> u64 {
@@ -248,6 +252,15 @@ pub struct AsStore<S: Segments> {
     ops_since_node_commit: u64,
     /// Operations recovered at open, for the tree to replay.
     recovered_ops: Vec<LoggedOp>,
+    /// Set when a sync failed: what reached the medium is unknown from then on (Linux
+    /// marks the pages of a failed writeback clean, so a later fsync would report success
+    /// for data that never arrived), so the store writes and commits nothing more; reopen
+    /// it to recover from what is durable.
+    sync_failed: Option<String>,
+    /// The sequence number of the newest record issued to the files, and of the newest
+    /// one a successful sync made durable (each slot records its distance to the latter).
+    written_seq: u64,
+    synced_seq: u64,
 }
 
 impl<S: Segments> AsStore<S> {
@@ -308,6 +321,9 @@ impl<S: Segments> AsStore<S> {
             ops: Vec::new(),
             ops_since_node_commit: 0,
             recovered_ops: Vec::new(),
+            sync_failed: None,
+            written_seq: 0,
+            synced_seq: 0,
         };
         s.recover()?;
         Ok(s)
@@ -379,7 +395,7 @@ impl<S: Segments> AsStore<S> {
         s[4] = kind;
         s[8..16].copy_from_slice(&id.to_le_bytes());
         s[HEADER..HEADER + payload.len()].copy_from_slice(payload);
-        Self::stamp(&mut s, seq);
+        self.stamp(&mut s, seq);
         s
     }
 
@@ -394,9 +410,12 @@ impl<S: Segments> AsStore<S> {
         Some((slot[4], u64_at(slot, 8), u64_at(slot, 16)))
     }
 
-    /// Sets a slot's sequence number and checksum.
-    fn stamp(slot: &mut [u8], seq: u64) {
+    /// Sets a slot's sequence number, its distance to the newest durable record, and its
+    /// checksum.
+    fn stamp(&self, slot: &mut [u8], seq: u64) {
         slot[16..24].copy_from_slice(&seq.to_le_bytes());
+        let distance = u32::try_from(seq.saturating_sub(self.synced_seq)).unwrap_or(u32::MAX);
+        slot[28..32].copy_from_slice(&distance.to_le_bytes());
         let c = crc(slot);
         slot[24..28].copy_from_slice(&c.to_le_bytes());
     }
@@ -640,16 +659,13 @@ impl<S: Segments> AsStore<S> {
     }
 
     /// The log broke off at `at` after sequence number `last`. That is a torn tail, to be
-    /// cut, unless the log goes on past it: every commit record is followed by a sync
-    /// before anything else is written, so valid records after the break that hold a
-    /// commit *and* a later record (written after that commit's sync returned) prove the
-    /// broken slot had reached the medium before: durable, committed data is damaged.
-    /// That is an error, and nothing is cut. (A break followed by valid records up to at
-    /// most one commit is the last interval's writes landing out of order: a tail.)
+    /// cut, unless a valid record further on was written after a sync that had already
+    /// made the broken record durable (each slot carries its distance to the newest record
+    /// known durable when it was written): then durable data is damaged. That is an error,
+    /// and nothing is cut. (Records of the last, unsynced interval after a hole are a tail:
+    /// they landed out of order.)
     fn check_torn_tail(&mut self, at: u64, last: u64) -> Result<(), TreeError> {
         let slot = self.slot_bytes as u64;
-        let mut first_commit: Option<(u64, u64)> = None;
-        let mut newest: Option<(u64, u64)> = None;
         let mut chunk = vec![0u8; self.slot_bytes * SCAN_SLOTS];
         let segs: Vec<u64> = self
             .storage
@@ -670,39 +686,29 @@ impl<S: Segments> AsStore<S> {
                 self.storage.read_at(seg, i * slot, buf)?;
                 for k in 0..n {
                     let s = &buf[k * self.slot_bytes..(k + 1) * self.slot_bytes];
-                    let Some((kind_byte, _, seq)) = Self::check(s) else {
+                    let Some((_, _, seq)) = Self::check(s) else {
                         continue;
                     };
-                    if seq <= last {
-                        continue; // older than the break: stale content
+                    let distance = u32::from_le_bytes(s[28..32].try_into().expect("4"));
+                    if seq <= last || distance == 0 {
+                        continue; // older than the break (stale content), or unknown
                     }
-                    let where_ = addr(seg, i + k as u64);
-                    let commit =
-                        kind_byte & !COMMIT_FLAG == KIND_COMMIT || kind_byte & COMMIT_FLAG != 0;
-                    if commit && first_commit.is_none_or(|(c, _)| seq < c) {
-                        first_commit = Some((seq, where_));
-                    }
-                    if newest.is_none_or(|(q, _)| seq > q) {
-                        newest = Some((seq, where_));
+                    let durable_then = seq - u64::from(distance);
+                    if durable_then > last {
+                        return Err(TreeError::CorruptLog {
+                            segment: seg_of(at),
+                            slot: slot_of(at),
+                            msg: format!(
+                                "the record after sequence number {last} is damaged, but record {seq} (segment {seg} slot {}) was written after a sync had made everything up to {durable_then} durable: committed data is damaged; the store was left as it is (nothing cut)",
+                                i + k as u64
+                            ),
+                        });
                     }
                 }
                 i += n as u64;
             }
         }
-        match (first_commit, newest) {
-            (Some((c, ca)), Some((q, qa))) if q > c => Err(TreeError::CorruptLog {
-                segment: seg_of(at),
-                slot: slot_of(at),
-                msg: format!(
-                    "the record after sequence number {last} is damaged, but the log goes on: a commit (sequence {c}, segment {} slot {}) and records up to sequence {q} (segment {} slot {}) follow it, so the damaged record had been made durable; the store was left as it is (nothing cut)",
-                    seg_of(ca),
-                    slot_of(ca),
-                    seg_of(qa),
-                    slot_of(qa)
-                ),
-            }),
-            _ => Ok(()),
-        }
+        Ok(())
     }
 
     fn recover(&mut self) -> Result<(), TreeError> {
@@ -767,15 +773,19 @@ impl<S: Segments> AsStore<S> {
         }
         if cut {
             // New records reuse the cut-off sequence numbers: the cut must be durable first.
-            self.storage.sync()?;
+            self.sync_storage()?;
         }
         self.recovery.uncommitted_discarded = r.discarded;
         self.recovery.from_checkpoint = checkpoint;
         self.recovered_ops = decode_ops(&r.ops)?;
+        self.recovery.replayed_ops = self.recovered_ops.len() as u64;
         self.map = r.map;
         self.root = r.root;
         self.next_id = r.next_id;
         self.seq = r.seq;
+        // The trusted log came off the medium, and any cut is durable.
+        self.written_seq = r.seq;
+        self.synced_seq = r.seq;
         self.end = r.end;
         self.seg_live = self
             .storage
@@ -849,7 +859,26 @@ impl<S: Segments> AsStore<S> {
     }
 
     /// Appends whole slots at the log's end, split at segment boundaries.
+    /// Syncs the files; a failure poisons the store (see `sync_failed`).
+    fn sync_storage(&mut self) -> Result<(), TreeError> {
+        self.check_usable()?;
+        self.storage.sync().inspect_err(|e| {
+            self.sync_failed = Some(e.to_string());
+        })?;
+        self.synced_seq = self.written_seq;
+        Ok(())
+    }
+
+    /// Fails once a sync has failed: nothing more may be written or committed.
+    fn check_usable(&self) -> Result<(), TreeError> {
+        match &self.sync_failed {
+            Some(why) => Err(TreeError::SyncFailed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
     fn append(&mut self, out: &[u8]) -> Result<(), TreeError> {
+        self.check_usable()?;
         let slot = self.slot_bytes;
         let n = (out.len() / slot) as u64;
         let mut done = 0;
@@ -859,14 +888,18 @@ impl<S: Segments> AsStore<S> {
             if slot_of(p) == 0 && !self.seg_live.contains_key(&seg_of(p)) {
                 if let Some(old) = self.recycled.pop() {
                     self.storage.rename(old, seg_of(p))?;
+                    // The new name must be durable before anything is written into the
+                    // file: a write can reach the medium while a rename does not, and new
+                    // log records under the old, dead segment's name would sit in front
+                    // of the log for a full scan to read.
+                    self.sync_storage()?;
                     self.stats.segments_recycled += 1;
                 }
             }
-            self.storage.write_at(
-                seg_of(p),
-                slot_of(p) * slot as u64,
-                &out[done as usize * slot..(done + k) as usize * slot],
-            )?;
+            let chunk = &out[done as usize * slot..(done + k) as usize * slot];
+            self.storage
+                .write_at(seg_of(p), slot_of(p) * slot as u64, chunk)?;
+            self.written_seq = u64_at(&chunk[chunk.len() - slot..], 16);
             self.seg_live.entry(seg_of(p)).or_insert(0);
             self.stats.write_requests += 1;
             done += k;
@@ -902,7 +935,7 @@ impl<S: Segments> AsStore<S> {
         let seq = self.next_seq();
         out.extend_from_slice(&self.commit_slot(seq));
         self.append(&out)?;
-        self.storage.sync()?;
+        self.sync_storage()?;
         // Only a durable checkpoint may be named by a superblock.
         self.superblock_seq += 1;
         let mut sb = vec![0u8; SUPERBLOCK_BYTES];
@@ -920,7 +953,7 @@ impl<S: Segments> AsStore<S> {
             &sb,
         )?;
         self.stats.write_requests += 1;
-        self.storage.sync()?;
+        self.sync_storage()?;
         self.commits_since_checkpoint = 0;
         self.checkpoint_segment = seg_of(start);
         self.remove_dead_segments()
@@ -934,7 +967,7 @@ impl<S: Segments> AsStore<S> {
         }
         slot[32..40].copy_from_slice(&self.root.unwrap_or(NONE).to_le_bytes());
         slot[40..48].copy_from_slice(&self.next_id.to_le_bytes());
-        Self::stamp(slot, seq);
+        self.stamp(slot, seq);
     }
 
     /// A stand-alone commit record.
@@ -1032,7 +1065,7 @@ impl<S: Segments> AsStore<S> {
         let first = self.end;
         for image in out.chunks_mut(slot) {
             let seq = self.next_seq();
-            Self::stamp(image, seq);
+            self.stamp(image, seq);
         }
         self.append(&out)?;
         for (k, id) in ids.iter().enumerate() {
@@ -1051,7 +1084,7 @@ impl<S: Segments> AsStore<S> {
         self.flush(true)?;
         self.ops.clear();
         self.ops_since_node_commit = 0;
-        self.storage.sync()?;
+        self.sync_storage()?;
         self.commits_since_checkpoint += 1;
         if self.clean()? || self.commits_since_checkpoint >= self.cfg.checkpoint_every {
             self.checkpoint()?;
@@ -1174,7 +1207,7 @@ impl<S: Segments> AsStore<S> {
                 Pending::Free => s[4] = KIND_FREE,
                 Pending::Taken => unreachable!("taken nodes were set aside"),
             }
-            Self::stamp(s, seq);
+            self.stamp(s, seq);
         }
         if commit {
             if out.is_empty() {
@@ -1307,10 +1340,11 @@ impl<S: Segments> NodeStore for AsStore<S> {
     }
 
     fn sync(&mut self) -> Result<(), TreeError> {
+        self.check_usable()?;
         self.stats.syncs += 1;
         if self.cfg.logical_commits && !self.node_commit_due() {
             self.commit_ops()?;
-            return self.storage.sync();
+            return self.sync_storage();
         }
         self.commit_nodes()
     }

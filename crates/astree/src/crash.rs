@@ -1,35 +1,31 @@
-//! Crash testing of the AS store, the way redb and TigerBeetle test theirs: random
-//! inserts, updates and deletes with commit points, a crash at a random moment (dropping
-//! unsynced writes, applying a random prefix of them, tearing the last one, or losing the
-//! fsync of a commit), then recovery, the tree's structure check and a comparison with
-//! the reference map of the last commit that reached the medium.
+//! Crash testing of stores on the AS log, the way redb and TigerBeetle test theirs: seeded
+//! random changes with commit points, then a crash, recovery, a structure check and a
+//! comparison with a reference map of what must have survived; and again, for several
+//! crash/recover cycles on the same files.
+//!
+//! What a crash can do is [`MemSegments`]'s model: a prefix of the metadata operations and
+//! any subset of the writes since the last sync, each whole, lost or in 512-byte sectors
+//! ([`CrashModel::Reordered`]), or the older in-order model ([`CrashModel::Prefix`]). Each
+//! cycle ends in one of:
+//! - a plain crash: the last commit must come back, exactly;
+//! - a commit whose fsync never returned (power lost during it): that commit or the one
+//!   before, and the newer one whenever every write of the commit landed;
+//! - a commit whose fsync failed with EIO: the commit reports the error, the store takes
+//!   no more writes, and after the crash the last acknowledged commit (or the failed one,
+//!   if its writes happened to land) comes back;
+//! - one flipped byte in the durable files after a commit: opening reports corruption, or
+//!   the last commit comes back (the byte was in a copy nothing reads); only when the
+//!   byte lies in the last commit's own writes, which are indistinguishable from a torn
+//!   tail, may the commit before it come back instead.
+//!
+//! Some cycles first crash *during* recovery (recovery's own cuts are lost or half done)
+//! and recover again: the result must not change.
 
 use crate::asstore::{AsConfig, AsStore, Cleaning};
-use crate::segments::MemSegments;
-use crate::store::NodeStore;
-use crate::BTree;
+use crate::segments::{CrashModel, MemSegments, SegmentImage};
+use crate::store::{NodeStore, StoreStats};
+use crate::{BTree, TreeError};
 use std::collections::BTreeMap;
-
-/// What one crash test did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CrashOutcome {
-    pub ops: u64,
-    pub commits: u64,
-    pub pending_writes_at_crash: usize,
-    pub applied: usize,
-    pub torn_bytes: usize,
-    pub fsync_lost: bool,
-    /// Recovery started from a checkpoint (not a full scan).
-    pub from_checkpoint: bool,
-    pub entries_after_recovery: u64,
-    pub truncated_bytes: u64,
-    /// Segments cleaning emptied and removed before the crash.
-    pub segments_cleaned: u64,
-    pub segments_removed: u64,
-    pub logical_commits: bool,
-    /// Logged operations the reopened store handed to the tree to replay.
-    pub ops_replayed: u64,
-}
 
 /// SplitMix64: the crash tests' own small seeded generator (kv's crash tests use it too).
 pub struct Rng(pub u64);
@@ -47,176 +43,464 @@ impl Rng {
     }
 }
 
-/// Runs one seeded crash test; `Err` describes a mismatch (with the seed to reproduce).
-pub fn crash_test(
-    seed: u64,
-    node_bytes: usize,
-    fanout: usize,
-    buffer_nodes: usize,
-) -> Result<CrashOutcome, String> {
-    let mut rng = Rng(seed);
-    let fail = |m: String| format!("seed {seed}: {m}");
-    // Checkpoints every 1-4 commits, so crashes hit them too; small segments (8-64 nodes)
-    // and a tight space limit, so cleaning moves nodes and removes segments all the time.
-    let logical = rng.below(2) == 0;
-    let cfg = AsConfig {
-        checkpoint_every: 1 + rng.below(4),
-        segment_bytes: (8 + rng.below(57)) * node_bytes as u64,
-        max_space_amp: 1.3,
-        cleaning: if rng.below(2) == 0 {
-            Cleaning::CostBenefit
-        } else {
-            Cleaning::Oldest
-        },
-        // Half the runs commit by logging operations instead of writing nodes (with a
-        // larger write buffer, so several logical commits pass between node-level ones).
-        logical_commits: logical,
-        ..AsConfig::new(
-            node_bytes,
-            if logical {
-                buffer_nodes * 8
-            } else {
-                buffer_nodes
-            },
+/// Keys and values as the reference model holds them.
+pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// One change of a crash test's workload.
+#[derive(Debug, Clone)]
+pub enum Change {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    Commit,
+}
+
+/// A store under crash test, on [`MemSegments`].
+pub trait CrashSubject: Sized {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), TreeError>;
+    fn delete(&mut self, key: &[u8]) -> Result<(), TreeError>;
+    fn commit(&mut self) -> Result<(), TreeError>;
+    /// Every entry, after the store's own structure check.
+    fn entries(&mut self) -> Result<Entries, String>;
+    fn segments(&self) -> &MemSegments;
+    fn segments_mut(&mut self) -> &mut MemSegments;
+    /// Where the last commit's record lies: (file, byte offset).
+    fn last_commit_location(&self) -> Option<(u64, u64)>;
+    /// How the last open went: (recovered from a checkpoint, logged operations replayed).
+    fn recovery(&self) -> (bool, u64);
+    fn stats(&self) -> StoreStats;
+}
+
+/// What a run of crash cycles covered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Coverage {
+    pub cycles: u64,
+    pub commits: u64,
+    /// Crashes drawn with the in-order and the reordered model.
+    pub prefix_crashes: u64,
+    pub reordered_crashes: u64,
+    /// Writes that reached the medium in part (torn at a sector boundary).
+    pub torn_writes: u64,
+    /// Pending writes lost while a later one landed.
+    pub writes_lost_out_of_order: u64,
+    pub fsyncs_lost: u64,
+    pub fsyncs_failed: u64,
+    /// Crashes while recovery made its cuts durable.
+    pub recovery_crashes: u64,
+    pub corruptions_detected: u64,
+    /// Flipped bytes that changed nothing (a superblock or stale copy nothing reads).
+    pub corruptions_harmless: u64,
+    /// Flipped bytes in the last commit's own writes that cost that commit (they look
+    /// like a torn tail).
+    pub corruptions_in_last_sync: u64,
+    pub recoveries_from_checkpoint: u64,
+    pub recoveries_replaying_operations: u64,
+    /// Cycles in which cleaning had removed segments before the crash.
+    pub cycles_after_segment_removal: u64,
+}
+
+impl Coverage {
+    pub fn add(&mut self, o: &Coverage) {
+        self.cycles += o.cycles;
+        self.commits += o.commits;
+        self.prefix_crashes += o.prefix_crashes;
+        self.reordered_crashes += o.reordered_crashes;
+        self.torn_writes += o.torn_writes;
+        self.writes_lost_out_of_order += o.writes_lost_out_of_order;
+        self.fsyncs_lost += o.fsyncs_lost;
+        self.fsyncs_failed += o.fsyncs_failed;
+        self.recovery_crashes += o.recovery_crashes;
+        self.corruptions_detected += o.corruptions_detected;
+        self.corruptions_harmless += o.corruptions_harmless;
+        self.corruptions_in_last_sync += o.corruptions_in_last_sync;
+        self.recoveries_from_checkpoint += o.recoveries_from_checkpoint;
+        self.recoveries_replaying_operations += o.recoveries_replaying_operations;
+        self.cycles_after_segment_removal += o.cycles_after_segment_removal;
+    }
+
+    /// One line for people.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} crash/recover cycles, {} commits; crashes: {} in order, {} reordered ({} torn writes, {} writes lost while later ones landed); {} lost fsyncs, {} failed fsyncs (EIO), {} crashes during recovery; flipped bytes: {} detected, {} harmless, {} cost the last commit (in its own writes); {} recoveries from a checkpoint, {} replayed logged operations, {} cycles after cleaning removed segments",
+            self.cycles,
+            self.commits,
+            self.prefix_crashes,
+            self.reordered_crashes,
+            self.torn_writes,
+            self.writes_lost_out_of_order,
+            self.fsyncs_lost,
+            self.fsyncs_failed,
+            self.recovery_crashes,
+            self.corruptions_detected,
+            self.corruptions_harmless,
+            self.corruptions_in_last_sync,
+            self.recoveries_from_checkpoint,
+            self.recoveries_replaying_operations,
+            self.cycles_after_segment_removal
         )
-    };
-    let store =
-        AsStore::open_with(MemSegments::new(), cfg.clone()).map_err(|e| fail(e.to_string()))?;
-    let mut tree = BTree::new(store, fanout).map_err(|e| fail(e.to_string()))?;
-    tree.sync().map_err(|e| fail(e.to_string()))?;
-    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-    let mut committed = model.clone();
-    let mut out = CrashOutcome::default();
-    let total_ops = 50 + rng.below(1500);
-    for _ in 0..total_ops {
-        let k = format!("k{:06}", rng.below(2000)).into_bytes();
-        match rng.below(10) {
-            0..=5 => {
-                let v = vec![rng.below(256) as u8; 1 + rng.below(60) as usize];
-                tree.insert(&k, &v).map_err(|e| fail(e.to_string()))?;
-                model.insert(k, v);
+    }
+}
+
+/// Opens a subject on segments.
+pub type Opener<'a, S> = &'a dyn Fn(MemSegments) -> Result<S, TreeError>;
+
+/// Runs `cycles` crash/recover cycles of `changes_per_cycle` changes from `workload`,
+/// seeded by `seed`. `open` opens the subject; `check_open` (optional) opens it another
+/// way (e.g. a full scan) that must recover the same entries. `Err` says what went wrong
+/// and with which seed.
+pub fn run_cycles<S: CrashSubject>(
+    seed: u64,
+    cycles: u32,
+    changes_per_cycle: u64,
+    open: Opener<S>,
+    check_open: Option<Opener<S>>,
+    workload: &mut dyn FnMut(&mut Rng) -> Change,
+) -> Result<Coverage, String> {
+    let mut rng = Rng(seed ^ 0xC0FF_EE00_D15C_0001);
+    let fail = |m: String| format!("seed {seed}: {m}");
+    let mut cov = Coverage::default();
+    let mut image = SegmentImage::new();
+    // The entries the image may recover to (more than one after a crash in a commit).
+    let mut allowed: Vec<Model> = vec![Model::new()];
+    for cycle in 0..=cycles {
+        let at = |m: String| fail(format!("cycle {cycle}: {m}"));
+        if cycle > 0 && rng.below(4) == 0 {
+            // A crash while recovery makes its cuts durable; recovery runs again below.
+            let mut segments = MemSegments::from_image(image.clone());
+            segments.sync_is_lost = true;
+            let s = open(segments).map_err(|e| at(format!("open (to crash in it): {e}")))?;
+            if s.segments().pending_ops() > 0 {
+                cov.recovery_crashes += 1;
             }
-            6..=8 => {
-                tree.remove(&k).map_err(|e| fail(e.to_string()))?;
-                model.remove(&k);
-            }
-            _ => {
-                tree.sync().map_err(|e| fail(e.to_string()))?;
-                committed = model.clone();
-                out.commits += 1;
+            let model = crash_model(&mut rng);
+            let plan = s.segments().random_plan(model, &mut |n| rng.below(n));
+            image = s.segments().crash_with(&plan);
+        }
+        let mut s =
+            open(MemSegments::from_image(image.clone())).map_err(|e| at(format!("reopen: {e}")))?;
+        let got = s
+            .entries()
+            .map_err(|e| at(format!("after recovery: {e}")))?;
+        let Some(durable) = allowed.iter().find(|m| same(m, &got)).cloned() else {
+            return Err(at(format!(
+                "recovered {} entries; the last durable commit holds {} (or one of {:?} entries)",
+                got.len(),
+                allowed[0].len(),
+                allowed.iter().map(|m| m.len()).collect::<Vec<_>>()
+            )));
+        };
+        if let Some(check) = check_open {
+            let mut other = check(MemSegments::from_image(image.clone()))
+                .map_err(|e| at(format!("second recovery: {e}")))?;
+            if other.entries().map_err(at)? != got {
+                return Err(at("the two recoveries disagree".into()));
             }
         }
-        out.ops += 1;
+        let (from_checkpoint, replayed) = s.recovery();
+        cov.recoveries_from_checkpoint += from_checkpoint as u64;
+        cov.recoveries_replaying_operations += (replayed > 0) as u64;
+        if cycle == cycles {
+            break;
+        }
+        cov.cycles += 1;
+
+        // Changes and commits.
+        let mut model = durable.clone();
+        let mut committed = durable.clone();
+        let e = |x: TreeError| at(x.to_string());
+        for _ in 0..changes_per_cycle {
+            match workload(&mut rng) {
+                Change::Put(k, v) => {
+                    s.put(&k, &v).map_err(e)?;
+                    model.insert(k, v);
+                }
+                Change::Delete(k) => {
+                    s.delete(&k).map_err(e)?;
+                    model.remove(&k);
+                }
+                Change::Commit => {
+                    s.commit().map_err(e)?;
+                    committed = model.clone();
+                    cov.commits += 1;
+                }
+            }
+        }
+        cov.cycles_after_segment_removal += (s.stats().segments_removed > 0) as u64;
+
+        // The crash.
+        let model_kind = crash_model(&mut rng);
+        match rng.below(8) {
+            0 | 1 => {
+                // Power lost while the commit's fsync ran.
+                cov.fsyncs_lost += 1;
+                s.segments_mut().sync_is_lost = true;
+                let before = s.segments().pending_ops();
+                s.commit().map_err(e)?;
+                let commit_write = s
+                    .last_commit_location()
+                    .and_then(|(f, off)| s.segments().pending_write_of(f, off))
+                    .filter(|&i| i >= before)
+                    .ok_or_else(|| {
+                        at(format!(
+                            "the commit record's write ({:?}) is not pending: {:?}",
+                            s.last_commit_location(),
+                            s.segments().describe_pending()
+                        ))
+                    })?;
+                let plan = s.segments().random_plan(model_kind, &mut |n| rng.below(n));
+                count_plan(&mut cov, model_kind, &plan);
+                image = s.segments().crash_with(&plan);
+                // The commit record's write may come after the lost sync (a sync that makes
+                // a recycled segment's new name durable comes first): then it never
+                // happened.
+                let issued = s.segments().issued_ops();
+                let landed =
+                    commit_write < issued && s.segments().write_landed(commit_write, &image, &plan);
+                let everything = landed
+                    && plan.fates[..issued]
+                        .iter()
+                        .all(|f| *f == crate::segments::Fate::Whole);
+                allowed = if everything {
+                    vec![model]
+                } else if !landed {
+                    vec![committed]
+                } else {
+                    vec![committed, model]
+                };
+            }
+            2 => {
+                // The commit's fsync fails with EIO.
+                cov.fsyncs_failed += 1;
+                let failing_seed = rng.next_u64();
+                s.segments_mut().fail_next_sync(model_kind, failing_seed);
+                if s.commit().is_ok() {
+                    return Err(at("a commit whose fsync failed reported success".into()));
+                }
+                // Nothing more may be written or committed.
+                let after = s.put(b"after-eio", b"x").and_then(|_| s.commit());
+                if !matches!(after, Err(TreeError::SyncFailed(_))) {
+                    return Err(at(format!(
+                        "the store went on after a failed fsync: {after:?}"
+                    )));
+                }
+                image = s.segments().crash_with(&Default::default());
+                allowed = vec![committed, model];
+            }
+            3 => {
+                // One flipped byte in the durable files.
+                s.segments_mut().clear_synced_writes();
+                s.commit().map_err(e)?;
+                let before_last_commit = std::mem::replace(&mut committed, model.clone());
+                // The last commit's own writes (its syncs may be several: one makes a
+                // recycled segment's name durable before writing into it).
+                let last_sync: Vec<(u64, u64, u64)> = s.segments().synced_writes().to_vec();
+                let clean = s.segments().crash_with(&Default::default());
+                let files: Vec<u64> = clean
+                    .iter()
+                    .filter(|(_, b)| !b.is_empty())
+                    .map(|(&f, _)| f)
+                    .collect();
+                let file = files[rng.below(files.len() as u64) as usize];
+                let offset = rng.below(clean[&file].len() as u64);
+                let mut damaged = clean.clone();
+                damaged.get_mut(&file).expect("exists")[offset as usize] ^= 1 << rng.below(8);
+                let in_last_sync = last_sync
+                    .iter()
+                    .any(|&(f, o, l)| f == file && (o..o + l).contains(&offset));
+                let opened = open(MemSegments::from_image(damaged))
+                    .map_err(|e| e.to_string())
+                    .and_then(|mut d| d.entries());
+                match opened {
+                    Err(_) => cov.corruptions_detected += 1,
+                    Ok(got) if same(&committed, &got) => cov.corruptions_harmless += 1,
+                    Ok(got) if in_last_sync && same(&before_last_commit, &got) => {
+                        cov.corruptions_in_last_sync += 1
+                    }
+                    Ok(got) => {
+                        return Err(at(format!(
+                            "a byte flipped at file {file} offset {offset} went unnoticed: {} entries came back, the last commit holds {}",
+                            got.len(),
+                            committed.len()
+                        )))
+                    }
+                }
+                // Go on from the undamaged files.
+                image = clean;
+                allowed = vec![committed];
+            }
+            _ => {
+                let plan = s.segments().random_plan(model_kind, &mut |n| rng.below(n));
+                count_plan(&mut cov, model_kind, &plan);
+                image = s.segments().crash_with(&plan);
+                allowed = vec![committed];
+            }
+        }
     }
-    // Sometimes the crash hits during a commit's fsync.
-    let mut candidate = committed.clone();
-    // With a lost fsync, pending write `commit_write` carries the final commit.
-    let mut commit_write = usize::MAX;
-    if rng.below(3) == 0 {
-        tree.store_mut().storage_mut().sync_is_lost = true;
-        let before = tree.store().storage().pending_ops();
-        tree.sync().map_err(|e| fail(e.to_string()))?;
-        // The write holding the commit record (the flush may be split at a segment end).
-        let (seg, off) = tree.store().last_commit_location().expect("just committed");
-        commit_write = tree
-            .store()
-            .storage()
-            .pending_write_of(seg, off)
-            .filter(|&i| i >= before)
-            .ok_or_else(|| fail("the commit record's write is not pending".into()))?;
-        candidate = model.clone();
-        out.fsync_lost = true;
+    Ok(cov)
+}
+
+fn crash_model(rng: &mut Rng) -> CrashModel {
+    if rng.below(2) == 0 {
+        CrashModel::Prefix
+    } else {
+        CrashModel::Reordered
     }
-    let stats = tree.store().stats();
-    out.segments_cleaned = stats.segments_cleaned;
-    out.segments_removed = stats.segments_removed;
-    let storage = tree.store().storage();
-    out.pending_writes_at_crash = storage.pending_ops();
-    out.applied = rng.below(storage.pending_ops() as u64 + 1) as usize;
-    out.torn_bytes = if out.applied < storage.pending_ops() && storage.pending_len(out.applied) > 0
-    {
-        rng.below(storage.pending_len(out.applied) as u64) as usize
-    } else {
-        0
-    };
-    let image = storage.crash(out.applied, out.torn_bytes);
-    let pending_ops = storage.describe_pending();
-    // With a lost fsync, the commit survives only if its whole write reached the medium
-    // (a torn write whose missing bytes equal those already there, in a recycled
-    // segment, landed whole).
-    let landed = out.applied > commit_write
-        || (out.applied == commit_write && storage.write_landed(commit_write, &image));
-    let expected = if out.fsync_lost && landed {
-        candidate
-    } else {
-        committed
-    };
-    // The full scan must agree with the checkpoint-based recovery.
-    let scanned = AsStore::open_with(
-        MemSegments::from_image(image.clone()),
+}
+
+fn count_plan(cov: &mut Coverage, model: CrashModel, plan: &crate::segments::CrashPlan) {
+    use crate::segments::Fate;
+    match model {
+        CrashModel::Prefix => cov.prefix_crashes += 1,
+        CrashModel::Reordered => cov.reordered_crashes += 1,
+    }
+    cov.torn_writes += plan.partial() as u64;
+    let last_landed = plan.fates.iter().rposition(|f| *f != Fate::Lost);
+    if let Some(last) = last_landed {
+        cov.writes_lost_out_of_order += plan.fates[..last]
+            .iter()
+            .filter(|f| **f == Fate::Lost)
+            .count() as u64;
+    }
+}
+
+fn same(model: &Model, entries: &Entries) -> bool {
+    model.len() == entries.len()
+        && model
+            .iter()
+            .zip(entries)
+            .all(|((k, v), (k2, v2))| k == k2 && v == v2)
+}
+
+/// The AS B-tree under crash test.
+pub struct TreeSubject(pub BTree<AsStore<MemSegments>>);
+
+impl CrashSubject for TreeSubject {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), TreeError> {
+        self.0.insert(key, value).map(|_| ())
+    }
+    fn delete(&mut self, key: &[u8]) -> Result<(), TreeError> {
+        self.0.remove(key).map(|_| ())
+    }
+    fn commit(&mut self) -> Result<(), TreeError> {
+        self.0.sync()
+    }
+    fn entries(&mut self) -> Result<Entries, String> {
+        self.0.check()?;
+        self.0.range(&[], None).map_err(|e| e.to_string())
+    }
+    fn segments(&self) -> &MemSegments {
+        self.0.store().storage()
+    }
+    fn segments_mut(&mut self) -> &mut MemSegments {
+        self.0.store_mut().storage_mut()
+    }
+    fn last_commit_location(&self) -> Option<(u64, u64)> {
+        self.0.store().last_commit_location()
+    }
+    fn recovery(&self) -> (bool, u64) {
+        let s = self.0.store();
+        (
+            s.recovery.from_checkpoint.is_some(),
+            s.recovery.replayed_ops,
+        )
+    }
+    fn stats(&self) -> StoreStats {
+        self.0.store().stats()
+    }
+}
+
+/// The shape of one B-tree crash test: geometry and length.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CrashShape {
+    pub node_bytes: usize,
+    pub fanout: usize,
+    pub buffer_nodes: usize,
+    pub segment_nodes: u64,
+    pub logical_commits: bool,
+    pub cleaning: Cleaning,
+    pub checkpoint_every: u64,
+    pub cycles: u32,
+}
+
+impl CrashShape {
+    /// A geometry drawn from `seed`: node sizes 512 B to 4 KiB, fanouts 4 to 64 (as the
+    /// node holds them), 8 to 64 nodes per segment, write buffers of 1 to 16 nodes (8x with
+    /// logical commits), checkpoints every 1 to 4 commits, either cleaning policy.
+    pub fn varied(seed: u64) -> CrashShape {
+        let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x0053_4841_5045);
+        let node_bytes = [512, 1024, 4096][rng.below(3) as usize];
+        // Keys are 7 bytes, values up to 60: a 512-byte node holds about 8 of them.
+        let max_fanout = (node_bytes / 64).clamp(4, 64);
+        let fanout = [4, 8, 16, 32, 64][rng.below(5) as usize].min(max_fanout);
+        let logical_commits = rng.below(2) == 0;
+        let buffer = 1 + rng.below(16) as usize;
+        CrashShape {
+            node_bytes,
+            fanout,
+            buffer_nodes: if logical_commits { buffer * 8 } else { buffer },
+            segment_nodes: 8 + rng.below(57),
+            logical_commits,
+            cleaning: if rng.below(2) == 0 {
+                Cleaning::CostBenefit
+            } else {
+                Cleaning::Oldest
+            },
+            checkpoint_every: 1 + rng.below(4),
+            cycles: 1 + rng.below(4) as u32,
+        }
+    }
+
+    pub fn config(&self) -> AsConfig {
         AsConfig {
-            full_scan: true,
-            ..cfg.clone()
-        },
+            checkpoint_every: self.checkpoint_every,
+            segment_bytes: self.segment_nodes * self.node_bytes as u64,
+            max_space_amp: 1.3,
+            cleaning: self.cleaning,
+            logical_commits: self.logical_commits,
+            ..AsConfig::new(self.node_bytes, self.buffer_nodes)
+        }
+    }
+}
+
+/// Runs one seeded crash test of the AS B-tree with `shape`: random inserts, updates and
+/// deletes of 2,000 keys with commits, over `shape.cycles` crash/recover cycles; recovery
+/// from the checkpoint must agree with the full scan of every segment.
+pub fn crash_test(seed: u64, shape: &CrashShape) -> Result<Coverage, String> {
+    let cfg = shape.config();
+    let fanout = shape.fanout;
+    let open = |segments: MemSegments| -> Result<TreeSubject, TreeError> {
+        let store = AsStore::open_with(segments, cfg.clone())?;
+        BTree::new(store, fanout).map(TreeSubject)
+    };
+    let full_scan = |segments: MemSegments| -> Result<TreeSubject, TreeError> {
+        let store = AsStore::open_with(
+            segments,
+            AsConfig {
+                full_scan: true,
+                ..cfg.clone()
+            },
+        )?;
+        BTree::new(store, fanout).map(TreeSubject)
+    };
+    let mut workload = |rng: &mut Rng| -> Change {
+        let k = format!("k{:06}", rng.below(2000)).into_bytes();
+        match rng.below(10) {
+            0..=5 => Change::Put(k, vec![rng.below(256) as u8; 1 + rng.below(60) as usize]),
+            6..=8 => Change::Delete(k),
+            _ => Change::Commit,
+        }
+    };
+    let mut rng = Rng(seed);
+    let changes = 50 + rng.below(800);
+    run_cycles(
+        seed,
+        shape.cycles,
+        changes,
+        &open,
+        Some(&full_scan),
+        &mut workload,
     )
-    .map_err(|e| fail(format!("full scan: {e}")))?;
-    let by_scan = BTree::new(scanned, fanout)
-        .and_then(|mut t| t.range(&[], None))
-        .map_err(|e| fail(e.to_string()))?;
-    let store = AsStore::open_with(MemSegments::from_image(image), cfg.clone())
-        .map_err(|e| fail(format!("reopen: {e}")))?;
-    out.truncated_bytes = store.recovery.truncated_bytes;
-    out.logical_commits = cfg.logical_commits;
-    out.ops_replayed = store.pending_replay() as u64;
-    out.from_checkpoint = store.recovery.from_checkpoint.is_some();
-    let mut tree = BTree::new(store, fanout).map_err(|e| fail(e.to_string()))?;
-    let n = tree
-        .check()
-        .map_err(|e| fail(format!("structure after recovery: {e}")))?;
-    let all = tree.range(&[], None).map_err(|e| fail(e.to_string()))?;
-    let want: Vec<(Vec<u8>, Vec<u8>)> = expected.into_iter().collect();
-    if all != want {
-        return Err(fail(format!(
-            "recovered {} entries, the last durable commit holds {} ({out:?}, recovery {:?}; the commit's write is pending op {commit_write} of {:?})",
-            all.len(),
-            want.len(),
-            tree.store().recovery,
-            pending_ops
-        )));
-    }
-    if by_scan != all {
-        return Err(fail(
-            "recovery from the checkpoint and the full scan disagree".into(),
-        ));
-    }
-    out.entries_after_recovery = n;
-    // The recovered store keeps working: write and commit again.
-    tree.insert(b"after-crash", b"ok")
-        .map_err(|e| fail(e.to_string()))?;
-    tree.sync().map_err(|e| fail(e.to_string()))?;
-    let store = AsStore::open_with(
-        MemSegments::from_image(tree.store().storage().crash(0, 0)),
-        cfg,
-    )
-    .map_err(|e| fail(e.to_string()))?;
-    // (It may remove segments that died since the last checkpoint and cut a recycled
-    // segment's stale tail, nothing else.)
-    if store.recovery.uncommitted_discarded != 0 {
-        return Err(fail(format!(
-            "reopening a cleanly committed log cut part of it: {:?}",
-            store.recovery
-        )));
-    }
-    let mut again = BTree::new(store, fanout).map_err(|e| fail(e.to_string()))?;
-    let mut want = all;
-    want.push((b"after-crash".to_vec(), b"ok".to_vec()));
-    want.sort();
-    if again.range(&[], None).map_err(|e| fail(e.to_string()))? != want {
-        return Err(fail(
-            "reopening a cleanly committed log changed its entries".into(),
-        ));
-    }
-    Ok(out)
+    .map_err(|e| format!("{e} (shape {shape:?})"))
 }
 
 #[cfg(test)]
@@ -224,35 +508,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hundreds_of_seeded_crash_points_recover_the_last_commit() {
-        let (mut torn, mut lost, mut from_cp, mut cleaned, mut removed, mut replayed) =
-            (0, 0, 0, 0, 0, 0);
-        for seed in 0..300 {
-            let buffer = 1 + (seed % 8) as usize;
-            let o = crash_test(seed, 512, 8, buffer).unwrap_or_else(|e| panic!("{e}"));
-            torn += (o.torn_bytes > 0) as u32;
-            lost += o.fsync_lost as u32;
-            from_cp += o.from_checkpoint as u32;
-            cleaned += (o.segments_cleaned > 0) as u32;
-            removed += (o.segments_removed > 0) as u32;
-            replayed += (o.ops_replayed > 0) as u32;
+    fn hundreds_of_seeded_crash_cycles_recover_the_last_commit() {
+        let mut total = Coverage::default();
+        for seed in 0..150 {
+            let shape = CrashShape::varied(seed);
+            let c = crash_test(seed, &shape).unwrap_or_else(|e| panic!("{e}"));
+            total.add(&c);
         }
+        let t = &total;
         assert!(
-            replayed > 20,
-            "many logical-commit runs should recover by replaying operations ({replayed})"
+            t.reordered_crashes > 40 && t.prefix_crashes > 40,
+            "both crash models: {}",
+            t.summary()
         );
         assert!(
-            cleaned > 100 && removed > 100,
-            "cleaning should run before many crash points (cleaned {cleaned}, removed {removed})"
+            t.torn_writes > 20 && t.writes_lost_out_of_order > 20,
+            "{}",
+            t.summary()
         );
         assert!(
-            torn > 50 && lost > 50,
-            "the crash points should cover torn writes ({torn}) and lost fsyncs ({lost})"
+            t.fsyncs_lost > 20 && t.fsyncs_failed > 10 && t.recovery_crashes > 10,
+            "{}",
+            t.summary()
         );
         assert!(
-            from_cp > 100,
-            "most recoveries should start from a checkpoint ({from_cp})"
+            t.corruptions_detected + t.corruptions_harmless > 10,
+            "{}",
+            t.summary()
         );
+        assert!(
+            t.recoveries_from_checkpoint > 100 && t.recoveries_replaying_operations > 10,
+            "{}",
+            t.summary()
+        );
+        assert!(t.cycles_after_segment_removal > 50, "{}", t.summary());
     }
 
     #[test]

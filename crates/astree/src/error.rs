@@ -23,6 +23,8 @@ pub enum TreeError {
     MissingNode(u64),
     #[error("interrupted")]
     Interrupted,
+    #[error("an earlier sync failed ({0}); what reached the medium is unknown, so the store takes no more writes: reopen it to recover the last durable commit")]
+    SyncFailed(String),
     #[error("corrupt log at segment {segment} slot {slot}: {msg}")]
     CorruptLog {
         segment: u64,

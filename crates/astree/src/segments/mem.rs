@@ -157,6 +157,17 @@ impl CrashPlan {
     }
 }
 
+/// How [`MemSegments::random_plan`] draws a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashModel {
+    /// Operations land in issue order: a prefix of them, then part of the next write
+    /// (torn at a sector boundary).
+    Prefix,
+    /// A prefix of the metadata operations and any subset of the writes, each whole,
+    /// lost, or any subset of its sectors.
+    Reordered,
+}
+
 /// RAM segments with the crash model of the module docs.
 #[derive(Debug, Clone, Default)]
 pub struct MemSegments {
@@ -164,14 +175,20 @@ pub struct MemSegments {
     durable: Files,
     pending: Vec<SegOp>,
     next_ino: Ino,
-    /// Tests: `sync` returns success without making anything durable (the machine lost
-    /// power while the fsync ran; its caller never learns).
+    /// Tests: `sync` returns success without making anything durable: the machine lost
+    /// power while the fsync ran. Its caller never learns, so whatever the store issues
+    /// after that sync never happened: a crash keeps none of it.
     pub sync_is_lost: bool,
-    /// Tests: the next `sync` fails with EIO after making these pending operations
-    /// durable (see [`MemSegments::fail_next_sync`]).
-    failing_sync: Option<CrashPlan>,
+    /// Pending operations issued before the first lost sync (None: all of them).
+    lost_sync_at: Option<usize>,
+    /// Tests: the next `sync` fails with EIO after making some pending operations durable
+    /// (drawn with this model and seed; see [`MemSegments::fail_next_sync`]).
+    failing_sync: Option<(CrashModel, u64)>,
     /// Syncs that failed.
     pub failed_syncs: u64,
+    /// The writes successful syncs made durable since [`MemSegments::clear_synced_writes`]:
+    /// (file, offset, bytes).
+    synced: Vec<(u64, u64, u64)>,
 }
 
 impl MemSegments {
@@ -191,15 +208,32 @@ impl MemSegments {
         }
     }
 
-    /// Makes the next `sync` fail with EIO: the operations `plan` keeps become durable,
-    /// the others are forgotten (the live files keep them, but no later sync writes them).
-    pub fn fail_next_sync(&mut self, plan: CrashPlan) {
-        self.failing_sync = Some(plan);
+    /// Makes the next `sync` fail with EIO: a random crash plan (drawn with `model` from
+    /// `seed` over the operations pending then) says which become durable; the others are
+    /// forgotten (the live files keep them, but no later sync writes them).
+    pub fn fail_next_sync(&mut self, model: CrashModel, seed: u64) {
+        self.failing_sync = Some((model, seed));
+    }
+
+    /// The writes successful syncs made durable since the last
+    /// [`MemSegments::clear_synced_writes`]: (file, offset, bytes).
+    pub fn synced_writes(&self) -> &[(u64, u64, u64)] {
+        &self.synced
+    }
+
+    pub fn clear_synced_writes(&mut self) {
+        self.synced.clear();
     }
 
     /// Operations (writes, creations, truncations, removals, renames) not yet synced.
     pub fn pending_ops(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Pending operations issued before the power went (at the first lost sync): a crash
+    /// can keep only these.
+    pub fn issued_ops(&self) -> usize {
+        self.lost_sync_at.unwrap_or(self.pending.len())
     }
 
     /// Bytes of pending operation `i` (0 for a metadata operation).
@@ -216,13 +250,15 @@ impl MemSegments {
         self.pending[i].is_metadata()
     }
 
-    /// Whether pending write `i`'s bytes are all in `image` under the name its file has
-    /// in the live files (a write whose missing part equals what was there landed whole).
-    pub fn write_landed(&self, i: usize, image: &SegmentImage) -> bool {
+    /// Whether pending write `i`'s bytes are all in `image`, in the file that holds its
+    /// inode there (a write whose missing part equals what was there landed whole).
+    pub fn write_landed(&self, i: usize, image: &SegmentImage, plan: &CrashPlan) -> bool {
         let SegOp::Write(ino, off, data) = &self.pending[i] else {
             return false;
         };
-        let Some((&seg, _)) = self.live.names.iter().find(|(_, &x)| x == *ino) else {
+        let mut files = self.durable.clone();
+        Self::land(&mut files, &self.pending, plan);
+        let Some((&seg, _)) = files.names.iter().find(|(_, &x)| x == *ino) else {
             return false;
         };
         image
@@ -245,19 +281,41 @@ impl MemSegments {
             .collect()
     }
 
-    /// The last pending operation that writes byte `offset` of file `seg` (as named in
-    /// the live files).
+    /// The last pending operation that wrote byte `offset` of the file named `seg` when
+    /// it wrote it (the name may have been removed or reused since).
     pub fn pending_write_of(&self, seg: u64, offset: u64) -> Option<usize> {
-        let ino = *self.live.names.get(&seg)?;
-        self.pending.iter().rposition(|op| {
-            matches!(op, SegOp::Write(i, o, d) if *i == ino && *o <= offset && offset < o + d.len() as u64)
-        })
+        let mut names = self.durable.names.clone();
+        let mut found = None;
+        for (i, op) in self.pending.iter().enumerate() {
+            match op {
+                SegOp::Create(s, ino) => {
+                    names.insert(*s, *ino);
+                }
+                SegOp::Remove(s) => {
+                    names.remove(s);
+                }
+                SegOp::Rename(a, b) => {
+                    if let Some(ino) = names.remove(a) {
+                        names.insert(*b, ino);
+                    }
+                }
+                SegOp::Write(ino, o, d)
+                    if names.get(&seg) == Some(ino)
+                        && *o <= offset
+                        && offset < o + d.len() as u64 =>
+                {
+                    found = Some(i);
+                }
+                _ => {}
+            }
+        }
+        found
     }
 
     /// The files after a crash: the durable image plus the first `applied` pending
     /// operations, then `torn_bytes` of the next one if it is a write (the prefix model).
     pub fn crash(&self, applied: usize, torn_bytes: usize) -> SegmentImage {
-        let fates = (0..self.pending.len())
+        let fates = (0..self.issued_ops())
             .map(|i| match i.cmp(&applied) {
                 std::cmp::Ordering::Less => Fate::Whole,
                 std::cmp::Ordering::Equal if torn_bytes > 0 && !self.pending_is_metadata(i) => {
@@ -269,6 +327,69 @@ impl MemSegments {
         self.crash_with(&CrashPlan { fates })
     }
 
+    /// A random crash of the pending operations under `model`; `below(n)` draws
+    /// uniformly from 0..n.
+    pub fn random_plan(&self, model: CrashModel, below: &mut dyn FnMut(u64) -> u64) -> CrashPlan {
+        let n = self.issued_ops();
+        let sectors = |i: usize| self.pending_len(i).div_ceil(SECTOR_BYTES);
+        let sector_range = |i: usize, k: usize| {
+            (
+                k * SECTOR_BYTES,
+                ((k + 1) * SECTOR_BYTES).min(self.pending_len(i)),
+            )
+        };
+        let fates = match model {
+            CrashModel::Prefix => {
+                let applied = below(n as u64 + 1) as usize;
+                (0..n)
+                    .map(|i| match i.cmp(&applied) {
+                        std::cmp::Ordering::Less => Fate::Whole,
+                        std::cmp::Ordering::Equal if !self.pending_is_metadata(i) => {
+                            let kept = below(sectors(i) as u64) as usize;
+                            if kept == 0 {
+                                Fate::Lost
+                            } else {
+                                Fate::Parts(vec![(0, sector_range(i, kept - 1).1)])
+                            }
+                        }
+                        _ => Fate::Lost,
+                    })
+                    .collect()
+            }
+            CrashModel::Reordered => {
+                let metadata = (0..n).filter(|&i| self.pending_is_metadata(i)).count();
+                let mut prefix = below(metadata as u64 + 1) as usize;
+                (0..n)
+                    .map(|i| {
+                        if self.pending_is_metadata(i) {
+                            if prefix > 0 {
+                                prefix -= 1;
+                                return Fate::Whole;
+                            }
+                            return Fate::Lost;
+                        }
+                        match below(4) {
+                            0 => Fate::Lost,
+                            3 if sectors(i) > 1 => {
+                                let parts: Vec<(usize, usize)> = (0..sectors(i))
+                                    .filter(|_| below(2) == 0)
+                                    .map(|k| sector_range(i, k))
+                                    .collect();
+                                if parts.is_empty() {
+                                    Fate::Lost
+                                } else {
+                                    Fate::Parts(parts)
+                                }
+                            }
+                            _ => Fate::Whole,
+                        }
+                    })
+                    .collect()
+            }
+        };
+        CrashPlan { fates }
+    }
+
     /// The files after a crash that `plan` describes.
     pub fn crash_with(&self, plan: &CrashPlan) -> SegmentImage {
         let mut files = self.durable.clone();
@@ -277,6 +398,7 @@ impl MemSegments {
     }
 
     fn land(files: &mut Files, ops: &[SegOp], plan: &CrashPlan) {
+        // (Operations past the plan's end, e.g. after a lost sync, never happened.)
         for (i, op) in ops.iter().enumerate() {
             match plan.fates.get(i).unwrap_or(&Fate::Lost) {
                 Fate::Lost => {}
@@ -347,7 +469,9 @@ impl Segments for MemSegments {
         Ok(())
     }
     fn sync(&mut self) -> Result<(), TreeError> {
-        if let Some(plan) = self.failing_sync.take() {
+        if let Some((model, seed)) = self.failing_sync.take() {
+            let mut rng = crate::crash::Rng(seed);
+            let plan = self.random_plan(model, &mut |n| rng.below(n));
             Self::land(&mut self.durable, &self.pending, &plan);
             self.pending.clear();
             self.failed_syncs += 1;
@@ -356,10 +480,17 @@ impl Segments for MemSegments {
                 source: std::io::Error::from_raw_os_error(5), // EIO
             });
         }
-        if !self.sync_is_lost {
+        if self.sync_is_lost {
+            self.lost_sync_at.get_or_insert(self.pending.len());
+        } else {
             // The pending operations, not the live files: writes a failed sync forgot
             // stay off the medium.
             for op in std::mem::take(&mut self.pending) {
+                if let SegOp::Write(ino, off, data) = &op {
+                    if let Some((&seg, _)) = self.live.names.iter().find(|(_, &i)| i == *ino) {
+                        self.synced.push((seg, *off, data.len() as u64));
+                    }
+                }
                 self.durable.apply(&op, None);
             }
         }
@@ -425,9 +556,17 @@ mod tests {
         s.sync().unwrap();
         s.write_at(1, 0, b"bb").unwrap();
         s.write_at(1, 2, b"cc").unwrap();
-        s.fail_next_sync(CrashPlan {
-            fates: vec![Fate::Lost, Fate::Whole],
-        });
+        // Draw the failing sync's plan until it keeps the second write and not the first.
+        let mut seed = 0;
+        loop {
+            let mut rng = crate::crash::Rng(seed);
+            let plan = s.random_plan(CrashModel::Reordered, &mut |n| rng.below(n));
+            if plan.fates == vec![Fate::Lost, Fate::Whole] {
+                break;
+            }
+            seed += 1;
+        }
+        s.fail_next_sync(CrashModel::Reordered, seed);
         assert!(s.sync().is_err());
         assert_eq!(s.pending_ops(), 0);
         // The live file shows both writes, but a later successful sync does not bring the

@@ -9,7 +9,7 @@
 
 mod mem;
 
-pub use mem::{CrashPlan, Fate, MemSegments, SegmentImage};
+pub use mem::{CrashModel, CrashPlan, Fate, MemSegments, SegmentImage, SECTOR_BYTES};
 
 use crate::storage::{FileStorage, IoTime, Storage};
 use crate::TreeError;
