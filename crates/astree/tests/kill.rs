@@ -30,7 +30,7 @@ fn config(i: u64) -> AsConfig {
         checkpoint_every: 1 + i % 4,
         segment_bytes: segment_nodes * node as u64,
         max_space_amp: 1.3,
-        cleaning: if i % 2 == 0 {
+        cleaning: if i.is_multiple_of(2) {
             Cleaning::CostBenefit
         } else {
             Cleaning::Oldest
