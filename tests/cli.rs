@@ -1058,3 +1058,36 @@ fn concurrent_joins_sharing_a_data_dir_all_answer_correctly() {
         assert_eq!(got, want);
     }
 }
+
+#[test]
+fn a_join_on_simfs_with_ftrim_and_two_users_answers_correctly() {
+    // fTrim made simfs encode the inode-table block of a neighbour whose extent tree was
+    // not written yet: a panic, then a poisoned mutex for the second user.
+    let v = stdout_json(&flashlab(&[
+        "join",
+        "--backend",
+        "sim",
+        "--preset",
+        "mx500",
+        "--capacity",
+        "4GiB",
+        "--discard",
+        "ftrim",
+        "--users",
+        "2",
+        "--sf",
+        "0.05",
+        "--memory",
+        "4MiB",
+        "--json",
+    ]));
+    let (rows, l, o) = independent_join(0.05);
+    assert_eq!(
+        v["rows"].as_u64().unwrap(),
+        2 * rows,
+        "two users, each the whole join"
+    );
+    assert_eq!(v["sum_l_extendedprice_cents"].as_i64().unwrap(), 2 * l);
+    assert_eq!(v["sum_o_totalprice_cents"].as_i64().unwrap(), 2 * o);
+    assert!(v["repetitions"][0]["trim_commands"].as_u64().unwrap() > 0);
+}
