@@ -221,33 +221,7 @@ fn ctrl_c_stops_the_command_and_cleans_up() {
     }
     let dir = Scratch::new("capture-sigint");
     let out = dir.0.join("t.trace");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
-        .args(capture_args(
-            "ext4",
-            "128MiB",
-            &[],
-            &dir,
-            &out,
-            "touch {}/started; sleep 60",
-        ))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait until the command runs on the mounted file system.
-    let mut running = false;
-    for _ in 0..500 {
-        let found = std::fs::read_dir(&dir.0)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .any(|e| e.path().join("mnt/started").exists());
-        if found {
-            running = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(running, "the command never started");
+    let mut child = start_capture(&dir, &out, "touch {}/started; sleep 60");
     // SAFETY: sending a signal to our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait().unwrap();
@@ -279,11 +253,18 @@ fn start_capture(dir: &Scratch, out: &Path, script: &str) -> std::process::Child
     panic!("the command never started");
 }
 
-/// Whether process `pid` still runs (a zombie counts as gone).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+/// The background child whose pid the script wrote to `pid_file` no longer runs (a
+/// zombie counts as gone).
+fn assert_background_child_gone(pid_file: &Path, when: &str) {
+    let pid: i32 = std::fs::read_to_string(pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| !s.contains(") Z "))
-        .unwrap_or(false)
+        .unwrap_or(false);
+    assert!(!alive, "{when}: the background child {pid} still runs");
 }
 
 #[test]
@@ -309,12 +290,7 @@ fn sigterm_and_sighup_stop_the_whole_command_and_clean_up() {
         unsafe { libc::kill(child.id() as i32, signal) };
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(130), "{name}");
-        let bg: i32 = std::fs::read_to_string(&pids)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        assert!(!alive(bg), "{name}: the background child {bg} still runs");
+        assert_background_child_gone(&pids, name);
         assert!(!out.exists(), "{name}: no trace of an interrupted capture");
         assert_nothing_left(&dir.0);
     }
@@ -337,12 +313,7 @@ fn a_background_child_holding_the_mount_loses_nothing() {
     );
     let o = flashlab(&capture_args("ext4", "128MiB", &[], &dir, &out, &script));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let bg: i32 = std::fs::read_to_string(&pids)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(!alive(bg), "the background child {bg} still runs");
+    assert_background_child_gone(&pids, "after the command");
     let t = trace::formats::read_file(&out, trace::Format::Native).unwrap();
     assert!(
         t.bytes(flash::Op::Write) >= 1 << 20,

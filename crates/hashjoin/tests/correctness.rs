@@ -202,6 +202,28 @@ fn scratch(name: &str) -> std::path::PathBuf {
     d
 }
 
+/// The ORDERS and LINEITEM table files in `data` opened as the join's inputs.
+fn table_inputs(
+    store: &mut OsStore,
+    data: &std::path::Path,
+    orders_rows: u64,
+    lineitem_rows: u64,
+) -> (Input, Input) {
+    let o = store.open_input(&data.join("orders.tbl")).unwrap();
+    let l = store.open_input(&data.join("lineitem.tbl")).unwrap();
+    let input = |file, rows, relation| Input {
+        file,
+        offset_bytes: 64,
+        rows,
+        layout: Layout::Fixed128,
+        relation,
+    };
+    (
+        input(o, orders_rows, Relation::Orders),
+        input(l, lineitem_rows, Relation::Lineitem),
+    )
+}
+
 fn spill_files_in(dir: &std::path::Path) -> usize {
     std::fs::read_dir(dir)
         .unwrap()
@@ -246,22 +268,7 @@ fn os_backend_uses_real_files_and_removes_them() {
     let want = expected(&orders, &lines);
     for fallocate in [false, true] {
         let mut store = OsStore::new(&dir, false, None, Cancel::new()).unwrap();
-        let o = store.open_input(&data.join("orders.tbl")).unwrap();
-        let l = store.open_input(&data.join("lineitem.tbl")).unwrap();
-        let a = Input {
-            file: o,
-            offset_bytes: 64,
-            rows: ho.rows,
-            layout: Layout::Fixed128,
-            relation: Relation::Orders,
-        };
-        let b = Input {
-            file: l,
-            offset_bytes: 64,
-            rows: hl.rows,
-            layout: Layout::Fixed128,
-            relation: Relation::Lineitem,
-        };
+        let (a, b) = table_inputs(&mut store, &data, ho.rows, hl.rows);
         let mut s = spec(Algorithm::Grace);
         s.fallocate = fallocate;
         let r = hash_join(&mut store, &MemoryPool::new(2 << 20), &s, a, b).unwrap();
@@ -277,22 +284,7 @@ fn os_backend_uses_real_files_and_removes_them() {
     // A cap smaller than the spill volume: a clear error, and nothing left behind.
     {
         let mut store = OsStore::new(&dir, false, Some(1 << 20), Cancel::new()).unwrap();
-        let o = store.open_input(&data.join("orders.tbl")).unwrap();
-        let l = store.open_input(&data.join("lineitem.tbl")).unwrap();
-        let a = Input {
-            file: o,
-            offset_bytes: 64,
-            rows: ho.rows,
-            layout: Layout::Fixed128,
-            relation: Relation::Orders,
-        };
-        let b = Input {
-            file: l,
-            offset_bytes: 64,
-            rows: hl.rows,
-            layout: Layout::Fixed128,
-            relation: Relation::Lineitem,
-        };
+        let (a, b) = table_inputs(&mut store, &data, ho.rows, hl.rows);
         let err = hash_join(
             &mut store,
             &MemoryPool::new(2 << 20),
@@ -312,8 +304,7 @@ fn os_backend_uses_real_files_and_removes_them() {
     {
         let cancel = Cancel::new();
         let mut store = OsStore::new(&dir, false, None, cancel.clone()).unwrap();
-        let o = store.open_input(&data.join("orders.tbl")).unwrap();
-        let l = store.open_input(&data.join("lineitem.tbl")).unwrap();
+        let (a, b) = table_inputs(&mut store, &data, ho.rows, hl.rows);
         let f = store.create().unwrap();
         store.append(f, &[1u8; 4096]).unwrap();
         cancel.cancel();
@@ -321,20 +312,6 @@ fn os_backend_uses_real_files_and_removes_them() {
             store.append(f, &[1u8; 4096]),
             Err(JoinError::Interrupted)
         ));
-        let a = Input {
-            file: o,
-            offset_bytes: 64,
-            rows: ho.rows,
-            layout: Layout::Fixed128,
-            relation: Relation::Orders,
-        };
-        let b = Input {
-            file: l,
-            offset_bytes: 64,
-            rows: hl.rows,
-            layout: Layout::Fixed128,
-            relation: Relation::Lineitem,
-        };
         let err = hash_join(
             &mut store,
             &MemoryPool::new(2 << 20),
