@@ -1,0 +1,131 @@
+//! One file interface for every engine ([`Vfs`]): a directory of named files with
+//! positional reads and writes, preallocation, truncation, renames, removals, per-file and
+//! directory syncs, and a clock. The engines (the hash join's spill files, the AS
+//! B-tree's segments, the key-value store) are written against it once and run on any
+//! implementation:
+//! - [`OsVfs`]: real files in a directory (O_DIRECT optional, with aligned bounce buffers;
+//!   real `fallocate(2)`; the directory fsynced where durability needs it); wall-clock
+//!   time;
+//! - [`MemVfs`]: files in RAM with a crash model (live and durable images; a crash keeps a
+//!   prefix of the metadata operations and any subset of the writes, torn at sector
+//!   granularity; lost and failing fsyncs), for the crash tests.
+//!
+//! Names are plain file names (no `/`), relative to the directory the implementation
+//! stands for.
+
+pub mod mem;
+pub mod os;
+
+pub use mem::{CrashModel, CrashPlan, Fate, Image, MemVfs, SECTOR_BYTES};
+pub use os::OsVfs;
+
+use thiserror::Error;
+
+/// A handle to an open file.
+pub type Fd = u32;
+
+/// How to open a file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenMode {
+    /// Create the file if it does not exist.
+    pub create: bool,
+    /// Fail if it exists (implies `create`).
+    pub create_new: bool,
+    /// Bypass the page cache (O_DIRECT): reads and writes must be whole 4 KiB blocks at
+    /// 4 KiB-aligned offsets, except a read at the end of the file.
+    pub direct: bool,
+}
+
+impl OpenMode {
+    pub fn existing() -> OpenMode {
+        OpenMode::default()
+    }
+    pub fn create() -> OpenMode {
+        OpenMode {
+            create: true,
+            ..OpenMode::default()
+        }
+    }
+    pub fn create_new() -> OpenMode {
+        OpenMode {
+            create: true,
+            create_new: true,
+            ..OpenMode::default()
+        }
+    }
+    pub fn direct(self, direct: bool) -> OpenMode {
+        OpenMode { direct, ..self }
+    }
+}
+
+/// Time spent in reads, writes and syncs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoTime {
+    pub read_ns: u64,
+    pub write_ns: u64,
+    pub sync_ns: u64,
+}
+
+#[derive(Debug, Error)]
+pub enum VfsError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}: no such file")]
+    NotFound(String),
+    #[error("{0}: the file exists already")]
+    Exists(String),
+    #[error("{path}: no space left on the device")]
+    DiskFull { path: String },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("interrupted")]
+    Interrupted,
+}
+
+/// The file interface. Every implementation keeps file lengths itself, so `len` is cheap.
+pub trait Vfs {
+    fn open(&mut self, name: &str, mode: OpenMode) -> Result<Fd, VfsError>;
+    /// Closes `fd` (the file stays).
+    fn close(&mut self, fd: Fd);
+    fn len(&self, fd: Fd) -> u64;
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many (fewer only at the end
+    /// of the file).
+    fn read_at(&mut self, fd: Fd, offset: u64, buf: &mut [u8]) -> Result<usize, VfsError>;
+    /// Writes all of `data` at `offset`, growing the file as needed.
+    fn write_at(&mut self, fd: Fd, offset: u64, data: &[u8]) -> Result<(), VfsError>;
+    /// Allocates `len` bytes at `offset` (the file's length grows to cover them).
+    fn fallocate(&mut self, fd: Fd, offset: u64, len: u64) -> Result<(), VfsError>;
+    fn truncate(&mut self, fd: Fd, len: u64) -> Result<(), VfsError>;
+    /// Makes the file's data and length durable (fsync).
+    fn fsync(&mut self, fd: Fd) -> Result<(), VfsError>;
+    /// Renames a file (replacing `to` if it exists); open handles follow it.
+    fn rename(&mut self, from: &str, to: &str) -> Result<(), VfsError>;
+    /// Removes a file's name (open handles keep working until closed).
+    fn unlink(&mut self, name: &str) -> Result<(), VfsError>;
+    /// Makes creations, renames and removals so far durable (fsync of the directory).
+    fn sync_dir(&mut self) -> Result<(), VfsError>;
+    /// The files' names, sorted.
+    fn list(&self) -> Vec<String>;
+    fn exists(&self, name: &str) -> bool {
+        self.list().iter().any(|n| n == name)
+    }
+    /// The clock: wall time since the file system was opened, or virtual time.
+    fn now_ns(&self) -> u64;
+    /// Time spent in I/O so far (zero where not measured).
+    fn io_time(&self) -> IoTime {
+        IoTime::default()
+    }
+}
+
+/// Checks that `name` names a file in the directory: not empty, no `/`, not `.` or `..`.
+pub fn check_name(name: &str) -> Result<(), VfsError> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." || name.contains('\0') {
+        return Err(VfsError::Invalid(format!(
+            "{name:?} is not a file name (no '/', '.' or '..')"
+        )));
+    }
+    Ok(())
+}
