@@ -22,26 +22,14 @@
 //! and recover again: the result must not change.
 
 use crate::asstore::{AsConfig, AsStore, Cleaning};
-use crate::segments::{CrashModel, MemSegments, SegmentImage};
+use crate::segments::{MemSegments, SegmentImage};
 use crate::store::{NodeStore, StoreStats};
 use crate::{BTree, TreeError};
 use std::collections::BTreeMap;
+use vfs::{CrashModel, CrashPlan, Fate};
 
 /// SplitMix64: the crash tests' own small seeded generator (kv's crash tests use it too).
-pub struct Rng(pub u64);
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in 0..n (0 when n is 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-}
+pub use vfs::mem::Rng;
 
 /// Keys and values as the reference model holds them.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -167,14 +155,14 @@ pub fn run_cycles<S: CrashSubject>(
         if cycle > 0 && rng.below(4) == 0 {
             // A crash while recovery makes its cuts durable; recovery runs again below.
             let mut segments = MemSegments::from_image(image.clone());
-            segments.sync_is_lost = true;
+            segments.vfs_mut().sync_is_lost = true;
             let s = open(segments).map_err(|e| at(format!("open (to crash in it): {e}")))?;
-            if s.segments().pending_ops() > 0 {
+            if s.segments().vfs().pending_ops() > 0 {
                 cov.recovery_crashes += 1;
             }
             let model = crash_model(&mut rng);
-            let plan = s.segments().random_plan(model, &mut |n| rng.below(n));
-            image = s.segments().crash_with(&plan);
+            let plan = s.segments().vfs().random_plan(model, &mut |n| rng.below(n));
+            image = s.segments().vfs().crash_with(&plan);
         }
         let mut s =
             open(MemSegments::from_image(image.clone())).map_err(|e| at(format!("reopen: {e}")))?;
@@ -233,33 +221,36 @@ pub fn run_cycles<S: CrashSubject>(
             0 | 1 => {
                 // Power lost while the commit's fsync ran.
                 cov.fsyncs_lost += 1;
-                s.segments_mut().sync_is_lost = true;
-                let before = s.segments().pending_ops();
+                s.segments_mut().vfs_mut().sync_is_lost = true;
+                let before = s.segments().vfs().pending_ops();
                 s.commit().map_err(e)?;
                 let commit_write = s
                     .last_commit_location()
-                    .and_then(|(f, off)| s.segments().pending_write_of(f, off))
+                    .and_then(|(f, off)| {
+                        let name = s.segments().file_name(f);
+                        s.segments().vfs().pending_write_of(&name, off)
+                    })
                     .filter(|&i| i >= before)
                     .ok_or_else(|| {
                         at(format!(
                             "the commit record's write ({:?}) is not pending: {:?}",
                             s.last_commit_location(),
-                            s.segments().describe_pending()
+                            s.segments().vfs().describe_pending()
                         ))
                     })?;
-                let plan = s.segments().random_plan(model_kind, &mut |n| rng.below(n));
+                let plan = s
+                    .segments()
+                    .vfs()
+                    .random_plan(model_kind, &mut |n| rng.below(n));
                 count_plan(&mut cov, model_kind, &plan);
-                image = s.segments().crash_with(&plan);
+                image = s.segments().vfs().crash_with(&plan);
                 // The commit record's write may come after the lost sync (a sync that makes
                 // a recycled segment's new name durable comes first): then it never
                 // happened.
-                let issued = s.segments().issued_ops();
-                let landed =
-                    commit_write < issued && s.segments().write_landed(commit_write, &image, &plan);
-                let everything = landed
-                    && plan.fates[..issued]
-                        .iter()
-                        .all(|f| *f == crate::segments::Fate::Whole);
+                let issued = s.segments().vfs().issued_ops();
+                let landed = commit_write < issued
+                    && s.segments().vfs().write_landed(commit_write, &image, &plan);
+                let everything = landed && plan.fates[..issued].iter().all(|f| *f == Fate::Whole);
                 allowed = if everything {
                     vec![model]
                 } else if !landed {
@@ -272,7 +263,9 @@ pub fn run_cycles<S: CrashSubject>(
                 // The commit's fsync fails with EIO.
                 cov.fsyncs_failed += 1;
                 let failing_seed = rng.next_u64();
-                s.segments_mut().fail_next_sync(model_kind, failing_seed);
+                s.segments_mut()
+                    .vfs_mut()
+                    .fail_next_sync(model_kind, failing_seed);
                 if s.commit().is_ok() {
                     return Err(at("a commit whose fsync failed reported success".into()));
                 }
@@ -283,30 +276,31 @@ pub fn run_cycles<S: CrashSubject>(
                         "the store went on after a failed fsync: {after:?}"
                     )));
                 }
-                image = s.segments().crash_with(&Default::default());
+                image = s.segments().vfs().crash_with(&Default::default());
                 allowed = vec![committed, model];
             }
             3 => {
                 // One flipped byte in the durable files.
-                s.segments_mut().clear_synced_writes();
+                s.segments_mut().vfs_mut().clear_synced_writes();
                 s.commit().map_err(e)?;
                 let before_last_commit = std::mem::replace(&mut committed, model.clone());
                 // The last commit's own writes (its syncs may be several: one makes a
                 // recycled segment's name durable before writing into it).
-                let last_sync: Vec<(u64, u64, u64)> = s.segments().synced_writes().to_vec();
-                let clean = s.segments().crash_with(&Default::default());
-                let files: Vec<u64> = clean
+                let last_sync: Vec<(String, u64, u64)> =
+                    s.segments().vfs().synced_writes().to_vec();
+                let clean = s.segments().vfs().crash_with(&Default::default());
+                let files: Vec<&String> = clean
                     .iter()
                     .filter(|(_, b)| !b.is_empty())
-                    .map(|(&f, _)| f)
+                    .map(|(f, _)| f)
                     .collect();
-                let file = files[rng.below(files.len() as u64) as usize];
+                let file = files[rng.below(files.len() as u64) as usize].clone();
                 let offset = rng.below(clean[&file].len() as u64);
                 let mut damaged = clean.clone();
                 damaged.get_mut(&file).expect("exists")[offset as usize] ^= 1 << rng.below(8);
                 let in_last_sync = last_sync
                     .iter()
-                    .any(|&(f, o, l)| f == file && (o..o + l).contains(&offset));
+                    .any(|(f, o, l)| *f == file && (*o..*o + *l).contains(&offset));
                 let opened = open(MemSegments::from_image(damaged))
                     .map_err(|e| e.to_string())
                     .and_then(|mut d| d.entries());
@@ -329,9 +323,12 @@ pub fn run_cycles<S: CrashSubject>(
                 allowed = vec![committed];
             }
             _ => {
-                let plan = s.segments().random_plan(model_kind, &mut |n| rng.below(n));
+                let plan = s
+                    .segments()
+                    .vfs()
+                    .random_plan(model_kind, &mut |n| rng.below(n));
                 count_plan(&mut cov, model_kind, &plan);
-                image = s.segments().crash_with(&plan);
+                image = s.segments().vfs().crash_with(&plan);
                 allowed = vec![committed];
             }
         }
@@ -347,8 +344,7 @@ fn crash_model(rng: &mut Rng) -> CrashModel {
     }
 }
 
-fn count_plan(cov: &mut Coverage, model: CrashModel, plan: &crate::segments::CrashPlan) {
-    use crate::segments::Fate;
+fn count_plan(cov: &mut Coverage, model: CrashModel, plan: &CrashPlan) {
     match model {
         CrashModel::Prefix => cov.prefix_crashes += 1,
         CrashModel::Reordered => cov.reordered_crashes += 1,
@@ -559,7 +555,7 @@ mod tests {
             }
         }
         tree.sync().unwrap();
-        let image = tree.store().storage().crash(0, 0);
+        let image = tree.store().storage().durable_image();
         let cp = AsStore::open_with(MemSegments::from_image(image.clone()), cfg.clone()).unwrap();
         let full = AsStore::open_with(
             MemSegments::from_image(image),
@@ -623,7 +619,7 @@ mod tests {
             "{cleaning:?}: space amplification reached {worst:.2}"
         );
         assert!(s.stats().segments_removed > 10, "{:?}", s.stats());
-        let image = s.storage().crash(0, 0);
+        let image = s.storage().durable_image();
         let again = AsStore::open_with(MemSegments::from_image(image), cfg).unwrap();
         let mut t2 = BTree::new(again, 8).unwrap();
         assert_eq!(t2.range(&[], None).unwrap(), entries);
@@ -688,9 +684,10 @@ mod tests {
     fn a_damaged_durable_slot_is_an_error_never_a_tail_to_cut() {
         let cfg = corruption_config();
         let (tree, (seg, off), _) = store_with_commits(MemSegments::new(), &cfg);
-        let mut image = tree.store().storage().crash(0, 0);
+        let mut image = tree.store().storage().durable_image();
         // One flipped byte in commit 20's record, 19 commits before the end.
-        image.get_mut(&seg).unwrap()[off as usize + 100] ^= 0x40;
+        let name = tree.store().storage().file_name(seg);
+        image.get_mut(&name).unwrap()[off as usize + 100] ^= 0x40;
         for full_scan in [false, true] {
             let err = AsStore::open_with(
                 MemSegments::from_image(image.clone()),
@@ -714,8 +711,9 @@ mod tests {
         tree.insert(b"zz-last", b"x").unwrap();
         tree.sync().unwrap();
         let (seg, off) = tree.store().last_commit_location().unwrap();
-        let mut image = tree.store().storage().crash(0, 0);
-        image.get_mut(&seg).unwrap()[off as usize + 100] ^= 0x40;
+        let mut image = tree.store().storage().durable_image();
+        let name = tree.store().storage().file_name(seg);
+        image.get_mut(&name).unwrap()[off as usize + 100] ^= 0x40;
         let store = AsStore::open_with(MemSegments::from_image(image), cfg).unwrap();
         let mut again = BTree::new(store, 8).unwrap();
         assert_eq!(again.range(&[], None).unwrap(), before_last);
@@ -778,7 +776,7 @@ mod tests {
         let mut tree = BTree::new(AsStore::open_with(MemSegments::new(), cfg).unwrap(), 8).unwrap();
         tree.insert(b"a", b"b").unwrap();
         tree.sync().unwrap();
-        let image = tree.store().storage().crash(0, 0);
+        let image = tree.store().storage().durable_image();
         let err = AsStore::open(MemSegments::from_image(image), 1024, 4)
             .err()
             .expect("other node size")

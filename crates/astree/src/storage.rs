@@ -1,15 +1,12 @@
-//! Where a store's bytes go: [`MemStorage`] (RAM, with a crash model for tests),
-//! [`FileStorage`] (a real file), or one file of any [`crate::segments::Segments`]
-//! ([`crate::segments::SingleFile`], e.g. a simfs file on a simulated drive).
+//! Where a single-file store's bytes go: [`MemStorage`] (RAM, with a crash model for
+//! tests), or one file of any [`crate::segments::Segments`]
+//! ([`crate::segments::SingleFile`]: a real file, or a simfs file on a simulated drive).
 //!
 //! The crash model keeps a *durable* image (as of the last sync) and the writes made
 //! since; [`MemStorage::crash`] returns the image a crash could leave: the durable one with
 //! some prefix of the later writes applied, the last of them possibly torn.
 
 use crate::TreeError;
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
 
 /// Time spent in reads and writes, for the read/write split of an operation's time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -134,163 +131,6 @@ impl Storage for MemStorage {
     fn truncate(&mut self, len: u64) -> Result<(), TreeError> {
         self.live.truncate(len as usize);
         Ok(())
-    }
-}
-
-/// A real file (optionally O_DIRECT), timed with the wall clock.
-pub struct FileStorage {
-    file: File,
-    path: PathBuf,
-    len: u64,
-    direct: bool,
-    io: IoTime,
-    started: std::time::Instant,
-    /// Once cancelled (by an interrupt), every read, write and sync fails with
-    /// [`TreeError::Interrupted`], so the run unwinds and its owner removes the files.
-    cancel: Option<trace::Cancel>,
-}
-
-impl FileStorage {
-    /// Opens (creating if needed) `path`; `direct` uses O_DIRECT (then every read and
-    /// write goes through a 4 KiB-aligned bounce buffer).
-    pub fn open(path: &Path, direct: bool) -> Result<Self, TreeError> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let io = |source| TreeError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        let mut o = OpenOptions::new();
-        o.read(true).write(true).create(true).truncate(false);
-        if direct {
-            o.custom_flags(libc::O_DIRECT);
-        }
-        let file = o.open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
-        Ok(FileStorage {
-            file,
-            path: path.to_path_buf(),
-            len,
-            direct,
-            io: IoTime::default(),
-            started: std::time::Instant::now(),
-            cancel: None,
-        })
-    }
-
-    /// The same file, stopping at its next I/O once `cancel` is cancelled.
-    pub fn with_cancel(mut self, cancel: Option<trace::Cancel>) -> Self {
-        self.cancel = cancel;
-        self
-    }
-
-    fn check_cancel(&self) -> Result<(), TreeError> {
-        match &self.cancel {
-            Some(c) if c.is_cancelled() => Err(TreeError::Interrupted),
-            _ => Ok(()),
-        }
-    }
-
-    /// The same open file under a new name (after a rename).
-    pub fn with_path(mut self, path: &Path) -> Self {
-        self.path = path.to_path_buf();
-        self
-    }
-
-    fn io(&self, source: std::io::Error) -> TreeError {
-        TreeError::Io {
-            path: self.path.display().to_string(),
-            source,
-        }
-    }
-}
-
-const ALIGN: u64 = 4096;
-
-/// A zeroed buffer with a 4 KiB-aligned window of `len` bytes: (buffer, window start).
-fn aligned(len: usize) -> (Vec<u8>, usize) {
-    let v = vec![0u8; len + ALIGN as usize];
-    let start = v.as_ptr().align_offset(ALIGN as usize);
-    (v, start)
-}
-
-impl Storage for FileStorage {
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), TreeError> {
-        self.check_cancel()?;
-        let t = std::time::Instant::now();
-        let r = if self.direct {
-            let lo = offset / ALIGN * ALIGN;
-            let hi = (offset + buf.len() as u64).div_ceil(ALIGN) * ALIGN;
-            let n = (hi - lo) as usize;
-            let (mut v, at) = aligned(n);
-            let window = &mut v[at..at + n];
-            let mut got = 0;
-            while got < n {
-                match self.file.read_at(&mut window[got..], lo + got as u64) {
-                    Ok(0) => break,
-                    Ok(k) => got += k,
-                    Err(e) => return Err(self.io(e)),
-                }
-            }
-            let skip = (offset - lo) as usize;
-            if got < skip + buf.len() {
-                Err(self.io(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "short read",
-                )))
-            } else {
-                buf.copy_from_slice(&window[skip..skip + buf.len()]);
-                Ok(())
-            }
-        } else {
-            self.file.read_exact_at(buf, offset).map_err(|e| self.io(e))
-        };
-        self.io.read_ns += t.elapsed().as_nanos() as u64;
-        r
-    }
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), TreeError> {
-        self.check_cancel()?;
-        let t = std::time::Instant::now();
-        if self.direct {
-            if !offset.is_multiple_of(ALIGN) || !(data.len() as u64).is_multiple_of(ALIGN) {
-                return Err(TreeError::Config(format!(
-                    "with O_DIRECT, writes must be 4 KiB aligned (offset {offset}, {} bytes)",
-                    data.len()
-                )));
-            }
-            let (mut v, at) = aligned(data.len());
-            v[at..at + data.len()].copy_from_slice(data);
-            self.file
-                .write_all_at(&v[at..at + data.len()], offset)
-                .map_err(|e| self.io(e))?;
-        } else {
-            self.file
-                .write_all_at(data, offset)
-                .map_err(|e| self.io(e))?;
-        }
-        self.len = self.len.max(offset + data.len() as u64);
-        self.io.write_ns += t.elapsed().as_nanos() as u64;
-        Ok(())
-    }
-    fn sync(&mut self) -> Result<(), TreeError> {
-        self.check_cancel()?;
-        let t = std::time::Instant::now();
-        let r = self.file.sync_data().map_err(|e| self.io(e));
-        self.io.sync_ns += t.elapsed().as_nanos() as u64;
-        r
-    }
-    fn len(&self) -> u64 {
-        self.len
-    }
-    fn truncate(&mut self, len: u64) -> Result<(), TreeError> {
-        self.file.set_len(len).map_err(|e| self.io(e))?;
-        self.len = len;
-        Ok(())
-    }
-    fn io_time(&self) -> IoTime {
-        self.io
-    }
-    fn now_ns(&self) -> u64 {
-        self.started.elapsed().as_nanos() as u64
     }
 }
 

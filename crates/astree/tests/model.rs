@@ -104,7 +104,7 @@ proptest! {
         let store = LruCache::new(AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap(), cache);
         let mut tree = run(BTree::new(store, 8).unwrap(), &ops, &mut model)?;
         tree.sync().unwrap();
-        let image = tree.into_store().into_inner().storage().crash(0, 0);
+        let image = tree.into_store().into_inner().storage().durable_image();
         let mut again = BTree::new(AsStore::open_with(MemSegments::from_image(image), cfg).unwrap(), 8).unwrap();
         prop_assert_eq!(again.check().map_err(TestCaseError::fail)?, model.len() as u64);
         let all = again.range(&[], None).unwrap();

@@ -7,7 +7,7 @@ use astree::bftl::BftlStore;
 use astree::cache::LruCache;
 use astree::inplace::InPlaceStore;
 use astree::segments::{FileSegments, MemSegments, SimSegments, SingleFile};
-use astree::storage::{FileStorage, MemStorage, Storage};
+use astree::storage::{MemStorage, Storage};
 use astree::store::{NodeStore, StoreStats};
 use astree::BTree;
 use flash::Preset;
@@ -370,11 +370,10 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
                     .with_cancel(cancel.clone());
                 with_segments(segments, spec, &mut out)?;
             } else {
-                let path = private.path().join(format!("{name}.db"));
-                let storage = FileStorage::open(&path, *direct_io)
+                let file = FileSegments::open(private.path(), &name, *direct_io)
                     .map_err(|e| e.to_string())?
-                    .with_cancel(Some(cancel.clone()));
-                with_storage(storage, spec, &mut out)?;
+                    .with_cancel(cancel.clone());
+                with_storage(SingleFile(file), spec, &mut out)?;
             }
         }
         TreeBackend::Sim { preset } => {

@@ -3,18 +3,20 @@
 //! order and a number is never reused. Removing a segment deletes its file, which on a
 //! file system mounted with `discard` (or simfs with a discard mode) TRIMs its blocks.
 //!
-//! Three kinds: [`MemSegments`] (RAM, with a crash model for tests), [`FileSegments`]
-//! (real files in a directory, O_DIRECT optional) and [`SimSegments`] (files of simfs on a
-//! simulated drive, timed in virtual time).
+//! Segments are files of a [`vfs::Vfs`] ([`VfsSegments`]): [`FileSegments`] (real files in
+//! a directory, O_DIRECT optional) and [`MemSegments`] (files in RAM with the crash model
+//! of [`vfs::MemVfs`]); and, until the simulated file layer arrives, [`SimSegments`]
+//! (files of simfs on a simulated drive, timed in virtual time).
 
 mod mem;
 
-pub use mem::{CrashModel, CrashPlan, Fate, MemSegments, SegmentImage, SECTOR_BYTES};
+pub use mem::{MemSegments, SegmentImage};
 
-use crate::storage::{FileStorage, IoTime, Storage};
+use crate::storage::{IoTime, Storage};
 use crate::TreeError;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use vfs::{Fd, OpenMode, OsVfs, Vfs, VfsError};
 
 /// A directory of numbered files.
 pub trait Segments {
@@ -78,32 +80,38 @@ impl<G: Segments> Storage for SingleFile<G> {
     }
 }
 
-/// Segments as files `<prefix>-<number>.seg` in a directory (O_DIRECT optional); each
-/// open segment keeps its file open.
-pub struct FileSegments {
-    dir: PathBuf,
+/// Segments as files `<prefix>-<number>.seg` of any [`Vfs`]: real files ([`FileSegments`])
+/// or files in RAM with a crash model ([`MemSegments`]). Each segment keeps its file open;
+/// `sync` fsyncs the files written since the last sync, then the directory if files were
+/// created, renamed or removed.
+pub struct VfsSegments<V: Vfs> {
+    vfs: V,
     prefix: String,
     direct: bool,
-    files: BTreeMap<u64, FileStorage>,
+    files: BTreeMap<u64, Fd>,
     dirty: BTreeSet<u64>,
     dir_dirty: bool,
-    /// I/O time of files already removed, and of directory syncs.
-    io_done: IoTime,
-    started: std::time::Instant,
-    cancel: Option<trace::Cancel>,
 }
 
-impl FileSegments {
-    /// Opens the segments `<prefix>-*.seg` already in `dir` (none for a new store).
-    pub fn open(dir: &Path, prefix: &str, direct: bool) -> Result<Self, TreeError> {
-        let io = |source| TreeError::Io {
-            path: dir.display().to_string(),
-            source,
-        };
+/// Segments as real files in a directory (O_DIRECT optional).
+pub type FileSegments = VfsSegments<OsVfs>;
+
+fn vfs_error(e: VfsError) -> TreeError {
+    match e {
+        VfsError::Interrupted => TreeError::Interrupted,
+        VfsError::Io { path, source } => TreeError::Io { path, source },
+        other => TreeError::Io {
+            path: String::new(),
+            source: std::io::Error::other(other.to_string()),
+        },
+    }
+}
+
+impl<V: Vfs> VfsSegments<V> {
+    /// The segments `<prefix>-*.seg` already in `vfs` (none for a new store).
+    pub fn on(mut vfs: V, prefix: &str, direct: bool) -> Result<Self, TreeError> {
         let mut files = BTreeMap::new();
-        for entry in std::fs::read_dir(dir).map_err(io)? {
-            let name = entry.map_err(io)?.file_name();
-            let Some(name) = name.to_str() else { continue };
+        for name in vfs.list() {
             let Some(num) = name
                 .strip_prefix(prefix)
                 .and_then(|r| r.strip_prefix('-'))
@@ -112,35 +120,33 @@ impl FileSegments {
                 continue;
             };
             if let Ok(seg) = num.parse::<u64>() {
-                files.insert(seg, FileStorage::open(&dir.join(name), direct)?);
+                let fd = vfs
+                    .open(&name, OpenMode::existing().direct(direct))
+                    .map_err(vfs_error)?;
+                files.insert(seg, fd);
             }
         }
-        Ok(FileSegments {
-            dir: dir.to_path_buf(),
+        Ok(VfsSegments {
+            vfs,
             prefix: prefix.to_string(),
             direct,
             files,
             dirty: BTreeSet::new(),
             dir_dirty: false,
-            io_done: IoTime::default(),
-            started: std::time::Instant::now(),
-            cancel: None,
         })
     }
 
-    /// The same segments, stopping at their next I/O once `cancel` is cancelled.
-    pub fn with_cancel(mut self, cancel: trace::Cancel) -> Self {
-        self.files = std::mem::take(&mut self.files)
-            .into_iter()
-            .map(|(seg, f)| (seg, f.with_cancel(Some(cancel.clone()))))
-            .collect();
-        self.cancel = Some(cancel);
-        self
+    /// The file name of segment `seg`.
+    pub fn file_name(&self, seg: u64) -> String {
+        format!("{}-{seg:08}.seg", self.prefix)
     }
 
-    /// The path of segment `seg`.
-    pub fn path(&self, seg: u64) -> PathBuf {
-        self.dir.join(format!("{}-{seg:08}.seg", self.prefix))
+    pub fn vfs(&self) -> &V {
+        &self.vfs
+    }
+
+    pub fn vfs_mut(&mut self) -> &mut V {
+        &mut self.vfs
     }
 
     /// Deletes every segment file (the store's files are gone afterwards).
@@ -153,78 +159,97 @@ impl FileSegments {
 
     fn missing(&self, seg: u64) -> TreeError {
         TreeError::Io {
-            path: self.path(seg).display().to_string(),
+            path: self.file_name(seg),
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such segment"),
         }
     }
 }
 
-impl Segments for FileSegments {
+impl FileSegments {
+    /// Opens the segments `<prefix>-*.seg` already in directory `dir` (none for a new
+    /// store).
+    pub fn open(dir: &Path, prefix: &str, direct: bool) -> Result<Self, TreeError> {
+        Self::on(OsVfs::new(dir).map_err(vfs_error)?, prefix, direct)
+    }
+
+    /// The same segments, stopping at their next I/O once `cancel` is cancelled.
+    pub fn with_cancel(mut self, cancel: trace::Cancel) -> Self {
+        self.vfs = self.vfs.with_cancel(cancel);
+        self
+    }
+
+    /// The path of segment `seg`.
+    pub fn path(&self, seg: u64) -> PathBuf {
+        self.vfs.path(&self.file_name(seg))
+    }
+}
+
+impl<V: Vfs> Segments for VfsSegments<V> {
     fn list(&self) -> Vec<u64> {
         self.files.keys().copied().collect()
     }
     fn len(&self, seg: u64) -> u64 {
-        self.files.get(&seg).map_or(0, |f| f.len())
+        self.files.get(&seg).map_or(0, |&fd| self.vfs.len(fd))
     }
     fn read_at(&mut self, seg: u64, offset: u64, buf: &mut [u8]) -> Result<(), TreeError> {
-        match self.files.get_mut(&seg) {
-            Some(f) => f.read_at(offset, buf),
-            None => Err(self.missing(seg)),
-        }
-    }
-    fn write_at(&mut self, seg: u64, offset: u64, data: &[u8]) -> Result<(), TreeError> {
-        if !self.files.contains_key(&seg) {
-            let f =
-                FileStorage::open(&self.path(seg), self.direct)?.with_cancel(self.cancel.clone());
-            self.files.insert(seg, f);
-            self.dir_dirty = true;
-        }
-        self.dirty.insert(seg);
-        self.files
-            .get_mut(&seg)
-            .expect("opened")
-            .write_at(offset, data)
-    }
-    fn truncate(&mut self, seg: u64, len: u64) -> Result<(), TreeError> {
-        match self.files.get_mut(&seg) {
-            Some(f) => {
-                self.dirty.insert(seg);
-                f.truncate(len)
-            }
-            None => Err(self.missing(seg)),
-        }
-    }
-    fn remove(&mut self, seg: u64) -> Result<(), TreeError> {
-        let Some(f) = self.files.remove(&seg) else {
-            return Ok(());
+        let Some(&fd) = self.files.get(&seg) else {
+            return Err(self.missing(seg));
         };
-        let t = f.io_time();
-        self.io_done.read_ns += t.read_ns;
-        self.io_done.write_ns += t.write_ns;
-        self.io_done.sync_ns += t.sync_ns;
-        drop(f);
-        self.dirty.remove(&seg);
-        self.dir_dirty = true;
-        let path = self.path(seg);
-        std::fs::remove_file(&path).map_err(|source| TreeError::Io {
-            path: path.display().to_string(),
-            source,
-        })
-    }
-    fn rename(&mut self, from: u64, to: u64) -> Result<(), TreeError> {
-        let Some(f) = self.files.remove(&from) else {
-            return Err(self.missing(from));
-        };
-        let (a, b) = (self.path(from), self.path(to));
-        if let Err(source) = std::fs::rename(&a, &b) {
-            self.files.insert(from, f);
+        let n = self.vfs.read_at(fd, offset, buf).map_err(vfs_error)?;
+        if n < buf.len() {
             return Err(TreeError::Io {
-                path: format!("{} -> {}", a.display(), b.display()),
-                source,
+                path: self.file_name(seg),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("read of {} bytes at {offset} found {n}", buf.len()),
+                ),
             });
         }
-        // The open descriptor follows the file.
-        self.files.insert(to, f.with_path(&b));
+        Ok(())
+    }
+    fn write_at(&mut self, seg: u64, offset: u64, data: &[u8]) -> Result<(), TreeError> {
+        let fd = match self.files.get(&seg) {
+            Some(&fd) => fd,
+            None => {
+                let name = self.file_name(seg);
+                let fd = self
+                    .vfs
+                    .open(&name, OpenMode::create().direct(self.direct))
+                    .map_err(vfs_error)?;
+                self.files.insert(seg, fd);
+                self.dir_dirty = true;
+                fd
+            }
+        };
+        self.dirty.insert(seg);
+        self.vfs.write_at(fd, offset, data).map_err(vfs_error)
+    }
+    fn truncate(&mut self, seg: u64, len: u64) -> Result<(), TreeError> {
+        let Some(&fd) = self.files.get(&seg) else {
+            return Err(self.missing(seg));
+        };
+        self.dirty.insert(seg);
+        self.vfs.truncate(fd, len).map_err(vfs_error)
+    }
+    fn remove(&mut self, seg: u64) -> Result<(), TreeError> {
+        let Some(fd) = self.files.remove(&seg) else {
+            return Ok(());
+        };
+        self.vfs.close(fd);
+        self.dirty.remove(&seg);
+        self.dir_dirty = true;
+        let name = self.file_name(seg);
+        self.vfs.unlink(&name).map_err(vfs_error)
+    }
+    fn rename(&mut self, from: u64, to: u64) -> Result<(), TreeError> {
+        let Some(&fd) = self.files.get(&from) else {
+            return Err(self.missing(from));
+        };
+        let (a, b) = (self.file_name(from), self.file_name(to));
+        self.vfs.rename(&a, &b).map_err(vfs_error)?;
+        // The open handle follows the file.
+        self.files.remove(&from);
+        self.files.insert(to, fd);
         if self.dirty.remove(&from) {
             self.dirty.insert(to);
         }
@@ -233,36 +258,26 @@ impl Segments for FileSegments {
     }
     fn sync(&mut self) -> Result<(), TreeError> {
         for seg in std::mem::take(&mut self.dirty) {
-            if let Some(f) = self.files.get_mut(&seg) {
-                f.sync()?;
+            if let Some(&fd) = self.files.get(&seg) {
+                self.vfs.fsync(fd).map_err(vfs_error)?;
             }
         }
         if self.dir_dirty {
-            let t = std::time::Instant::now();
-            let io = |source| TreeError::Io {
-                path: self.dir.display().to_string(),
-                source,
-            };
-            std::fs::File::open(&self.dir)
-                .and_then(|d| d.sync_all())
-                .map_err(io)?;
-            self.io_done.sync_ns += t.elapsed().as_nanos() as u64;
+            self.vfs.sync_dir().map_err(vfs_error)?;
             self.dir_dirty = false;
         }
         Ok(())
     }
     fn io_time(&self) -> IoTime {
-        let mut t = self.io_done;
-        for f in self.files.values() {
-            let x = f.io_time();
-            t.read_ns += x.read_ns;
-            t.write_ns += x.write_ns;
-            t.sync_ns += x.sync_ns;
+        let t = self.vfs.io_time();
+        IoTime {
+            read_ns: t.read_ns,
+            write_ns: t.write_ns,
+            sync_ns: t.sync_ns,
         }
-        t
     }
     fn now_ns(&self) -> u64 {
-        self.started.elapsed().as_nanos() as u64
+        self.vfs.now_ns()
     }
 }
 
