@@ -9,12 +9,12 @@ use flash::{AnyDevice, Device};
 use simfs::{FsConfig, SimFs, Timed};
 use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 use trace::Cancel;
+use vfs::{Fd, OpenMode, OsVfs, Vfs, VfsError};
 
 /// A file handle of a store.
 pub type FileId = u32;
@@ -187,38 +187,25 @@ impl Drop for RunLock {
     }
 }
 
-/// A zeroed buffer whose start is aligned for O_DIRECT: an over-sized `Vec`
-/// and the offset of its first aligned byte (no unsafe allocation needed).
-struct Aligned {
-    bytes: Vec<u8>,
-    start: usize,
-    len: usize,
-}
-
-impl Aligned {
-    fn new(len: usize) -> Aligned {
-        let len = len.max(ALIGN).div_ceil(ALIGN) * ALIGN;
-        let bytes = vec![0u8; len + ALIGN];
-        let start = bytes.as_ptr().align_offset(ALIGN);
-        Aligned { bytes, start, len }
-    }
-    fn as_mut(&mut self) -> &mut [u8] {
-        &mut self.bytes[self.start..self.start + self.len]
-    }
-}
-
+/// One open file of an [`OsStore`].
 struct OsFile {
-    file: File,
-    path: PathBuf,
+    /// 0: the spill directory; i > 0: the directory of input `i - 1`.
+    dir: usize,
+    fd: Fd,
+    name: String,
+    /// Logical length (with O_DIRECT the file's tail is padded to 4 KiB).
     len: u64,
-    /// Bytes on disk (with O_DIRECT the tail is padded to 4 KiB).
+    /// Bytes on disk (written or preallocated).
     disk_bytes: u64,
     spill: bool,
 }
 
-/// Real files in a directory.
+/// Real files: spill files in a directory, inputs wherever they are, all through
+/// [`vfs::OsVfs`] (O_DIRECT optional).
 pub struct OsStore {
     files: HashMap<FileId, OsFile>,
+    /// The spill directory, then one file system per input's directory.
+    dirs: Vec<OsVfs>,
     /// Released (and its file removed) after `drop` has removed the spill files.
     _lock: RunLock,
     run: String,
@@ -265,8 +252,15 @@ impl OsStore {
             dir: dir.display().to_string(),
             msg: format!("cannot make the run's lock file: {e}"),
         })?;
+        let spill = OsVfs::new(dir)
+            .map_err(|e| JoinError::Dir {
+                dir: dir.display().to_string(),
+                msg: e.to_string(),
+            })?
+            .with_cancel(cancel.clone());
         Ok(OsStore {
             files: HashMap::new(),
+            dirs: vec![spill],
             _lock: lock,
             run,
             cancel,
@@ -281,39 +275,37 @@ impl OsStore {
         })
     }
 
-    fn check_cancel(&self) -> Result<(), JoinError> {
-        if self.cancel.is_cancelled() {
-            Err(JoinError::Interrupted)
-        } else {
-            Ok(())
-        }
-    }
-
     /// Opens an existing file read-only as an input (not a spill file: never deleted).
     pub fn open_input(&mut self, path: &Path) -> Result<FileId, JoinError> {
-        let mut o = OpenOptions::new();
-        o.read(true);
-        if self.direct {
-            o.custom_flags(libc::O_DIRECT);
-        }
-        let file = o.open(path).map_err(|source| JoinError::Io {
+        let io = |e: &dyn std::fmt::Display| JoinError::Io {
             path: path.display().to_string(),
-            source,
-        })?;
-        let len = file
-            .metadata()
-            .map_err(|source| JoinError::Io {
-                path: path.display().to_string(),
-                source,
-            })?
-            .len();
+            source: std::io::Error::other(e.to_string()),
+        };
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| io(&"not a file name"))?
+            .to_string();
+        let mut fs = OsVfs::new(parent)
+            .map_err(|e| io(&e))?
+            .with_cancel(self.cancel.clone());
+        let fd = fs
+            .open(&name, OpenMode::read_only().direct(self.direct))
+            .map_err(|e| self.vfs_error(e))?;
+        let len = fs.len(fd);
+        self.dirs.push(fs);
         let id = self.next;
         self.next += 1;
         self.files.insert(
             id,
             OsFile {
-                file,
-                path: path.to_path_buf(),
+                dir: self.dirs.len() - 1,
+                fd,
+                name,
                 len,
                 disk_bytes: len,
                 spill: false,
@@ -328,17 +320,18 @@ impl OsStore {
             .expect("a file id handed out by this store")
     }
 
-    fn io_error(&self, path: &Path, source: std::io::Error) -> JoinError {
-        if source.raw_os_error() == Some(libc::ENOSPC) {
-            JoinError::DiskFull {
+    fn vfs_error(&self, e: VfsError) -> JoinError {
+        match e {
+            VfsError::Interrupted => JoinError::Interrupted,
+            VfsError::DiskFull { path } => JoinError::DiskFull {
                 dir: self.dir.display().to_string(),
-                path: path.display().to_string(),
-            }
-        } else {
-            JoinError::Io {
-                path: path.display().to_string(),
-                source,
-            }
+                path,
+            },
+            VfsError::Io { path, source } => JoinError::Io { path, source },
+            other => JoinError::Io {
+                path: self.dir.display().to_string(),
+                source: std::io::Error::other(other.to_string()),
+            },
         }
     }
 
@@ -358,23 +351,18 @@ impl OsStore {
 
 impl Store for OsStore {
     fn create(&mut self) -> Result<FileId, JoinError> {
-        self.check_cancel()?;
         let id = self.next;
         self.next += 1;
-        let path = self
-            .dir
-            .join(format!("{SPILL_PREFIX}{}-{id}.tmp", self.run));
-        let mut o = OpenOptions::new();
-        o.read(true).write(true).create_new(true);
-        if self.direct {
-            o.custom_flags(libc::O_DIRECT);
-        }
-        let file = o.open(&path).map_err(|e| self.io_error(&path, e))?;
+        let name = format!("{SPILL_PREFIX}{}-{id}.tmp", self.run);
+        let fd = self.dirs[0]
+            .open(&name, OpenMode::create_new().direct(self.direct))
+            .map_err(|e| self.vfs_error(e))?;
         self.files.insert(
             id,
             OsFile {
-                file,
-                path,
+                dir: 0,
+                fd,
+                name,
                 len: 0,
                 disk_bytes: 0,
                 spill: true,
@@ -385,17 +373,12 @@ impl Store for OsStore {
     }
 
     fn fallocate(&mut self, f: FileId, bytes: u64) -> Result<(), JoinError> {
-        self.check_cancel()?;
-        let more = bytes.saturating_sub(self.file(f).disk_bytes);
+        let (dir, fd, disk) = (self.file(f).dir, self.file(f).fd, self.file(f).disk_bytes);
+        let more = bytes.saturating_sub(disk);
         self.charge(more)?;
-        let fd = self.file(f).file.as_raw_fd();
-        // SAFETY: fd is an open file descriptor owned by this store.
-        let rc = unsafe { libc::fallocate(fd, 0, 0, bytes as libc::off_t) };
-        if rc != 0 {
+        if let Err(e) = self.dirs[dir].fallocate(fd, 0, bytes) {
             self.held_bytes -= more;
-            let e = std::io::Error::last_os_error();
-            let path = self.file(f).path.clone();
-            return Err(self.io_error(&path, e));
+            return Err(self.vfs_error(e));
         }
         let file = self.files.get_mut(&f).expect("checked");
         file.disk_bytes = file.disk_bytes.max(bytes);
@@ -404,34 +387,33 @@ impl Store for OsStore {
     }
 
     fn append(&mut self, f: FileId, data: &[u8]) -> Result<(), JoinError> {
-        self.check_cancel()?;
-        let (len, disk) = (self.file(f).len, self.file(f).disk_bytes);
-        let direct = self.direct;
-        if direct && len % ALIGN as u64 != 0 {
+        let (dir, fd, len, disk) = {
+            let file = self.file(f);
+            (file.dir, file.fd, file.len, file.disk_bytes)
+        };
+        let align = ALIGN as u64;
+        if self.direct && !len.is_multiple_of(align) {
             return Err(JoinError::Config(
                 "with O_DIRECT, only a file's last append may be shorter than a multiple of 4 KiB"
                     .into(),
             ));
         }
         let end = len + data.len() as u64;
-        let end_on_disk = if direct {
-            end.div_ceil(ALIGN as u64) * ALIGN as u64
+        let end_on_disk = if self.direct {
+            end.div_ceil(align) * align
         } else {
             end
         };
         self.charge(end_on_disk.saturating_sub(disk))?;
-        let res = if direct {
-            let mut buf = Aligned::new(data.len());
-            buf.as_mut()[..data.len()].copy_from_slice(data);
-            let n = (end_on_disk - len) as usize;
-            self.file(f).file.write_all_at(&buf.as_mut()[..n], len)
+        let res = if self.direct && end_on_disk > end {
+            // The last block, padded with zeros (O_DIRECT writes whole blocks).
+            let mut padded = data.to_vec();
+            padded.resize((end_on_disk - len) as usize, 0);
+            self.dirs[dir].write_at(fd, len, &padded)
         } else {
-            self.file(f).file.write_all_at(data, len)
+            self.dirs[dir].write_at(fd, len, data)
         };
-        if let Err(e) = res {
-            let path = self.file(f).path.clone();
-            return Err(self.io_error(&path, e));
-        }
+        res.map_err(|e| self.vfs_error(e))?;
         let file = self.files.get_mut(&f).expect("checked");
         file.len = end;
         file.disk_bytes = file.disk_bytes.max(end_on_disk);
@@ -441,44 +423,20 @@ impl Store for OsStore {
     }
 
     fn read_at(&mut self, f: FileId, offset: u64, buf: &mut [u8]) -> Result<usize, JoinError> {
-        self.check_cancel()?;
-        let file = self.file(f);
-        if offset >= file.len {
+        let (dir, fd, len) = {
+            let file = self.file(f);
+            (file.dir, file.fd, file.len)
+        };
+        if offset >= len {
             return Ok(0);
         }
-        let n = (file.len - offset).min(buf.len() as u64) as usize;
-        let res = if self.direct {
-            let lo = offset / ALIGN as u64 * ALIGN as u64;
-            let hi = (offset + n as u64).div_ceil(ALIGN as u64) * ALIGN as u64;
-            let mut a = Aligned::new((hi - lo) as usize);
-            let abuf = a.as_mut();
-            let mut got = 0usize;
-            let mut r = Ok(());
-            while got < abuf.len() {
-                match file.file.read_at(&mut abuf[got..], lo + got as u64) {
-                    Ok(0) => break,
-                    Ok(k) => got += k,
-                    Err(e) => {
-                        r = Err(e);
-                        break;
-                    }
-                }
-            }
-            let skip = (offset - lo) as usize;
-            if r.is_ok() {
-                buf[..n].copy_from_slice(&abuf[skip..skip + n]);
-            }
-            r
-        } else {
-            file.file.read_exact_at(&mut buf[..n], offset)
-        };
-        res.map_err(|source| JoinError::Io {
-            path: file.path.display().to_string(),
-            source,
-        })?;
-        self.stats.bytes_read += n as u64;
+        let n = (len - offset).min(buf.len() as u64) as usize;
+        let got = self.dirs[dir]
+            .read_at(fd, offset, &mut buf[..n])
+            .map_err(|e| self.vfs_error(e))?;
+        self.stats.bytes_read += got as u64;
         self.stats.read_calls += 1;
-        Ok(n)
+        Ok(got)
     }
 
     fn len(&self, f: FileId) -> u64 {
@@ -493,16 +451,14 @@ impl Store for OsStore {
         if !file.spill {
             return Err(JoinError::Config(format!(
                 "{} is an input, not a spill file",
-                file.path.display()
+                file.name
             )));
         }
-        drop(file.file);
+        self.dirs[file.dir].close(file.fd);
         self.held_bytes -= file.disk_bytes;
         self.stats.deletes += 1;
-        std::fs::remove_file(&file.path).map_err(|source| JoinError::Io {
-            path: file.path.display().to_string(),
-            source,
-        })
+        let r = self.dirs[file.dir].unlink(&file.name);
+        r.map_err(|e| self.vfs_error(e))
     }
 
     fn elapsed_ns(&self) -> u64 {
@@ -518,11 +474,12 @@ impl Store for OsStore {
 
 impl Drop for OsStore {
     /// Every exit path (an error or an interrupt included) removes the run's spill files;
-    /// its lock file goes after them, when `lock` drops.
+    /// its lock file goes after them, when `_lock` drops.
     fn drop(&mut self) {
         for (_, f) in self.files.drain() {
             if f.spill {
-                let _ = std::fs::remove_file(&f.path);
+                self.dirs[f.dir].close(f.fd);
+                let _ = std::fs::remove_file(self.dir.join(&f.name));
             }
         }
     }

@@ -31,14 +31,22 @@ pub struct OpenMode {
     pub create: bool,
     /// Fail if it exists (implies `create`).
     pub create_new: bool,
-    /// Bypass the page cache (O_DIRECT): reads and writes must be whole 4 KiB blocks at
-    /// 4 KiB-aligned offsets, except a read at the end of the file.
+    /// Bypass the page cache (O_DIRECT): writes must be whole 4 KiB blocks at 4 KiB
+    /// offsets (reads go through an aligned buffer and may be any size).
     pub direct: bool,
+    /// Open for reading only.
+    pub read_only: bool,
 }
 
 impl OpenMode {
     pub fn existing() -> OpenMode {
         OpenMode::default()
+    }
+    pub fn read_only() -> OpenMode {
+        OpenMode {
+            read_only: true,
+            ..OpenMode::default()
+        }
     }
     pub fn create() -> OpenMode {
         OpenMode {

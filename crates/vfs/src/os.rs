@@ -107,7 +107,7 @@ impl Vfs for OsVfs {
         self.check_cancel()?;
         check_name(name)?;
         let mut o = OpenOptions::new();
-        o.read(true).write(true);
+        o.read(true).write(!mode.read_only);
         if mode.create_new {
             o.create_new(true);
         } else if mode.create {

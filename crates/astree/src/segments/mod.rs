@@ -97,13 +97,17 @@ pub struct VfsSegments<V: Vfs> {
 pub type FileSegments = VfsSegments<OsVfs>;
 
 fn vfs_error(e: VfsError) -> TreeError {
+    let io = |path: String, kind: std::io::ErrorKind, msg: &str| TreeError::Io {
+        path,
+        source: std::io::Error::new(kind, msg.to_string()),
+    };
     match e {
         VfsError::Interrupted => TreeError::Interrupted,
         VfsError::Io { path, source } => TreeError::Io { path, source },
-        other => TreeError::Io {
-            path: String::new(),
-            source: std::io::Error::other(other.to_string()),
-        },
+        VfsError::Invalid(msg) => TreeError::Config(msg),
+        VfsError::NotFound(path) => io(path, std::io::ErrorKind::NotFound, "no such file"),
+        VfsError::Exists(path) => io(path, std::io::ErrorKind::AlreadyExists, "exists already"),
+        VfsError::DiskFull { path } => io(path, std::io::ErrorKind::StorageFull, "no space left"),
     }
 }
 
