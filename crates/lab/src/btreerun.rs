@@ -384,9 +384,14 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
                 simfs::SimFs::mkfs(simfs::Timed::new(dev), simfs::FsConfig::for_device(logical))
                     .map_err(|e| e.to_string())?;
             if spec.store == StoreKind::As {
-                with_segments(SimSegments::new(fs, "btree"), spec, &mut out)?;
+                let segments = SimSegments::on(vfs::SimVfs::new(fs), "btree", false)
+                    .map_err(|e| e.to_string())?;
+                with_segments(segments, spec, &mut out)?;
             } else {
-                let storage = SingleFile(SimSegments::new(fs, "btree"));
+                let storage = SingleFile(
+                    SimSegments::on(vfs::SimVfs::new(fs), "btree", false)
+                        .map_err(|e| e.to_string())?,
+                );
                 with_storage(storage, spec, &mut out)?;
             }
         }

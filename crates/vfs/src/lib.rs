@@ -8,16 +8,20 @@
 //!   time;
 //! - [`MemVfs`]: files in RAM with a crash model (live and durable images; a crash keeps a
 //!   prefix of the metadata operations and any subset of the writes, torn at sector
-//!   granularity; lost and failing fsyncs), for the crash tests.
+//!   granularity; lost and failing fsyncs), for the crash tests;
+//! - [`SimVfs`]: files of simfs on a simulated drive, in virtual time ([`Shared`] lets
+//!   several users in one thread share one).
 //!
 //! Names are plain file names (no `/`), relative to the directory the implementation
 //! stands for.
 
 pub mod mem;
 pub mod os;
+pub mod sim;
 
 pub use mem::{CrashModel, CrashPlan, Fate, Image, MemVfs, SECTOR_BYTES};
 pub use os::OsVfs;
+pub use sim::{Shared, SimDrive, SimVfs};
 
 use thiserror::Error;
 
@@ -115,6 +119,17 @@ pub trait Vfs {
     fn unlink(&mut self, name: &str) -> Result<(), VfsError>;
     /// Makes creations, renames and removals so far durable (fsync of the directory).
     fn sync_dir(&mut self) -> Result<(), VfsError>;
+    /// Syncs `fds`, then the directory if `dir`: one commit's worth (a journaling file
+    /// system may do it all at once).
+    fn sync_files(&mut self, fds: &[Fd], dir: bool) -> Result<(), VfsError> {
+        for &fd in fds {
+            self.fsync(fd)?;
+        }
+        if dir {
+            self.sync_dir()?;
+        }
+        Ok(())
+    }
     /// The files' names, sorted.
     fn list(&self) -> Vec<String>;
     fn exists(&self, name: &str) -> bool {

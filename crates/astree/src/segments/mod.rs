@@ -4,9 +4,9 @@
 //! file system mounted with `discard` (or simfs with a discard mode) TRIMs its blocks.
 //!
 //! Segments are files of a [`vfs::Vfs`] ([`VfsSegments`]): [`FileSegments`] (real files in
-//! a directory, O_DIRECT optional) and [`MemSegments`] (files in RAM with the crash model
-//! of [`vfs::MemVfs`]); and, until the simulated file layer arrives, [`SimSegments`]
-//! (files of simfs on a simulated drive, timed in virtual time).
+//! a directory, O_DIRECT optional), [`MemSegments`] (files in RAM with the crash model of
+//! [`vfs::MemVfs`]) and [`SimSegments`] (files of simfs on a simulated drive, timed in
+//! virtual time; [`SharedSimSegments`] when several stores share the drive).
 
 mod mem;
 
@@ -261,15 +261,14 @@ impl<V: Vfs> Segments for VfsSegments<V> {
         Ok(())
     }
     fn sync(&mut self) -> Result<(), TreeError> {
-        for seg in std::mem::take(&mut self.dirty) {
-            if let Some(&fd) = self.files.get(&seg) {
-                self.vfs.fsync(fd).map_err(vfs_error)?;
-            }
-        }
-        if self.dir_dirty {
-            self.vfs.sync_dir().map_err(vfs_error)?;
-            self.dir_dirty = false;
-        }
+        let fds: Vec<Fd> = std::mem::take(&mut self.dirty)
+            .iter()
+            .filter_map(|seg| self.files.get(seg).copied())
+            .collect();
+        self.vfs
+            .sync_files(&fds, self.dir_dirty)
+            .map_err(vfs_error)?;
+        self.dir_dirty = false;
         Ok(())
     }
     fn io_time(&self) -> IoTime {
@@ -285,140 +284,11 @@ impl<V: Vfs> Segments for VfsSegments<V> {
     }
 }
 
-/// The simulated file system [`SimSegments`] live on, shared by every database on it.
-pub type SharedSimFs =
-    std::rc::Rc<std::cell::RefCell<simfs::SimFs<simfs::Timed<flash::AnyDevice>>>>;
+/// Segments as files of simfs on a simulated drive, in virtual time.
+pub type SimSegments = VfsSegments<vfs::SimVfs>;
 
-/// Segments as files of simfs on a simulated drive: every read, write, sync and removal
-/// is timed on the drive in virtual time (a removal TRIMs per the file system's discard
-/// mode); the bytes are kept in memory (the device model keeps none). Several sets of
-/// segments (several databases) can share one file system.
-pub struct SimSegments {
-    fs: SharedSimFs,
-    prefix: String,
-    files: BTreeMap<u64, (simfs::fs::Ino, Vec<u8>)>,
-    io: IoTime,
-}
-
-impl SimSegments {
-    /// An empty set of segments named `<prefix>-<number>.seg` on `fs`.
-    pub fn new(fs: simfs::SimFs<simfs::Timed<flash::AnyDevice>>, prefix: &str) -> Self {
-        Self::shared(std::rc::Rc::new(std::cell::RefCell::new(fs)), prefix)
-    }
-
-    /// An empty set of segments on a file system other segments may share.
-    pub fn shared(fs: SharedSimFs, prefix: &str) -> Self {
-        SimSegments {
-            fs,
-            prefix: prefix.to_string(),
-            files: BTreeMap::new(),
-            io: IoTime::default(),
-        }
-    }
-
-    /// The file system.
-    pub fn fs(&self) -> &SharedSimFs {
-        &self.fs
-    }
-
-    fn name(&self, seg: u64) -> String {
-        format!("{}-{seg:08}.seg", self.prefix)
-    }
-
-    fn timed<R>(
-        &mut self,
-        f: impl FnOnce(
-            &mut simfs::SimFs<simfs::Timed<flash::AnyDevice>>,
-        ) -> Result<R, simfs::SimfsError>,
-    ) -> Result<(R, u64), TreeError> {
-        let mut fs = self.fs.borrow_mut();
-        let t0 = fs.device().now_ns;
-        let r = f(&mut fs).map_err(|e| TreeError::Io {
-            path: "simfs".into(),
-            source: std::io::Error::other(e.to_string()),
-        })?;
-        Ok((r, fs.device().now_ns - t0))
-    }
-}
-
-impl Segments for SimSegments {
-    fn list(&self) -> Vec<u64> {
-        self.files.keys().copied().collect()
-    }
-    fn len(&self, seg: u64) -> u64 {
-        self.files.get(&seg).map_or(0, |f| f.1.len() as u64)
-    }
-    fn read_at(&mut self, seg: u64, offset: u64, buf: &mut [u8]) -> Result<(), TreeError> {
-        let end = offset as usize + buf.len();
-        let Some((ino, data)) = self.files.get(&seg) else {
-            return Err(TreeError::Io {
-                path: format!("simfs:{}", self.name(seg)),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such segment"),
-            });
-        };
-        if end > data.len() {
-            return Err(TreeError::Io {
-                path: format!("simfs:{}", self.name(seg)),
-                source: std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past the end"),
-            });
-        }
-        let ino = *ino;
-        let (_, ns) = self.timed(|fs| fs.read_at(ino, offset, buf.len() as u64))?;
-        buf.copy_from_slice(&self.files[&seg].1[offset as usize..end]);
-        self.io.read_ns += ns;
-        Ok(())
-    }
-    fn write_at(&mut self, seg: u64, offset: u64, data: &[u8]) -> Result<(), TreeError> {
-        if !self.files.contains_key(&seg) {
-            let name = self.name(seg);
-            let (ino, _) = self.timed(|fs| fs.create(&name))?;
-            self.files.insert(seg, (ino, Vec::new()));
-        }
-        let ino = self.files[&seg].0;
-        let (_, ns) = self.timed(|fs| fs.write_at(ino, offset, data.len() as u64))?;
-        let f = &mut self.files.get_mut(&seg).expect("created").1;
-        let end = offset as usize + data.len();
-        if f.len() < end {
-            f.resize(end, 0);
-        }
-        f[offset as usize..end].copy_from_slice(data);
-        self.io.write_ns += ns;
-        Ok(())
-    }
-    fn truncate(&mut self, seg: u64, len: u64) -> Result<(), TreeError> {
-        // simfs keeps the blocks; only the bytes past `len` are dropped.
-        if let Some(f) = self.files.get_mut(&seg) {
-            f.1.truncate(len as usize);
-        }
-        Ok(())
-    }
-    fn remove(&mut self, seg: u64) -> Result<(), TreeError> {
-        if self.files.remove(&seg).is_some() {
-            let name = self.name(seg);
-            let (_, ns) = self.timed(|fs| fs.unlink(&name))?;
-            self.io.write_ns += ns;
-        }
-        Ok(())
-    }
-    fn rename(&mut self, from: u64, to: u64) -> Result<(), TreeError> {
-        let (a, b) = (self.name(from), self.name(to));
-        self.timed(|fs| fs.rename(&a, &b))?;
-        let f = self.files.remove(&from).expect("renamed");
-        self.files.insert(to, f);
-        Ok(())
-    }
-    fn sync(&mut self) -> Result<(), TreeError> {
-        let (_, ns) = self.timed(|fs| fs.sync())?;
-        self.io.sync_ns += ns;
-        Ok(())
-    }
-    fn io_time(&self) -> IoTime {
-        self.io
-    }
-    fn now_ns(&self) -> u64 {
-        self.fs.borrow().device().now_ns
-    }
-}
+/// Segments on a simulated drive that other sets of segments share (several databases).
+pub type SharedSimSegments = VfsSegments<vfs::Shared<vfs::SimVfs>>;
 
 #[cfg(test)]
 mod tests {

@@ -265,7 +265,7 @@ pub fn run(scale: Scale, seed: u64, cancel: &trace::Cancel) -> Result<Section, S
 /// The workload on simfs's log-structured policy over the 840 Pro preset, all four
 /// databases on one file system, in virtual time (no CPU time: device time only).
 fn lfs_run(batch: u64, docs: u64, ops: u64, seed: u64) -> Result<Point, String> {
-    use astree::segments::SimSegments;
+    use astree::segments::SharedSimSegments;
     let e = |e: astree::TreeError| format!("{LFS} batch {batch}: {e}");
     let preset = Preset::load("840pro")
         .map_err(|e| e.to_string())?
@@ -280,7 +280,7 @@ fn lfs_run(batch: u64, docs: u64, ops: u64, seed: u64) -> Result<Point, String> 
         },
     )
     .map_err(|e| e.to_string())?;
-    let shared = std::rc::Rc::new(std::cell::RefCell::new(fs));
+    let shared = vfs::Shared::new(vfs::SimVfs::new(fs));
     let spec = kv::ycsb::UpdateSpec {
         docs,
         doc_bytes: 1024,
@@ -292,18 +292,21 @@ fn lfs_run(batch: u64, docs: u64, ops: u64, seed: u64) -> Result<Point, String> 
     };
     let cfg = kv::KvConfig::default();
     let mut dbs = (0..4)
-        .map(|d| kv::Db::open(SimSegments::shared(shared.clone(), &format!("db{d}")), &cfg))
+        .map(|d| {
+            let segments = SharedSimSegments::on(shared.handle(), &format!("db{d}"), false)?;
+            kv::Db::open(segments, &cfg)
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(e)?;
     kv::ycsb::load(&mut dbs, &spec).map_err(e)?;
     let (t0, s0) = (
-        shared.borrow().device().now_ns,
-        shared.borrow().stats().clone(),
+        shared.borrow().fs().device().now_ns,
+        shared.borrow().fs().stats().clone(),
     );
     kv::ycsb::run_round_robin(&mut dbs, &spec).map_err(e)?;
     let (t1, s1) = (
-        shared.borrow().device().now_ns,
-        shared.borrow().stats().clone(),
+        shared.borrow().fs().device().now_ns,
+        shared.borrow().fs().stats().clone(),
     );
     let simulated_s = (t1 - t0) as f64 / 1e9;
     Ok(Point {
