@@ -7,14 +7,14 @@
 use crate::JoinError;
 use flash::{AnyDevice, Device};
 use simfs::{FsConfig, SimFs, Timed};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 use trace::Cancel;
-use vfs::{Fd, OpenMode, OsVfs, Vfs, VfsError};
+use vfs::{Fd, OpenMode, OsVfs, SimVfs, Vfs, VfsError};
 
 /// A file handle of a store.
 pub type FileId = u32;
@@ -488,15 +488,25 @@ impl Drop for OsStore {
 // ---------------------------------------------------------------------------------------
 // Simulated backend
 
-/// Spill files on simfs over a simulated drive. The bytes themselves are kept in memory
-/// (the device model keeps no data); every call is timed on the drive.
+/// Spill files on simfs over a simulated drive, through [`vfs::SimVfs`]: every call is
+/// timed on the drive in virtual time (the bytes are kept in memory; the device model
+/// keeps none).
 pub struct SimStore {
-    pub fs: SimFs<Timed<AnyDevice>>,
-    data: HashMap<FileId, (String, Option<simfs::fs::Ino>, Vec<u8>)>,
-    inputs: HashSet<FileId>,
+    pub vfs: SimVfs,
+    files: HashMap<FileId, SimFile>,
     next: FileId,
     start_ns: u64,
     stats: StoreStats,
+}
+
+struct SimFile {
+    name: String,
+    /// None: an input off the drive (its bytes here; reading costs no drive time).
+    fd: Option<Fd>,
+    offdevice: Vec<u8>,
+    /// Logical length (a preallocated file is longer on the drive).
+    len: u64,
+    input: bool,
 }
 
 impl SimStore {
@@ -504,139 +514,181 @@ impl SimStore {
     pub fn new(dev: AnyDevice, fs_cfg: FsConfig) -> Result<SimStore, JoinError> {
         let fs = SimFs::mkfs(Timed::new(dev), fs_cfg)?;
         Ok(SimStore {
-            fs,
-            data: HashMap::new(),
-            inputs: HashSet::new(),
+            vfs: SimVfs::new(fs),
+            files: HashMap::new(),
             next: 0,
             start_ns: 0,
             stats: StoreStats::default(),
         })
     }
 
+    fn add(&mut self, file: SimFile) -> FileId {
+        let id = self.next;
+        self.next += 1;
+        self.files.insert(id, file);
+        id
+    }
+
     /// Adds an input file holding `bytes`, written to the simulated drive (the write is
     /// timed, so call [`SimStore::start_clock`] afterwards).
     pub fn add_input(&mut self, name: &str, bytes: Vec<u8>) -> Result<FileId, JoinError> {
-        let ino = self.fs.create(name)?;
-        self.fs.write_at(ino, 0, bytes.len() as u64)?;
-        self.fs.sync()?;
-        let id = self.next;
-        self.next += 1;
-        self.data.insert(id, (name.to_string(), Some(ino), bytes));
-        self.inputs.insert(id);
-        Ok(id)
+        let fd = self
+            .vfs
+            .open(name, OpenMode::create_new())
+            .map_err(sim_error)?;
+        self.vfs.write_at(fd, 0, &bytes).map_err(sim_error)?;
+        self.vfs.sync_dir().map_err(sim_error)?;
+        Ok(self.add(SimFile {
+            name: name.to_string(),
+            fd: Some(fd),
+            offdevice: Vec::new(),
+            len: bytes.len() as u64,
+            input: true,
+        }))
     }
 
     /// Adds an input that lives off the simulated drive (reading it costs no drive time),
     /// as a database on another device would.
     pub fn add_offdevice_input(&mut self, name: &str, bytes: Vec<u8>) -> FileId {
-        let id = self.next;
-        self.next += 1;
-        self.data.insert(id, (name.to_string(), None, bytes));
-        self.inputs.insert(id);
-        id
+        self.add(SimFile {
+            name: name.to_string(),
+            fd: None,
+            len: bytes.len() as u64,
+            offdevice: bytes,
+            input: true,
+        })
     }
 
     /// Starts measuring from now, once the drive is idle.
     pub fn start_clock(&mut self) {
-        let dev = self.fs.device_mut();
+        let dev = self.vfs.fs_mut().device_mut();
         dev.now_ns = dev.now_ns.max(dev.dev.settle());
         self.start_ns = dev.now_ns;
         dev.dev.reset_stats();
     }
 
     pub fn device_stats(&self) -> flash::DeviceStats {
-        self.fs.device().dev.stats()
+        self.vfs.fs().device().dev.stats()
     }
 
     /// Finishes deferred discards (`fstrim` for the deferred mode) and background work;
     /// returns the virtual time since the clock started at which the drive is idle.
     pub fn finish(&mut self) -> Result<u64, JoinError> {
-        self.fs.fstrim()?;
-        let dev = self.fs.device_mut();
+        self.vfs.fs_mut().fstrim()?;
+        let dev = self.vfs.fs_mut().device_mut();
         let idle = dev.dev.settle().max(dev.now_ns);
         Ok(idle - self.start_ns)
     }
 
-    fn entry(&self, f: FileId) -> &(String, Option<simfs::fs::Ino>, Vec<u8>) {
-        self.data
+    fn file(&self, f: FileId) -> &SimFile {
+        self.files
             .get(&f)
             .expect("a file id handed out by this store")
+    }
+
+    /// The drive's file descriptor of spill file `f` (an input is an error).
+    fn spill_fd(&self, f: FileId, what: &str) -> Result<Fd, JoinError> {
+        match self.file(f) {
+            SimFile {
+                fd: Some(fd),
+                input: false,
+                ..
+            } => Ok(*fd),
+            _ => Err(JoinError::Config(format!("cannot {what} an input"))),
+        }
+    }
+}
+
+fn sim_error(e: VfsError) -> JoinError {
+    match e {
+        VfsError::DiskFull { path } => JoinError::DiskFull {
+            dir: "the simulated drive".into(),
+            path,
+        },
+        VfsError::Io { path, source } => JoinError::Io { path, source },
+        other => JoinError::Io {
+            path: "simfs".into(),
+            source: std::io::Error::other(other.to_string()),
+        },
     }
 }
 
 impl Store for SimStore {
     fn create(&mut self) -> Result<FileId, JoinError> {
-        let id = self.next;
-        self.next += 1;
-        let name = format!("{SPILL_PREFIX}{id}");
-        let ino = self.fs.create(&name)?;
-        self.data.insert(id, (name, Some(ino), Vec::new()));
+        let name = format!("{SPILL_PREFIX}{}", self.next);
+        let fd = self
+            .vfs
+            .open(&name, OpenMode::create_new())
+            .map_err(sim_error)?;
         self.stats.spill_files += 1;
-        Ok(id)
+        Ok(self.add(SimFile {
+            name,
+            fd: Some(fd),
+            offdevice: Vec::new(),
+            len: 0,
+            input: false,
+        }))
     }
 
     fn fallocate(&mut self, f: FileId, bytes: u64) -> Result<(), JoinError> {
-        let ino = self
-            .entry(f)
-            .1
-            .ok_or_else(|| JoinError::Config("cannot fallocate an input".into()))?;
-        self.fs.fallocate(ino, 0, bytes)?;
+        let fd = self.spill_fd(f, "fallocate")?;
+        self.vfs.fallocate(fd, 0, bytes).map_err(sim_error)?;
         self.stats.fallocate_calls += 1;
         Ok(())
     }
 
     fn append(&mut self, f: FileId, data: &[u8]) -> Result<(), JoinError> {
-        let (ino, len) = (self.entry(f).1, self.entry(f).2.len() as u64);
-        let ino = ino.ok_or_else(|| JoinError::Config("cannot append to an input".into()))?;
-        self.fs.write_at(ino, len, data.len() as u64)?;
-        self.data
-            .get_mut(&f)
-            .expect("checked")
-            .2
-            .extend_from_slice(data);
+        let fd = self.spill_fd(f, "append to")?;
+        let len = self.file(f).len;
+        self.vfs.write_at(fd, len, data).map_err(sim_error)?;
+        self.files.get_mut(&f).expect("checked").len += data.len() as u64;
         self.stats.bytes_written += data.len() as u64;
         self.stats.write_calls += 1;
         Ok(())
     }
 
     fn read_at(&mut self, f: FileId, offset: u64, buf: &mut [u8]) -> Result<usize, JoinError> {
-        let (ino, len) = (self.entry(f).1, self.entry(f).2.len() as u64);
-        if offset >= len {
+        let file = self.file(f);
+        if offset >= file.len {
             return Ok(0);
         }
-        let n = (len - offset).min(buf.len() as u64) as usize;
-        if let Some(ino) = ino {
-            self.fs.read_at(ino, offset, n as u64)?;
+        let n = (file.len - offset).min(buf.len() as u64) as usize;
+        match file.fd {
+            Some(fd) => {
+                self.vfs
+                    .read_at(fd, offset, &mut buf[..n])
+                    .map_err(sim_error)?;
+            }
+            None => buf[..n].copy_from_slice(&file.offdevice[offset as usize..offset as usize + n]),
         }
-        buf[..n].copy_from_slice(&self.entry(f).2[offset as usize..offset as usize + n]);
         self.stats.bytes_read += n as u64;
         self.stats.read_calls += 1;
         Ok(n)
     }
 
     fn len(&self, f: FileId) -> u64 {
-        self.entry(f).2.len() as u64
+        self.file(f).len
     }
 
     fn delete(&mut self, f: FileId) -> Result<(), JoinError> {
-        if self.inputs.contains(&f) {
+        if self.file(f).input {
             return Err(JoinError::Config("an input is not a spill file".into()));
         }
-        let (name, _, _) = self
-            .data
-            .remove(&f)
-            .expect("a file id handed out by this store");
-        self.fs.unlink(&name)?;
+        let file = self.files.remove(&f).expect("checked");
+        if let Some(fd) = file.fd {
+            self.vfs.close(fd);
+        }
+        self.vfs.unlink(&file.name).map_err(sim_error)?;
         self.stats.deletes += 1;
         Ok(())
     }
 
     fn elapsed_ns(&self) -> u64 {
-        self.fs.device().now_ns - self.start_ns
+        self.vfs.now_ns() - self.start_ns
     }
 
     fn compute(&mut self, ns: u64) {
-        self.fs.device_mut().think(ns);
+        self.vfs.fs_mut().device_mut().think(ns);
     }
 
     fn stats(&self) -> StoreStats {
@@ -772,7 +824,7 @@ pub struct SharedSim {
 impl SharedSim {
     /// Shares `store` (whose clock has started) among `users`.
     pub fn new(store: SimStore, users: usize) -> std::sync::Arc<SharedSim> {
-        let now = store.fs.device().now_ns;
+        let now = store.vfs.now_ns();
         std::sync::Arc::new(SharedSim {
             inner: Mutex::new(Coordinator {
                 store,
@@ -799,7 +851,7 @@ impl SharedSim {
     /// drive work), all users count as running. Returns the round's start time.
     pub fn start_round(&self) -> u64 {
         let mut g = self.inner.lock().expect("not poisoned");
-        let dev_now = g.store.fs.device().now_ns;
+        let dev_now = g.store.vfs.now_ns();
         let t = g.clock_ns.iter().copied().max().unwrap_or(0).max(dev_now);
         for c in g.clock_ns.iter_mut() {
             *c = t;
@@ -815,7 +867,7 @@ impl SharedSim {
     pub fn with_store<R>(&self, f: impl FnOnce(&mut SimStore) -> R) -> R {
         let mut g = self.inner.lock().expect("not poisoned");
         let latest = g.clock_ns.iter().copied().max().unwrap_or(0);
-        let dev = g.store.fs.device_mut();
+        let dev = g.store.vfs.fs_mut().device_mut();
         dev.now_ns = dev.now_ns.max(latest);
         f(&mut g.store)
     }
@@ -854,10 +906,10 @@ impl UserStore {
         }
         // A file-system call issues its I/Os back to back; a call of another user that falls
         // between them starts once the last of them is issued.
-        let dev = g.store.fs.device_mut();
+        let dev = g.store.vfs.fs_mut().device_mut();
         dev.now_ns = self.clock_ns.max(dev.last_issue_ns);
         let r = f(&mut g.store);
-        self.clock_ns = g.store.fs.device().now_ns;
+        self.clock_ns = g.store.vfs.now_ns();
         g.clock_ns[u] = self.clock_ns;
         g.state[u] = UserState::Running;
         self.shared.turn.notify_all();

@@ -330,7 +330,7 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
                 }
                 // Deferred discards run after the query.
                 let after = shared.with_store(|s| -> Result<flash::DeviceStats, String> {
-                    s.fs.fstrim().map_err(|x| x.to_string())?;
+                    s.vfs.fs_mut().fstrim().map_err(|x| x.to_string())?;
                     Ok(s.device_stats())
                 })?;
                 let host = after.host_write_pages - before.host_write_pages;
