@@ -17,10 +17,12 @@
 
 pub mod mem;
 pub mod os;
+pub mod pagecache;
 pub mod sim;
 
 pub use mem::{CrashModel, CrashPlan, Fate, Image, MemVfs, SECTOR_BYTES};
 pub use os::OsVfs;
+pub use pagecache::HostConfig;
 pub use sim::{Shared, SimDrive, SimVfs};
 
 use thiserror::Error;

@@ -7,14 +7,22 @@
 //! dirty metadata, then a flush), as one ext4 journal commit carries every pending change;
 //! so does `sync_dir`, and [`Vfs::sync_files`] does it once for many files.
 //!
-//! This is the simulated file layer's first form: requests reach the drive one at a time
-//! as the engine makes them. The host path (page cache, writeback, readahead, a queue of
-//! requests in flight, the journal's own timing) comes between the engine and simfs here.
+//! The host path between the engine and simfs ([`HostConfig`]): with the page cache on,
+//! buffered writes complete in memory and reach the drive at writeback (blocks are
+//! allocated then: delayed allocation, so small appends become few large extents), when
+//! the flusher finds pages older than the expiry, when dirty pages pass the background
+//! limit (written in the background: the writer does not wait, later requests queue
+//! behind them on the drive) or the hard limit (the writer waits), or at `fsync`; reads
+//! hit cached pages; a file removed before writeback never reaches the drive; O_DIRECT
+//! files bypass the cache. Without it ([`HostConfig::uncached`], what [`SimVfs::new`]
+//! gives) every call reaches the drive when it is made. Still to come: readahead, a
+//! queue of requests in flight, the journal's own timing and batched discards.
 
+use crate::pagecache::{HostConfig, PageCache, Run, PAGE_BYTES};
 use crate::{check_name, Fd, IoTime, OpenMode, Vfs, VfsError};
 use simfs::fs::Ino;
 use simfs::{SimFs, SimfsError, Timed};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// simfs on a simulated drive, timed.
 pub type SimDrive = SimFs<Timed<flash::AnyDevice>>;
@@ -27,6 +35,12 @@ pub struct SimVfs {
     fds: HashMap<Fd, Ino>,
     next_fd: Fd,
     io: IoTime,
+    host: HostConfig,
+    cache: PageCache,
+    /// Handles opened with O_DIRECT (they bypass the cache).
+    direct: HashSet<Fd>,
+    /// The flusher's last wake-up.
+    flusher_ns: u64,
 }
 
 fn sim_error(name: &str, e: SimfsError) -> VfsError {
@@ -46,15 +60,98 @@ fn sim_error(name: &str, e: SimfsError) -> VfsError {
 }
 
 impl SimVfs {
-    /// The files of `fs` (those it holds now start empty here: simfs keeps no bytes).
+    /// The files of `fs` (those it holds now start empty here: simfs keeps no bytes),
+    /// without a page cache: every call reaches the drive when it is made.
     pub fn new(fs: SimDrive) -> SimVfs {
+        Self::with_host(fs, HostConfig::uncached())
+    }
+
+    /// The files of `fs` behind the host path `host`.
+    pub fn with_host(fs: SimDrive, host: HostConfig) -> SimVfs {
+        let flusher_ns = fs.device().now_ns;
         SimVfs {
             fs,
             data: HashMap::new(),
             fds: HashMap::new(),
             next_fd: 0,
             io: IoTime::default(),
+            cache: PageCache::new(host.ram_bytes),
+            host,
+            direct: HashSet::new(),
+            flusher_ns,
         }
+    }
+
+    /// Host time passes without I/O (computation); the flusher keeps its schedule.
+    pub fn think(&mut self, ns: u64) {
+        self.fs.device_mut().think(ns);
+    }
+
+    /// Dirty pages in the page cache.
+    pub fn dirty_pages(&self) -> u64 {
+        self.cache.dirty_pages()
+    }
+
+    fn buffered(&self, fd: Fd) -> bool {
+        self.host.page_cache && !self.direct.contains(&fd)
+    }
+
+    fn max_request_pages(&self) -> u64 {
+        (self.host.max_request_bytes / PAGE_BYTES).max(1)
+    }
+
+    /// Writes `runs` back to the drive. With `wait` the caller waits for them; without,
+    /// they run in the background: the host clock stays, and later requests queue behind
+    /// them in the drive.
+    fn write_back(&mut self, runs: Vec<Run>, wait: bool) -> Result<(), VfsError> {
+        let t0 = self.fs.device().now_ns;
+        for (ino, page, pages) in runs {
+            let len = self.data.get(&ino).map_or(0, |d| d.len() as u64);
+            let offset = page * PAGE_BYTES;
+            if offset >= len {
+                continue;
+            }
+            let n = (pages * PAGE_BYTES).min(len - offset);
+            self.timed_ino(ino, |fs| fs.write_at(ino, offset, n))?;
+        }
+        let t1 = self.fs.device().now_ns;
+        if wait {
+            self.io.write_ns += t1 - t0;
+        } else {
+            self.fs.device_mut().now_ns = t0;
+        }
+        Ok(())
+    }
+
+    /// The flusher, caught up to now: at each wake-up since the last, pages past the
+    /// expiry go back; above the background limit, the oldest dirty pages go back until
+    /// it holds. All in the background.
+    fn flush_due(&mut self) -> Result<(), VfsError> {
+        if !self.host.page_cache {
+            return Ok(());
+        }
+        let now = self.fs.device().now_ns;
+        let max = self.max_request_pages();
+        while self.flusher_ns + self.host.writeback_interval_ns <= now {
+            self.flusher_ns += self.host.writeback_interval_ns;
+            let cutoff = self.flusher_ns.saturating_sub(self.host.dirty_expire_ns);
+            if self.cache.dirty_pages() > 0 {
+                let runs = self.cache.take_expired(cutoff, max);
+                self.write_back(runs, false)?;
+            }
+        }
+        let background = self.host.background_limit_pages();
+        if self.cache.dirty_pages() > background {
+            let runs = self.cache.take_until(background, max);
+            self.write_back(runs, false)?;
+        }
+        Ok(())
+    }
+
+    /// Writes back one file's dirty pages and waits for them.
+    fn write_back_file(&mut self, ino: Ino) -> Result<(), VfsError> {
+        let runs = self.cache.take_file(ino, self.max_request_pages());
+        self.write_back(runs, true)
     }
 
     pub fn fs(&self) -> &SimDrive {
@@ -132,11 +229,15 @@ impl Vfs for SimVfs {
         let fd = self.next_fd;
         self.next_fd += 1;
         self.fds.insert(fd, ino);
+        if mode.direct {
+            self.direct.insert(fd);
+        }
         Ok(fd)
     }
 
     fn close(&mut self, fd: Fd) {
         self.fds.remove(&fd);
+        self.direct.remove(&fd);
     }
 
     fn len(&self, fd: Fd) -> u64 {
@@ -150,8 +251,24 @@ impl Vfs for SimVfs {
             return Ok(0);
         }
         let n = (len - offset).min(buf.len() as u64) as usize;
-        let (_, ns) = self.timed_ino(ino, |fs| fs.read_at(ino, offset, n as u64))?;
-        self.io.read_ns += ns;
+        if self.buffered(fd) {
+            self.flush_due()?;
+            // Only the pages not in the cache come from the drive.
+            let (first, end) = (
+                offset / PAGE_BYTES,
+                (offset + n as u64).div_ceil(PAGE_BYTES),
+            );
+            for (page, pages) in self.cache.missing(ino, first, end) {
+                let at = page * PAGE_BYTES;
+                let k = (pages * PAGE_BYTES).min(len - at);
+                let (_, ns) = self.timed_ino(ino, |fs| fs.read_at(ino, at, k))?;
+                self.io.read_ns += ns;
+            }
+            self.cache.cached(ino, first, end);
+        } else {
+            let (_, ns) = self.timed_ino(ino, |fs| fs.read_at(ino, offset, n as u64))?;
+            self.io.read_ns += ns;
+        }
         let d = &self.data[&ino];
         buf[..n].copy_from_slice(&d[offset as usize..offset as usize + n]);
         Ok(n)
@@ -159,14 +276,34 @@ impl Vfs for SimVfs {
 
     fn write_at(&mut self, fd: Fd, offset: u64, data: &[u8]) -> Result<(), VfsError> {
         let ino = self.ino(fd);
-        let (_, ns) = self.timed_ino(ino, |fs| fs.write_at(ino, offset, data.len() as u64))?;
-        self.io.write_ns += ns;
+        let buffered = self.buffered(fd);
+        if !buffered {
+            let (_, ns) = self.timed_ino(ino, |fs| fs.write_at(ino, offset, data.len() as u64))?;
+            self.io.write_ns += ns;
+        }
         let f = self.data.entry(ino).or_default();
         let end = offset as usize + data.len();
         if f.len() < end {
             f.resize(end, 0);
         }
         f[offset as usize..end].copy_from_slice(data);
+        if buffered && !data.is_empty() {
+            let now = self.fs.device().now_ns;
+            let (first, end) = (
+                offset / PAGE_BYTES,
+                (offset + data.len() as u64).div_ceil(PAGE_BYTES),
+            );
+            self.cache.write(ino, first, end, now);
+            // Past the hard limit the writer waits until writeback brings the dirty pages
+            // down to halfway between the two limits (Linux's free-run ceiling).
+            if self.cache.dirty_pages() > self.host.hard_limit_pages() {
+                let target =
+                    (self.host.background_limit_pages() + self.host.hard_limit_pages()) / 2;
+                let runs = self.cache.take_until(target, self.max_request_pages());
+                self.write_back(runs, true)?;
+            }
+            self.flush_due()?;
+        }
         Ok(())
     }
 
@@ -186,14 +323,21 @@ impl Vfs for SimVfs {
     fn truncate(&mut self, fd: Fd, len: u64) -> Result<(), VfsError> {
         let ino = self.ino(fd);
         self.data.entry(ino).or_default().resize(len as usize, 0);
+        self.cache.truncate(ino, len.div_ceil(PAGE_BYTES));
         Ok(())
     }
 
-    fn fsync(&mut self, _fd: Fd) -> Result<(), VfsError> {
+    fn fsync(&mut self, fd: Fd) -> Result<(), VfsError> {
+        let ino = self.ino(fd);
+        self.write_back_file(ino)?;
         self.commit()
     }
 
-    fn sync_files(&mut self, _fds: &[Fd], _dir: bool) -> Result<(), VfsError> {
+    fn sync_files(&mut self, fds: &[Fd], _dir: bool) -> Result<(), VfsError> {
+        for &fd in fds {
+            let ino = self.ino(fd);
+            self.write_back_file(ino)?;
+        }
         self.commit()
     }
 
@@ -210,6 +354,8 @@ impl Vfs for SimVfs {
             .fs
             .lookup(name)
             .map_err(|_| VfsError::NotFound(format!("simfs:{name}")))?;
+        // Pages of a removed file never reach the drive.
+        self.cache.drop_file(ino);
         let (_, ns) = self.timed(name, |fs| fs.unlink(name))?;
         self.io.write_ns += ns;
         if !self.fds.values().any(|&i| i == ino) {
@@ -391,6 +537,116 @@ mod tests {
             v.fallocate(big, 0, 1 << 30),
             Err(VfsError::DiskFull { .. })
         ));
+    }
+
+    fn cached_drive(ram_bytes: u64) -> SimVfs {
+        let fs = drive().into_fs();
+        SimVfs::with_host(fs, HostConfig::linux(ram_bytes))
+    }
+
+    fn drive_writes(v: &SimVfs) -> (u64, u64) {
+        let s = v.fs().stats();
+        (s.data_write_requests, s.data_write_bytes)
+    }
+
+    #[test]
+    fn the_page_cache_serves_reads_it_holds_and_fsync_reaches_the_drive() {
+        let mut v = cached_drive(1 << 30);
+        let fd = v.open("a", OpenMode::create()).unwrap();
+        let t0 = v.now_ns();
+        v.write_at(fd, 0, &[7u8; 65536]).unwrap();
+        assert_eq!(v.now_ns(), t0, "a buffered write completes in memory");
+        assert_eq!(drive_writes(&v), (0, 0));
+        let mut buf = vec![0u8; 65536];
+        v.read_at(fd, 0, &mut buf).unwrap();
+        assert_eq!(v.fs().stats().data_read_requests, 0, "read from the cache");
+        assert_eq!(buf, vec![7u8; 65536]);
+        v.fsync(fd).unwrap();
+        assert!(v.now_ns() > t0, "fsync waits for the drive");
+        assert_eq!(drive_writes(&v), (1, 65536), "one merged request");
+        assert_eq!(v.dirty_pages(), 0);
+        // Cached after writeback too; an uncached range comes from the drive.
+        v.read_at(fd, 4096, &mut buf[..4096]).unwrap();
+        assert_eq!(v.fs().stats().data_read_requests, 0);
+    }
+
+    #[test]
+    fn the_flusher_writes_back_expired_pages_in_the_background() {
+        let mut v = cached_drive(1 << 30);
+        let fd = v.open("a", OpenMode::create()).unwrap();
+        v.write_at(fd, 0, &[1u8; 32768]).unwrap();
+        let mut buf = [0u8; 1];
+        v.think(29_000_000_000);
+        v.read_at(fd, 0, &mut buf).unwrap();
+        assert_eq!(drive_writes(&v).0, 0, "not expired at 29 s");
+        // The flusher wakes every 5 s: at 35 s the pages are past the 30 s expiry.
+        v.think(6_000_000_000);
+        let before = v.now_ns();
+        v.read_at(fd, 0, &mut buf).unwrap();
+        assert_eq!(drive_writes(&v), (1, 32768));
+        assert_eq!(v.now_ns(), before, "the reader does not wait for writeback");
+    }
+
+    #[test]
+    fn dirty_limits_start_background_writeback_and_throttle_writers() {
+        // 16 MiB of memory: background writeback above 1.6 MiB, throttling above 3.2 MiB.
+        let mut v = cached_drive(16 << 20);
+        let fd = v.open("a", OpenMode::create()).unwrap();
+        let t0 = v.now_ns();
+        for i in 0..500u64 {
+            v.write_at(fd, i * 4096, &[2u8; 4096]).unwrap();
+        }
+        assert!(drive_writes(&v).0 > 0, "background writeback started");
+        assert_eq!(
+            v.now_ns(),
+            t0,
+            "below the hard limit the writer never waits"
+        );
+        assert!(v.dirty_pages() <= HostConfig::linux(16 << 20).background_limit_pages() + 1);
+        // A burst of dirty pages past the hard limit: the writer waits for writeback.
+        let other = v.open("b", OpenMode::create()).unwrap();
+        v.write_at(other, 0, &vec![3u8; 4 << 20]).unwrap();
+        assert!(v.now_ns() > t0, "past the hard limit the writer waits");
+        assert!(v.dirty_pages() <= HostConfig::linux(16 << 20).hard_limit_pages());
+    }
+
+    #[test]
+    fn delayed_allocation_gives_interleaved_small_appends_few_extents() {
+        let extents = |buffered: bool| {
+            let mut v = cached_drive(1 << 30);
+            let mode = OpenMode::create().direct(!buffered);
+            let (a, b) = (v.open("a", mode).unwrap(), v.open("b", mode).unwrap());
+            for i in 0..64u64 {
+                v.write_at(a, i * 4096, &[1u8; 4096]).unwrap();
+                v.write_at(b, i * 4096, &[2u8; 4096]).unwrap();
+            }
+            v.sync_files(&[a, b], true).unwrap();
+            let fs = v.fs();
+            let n = |name| fs.extents(fs.lookup(name).unwrap()).unwrap().len();
+            (n("a"), n("b"))
+        };
+        assert_eq!(
+            extents(true),
+            (1, 1),
+            "allocated at writeback, file by file"
+        );
+        let (a, b) = extents(false);
+        assert!(
+            a > 30 && b > 30,
+            "O_DIRECT appends interleave: {a} and {b} extents"
+        );
+    }
+
+    #[test]
+    fn a_file_removed_before_writeback_never_reaches_the_drive() {
+        let mut v = cached_drive(1 << 30);
+        let fd = v.open("tmp", OpenMode::create()).unwrap();
+        v.write_at(fd, 0, &vec![5u8; 1 << 20]).unwrap();
+        v.close(fd);
+        v.unlink("tmp").unwrap();
+        v.sync_dir().unwrap();
+        assert_eq!(drive_writes(&v), (0, 0));
+        assert_eq!(v.dirty_pages(), 0);
     }
 
     #[test]

@@ -1,0 +1,322 @@
+//! The host's page cache in virtual time: which 4 KiB pages of which file are cached,
+//! which are dirty and since when, and which runs of dirty pages writeback sends next.
+//! Pure bookkeeping: [`crate::SimVfs`] issues the I/O it decides.
+//!
+//! Defaults are Linux's (Documentation/admin-guide/sysctl/vm.rst): background writeback
+//! starts when dirty pages pass `dirty_background_ratio` (10%) of memory, writers are
+//! throttled past `dirty_ratio` (20%), the flusher wakes every
+//! `dirty_writeback_centisecs` (5 s) and writes back pages dirty for longer than
+//! `dirty_expire_centisecs` (30 s). Writeback goes file by file in ascending offset,
+//! merging adjacent pages into requests of at most 1,280 KiB (block/blk-settings.c:
+//! BLK_DEF_MAX_SECTORS_CAP, 2,560 sectors).
+
+use simfs::fs::Ino;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The page size.
+pub const PAGE_BYTES: u64 = 4096;
+
+/// The host path's settings; [`HostConfig::linux`] gives Linux's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostConfig {
+    /// Buffered I/O goes through the page cache (off: every call reaches the drive at
+    /// once, as with O_DIRECT).
+    pub page_cache: bool,
+    /// Memory the dirty limits are a share of, and the most the cache holds.
+    pub ram_bytes: u64,
+    /// Background writeback starts above this share of `ram_bytes` (percent).
+    pub dirty_background_ratio: u64,
+    /// Writers are throttled above this share (percent).
+    pub dirty_ratio: u64,
+    /// Pages dirty for longer than this are written back by the flusher.
+    pub dirty_expire_ns: u64,
+    /// The flusher wakes this often.
+    pub writeback_interval_ns: u64,
+    /// The largest request writeback sends.
+    pub max_request_bytes: u64,
+}
+
+impl HostConfig {
+    /// Linux's defaults with `ram_bytes` of memory.
+    pub fn linux(ram_bytes: u64) -> HostConfig {
+        HostConfig {
+            page_cache: true,
+            ram_bytes,
+            dirty_background_ratio: 10,
+            dirty_ratio: 20,
+            dirty_expire_ns: 30_000_000_000,
+            writeback_interval_ns: 5_000_000_000,
+            max_request_bytes: 1280 << 10,
+        }
+    }
+
+    /// No page cache: every call goes to the drive when it is made.
+    pub fn uncached() -> HostConfig {
+        HostConfig {
+            page_cache: false,
+            ..HostConfig::linux(0)
+        }
+    }
+
+    pub fn background_limit_pages(&self) -> u64 {
+        self.ram_bytes / PAGE_BYTES * self.dirty_background_ratio / 100
+    }
+
+    pub fn hard_limit_pages(&self) -> u64 {
+        self.ram_bytes / PAGE_BYTES * self.dirty_ratio / 100
+    }
+}
+
+/// A run of pages to write back: (file, first page, pages).
+pub type Run = (Ino, u64, u64);
+
+/// Cached pages of the files.
+#[derive(Debug, Clone, Default)]
+pub struct PageCache {
+    /// Dirty pages in (file, page) order, with the time each was first dirtied.
+    dirty: BTreeMap<(Ino, u64), u64>,
+    /// Each dirty file's oldest dirty time (writeback takes the oldest file first).
+    file_dirtied: BTreeMap<Ino, u64>,
+    /// Clean cached pages, and their last use (for eviction, least recent first).
+    clean: BTreeMap<(Ino, u64), u64>,
+    by_use: BTreeSet<(u64, Ino, u64)>,
+    tick: u64,
+    capacity_pages: u64,
+}
+
+impl PageCache {
+    pub fn new(capacity_bytes: u64) -> PageCache {
+        PageCache {
+            capacity_pages: capacity_bytes / PAGE_BYTES,
+            ..PageCache::default()
+        }
+    }
+
+    pub fn dirty_pages(&self) -> u64 {
+        self.dirty.len() as u64
+    }
+
+    /// Dirty pages of one file.
+    pub fn dirty_pages_of(&self, ino: Ino) -> u64 {
+        self.dirty.range((ino, 0)..(ino + 1, 0)).count() as u64
+    }
+
+    fn touch(&mut self, ino: Ino, page: u64) {
+        self.tick += 1;
+        if let Some(old) = self.clean.insert((ino, page), self.tick) {
+            self.by_use.remove(&(old, ino, page));
+        }
+        self.by_use.insert((self.tick, ino, page));
+    }
+
+    fn forget_clean(&mut self, ino: Ino, page: u64) {
+        if let Some(t) = self.clean.remove(&(ino, page)) {
+            self.by_use.remove(&(t, ino, page));
+        }
+    }
+
+    /// Evicts the least recently used clean pages while the cache is over capacity.
+    fn evict(&mut self) {
+        while self.dirty.len() as u64 + self.clean.len() as u64 > self.capacity_pages {
+            let Some(&(t, ino, page)) = self.by_use.iter().next() else {
+                break;
+            };
+            self.by_use.remove(&(t, ino, page));
+            self.clean.remove(&(ino, page));
+        }
+    }
+
+    /// Pages `first..end` of `ino` were written at `now_ns`.
+    pub fn write(&mut self, ino: Ino, first: u64, end: u64, now_ns: u64) {
+        for p in first..end {
+            self.forget_clean(ino, p);
+            self.dirty.entry((ino, p)).or_insert(now_ns);
+        }
+        self.file_dirtied.entry(ino).or_insert(now_ns);
+        self.evict();
+    }
+
+    /// The runs of pages of `first..end` that are not cached.
+    pub fn missing(&self, ino: Ino, first: u64, end: u64) -> Vec<(u64, u64)> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for p in first..end {
+            if self.dirty.contains_key(&(ino, p)) || self.clean.contains_key(&(ino, p)) {
+                continue;
+            }
+            match runs.last_mut() {
+                Some((s, n)) if *s + *n == p => *n += 1,
+                _ => runs.push((p, 1)),
+            }
+        }
+        runs
+    }
+
+    /// Pages `first..end` of `ino` are cached (read from the drive, or hit).
+    pub fn cached(&mut self, ino: Ino, first: u64, end: u64) {
+        for p in first..end {
+            if !self.dirty.contains_key(&(ino, p)) {
+                self.touch(ino, p);
+            }
+        }
+        self.evict();
+    }
+
+    /// Takes dirty pages `pages` (now being written back) as clean.
+    fn clean_pages(&mut self, pages: &[(Ino, u64)]) {
+        for &(ino, p) in pages {
+            self.dirty.remove(&(ino, p));
+            self.touch(ino, p);
+        }
+        let files: BTreeSet<Ino> = pages.iter().map(|&(i, _)| i).collect();
+        for ino in files {
+            match self
+                .dirty
+                .range((ino, 0)..(ino + 1, 0))
+                .map(|(_, &t)| t)
+                .min()
+            {
+                Some(t) => {
+                    self.file_dirtied.insert(ino, t);
+                }
+                None => {
+                    self.file_dirtied.remove(&ino);
+                }
+            }
+        }
+        self.evict();
+    }
+
+    /// Merges sorted (file, page) pairs into runs of at most `max_pages`.
+    fn runs(pages: &[(Ino, u64)], max_pages: u64) -> Vec<Run> {
+        let mut out: Vec<Run> = Vec::new();
+        for &(ino, p) in pages {
+            match out.last_mut() {
+                Some((i, s, n)) if *i == ino && *s + *n == p && *n < max_pages => *n += 1,
+                _ => out.push((ino, p, 1)),
+            }
+        }
+        out
+    }
+
+    /// Every dirty page of `ino`, as runs to write back (they count as clean from now).
+    pub fn take_file(&mut self, ino: Ino, max_pages: u64) -> Vec<Run> {
+        let pages: Vec<(Ino, u64)> = self
+            .dirty
+            .range((ino, 0)..(ino + 1, 0))
+            .map(|(&k, _)| k)
+            .collect();
+        self.clean_pages(&pages);
+        Self::runs(&pages, max_pages)
+    }
+
+    /// Pages dirty since `cutoff_ns` or earlier, file by file.
+    pub fn take_expired(&mut self, cutoff_ns: u64, max_pages: u64) -> Vec<Run> {
+        let pages: Vec<(Ino, u64)> = self
+            .dirty
+            .iter()
+            .filter(|(_, &t)| t <= cutoff_ns)
+            .map(|(&k, _)| k)
+            .collect();
+        self.clean_pages(&pages);
+        Self::runs(&pages, max_pages)
+    }
+
+    /// Dirty pages, oldest file first and in ascending offset within a file, until at
+    /// most `target_pages` stay dirty.
+    pub fn take_until(&mut self, target_pages: u64, max_pages: u64) -> Vec<Run> {
+        let mut excess = self.dirty_pages().saturating_sub(target_pages);
+        let mut files: Vec<(u64, Ino)> = self.file_dirtied.iter().map(|(&i, &t)| (t, i)).collect();
+        files.sort_unstable();
+        let mut pages = Vec::new();
+        for (_, ino) in files {
+            if excess == 0 {
+                break;
+            }
+            for (&k, _) in self.dirty.range((ino, 0)..(ino + 1, 0)) {
+                if excess == 0 {
+                    break;
+                }
+                pages.push(k);
+                excess -= 1;
+            }
+        }
+        self.clean_pages(&pages);
+        Self::runs(&pages, max_pages)
+    }
+
+    /// Forgets every page of `ino` (the file is gone: dirty pages are never written).
+    pub fn drop_file(&mut self, ino: Ino) {
+        self.truncate(ino, 0);
+    }
+
+    /// Forgets the pages of `ino` from `first_page` on.
+    pub fn truncate(&mut self, ino: Ino, first_page: u64) {
+        let dirty: Vec<(Ino, u64)> = self
+            .dirty
+            .range((ino, first_page)..(ino + 1, 0))
+            .map(|(&k, _)| k)
+            .collect();
+        for k in dirty {
+            self.dirty.remove(&k);
+        }
+        let clean: Vec<(Ino, u64)> = self
+            .clean
+            .range((ino, first_page)..(ino + 1, 0))
+            .map(|(&k, _)| k)
+            .collect();
+        for (i, p) in clean {
+            self.forget_clean(i, p);
+        }
+        match self
+            .dirty
+            .range((ino, 0)..(ino + 1, 0))
+            .map(|(_, &t)| t)
+            .min()
+        {
+            Some(t) => {
+                self.file_dirtied.insert(ino, t);
+            }
+            None => {
+                self.file_dirtied.remove(&ino);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writeback_merges_runs_oldest_file_first() {
+        let mut c = PageCache::new(1 << 30);
+        c.write(2, 0, 4, 100);
+        c.write(1, 10, 12, 200);
+        c.write(1, 12, 13, 300);
+        c.write(2, 8, 9, 400);
+        assert_eq!(c.dirty_pages(), 8);
+        // Above a target of 3: file 2 (dirtied first) in offset order, then file 1.
+        assert_eq!(c.take_until(3, 1024), vec![(2, 0, 4), (2, 8, 1)]);
+        assert_eq!(c.take_expired(250, 2), vec![(1, 10, 2)]);
+        assert_eq!(c.take_file(1, 1024), vec![(1, 12, 1)]);
+        assert_eq!(c.dirty_pages(), 0);
+        // Written-back pages stay cached.
+        assert!(c.missing(2, 0, 4).is_empty());
+        assert_eq!(c.missing(2, 3, 7), vec![(4, 3)]);
+    }
+
+    #[test]
+    fn clean_pages_are_evicted_least_recent_first_dirty_ones_never() {
+        let mut c = PageCache::new(4 * PAGE_BYTES);
+        c.cached(1, 0, 3);
+        c.write(2, 0, 2, 0);
+        assert_eq!(
+            c.missing(1, 0, 3),
+            vec![(0, 1)],
+            "the least recent page went"
+        );
+        c.drop_file(2);
+        assert_eq!(c.dirty_pages(), 0);
+        assert_eq!(c.missing(2, 0, 2), vec![(0, 2)]);
+    }
+}
