@@ -488,9 +488,11 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     }
     write(&inst.join("tracing_on"), "1")?;
     let stop = Arc::new(AtomicBool::new(false));
+    let bytes_read = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let reader = {
         let pipe = inst.join("trace_pipe");
         let stop = Arc::clone(&stop);
+        let bytes_read = Arc::clone(&bytes_read);
         std::thread::spawn(move || -> std::io::Result<Vec<u8>> {
             let mut f = std::fs::OpenOptions::new()
                 .read(true)
@@ -501,7 +503,10 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
             loop {
                 match f.read(&mut buf) {
                     Ok(0) => std::thread::sleep(Duration::from_millis(5)),
-                    Ok(n) => out.extend_from_slice(&buf[..n]),
+                    Ok(n) => {
+                        out.extend_from_slice(&buf[..n]);
+                        bytes_read.fetch_add(n as u64, Ordering::SeqCst);
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         if stop.load(Ordering::SeqCst) {
                             return Ok(out);
@@ -548,8 +553,20 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     // Whatever the command did, flush the file system's dirty data while tracing.
     let synced = run("sync the file system", "sync", &["-f", &m]);
     let elapsed = started.elapsed();
-    // Let the last completions arrive, then stop tracing and drain the pipe.
-    std::thread::sleep(Duration::from_millis(100));
+    // Let the last requests arrive (XFS and btrfs send discards from a work queue after
+    // their log commits, so they can trail the sync): wait until no event has come for
+    // 300 ms (at most 5 s), then stop tracing and drain the pipe.
+    let quiet_since = Instant::now();
+    let (mut last, mut last_change) = (bytes_read.load(Ordering::SeqCst), Instant::now());
+    while last_change.elapsed() < Duration::from_millis(300)
+        && quiet_since.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = bytes_read.load(Ordering::SeqCst);
+        if now != last {
+            (last, last_change) = (now, Instant::now());
+        }
+    }
     let _ = std::fs::write(inst.join("tracing_on"), "0");
     stop.store(true, Ordering::SeqCst);
     let text = reader
