@@ -77,6 +77,11 @@ pub enum DiscardMode {
     FTrim,
     /// Ranges collected and sent later by [`SimFs::fstrim`], merged, one TRIM per range.
     Deferred,
+    /// ext4 `-o discard` as Linux does it: freed extents wait for the next journal commit
+    /// ([`SimFs::sync`]), are not reused before it, and are then discarded merged within
+    /// their block group, one TRIM per run (fs/ext4/mballoc.c:
+    /// ext4_free_data_in_buddy and ext4_try_merge_freed_extent).
+    Journal,
 }
 
 impl FromStr for DiscardMode {
@@ -88,9 +93,10 @@ impl FromStr for DiscardMode {
             "vtrim" => DiscardMode::VTrim,
             "ftrim" => DiscardMode::FTrim,
             "deferred" => DiscardMode::Deferred,
+            "journal" => DiscardMode::Journal,
             _ => {
                 return Err(format!(
-                    "unknown discard mode {s:?}: expected none, online, vtrim, ftrim or deferred"
+                    "unknown discard mode {s:?}: expected none, online, journal, vtrim, ftrim or deferred"
                 ))
             }
         })
@@ -105,6 +111,7 @@ impl fmt::Display for DiscardMode {
             DiscardMode::VTrim => "vtrim",
             DiscardMode::FTrim => "ftrim",
             DiscardMode::Deferred => "deferred",
+            DiscardMode::Journal => "journal",
         })
     }
 }
@@ -194,6 +201,8 @@ pub struct SimFs<D: BlockDev> {
     pub(crate) names: BTreeMap<String, Ino>,
     pub(crate) cursor: u64,
     pub(crate) deferred: Vec<(u64, u64)>,
+    /// Journal mode: runs freed since the last commit (still marked used).
+    pub(crate) freed_uncommitted: Vec<(u64, u64)>,
     pub(crate) dirty_groups: BTreeSet<u32>,
     pub(crate) dirty_itable: BTreeSet<u64>,
     pub(crate) command_page: u64,
@@ -314,6 +323,7 @@ impl<D: BlockDev> SimFs<D> {
             names: BTreeMap::new(),
             cursor,
             deferred: Vec::new(),
+            freed_uncommitted: Vec::new(),
             dirty_groups: (0..groups).collect(),
             dirty_itable: BTreeSet::new(),
             command_page,
@@ -996,8 +1006,39 @@ impl<D: BlockDev> SimFs<D> {
         Ok(())
     }
 
-    /// Writes back all dirty metadata (extent trees, inode tables, bitmaps), then flushes.
+    /// Journal mode, after a commit: frees the runs freed since the last one and discards
+    /// them, merged within their block group, one TRIM per run. Returns the completion time
+    /// of the last TRIM (0 if none).
+    fn discard_committed(&mut self) -> Result<u64, SimfsError> {
+        let bpg = self.cfg.blocks_per_group as u64;
+        let mut done = 0;
+        for (s, l) in merge_runs(std::mem::take(&mut self.freed_uncommitted)) {
+            self.release(s, l);
+            // Split at group boundaries: freed extents merge within a group only.
+            let mut b = s;
+            while b < s + l {
+                let n = (s + l - b).min(bpg - b % bpg);
+                self.stats.trim_commands += 1;
+                self.stats.discarded_bytes += n * BLOCK;
+                done = self.dev.io(Command::trim(b * BLOCK, n * BLOCK))?;
+                b += n;
+            }
+        }
+        Ok(done)
+    }
+
+    /// Writes back all dirty metadata (extent trees, inode tables, bitmaps), then flushes:
+    /// a journal commit (in journal discard mode, the extents freed since the last commit
+    /// are then freed and discarded).
     pub fn sync(&mut self) -> Result<u64, SimfsError> {
+        let done = self.commit_metadata()?;
+        if self.freed_uncommitted.is_empty() {
+            return Ok(done);
+        }
+        Ok(done.max(self.discard_committed()?))
+    }
+
+    fn commit_metadata(&mut self) -> Result<u64, SimfsError> {
         let dirty: Vec<Ino> = self
             .files
             .iter()
@@ -1067,12 +1108,18 @@ impl<D: BlockDev> SimFs<D> {
                 self.stats.discarded_bytes += bytes;
             }
             DiscardMode::Deferred => self.deferred.extend(runs.iter().copied()),
+            DiscardMode::Journal => {}
         }
         if let Some((s, l)) = self.files[&ino].pa {
             self.release(s, l);
         }
-        for &(s, l) in &runs {
-            self.release(s, l);
+        if self.cfg.discard == DiscardMode::Journal && self.log.is_none() {
+            // Free only at the next commit, and discard then.
+            self.freed_uncommitted.extend(runs.iter().copied());
+        } else {
+            for &(s, l) in &runs {
+                self.release(s, l);
+            }
         }
         self.files.remove(&ino);
         self.names.remove(name);
@@ -1120,6 +1167,11 @@ impl<D: BlockDev> SimFs<D> {
                 for b in s..s + l {
                     claim(b, ino)?;
                 }
+            }
+        }
+        for &(s, l) in &self.freed_uncommitted {
+            for b in s..s + l {
+                claim(b, 0)?;
             }
         }
         let meta = self.descs.len() as u64

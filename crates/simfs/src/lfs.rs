@@ -349,7 +349,8 @@ impl<D: BlockDev> SimFs<D> {
                     self.dev.io(Command::vtrim(self.command_page, ranges))?;
                 }
             }
-            DiscardMode::Online | DiscardMode::FTrim => {
+            // Log cleaning's frees are already discarded at the checkpoint's commit.
+            DiscardMode::Online | DiscardMode::FTrim | DiscardMode::Journal => {
                 for (s, l) in runs {
                     self.stats.trim_commands += 1;
                     self.stats.discarded_bytes += l * BLOCK;

@@ -290,3 +290,52 @@ fn preallocation_windows_give_interleaved_writers_few_growing_extents() {
     fs.unlink("a").unwrap();
     fs.check_invariants().unwrap();
 }
+
+#[test]
+fn journal_discards_wait_for_the_commit_merge_and_are_not_reused_before() {
+    // Two files written back to back, then deleted: with ext4's journal-time discard the
+    // freed extents are discarded after the commit, merged into one TRIM; the blocks are
+    // not handed out again before that commit.
+    let count = |mode: DiscardMode| {
+        let mut fs = fs(mode);
+        let (a, b) = (fs.create("a").unwrap(), fs.create("b").unwrap());
+        fs.fallocate(a, 0, 1 << 20).unwrap();
+        fs.fallocate(b, 0, 1 << 20).unwrap();
+        fs.write_at(a, 0, 1 << 20).unwrap();
+        fs.write_at(b, 0, 1 << 20).unwrap();
+        fs.sync().unwrap();
+        let freed: Vec<u64> = blocks_of(&fs, "a")
+            .into_iter()
+            .chain(blocks_of(&fs, "b"))
+            .collect();
+        let free_before = fs.free_bytes();
+        fs.unlink("a").unwrap();
+        fs.unlink("b").unwrap();
+        let trims_before_commit = fs.stats().trim_commands;
+        let held = fs.free_bytes() == free_before;
+        // A new file written now must not land on the freed blocks.
+        let c = fs.create("c").unwrap();
+        fs.write_at(c, 0, 1 << 20).unwrap();
+        let reused = blocks_of(&fs, "c").iter().any(|b| freed.contains(b));
+        fs.sync().unwrap();
+        fs.check_invariants().unwrap();
+        let unmapped = freed.iter().all(|&b| !mapped(&fs, b));
+        (
+            trims_before_commit,
+            held,
+            reused,
+            fs.stats().trim_commands,
+            unmapped,
+        )
+    };
+    let (before, held, reused, trims, unmapped) = count(DiscardMode::Journal);
+    assert_eq!(before, 0, "nothing is discarded before the commit");
+    assert!(held && !reused, "freed blocks wait for the commit");
+    assert_eq!(trims, 1, "adjacent freed extents merge into one TRIM");
+    assert!(unmapped, "the drive dropped every freed block");
+    let (before, _, _, trims, _) = count(DiscardMode::Online);
+    assert!(
+        before >= 2 && trims == before,
+        "online: one TRIM per extent at unlink"
+    );
+}

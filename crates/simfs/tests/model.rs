@@ -35,7 +35,7 @@ proptest! {
     fn simfs_matches_model(
         lfs in any::<bool>(),
         prealloc in any::<bool>(),
-        discard in prop_oneof![Just(DiscardMode::None), Just(DiscardMode::Online), Just(DiscardMode::VTrim), Just(DiscardMode::Deferred)],
+        discard in prop_oneof![Just(DiscardMode::None), Just(DiscardMode::Online), Just(DiscardMode::Journal), Just(DiscardMode::VTrim), Just(DiscardMode::Deferred)],
         ops in prop::collection::vec(op(), 1..250),
     ) {
         let mut cfg = FsConfig::new(64 << 20);

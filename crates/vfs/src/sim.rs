@@ -39,8 +39,9 @@ pub struct SimVfs {
     cache: PageCache,
     /// Handles opened with O_DIRECT (they bypass the cache).
     direct: HashSet<Fd>,
-    /// The flusher's last wake-up.
+    /// The flusher's last wake-up, and the journal's last timed commit.
     flusher_ns: u64,
+    journal_ns: u64,
 }
 
 fn sim_error(name: &str, e: SimfsError) -> VfsError {
@@ -79,6 +80,7 @@ impl SimVfs {
             host,
             direct: HashSet::new(),
             flusher_ns,
+            journal_ns: flusher_ns,
         }
     }
 
@@ -127,10 +129,18 @@ impl SimVfs {
     /// expiry go back; above the background limit, the oldest dirty pages go back until
     /// it holds. All in the background.
     fn flush_due(&mut self) -> Result<(), VfsError> {
+        let now = self.fs.device().now_ns;
+        // The journal's timed commits, in the background: metadata, then the discards of
+        // the extents freed before it (journal discard mode).
+        let interval = self.host.journal_commit_ns;
+        if interval > 0 && self.journal_ns + interval <= now {
+            self.journal_ns = now - (now - self.journal_ns) % interval;
+            self.timed("journal commit", |fs| fs.sync())?;
+            self.fs.device_mut().now_ns = now;
+        }
         if !self.host.page_cache {
             return Ok(());
         }
-        let now = self.fs.device().now_ns;
         let max = self.max_request_pages();
         while self.flusher_ns + self.host.writeback_interval_ns <= now {
             self.flusher_ns += self.host.writeback_interval_ns;
@@ -354,6 +364,7 @@ impl Vfs for SimVfs {
             .fs
             .lookup(name)
             .map_err(|_| VfsError::NotFound(format!("simfs:{name}")))?;
+        self.flush_due()?;
         // Pages of a removed file never reach the drive.
         self.cache.drop_file(ino);
         let (_, ns) = self.timed(name, |fs| fs.unlink(name))?;
@@ -647,6 +658,39 @@ mod tests {
         v.sync_dir().unwrap();
         assert_eq!(drive_writes(&v), (0, 0));
         assert_eq!(v.dirty_pages(), 0);
+    }
+
+    #[test]
+    fn journal_commits_every_5_s_discard_what_was_freed_in_the_background() {
+        let dev = Preset::load("x25e")
+            .unwrap()
+            .with_capacity(1 << 30)
+            .build()
+            .unwrap();
+        let mut cfg = simfs::FsConfig::new(512 << 20);
+        cfg.discard = simfs::DiscardMode::Journal;
+        let fs = SimFs::mkfs(Timed::new(dev), cfg).unwrap();
+        let mut v = SimVfs::with_host(fs, HostConfig::linux(1 << 30));
+        for name in ["a", "b"] {
+            let fd = v.open(name, OpenMode::create()).unwrap();
+            v.write_at(fd, 0, &[1u8; 1 << 20]).unwrap();
+            v.fsync(fd).unwrap();
+            v.close(fd);
+        }
+        v.think(6_000_000_000); // past a timed commit: nothing to discard yet
+        v.unlink("a").unwrap();
+        v.unlink("b").unwrap();
+        assert_eq!(v.fs().stats().trim_commands, 0, "not before the commit");
+        v.think(5_000_000_000);
+        let before = v.now_ns();
+        let fd = v.open("c", OpenMode::create()).unwrap();
+        v.write_at(fd, 0, &[2u8; 4096]).unwrap();
+        assert_eq!(
+            v.fs().stats().trim_commands,
+            1,
+            "one merged TRIM after the commit"
+        );
+        assert_eq!(v.now_ns(), before, "the commit ran in the background");
     }
 
     #[test]
