@@ -18,6 +18,7 @@
 pub mod mem;
 pub mod os;
 pub mod pagecache;
+pub mod readahead;
 pub mod sim;
 
 pub use mem::{CrashModel, CrashPlan, Fate, Image, MemVfs, SECTOR_BYTES};

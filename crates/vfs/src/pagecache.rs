@@ -34,6 +34,9 @@ pub struct HostConfig {
     pub writeback_interval_ns: u64,
     /// The largest request writeback sends.
     pub max_request_bytes: u64,
+    /// The most a readahead window grows to, in pages (`read_ahead_kb`, 128 KiB:
+    /// mm/readahead.c, VM_READAHEAD_PAGES); 0: no readahead.
+    pub read_ahead_pages: u64,
     /// The journal commits this often (ext4's `commit=`, 5 s: Documentation/admin-guide/
     /// ext4.rst); with journal discards, freed extents are discarded after it. 0: only
     /// at syncs.
@@ -52,6 +55,7 @@ impl HostConfig {
             writeback_interval_ns: 5_000_000_000,
             max_request_bytes: 1280 << 10,
             journal_commit_ns: 5_000_000_000,
+            read_ahead_pages: crate::readahead::DEFAULT_MAX_PAGES,
         }
     }
 
@@ -88,6 +92,8 @@ pub struct PageCache {
     by_use: BTreeSet<(u64, Ino, u64)>,
     tick: u64,
     capacity_pages: u64,
+    /// Pages a background read is bringing in, and when they arrive.
+    arriving: BTreeMap<(Ino, u64), u64>,
 }
 
 impl PageCache {
@@ -165,6 +171,29 @@ impl PageCache {
             }
         }
         self.evict();
+    }
+
+    /// Pages `first..end` of `ino` are being read in the background and arrive at
+    /// `ready_ns` (they count as cached; a reader waits for them).
+    pub fn arriving(&mut self, ino: Ino, first: u64, end: u64, ready_ns: u64) {
+        for p in first..end {
+            self.arriving.insert((ino, p), ready_ns);
+        }
+        self.cached(ino, first, end);
+    }
+
+    /// When pages `first..end` of `ino` are all there (0 if none is still arriving);
+    /// forgets their arrival times.
+    pub fn ready_at(&mut self, ino: Ino, first: u64, end: u64) -> u64 {
+        let keys: Vec<(Ino, u64)> = self
+            .arriving
+            .range((ino, first)..(ino, end))
+            .map(|(&k, _)| k)
+            .collect();
+        keys.iter()
+            .filter_map(|k| self.arriving.remove(k))
+            .max()
+            .unwrap_or(0)
     }
 
     /// Takes dirty pages `pages` (now being written back) as clean.
@@ -272,6 +301,7 @@ impl PageCache {
             .collect();
         for (i, p) in clean {
             self.forget_clean(i, p);
+            self.arriving.remove(&(i, p));
         }
         match self
             .dirty

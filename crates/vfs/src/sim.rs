@@ -19,6 +19,7 @@
 //! queue of requests in flight, the journal's own timing and batched discards.
 
 use crate::pagecache::{HostConfig, PageCache, Run, PAGE_BYTES};
+use crate::readahead::{Readahead, Window};
 use crate::{check_name, Fd, IoTime, OpenMode, Vfs, VfsError};
 use simfs::fs::Ino;
 use simfs::{SimFs, SimfsError, Timed};
@@ -39,6 +40,8 @@ pub struct SimVfs {
     cache: PageCache,
     /// Handles opened with O_DIRECT (they bypass the cache).
     direct: HashSet<Fd>,
+    /// Each buffered handle's readahead state.
+    readahead: HashMap<Fd, Readahead>,
     /// The flusher's last wake-up, and the journal's last timed commit.
     flusher_ns: u64,
     journal_ns: u64,
@@ -79,6 +82,7 @@ impl SimVfs {
             cache: PageCache::new(host.ram_bytes),
             host,
             direct: HashSet::new(),
+            readahead: HashMap::new(),
             flusher_ns,
             journal_ns: flusher_ns,
         }
@@ -155,6 +159,42 @@ impl SimVfs {
             let runs = self.cache.take_until(background, max);
             self.write_back(runs, false)?;
         }
+        Ok(())
+    }
+
+    /// Reads the pages of `first..end` of `ino` that are not cached, merged into
+    /// requests; `background: Some(now)` issues them without waiting (they arrive later),
+    /// `None` waits for them.
+    fn read_pages(
+        &mut self,
+        ino: Ino,
+        first: u64,
+        end: u64,
+        background: Option<u64>,
+    ) -> Result<(), VfsError> {
+        if first >= end {
+            return Ok(());
+        }
+        let len = self.data.get(&ino).map_or(0, |d| d.len() as u64);
+        for (page, pages) in self.cache.missing(ino, first, end) {
+            let at = page * PAGE_BYTES;
+            if at >= len {
+                continue;
+            }
+            let k = (pages * PAGE_BYTES).min(len - at);
+            let (done, ns) = self.timed_ino(ino, |fs| fs.read_at(ino, at, k))?;
+            match background {
+                Some(now) => {
+                    self.fs.device_mut().now_ns = now;
+                    self.cache.arriving(ino, page, page + pages, done);
+                }
+                None => {
+                    self.io.read_ns += ns;
+                    self.cache.cached(ino, page, page + pages);
+                }
+            }
+        }
+        self.cache.cached(ino, first, end);
         Ok(())
     }
 
@@ -248,6 +288,7 @@ impl Vfs for SimVfs {
     fn close(&mut self, fd: Fd) {
         self.fds.remove(&fd);
         self.direct.remove(&fd);
+        self.readahead.remove(&fd);
     }
 
     fn len(&self, fd: Fd) -> u64 {
@@ -268,13 +309,33 @@ impl Vfs for SimVfs {
                 offset / PAGE_BYTES,
                 (offset + n as u64).div_ceil(PAGE_BYTES),
             );
-            for (page, pages) in self.cache.missing(ino, first, end) {
-                let at = page * PAGE_BYTES;
-                let k = (pages * PAGE_BYTES).min(len - at);
-                let (_, ns) = self.timed_ino(ino, |fs| fs.read_at(ino, at, k))?;
-                self.io.read_ns += ns;
+            let file_pages = len.div_ceil(PAGE_BYTES);
+            let missing_first = !self.cache.missing(ino, first, first + 1).is_empty();
+            let windows = self.readahead.entry(fd).or_default().on_read(
+                first,
+                end,
+                missing_first,
+                self.host.read_ahead_pages,
+            );
+            for w in windows {
+                match w {
+                    Window::Sync { first: f, pages } => {
+                        self.read_pages(ino, f, (f + pages).min(file_pages), None)?;
+                    }
+                    Window::Async { first: f, pages } => {
+                        let now = self.fs.device().now_ns;
+                        self.read_pages(ino, f, (f + pages).min(file_pages), Some(now))?;
+                    }
+                }
             }
-            self.cache.cached(ino, first, end);
+            self.read_pages(ino, first, end, None)?;
+            // Pages a background read is still bringing in: wait for them.
+            let ready = self.cache.ready_at(ino, first, end);
+            let now = self.fs.device().now_ns;
+            if ready > now {
+                self.io.read_ns += ready - now;
+                self.fs.device_mut().now_ns = ready;
+            }
         } else {
             let (_, ns) = self.timed_ino(ino, |fs| fs.read_at(ino, offset, n as u64))?;
             self.io.read_ns += ns;
@@ -691,6 +752,44 @@ mod tests {
             "one merged TRIM after the commit"
         );
         assert_eq!(v.now_ns(), before, "the commit ran in the background");
+    }
+
+    #[test]
+    fn readahead_turns_a_sequential_read_into_ever_larger_requests() {
+        let mut v = cached_drive(1 << 30);
+        let fd = v.open("f", OpenMode::create().direct(true)).unwrap();
+        v.write_at(fd, 0, &vec![9u8; 4 << 20]).unwrap();
+        v.close(fd);
+        v.fs_mut().device_mut().record = true;
+        let fd = v.open("f", OpenMode::existing()).unwrap();
+        let mut buf = [0u8; 4096];
+        for i in 0..1024u64 {
+            assert_eq!(v.read_at(fd, i * 4096, &mut buf).unwrap(), 4096);
+        }
+        let reads: Vec<u64> = v
+            .fs()
+            .device()
+            .requests
+            .iter()
+            .filter(|r| r.cmd.op == flash::Op::Read)
+            .map(|r| r.cmd.len_bytes)
+            .collect();
+        // Growing windows (the last one is cut at the end of the file), each page read
+        // once.
+        let grown = &reads[..reads.len() - 1];
+        assert!(grown.windows(2).all(|w| w[1] >= w[0]), "{reads:?}");
+        assert_eq!(reads[0], 16384, "the first window: 4 pages");
+        assert_eq!(grown.last(), Some(&(128 << 10)), "then read_ahead_kb");
+        assert_eq!(reads.iter().sum::<u64>(), 4 << 20, "{reads:?}");
+        assert!(reads.len() < 50, "{} requests for 1,024 reads", reads.len());
+        // Without the cache every 4 KiB read is a request.
+        let mut plain = SimVfs::new(drive().into_fs());
+        let fd = plain.open("f", OpenMode::create()).unwrap();
+        plain.write_at(fd, 0, &vec![9u8; 1 << 20]).unwrap();
+        for i in 0..256u64 {
+            plain.read_at(fd, i * 4096, &mut buf).unwrap();
+        }
+        assert_eq!(plain.fs().stats().data_read_requests, 256);
     }
 
     #[test]
