@@ -674,6 +674,11 @@ struct JoinArgs {
     /// buffered writes); without it every write allocates on its own (as under O_DIRECT).
     #[arg(long)]
     prealloc: bool,
+    /// sim: run the spill files through the Linux host path with this much memory (page
+    /// cache, dirty limits and writeback, delayed allocation, readahead, 5-s journal
+    /// commits); without it every call reaches the drive when it is made.
+    #[arg(long, value_parser = units::parse_size)]
+    host_ram: Option<u64>,
     /// sim: computation charged per row processed.
     #[arg(long, default_value = "100ns", value_parser = units::parse_duration_ns)]
     cpu_per_row: u64,
@@ -719,6 +724,10 @@ fn cmd_join(a: JoinArgs) -> Result<()> {
                 discard: a.discard,
                 prealloc: a.prealloc,
                 inputs_on_device: a.inputs_on_device,
+                host: match a.host_ram {
+                    Some(ram) => vfs::HostConfig::linux(ram),
+                    None => vfs::HostConfig::uncached(),
+                },
             }
         }
     };

@@ -1091,3 +1091,51 @@ fn a_join_on_simfs_with_ftrim_and_two_users_answers_correctly() {
     assert_eq!(v["sum_o_totalprice_cents"].as_i64().unwrap(), 2 * o);
     assert!(v["repetitions"][0]["trim_commands"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn a_join_through_the_host_path_is_deterministic_and_its_cache_absorbs_spill_files() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "join",
+            "--backend",
+            "sim",
+            "--preset",
+            "mx500",
+            "--capacity",
+            "4GiB",
+            "--discard",
+            "online",
+            "--sf",
+            "0.1",
+            "--memory",
+            "2MiB",
+            "--write-buffer",
+            "8KiB",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let v = stdout_json(&flashlab(&args));
+        let r = &v["repetitions"][0];
+        (
+            v["rows"].as_u64().unwrap(),
+            r["total_ns"].as_u64().unwrap(),
+            r["trim_commands"].as_u64().unwrap(),
+        )
+    };
+    let plain = run(&[]);
+    let small = run(&["--host-ram", "32MiB"]);
+    assert_eq!(
+        small,
+        run(&["--host-ram", "32MiB"]),
+        "same numbers every run"
+    );
+    let large = run(&["--host-ram", "4GiB"]);
+    assert_eq!(plain.0, small.0);
+    assert_eq!(plain.0, large.0);
+    assert!(plain.2 > 0, "without a cache the spill files are trimmed");
+    assert_eq!(
+        large.2, 0,
+        "a cache larger than the spill files keeps them off the drive"
+    );
+    assert!(large.1 < plain.1, "and the join is faster");
+}

@@ -510,11 +510,20 @@ struct SimFile {
 }
 
 impl SimStore {
-    /// simfs of `fs_cfg.size_bytes` on `dev`.
+    /// simfs of `fs_cfg.size_bytes` on `dev`, every call reaching the drive when made.
     pub fn new(dev: AnyDevice, fs_cfg: FsConfig) -> Result<SimStore, JoinError> {
+        Self::with_host(dev, fs_cfg, vfs::HostConfig::uncached())
+    }
+
+    /// simfs of `fs_cfg.size_bytes` on `dev`, behind the host path `host`.
+    pub fn with_host(
+        dev: AnyDevice,
+        fs_cfg: FsConfig,
+        host: vfs::HostConfig,
+    ) -> Result<SimStore, JoinError> {
         let fs = SimFs::mkfs(Timed::new(dev), fs_cfg)?;
         Ok(SimStore {
-            vfs: SimVfs::new(fs),
+            vfs: SimVfs::with_host(fs, host),
             files: HashMap::new(),
             next: 0,
             start_ns: 0,
@@ -688,7 +697,7 @@ impl Store for SimStore {
     }
 
     fn compute(&mut self, ns: u64) {
-        self.vfs.fs_mut().device_mut().think(ns);
+        self.vfs.think(ns);
     }
 
     fn stats(&self) -> StoreStats {

@@ -31,6 +31,9 @@ pub enum Backend {
         /// simfs's mballoc-style preallocation windows (buffered writes) or none (O_DIRECT).
         prealloc: bool,
         inputs_on_device: bool,
+        /// The host path the spill files go through (uncached: every call reaches the
+        /// drive when made).
+        host: vfs::HostConfig,
     },
 }
 
@@ -265,6 +268,7 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
             discard,
             prealloc,
             inputs_on_device,
+            host,
         } => {
             out.backend = format!("sim:{}", preset.name);
             let dev = preset.build().map_err(|e| e.to_string())?;
@@ -276,7 +280,7 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
             cfg.alloc = *alloc;
             cfg.discard = *discard;
             cfg.prealloc = *prealloc;
-            let mut store = SimStore::new(dev, cfg).map_err(e)?;
+            let mut store = SimStore::with_host(dev, cfg, host.clone()).map_err(e)?;
             let od = table_data(Table::Orders, spec.sf, spec.layout);
             let ld = table_data(Table::Lineitem, spec.sf, spec.layout);
             let rb = spec.layout.record_bytes() as u64;

@@ -112,6 +112,8 @@ pub(crate) fn join_spec(
             },
             prealloc: true,
             inputs_on_device: false,
+            // Not yet through the host path: the numbers stay those of earlier versions.
+            host: vfs::HostConfig::uncached(),
         },
     })
 }
