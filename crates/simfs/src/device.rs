@@ -66,6 +66,9 @@ pub struct Timed<D: Device> {
     /// Requests issued, with `at_ns` their issue time (kept only if `record` is set).
     pub requests: Vec<Request>,
     pub record: bool,
+    /// Background I/O: requests are all issued at `now_ns`, which does not advance (the
+    /// host goes on; later requests queue behind them in the device).
+    pub hold_clock: bool,
 }
 
 impl<D: Device> Timed<D> {
@@ -77,6 +80,7 @@ impl<D: Device> Timed<D> {
             stream: 0,
             requests: Vec::new(),
             record: false,
+            hold_clock: false,
         }
     }
 
@@ -98,7 +102,9 @@ impl<D: Device> BlockDev for Timed<D> {
                 at_ns: self.now_ns,
             });
         }
-        self.now_ns = done;
+        if !self.hold_clock {
+            self.now_ns = done;
+        }
         Ok(done)
     }
     fn capacity_bytes(&self) -> u64 {

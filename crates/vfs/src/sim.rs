@@ -111,22 +111,34 @@ impl SimVfs {
     /// them in the drive.
     fn write_back(&mut self, runs: Vec<Run>, wait: bool) -> Result<(), VfsError> {
         let t0 = self.fs.device().now_ns;
-        for (ino, page, pages) in runs {
-            let len = self.data.get(&ino).map_or(0, |d| d.len() as u64);
-            let offset = page * PAGE_BYTES;
-            if offset >= len {
-                continue;
+        self.in_background(!wait, |v| {
+            for (ino, page, pages) in runs {
+                let len = v.data.get(&ino).map_or(0, |d| d.len() as u64);
+                let offset = page * PAGE_BYTES;
+                if offset >= len {
+                    continue;
+                }
+                let n = (pages * PAGE_BYTES).min(len - offset);
+                v.timed_ino(ino, |fs| fs.write_at(ino, offset, n))?;
             }
-            let n = (pages * PAGE_BYTES).min(len - offset);
-            self.timed_ino(ino, |fs| fs.write_at(ino, offset, n))?;
-        }
-        let t1 = self.fs.device().now_ns;
-        if wait {
-            self.io.write_ns += t1 - t0;
-        } else {
-            self.fs.device_mut().now_ns = t0;
-        }
+            Ok(())
+        })?;
+        self.io.write_ns += self.fs.device().now_ns - t0;
         Ok(())
+    }
+
+    /// Runs `f` with the drive's requests issued in the background when `background`:
+    /// all at the current time, the host clock staying where it is.
+    fn in_background<R>(
+        &mut self,
+        background: bool,
+        f: impl FnOnce(&mut Self) -> Result<R, VfsError>,
+    ) -> Result<R, VfsError> {
+        let held = self.fs.device().hold_clock;
+        self.fs.device_mut().hold_clock = held || background;
+        let r = f(self);
+        self.fs.device_mut().hold_clock = held;
+        r
     }
 
     /// The flusher, caught up to now: at each wake-up since the last, pages past the
@@ -139,8 +151,7 @@ impl SimVfs {
         let interval = self.host.journal_commit_ns;
         if interval > 0 && self.journal_ns + interval <= now {
             self.journal_ns = now - (now - self.journal_ns) % interval;
-            self.timed("journal commit", |fs| fs.sync())?;
-            self.fs.device_mut().now_ns = now;
+            self.in_background(true, |v| v.timed("journal commit", |fs| fs.sync()))?;
         }
         if !self.host.page_cache {
             return Ok(());
@@ -182,10 +193,11 @@ impl SimVfs {
                 continue;
             }
             let k = (pages * PAGE_BYTES).min(len - at);
-            let (done, ns) = self.timed_ino(ino, |fs| fs.read_at(ino, at, k))?;
+            let (done, ns) = self.in_background(background.is_some(), |v| {
+                v.timed_ino(ino, |fs| fs.read_at(ino, at, k))
+            })?;
             match background {
-                Some(now) => {
-                    self.fs.device_mut().now_ns = now;
+                Some(_) => {
                     self.cache.arriving(ino, page, page + pages, done);
                 }
                 None => {
@@ -302,8 +314,8 @@ impl Vfs for SimVfs {
             return Ok(0);
         }
         let n = (len - offset).min(buf.len() as u64) as usize;
+        self.flush_due()?;
         if self.buffered(fd) {
-            self.flush_due()?;
             // Only the pages not in the cache come from the drive.
             let (first, end) = (
                 offset / PAGE_BYTES,
@@ -349,6 +361,7 @@ impl Vfs for SimVfs {
         let ino = self.ino(fd);
         let buffered = self.buffered(fd);
         if !buffered {
+            self.flush_due()?;
             let (_, ns) = self.timed_ino(ino, |fs| fs.write_at(ino, offset, data.len() as u64))?;
             self.io.write_ns += ns;
         }
@@ -790,6 +803,44 @@ mod tests {
             plain.read_at(fd, i * 4096, &mut buf).unwrap();
         }
         assert_eq!(plain.fs().stats().data_read_requests, 256);
+    }
+
+    #[test]
+    fn a_blocking_trim_delays_a_read_behind_it_a_queued_one_does_not() {
+        // The journal's commit sends its discards in the background; a read right after
+        // waits for them only when TRIM is not queued (SATA before NCQ TRIM, the MX500).
+        let read_latency = |queued: bool| {
+            let mut p = Preset::load("mx500").unwrap().with_capacity(4 << 30);
+            p.ssd_config_mut().unwrap().trim.queued = queued;
+            let mut cfg = simfs::FsConfig::new(2 << 30);
+            cfg.discard = simfs::DiscardMode::Journal;
+            let fs = SimFs::mkfs(Timed::new(p.build().unwrap()), cfg).unwrap();
+            let mut v = SimVfs::with_host(fs, HostConfig::linux(1 << 30));
+            let keep = v.open("keep", OpenMode::create().direct(true)).unwrap();
+            v.write_at(keep, 0, &[1u8; 4096]).unwrap();
+            for i in 0..64 {
+                let name = format!("f{i}");
+                let fd = v.open(&name, OpenMode::create().direct(true)).unwrap();
+                v.write_at(fd, 0, &[2u8; 65536]).unwrap();
+                v.close(fd);
+            }
+            v.fsync(keep).unwrap();
+            // Every other file: 32 separate extents to discard.
+            for i in (0..64).step_by(2) {
+                v.unlink(&format!("f{i}")).unwrap();
+            }
+            v.think(5_000_000_000);
+            let t0 = v.now_ns();
+            let mut buf = [0u8; 4096];
+            v.read_at(keep, 0, &mut buf).unwrap(); // the commit runs first, in the background
+            assert!(v.fs().stats().trim_commands > 1);
+            v.now_ns() - t0
+        };
+        let (queued, blocking) = (read_latency(true), read_latency(false));
+        assert!(
+            blocking > queued + 1_000_000,
+            "a read behind blocking TRIMs waits for them: {blocking} ns vs {queued} ns"
+        );
     }
 
     #[test]
