@@ -204,19 +204,7 @@ impl PageCache {
         }
         let files: BTreeSet<Ino> = pages.iter().map(|&(i, _)| i).collect();
         for ino in files {
-            match self
-                .dirty
-                .range((ino, 0)..(ino + 1, 0))
-                .map(|(_, &t)| t)
-                .min()
-            {
-                Some(t) => {
-                    self.file_dirtied.insert(ino, t);
-                }
-                None => {
-                    self.file_dirtied.remove(&ino);
-                }
-            }
+            self.refresh_file(ino);
         }
         self.evict();
     }
@@ -303,19 +291,20 @@ impl PageCache {
             self.forget_clean(i, p);
             self.arriving.remove(&(i, p));
         }
-        match self
+        self.refresh_file(ino);
+    }
+
+    /// Recomputes `ino`'s oldest dirty time after pages left its dirty set.
+    fn refresh_file(&mut self, ino: Ino) {
+        let oldest = self
             .dirty
             .range((ino, 0)..(ino + 1, 0))
             .map(|(_, &t)| t)
-            .min()
-        {
-            Some(t) => {
-                self.file_dirtied.insert(ino, t);
-            }
-            None => {
-                self.file_dirtied.remove(&ino);
-            }
-        }
+            .min();
+        match oldest {
+            Some(t) => self.file_dirtied.insert(ino, t),
+            None => self.file_dirtied.remove(&ino),
+        };
     }
 }
 
