@@ -223,7 +223,7 @@ pub fn run(scale: Scale, seed: u64, cancel: &trace::Cancel) -> Result<Section, S
             },
             Provenance {
                 number: "simfs TRIM commands".into(),
-                role: "predicted by simfs with ext4's journal-time discard (fs/ext4/mballoc.c: extents freed since the last journal commit are discarded after it, merged within their group; commits every 5 s, Documentation/admin-guide/ext4.rst) and O_DIRECT spill files; the column beside it is the older model, one TRIM per extent at each unlink, which the `tempfiles` experiment still uses".into(),
+                role: "predicted by simfs with ext4's journal-time discard (fs/ext4/mballoc.c: extents freed since the last journal commit are discarded after it, merged within their group; commits every 5 s, Documentation/admin-guide/ext4.rst) and O_DIRECT spill files; the column beside it is the older model, one TRIM per extent at each unlink, which the `tempfiles` experiment still uses. What the model lacks: ext4 commits every 5 s of wall-clock time on this machine, the model every 5 s of simulated time, so the number of commits (and merges) differs with the real run's speed, and ext4's TRIM-only count varies from run to run; ext4 also discards the unwritten preallocation windows mballoc reserved, which simfs frees without a discard".into(),
             },
             Provenance {
                 number: "replayed times and WAF".into(),
