@@ -208,14 +208,9 @@ struct KvRunArgs {
     /// Key choice: uniform or zipf:THETA.
     #[arg(long, default_value = "uniform")]
     pattern: workloads::synthetic::Pattern,
-    /// mem or os (--dir DIR).
-    #[arg(long, default_value = "mem", value_parser = ["mem", "os"])]
-    backend: String,
-    /// Directory for the databases' files (default: FLASHLAB_DIR, as set by `flashlab capture`).
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    #[arg(long)]
-    direct_io: bool,
+    /// (For kv, --dir defaults to FLASHLAB_DIR, as `flashlab capture` sets it.)
+    #[command(flatten)]
+    storage: BackendArgs,
     /// Index node size.
     #[arg(long, default_value = "4KiB", value_parser = units::parse_size)]
     node_size: u64,
@@ -615,6 +610,66 @@ fn cmd_simfs(a: SimfsArgs) -> Result<()> {
     Ok(())
 }
 
+/// Where an engine's files live: one flag group for `join`, `btree` and `kv`.
+#[derive(clap::Args)]
+struct BackendArgs {
+    /// mem: files in RAM; os: real files in --dir; sim: simfs on a simulated drive
+    /// (--preset) [default: os for join, mem for btree and kv].
+    #[arg(long, value_enum)]
+    backend: Option<BackendKind>,
+    /// os: the directory for the run's files (it must exist).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// os: open the files with O_DIRECT.
+    #[arg(long)]
+    direct_io: bool,
+    /// sim: the drive (a preset name, see `flashlab presets`, or a TOML file).
+    #[arg(long)]
+    preset: Option<String>,
+    /// sim: logical capacity of the drive, e.g. 4GiB.
+    #[arg(long, value_parser = units::parse_size)]
+    capacity: Option<u64>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum BackendKind {
+    Mem,
+    Os,
+    Sim,
+}
+
+impl BackendArgs {
+    /// The backend these flags describe (`default` when --backend is absent; `dir` when
+    /// --dir is).
+    fn resolve(&self, default: BackendKind, dir: Option<PathBuf>) -> Result<lab::backend::Backend> {
+        Ok(match self.backend.unwrap_or(default) {
+            BackendKind::Mem => lab::backend::Backend::Mem,
+            BackendKind::Os => lab::backend::Backend::Os {
+                dir: self
+                    .dir
+                    .clone()
+                    .or(dir)
+                    .context("--backend os needs --dir DIR")?,
+                direct_io: self.direct_io,
+                cancel: signals::cancel_token(),
+            },
+            BackendKind::Sim => {
+                let name = self
+                    .preset
+                    .clone()
+                    .context("--backend sim needs --preset NAME")?;
+                let mut p = Preset::load(&name)?;
+                if let Some(c) = self.capacity {
+                    p = p.with_capacity(c);
+                }
+                lab::backend::Backend::Sim {
+                    preset: Box::new(p),
+                }
+            }
+        })
+    }
+}
+
 #[derive(clap::Args)]
 struct JoinArgs {
     /// TPC-H scale factor (1 = 1.5 M orders, 6 M lineitems).
@@ -640,27 +695,14 @@ struct JoinArgs {
     /// Concurrent joins sharing the memory budget (os backend).
     #[arg(long, default_value_t = 1)]
     users: u32,
-    /// os: real files in --dir; sim: simfs on a simulated drive (--preset).
-    #[arg(long, default_value = "os", value_parser = ["os", "sim"])]
-    backend: String,
-    /// os: the spill directory (must exist).
-    #[arg(long)]
-    dir: Option<PathBuf>,
+    #[command(flatten)]
+    storage: BackendArgs,
     /// os: where the input tables are generated and kept (default: --dir).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// os: open spill and input files with O_DIRECT.
-    #[arg(long)]
-    direct_io: bool,
     /// os: most bytes the run's spill files may hold.
     #[arg(long, value_parser = units::parse_size)]
     spill_cap: Option<u64>,
-    /// sim: the drive.
-    #[arg(long)]
-    preset: Option<String>,
-    /// sim: logical capacity of the drive.
-    #[arg(long, value_parser = units::parse_size)]
-    capacity: Option<u64>,
     /// sim: simfs allocation policy.
     #[arg(long, default_value = "ext4-like")]
     alloc: simfs::AllocPolicy,
@@ -694,42 +736,35 @@ struct JoinArgs {
 
 fn cmd_join(a: JoinArgs) -> Result<()> {
     let started = Instant::now();
-    let backend = match a.backend.as_str() {
-        "os" => {
-            let dir = a
-                .dir
-                .clone()
-                .context("--backend os needs --dir DIR (the spill directory)")?;
-            lab::joinrun::Backend::Os {
-                data_dir: a.data_dir.clone().unwrap_or_else(|| dir.clone()),
-                dir,
-                direct_io: a.direct_io,
-                cap_bytes: a.spill_cap,
-                cancel: signals::cancel_token(),
-            }
+    let storage = a.storage.resolve(BackendKind::Os, None)?;
+    let simulated = storage.virtual_time();
+    let backend = match storage {
+        lab::backend::Backend::Mem => {
+            bail!("the join needs files: --backend os (real files in --dir) or sim (--preset)")
         }
-        _ => {
-            let name = a
-                .preset
-                .clone()
-                .context("--backend sim needs --preset NAME")?;
-            let mut p = Preset::load(&name)?;
-            if let Some(c) = a.capacity {
-                p = p.with_capacity(c);
-            }
-            lab::joinrun::Backend::Sim {
-                preset: Box::new(p),
-                fs_bytes: None,
-                alloc: a.alloc,
-                discard: a.discard,
-                prealloc: a.prealloc,
-                inputs_on_device: a.inputs_on_device,
-                host: match a.host_ram {
-                    Some(ram) => vfs::HostConfig::linux(ram),
-                    None => vfs::HostConfig::uncached(),
-                },
-            }
-        }
+        lab::backend::Backend::Os {
+            dir,
+            direct_io,
+            cancel,
+        } => lab::joinrun::JoinBackend::Os {
+            data_dir: a.data_dir.clone().unwrap_or_else(|| dir.clone()),
+            dir,
+            direct_io,
+            cap_bytes: a.spill_cap,
+            cancel,
+        },
+        lab::backend::Backend::Sim { preset } => lab::joinrun::JoinBackend::Sim {
+            preset,
+            fs_bytes: None,
+            alloc: a.alloc,
+            discard: a.discard,
+            prealloc: a.prealloc,
+            inputs_on_device: a.inputs_on_device,
+            host: match a.host_ram {
+                Some(ram) => vfs::HostConfig::linux(ram),
+                None => vfs::HostConfig::uncached(),
+            },
+        },
     };
     let spec = lab::joinrun::JoinRunSpec {
         sf: a.sf,
@@ -741,7 +776,7 @@ fn cmd_join(a: JoinArgs) -> Result<()> {
             write_buffer_bytes: a.write_buffer,
             fallocate: a.fallocate == "on",
             partitions: a.partitions,
-            cpu_ns_per_row: if a.backend == "sim" { a.cpu_per_row } else { 0 },
+            cpu_ns_per_row: if simulated { a.cpu_per_row } else { 0 },
             concurrent_users: a.users,
         },
         users: a.users,
@@ -759,11 +794,7 @@ fn cmd_join(a: JoinArgs) -> Result<()> {
         println!("{}", serde_json::to_string(&v)?);
         return Ok(());
     }
-    let time_kind = if a.backend == "sim" {
-        "simulated"
-    } else {
-        "wall"
-    };
+    let time_kind = if simulated { "simulated" } else { "wall" };
     println!(
         "flashlab join: SF {} ({}), {} join, memory {} bytes, {} user(s), backend {}",
         r.sf, r.layout, r.algorithm, r.memory_bytes, r.users, r.backend
@@ -799,7 +830,7 @@ fn cmd_join(a: JoinArgs) -> Result<()> {
             rep.total_ns as f64 / 1e9,
             rep.partition_ns as f64 / 1e9,
             rep.join_ns as f64 / 1e9,
-            if a.backend == "sim" {
+            if simulated {
                 format!(", {} TRIM commands", rep.trim_commands)
             } else {
                 String::new()
@@ -886,17 +917,8 @@ struct BtreeRunArgs {
     /// Inserts, then searches, measured.
     #[arg(long, default_value_t = 100_000)]
     ops: u64,
-    /// mem, os (--dir) or sim (--preset).
-    #[arg(long, default_value = "mem", value_parser = ["mem", "os", "sim"])]
-    backend: String,
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    #[arg(long)]
-    direct_io: bool,
-    #[arg(long)]
-    preset: Option<String>,
-    #[arg(long, value_parser = units::parse_size)]
-    capacity: Option<u64>,
+    #[command(flatten)]
+    storage: BackendArgs,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// AS store: size of each log segment file.
@@ -927,27 +949,7 @@ fn cmd_btree(a: BtreeArgs) -> Result<()> {
         });
     }
     let r = a.run;
-    let backend = match r.backend.as_str() {
-        "mem" => lab::btreerun::TreeBackend::Mem,
-        "os" => lab::btreerun::TreeBackend::Os {
-            dir: r.dir.clone().context("--backend os needs --dir DIR")?,
-            direct_io: r.direct_io,
-            cancel: signals::cancel_token(),
-        },
-        _ => {
-            let mut p = Preset::load(
-                &r.preset
-                    .clone()
-                    .context("--backend sim needs --preset NAME")?,
-            )?;
-            if let Some(c) = r.capacity {
-                p = p.with_capacity(c);
-            }
-            lab::btreerun::TreeBackend::Sim {
-                preset: Box::new(p),
-            }
-        }
-    };
+    let backend = r.storage.resolve(BackendKind::Mem, None)?;
     let spec = lab::btreerun::BtreeSpec {
         fanout: r.fanout,
         node_bytes: usize::try_from(r.node_size).context("--node-size is too large")?,
@@ -1008,18 +1010,10 @@ fn cmd_kv(a: KvArgs) -> Result<()> {
         return run_crash_tests("kv", &c, kv::crash::crash_test);
     }
     let r = a.run;
-    let backend = match r.backend.as_str() {
-        "mem" => lab::kvrun::KvBackend::Mem,
-        _ => lab::kvrun::KvBackend::Os {
-            dir: r
-                .dir
-                .clone()
-                .or_else(|| std::env::var_os("FLASHLAB_DIR").map(PathBuf::from))
-                .context("--backend os needs --dir DIR (or FLASHLAB_DIR)")?,
-            direct_io: r.direct_io,
-            cancel: signals::cancel_token(),
-        },
-    };
+    let backend = r.storage.resolve(
+        BackendKind::Mem,
+        std::env::var_os("FLASHLAB_DIR").map(PathBuf::from),
+    )?;
     let spec = lab::kvrun::KvSpec {
         update: kv::ycsb::UpdateSpec {
             docs: r.docs,
@@ -1165,8 +1159,8 @@ fn main() {
     // default: an interrupt ends them at once.
     let holds_resources = match &cli.command {
         Command::Capture(_) | Command::Join(_) | Command::Reproduce(_) => true,
-        Command::Btree(a) => a.cmd.is_none() && a.run.backend == "os",
-        Command::Kv(a) => a.cmd.is_none() && a.run.backend != "mem",
+        Command::Btree(a) => a.cmd.is_none() && a.run.storage.backend == Some(BackendKind::Os),
+        Command::Kv(a) => a.cmd.is_none() && a.run.storage.backend == Some(BackendKind::Os),
         _ => false,
     };
     if holds_resources {

@@ -869,6 +869,23 @@ fn btree_runs_on_every_backend_and_crash_tests_pass() {
     );
     let o = flashlab(&["btree", "--store", "btrfs"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("expected as, inplace or bftl"));
+    // One backend flag group for every engine: an unknown backend is refused (it fell
+    // through to the simulated one), and each engine says which it cannot run on.
+    let o = flashlab(&["btree", "--backend", "floppy"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("mem, os, sim"), "{e}");
+    let o = flashlab(&[
+        "join",
+        "--sf",
+        "0.01",
+        "--memory",
+        "4MiB",
+        "--backend",
+        "mem",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the join needs files"));
+    let o = flashlab(&["btree", "--backend", "os"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--backend os needs --dir DIR"));
 }
 
 #[test]

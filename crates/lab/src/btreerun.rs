@@ -2,6 +2,7 @@
 //! point searches, with the read/write split of insert time, I/O counts, buffer hit
 //! ratios and file size.
 
+use crate::backend::Backend;
 use astree::asstore::{AsConfig, AsStore, Cleaning};
 use astree::bftl::BftlStore;
 use astree::cache::LruCache;
@@ -10,11 +11,9 @@ use astree::segments::{FileSegments, MemSegments, SimSegments, SingleFile};
 use astree::storage::{MemStorage, Storage};
 use astree::store::{NodeStore, StoreStats};
 use astree::BTree;
-use flash::Preset;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::Serialize;
-use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreKind {
@@ -36,21 +35,6 @@ impl std::str::FromStr for StoreKind {
 }
 
 #[derive(Debug, Clone)]
-pub enum TreeBackend {
-    Mem,
-    /// Real files in a fresh private directory made inside `dir` and removed after the
-    /// run, whatever happens; an interrupt (`cancel`) stops the run at its next I/O.
-    Os {
-        dir: PathBuf,
-        direct_io: bool,
-        cancel: trace::Cancel,
-    },
-    Sim {
-        preset: Box<Preset>,
-    },
-}
-
-#[derive(Debug, Clone)]
 pub struct BtreeSpec {
     pub store: StoreKind,
     pub fanout: usize,
@@ -61,7 +45,7 @@ pub struct BtreeSpec {
     pub bftl_max_list: usize,
     pub preload: u64,
     pub ops: u64,
-    pub backend: TreeBackend,
+    pub backend: Backend,
     pub seed: u64,
     /// AS store: segment file size, space limit and cleaning policy.
     pub segment_bytes: u64,
@@ -78,7 +62,7 @@ pub struct BtreeSpec {
 
 impl BtreeSpec {
     /// The paper's setup (8 KiB nodes, 400,000 preloaded, 100,000 timed) on `backend`.
-    pub fn new(store: StoreKind, backend: TreeBackend) -> Self {
+    pub fn new(store: StoreKind, backend: Backend) -> Self {
         BtreeSpec {
             store,
             fanout: 64,
@@ -232,7 +216,7 @@ fn measure<S: NodeStore>(
         keys.push(k);
     }
     tree.sync().map_err(e)?;
-    let virtual_time = matches!(spec.backend, TreeBackend::Sim { .. });
+    let virtual_time = matches!(spec.backend, Backend::Sim { .. });
     let (s1, io1, t1) = (
         tree.store().stats(),
         tree.store().io_time(),
@@ -347,7 +331,7 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
         ..Default::default()
     };
     match &spec.backend {
-        TreeBackend::Mem => {
+        Backend::Mem => {
             out.backend = "mem".into();
             if spec.store == StoreKind::As {
                 with_segments(MemSegments::new(), spec, &mut out)?;
@@ -355,7 +339,7 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
                 with_storage(MemStorage::new(), spec, &mut out)?;
             }
         }
-        TreeBackend::Os {
+        Backend::Os {
             dir,
             direct_io,
             cancel,
@@ -376,7 +360,7 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
                 with_storage(SingleFile(file), spec, &mut out)?;
             }
         }
-        TreeBackend::Sim { preset } => {
+        Backend::Sim { preset } => {
             out.backend = format!("sim:{}", preset.name);
             let dev = preset.build().map_err(|e| e.to_string())?;
             let logical = flash::Device::logical_bytes(&dev);

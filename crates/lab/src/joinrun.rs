@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use workloads::tpch::{self, Layout, Table};
 
 #[derive(Debug, Clone)]
-pub enum Backend {
+pub enum JoinBackend {
     /// Real files: spill files in `dir`, input tables generated (once) in `data_dir`.
     Os {
         dir: PathBuf,
@@ -45,7 +45,7 @@ pub struct JoinRunSpec {
     pub join: JoinSpec,
     pub users: u32,
     pub repeat: u32,
-    pub backend: Backend,
+    pub backend: JoinBackend,
 }
 
 /// One repetition.
@@ -201,7 +201,7 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
     };
     let pool = MemoryPool::new(spec.memory_bytes);
     match &spec.backend {
-        Backend::Os {
+        JoinBackend::Os {
             dir,
             data_dir,
             direct_io,
@@ -261,7 +261,7 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
                 progress(rep + 1);
             }
         }
-        Backend::Sim {
+        JoinBackend::Sim {
             preset,
             fs_bytes,
             alloc,

@@ -3,30 +3,17 @@
 //! them in write batches — on RAM or real files, with throughput, commits, bytes written
 //! and what compaction did.
 
+use crate::backend::Backend;
 use astree::segments::{FileSegments, MemSegments, Segments};
 use kv::ycsb::{self, UpdateSpec};
 use kv::{Db, KvConfig};
 use serde::Serialize;
-use std::path::PathBuf;
-
-#[derive(Debug, Clone)]
-pub enum KvBackend {
-    Mem,
-    /// Real files: the databases' segment files in a fresh private directory inside
-    /// `dir`, removed after the run whatever happens; an interrupt (`cancel`) stops the
-    /// run at its next I/O.
-    Os {
-        dir: PathBuf,
-        direct_io: bool,
-        cancel: trace::Cancel,
-    },
-}
 
 #[derive(Debug, Clone)]
 pub struct KvSpec {
     pub update: UpdateSpec,
     pub cfg: KvConfig,
-    pub backend: KvBackend,
+    pub backend: Backend,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -114,14 +101,14 @@ pub fn run(spec: &KvSpec) -> Result<KvResult, String> {
     };
     let e = |e: astree::TreeError| e.to_string();
     match &spec.backend {
-        KvBackend::Mem => {
+        Backend::Mem => {
             out.backend = "mem".into();
             let dbs = (0..u.dbs)
                 .map(|_| Db::open(MemSegments::new(), &spec.cfg).map_err(e))
                 .collect::<Result<Vec<_>, _>>()?;
             measure(dbs, spec, &mut out)?;
         }
-        KvBackend::Os {
+        Backend::Os {
             dir,
             direct_io,
             cancel,
@@ -137,6 +124,11 @@ pub fn run(spec: &KvSpec) -> Result<KvResult, String> {
                 dbs.push(Db::open(segments, &spec.cfg).map_err(e)?);
             }
             measure(dbs, spec, &mut out)?;
+        }
+        Backend::Sim { .. } => {
+            return Err(
+                "kv runs on --backend mem or os; on a simulated drive its concurrent writers need the shared-drive coordinator (the nosql experiment runs them in turns on simfs)".into(),
+            )
         }
     }
     Ok(out)

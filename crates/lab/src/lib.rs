@@ -2,11 +2,13 @@
 //!
 //! - [`sim`]: the `flashlab sim` driver (fill, warm up, measure).
 //! - [`experiments`]: one module per experiment of `flashlab reproduce`.
-//! - [`joinrun`]: the `flashlab join` driver (hash join on a backend, repeated).
+//! - [`joinrun`], [`btreerun`], [`kvrun`]: the `join`, `btree` and `kv` drivers, on the
+//!   [`backend`] the command line describes.
 //! - [`report`]: the HTML/SVG/CSV/JSON report writer.
 //! - [`analytic`]: closed-form models the experiments compare against.
 
 pub mod analytic;
+pub mod backend;
 pub mod btreerun;
 pub mod experiments;
 pub mod joinrun;

@@ -7,7 +7,8 @@
 //! an LRU node cache of 0–80 nodes at fanout 256 (Tables 6–7), and the file sizes.
 
 use super::{derive_seed, parallel_map, threads, Scale};
-use crate::btreerun::{self, BtreeResult, BtreeSpec, StoreKind, TreeBackend};
+use crate::backend::Backend;
+use crate::btreerun::{self, BtreeResult, BtreeSpec, StoreKind};
 use crate::report::{LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
 use astree::asstore::Cleaning;
 use flash::Preset;
@@ -50,7 +51,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
     let preset = Preset::load("ssd2011")
         .map_err(|e| e.to_string())?
         .with_capacity(8 << 30);
-    let backend = TreeBackend::Sim {
+    let backend = Backend::Sim {
         preset: Box::new(preset.clone()),
     };
     let mk = |store, fanout, buffer, cache, i: u64| Job {

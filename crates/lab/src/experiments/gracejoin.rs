@@ -9,7 +9,7 @@
 //! buffer 4 KB). Concurrent users share one simulated drive in deterministic virtual time.
 
 use super::{parallel_map, threads, Scale};
-use crate::joinrun::{self, Backend, JoinRunSpec};
+use crate::joinrun::{self, JoinBackend, JoinRunSpec};
 use crate::report::{LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
 use flash::Preset;
 use hashjoin::table::table_bytes;
@@ -66,7 +66,7 @@ fn job_spec(sf: f64, preset: &str, r: u64, w: u64, users: u32) -> Result<JoinRun
         },
         users,
         repeat: 1,
-        backend: Backend::Sim {
+        backend: JoinBackend::Sim {
             preset: Box::new(preset),
             fs_bytes: Some(16 << 30),
             alloc: AllocPolicy::Ext4Like,

@@ -10,7 +10,7 @@
 //! carries over from one repetition to the next.
 
 use super::{parallel_map, threads, Scale};
-use crate::joinrun::{self, Backend, JoinRunResult, JoinRunSpec};
+use crate::joinrun::{self, JoinBackend, JoinRunResult, JoinRunSpec};
 use crate::report::{BarPlot, LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
 use flash::Preset;
 use hashjoin::{Algorithm, JoinSpec};
@@ -101,7 +101,7 @@ pub(crate) fn join_spec(
         },
         users: 1,
         repeat,
-        backend: Backend::Sim {
+        backend: JoinBackend::Sim {
             preset: Box::new(preset),
             fs_bytes: None,
             alloc: AllocPolicy::Ext4Like,

@@ -299,7 +299,7 @@ fn one_run(
         &mut |_| {},
     )?;
     let mut spec = join_spec("mx500", sf, capacity, repeat, fallocate, discard)?;
-    if let joinrun::Backend::Sim {
+    if let joinrun::JoinBackend::Sim {
         discard: mode,
         host,
         ..
