@@ -553,20 +553,27 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     // Whatever the command did, flush the file system's dirty data while tracing.
     let synced = run("sync the file system", "sync", &["-f", &m]);
     let elapsed = started.elapsed();
-    // Let the last requests arrive (XFS and btrfs send discards from a work queue after
-    // their log commits, so they can trail the sync): wait until no event has come for
-    // 300 ms (at most 5 s), then stop tracing and drain the pipe.
-    let quiet_since = Instant::now();
-    let (mut last, mut last_change) = (bytes_read.load(Ordering::SeqCst), Instant::now());
-    while last_change.elapsed() < Duration::from_millis(300)
-        && quiet_since.elapsed() < Duration::from_secs(5)
-    {
-        std::thread::sleep(Duration::from_millis(50));
-        let now = bytes_read.load(Ordering::SeqCst);
-        if now != last {
-            (last, last_change) = (now, Instant::now());
+    // Let the last requests arrive: XFS and btrfs send discards from a work queue after
+    // their log commits, so they can trail the sync, and extents still busy in one log
+    // checkpoint are discarded after the next. So: wait until no event has come for
+    // 300 ms (at most 5 s), force the log once more, and wait again; then stop tracing and
+    // drain the pipe.
+    let wait_quiet = || {
+        let since = Instant::now();
+        let (mut last, mut last_change) = (bytes_read.load(Ordering::SeqCst), Instant::now());
+        while last_change.elapsed() < Duration::from_millis(300)
+            && since.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(50));
+            let now = bytes_read.load(Ordering::SeqCst);
+            if now != last {
+                (last, last_change) = (now, Instant::now());
+            }
         }
-    }
+    };
+    wait_quiet();
+    let synced = synced.and_then(|_| run("sync the file system", "sync", &["-f", &m]));
+    wait_quiet();
     let _ = std::fs::write(inst.join("tracing_on"), "0");
     stop.store(true, Ordering::SeqCst);
     let text = reader
