@@ -362,11 +362,7 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
         }
         Backend::Sim { preset } => {
             out.backend = format!("sim:{}", preset.name);
-            let dev = preset.build().map_err(|e| e.to_string())?;
-            let logical = flash::Device::logical_bytes(&dev);
-            let fs =
-                simfs::SimFs::mkfs(simfs::Timed::new(dev), simfs::FsConfig::for_device(logical))
-                    .map_err(|e| e.to_string())?;
+            let fs = crate::backend::simulated_fs(preset, simfs::AllocPolicy::Ext4Like)?;
             if spec.store == StoreKind::As {
                 let segments = SimSegments::on(vfs::SimVfs::new(fs), "btree", false)
                     .map_err(|e| e.to_string())?;

@@ -140,11 +140,7 @@ pub fn run(spec: &KvSpec) -> Result<KvResult, String> {
             out.backend = format!("sim:{}", preset.name);
             // Every database on one simulated drive (ext4-like simfs), the writers taking
             // turns a batch at a time, in virtual time.
-            let dev = preset.build().map_err(|e| e.to_string())?;
-            let logical = flash::Device::logical_bytes(&dev);
-            let fs =
-                simfs::SimFs::mkfs(simfs::Timed::new(dev), simfs::FsConfig::for_device(logical))
-                    .map_err(|e| e.to_string())?;
+            let fs = crate::backend::simulated_fs(preset, simfs::AllocPolicy::Ext4Like)?;
             let shared = vfs::Shared::new(vfs::SimVfs::new(fs));
             let mut dbs = Vec::new();
             for d in 0..u.dbs {

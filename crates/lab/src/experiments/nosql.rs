@@ -12,7 +12,7 @@
 
 use super::{derive_seed, Scale};
 use crate::report::{LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
-use flash::{Device, Preset};
+use flash::Preset;
 use serde_json::json;
 use trace::capture::{self, CaptureSpec, FsKind};
 
@@ -270,16 +270,7 @@ fn lfs_run(batch: u64, docs: u64, ops: u64, seed: u64) -> Result<Point, String> 
     let preset = Preset::load("840pro")
         .map_err(|e| e.to_string())?
         .with_capacity(2 << 30);
-    let dev = preset.build().map_err(|e| e.to_string())?;
-    let logical = dev.logical_bytes();
-    let fs = simfs::SimFs::mkfs(
-        simfs::Timed::new(dev),
-        simfs::FsConfig {
-            alloc: simfs::AllocPolicy::LogStructured,
-            ..simfs::FsConfig::for_device(logical)
-        },
-    )
-    .map_err(|e| e.to_string())?;
+    let fs = crate::backend::simulated_fs(&preset, simfs::AllocPolicy::LogStructured)?;
     let shared = vfs::Shared::new(vfs::SimVfs::new(fs));
     let spec = kv::ycsb::UpdateSpec {
         docs,
