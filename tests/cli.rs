@@ -197,20 +197,22 @@ fn hostile_inputs_are_clear_errors() {
         assert!(!e.contains("panicked"), "a panic: {e}");
         e
     };
+    // A short `sim` of uniform writes on `preset` with `extra` flags.
+    let sim = |preset: &str, extra: &[&str]| {
+        let mut args = vec![
+            "sim",
+            "--preset",
+            preset,
+            "--workload",
+            "uniform",
+            "--writes",
+            "0.01x",
+        ];
+        args.extend_from_slice(extra);
+        flashlab(&args)
+    };
     // A capacity that is not whole mapping units (panicked in the fill).
-    let o = flashlab(&[
-        "sim",
-        "--preset",
-        "mx500",
-        "--capacity",
-        "1073741825",
-        "--workload",
-        "uniform",
-        "--writes",
-        "0.01x",
-        "--timing",
-        "off",
-    ]);
+    let o = sim("mx500", &["--capacity", "1073741825", "--timing", "off"]);
     let e = stderr(&o);
     assert!(
         e.contains("not a multiple of the 4096-byte mapping unit"),
@@ -225,17 +227,7 @@ fn hostile_inputs_are_clear_errors() {
         );
     let bad_preset = dir.0.join("odd.toml");
     std::fs::write(&bad_preset, text).unwrap();
-    let o = flashlab(&[
-        "sim",
-        "--preset",
-        bad_preset.to_str().unwrap(),
-        "--workload",
-        "uniform",
-        "--writes",
-        "0.01x",
-        "--timing",
-        "off",
-    ]);
+    let o = sim(bad_preset.to_str().unwrap(), &["--timing", "off"]);
     let e = stderr(&o);
     assert!(e.contains("odd.toml") && e.contains("mapping unit"), "{e}");
     // An HDD whose media rate leaves less than a sector per track (divided by zero).
@@ -244,15 +236,7 @@ fn hostile_inputs_are_clear_errors() {
         .replace("media_bytes_per_s = 100000000", "media_bytes_per_s = 1");
     let slow = dir.0.join("slow.toml");
     std::fs::write(&slow, text).unwrap();
-    let o = flashlab(&[
-        "sim",
-        "--preset",
-        slow.to_str().unwrap(),
-        "--workload",
-        "uniform",
-        "--writes",
-        "0.01x",
-    ]);
+    let o = sim(slow.to_str().unwrap(), &[]);
     let e = stderr(&o);
     assert!(e.contains("media_bytes_per_s"), "{e}");
     // A file system of no blocks (panicked in mkfs).
