@@ -203,6 +203,8 @@ pub struct SimFs<D: BlockDev> {
     pub(crate) deferred: Vec<(u64, u64)>,
     /// Journal mode: runs freed since the last commit (still marked used).
     pub(crate) freed_uncommitted: Vec<(u64, u64)>,
+    /// A commit is running (an allocation inside it must not start another).
+    committing: bool,
     pub(crate) dirty_groups: BTreeSet<u32>,
     pub(crate) dirty_itable: BTreeSet<u64>,
     pub(crate) command_page: u64,
@@ -324,6 +326,7 @@ impl<D: BlockDev> SimFs<D> {
             cursor,
             deferred: Vec::new(),
             freed_uncommitted: Vec::new(),
+            committing: false,
             dirty_groups: (0..groups).collect(),
             dirty_itable: BTreeSet::new(),
             command_page,
@@ -497,6 +500,9 @@ impl<D: BlockDev> SimFs<D> {
         if self.log.is_some() {
             return self.alloc_log(n);
         }
+        if self.bitmap.free_blocks() < n && !self.freed_uncommitted.is_empty() && !self.committing {
+            self.sync()?; // as in fill_holes: the commit gives freed blocks back
+        }
         if self.bitmap.free_blocks() < n {
             return Err(SimfsError::NoSpace {
                 needed_blocks: n,
@@ -657,6 +663,15 @@ impl<D: BlockDev> SimFs<D> {
     ) -> Result<(), SimfsError> {
         let (_, holes) = self.map_range(ino, first, end);
         let needed: u64 = holes.iter().map(|&(a, b)| (b - a) as u64).sum();
+        if needed > self.bitmap.free_blocks()
+            && !self.freed_uncommitted.is_empty()
+            && !self.committing
+        {
+            // Blocks freed in the running transaction come back at its commit: force it
+            // and try again, as ext4 does on ENOSPC (fs/ext4/balloc.c,
+            // ext4_should_retry_alloc).
+            self.sync()?;
+        }
         if needed > self.bitmap.free_blocks() {
             return Err(SimfsError::NoSpace {
                 needed_blocks: needed,
@@ -1031,7 +1046,10 @@ impl<D: BlockDev> SimFs<D> {
     /// a journal commit (in journal discard mode, the extents freed since the last commit
     /// are then freed and discarded).
     pub fn sync(&mut self) -> Result<u64, SimfsError> {
-        let done = self.commit_metadata()?;
+        self.committing = true;
+        let done = self.commit_metadata();
+        self.committing = false;
+        let done = done?;
         if self.freed_uncommitted.is_empty() {
             return Ok(done);
         }

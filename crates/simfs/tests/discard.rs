@@ -339,3 +339,29 @@ fn journal_discards_wait_for_the_commit_merge_and_are_not_reused_before() {
         "online: one TRIM per extent at unlink"
     );
 }
+
+#[test]
+fn a_full_file_system_commits_to_get_back_the_blocks_freed_in_the_running_transaction() {
+    // Journal discard holds freed blocks until the next commit; an allocation that only
+    // fits with them forces that commit (ext4_should_retry_alloc) instead of failing.
+    let mut fs = fs(DiscardMode::Journal);
+    let free = fs.free_bytes();
+    let big = free / 4096 * 4096 * 3 / 4;
+    let a = fs.create("a").unwrap();
+    fs.fallocate(a, 0, big).unwrap();
+    fs.unlink("a").unwrap();
+    assert_eq!(fs.stats().trim_commands, 0, "held until a commit");
+    let b = fs.create("b").unwrap();
+    fs.fallocate(b, 0, big).unwrap();
+    assert!(
+        fs.stats().trim_commands >= 1,
+        "the forced commit discarded a's blocks"
+    );
+    fs.check_invariants().unwrap();
+    // Without anything freed to wait for, a full file system is still an error.
+    let c = fs.create("c").unwrap();
+    assert!(matches!(
+        fs.fallocate(c, 0, big),
+        Err(SimfsError::NoSpace { .. })
+    ));
+}

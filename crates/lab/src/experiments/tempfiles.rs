@@ -71,7 +71,46 @@ fn setup(scale: Scale) -> Setup {
 }
 
 fn spec(s: &Setup, d: &Drive, fallocate: bool, trim: bool) -> Result<JoinRunSpec, String> {
-    join_spec(d.preset, s.sf, s.capacity_bytes, d.repeat, fallocate, trim)
+    let mut spec = join_spec(d.preset, s.sf, s.capacity_bytes, d.repeat, fallocate, trim)?;
+    set_host(&mut spec, postgres_host(s.sf), trim);
+    Ok(spec)
+}
+
+/// The paper's temporary data per query.
+const PAPER_QUERY_BYTES: f64 = 40e9;
+
+/// The paper's host (Linux's defaults, 1 GB of DRAM), scaled down as the query is: the
+/// join spills `input / 40 GB` of the paper's data on a drive as fast as the paper's, so
+/// memory and every time constant of the host path (journal commit, dirty expiry, flusher
+/// interval) shrink by that factor. Each journal commit then covers the same share of a
+/// query as on the paper's machine, and the page cache the same share of the temp data.
+/// PostgreSQL writes its batch files through the page cache (buffered BufFiles of 8 KiB
+/// blocks).
+pub(crate) fn postgres_host(sf: f64) -> vfs::HostConfig {
+    let scale = sf * 7_500_000.0 * 128.0 / PAPER_QUERY_BYTES;
+    let linux = vfs::HostConfig::linux(1 << 30);
+    let shrink = |x: u64| (x as f64 * scale) as u64;
+    vfs::HostConfig {
+        ram_bytes: shrink(linux.ram_bytes) / 4096 * 4096,
+        journal_commit_ns: shrink(linux.journal_commit_ns),
+        dirty_expire_ns: shrink(linux.dirty_expire_ns),
+        writeback_interval_ns: shrink(linux.writeback_interval_ns),
+        ..linux
+    }
+}
+
+/// Sends `spec`'s spill files through `host`; with TRIM, ext4's `-o discard` as Linux
+/// does it: extents freed since the last journal commit are discarded after it, merged.
+pub(crate) fn set_host(spec: &mut JoinRunSpec, host: vfs::HostConfig, trim: bool) {
+    if let JoinBackend::Sim {
+        discard, host: h, ..
+    } = &mut spec.backend
+    {
+        if trim {
+            *discard = DiscardMode::Journal;
+        }
+        *h = host;
+    }
 }
 
 /// The experiment's join (paper 000's setup) on drive `preset` scaled to `capacity_bytes`.
@@ -112,7 +151,7 @@ pub(crate) fn join_spec(
             },
             prealloc: true,
             inputs_on_device: false,
-            // Not yet through the host path: the numbers stay those of earlier versions.
+            // TRIM at unlink, one per extent, with no page cache (set_host changes both).
             host: vfs::HostConfig::uncached(),
         },
     })

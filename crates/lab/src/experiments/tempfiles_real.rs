@@ -299,17 +299,7 @@ fn one_run(
         &mut |_| {},
     )?;
     let mut spec = join_spec("mx500", sf, capacity, repeat, fallocate, discard)?;
-    if let joinrun::JoinBackend::Sim {
-        discard: mode,
-        host,
-        ..
-    } = &mut spec.backend
-    {
-        if discard {
-            *mode = simfs::DiscardMode::Journal;
-        }
-        *host = vfs::HostConfig::direct_io();
-    }
+    super::tempfiles::set_host(&mut spec, vfs::HostConfig::direct_io(), discard);
     let sim = joinrun::run(&spec, &mut |_| {})?;
     Ok(Run {
         fallocate,
