@@ -137,6 +137,13 @@ impl Preset {
         self
     }
 
+    pub fn ssd_config(&self) -> Option<&SsdConfig> {
+        match &self.device {
+            DeviceConfig::Ssd(c) => Some(c),
+            DeviceConfig::Hdd(_) => None,
+        }
+    }
+
     pub fn ssd_config_mut(&mut self) -> Option<&mut SsdConfig> {
         match &mut self.device {
             DeviceConfig::Ssd(c) => Some(c),

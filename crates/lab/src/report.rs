@@ -189,10 +189,47 @@ impl Table {
 /// A claim checked against the run's numbers.
 #[derive(Debug, Clone, Serialize)]
 pub struct Verdict {
+    /// The numbers a script reads (id, role, ours, paper, tolerance), where given.
+    #[serde(flatten)]
+    pub score: Option<Score>,
     pub claim: String,
     pub reference: String,
     pub measured: String,
     pub holds: bool,
+}
+
+/// What a verdict's number is to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The reference number set a model parameter: the verdict holds by construction.
+    Calibrated,
+    /// No parameter was set from it: the model predicts it.
+    Predicted,
+    /// A check of the model (against theory or its own limits), not a paper's finding.
+    Check,
+}
+
+/// A verdict's numbers: `ours` and `paper` in the same unit (null where the claim is an
+/// ordering); it holds when `|ours - paper| <= tolerance * paper`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Score {
+    /// Stable and unique across the report: `<experiment>.<finding>`, kebab-case.
+    pub id: String,
+    pub role: Role,
+    pub ours: Option<f64>,
+    pub paper: Option<f64>,
+    pub tolerance: Option<f64>,
+}
+
+impl Score {
+    /// Whether `ours` lies within the tolerance of `paper` (false if either is missing).
+    pub fn within(&self) -> bool {
+        match (self.ours, self.paper, self.tolerance) {
+            (Some(o), Some(p), Some(t)) => o.is_finite() && (o - p).abs() <= t * p.abs(),
+            _ => false,
+        }
+    }
 }
 
 /// Where a reference number enters the model: used to set a parameter (calibrated), or
@@ -485,6 +522,35 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(t.to_csv(), "a,b\n\"1,5\",\"say \"\"hi\"\"\"\n");
+    }
+
+    #[test]
+    fn a_score_holds_within_its_tolerance_of_the_paper_and_serialises_flat() {
+        let score = |ours: Option<f64>| Score {
+            id: "x.y".into(),
+            role: Role::Predicted,
+            ours,
+            paper: Some(2.7),
+            tolerance: Some(0.3),
+        };
+        assert!(score(Some(2.7)).within());
+        assert!(score(Some(3.5)).within()); // 3.51 is the edge
+        assert!(!score(Some(3.6)).within());
+        assert!(!score(Some(1.8)).within());
+        assert!(!score(Some(f64::NAN)).within());
+        assert!(!score(None).within(), "an ordering has no number to be near");
+        let v = Verdict {
+            score: Some(score(Some(1.37))),
+            claim: "c".into(),
+            reference: "r".into(),
+            measured: "m".into(),
+            holds: false,
+        };
+        let j = serde_json::to_value(&v).unwrap();
+        assert_eq!(j["id"], "x.y");
+        assert_eq!(j["role"], "predicted");
+        assert_eq!(j["paper"], 2.7);
+        assert_eq!(j["holds"], false);
     }
 
     #[test]

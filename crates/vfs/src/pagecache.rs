@@ -69,7 +69,8 @@ impl HostConfig {
     }
 
     /// No page cache and no timed journal commits: every call goes to the drive when it
-    /// is made, metadata at syncs (simfs as it was before the host path).
+    /// is made, metadata at syncs: O_DIRECT on a raw device (paper 001's path), or simfs
+    /// as it was before the host path.
     pub fn uncached() -> HostConfig {
         HostConfig {
             page_cache: false,

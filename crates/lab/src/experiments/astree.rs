@@ -395,6 +395,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
     let bftl = |f| get(StoreKind::Bftl, f, 1, 0);
     let verdicts = vec![
         Verdict {
+            score: None,
             claim:
                 "The AS B-tree (buffer 32) inserts faster than the in-place B-tree at every fanout"
                     .into(),
@@ -415,6 +416,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
                 .all(|&f| as32(f).insert_s < inplace(f).insert_s),
         },
         Verdict {
+            score: None,
             claim: "A larger write buffer speeds AS inserts (buffer 1 → 32)".into(),
             reference: "108→90, 76→63, 68→61 s".into(),
             measured: FANOUTS
@@ -433,6 +435,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
                 .all(|&f| as32(f).insert_s < get(StoreKind::As, f, 1, 0).insert_s),
         },
         Verdict {
+            score: None,
             claim: "BFTL inserts slowest of the three".into(),
             reference: "184/149/143 s".into(),
             measured: FANOUTS
@@ -445,6 +448,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
             }),
         },
         Verdict {
+            score: None,
             claim: "Searches: AS ≈ B-tree (within 10%), BFTL slower".into(),
             reference: "AS ≈ 84/57/56 s; BFTL 120/90/88 s".into(),
             measured: FANOUTS
@@ -465,6 +469,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
             }),
         },
         Verdict {
+            score: None,
             claim: "F=256, buffer 32: AS spends at most half the in-place B-tree's write time"
                 .into(),
             reference: "5 s vs 10 s".into(),
@@ -476,6 +481,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
             holds: as32(256).insert_write_s <= 0.5 * inplace(256).insert_write_s,
         },
         Verdict {
+            score: None,
             claim: "An LRU cache speeds every store, and the AS B-tree stays fastest with it"
                 .into(),
             reference: "AS 61→31 s, B-tree 78→46, BFTL 143→117".into(),
@@ -494,6 +500,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
                     < get(StoreKind::InPlace, 256, 1, 80).insert_s,
         },
         Verdict {
+            score: None,
             claim: "File size: the in-place B-tree is smallest, the AS log larger, BFTL largest"
                 .into(),
             reference: "22.4 MB / 642 MB / 1615 MB (F=256)".into(),
@@ -507,6 +514,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
                 && as32(256).file_bytes < bftl(256).file_bytes,
         },
         Verdict {
+            score: None,
             claim: "With segment cleaning the AS file stays a few segments above the live tree (under 10% of the uncleaned log); without it, it grows with every insert (≥ 1.8× from half to all inserts)".into(),
             reference: "600–700 MB up to 1,000,000 inserts with cleaning; 642 MB at 500k without".into(),
             measured: format!(
@@ -523,6 +531,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
             },
         },
         Verdict {
+            score: None,
             claim: "flashlab's cost-benefit cleaning keeps the AS files within 1.5× the live node bytes".into(),
             reference: "issue 5's goal (the paper's 128 MB segments leave ~30× at its scale)".into(),
             measured: format!(

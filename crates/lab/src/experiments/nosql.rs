@@ -209,18 +209,21 @@ pub fn run(scale: Scale, seed: u64, cancel: &trace::Cancel) -> Result<Section, S
         .collect();
     let verdicts = vec![
         Verdict {
+            score: None,
             claim: "Throughput rises steeply with the write batch: ≥ 10× from 1 to 256 documents per commit on every file system".into(),
             reference: "~20–25× (ext4 501→11,694; XFS 554→13,172)".into(),
             measured: FILE_SYSTEMS.iter().map(|f| format!("{} {:.1}×", f.name(), rise(f.name()))).collect::<Vec<_>>().join(", "),
             holds: FILE_SYSTEMS.iter().all(|f| rise(f.name()) >= 10.0),
         },
         Verdict {
+            score: None,
             claim: "No file system wins at every batch size".into(),
             reference: "XFS wins at 1 and 256, F2FS at 4 and 64, XFS at 16".into(),
             measured: format!("winners at 1/4/16/64/256: {}", winners.join("/")),
             holds: winners.iter().any(|w| *w != winners[0]),
         },
         Verdict {
+            score: None,
             claim: "The file systems differ by 4.5%–36.4% at a batch size".into(),
             reference: "4.5%–36.4%".into(),
             measured: spreads.iter().map(|s| format!("{s:.1}%")).collect::<Vec<_>>().join(", "),

@@ -233,6 +233,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
         .collect();
     let verdicts = vec![
         Verdict {
+            score: None,
             claim: "FIFO cleaning under uniform random writes follows the analytic model within 3% at every over-provisioning".into(),
             reference: format!(
                 "WAF = α/(α + W₀(−αe^−α)), α = 1 + op: {}",
@@ -242,6 +243,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
             holds: fifo_max_err <= 3.0,
         },
         Verdict {
+            score: None,
             claim: "Greedy victim choice never amplifies more than FIFO under uniform writes".into(),
             reference: "greedy ≤ FIFO (Desnoyers 2012; greedy is near-optimal without locality)".into(),
             measured: OPS
@@ -252,12 +254,14 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
             holds: greedy_not_above_fifo,
         },
         Verdict {
+            score: None,
             claim: "Under hot/cold skew, cost-benefit cleaning amplifies less than greedy on average over the sweep".into(),
             reference: "cost-benefit < greedy for skewed writes (Rosenblum & Ousterhout 1992)".into(),
             measured: format!("mean cost-benefit/greedy WAF ratio {mean_skew_ratio:.3}"),
             holds: mean_skew_ratio < 1.0,
         },
         Verdict {
+            score: None,
             claim: "Locality hurts greedy cleaning: hot/cold 90/10 writes amplify more than uniform writes at every over-provisioning".into(),
             reference: "greedy does worse with locality than without (Rosenblum & Ousterhout 1992, LFS simulations; Desnoyers 2012)".into(),
             measured: format!(
