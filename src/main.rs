@@ -738,32 +738,17 @@ fn cmd_join(a: JoinArgs) -> Result<()> {
     let started = Instant::now();
     let storage = a.storage.resolve(BackendKind::Os, None)?;
     let simulated = storage.virtual_time();
-    let backend = match storage {
-        lab::backend::Backend::Mem => {
-            bail!("the join needs files: --backend os (real files in --dir) or sim (--preset)")
-        }
-        lab::backend::Backend::Os {
-            dir,
-            direct_io,
-            cancel,
-        } => lab::joinrun::JoinBackend::Os {
-            data_dir: a.data_dir.clone().unwrap_or_else(|| dir.clone()),
-            dir,
-            direct_io,
-            cap_bytes: a.spill_cap,
-            cancel,
-        },
-        lab::backend::Backend::Sim { preset } => lab::joinrun::JoinBackend::Sim {
-            preset,
-            fs_bytes: None,
-            alloc: a.alloc,
-            discard: a.discard,
-            prealloc: a.prealloc,
-            inputs_on_device: a.inputs_on_device,
-            host: match a.host_ram {
-                Some(ram) => vfs::HostConfig::linux(ram),
-                None => vfs::HostConfig::uncached(),
-            },
+    let join_storage = lab::joinrun::JoinStorage {
+        data_dir: a.data_dir.clone(),
+        spill_cap_bytes: a.spill_cap,
+        fs_bytes: None,
+        alloc: a.alloc,
+        discard: a.discard,
+        prealloc: a.prealloc,
+        inputs_on_device: a.inputs_on_device,
+        host: match a.host_ram {
+            Some(ram) => vfs::HostConfig::linux(ram),
+            None => vfs::HostConfig::uncached(),
         },
     };
     let spec = lab::joinrun::JoinRunSpec {
@@ -781,7 +766,8 @@ fn cmd_join(a: JoinArgs) -> Result<()> {
         },
         users: a.users,
         repeat: a.repeat,
-        backend,
+        backend: storage,
+        storage: join_storage,
     };
     let pb = progress_bar(a.repeat as u64, "join");
     let r = lab::joinrun::run(&spec, &mut |n| pb.set_position(n as u64));

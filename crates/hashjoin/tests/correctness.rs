@@ -97,8 +97,10 @@ fn every_algorithm_and_memory_size_gives_the_right_answer() {
         for algorithm in [Algorithm::Grace, Algorithm::Hybrid] {
             for memory in [256u64 << 10, 1 << 20, 4 << 20, 64 << 20] {
                 let mut store = MemStore::default();
-                let o = store.add_input(encode(&orders, layout));
-                let l = store.add_input(encode(&lines, layout));
+                let o = store.add_input("orders", &encode(&orders, layout)).unwrap();
+                let l = store
+                    .add_input("lineitem", &encode(&lines, layout))
+                    .unwrap();
                 let (a, b) = inputs(o, l, &orders, &lines, layout, 0);
                 let pool = MemoryPool::new(memory);
                 let r = hash_join(&mut store, &pool, &spec(algorithm), a, b).unwrap();
@@ -165,8 +167,12 @@ fn skew_falls_back_to_nested_loops_without_running_out_of_memory() {
     }));
     let want = expected(&orders, &lines);
     let mut store = MemStore::default();
-    let o = store.add_input(encode(&orders, Layout::Columns));
-    let l = store.add_input(encode(&lines, Layout::Columns));
+    let o = store
+        .add_input("orders", &encode(&orders, Layout::Columns))
+        .unwrap();
+    let l = store
+        .add_input("lineitem", &encode(&lines, Layout::Columns))
+        .unwrap();
     let (a, b) = inputs(o, l, &orders, &lines, Layout::Columns, 0);
     let pool = MemoryPool::new(200 << 10);
     let r = hash_join(&mut store, &pool, &spec(Algorithm::Grace), a, b).unwrap();
@@ -180,8 +186,12 @@ fn memory_too_small_is_a_clear_error() {
     let orders: Vec<Record> = rows(Table::Orders, 0.001).collect();
     let lines: Vec<Record> = rows(Table::Lineitem, 0.001).collect();
     let mut store = MemStore::default();
-    let o = store.add_input(encode(&orders, Layout::Columns));
-    let l = store.add_input(encode(&lines, Layout::Columns));
+    let o = store
+        .add_input("orders", &encode(&orders, Layout::Columns))
+        .unwrap();
+    let l = store
+        .add_input("lineitem", &encode(&lines, Layout::Columns))
+        .unwrap();
     let (a, b) = inputs(o, l, &orders, &lines, Layout::Columns, 0);
     let err = hash_join(
         &mut store,
@@ -209,8 +219,8 @@ fn table_inputs(
     orders_rows: u64,
     lineitem_rows: u64,
 ) -> (Input, Input) {
-    let o = store.open_input(&data.join("orders.tbl")).unwrap();
-    let l = store.open_input(&data.join("lineitem.tbl")).unwrap();
+    let o = store.open_input_path(&data.join("orders.tbl")).unwrap();
+    let l = store.open_input_path(&data.join("lineitem.tbl")).unwrap();
     let input = |file, rows, relation| Input {
         file,
         offset_bytes: 64,
@@ -267,7 +277,7 @@ fn os_backend_uses_real_files_and_removes_them() {
     let lines: Vec<Record> = rows(Table::Lineitem, 0.01).collect();
     let want = expected(&orders, &lines);
     for fallocate in [false, true] {
-        let mut store = OsStore::new(&dir, false, None, Cancel::new()).unwrap();
+        let mut store = OsStore::in_dir(&dir, false, None, Cancel::new()).unwrap();
         let (a, b) = table_inputs(&mut store, &data, ho.rows, hl.rows);
         let mut s = spec(Algorithm::Grace);
         s.fallocate = fallocate;
@@ -283,7 +293,7 @@ fn os_backend_uses_real_files_and_removes_them() {
     }
     // A cap smaller than the spill volume: a clear error, and nothing left behind.
     {
-        let mut store = OsStore::new(&dir, false, Some(1 << 20), Cancel::new()).unwrap();
+        let mut store = OsStore::in_dir(&dir, false, Some(1 << 20), Cancel::new()).unwrap();
         let (a, b) = table_inputs(&mut store, &data, ho.rows, hl.rows);
         let err = hash_join(
             &mut store,
@@ -303,7 +313,7 @@ fn os_backend_uses_real_files_and_removes_them() {
     // An interrupt: the join stops with Interrupted and its files are gone.
     {
         let cancel = Cancel::new();
-        let mut store = OsStore::new(&dir, false, None, cancel.clone()).unwrap();
+        let mut store = OsStore::in_dir(&dir, false, None, cancel.clone()).unwrap();
         let (a, b) = table_inputs(&mut store, &data, ho.rows, hl.rows);
         let f = store.create().unwrap();
         store.append(f, &[1u8; 4096]).unwrap();
@@ -335,17 +345,17 @@ fn os_backend_uses_real_files_and_removes_them() {
     );
     std::fs::write(dir.join("flashlab-spill-0123456789abcdef-0.tmp"), b"x").unwrap();
     std::fs::write(dir.join("flashlab-spill-999999999-3.tmp"), b"x").unwrap();
-    let store = OsStore::new(&dir, false, None, Cancel::new()).unwrap();
+    let store = OsStore::in_dir(&dir, false, None, Cancel::new()).unwrap();
     assert_eq!(store.stale_removed, 1, "only the lock-less run's file");
     assert!(dir.join("flashlab-spill-0123456789abcdef-0.tmp").exists());
     drop(store);
     drop(held);
-    let store = OsStore::new(&dir, false, None, Cancel::new()).unwrap();
+    let store = OsStore::in_dir(&dir, false, None, Cancel::new()).unwrap();
     assert_eq!(store.stale_removed, 1, "the released run's file");
     assert!(!live_lock.exists(), "and its lock file");
     drop(store);
     assert!(
-        OsStore::new(&dir.join("missing"), false, None, Cancel::new())
+        OsStore::in_dir(&dir.join("missing"), false, None, Cancel::new())
             .err()
             .unwrap()
             .to_string()
@@ -368,12 +378,12 @@ fn sim_backend_times_spill_io_on_a_drive() {
             .unwrap();
         let mut cfg = simfs::FsConfig::new(2 << 30);
         cfg.discard = discard;
-        let mut store = SimStore::new(dev, cfg).unwrap();
+        let mut store = SimStore::simulated(dev, cfg, vfs::HostConfig::uncached()).unwrap();
         let o = store
-            .add_input("orders", encode(&orders, Layout::Columns))
+            .add_input("orders", &encode(&orders, Layout::Columns))
             .unwrap();
         let l = store
-            .add_input("lineitem", encode(&lines, Layout::Columns))
+            .add_input("lineitem", &encode(&lines, Layout::Columns))
             .unwrap();
         store.start_clock();
         let (a, b) = inputs(o, l, &orders, &lines, Layout::Columns, 0);

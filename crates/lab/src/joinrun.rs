@@ -1,40 +1,53 @@
 //! `flashlab join`: the hash join of ORDERS and LINEITEM on a chosen backend, repeated,
 //! with per-repetition and per-phase times. The experiments of papers 000 and 001 call it.
 
-use flash::{Device, Preset};
-use hashjoin::store::{FileId, OsStore, SharedSim, SimStore, Store};
+use crate::backend::Backend;
+use flash::Device;
+use hashjoin::store::{FileId, OsStore, Store, VfsStore};
 use hashjoin::{hash_join, Input, JoinError, JoinResult, JoinSpec, MemoryPool, Relation};
 use serde::Serialize;
 use simfs::{AllocPolicy, DiscardMode, FsConfig};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
+use vfs::{OpenMode, Vfs};
 use workloads::tpch::{self, Layout, Table};
 
+/// The join's own storage settings, beside the backend.
 #[derive(Debug, Clone)]
-pub enum JoinBackend {
-    /// Real files: spill files in `dir`, input tables generated (once) in `data_dir`.
-    Os {
-        dir: PathBuf,
-        data_dir: PathBuf,
-        direct_io: bool,
-        cap_bytes: Option<u64>,
-        /// Cancelled by an interrupt: the run stops and removes its spill files.
-        cancel: trace::Cancel,
-    },
-    /// simfs on a simulated drive; inputs on the drive (timed) or off it.
-    Sim {
-        preset: Box<Preset>,
-        fs_bytes: Option<u64>,
-        alloc: AllocPolicy,
-        discard: DiscardMode,
-        /// simfs's mballoc-style preallocation windows (buffered writes) or none (O_DIRECT).
-        prealloc: bool,
-        inputs_on_device: bool,
-        /// The host path the spill files go through (uncached: every call reaches the
-        /// drive when made).
-        host: vfs::HostConfig,
-    },
+pub struct JoinStorage {
+    /// os: where the input tables are generated and kept (None: the spill directory).
+    pub data_dir: Option<PathBuf>,
+    /// os: most bytes the run's spill files may hold.
+    pub spill_cap_bytes: Option<u64>,
+    /// sim: simfs's size (None: 90% of the drive).
+    pub fs_bytes: Option<u64>,
+    pub alloc: AllocPolicy,
+    pub discard: DiscardMode,
+    /// sim: simfs's mballoc-style preallocation windows (buffered writes) or none
+    /// (O_DIRECT).
+    pub prealloc: bool,
+    /// sim: the input tables on the drive (timed) or off it.
+    pub inputs_on_device: bool,
+    /// sim: the host path the spill files go through.
+    pub host: vfs::HostConfig,
+}
+
+impl Default for JoinStorage {
+    /// No cap, simfs ext4-like on 90% of the drive without discards or preallocation,
+    /// inputs off the drive, every call reaching the drive when made.
+    fn default() -> Self {
+        JoinStorage {
+            data_dir: None,
+            spill_cap_bytes: None,
+            fs_bytes: None,
+            alloc: AllocPolicy::Ext4Like,
+            discard: DiscardMode::None,
+            prealloc: false,
+            inputs_on_device: false,
+            host: vfs::HostConfig::uncached(),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -45,7 +58,8 @@ pub struct JoinRunSpec {
     pub join: JoinSpec,
     pub users: u32,
     pub repeat: u32,
-    pub backend: JoinBackend,
+    pub backend: Backend,
+    pub storage: JoinStorage,
 }
 
 /// One repetition.
@@ -200,15 +214,20 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
         ..Default::default()
     };
     let pool = MemoryPool::new(spec.memory_bytes);
+    let st = &spec.storage;
+    out.backend = spec.backend.label();
     match &spec.backend {
-        JoinBackend::Os {
+        Backend::Mem => {
+            return Err(
+                "the join needs files: --backend os (real files in --dir) or sim (--preset)".into(),
+            )
+        }
+        Backend::Os {
             dir,
-            data_dir,
             direct_io,
-            cap_bytes,
             cancel,
         } => {
-            out.backend = format!("os:{}", dir.display());
+            let data_dir = st.data_dir.as_ref().unwrap_or(dir);
             for (what, d) in [("spill directory", dir), ("data directory", data_dir)] {
                 if !d.is_dir() {
                     return Err(format!(
@@ -224,23 +243,11 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
                 let results: Vec<Result<(JoinResult, u64), String>> =
                     for_each_user(spec.users, |_| {
                         let mut store =
-                            OsStore::new(dir, *direct_io, *cap_bytes, cancel.clone()).map_err(e)?;
-                        let o = store.open_input(&op).map_err(e)?;
-                        let l = store.open_input(&lp).map_err(e)?;
-                        let a = Input {
-                            file: o,
-                            offset_bytes: tpch::HEADER_BYTES as u64,
-                            rows: oh.rows,
-                            layout: spec.layout,
-                            relation: Relation::Orders,
-                        };
-                        let b = Input {
-                            file: l,
-                            offset_bytes: tpch::HEADER_BYTES as u64,
-                            rows: lh.rows,
-                            layout: spec.layout,
-                            relation: Relation::Lineitem,
-                        };
+                            OsStore::in_dir(dir, *direct_io, st.spill_cap_bytes, cancel.clone())
+                                .map_err(e)?;
+                        let o = store.open_input_path(&op).map_err(e)?;
+                        let l = store.open_input_path(&lp).map_err(e)?;
+                        let (a, b) = inputs(spec, (o, oh.rows), (l, lh.rows), tpch::HEADER_BYTES);
                         let r = hash_join(&mut store, &pool, &spec.join, a, b).map_err(e)?;
                         Ok((r, store.stale_removed))
                     });
@@ -261,64 +268,51 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
                 progress(rep + 1);
             }
         }
-        JoinBackend::Sim {
-            preset,
-            fs_bytes,
-            alloc,
-            discard,
-            prealloc,
-            inputs_on_device,
-            host,
-        } => {
-            out.backend = format!("sim:{}", preset.name);
+        Backend::Sim { preset } => {
             let dev = preset.build().map_err(|e| e.to_string())?;
             let logical = dev.logical_bytes();
-            let mut cfg = match fs_bytes {
-                Some(b) => FsConfig::new(*b),
+            let mut cfg = match st.fs_bytes {
+                Some(b) => FsConfig::new(b),
                 None => FsConfig::for_device(logical),
             };
-            cfg.alloc = *alloc;
-            cfg.discard = *discard;
-            cfg.prealloc = *prealloc;
-            let mut store = SimStore::with_host(dev, cfg, host.clone()).map_err(e)?;
+            cfg.alloc = st.alloc;
+            cfg.discard = st.discard;
+            cfg.prealloc = st.prealloc;
+            let fs = simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg).map_err(|x| x.to_string())?;
+            let mut drive = vfs::SimVfs::with_host(fs, st.host.clone());
             let od = table_data(Table::Orders, spec.sf, spec.layout);
             let ld = table_data(Table::Lineitem, spec.sf, spec.layout);
             let rb = spec.layout.record_bytes() as u64;
-            let (o, l): (FileId, FileId) = if *inputs_on_device {
-                (
-                    store.add_input("orders", od.to_vec()).map_err(e)?,
-                    store.add_input("lineitem", ld.to_vec()).map_err(e)?,
-                )
-            } else {
-                (
-                    store.add_offdevice_input("orders", od.to_vec()),
-                    store.add_offdevice_input("lineitem", ld.to_vec()),
-                )
-            };
-            store.start_clock();
-            let a = Input {
-                file: o,
-                offset_bytes: 0,
-                rows: od.len() as u64 / rb,
-                layout: spec.layout,
-                relation: Relation::Orders,
-            };
-            let b = Input {
-                file: l,
-                offset_bytes: 0,
-                rows: ld.len() as u64 / rb,
-                layout: spec.layout,
-                relation: Relation::Lineitem,
-            };
-            let shared = SharedSim::new(store, spec.users as usize);
+            if st.inputs_on_device {
+                for (name, bytes) in [("orders", &od), ("lineitem", &ld)] {
+                    write_input(&mut drive, name, bytes).map_err(|x| x.to_string())?;
+                }
+            }
+            drive.start_measuring();
+            let turns = vfs::Turns::new(drive, spec.users as usize);
+            let rows = (od.len() as u64 / rb, ld.len() as u64 / rb);
             for rep in 0..spec.repeat {
-                let before = shared.with_store(|s| s.device_stats());
-                shared.start_round();
-                // Each user joins in its own thread; the shared drive orders their I/O in
-                // virtual time, so the result does not depend on thread scheduling.
+                let before = turns.with_vfs(|v| v.fs().device().dev.stats());
+                turns.start_round();
+                // Each user joins in its own thread with its own store; the shared drive
+                // orders their I/O in virtual time, so the result does not depend on
+                // thread scheduling.
                 let results: Vec<Result<(JoinResult, u64), String>> =
                     for_each_user(spec.users, |u| {
-                        let mut store = shared.user(u);
+                        let mut store = VfsStore::on(turns.user(u), "the simulated drive", None)
+                            .with_prefix(&format!("flashlab-spill-user{u}-"));
+                        let (o, l) = if st.inputs_on_device {
+                            (
+                                store.open_input("orders").map_err(e)?,
+                                store.open_input("lineitem").map_err(e)?,
+                            )
+                        } else {
+                            (
+                                store.add_memory_input("orders", &od).map_err(e)?,
+                                store.add_memory_input("lineitem", &ld).map_err(e)?,
+                            )
+                        };
+                        let (a, b) = inputs(spec, (o, rows.0), (l, rows.1), 0);
                         let r = hash_join(&mut store, &pool, &spec.join, a, b).map_err(e)?;
                         Ok((r, store.elapsed_ns()))
                     });
@@ -333,9 +327,9 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
                     }
                 }
                 // Deferred discards run after the query.
-                let after = shared.with_store(|s| -> Result<flash::DeviceStats, String> {
-                    s.vfs.fs_mut().fstrim().map_err(|x| x.to_string())?;
-                    Ok(s.device_stats())
+                let after = turns.with_vfs(|v| -> Result<flash::DeviceStats, String> {
+                    v.fs_mut().fstrim().map_err(|x| x.to_string())?;
+                    Ok(v.fs().device().dev.stats())
                 })?;
                 let host = after.host_write_pages - before.host_write_pages;
                 let flash_pages = after.flash_write_pages - before.flash_write_pages;
@@ -356,4 +350,33 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
         0.0
     };
     Ok(out)
+}
+
+/// The join's two inputs: ORDERS and LINEITEM, `(file, rows)` each, records from `offset`.
+fn inputs(
+    spec: &JoinRunSpec,
+    orders: (FileId, u64),
+    lineitem: (FileId, u64),
+    offset: usize,
+) -> (Input, Input) {
+    let input = |(file, rows): (FileId, u64), relation| Input {
+        file,
+        offset_bytes: offset as u64,
+        rows,
+        layout: spec.layout,
+        relation,
+    };
+    (
+        input(orders, Relation::Orders),
+        input(lineitem, Relation::Lineitem),
+    )
+}
+
+/// Writes `bytes` as file `name` of `drive`, durably.
+fn write_input(drive: &mut vfs::SimVfs, name: &str, bytes: &[u8]) -> Result<(), vfs::VfsError> {
+    let fd = drive.open(name, OpenMode::create_new())?;
+    drive.write_at(fd, 0, bytes)?;
+    drive.sync_files(&[fd], true)?;
+    drive.close(fd);
+    Ok(())
 }

@@ -538,7 +538,10 @@ mod tests {
         assert!(!score(Some(3.6)).within());
         assert!(!score(Some(1.8)).within());
         assert!(!score(Some(f64::NAN)).within());
-        assert!(!score(None).within(), "an ordering has no number to be near");
+        assert!(
+            !score(None).within(),
+            "an ordering has no number to be near"
+        );
         let v = Verdict {
             score: Some(score(Some(1.37))),
             claim: "c".into(),

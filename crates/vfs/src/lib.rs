@@ -10,7 +10,7 @@
 //!   prefix of the metadata operations and any subset of the writes, torn at sector
 //!   granularity; lost and failing fsyncs), for the crash tests;
 //! - [`SimVfs`]: files of simfs on a simulated drive, in virtual time ([`Shared`] lets
-//!   several users in one thread share one).
+//!   several users in one thread share one, [`Turns`] several threads, deterministically).
 //!
 //! Names are plain file names (no `/`), relative to the directory the implementation
 //! stands for.
@@ -20,11 +20,13 @@ pub mod os;
 pub mod pagecache;
 pub mod readahead;
 pub mod sim;
+pub mod turns;
 
 pub use mem::{CrashModel, CrashPlan, Fate, Image, MemVfs, SECTOR_BYTES};
 pub use os::OsVfs;
 pub use pagecache::HostConfig;
 pub use sim::{Shared, SimDrive, SimVfs};
+pub use turns::{Turns, UserVfs, VirtualClock};
 
 use thiserror::Error;
 
@@ -140,6 +142,9 @@ pub trait Vfs {
     }
     /// The clock: wall time since the file system was opened, or virtual time.
     fn now_ns(&self) -> u64;
+    /// Host time passes without I/O (computation): virtual clocks move on by `ns`; real
+    /// ones need nothing (the computation took real time).
+    fn think(&mut self, _ns: u64) {}
     /// Time spent in I/O so far (zero where not measured).
     fn io_time(&self) -> IoTime {
         IoTime::default()

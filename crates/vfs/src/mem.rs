@@ -203,11 +203,23 @@ pub struct MemVfs {
     /// Writes successful syncs made durable since [`MemVfs::clear_synced_writes`]:
     /// (file, offset, bytes).
     synced: Vec<(String, u64, u64)>,
+    /// No crash model ([`MemVfs::volatile`]): when it was made.
+    volatile: Option<std::time::Instant>,
 }
 
 impl MemVfs {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Files in RAM without the crash model: nothing is kept for durability, so each byte
+    /// is held once and syncs do nothing (a crash cannot be asked for); the clock is the
+    /// wall clock since now.
+    pub fn volatile() -> Self {
+        MemVfs {
+            volatile: Some(std::time::Instant::now()),
+            ..Self::default()
+        }
     }
 
     /// Files holding exactly `image`, all durable.
@@ -429,7 +441,9 @@ impl MemVfs {
 
     fn issue(&mut self, op: Op) {
         self.live.apply(&op, None);
-        self.pending.push(op);
+        if self.volatile.is_none() {
+            self.pending.push(op);
+        }
     }
 
     fn ino(&self, fd: Fd) -> Ino {
@@ -595,8 +609,9 @@ impl Vfs for MemVfs {
         self.live.names.contains_key(name)
     }
 
+    /// Volatile: wall time since it was made; with the crash model: always 0.
     fn now_ns(&self) -> u64 {
-        0
+        self.volatile.map_or(0, |t| t.elapsed().as_nanos() as u64)
     }
 }
 

@@ -63,6 +63,11 @@ impl OsVfs {
         })
     }
 
+    /// The token that stops this file system's calls, if any.
+    pub fn cancel(&self) -> Option<&Cancel> {
+        self.cancel.as_ref()
+    }
+
     /// Every later call fails with [`VfsError::Interrupted`] once `cancel` is cancelled.
     pub fn with_cancel(mut self, cancel: Cancel) -> OsVfs {
         self.cancel = Some(cancel);

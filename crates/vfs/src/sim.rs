@@ -21,6 +21,7 @@
 use crate::pagecache::{HostConfig, PageCache, Run, PAGE_BYTES};
 use crate::readahead::{Readahead, Window};
 use crate::{check_name, Fd, IoTime, OpenMode, Vfs, VfsError};
+use flash::Device;
 use simfs::fs::Ino;
 use simfs::{SimFs, SimfsError, Timed};
 use std::collections::{HashMap, HashSet};
@@ -93,9 +94,14 @@ impl SimVfs {
         }
     }
 
-    /// Host time passes without I/O (computation); the flusher keeps its schedule.
-    pub fn think(&mut self, ns: u64) {
-        self.fs.device_mut().think(ns);
+    /// Waits until the drive is idle and clears its counters: measuring starts now.
+    pub fn start_measuring(&mut self) {
+        let dev = self.fs.device_mut();
+        let idle = dev.dev.settle();
+        if idle > dev.now_ns {
+            dev.think(idle - dev.now_ns);
+        }
+        dev.dev.reset_stats();
     }
 
     /// Dirty pages in the page cache.
@@ -527,8 +533,29 @@ impl Vfs for SimVfs {
         self.fs.device().now_ns
     }
 
+    /// Host time passes without I/O; the flusher keeps its schedule.
+    fn think(&mut self, ns: u64) {
+        self.fs.device_mut().think(ns);
+    }
+
     fn io_time(&self) -> IoTime {
         self.io
+    }
+}
+
+impl crate::VirtualClock for SimVfs {
+    fn last_issue_ns(&self) -> u64 {
+        self.fs.device().last_issue_ns
+    }
+
+    fn issue_at(&mut self, t: u64) {
+        let dev = self.fs.device_mut();
+        assert!(
+            t >= dev.last_issue_ns,
+            "submissions go in time order: {t} ns is before the last one at {} ns",
+            dev.last_issue_ns
+        );
+        dev.now_ns = t;
     }
 }
 
@@ -629,6 +656,9 @@ impl<V: Vfs> Vfs for Shared<V> {
     }
     fn now_ns(&self) -> u64 {
         self.inner.borrow().now_ns()
+    }
+    fn think(&mut self, ns: u64) {
+        self.inner.borrow_mut().think(ns)
     }
     fn io_time(&self) -> IoTime {
         self.io

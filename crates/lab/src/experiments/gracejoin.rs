@@ -9,13 +9,13 @@
 //! buffer 4 KB). Concurrent users share one simulated drive in deterministic virtual time.
 
 use super::{parallel_map, threads, Scale};
-use crate::joinrun::{self, JoinBackend, JoinRunSpec};
+use crate::backend::Backend;
+use crate::joinrun::{self, JoinRunSpec, JoinStorage};
 use crate::report::{LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
 use flash::Preset;
 use hashjoin::table::table_bytes;
 use hashjoin::{Algorithm, JoinSpec};
 use serde_json::json;
-use simfs::{AllocPolicy, DiscardMode};
 use workloads::tpch::Layout;
 
 const MIB: u64 = 1 << 20;
@@ -66,16 +66,16 @@ fn job_spec(sf: f64, preset: &str, r: u64, w: u64, users: u32) -> Result<JoinRun
         },
         users,
         repeat: 1,
-        backend: JoinBackend::Sim {
+        backend: Backend::Sim {
             preset: Box::new(preset),
+        },
+        storage: JoinStorage {
             fs_bytes: Some(16 << 30),
-            alloc: AllocPolicy::Ext4Like,
-            discard: DiscardMode::None,
-            prealloc: false,
             inputs_on_device: true,
             // The paper's path: O_DIRECT on raw devices, so no page cache, readahead,
             // writeback or journal; every call reaches the drive when it is made.
             host: vfs::HostConfig::uncached(),
+            ..JoinStorage::default()
         },
     })
 }

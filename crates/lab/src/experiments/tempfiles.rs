@@ -14,12 +14,13 @@
 //! makes which effect.
 
 use super::{parallel_map, threads, Scale};
-use crate::joinrun::{self, JoinBackend, JoinRunResult, JoinRunSpec};
+use crate::backend::Backend;
+use crate::joinrun::{self, JoinRunResult, JoinRunSpec, JoinStorage};
 use crate::report::{BarPlot, LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
 use flash::Preset;
 use hashjoin::{Algorithm, JoinSpec};
 use serde_json::json;
-use simfs::{AllocPolicy, DiscardMode};
+use simfs::DiscardMode;
 use workloads::tpch::Layout;
 
 /// The four combinations: (fallocate, trim).
@@ -112,7 +113,7 @@ impl Path {
             Path::Host => set_host(&mut spec, postgres_host(s.sf), trim),
             Path::QueuedTrim => {
                 set_host(&mut spec, postgres_host(s.sf), trim);
-                if let JoinBackend::Sim { preset, .. } = &mut spec.backend {
+                if let Backend::Sim { preset } = &mut spec.backend {
                     if let Some(ssd) = preset.ssd_config_mut() {
                         ssd.trim.queued = true;
                     }
@@ -150,15 +151,10 @@ pub(crate) fn postgres_host(sf: f64) -> vfs::HostConfig {
 /// Sends `spec`'s spill files through `host`; with TRIM, ext4's `-o discard` as Linux
 /// does it: extents freed since the last journal commit are discarded after it, merged.
 pub(crate) fn set_host(spec: &mut JoinRunSpec, host: vfs::HostConfig, trim: bool) {
-    if let JoinBackend::Sim {
-        discard, host: h, ..
-    } = &mut spec.backend
-    {
-        if trim {
-            *discard = DiscardMode::Journal;
-        }
-        *h = host;
+    if trim {
+        spec.storage.discard = DiscardMode::Journal;
     }
+    spec.storage.host = host;
 }
 
 /// The experiment's join (paper 000's setup) on drive `preset` scaled to `capacity_bytes`.
@@ -188,19 +184,19 @@ pub(crate) fn join_spec(
         },
         users: 1,
         repeat,
-        backend: JoinBackend::Sim {
+        backend: Backend::Sim {
             preset: Box::new(preset),
-            fs_bytes: None,
-            alloc: AllocPolicy::Ext4Like,
+        },
+        storage: JoinStorage {
             discard: if trim {
                 DiscardMode::Online
             } else {
                 DiscardMode::None
             },
             prealloc: true,
-            inputs_on_device: false,
             // TRIM at unlink, one per extent, with no page cache (set_host changes both).
             host: vfs::HostConfig::uncached(),
+            ..JoinStorage::default()
         },
     })
 }

@@ -1,0 +1,234 @@
+//! Several users in threads sharing one file system in virtual time, deterministically:
+//! [`Turns`] hands each user a [`UserVfs`], a [`Vfs`] with its own clock. A user issues its
+//! next call only when every other user is either finished or blocked at a call of its
+//! own, and the earliest (time, user) goes first; the drive thus sees submissions in time
+//! order, and a run depends only on its inputs, never on thread scheduling. Computation is
+//! [`Vfs::think`] on the user's own clock.
+//!
+//! One file-system call's I/Os are issued back to back: another user's call that would
+//! fall between them starts once the last of them is issued. (For users taking turns in
+//! one thread, [`crate::Shared`] is enough.)
+
+use crate::{Fd, IoTime, OpenMode, Vfs, VfsError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// A file system whose clock the users of [`Turns`] position.
+pub trait VirtualClock {
+    /// When the last request was submitted.
+    fn last_issue_ns(&self) -> u64;
+    /// Sets the time of the next submissions to `t`, which is never before the last one
+    /// (it may lie before the clock's current value: another user's I/O ran ahead, and
+    /// the drive keeps each resource's own timeline).
+    fn issue_at(&mut self, t: u64);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UserState {
+    /// Computing: its next call's time is not known yet.
+    Running,
+    /// Blocked at a call it wants to make at its clock.
+    Waiting,
+    Done,
+}
+
+struct Inner<V> {
+    vfs: V,
+    clock_ns: Vec<u64>,
+    state: Vec<UserState>,
+}
+
+/// One file system shared by `users` threads in deterministic virtual time.
+pub struct Turns<V> {
+    inner: Mutex<Inner<V>>,
+    turn: Condvar,
+}
+
+impl<V: Vfs + VirtualClock> Turns<V> {
+    /// Shares `vfs` among `users`, every clock starting at its clock.
+    pub fn new(vfs: V, users: usize) -> Arc<Turns<V>> {
+        let now = vfs.now_ns();
+        Arc::new(Turns {
+            inner: Mutex::new(Inner {
+                vfs,
+                clock_ns: vec![now; users],
+                state: vec![UserState::Running; users],
+            }),
+            turn: Condvar::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner<V>> {
+        self.inner
+            .lock()
+            .expect("no user panicked holding the file system")
+    }
+
+    /// The handle of user `user` (one per thread).
+    pub fn user(self: &Arc<Self>, user: usize) -> UserVfs<V> {
+        let mut g = self.lock();
+        g.state[user] = UserState::Running;
+        UserVfs {
+            turns: self.clone(),
+            user,
+            clock_ns: g.clock_ns[user],
+            io: IoTime::default(),
+        }
+    }
+
+    /// Starts a round: every user's clock moves to the latest of them (and of the file
+    /// system's), all users count as running. Returns the round's start time.
+    pub fn start_round(&self) -> u64 {
+        let mut g = self.lock();
+        let t = g
+            .clock_ns
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(g.vfs.now_ns());
+        g.clock_ns.iter_mut().for_each(|c| *c = t);
+        g.state.iter_mut().for_each(|s| *s = UserState::Running);
+        t
+    }
+
+    /// Runs `f` on the file system between rounds, its clock at the latest user's.
+    pub fn with_vfs<R>(&self, f: impl FnOnce(&mut V) -> R) -> R {
+        let mut g = self.lock();
+        let latest = g.clock_ns.iter().copied().max().unwrap_or(0);
+        let now = g.vfs.now_ns();
+        if latest > now {
+            g.vfs.think(latest - now);
+        }
+        f(&mut g.vfs)
+    }
+}
+
+/// One user's view of a [`Turns`]: every call waits for its turn in virtual time.
+pub struct UserVfs<V: Vfs + VirtualClock> {
+    turns: Arc<Turns<V>>,
+    user: usize,
+    clock_ns: u64,
+    io: IoTime,
+}
+
+impl<V: Vfs + VirtualClock> UserVfs<V> {
+    /// Runs `f` when it is this user's turn, at its clock; adds the time it took to
+    /// `slot` of this user's I/O time.
+    fn with_turn<R>(
+        &mut self,
+        slot: Option<fn(&mut IoTime) -> &mut u64>,
+        f: impl FnOnce(&mut V) -> R,
+    ) -> R {
+        let u = self.user;
+        let turns = self.turns.clone();
+        let mut g = turns.lock();
+        g.clock_ns[u] = self.clock_ns;
+        g.state[u] = UserState::Waiting;
+        turns.turn.notify_all();
+        loop {
+            let mine = (g.clock_ns[u], u);
+            let go = (0..g.state.len()).all(|j| {
+                j == u
+                    || match g.state[j] {
+                        UserState::Running => false,
+                        UserState::Waiting => (g.clock_ns[j], j) > mine,
+                        UserState::Done => true,
+                    }
+            });
+            if go {
+                break;
+            }
+            g = turns
+                .turn
+                .wait(g)
+                .expect("no user panicked holding the file system");
+        }
+        let start = self.clock_ns.max(g.vfs.last_issue_ns());
+        g.vfs.issue_at(start);
+        let r = f(&mut g.vfs);
+        let end = g.vfs.now_ns();
+        if let Some(slot) = slot {
+            *slot(&mut self.io) += end.saturating_sub(self.clock_ns);
+        }
+        self.clock_ns = end.max(self.clock_ns);
+        g.clock_ns[u] = self.clock_ns;
+        g.state[u] = UserState::Running;
+        turns.turn.notify_all();
+        r
+    }
+}
+
+impl<V: Vfs + VirtualClock> Drop for UserVfs<V> {
+    fn drop(&mut self) {
+        if let Ok(mut g) = self.turns.inner.lock() {
+            g.state[self.user] = UserState::Done;
+            g.clock_ns[self.user] = self.clock_ns;
+        }
+        self.turns.turn.notify_all();
+    }
+}
+
+fn read_slot(t: &mut IoTime) -> &mut u64 {
+    &mut t.read_ns
+}
+fn write_slot(t: &mut IoTime) -> &mut u64 {
+    &mut t.write_ns
+}
+fn sync_slot(t: &mut IoTime) -> &mut u64 {
+    &mut t.sync_ns
+}
+
+impl<V: Vfs + VirtualClock> Vfs for UserVfs<V> {
+    fn open(&mut self, name: &str, mode: OpenMode) -> Result<Fd, VfsError> {
+        self.with_turn(Some(write_slot), |v| v.open(name, mode))
+    }
+    fn close(&mut self, fd: Fd) {
+        self.turns.lock().vfs.close(fd)
+    }
+    fn len(&self, fd: Fd) -> u64 {
+        self.turns.lock().vfs.len(fd)
+    }
+    fn read_at(&mut self, fd: Fd, offset: u64, buf: &mut [u8]) -> Result<usize, VfsError> {
+        self.with_turn(Some(read_slot), |v| v.read_at(fd, offset, buf))
+    }
+    fn write_at(&mut self, fd: Fd, offset: u64, data: &[u8]) -> Result<(), VfsError> {
+        self.with_turn(Some(write_slot), |v| v.write_at(fd, offset, data))
+    }
+    fn fallocate(&mut self, fd: Fd, offset: u64, len: u64) -> Result<(), VfsError> {
+        self.with_turn(Some(write_slot), |v| v.fallocate(fd, offset, len))
+    }
+    fn truncate(&mut self, fd: Fd, len: u64) -> Result<(), VfsError> {
+        self.with_turn(Some(write_slot), |v| v.truncate(fd, len))
+    }
+    fn fsync(&mut self, fd: Fd) -> Result<(), VfsError> {
+        self.with_turn(Some(sync_slot), |v| v.fsync(fd))
+    }
+    fn sync_files(&mut self, fds: &[Fd], dir: bool) -> Result<(), VfsError> {
+        self.with_turn(Some(sync_slot), |v| v.sync_files(fds, dir))
+    }
+    fn rename(&mut self, from: &str, to: &str) -> Result<(), VfsError> {
+        self.with_turn(Some(write_slot), |v| v.rename(from, to))
+    }
+    fn unlink(&mut self, name: &str) -> Result<(), VfsError> {
+        self.with_turn(Some(write_slot), |v| v.unlink(name))
+    }
+    fn sync_dir(&mut self) -> Result<(), VfsError> {
+        self.with_turn(Some(sync_slot), |v| v.sync_dir())
+    }
+    fn list(&self) -> Vec<String> {
+        self.turns.lock().vfs.list()
+    }
+    fn exists(&self, name: &str) -> bool {
+        self.turns.lock().vfs.exists(name)
+    }
+    /// This user's clock.
+    fn now_ns(&self) -> u64 {
+        self.clock_ns
+    }
+    fn think(&mut self, ns: u64) {
+        self.clock_ns += ns;
+    }
+    fn io_time(&self) -> IoTime {
+        self.io
+    }
+}
