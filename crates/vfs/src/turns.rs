@@ -232,3 +232,78 @@ impl<V: Vfs + VirtualClock> Vfs for UserVfs<V> {
         self.io
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{HostConfig, SimVfs};
+    use flash::Preset;
+    use simfs::{SimFs, Timed};
+
+    fn drive() -> SimVfs {
+        let dev = Preset::load("x25e")
+            .unwrap()
+            .with_capacity(1 << 30)
+            .build()
+            .unwrap();
+        let fs = SimFs::mkfs(Timed::new(dev), simfs::FsConfig::new(512 << 20)).unwrap();
+        SimVfs::with_host(fs, HostConfig::uncached())
+    }
+
+    /// Two users in threads, one computing more between its writes: each user's end time
+    /// and the drive's submission order.
+    fn run() -> (Vec<u64>, Vec<u64>) {
+        let turns = Turns::new(drive(), 2);
+        let ends: Vec<u64> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|u| {
+                    let mut v = turns.user(u);
+                    s.spawn(move || {
+                        let fd = v.open(&format!("f{u}"), OpenMode::create()).unwrap();
+                        for i in 0..50u64 {
+                            v.think(if u == 0 { 10_000 } else { 100_000 });
+                            v.write_at(fd, i * 8192, &[u as u8; 8192]).unwrap();
+                        }
+                        v.now_ns()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let order = turns.with_vfs(|v| {
+            let f0 = v.fs().lookup("f0").unwrap();
+            let first = v.fs().extents(f0).unwrap()[0].start_block;
+            vec![first, v.fs().stats().data_write_requests]
+        });
+        (ends, order)
+    }
+
+    #[test]
+    fn users_in_threads_share_a_drive_in_time_order_deterministically() {
+        let (ends, order) = run();
+        for _ in 0..5 {
+            assert_eq!(run(), (ends.clone(), order.clone()), "same inputs, same run");
+        }
+        assert_eq!(order[1], 100, "every write reached the drive");
+        // The user that computes less finishes first; both spent at least their thinking.
+        assert!(ends[0] < ends[1], "{ends:?}");
+        assert!(ends[1] >= 50 * 100_000);
+    }
+
+    #[test]
+    fn a_user_s_clock_is_its_own() {
+        let turns = Turns::new(drive(), 2);
+        let (mut a, b) = (turns.user(0), turns.user(1));
+        let t0 = a.now_ns(); // after mkfs
+        a.think(5_000);
+        assert_eq!(a.now_ns(), t0 + 5_000);
+        assert_eq!(b.now_ns(), t0);
+        drop(b);
+        let fd = a.open("x", OpenMode::create()).unwrap();
+        a.write_at(fd, 0, &[1u8; 4096]).unwrap();
+        assert!(a.now_ns() > t0 + 5_000 && a.io_time().write_ns > 0);
+        let end = a.now_ns();
+        drop(a);
+        assert_eq!(turns.start_round(), end, "the round starts at the latest clock");
+    }
+}
