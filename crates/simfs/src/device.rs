@@ -55,8 +55,11 @@ impl BlockDev for Recorder {
     }
 }
 
-/// Submits each request to a device model when the previous one has completed (queue
-/// depth 1), keeping the virtual clock; records the requests with their issue times.
+/// Submits requests to a device model in virtual time, keeping the clock; records the
+/// requests with their issue times. A synchronous request waits for its completion (the
+/// clock moves to it); background requests ([`Timed::hold_clock`]) stay in flight together,
+/// at most [`Timed::queue_depth`] of them: the block layer dispatches in order, and a
+/// request finding the queue full waits for a slot.
 pub struct Timed<D: Device> {
     pub dev: D,
     pub now_ns: u64,
@@ -69,6 +72,11 @@ pub struct Timed<D: Device> {
     /// Background I/O: requests are all issued at `now_ns`, which does not advance (the
     /// host goes on; later requests queue behind them in the device).
     pub hold_clock: bool,
+    /// The most requests in flight (the drive's queue: 32 for SATA NCQ, `ATA_MAX_QUEUE`
+    /// in include/linux/libata.h); 0 = no limit.
+    pub queue_depth: usize,
+    /// Completion times of the requests in flight, earliest first.
+    in_flight: std::collections::BinaryHeap<std::cmp::Reverse<u64>>,
 }
 
 impl<D: Device> Timed<D> {
@@ -81,6 +89,30 @@ impl<D: Device> Timed<D> {
             requests: Vec::new(),
             record: false,
             hold_clock: false,
+            queue_depth: 0,
+            in_flight: std::collections::BinaryHeap::new(),
+        }
+    }
+
+    /// When a request submitted now would be dispatched: in order after the last one, and
+    /// once a queue slot is free.
+    fn dispatch_time(&mut self) -> u64 {
+        let mut at = self.now_ns.max(self.last_issue_ns);
+        if self.queue_depth == 0 {
+            return at;
+        }
+        loop {
+            while let Some(&std::cmp::Reverse(done)) = self.in_flight.peek() {
+                if done > at {
+                    break;
+                }
+                self.in_flight.pop();
+            }
+            if self.in_flight.len() < self.queue_depth {
+                return at;
+            }
+            let std::cmp::Reverse(first) = self.in_flight.pop().expect("the queue is full");
+            at = at.max(first);
         }
     }
 
@@ -92,14 +124,18 @@ impl<D: Device> Timed<D> {
 
 impl<D: Device> BlockDev for Timed<D> {
     fn io(&mut self, cmd: Command) -> Result<u64, SimfsError> {
-        let done = self.dev.submit(&cmd, self.now_ns)?;
-        self.last_issue_ns = self.now_ns;
+        let at = self.dispatch_time();
+        let done = self.dev.submit(&cmd, at)?;
+        self.last_issue_ns = at;
+        if self.queue_depth > 0 {
+            self.in_flight.push(std::cmp::Reverse(done));
+        }
         if self.record {
             self.requests.push(Request {
                 stream: self.stream,
                 cmd,
                 think_ns: 0,
-                at_ns: self.now_ns,
+                at_ns: at,
             });
         }
         if !self.hold_clock {
@@ -109,5 +145,45 @@ impl<D: Device> BlockDev for Timed<D> {
     }
     fn capacity_bytes(&self) -> u64 {
         self.dev.logical_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flash::Preset;
+
+    /// Issue times of 8 background 4 KiB writes to different dies, then of a read, with
+    /// the queue `depth` deep.
+    fn issue_times(depth: usize) -> Vec<u64> {
+        let dev = Preset::load("x25e")
+            .unwrap()
+            .with_capacity(1 << 30)
+            .build()
+            .unwrap();
+        let mut t = Timed::new(dev);
+        t.record = true;
+        t.queue_depth = depth;
+        t.hold_clock = true;
+        for i in 0..8u64 {
+            t.io(Command::write(i * (1 << 20), 4096)).unwrap();
+        }
+        t.hold_clock = false;
+        t.io(Command::read(64 << 20, 4096)).unwrap();
+        t.requests.iter().map(|r| r.at_ns).collect()
+    }
+
+    #[test]
+    fn a_full_queue_holds_requests_until_a_slot_frees() {
+        let unlimited = issue_times(0);
+        assert!(unlimited.iter().all(|&t| t == 0), "{unlimited:?}");
+        assert_eq!(issue_times(32), unlimited, "8 requests fit in 32 slots");
+        let two = issue_times(2);
+        assert_eq!(&two[..2], &[0, 0], "two in flight at once");
+        assert!(
+            two.windows(2).all(|w| w[1] >= w[0]) && two[2] > 0,
+            "the rest wait for slots, in order: {two:?}"
+        );
+        assert!(two[8] > unlimited[8], "the read queues behind the writes");
     }
 }

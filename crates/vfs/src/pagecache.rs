@@ -41,6 +41,9 @@ pub struct HostConfig {
     /// ext4.rst); with journal discards, freed extents are discarded after it. 0: only
     /// at syncs.
     pub journal_commit_ns: u64,
+    /// The most requests in flight on the drive (32: SATA NCQ, `ATA_MAX_QUEUE` in
+    /// include/linux/libata.h; NVMe queues are deeper); 0: no limit.
+    pub queue_depth: usize,
 }
 
 impl HostConfig {
@@ -56,6 +59,7 @@ impl HostConfig {
             max_request_bytes: 1280 << 10,
             journal_commit_ns: 5_000_000_000,
             read_ahead_pages: crate::readahead::DEFAULT_MAX_PAGES,
+            queue_depth: 32,
         }
     }
 

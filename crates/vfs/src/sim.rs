@@ -14,9 +14,14 @@
 //! limit (written in the background: the writer does not wait, later requests queue
 //! behind them on the drive) or the hard limit (the writer waits), or at `fsync`; reads
 //! hit cached pages; a file removed before writeback never reaches the drive; O_DIRECT
-//! files bypass the cache. Without it ([`HostConfig::uncached`], what [`SimVfs::new`]
-//! gives) every call reaches the drive when it is made. Still to come: readahead, a
-//! queue of requests in flight, the journal's own timing and batched discards.
+//! files bypass the cache. Sequential buffered reads grow a readahead window and request
+//! the next one asynchronously ([`crate::readahead`]). Background requests (writeback,
+//! readahead, the journal's timed commits and their discards) stay in flight together, up
+//! to the drive's queue depth; a request finding the queue full waits for a slot, in
+//! order. Without the cache ([`HostConfig::uncached`], what [`SimVfs::new`] gives) every
+//! call reaches the drive when it is made. Not modelled: the journal's own blocks (a
+//! commit writes the dirty metadata in place, then flushes) and request merging across
+//! files in the block layer.
 
 use crate::pagecache::{HostConfig, PageCache, Run, PAGE_BYTES};
 use crate::readahead::{Readahead, Window};
@@ -75,7 +80,8 @@ impl SimVfs {
     }
 
     /// The files of `fs` behind the host path `host`.
-    pub fn with_host(fs: SimDrive, host: HostConfig) -> SimVfs {
+    pub fn with_host(mut fs: SimDrive, host: HostConfig) -> SimVfs {
+        fs.device_mut().queue_depth = host.queue_depth;
         let flusher_ns = fs.device().now_ns;
         SimVfs {
             fs,

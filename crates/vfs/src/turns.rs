@@ -282,7 +282,11 @@ mod tests {
     fn users_in_threads_share_a_drive_in_time_order_deterministically() {
         let (ends, order) = run();
         for _ in 0..5 {
-            assert_eq!(run(), (ends.clone(), order.clone()), "same inputs, same run");
+            assert_eq!(
+                run(),
+                (ends.clone(), order.clone()),
+                "same inputs, same run"
+            );
         }
         assert_eq!(order[1], 100, "every write reached the drive");
         // The user that computes less finishes first; both spent at least their thinking.
@@ -304,6 +308,10 @@ mod tests {
         assert!(a.now_ns() > t0 + 5_000 && a.io_time().write_ns > 0);
         let end = a.now_ns();
         drop(a);
-        assert_eq!(turns.start_round(), end, "the round starts at the latest clock");
+        assert_eq!(
+            turns.start_round(),
+            end,
+            "the round starts at the latest clock"
+        );
     }
 }
