@@ -706,7 +706,8 @@ struct JoinArgs {
     /// sim: simfs allocation policy.
     #[arg(long, default_value = "ext4-like")]
     alloc: simfs::AllocPolicy,
-    /// sim: discard mode of spill-file deletes (none, online, vtrim, ftrim, deferred).
+    /// sim: discard mode of spill-file deletes (none, online, journal, vtrim, ftrim,
+    /// deferred).
     #[arg(long, default_value = "none")]
     discard: simfs::DiscardMode,
     /// sim: keep the input tables on the simulated drive (reads are timed).
@@ -716,11 +717,15 @@ struct JoinArgs {
     /// buffered writes); without it every write allocates on its own (as under O_DIRECT).
     #[arg(long)]
     prealloc: bool,
-    /// sim: run the spill files through the Linux host path with this much memory (page
-    /// cache, dirty limits and writeback, delayed allocation, readahead, 5-s journal
-    /// commits); without it every call reaches the drive when it is made.
-    #[arg(long, value_parser = units::parse_size)]
-    host_ram: Option<u64>,
+    /// sim: the path between the join and simfs: linux (page cache, dirty limits and
+    /// writeback, delayed allocation, readahead, 5-s journal commits, a 32-deep queue),
+    /// direct-io (O_DIRECT: no cache, journal commits), none (every call reaches the
+    /// drive when it is made, metadata only at syncs).
+    #[arg(long, value_enum, default_value = "linux")]
+    host: HostPath,
+    /// sim, --host linux: the host's memory (the page cache and its dirty limits).
+    #[arg(long, default_value = "1GiB", value_parser = units::parse_size)]
+    host_ram: u64,
     /// sim: computation charged per row processed.
     #[arg(long, default_value = "100ns", value_parser = units::parse_duration_ns)]
     cpu_per_row: u64,
@@ -732,6 +737,14 @@ struct JoinArgs {
     repeat: u32,
     #[arg(long)]
     json: bool,
+}
+
+/// The host path of `join --backend sim`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum HostPath {
+    Linux,
+    DirectIo,
+    None,
 }
 
 fn cmd_join(a: JoinArgs) -> Result<()> {
@@ -746,9 +759,10 @@ fn cmd_join(a: JoinArgs) -> Result<()> {
         discard: a.discard,
         prealloc: a.prealloc,
         inputs_on_device: a.inputs_on_device,
-        host: match a.host_ram {
-            Some(ram) => vfs::HostConfig::linux(ram),
-            None => vfs::HostConfig::uncached(),
+        host: match a.host {
+            HostPath::Linux => vfs::HostConfig::linux(a.host_ram),
+            HostPath::DirectIo => vfs::HostConfig::direct_io(),
+            HostPath::None => vfs::HostConfig::uncached(),
         },
     };
     let spec = lab::joinrun::JoinRunSpec {

@@ -548,6 +548,8 @@ fn join_on_a_simulated_drive_reports_trims_and_waf_per_repetition() {
         "online",
         "--fallocate",
         "on",
+        "--host",
+        "none",
         "--repeat",
         "2",
         "--json",
@@ -716,6 +718,8 @@ fn concurrent_users_on_a_simulated_drive_are_deterministic() {
         "--capacity",
         "4GiB",
         "--inputs-on-device",
+        "--host",
+        "none",
         "--users",
         "3",
         "--json",
@@ -1147,7 +1151,7 @@ fn a_join_through_the_host_path_is_deterministic_and_its_cache_absorbs_spill_fil
             r["trim_commands"].as_u64().unwrap(),
         )
     };
-    let plain = run(&[]);
+    let plain = run(&["--host", "none"]);
     let small = run(&["--host-ram", "32MiB"]);
     assert_eq!(
         small,
