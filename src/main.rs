@@ -443,7 +443,6 @@ fn cmd_replay(a: ReplayArgs) -> Result<()> {
 }
 
 fn cmd_reproduce(a: ReproduceArgs) -> Result<()> {
-    let started = Instant::now();
     for id in &a.only {
         if !experiments::ALL.iter().any(|e| e.id == id) {
             bail!(
@@ -467,46 +466,93 @@ fn cmd_reproduce(a: ReproduceArgs) -> Result<()> {
         chosen.len(),
         a.out.display()
     );
-    let mut sections = Vec::new();
-    for e in chosen {
-        if signals::cancel_token().is_cancelled() {
-            bail!("interrupted before experiment {}", e.id);
-        }
-        let pb = ProgressBar::new_spinner();
-        pb.set_message(format!("{}: {}", e.id, e.about));
-        pb.enable_steady_tick(std::time::Duration::from_millis(200));
-        let s = (e.run)(a.scale, a.seed, &signals::cancel_token())
-            .map_err(|m| anyhow::anyhow!("experiment {}: {m}", e.id))?;
-        pb.finish_and_clear();
-        let held = s.verdicts.iter().filter(|v| v.holds).count();
-        if let Some(why) = s.results.get("skipped").and_then(|w| w.as_str()) {
-            eprintln!("  {:<14} skipped: {why}", s.id);
-        } else {
-            eprintln!(
-                "  {:<14} {:>6.1} s  {held}/{} claims hold",
-                s.id,
-                s.runtime_s,
-                s.verdicts.len()
-            );
-        }
-        for v in &s.verdicts {
-            eprintln!(
-                "      [{}] {}",
-                if v.holds { "holds" } else { "FAILS" },
-                v.claim
-            );
-        }
-        sections.push(s);
-    }
     let info = lab::report::RunInfo {
         scale: a.scale.to_string(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         version: env!("CARGO_PKG_VERSION").to_string(),
-        total_runtime_s: started.elapsed().as_secs_f64(),
+        total_runtime_s: 0.0,
     };
-    let index = lab::report::write_report(&a.out, &info, &sections).map_err(anyhow::Error::msg)?;
-    println!("report written to {}", index.display());
+    // A progress bar per experiment (on a terminal): jobs done of jobs planned, redrawn by
+    // a ticker thread until the experiment ends.
+    type Bar = (ProgressBar, std::sync::Arc<std::sync::atomic::AtomicBool>);
+    let bar: std::cell::RefCell<Option<Bar>> = std::cell::RefCell::new(None);
+    let stop_bar = || {
+        if let Some((pb, stop)) = bar.borrow_mut().take() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            pb.finish_and_clear();
+        }
+    };
+    let r = experiments::reproduce(
+        &chosen,
+        a.scale,
+        a.seed,
+        &signals::cancel_token(),
+        &a.out,
+        info,
+        &mut |e, progress| {
+            let pb = ProgressBar::new(0);
+            pb.set_style(
+                ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} jobs, {elapsed}")
+                    .expect("valid template")
+                    .progress_chars("=> "),
+            );
+            pb.set_message(e.id.to_string());
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (pb2, stop2, progress) = (pb.clone(), stop.clone(), progress.clone());
+            std::thread::spawn(move || {
+                while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                    let (done, planned) = progress.get();
+                    pb2.set_length(planned);
+                    pb2.set_position(done);
+                    pb2.tick();
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                }
+            });
+            *bar.borrow_mut() = Some((pb, stop));
+        },
+        &mut |s| {
+            stop_bar();
+            print_section_summary(s);
+        },
+    );
+    stop_bar();
+    let r = r.map_err(anyhow::Error::msg)?;
+    println!("report written to {}", r.index.display());
+    if r.interrupted {
+        bail!("interrupted; the report holds the experiments that finished");
+    }
+    if !r.failed.is_empty() {
+        bail!(
+            "{} experiment(s) failed: {} (their sections say why)",
+            r.failed.len(),
+            r.failed.join(", ")
+        );
+    }
     Ok(())
+}
+
+/// One experiment's outcome, for people: time and claims, or why it failed or was skipped.
+fn print_section_summary(s: &lab::report::Section) {
+    let held = s.verdicts.iter().filter(|v| v.holds).count();
+    if let Some(error) = s.failed_with() {
+        eprintln!("  {:<14} FAILED: {error}", s.id);
+    } else if let Some(why) = s.results.get("skipped").and_then(|w| w.as_str()) {
+        eprintln!("  {:<14} skipped: {why}", s.id);
+    } else {
+        eprintln!(
+            "  {:<14} {:>6.1} s  {held}/{} claims hold",
+            s.id,
+            s.runtime_s,
+            s.verdicts.len()
+        );
+    }
+    for v in &s.verdicts {
+        eprintln!(
+            "      [{}] {}",
+            if v.holds { "holds" } else { "FAILS" },
+            v.claim
+        );
+    }
 }
 
 #[derive(clap::Args)]

@@ -258,6 +258,28 @@ pub struct Section {
 }
 
 impl Section {
+    /// A section for an experiment that failed: the error, and no numbers;
+    /// `results.failed` carries the error for scripts.
+    pub fn failed(id: &str, about: &str, error: &str, seed: u64) -> Section {
+        Section {
+            id: id.into(),
+            title: format!("{id}: failed"),
+            question: format!("This experiment ({about}) failed: {error}"),
+            seed,
+            runtime_s: 0.0,
+            plots: vec![],
+            tables: vec![],
+            verdicts: vec![],
+            provenance: vec![],
+            results: serde_json::json!({ "failed": error }),
+        }
+    }
+
+    /// Whether the experiment failed (see [`Section::failed`]).
+    pub fn failed_with(&self) -> Option<&str> {
+        self.results.get("failed").and_then(|f| f.as_str())
+    }
+
     /// A section for an experiment that could not run here: `reason` says why, `needs`
     /// what it would take; `results.skipped` carries the reason for scripts.
     pub fn skipped(id: &str, title: &str, reason: &str, needs: &str, seed: u64) -> Section {
@@ -364,7 +386,7 @@ pub fn line_plot_svg(p: &LinePlot) -> Result<String, String> {
 }
 
 /// Run-wide facts shown at the top of the report.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct RunInfo {
     pub scale: String,
     pub command: String,
@@ -382,12 +404,15 @@ pub fn write_report(dir: &Path, info: &RunInfo, sections: &[Section]) -> Result<
         let sdir = dir.join(&s.id);
         std::fs::create_dir_all(&sdir).map_err(|e| io(&sdir, e))?;
         let held = s.verdicts.iter().filter(|v| v.holds).count();
+        let status = match s.failed_with() {
+            Some(_) => "<b class=\"fails\">failed</b>".to_string(),
+            None => format!("{held}/{} claims hold", s.verdicts.len()),
+        };
         let _ = writeln!(
             toc,
-            "<li><a href=\"#{id}\">{t}</a> — {held}/{n} claims hold</li>",
+            "<li><a href=\"#{id}\">{t}</a> — {status}</li>",
             id = s.id,
             t = html_escape(&s.title),
-            n = s.verdicts.len()
         );
         let _ = writeln!(
             body,
@@ -395,7 +420,12 @@ pub fn write_report(dir: &Path, info: &RunInfo, sections: &[Section]) -> Result<
             s.id,
             html_escape(&s.title)
         );
-        let _ = writeln!(body, "<p>{}</p>", html_escape(&s.question));
+        let class = if s.failed_with().is_some() {
+            " class=\"fails\""
+        } else {
+            ""
+        };
+        let _ = writeln!(body, "<p{class}>{}</p>", html_escape(&s.question));
         let _ = writeln!(
             body,
             "<p class=\"meta\">seed {} · run time {:.1} s · reproduce: <code>flashlab reproduce --only {} --scale {}</code></p>",
@@ -427,7 +457,19 @@ pub fn write_report(dir: &Path, info: &RunInfo, sections: &[Section]) -> Result<
             body.push_str("</ul>\n");
         }
         for p in &s.plots {
-            let svg = p.svg()?;
+            let svg = match p.svg() {
+                Ok(svg) => svg,
+                Err(e) => {
+                    // One plot that cannot be drawn does not cost the report.
+                    let _ = writeln!(
+                        body,
+                        "<p class=\"fails\">plot {} could not be drawn: {}</p>",
+                        html_escape(p.title()),
+                        html_escape(&e)
+                    );
+                    continue;
+                }
+            };
             let path = sdir.join(format!("{}.svg", p.file_stem()));
             std::fs::write(&path, &svg).map_err(|e| io(&path, e))?;
             let _ = writeln!(
@@ -477,6 +519,7 @@ td:first-child {{ text-align: left; }}
 .verdicts td {{ text-align: left; }}
 td.holds {{ background: #e3f6e3; font-weight: bold; }}
 td.fails {{ background: #fbe3e3; font-weight: bold; }}
+p.fails, b.fails {{ color: #a00000; font-weight: bold; }}
 .meta {{ color: #666; font-size: 0.9em; }}
 figure {{ margin: 1em 0; }} img {{ max-width: 100%; border: 1px solid #eee; }}
 section {{ border-top: 2px solid #ddd; margin-top: 2em; }}

@@ -6,7 +6,7 @@
 //! fanout 64/128/256 and the AS write buffer of 1/8/16/32 nodes (paper's Tables 2–5), then
 //! an LRU node cache of 0–80 nodes at fanout 256 (Tables 6–7), and the file sizes.
 
-use super::{derive_seed, parallel_map, threads, Scale};
+use super::{derive_seed, Scale};
 use crate::backend::Backend;
 use crate::btreerun::{self, BtreeResult, BtreeSpec, StoreKind};
 use crate::report::{LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
@@ -42,7 +42,7 @@ struct Job {
     spec: BtreeSpec,
 }
 
-pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, String> {
     let started = std::time::Instant::now();
     let (preload, ops) = match scale {
         Scale::Quick => (20_000, 5_000),
@@ -142,9 +142,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
             },
         });
     }
-    let results: Vec<Result<BtreeResult, String>> =
-        parallel_map(&jobs, threads(), |j| btreerun::run(&j.spec));
-    let results: Vec<BtreeResult> = results.into_iter().collect::<Result<_, _>>()?;
+    let results: Vec<BtreeResult> = ctx.map(&jobs, |j| btreerun::run(&j.spec))?;
     let get = |store: StoreKind, fanout: usize, buffer: usize, cache: usize| -> &BtreeResult {
         let i = jobs
             .iter()

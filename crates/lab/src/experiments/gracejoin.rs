@@ -8,7 +8,7 @@
 //! (read buffer 16 MB), and 1–4 concurrent users sharing 8 MB of read buffer (write
 //! buffer 4 KB). Concurrent users share one simulated drive in deterministic virtual time.
 
-use super::{parallel_map, threads, Scale};
+use super::Scale;
 use crate::backend::Backend;
 use crate::joinrun::{self, JoinRunSpec, JoinStorage};
 use crate::report::{LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
@@ -80,7 +80,7 @@ fn job_spec(sf: f64, preset: &str, r: u64, w: u64, users: u32) -> Result<JoinRun
     })
 }
 
-pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, String> {
     let started = std::time::Instant::now();
     let sf = match scale {
         Scale::Quick => 0.2,
@@ -113,8 +113,8 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
             });
         }
     }
-    let results = parallel_map(&jobs, threads(), |j| joinrun::run(&j.spec, &mut |_| {}));
-    let results: Vec<joinrun::JoinRunResult> = results.into_iter().collect::<Result<_, _>>()?;
+    let results: Vec<joinrun::JoinRunResult> =
+        ctx.map(&jobs, |j| joinrun::run(&j.spec, &mut |_| {}))?;
     let time = |sweep: Sweep, d: usize, x: u64| -> f64 {
         let i = jobs
             .iter()

@@ -12,6 +12,7 @@ pub mod waf;
 
 use crate::report::Section;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use trace::Cancel;
 
 /// A fresh private work directory (mkdtemp: an unpredictable name, mode 0700, never an
@@ -61,9 +62,102 @@ impl std::fmt::Display for Scale {
 pub struct Experiment {
     pub id: &'static str,
     pub about: &'static str,
-    /// Runs it at a scale with a seed; stops early (with an error) once the token is
-    /// cancelled.
-    pub run: fn(Scale, u64, &Cancel) -> Result<Section, String>,
+    /// Runs it at a scale with a seed; stops early (with an error) once the context's
+    /// token is cancelled, and counts its jobs in the context's progress.
+    pub run: fn(Scale, u64, &RunCtx) -> Result<Section, String>,
+}
+
+/// How far an experiment is: jobs done of jobs planned (shared with whoever draws a
+/// progress bar).
+#[derive(Debug, Clone, Default)]
+pub struct Progress(std::sync::Arc<(AtomicU64, AtomicU64)>);
+
+impl Progress {
+    /// More jobs planned.
+    pub fn plan(&self, jobs: u64) {
+        self.0 .1.fetch_add(jobs, Ordering::Relaxed);
+    }
+
+    /// One job done.
+    pub fn done(&self) {
+        self.0 .0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (done, planned).
+    pub fn get(&self) -> (u64, u64) {
+        (self.0 .0.load(Ordering::Relaxed), self.0 .1.load(Ordering::Relaxed))
+    }
+}
+
+/// What an experiment gets besides its scale and seed.
+#[derive(Debug, Clone, Default)]
+pub struct RunCtx {
+    /// Stops the run: jobs not started yet are not run.
+    pub cancel: Cancel,
+    pub progress: Progress,
+}
+
+impl RunCtx {
+    pub fn new(cancel: Cancel) -> RunCtx {
+        RunCtx {
+            cancel,
+            progress: Progress::default(),
+        }
+    }
+
+    /// Runs `f` on every job on all cores, counting them in the progress; results in job
+    /// order (deterministic whatever the scheduling). The first error is returned; once
+    /// cancelled, jobs not yet started fail with "interrupted".
+    pub fn map<J: Sync, R: Send>(
+        &self,
+        jobs: &[J],
+        f: impl Fn(&J) -> Result<R, String> + Sync,
+    ) -> Result<Vec<R>, String> {
+        self.progress.plan(jobs.len() as u64);
+        parallel_map(jobs, threads(), |j| {
+            if self.cancel.is_cancelled() {
+                return Err("interrupted".to_string());
+            }
+            let r = f(j);
+            self.progress.done();
+            r
+        })
+        .into_iter()
+        .collect()
+    }
+
+    /// Runs one step of a sequential experiment, counted as one job.
+    pub fn step<R>(&self, f: impl FnOnce() -> Result<R, String>) -> Result<R, String> {
+        if self.cancel.is_cancelled() {
+            return Err("interrupted".to_string());
+        }
+        self.progress.plan(1);
+        let r = f();
+        self.progress.done();
+        r
+    }
+}
+
+/// Runs experiment `e`; an error or a panic becomes a section that says it failed (so the
+/// rest of the report is still written).
+pub fn run_experiment(e: &Experiment, scale: Scale, seed: u64, ctx: &RunCtx) -> Section {
+    let started = std::time::Instant::now();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (e.run)(scale, seed, ctx)));
+    let error = match r {
+        Ok(Ok(section)) => return section,
+        Ok(Err(msg)) => msg,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic".into());
+            format!("panicked: {what}")
+        }
+    };
+    let mut s = Section::failed(e.id, e.about, &error, seed);
+    s.runtime_s = started.elapsed().as_secs_f64();
+    s
 }
 
 pub const ALL: &[Experiment] = &[
@@ -103,6 +197,61 @@ pub const ALL: &[Experiment] = &[
         run: trim::run,
     },
 ];
+
+/// What a `reproduce` run did.
+pub struct Reproduced {
+    pub sections: Vec<Section>,
+    /// The report's index.html.
+    pub index: std::path::PathBuf,
+    /// Ids of the experiments that failed.
+    pub failed: Vec<String>,
+    /// Stopped by `cancel` before every experiment ran.
+    pub interrupted: bool,
+}
+
+/// Runs `chosen` in order and writes the report of what ran to `out`. An experiment that
+/// fails (an error or a panic) gets a section saying so and the others still run; once
+/// `cancel` is cancelled no further experiment starts, and the report holds what finished.
+/// `on_start` gets each experiment and its progress counter as it starts, `on_done` its
+/// section when it ends.
+pub fn reproduce(
+    chosen: &[&Experiment],
+    scale: Scale,
+    seed: u64,
+    cancel: &Cancel,
+    out: &std::path::Path,
+    mut info: crate::report::RunInfo,
+    on_start: &mut dyn FnMut(&Experiment, &Progress),
+    on_done: &mut dyn FnMut(&Section),
+) -> Result<Reproduced, String> {
+    let started = std::time::Instant::now();
+    let mut sections = Vec::new();
+    let mut interrupted = false;
+    for e in chosen {
+        if cancel.is_cancelled() {
+            interrupted = true;
+            break;
+        }
+        let ctx = RunCtx::new(cancel.clone());
+        on_start(e, &ctx.progress);
+        let s = run_experiment(e, scale, seed, &ctx);
+        on_done(&s);
+        sections.push(s);
+    }
+    info.total_runtime_s = started.elapsed().as_secs_f64();
+    let index = crate::report::write_report(out, &info, &sections)?;
+    let failed = sections
+        .iter()
+        .filter(|s| s.failed_with().is_some())
+        .map(|s| s.id.clone())
+        .collect();
+    Ok(Reproduced {
+        sections,
+        index,
+        failed,
+        interrupted: interrupted || cancel.is_cancelled(),
+    })
+}
 
 /// Replays `trace` closed loop (one stream per issuing task, one request in flight each,
 /// with its think times) on a fresh `preset` drive of `capacity_bytes`; returns the
@@ -184,6 +333,105 @@ mod tests {
         let jobs: Vec<u64> = (0..100).collect();
         let out = parallel_map(&jobs, 4, |&j| j * j);
         assert_eq!(out, jobs.iter().map(|j| j * j).collect::<Vec<_>>());
+    }
+
+    fn fine(_: Scale, seed: u64, ctx: &RunCtx) -> Result<Section, String> {
+        let squares = ctx.map(&[1u64, 2, 3], |&x| Ok(x * x))?;
+        let mut s = Section::failed("fine", "", "", seed);
+        s.title = "A fine experiment".into();
+        s.results = serde_json::json!({ "squares": squares });
+        Ok(s)
+    }
+
+    fn broken(_: Scale, _: u64, _: &RunCtx) -> Result<Section, String> {
+        Err("disk on fire".into())
+    }
+
+    fn panicking(_: Scale, _: u64, _: &RunCtx) -> Result<Section, String> {
+        panic!("index out of bounds")
+    }
+
+    #[test]
+    fn a_failing_experiment_gets_a_failed_section_and_the_others_are_still_written() {
+        let exps = [
+            Experiment {
+                id: "broken",
+                about: "fails",
+                run: broken,
+            },
+            Experiment {
+                id: "panicking",
+                about: "panics",
+                run: panicking,
+            },
+            Experiment {
+                id: "fine",
+                about: "works",
+                run: fine,
+            },
+        ];
+        let chosen: Vec<&Experiment> = exps.iter().collect();
+        let dir = tempfile::tempdir().unwrap();
+        let mut progress = Vec::new();
+        let r = reproduce(
+            &chosen,
+            Scale::Quick,
+            1,
+            &Cancel::new(),
+            dir.path(),
+            crate::report::RunInfo::default(),
+            &mut |_, _| {},
+            &mut |s| progress.push(s.id.clone()),
+        )
+        .unwrap();
+        assert_eq!(r.failed, vec!["broken".to_string(), "panicking".to_string()]);
+        assert!(!r.interrupted);
+        assert_eq!(progress, vec!["broken", "panicking", "fine"]);
+        let html = std::fs::read_to_string(&r.index).unwrap();
+        assert!(html.contains("disk on fire") && html.contains("index out of bounds"));
+        assert!(html.contains("A fine experiment"));
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
+                .unwrap();
+        assert_eq!(json["experiments"]["broken"]["results"]["failed"], "disk on fire");
+        assert_eq!(
+            json["experiments"]["fine"]["results"]["squares"],
+            serde_json::json!([1, 4, 9])
+        );
+    }
+
+    #[test]
+    fn once_cancelled_no_experiment_starts_and_jobs_stop() {
+        let cancel = Cancel::new();
+        let ctx = RunCtx::new(cancel.clone());
+        cancel.cancel();
+        assert_eq!(ctx.map(&[1, 2], |&x| Ok(x)), Err("interrupted".to_string()));
+        let exps = [Experiment {
+            id: "fine",
+            about: "works",
+            run: fine,
+        }];
+        let dir = tempfile::tempdir().unwrap();
+        let r = reproduce(
+            &exps.iter().collect::<Vec<_>>(),
+            Scale::Quick,
+            1,
+            &cancel,
+            dir.path(),
+            crate::report::RunInfo::default(),
+            &mut |_, _| {},
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(r.interrupted && r.sections.is_empty());
+    }
+
+    #[test]
+    fn progress_counts_planned_and_done_jobs() {
+        let ctx = RunCtx::default();
+        ctx.map(&[1, 2, 3, 4], |&x| Ok(x)).unwrap();
+        ctx.step(|| Ok(())).unwrap();
+        assert_eq!(ctx.progress.get(), (5, 5));
     }
 
     #[test]

@@ -49,7 +49,8 @@ const TITLE: &str = "A NoSQL store's write batches on real file systems (paper 0
 /// What the experiment needs, said when it is skipped.
 const NEEDS: &str = "This experiment captures real ext4, XFS and btrfs file systems on loop devices and needs root, loop devices, tracefs and mkfs.xfs / mkfs.btrfs (Debian's xfsprogs and btrfs-progs).";
 
-pub fn run(scale: Scale, seed: u64, cancel: &trace::Cancel) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, String> {
+    let cancel = &ctx.cancel;
     let started = std::time::Instant::now();
     for fs in FILE_SYSTEMS {
         if let Err(e) = capture::check_support(fs) {
@@ -70,7 +71,7 @@ pub fn run(scale: Scale, seed: u64, cancel: &trace::Cancel) -> Result<Section, S
             for (i, &batch) in BATCHES.iter().enumerate() {
                 // Bounded commits per run: small batches get fewer updates.
                 let ops = (2_000 * batch).clamp(2_000, max_ops);
-                points.push(one_run(
+                points.push(ctx.step(|| one_run(
                     &exe,
                     work,
                     cancel,
@@ -79,7 +80,7 @@ pub fn run(scale: Scale, seed: u64, cancel: &trace::Cancel) -> Result<Section, S
                     docs,
                     ops,
                     derive_seed(seed, i as u64),
-                )?);
+                ))?);
             }
         }
         Ok::<_, String>(points)
@@ -90,7 +91,7 @@ pub fn run(scale: Scale, seed: u64, cancel: &trace::Cancel) -> Result<Section, S
     // 840 Pro, the four writers taking turns a batch at a time, timed in virtual time.
     for (i, &batch) in BATCHES.iter().enumerate() {
         let ops = (2_000 * batch).clamp(2_000, max_ops);
-        points.push(lfs_run(batch, docs, ops, derive_seed(seed, i as u64))?);
+        points.push(ctx.step(|| lfs_run(batch, docs, ops, derive_seed(seed, i as u64)))?);
     }
     let get = |fs: &str, b: u64| {
         points

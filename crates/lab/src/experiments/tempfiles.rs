@@ -13,7 +13,7 @@
 //! runs are repeated with TRIM queued and without the host path, to show which mechanism
 //! makes which effect.
 
-use super::{parallel_map, threads, Scale};
+use super::Scale;
 use crate::backend::Backend;
 use crate::joinrun::{self, JoinRunResult, JoinRunSpec, JoinStorage};
 use crate::report::{BarPlot, LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
@@ -210,7 +210,7 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, String> {
     let started = std::time::Instant::now();
     let s = setup(scale);
     let mut jobs = Vec::new();
@@ -226,11 +226,8 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
             jobs.push((path, 0, f, t, path.spec(&s, &s.drives[0], f, t)?));
         }
     }
-    let results: Vec<Result<JoinRunResult, String>> =
-        parallel_map(&jobs, threads(), |(_, _, _, _, sp)| {
-            joinrun::run(sp, &mut |_| {})
-        });
-    let results: Vec<JoinRunResult> = results.into_iter().collect::<Result<_, _>>()?;
+    let results: Vec<JoinRunResult> =
+        ctx.map(&jobs, |(_, _, _, _, sp)| joinrun::run(sp, &mut |_| {}))?;
     let find = |path: Path, di: usize, f: bool, t: bool| -> &JoinRunResult {
         let i = jobs
             .iter()

@@ -41,7 +41,8 @@ const TITLE: &str = "Hash-join temp files on real ext4: discard and fallocate (p
 /// What the experiment needs, said when it is skipped.
 const NEEDS: &str = "This experiment runs the join inside ext4 on a loop device, captures its block I/O and needs root, loop devices and tracefs.";
 
-pub fn run(scale: Scale, seed: u64, cancel: &trace::Cancel) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, String> {
+    let cancel = &ctx.cancel;
     let started = std::time::Instant::now();
     if let Err(e) = capture::check_support(FsKind::Ext4) {
         return Ok(Section::skipped(ID, TITLE, &e.to_string(), NEEDS, seed));
@@ -81,9 +82,11 @@ pub fn run(scale: Scale, seed: u64, cancel: &trace::Cancel) -> Result<Section, S
         }
         let mut runs = Vec::new();
         for &(fallocate, discard) in &COMBOS {
-            runs.push(one_run(
-                &exe, work, cancel, &data, sf, repeat, capacity, fallocate, discard,
-            )?);
+            runs.push(ctx.step(|| {
+                one_run(
+                    &exe, work, cancel, &data, sf, repeat, capacity, fallocate, discard,
+                )
+            })?);
         }
         Ok(runs)
     })();

@@ -303,7 +303,7 @@ pub fn deletion_shape() -> Result<(u64, u64, u64), String> {
     Ok((r.trim_commands, blocks, f.metadata_reads))
 }
 
-pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, String> {
     let started = std::time::Instant::now();
     let (ranges, units, metadata_blocks) = deletion_shape()?;
     let preset = Preset::load("openssd").map_err(|e| e.to_string())?;
@@ -319,7 +319,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
     // Part 1: the delete alone.
     let delete: Vec<ScenarioResult> = Mode::ALL
         .iter()
-        .map(|&m| run_once(m, 0, seed))
+        .map(|&m| ctx.step(|| run_once(m, 0, seed)))
         .collect::<Result<_, _>>()?;
     let trim_total = delete[0].interface_ns + delete[0].in_drive_ns;
     let norm = |r: &ScenarioResult| (r.interface_ns + r.in_drive_ns) as f64 / trim_total as f64;
@@ -373,7 +373,7 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
     for (k, &n) in read_counts.iter().enumerate() {
         let totals: Vec<u64> = Mode::ALL
             .iter()
-            .map(|&m| run_once(m, n, derive_seed(seed, k as u64)).map(|r| r.total_ns))
+            .map(|&m| ctx.step(|| run_once(m, n, derive_seed(seed, k as u64))).map(|r| r.total_ns))
             .collect::<Result<_, _>>()?;
         mixed.push((n, totals));
     }

@@ -5,7 +5,7 @@
 //! model for FIFO cleaning; then the same sweep under hot/cold skew (90% of writes to 10%
 //! of the space). Runs on the WAF-only path: fill sequentially, warm up, measure.
 
-use super::{derive_seed, parallel_map, threads, Scale};
+use super::{derive_seed, Scale};
 use crate::analytic::fifo_waf;
 use crate::report::{LinePlot, Provenance, Section, Series, Table, Verdict};
 use flash::ftl::{NoTiming, PageFtl};
@@ -97,7 +97,7 @@ struct Job {
     seed: u64,
 }
 
-pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, String> {
     let started = std::time::Instant::now();
     let s = setup(scale);
     let mut jobs = Vec::new();
@@ -114,11 +114,10 @@ pub fn run(scale: Scale, seed: u64, _cancel: &trace::Cancel) -> Result<Section, 
             }
         }
     }
-    let results = parallel_map(&jobs, threads(), |j| {
+    let results: Vec<f64> = ctx.map(&jobs, |j| {
         let g = geometry(s.logical_bytes, s.pages_per_block, j.op);
         steady_state_waf(&g, j.policy, j.pattern, s.warmup_x, s.measure_x, j.seed)
-    });
-    let results: Vec<f64> = results.into_iter().collect::<Result<_, _>>()?;
+    })?;
     let waf_of = |pattern: Pattern, policy: GcPolicy, op: f64| -> f64 {
         let i = jobs
             .iter()
