@@ -472,16 +472,7 @@ fn cmd_reproduce(a: ReproduceArgs) -> Result<()> {
         version: env!("CARGO_PKG_VERSION").to_string(),
         total_runtime_s: 0.0,
     };
-    // A progress bar per experiment (on a terminal): jobs done of jobs planned, redrawn by
-    // a ticker thread until the experiment ends.
-    type Bar = (ProgressBar, std::sync::Arc<std::sync::atomic::AtomicBool>);
-    let bar: std::cell::RefCell<Option<Bar>> = std::cell::RefCell::new(None);
-    let stop_bar = || {
-        if let Some((pb, stop)) = bar.borrow_mut().take() {
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            pb.finish_and_clear();
-        }
-    };
+    let mut bars = Bars(None);
     let r = experiments::reproduce(
         &chosen,
         a.scale,
@@ -489,33 +480,9 @@ fn cmd_reproduce(a: ReproduceArgs) -> Result<()> {
         &signals::cancel_token(),
         &a.out,
         info,
-        &mut |e, progress| {
-            let pb = ProgressBar::new(0);
-            pb.set_style(
-                ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} jobs, {elapsed}")
-                    .expect("valid template")
-                    .progress_chars("=> "),
-            );
-            pb.set_message(e.id.to_string());
-            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let (pb2, stop2, progress) = (pb.clone(), stop.clone(), progress.clone());
-            std::thread::spawn(move || {
-                while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
-                    let (done, planned) = progress.get();
-                    pb2.set_length(planned);
-                    pb2.set_position(done);
-                    pb2.tick();
-                    std::thread::sleep(std::time::Duration::from_millis(200));
-                }
-            });
-            *bar.borrow_mut() = Some((pb, stop));
-        },
-        &mut |s| {
-            stop_bar();
-            print_section_summary(s);
-        },
+        &mut bars,
     );
-    stop_bar();
+    bars.stop();
     let r = r.map_err(anyhow::Error::msg)?;
     println!("report written to {}", r.index.display());
     if r.interrupted {
@@ -529,6 +496,48 @@ fn cmd_reproduce(a: ReproduceArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A progress bar per experiment (on a terminal): jobs done of jobs planned, redrawn by a
+/// ticker thread until the experiment ends.
+struct Bars(Option<(ProgressBar, std::sync::Arc<std::sync::atomic::AtomicBool>)>);
+
+impl Bars {
+    fn stop(&mut self) {
+        if let Some((pb, stop)) = self.0.take() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            pb.finish_and_clear();
+        }
+    }
+}
+
+impl experiments::Watcher for Bars {
+    fn started(&mut self, e: &experiments::Experiment, progress: &experiments::Progress) {
+        let pb = ProgressBar::new(0);
+        pb.set_style(
+            ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} jobs, {elapsed}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        pb.set_message(e.id.to_string());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (pb2, stop2, progress) = (pb.clone(), stop.clone(), progress.clone());
+        std::thread::spawn(move || {
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                let (done, planned) = progress.get();
+                pb2.set_length(planned);
+                pb2.set_position(done);
+                pb2.tick();
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+        });
+        self.0 = Some((pb, stop));
+    }
+
+    fn finished(&mut self, s: &lab::report::Section) {
+        self.stop();
+        print_section_summary(s);
+    }
 }
 
 /// One experiment's outcome, for people: time and claims, or why it failed or was skipped.

@@ -85,7 +85,10 @@ impl Progress {
 
     /// (done, planned).
     pub fn get(&self) -> (u64, u64) {
-        (self.0 .0.load(Ordering::Relaxed), self.0 .1.load(Ordering::Relaxed))
+        (
+            self.0 .0.load(Ordering::Relaxed),
+            self.0 .1.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -209,11 +212,17 @@ pub struct Reproduced {
     pub interrupted: bool,
 }
 
+/// Follows a `reproduce` run (a progress display, a log).
+pub trait Watcher {
+    /// Experiment `e` starts; `progress` counts its jobs.
+    fn started(&mut self, _e: &Experiment, _progress: &Progress) {}
+    /// An experiment ended with `section` (failed ones included).
+    fn finished(&mut self, _section: &Section) {}
+}
+
 /// Runs `chosen` in order and writes the report of what ran to `out`. An experiment that
 /// fails (an error or a panic) gets a section saying so and the others still run; once
 /// `cancel` is cancelled no further experiment starts, and the report holds what finished.
-/// `on_start` gets each experiment and its progress counter as it starts, `on_done` its
-/// section when it ends.
 pub fn reproduce(
     chosen: &[&Experiment],
     scale: Scale,
@@ -221,8 +230,7 @@ pub fn reproduce(
     cancel: &Cancel,
     out: &std::path::Path,
     mut info: crate::report::RunInfo,
-    on_start: &mut dyn FnMut(&Experiment, &Progress),
-    on_done: &mut dyn FnMut(&Section),
+    watcher: &mut dyn Watcher,
 ) -> Result<Reproduced, String> {
     let started = std::time::Instant::now();
     let mut sections = Vec::new();
@@ -233,9 +241,9 @@ pub fn reproduce(
             break;
         }
         let ctx = RunCtx::new(cancel.clone());
-        on_start(e, &ctx.progress);
+        watcher.started(e, &ctx.progress);
         let s = run_experiment(e, scale, seed, &ctx);
-        on_done(&s);
+        watcher.finished(&s);
         sections.push(s);
     }
     info.total_runtime_s = started.elapsed().as_secs_f64();
@@ -335,6 +343,9 @@ mod tests {
         assert_eq!(out, jobs.iter().map(|j| j * j).collect::<Vec<_>>());
     }
 
+    struct Quiet;
+    impl Watcher for Quiet {}
+
     fn fine(_: Scale, seed: u64, ctx: &RunCtx) -> Result<Section, String> {
         let squares = ctx.map(&[1u64, 2, 3], |&x| Ok(x * x))?;
         let mut s = Section::failed("fine", "", "", seed);
@@ -372,7 +383,13 @@ mod tests {
         ];
         let chosen: Vec<&Experiment> = exps.iter().collect();
         let dir = tempfile::tempdir().unwrap();
-        let mut progress = Vec::new();
+        struct Log(Vec<String>);
+        impl Watcher for Log {
+            fn finished(&mut self, s: &Section) {
+                self.0.push(s.id.clone());
+            }
+        }
+        let mut log = Log(Vec::new());
         let r = reproduce(
             &chosen,
             Scale::Quick,
@@ -380,20 +397,27 @@ mod tests {
             &Cancel::new(),
             dir.path(),
             crate::report::RunInfo::default(),
-            &mut |_, _| {},
-            &mut |s| progress.push(s.id.clone()),
+            &mut log,
         )
         .unwrap();
-        assert_eq!(r.failed, vec!["broken".to_string(), "panicking".to_string()]);
+        let progress = log.0;
+        assert_eq!(
+            r.failed,
+            vec!["broken".to_string(), "panicking".to_string()]
+        );
         assert!(!r.interrupted);
         assert_eq!(progress, vec!["broken", "panicking", "fine"]);
         let html = std::fs::read_to_string(&r.index).unwrap();
         assert!(html.contains("disk on fire") && html.contains("index out of bounds"));
         assert!(html.contains("A fine experiment"));
-        let json: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
-                .unwrap();
-        assert_eq!(json["experiments"]["broken"]["results"]["failed"], "disk on fire");
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("results.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            json["experiments"]["broken"]["results"]["failed"],
+            "disk on fire"
+        );
         assert_eq!(
             json["experiments"]["fine"]["results"]["squares"],
             serde_json::json!([1, 4, 9])
@@ -419,8 +443,7 @@ mod tests {
             &cancel,
             dir.path(),
             crate::report::RunInfo::default(),
-            &mut |_, _| {},
-            &mut |_| {},
+            &mut Quiet,
         )
         .unwrap();
         assert!(r.interrupted && r.sections.is_empty());

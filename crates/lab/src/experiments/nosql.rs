@@ -71,16 +71,18 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
             for (i, &batch) in BATCHES.iter().enumerate() {
                 // Bounded commits per run: small batches get fewer updates.
                 let ops = (2_000 * batch).clamp(2_000, max_ops);
-                points.push(ctx.step(|| one_run(
-                    &exe,
-                    work,
-                    cancel,
-                    fs,
-                    batch,
-                    docs,
-                    ops,
-                    derive_seed(seed, i as u64),
-                ))?);
+                points.push(ctx.step(|| {
+                    one_run(
+                        &exe,
+                        work,
+                        cancel,
+                        fs,
+                        batch,
+                        docs,
+                        ops,
+                        derive_seed(seed, i as u64),
+                    )
+                })?);
             }
         }
         Ok::<_, String>(points)

@@ -16,7 +16,9 @@
 use super::Scale;
 use crate::backend::Backend;
 use crate::joinrun::{self, JoinRunResult, JoinRunSpec, JoinStorage};
-use crate::report::{BarPlot, LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
+use crate::report::{
+    BarPlot, LinePlot, Plot, Provenance, Role, Score, Section, Series, Table, Verdict,
+};
 use flash::Preset;
 use hashjoin::{Algorithm, JoinSpec};
 use serde_json::json;
@@ -80,7 +82,7 @@ fn spec(s: &Setup, d: &Drive, fallocate: bool, trim: bool) -> Result<JoinRunSpec
 }
 
 /// The path from the join to the drive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Path {
     /// The Linux host path (page cache, delayed allocation, writeback, journal discards),
     /// TRIM as the drive does it (non-queued on the MX500).
@@ -381,27 +383,21 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
             format!("{:.1}", trims(t) / trims(ft).max(1.0)),
         ]);
     }
-    // Numbers for the verdicts.
-    let last3 = |r: &JoinRunResult| {
-        mean(
-            r.repetitions[r.repetitions.len() - 3..]
-                .iter()
-                .map(|x| secs(x.total_ns)),
+    // Numbers for the plots and verdicts.
+    let reps =
+        |path: Path, di: usize, f: bool, t: bool| find(path, di, f, t).repetitions.as_slice();
+    let penalty = |di: usize| {
+        trim_penalty(
+            reps(Path::Host, di, false, true),
+            reps(Path::Host, di, false, false),
         )
     };
-    let first3 = |r: &JoinRunResult| mean(r.repetitions[..3].iter().map(|x| secs(x.total_ns)));
-    let join_phase = |r: &JoinRunResult| mean(r.repetitions.iter().map(|x| secs(x.join_ns)));
-    let trims = |r: &JoinRunResult| mean(r.repetitions.iter().map(|x| x.trim_commands as f64));
-    let waf_last = |r: &JoinRunResult| r.repetitions.last().and_then(|x| x.waf).unwrap_or(0.0);
-    let waf_max = |r: &JoinRunResult| {
-        r.repetitions
-            .iter()
-            .filter_map(|x| x.waf)
-            .fold(0.0, f64::max)
+    let trim_ratio = |di: usize| {
+        trim_count_ratio(
+            reps(Path::Host, di, false, true),
+            reps(Path::Host, di, true, true),
+        )
     };
-    let (mx, pro, cos) = (0usize, 1usize, 2usize);
-    let penalty = |di: usize| join_phase(get(di, false, true)) / join_phase(get(di, false, false));
-    let trim_ratio = |di: usize| trims(get(di, false, true)) / trims(get(di, true, true)).max(1.0);
     plots.push(
         BarPlot {
             file_stem: "trim_commands".into(),
@@ -437,111 +433,12 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
         }
         .into(),
     );
-    let mech_penalty = |path: Path| {
-        let join = |r: &JoinRunResult| mean(r.repetitions.iter().map(|x| secs(x.join_ns)));
-        join(find(path, mx, false, true)) / join(find(path, mx, false, false))
-    };
-    let mech_ratio = |path: Path| {
-        trims(find(path, mx, false, true)) / trims(find(path, mx, true, true)).max(1.0)
-    };
     let trim_ms = Preset::load("mx500")
         .ok()
         .and_then(|p| p.ssd_config().map(|c| c.trim.command_overhead_ns))
         .unwrap_or(0) as f64
         / 1e6;
-    let grows = |di: usize, f: bool| {
-        last3(get(di, f, false)) > first3(get(di, f, false)) * 1.1
-            && waf_last(get(di, f, false)) > 1.05
-    };
-    let verdicts = vec![
-        Verdict {
-            score: None,
-            claim: "MX500: with TRIM and no fallocate the join phase takes ~2.7× as long as without TRIM".into(),
-            reference: "~2.7× (120 s → ~320 s)".into(),
-            measured: format!(
-                "{:.2}× through the host path ({:.2}× without it; {:.2}× with TRIM queued). The penalty is the \
-                 reads' wait behind non-queued TRIMs: {:.0} TRIMs per repetition × the preset's assumed {:.1} ms \
-                 = {:.2} s of the {:.2} s added; 2.7× needs {:.2} s, i.e. {:.1} ms per TRIM or that many more \
-                 TRIMs. No source gives the MX500's TRIM cost; we believe it (and its growth with the range \
-                 size) is what is missing",
-                penalty(mx),
-                mech_penalty(Path::NoHost),
-                mech_penalty(Path::QueuedTrim),
-                trims(get(mx, false, true)),
-                trim_ms,
-                trims(get(mx, false, true)) * trim_ms / 1e3,
-                join_phase(get(mx, false, true)) - join_phase(get(mx, false, false)),
-                1.7 * join_phase(get(mx, false, false)),
-                1.7 * join_phase(get(mx, false, false)) * 1e3 / trims(get(mx, false, true)).max(1.0),
-            ),
-            holds: (1.5..=5.0).contains(&penalty(mx)),
-        },
-        Verdict {
-            score: None,
-            claim: "Without fallocate, deleting temp files sends many more TRIM commands (~16×)".into(),
-            reference: "~16× more".into(),
-            measured: format!(
-                "{:.1}× (MX500), {:.1}× (840 Pro), {:.1}× (Cosmos+); {:.1}× without the host path (one TRIM per \
-                 extent at unlink). Journal discards merge the extents freed within a commit, delayed allocation \
-                 gives each file fewer, larger extents; compare real ext4's count in `tempfiles-real`",
-                trim_ratio(mx),
-                trim_ratio(pro),
-                trim_ratio(cos),
-                mech_ratio(Path::NoHost)
-            ),
-            holds: trim_ratio(mx) >= 4.0,
-        },
-        Verdict {
-            score: None,
-            claim: "Without TRIM, time per repetition and WAF grow run after run (with or without fallocate, MX500)".into(),
-            reference: "grows with WAF".into(),
-            measured: format!(
-                "neither: {:.2} s → {:.2} s, WAF {:.2}; fallocate only: {:.2} s → {:.2} s, WAF {:.2}",
-                first3(get(mx, false, false)),
-                last3(get(mx, false, false)),
-                waf_last(get(mx, false, false)),
-                first3(get(mx, true, false)),
-                last3(get(mx, true, false)),
-                waf_last(get(mx, true, false))
-            ),
-            holds: grows(mx, false) && grows(mx, true),
-        },
-        Verdict {
-            score: None,
-            claim: "MX500: fallocate + TRIM is ~3× faster than neither (late repetitions)".into(),
-            reference: "~3×".into(),
-            measured: format!("{:.2}×", last3(get(mx, false, false)) / last3(get(mx, true, true))),
-            holds: last3(get(mx, false, false)) / last3(get(mx, true, true)) >= 1.5,
-        },
-        Verdict {
-            score: None,
-            claim: "MX500: fallocate + TRIM is ~5× faster than TRIM only".into(),
-            reference: "~5×".into(),
-            measured: format!("{:.2}×", last3(get(mx, false, true)) / last3(get(mx, true, true))),
-            holds: last3(get(mx, false, true)) / last3(get(mx, true, true)) >= 2.0,
-        },
-        Verdict {
-            score: None,
-            claim: "840 Pro: the same shape with a smaller TRIM penalty than the MX500".into(),
-            reference: "smaller penalty".into(),
-            measured: format!("join-phase penalty {:.2}× vs {:.2}×", penalty(pro), penalty(mx)),
-            holds: penalty(pro) > 1.0 && penalty(pro) < penalty(mx),
-        },
-        Verdict {
-            score: None,
-            claim: "Cosmos+: with TRIM the WAF stays 1.0, and fallocate + TRIM is ~1.3× faster than TRIM only".into(),
-            reference: "WAF 1.0; ~1.3×".into(),
-            measured: format!(
-                "max WAF with TRIM {:.3} / {:.3}; {:.2}×",
-                waf_max(get(cos, false, true)),
-                waf_max(get(cos, true, true)),
-                last3(get(cos, false, true)) / last3(get(cos, true, true))
-            ),
-            holds: waf_max(get(cos, false, true)) <= 1.02
-                && waf_max(get(cos, true, true)) <= 1.02
-                && last3(get(cos, false, true)) / last3(get(cos, true, true)) > 1.0,
-        },
-    ];
+    let verdicts = analyse(&reps, trim_ms);
     let provenance = vec![
         Provenance {
             number: "every number of paper 000".into(),
@@ -598,4 +495,444 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
         provenance,
         results: results_json,
     })
+}
+
+// ---------------------------------------------------------------------------------------
+// The verdicts: pure functions of the repetitions, with the paper's numbers in one place.
+
+/// Drive indices of [`setup`].
+const MX500: usize = 0;
+const PRO: usize = 1;
+const COSMOS: usize = 2;
+
+/// Paper 000's numbers.
+mod paper {
+    /// MX500, fallocate off: join phase with TRIM / without (120 s → ~320 s).
+    pub const JOIN_TRIM_PENALTY: f64 = 2.7;
+    /// TRIM commands, fallocate off / on.
+    pub const TRIM_COUNT_RATIO: f64 = 16.0;
+    /// MX500: fallocate + TRIM vs neither, "up to" (the best case).
+    pub const FT_VS_NEITHER: f64 = 3.0;
+    /// MX500: fallocate + TRIM vs TRIM only, "up to".
+    pub const FT_VS_TRIM_ONLY: f64 = 5.0;
+    /// Cosmos+: fallocate + TRIM vs TRIM only.
+    pub const COSMOS_FT_VS_TRIM_ONLY: f64 = 1.3;
+    /// Cosmos+: WAF with TRIM.
+    pub const COSMOS_WAF_WITH_TRIM: f64 = 1.0;
+    /// MX500: TRIM only vs fallocate + TRIM from the first repetition: "at least 2x".
+    pub const TRIM_ONLY_FIRST_REP: f64 = 2.0;
+}
+
+/// A headline ratio holds within ±30% of the paper's value.
+const RATIO_TOLERANCE: f64 = 0.3;
+
+fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+fn mean_of(r: &[joinrun::Repetition], f: impl Fn(&joinrun::Repetition) -> f64) -> f64 {
+    mean(r.iter().map(f))
+}
+
+/// Mean time of the first three and last three repetitions.
+fn first3(r: &[joinrun::Repetition]) -> f64 {
+    mean_of(&r[..r.len().min(3)], |x| secs(x.total_ns))
+}
+fn last3(r: &[joinrun::Repetition]) -> f64 {
+    mean_of(&r[r.len().saturating_sub(3)..], |x| secs(x.total_ns))
+}
+
+/// Join-phase time with TRIM / without (means over repetitions).
+fn trim_penalty(trim: &[joinrun::Repetition], none: &[joinrun::Repetition]) -> f64 {
+    mean_of(trim, |x| secs(x.join_ns)) / mean_of(none, |x| secs(x.join_ns))
+}
+
+/// TRIM commands per repetition, fallocate off / on.
+fn trim_count_ratio(off: &[joinrun::Repetition], on: &[joinrun::Repetition]) -> f64 {
+    mean_of(off, |x| x.trim_commands as f64) / mean_of(on, |x| x.trim_commands as f64).max(1.0)
+}
+
+/// The best ("up to") speed-up of `fast` over `slow`, repetition by repetition.
+fn best_speedup(slow: &[joinrun::Repetition], fast: &[joinrun::Repetition]) -> f64 {
+    slow.iter()
+        .zip(fast)
+        .map(|(s, f)| s.total_ns as f64 / f.total_ns.max(1) as f64)
+        .fold(0.0, f64::max)
+}
+
+fn waf_last(r: &[joinrun::Repetition]) -> f64 {
+    r.last().and_then(|x| x.waf).unwrap_or(0.0)
+}
+
+fn waf_max(r: &[joinrun::Repetition]) -> f64 {
+    r.iter().filter_map(|x| x.waf).fold(0.0, f64::max)
+}
+
+/// A verdict on a number the paper gives: holds within `tolerance` (relative) of it.
+fn numeric(
+    id: &str,
+    claim: &str,
+    reference: &str,
+    ours: f64,
+    paper: f64,
+    tolerance: f64,
+    measured: String,
+) -> Verdict {
+    let score = Score {
+        id: format!("tempfiles.{id}"),
+        role: Role::Predicted,
+        ours: Some(ours),
+        paper: Some(paper),
+        tolerance: Some(tolerance),
+    };
+    Verdict {
+        holds: score.within(),
+        score: Some(score),
+        claim: claim.into(),
+        reference: reference.into(),
+        measured,
+    }
+}
+
+/// A verdict on an ordering the paper states (no number to be near): `ours` is the
+/// number the ordering is read from.
+fn ordering(
+    id: &str,
+    claim: &str,
+    reference: &str,
+    ours: f64,
+    holds: bool,
+    measured: String,
+) -> Verdict {
+    Verdict {
+        score: Some(Score {
+            id: format!("tempfiles.{id}"),
+            role: Role::Predicted,
+            ours: Some(ours),
+            paper: None,
+            tolerance: None,
+        }),
+        claim: claim.into(),
+        reference: reference.into(),
+        measured,
+        holds,
+    }
+}
+
+/// The verdicts, from the repetitions of every run: `reps(path, drive, fallocate, trim)`;
+/// `trim_ms` is the MX500 preset's cost per TRIM command (for the explanation).
+fn analyse<'a>(
+    reps: &'a dyn Fn(Path, usize, bool, bool) -> &'a [joinrun::Repetition],
+    trim_ms: f64,
+) -> Vec<Verdict> {
+    let host = |di, f, t| reps(Path::Host, di, f, t);
+    let penalty = |path: Path, di: usize| {
+        trim_penalty(reps(path, di, false, true), reps(path, di, false, false))
+    };
+    let join_phase = |r: &[joinrun::Repetition]| mean_of(r, |x| secs(x.join_ns));
+    let trims = |r: &[joinrun::Repetition]| mean_of(r, |x| x.trim_commands as f64);
+    let (neither, f_only, t_only, both) = (
+        host(MX500, false, false),
+        host(MX500, true, false),
+        host(MX500, false, true),
+        host(MX500, true, true),
+    );
+    let mut v = Vec::new();
+
+    let p = penalty(Path::Host, MX500);
+    let added = join_phase(t_only) - join_phase(neither);
+    let needed = (paper::JOIN_TRIM_PENALTY - 1.0) * join_phase(neither);
+    v.push(numeric(
+        "mx500-join-trim-penalty",
+        "MX500: with TRIM and no fallocate the join phase takes ~2.7× as long as without TRIM",
+        "~2.7× (120 s → ~320 s)",
+        p,
+        paper::JOIN_TRIM_PENALTY,
+        RATIO_TOLERANCE,
+        format!(
+            "{p:.2}× through the host path ({:.2}× without it; {:.2}× with TRIM queued). The penalty is the \
+             reads' wait behind non-queued TRIMs: {:.0} TRIMs per repetition × the preset's assumed {trim_ms:.1} ms \
+             = {:.2} s of the {added:.2} s added; 2.7× needs {needed:.2} s, i.e. {:.1} ms per TRIM or that many \
+             more TRIMs. No source gives the MX500's TRIM cost; we believe it (and its growth with the range \
+             size) is what is missing",
+            penalty(Path::NoHost, MX500),
+            penalty(Path::QueuedTrim, MX500),
+            trims(t_only),
+            trims(t_only) * trim_ms / 1e3,
+            needed * 1e3 / trims(t_only).max(1.0),
+        ),
+    ));
+
+    let ratio = |di| trim_count_ratio(host(di, false, true), host(di, true, true));
+    v.push(numeric(
+        "trim-count-ratio",
+        "Without fallocate, deleting temp files sends ~16× more TRIM commands (MX500)",
+        "~16× more",
+        ratio(MX500),
+        paper::TRIM_COUNT_RATIO,
+        RATIO_TOLERANCE,
+        format!(
+            "{:.1}× (MX500), {:.1}× (840 Pro), {:.1}× (Cosmos+); {:.1}× without the host path (one TRIM per \
+             extent at unlink). Journal discards merge the extents freed within a commit and delayed allocation \
+             gives each file fewer, larger extents; compare real ext4's count in `tempfiles-real`",
+            ratio(MX500),
+            ratio(PRO),
+            ratio(COSMOS),
+            trim_count_ratio(reps(Path::NoHost, MX500, false, true), reps(Path::NoHost, MX500, true, true)),
+        ),
+    ));
+
+    let grows = |r: &[joinrun::Repetition]| last3(r) / first3(r);
+    let g = grows(neither).min(grows(f_only));
+    v.push(ordering(
+        "mx500-no-trim-grows",
+        "Without TRIM, time per repetition and WAF grow run after run (with or without fallocate, MX500): an ordering, read as last three repetitions over the first three > 1.1 with WAF > 1.05",
+        "grows with WAF",
+        g,
+        g > 1.1 && waf_last(neither) > 1.05 && waf_last(f_only) > 1.05,
+        format!(
+            "neither: {:.2} s → {:.2} s, WAF {:.2}; fallocate only: {:.2} s → {:.2} s, WAF {:.2}",
+            first3(neither),
+            last3(neither),
+            waf_last(neither),
+            first3(f_only),
+            last3(f_only),
+            waf_last(f_only)
+        ),
+    ));
+
+    let up_neither = best_speedup(neither, both);
+    v.push(numeric(
+        "mx500-ft-vs-neither",
+        "MX500: fallocate + TRIM is up to ~3× faster than neither (the best repetition)",
+        "up to ~3×",
+        up_neither,
+        paper::FT_VS_NEITHER,
+        RATIO_TOLERANCE,
+        format!(
+            "best repetition {up_neither:.2}× (last three: {:.2}×)",
+            last3(neither) / last3(both)
+        ),
+    ));
+
+    let up_trim = best_speedup(t_only, both);
+    v.push(numeric(
+        "mx500-ft-vs-trim-only",
+        "MX500: fallocate + TRIM is up to ~5× faster than TRIM only (the best repetition)",
+        "up to ~5×",
+        up_trim,
+        paper::FT_VS_TRIM_ONLY,
+        RATIO_TOLERANCE,
+        format!(
+            "best repetition {up_trim:.2}× (last three: {:.2}×)",
+            last3(t_only) / last3(both)
+        ),
+    ));
+
+    let first = |r: &[joinrun::Repetition]| r.first().map_or(0.0, |x| secs(x.total_ns));
+    let first_ratio = first(t_only) / first(both).max(f64::MIN_POSITIVE);
+    v.push(ordering(
+        "mx500-trim-only-slow-from-first",
+        "MX500: TRIM only is at least 2× slower than fallocate + TRIM from the first repetition",
+        "≥ 2× from repetition 1",
+        first_ratio,
+        first_ratio >= paper::TRIM_ONLY_FIRST_REP,
+        format!(
+            "repetition 1: {:.2} s vs {:.2} s ({first_ratio:.2}×)",
+            first(t_only),
+            first(both)
+        ),
+    ));
+
+    let f_beats = mean_of(neither, |x| secs(x.total_ns)) / mean_of(f_only, |x| secs(x.total_ns));
+    v.push(ordering(
+        "mx500-fallocate-only-beats-neither",
+        "MX500: fallocate alone beats neither",
+        "fallocate only faster",
+        f_beats,
+        f_beats > 1.0,
+        format!("neither / fallocate only = {f_beats:.2}× (mean over repetitions)"),
+    ));
+
+    let waf_growth =
+        |r: &[joinrun::Repetition]| waf_last(r) - r.first().and_then(|x| x.waf).unwrap_or(1.0);
+    v.push(ordering(
+        "mx500-waf-grows-slower-with-trim",
+        "MX500: WAF grows more slowly with TRIM only than with neither",
+        "slower WAF growth with TRIM",
+        waf_growth(t_only),
+        waf_growth(t_only) < waf_growth(neither),
+        format!(
+            "WAF first → last: TRIM only {:.2} → {:.2}, neither {:.2} → {:.2}",
+            t_only.first().and_then(|x| x.waf).unwrap_or(0.0),
+            waf_last(t_only),
+            neither.first().and_then(|x| x.waf).unwrap_or(0.0),
+            waf_last(neither)
+        ),
+    ));
+
+    let (pp, pm) = (penalty(Path::Host, PRO), p);
+    v.push(ordering(
+        "840pro-smaller-penalty",
+        "840 Pro: the same shape with a smaller TRIM penalty than the MX500",
+        "smaller penalty",
+        pp,
+        pp > 1.0 && pp < pm,
+        format!("join-phase penalty {pp:.2}× vs {pm:.2}×"),
+    ));
+
+    let cos_waf = waf_max(host(COSMOS, false, true)).max(waf_max(host(COSMOS, true, true)));
+    v.push(numeric(
+        "cosmos-waf-with-trim",
+        "Cosmos+: with TRIM the WAF stays 1.0",
+        "WAF 1.0",
+        cos_waf,
+        paper::COSMOS_WAF_WITH_TRIM,
+        0.02,
+        format!("highest WAF of a repetition with TRIM: {cos_waf:.3}"),
+    ));
+
+    let cos_ft = mean_of(host(COSMOS, false, true), |x| secs(x.total_ns))
+        / mean_of(host(COSMOS, true, true), |x| secs(x.total_ns));
+    v.push(numeric(
+        "cosmos-ft-vs-trim-only",
+        "Cosmos+: fallocate + TRIM is ~1.3× faster than TRIM only",
+        "~1.3×",
+        cos_ft,
+        paper::COSMOS_FT_VS_TRIM_ONLY,
+        RATIO_TOLERANCE,
+        format!("{cos_ft:.2}× (mean over repetitions)"),
+    ));
+
+    let cos_f = mean_of(host(COSMOS, true, false), |x| secs(x.total_ns))
+        / mean_of(host(COSMOS, false, false), |x| secs(x.total_ns));
+    v.push(ordering(
+        "cosmos-fallocate-only-slower",
+        "Cosmos+: fallocate without TRIM is slower than neither",
+        "fallocate only slower",
+        cos_f,
+        cos_f > 1.0,
+        format!("fallocate only / neither = {cos_f:.2}× (mean over repetitions)"),
+    ));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use joinrun::Repetition;
+
+    /// `n` repetitions of `total` s (join phase half of it), `trims` TRIMs, WAF `waf(i)`.
+    fn reps(n: usize, total: f64, trims: u64, waf: impl Fn(usize) -> f64) -> Vec<Repetition> {
+        (0..n)
+            .map(|i| Repetition {
+                total_ns: (total * 1e9) as u64,
+                join_ns: (total * 0.5e9) as u64,
+                trim_commands: trims,
+                waf: Some(waf(i)),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    /// `n` repetitions growing from `total` s by `step` s each, WAF from 1.0 by `waf_step`.
+    fn growing(total: f64, step: f64, waf_step: f64) -> Vec<Repetition> {
+        (0..20)
+            .map(|i| {
+                let i = i as f64;
+                reps(1, total + step * i, 0, |_| 1.0 + waf_step * i).remove(0)
+            })
+            .collect()
+    }
+
+    /// Runs shaped like the paper's findings, with the MX500's TRIM-only repetitions
+    /// taking `trim_only_s` (10 s: a join-phase penalty of ~2.5×, F+T up to 5× faster).
+    fn paperlike(trim_only_s: f64) -> impl Fn(Path, usize, bool, bool) -> Vec<Repetition> {
+        move |_, di, f, t| match (di, f, t) {
+            // Without TRIM: slower and slower as WAF grows; fallocate alone a bit faster
+            // (on the Cosmos+ slower).
+            (_, false, false) => growing(3.0, 0.1, 0.1),
+            (COSMOS, true, false) => growing(4.0, 0.1, 0.1),
+            (_, true, false) => growing(2.9, 0.1, 0.1),
+            (MX500, false, true) => reps(20, trim_only_s, 1600, |_| 1.0),
+            (PRO, false, true) => reps(20, 6.0, 1600, |_| 1.0),
+            (_, false, true) => reps(20, 2.6, 1600, |_| 1.0),
+            (_, true, true) => reps(20, 2.0, 100, |_| 1.0),
+        }
+    }
+
+    fn verdicts(trim_only_s: f64) -> Vec<Verdict> {
+        let runs = paperlike(trim_only_s);
+        let mut cache = std::collections::HashMap::new();
+        for path in [Path::Host, Path::QueuedTrim, Path::NoHost] {
+            for di in [MX500, PRO, COSMOS] {
+                for &(f, t) in &COMBOS {
+                    cache.insert((path, di, f, t), runs(path, di, f, t));
+                }
+            }
+        }
+        analyse(&|p, d, f, t| cache[&(p, d, f, t)].as_slice(), 1.0)
+    }
+
+    fn holds(v: &[Verdict], id: &str) -> bool {
+        v.iter()
+            .find(|v| v.score.as_ref().unwrap().id == format!("tempfiles.{id}"))
+            .unwrap_or_else(|| panic!("no verdict {id}"))
+            .holds
+    }
+
+    #[test]
+    fn paper_shaped_runs_hold_every_claim() {
+        let v = verdicts(10.0);
+        let ids: Vec<&str> = v
+            .iter()
+            .map(|v| v.score.as_ref().unwrap().id.as_str())
+            .collect();
+        let unique: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len(), "ids are unique: {ids:?}");
+        for v in &v {
+            assert!(v.holds, "{}: {}", v.claim, v.measured);
+        }
+        for id in [
+            "mx500-join-trim-penalty",
+            "trim-count-ratio",
+            "mx500-ft-vs-neither",
+            "mx500-ft-vs-trim-only",
+        ] {
+            let s = v
+                .iter()
+                .find(|v| v.score.as_ref().unwrap().id == format!("tempfiles.{id}"))
+                .unwrap();
+            let s = s.score.as_ref().unwrap();
+            assert!(
+                s.ours.is_some() && s.paper.is_some() && s.tolerance.is_some(),
+                "{id}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_claim_can_fail() {
+        // TRIM only as fast as neither: no penalty, no 5× speed-up, and the 840 Pro's
+        // penalty is no longer the smaller one.
+        let v = verdicts(3.0);
+        for id in [
+            "mx500-join-trim-penalty",
+            "mx500-ft-vs-trim-only",
+            "840pro-smaller-penalty",
+            "mx500-trim-only-slow-from-first",
+        ] {
+            assert!(!holds(&v, id), "{id} should fail");
+        }
+        // TRIM only far too slow: the penalty overshoots ±30% of 2.7.
+        assert!(!holds(&verdicts(30.0), "mx500-join-trim-penalty"));
+        // An 8× TRIM count ratio is outside ±30% of 16.
+        let off = reps(3, 1.0, 800, |_| 1.0);
+        let on = reps(3, 1.0, 100, |_| 1.0);
+        assert_eq!(trim_count_ratio(&off, &on), 8.0);
+        // "Up to" is the best repetition, not a mean.
+        let slow = [reps(1, 5.0, 0, |_| 1.0), reps(1, 2.0, 0, |_| 1.0)].concat();
+        let fast = reps(2, 1.0, 0, |_| 1.0);
+        assert_eq!(best_speedup(&slow, &fast), 5.0);
+    }
 }

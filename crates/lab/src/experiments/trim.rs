@@ -373,7 +373,10 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
     for (k, &n) in read_counts.iter().enumerate() {
         let totals: Vec<u64> = Mode::ALL
             .iter()
-            .map(|&m| ctx.step(|| run_once(m, n, derive_seed(seed, k as u64))).map(|r| r.total_ns))
+            .map(|&m| {
+                ctx.step(|| run_once(m, n, derive_seed(seed, k as u64)))
+                    .map(|r| r.total_ns)
+            })
             .collect::<Result<_, _>>()?;
         mixed.push((n, totals));
     }
