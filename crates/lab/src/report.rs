@@ -198,6 +198,59 @@ pub struct Verdict {
     pub holds: bool,
 }
 
+impl Verdict {
+    /// A predicted number the paper gives: holds within `tolerance` (relative) of it.
+    pub fn numeric(
+        id: &str,
+        claim: &str,
+        reference: &str,
+        ours: f64,
+        paper: f64,
+        tolerance: f64,
+        measured: String,
+    ) -> Verdict {
+        let score = Score {
+            id: id.into(),
+            role: Role::Predicted,
+            ours: Some(ours),
+            paper: Some(paper),
+            tolerance: Some(tolerance),
+        };
+        Verdict {
+            holds: score.within(),
+            score: Some(score),
+            claim: claim.into(),
+            reference: reference.into(),
+            measured,
+        }
+    }
+
+    /// A predicted ordering the paper states (no number to be near): `ours` is the number
+    /// the ordering is read from, `holds` whether it goes the paper's way.
+    pub fn ordering(
+        id: &str,
+        claim: &str,
+        reference: &str,
+        ours: f64,
+        holds: bool,
+        measured: String,
+    ) -> Verdict {
+        Verdict {
+            score: Some(Score {
+                id: id.into(),
+                role: Role::Predicted,
+                ours: Some(ours),
+                paper: None,
+                tolerance: None,
+            }),
+            claim: claim.into(),
+            reference: reference.into(),
+            measured,
+            holds,
+        }
+    }
+}
+
 /// What a verdict's number is to the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

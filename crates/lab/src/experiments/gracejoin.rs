@@ -208,73 +208,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
         }
         .into(),
     ];
-    let (ssd, hdd) = (0usize, 1usize);
-    let hdd_gain = time(Sweep::ReadBuffer, hdd, 1) / time(Sweep::ReadBuffer, hdd, 16);
-    let ssd_spread = {
-        let v: Vec<f64> = READ_BUFFERS_MIB
-            .iter()
-            .map(|&r| time(Sweep::ReadBuffer, ssd, r))
-            .collect();
-        v.iter().cloned().fold(f64::MIN, f64::max) / v.iter().cloned().fold(f64::MAX, f64::min)
-    };
-    let gap4 = time(Sweep::ReadBuffer, hdd, 4) / time(Sweep::ReadBuffer, ssd, 4);
-    let ssd_w = time(Sweep::WriteBuffer, ssd, 4) / time(Sweep::WriteBuffer, ssd, 64);
-    let ssd_w_after = time(Sweep::WriteBuffer, ssd, 64) / time(Sweep::WriteBuffer, ssd, 128);
-    let hdd_w = time(Sweep::WriteBuffer, hdd, 4) / time(Sweep::WriteBuffer, hdd, 128);
-    let gap2 = time(Sweep::Users, hdd, 2) / time(Sweep::Users, ssd, 2);
-    let ssd_u = time(Sweep::Users, ssd, 4) / time(Sweep::Users, ssd, 1);
-    let hdd_u = time(Sweep::Users, hdd, 4) / time(Sweep::Users, hdd, 1);
-    let verdicts = vec![
-        Verdict {
-            score: None,
-            claim: "HDD: a 16 MB read buffer is ~10× faster than 1 MB".into(),
-            reference: "~10×".into(),
-            measured: format!("{hdd_gain:.1}×"),
-            holds: hdd_gain >= 4.0,
-        },
-        Verdict {
-            score: None,
-            claim: "SSD: nearly flat across read buffers of 1–32 MB".into(),
-            reference: "nearly flat".into(),
-            measured: format!("slowest / fastest {ssd_spread:.2}"),
-            holds: ssd_spread <= 1.5,
-        },
-        Verdict {
-            score: None,
-            claim: "HDD / SSD gap of ~7× at a 4 MB read buffer".into(),
-            reference: "~7×".into(),
-            measured: format!("{gap4:.1}×"),
-            holds: (3.5..=14.0).contains(&gap4),
-        },
-        Verdict {
-            score: None,
-            claim: "SSD: ~2× faster from 4 KB to 64 KB write buffers, flat after".into(),
-            reference: "~2×, then flat".into(),
-            measured: format!("4→64 KB {ssd_w:.2}×, 64→128 KB {ssd_w_after:.2}×"),
-            holds: ssd_w >= 1.4 && ssd_w_after <= 1.15,
-        },
-        Verdict {
-            score: None,
-            claim: "HDD: write buffers 4→128 KB help ~20%".into(),
-            reference: "~1.2×".into(),
-            measured: format!("{hdd_w:.2}×"),
-            holds: (1.05..=2.0).contains(&hdd_w),
-        },
-        Verdict {
-            score: None,
-            claim: "Two concurrent users: HDD / SSD gap above 9×".into(),
-            reference: ">9×".into(),
-            measured: format!("{gap2:.1}×"),
-            holds: gap2 > 9.0,
-        },
-        Verdict {
-            score: None,
-            claim: "With more users the SSD degrades less than the HDD (1 → 4 users)".into(),
-            reference: "SSD: only the smaller per-user buffer; HDD worse".into(),
-            measured: format!("SSD {ssd_u:.2}×, HDD {hdd_u:.2}×"),
-            holds: ssd_u < hdd_u,
-        },
-    ];
+    let verdicts = analyse(&time);
     Ok(Section {
         id: "gracejoin".into(),
         title: "Grace hash join on SSD versus HDD (paper 001)".into(),
@@ -309,4 +243,198 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
             "paper": {"hdd_gain_1_to_16mb": 10.0, "hdd_ssd_gap_4mb": 7.0, "ssd_write_buffer_4_to_64kb": 2.0, "hdd_write_buffer": 1.2, "hdd_ssd_gap_2_users": 9.0},
         }),
     })
+}
+
+// ---------------------------------------------------------------------------------------
+// The verdicts: a pure function of the sweep times, with the paper's numbers in one place.
+
+const SSD: usize = 0;
+const HDD: usize = 1;
+
+/// Paper 001's numbers.
+mod paper {
+    /// HDD: time at a 1 MB read buffer / at 16 MB.
+    pub const HDD_16MB_VS_1MB: f64 = 10.0;
+    /// HDD / SSD time at a 4 MB read buffer.
+    pub const HDD_SSD_GAP_4MB: f64 = 7.0;
+    /// SSD: time at a 4 KB write buffer / at 64 KB.
+    pub const SSD_WRITE_4_TO_64: f64 = 2.0;
+    /// HDD: time at a 4 KB write buffer / at 128 KB ("~20%").
+    pub const HDD_WRITE_GAIN: f64 = 1.2;
+    /// HDD / SSD time with two concurrent users (">9x").
+    pub const HDD_SSD_GAP_2USERS: f64 = 9.0;
+}
+
+/// A headline ratio holds within ±30% of the paper's value.
+const RATIO_TOLERANCE: f64 = 0.3;
+
+fn numeric(
+    id: &str,
+    claim: &str,
+    reference: &str,
+    ours: f64,
+    paper: f64,
+    tolerance: f64,
+    measured: String,
+) -> Verdict {
+    Verdict::numeric(
+        &format!("gracejoin.{id}"),
+        claim,
+        reference,
+        ours,
+        paper,
+        tolerance,
+        measured,
+    )
+}
+
+fn ordering(
+    id: &str,
+    claim: &str,
+    reference: &str,
+    ours: f64,
+    holds: bool,
+    measured: String,
+) -> Verdict {
+    Verdict::ordering(
+        &format!("gracejoin.{id}"),
+        claim,
+        reference,
+        ours,
+        holds,
+        measured,
+    )
+}
+
+/// The verdicts from the simulated times: `time(sweep, device, x)` in seconds.
+fn analyse(time: &dyn Fn(Sweep, usize, u64) -> f64) -> Vec<Verdict> {
+    let read = |d, mb| time(Sweep::ReadBuffer, d, mb);
+    let write = |d, kb| time(Sweep::WriteBuffer, d, kb);
+    let users = |d, u| time(Sweep::Users, d, u);
+    let hdd_gain = read(HDD, 1) / read(HDD, 16);
+    let ssd_spread = {
+        let v: Vec<f64> = READ_BUFFERS_MIB.iter().map(|&r| read(SSD, r)).collect();
+        v.iter().cloned().fold(f64::MIN, f64::max) / v.iter().cloned().fold(f64::MAX, f64::min)
+    };
+    let gap4 = read(HDD, 4) / read(SSD, 4);
+    let ssd_w = write(SSD, 4) / write(SSD, 64);
+    let ssd_w_after = write(SSD, 64) / write(SSD, 128);
+    let hdd_w = write(HDD, 4) / write(HDD, 128);
+    let gap2 = users(HDD, 2) / users(SSD, 2);
+    // Four users share 8 MB: 2 MB each. "Only by the smaller buffer": four users take as
+    // long as one with 2 MB.
+    let ssd_u = users(SSD, 4) / read(SSD, 2);
+    let (ssd_deg, hdd_deg) = (users(SSD, 4) / users(SSD, 1), users(HDD, 4) / users(HDD, 1));
+    let t = RATIO_TOLERANCE;
+    vec![
+        numeric("hdd-16mb-vs-1mb", "HDD: a 16 MB read buffer is ~10× faster than 1 MB", "~10×", hdd_gain,
+            paper::HDD_16MB_VS_1MB, t, format!("{hdd_gain:.1}×")),
+        numeric("ssd-flat-read-buffer", "SSD: nearly flat across read buffers of 1–32 MB (slowest within 20% of fastest)",
+            "nearly flat", ssd_spread, 1.0, 0.2, format!("slowest / fastest {ssd_spread:.2}")),
+        numeric("hdd-ssd-gap-4mb", "HDD / SSD gap of ~7× at a 4 MB read buffer", "~7×", gap4,
+            paper::HDD_SSD_GAP_4MB, t, format!("{gap4:.1}×")),
+        numeric("ssd-write-buffer-4-to-64", "SSD: ~2× faster from 4 KB to 64 KB write buffers", "~2×", ssd_w,
+            paper::SSD_WRITE_4_TO_64, t, format!("{ssd_w:.2}×")),
+        numeric("ssd-write-buffer-flat-after-64", "SSD: flat from 64 KB to 128 KB write buffers (within 10%)", "flat",
+            ssd_w_after, 1.0, 0.1, format!("{ssd_w_after:.2}×")),
+        numeric("hdd-write-buffer-gain", "HDD: write buffers 4→128 KB help ~20% (1.08–1.32×)", "~1.2×", hdd_w,
+            paper::HDD_WRITE_GAIN, 0.1, format!("{hdd_w:.2}×")),
+        numeric("hdd-ssd-gap-2users", "Two concurrent users: HDD / SSD gap of ~9× (the paper: above 9×)", ">9×", gap2,
+            paper::HDD_SSD_GAP_2USERS, t, format!("{gap2:.1}×")),
+        numeric("ssd-users-only-smaller-buffer",
+            "SSD: four users sharing 8 MB take only what one user with the smaller (2 MB) buffer takes (within 20%)",
+            "no degradation beyond the smaller buffer", ssd_u, 1.0, 0.2,
+            format!("4 users {:.2} s vs 1 user at 2 MB {:.2} s ({ssd_u:.2}×)", users(SSD, 4), read(SSD, 2))),
+        ordering("hdd-degrades-more", "With more users the HDD degrades more than the SSD (1 → 4 users): an ordering",
+            "HDD worse", hdd_deg, hdd_deg > ssd_deg,
+            format!("4 users / 1 user: SSD {ssd_deg:.2}×, HDD {hdd_deg:.2}×")),
+        ordering("gap-2users-exceeds-1user",
+            "The 2-user gap exceeds the 1-user gap at the same per-user buffer (4 MB): an ordering",
+            "9× > 7×", gap2 / gap4, gap2 > gap4,
+            format!("2 users {gap2:.1}× vs 1 user at 4 MB {gap4:.1}×")),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Times shaped like the paper: the HDD 10× faster from 1 to 16 MB and 7× behind at
+    /// 4 MB, the SSD flat; `gap2` the HDD / SSD ratio with 2 users.
+    fn paperlike(gap2: f64) -> impl Fn(Sweep, usize, u64) -> f64 {
+        move |sweep, d, x| match (sweep, d) {
+            (Sweep::ReadBuffer, SSD) => 1.0,
+            (Sweep::ReadBuffer, _) => match x {
+                1 => 60.0,
+                2 => 20.0,
+                4 => 7.0,
+                _ => 6.0,
+            },
+            (Sweep::WriteBuffer, SSD) => {
+                if x >= 64 {
+                    1.0
+                } else {
+                    2.0 - x as f64 / 64.0
+                }
+            }
+            (Sweep::WriteBuffer, _) => {
+                if x >= 128 {
+                    5.0
+                } else {
+                    6.0
+                }
+            }
+            (Sweep::Users, SSD) => 1.0,
+            (Sweep::Users, _) => {
+                if x == 2 {
+                    gap2
+                } else {
+                    5.0 * x as f64
+                }
+            }
+        }
+    }
+
+    fn holds(v: &[Verdict], id: &str) -> bool {
+        v.iter()
+            .find(|v| v.score.as_ref().unwrap().id == format!("gracejoin.{id}"))
+            .unwrap_or_else(|| panic!("no verdict {id}"))
+            .holds
+    }
+
+    #[test]
+    fn paper_shaped_times_hold_every_claim() {
+        let v = analyse(&paperlike(9.5));
+        for v in &v {
+            assert!(v.holds, "{}: {}", v.claim, v.measured);
+        }
+    }
+
+    #[test]
+    fn each_claim_can_fail() {
+        // A 2-user gap of 3×: outside ±30% of 9, and below the 1-user gap of 7×.
+        let v = analyse(&paperlike(3.0));
+        assert!(!holds(&v, "hdd-ssd-gap-2users"));
+        assert!(!holds(&v, "gap-2users-exceeds-1user"));
+        // Everything equal: no HDD gain, no gaps, no write-buffer effects.
+        let flat = analyse(&|_, _, _| 1.0);
+        for id in [
+            "hdd-16mb-vs-1mb",
+            "hdd-ssd-gap-4mb",
+            "ssd-write-buffer-4-to-64",
+            "hdd-write-buffer-gain",
+            "hdd-degrades-more",
+        ] {
+            assert!(!holds(&flat, id), "{id} should fail");
+        }
+        // An SSD that slows with more users fails "only the smaller buffer".
+        let slow = |s: Sweep, d: usize, x: u64| {
+            if s == Sweep::Users && d == SSD {
+                x as f64
+            } else {
+                paperlike(9.5)(s, d, x)
+            }
+        };
+        assert!(!holds(&analyse(&slow), "ssd-users-only-smaller-buffer"));
+    }
 }

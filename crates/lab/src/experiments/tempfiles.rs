@@ -16,9 +16,7 @@
 use super::Scale;
 use crate::backend::Backend;
 use crate::joinrun::{self, JoinRunResult, JoinRunSpec, JoinStorage};
-use crate::report::{
-    BarPlot, LinePlot, Plot, Provenance, Role, Score, Section, Series, Table, Verdict,
-};
+use crate::report::{BarPlot, LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
 use flash::Preset;
 use hashjoin::{Algorithm, JoinSpec};
 use serde_json::json;
@@ -568,7 +566,6 @@ fn waf_max(r: &[joinrun::Repetition]) -> f64 {
     r.iter().filter_map(|x| x.waf).fold(0.0, f64::max)
 }
 
-/// A verdict on a number the paper gives: holds within `tolerance` (relative) of it.
 fn numeric(
     id: &str,
     claim: &str,
@@ -578,24 +575,17 @@ fn numeric(
     tolerance: f64,
     measured: String,
 ) -> Verdict {
-    let score = Score {
-        id: format!("tempfiles.{id}"),
-        role: Role::Predicted,
-        ours: Some(ours),
-        paper: Some(paper),
-        tolerance: Some(tolerance),
-    };
-    Verdict {
-        holds: score.within(),
-        score: Some(score),
-        claim: claim.into(),
-        reference: reference.into(),
+    Verdict::numeric(
+        &format!("tempfiles.{id}"),
+        claim,
+        reference,
+        ours,
+        paper,
+        tolerance,
         measured,
-    }
+    )
 }
 
-/// A verdict on an ordering the paper states (no number to be near): `ours` is the
-/// number the ordering is read from.
 fn ordering(
     id: &str,
     claim: &str,
@@ -604,19 +594,14 @@ fn ordering(
     holds: bool,
     measured: String,
 ) -> Verdict {
-    Verdict {
-        score: Some(Score {
-            id: format!("tempfiles.{id}"),
-            role: Role::Predicted,
-            ours: Some(ours),
-            paper: None,
-            tolerance: None,
-        }),
-        claim: claim.into(),
-        reference: reference.into(),
-        measured,
+    Verdict::ordering(
+        &format!("tempfiles.{id}"),
+        claim,
+        reference,
+        ours,
         holds,
-    }
+        measured,
+    )
 }
 
 /// The verdicts, from the repetitions of every run: `reps(path, drive, fallocate, trim)`;
