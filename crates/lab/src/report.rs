@@ -225,6 +225,14 @@ impl Verdict {
         }
     }
 
+    /// The same verdict with another role (e.g. [`Role::Check`] for a model check).
+    pub fn with_role(mut self, role: Role) -> Verdict {
+        if let Some(s) = &mut self.score {
+            s.role = role;
+        }
+        self
+    }
+
     /// A predicted ordering the paper states (no number to be near): `ours` is the number
     /// the ordering is read from, `holds` whether it goes the paper's way.
     pub fn ordering(
