@@ -9,7 +9,7 @@
 use super::{derive_seed, Scale};
 use crate::backend::Backend;
 use crate::btreerun::{self, BtreeResult, BtreeSpec, StoreKind};
-use crate::report::{LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
+use crate::report::{LinePlot, Plot, Provenance, Role, Section, Series, Table, Verdict};
 use astree::asstore::Cleaning;
 use flash::Preset;
 use serde_json::json;
@@ -398,159 +398,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
         }
         .into(),
     ];
-    let as32 = |f| get(StoreKind::As, f, 32, 0);
-    let inplace = |f| get(StoreKind::InPlace, f, 1, 0);
-    let bftl = |f| get(StoreKind::Bftl, f, 1, 0);
-    let verdicts = vec![
-        Verdict {
-            score: None,
-            claim:
-                "The AS B-tree (buffer 32) inserts faster than the in-place B-tree at every fanout"
-                    .into(),
-            reference: "90/63/61 s vs 109/81/78 s".into(),
-            measured: FANOUTS
-                .iter()
-                .map(|&f| {
-                    format!(
-                        "F={f}: {:.2} vs {:.2}",
-                        as32(f).insert_s,
-                        inplace(f).insert_s
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; "),
-            holds: FANOUTS
-                .iter()
-                .all(|&f| as32(f).insert_s < inplace(f).insert_s),
-        },
-        Verdict {
-            score: None,
-            claim: "A larger write buffer speeds AS inserts (buffer 1 → 32)".into(),
-            reference: "108→90, 76→63, 68→61 s".into(),
-            measured: FANOUTS
-                .iter()
-                .map(|&f| {
-                    format!(
-                        "F={f}: {:.2}→{:.2}",
-                        get(StoreKind::As, f, 1, 0).insert_s,
-                        as32(f).insert_s
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; "),
-            holds: FANOUTS
-                .iter()
-                .all(|&f| as32(f).insert_s < get(StoreKind::As, f, 1, 0).insert_s),
-        },
-        Verdict {
-            score: None,
-            claim: "BFTL inserts slowest of the three".into(),
-            reference: "184/149/143 s".into(),
-            measured: FANOUTS
-                .iter()
-                .map(|&f| format!("F={f}: {:.2}", bftl(f).insert_s))
-                .collect::<Vec<_>>()
-                .join("; "),
-            holds: FANOUTS.iter().all(|&f| {
-                bftl(f).insert_s > inplace(f).insert_s && bftl(f).insert_s > as32(f).insert_s
-            }),
-        },
-        Verdict {
-            score: None,
-            claim: "Searches: AS ≈ B-tree (within 10%), BFTL slower".into(),
-            reference: "AS ≈ 84/57/56 s; BFTL 120/90/88 s".into(),
-            measured: FANOUTS
-                .iter()
-                .map(|&f| {
-                    format!(
-                        "F={f}: AS {:.2}, B-tree {:.2}, BFTL {:.2}",
-                        as32(f).search_s,
-                        inplace(f).search_s,
-                        bftl(f).search_s
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; "),
-            holds: FANOUTS.iter().all(|&f| {
-                (as32(f).search_s / inplace(f).search_s - 1.0).abs() <= 0.1
-                    && bftl(f).search_s > inplace(f).search_s
-            }),
-        },
-        Verdict {
-            score: None,
-            claim: "F=256, buffer 32: AS spends at most half the in-place B-tree's write time"
-                .into(),
-            reference: "5 s vs 10 s".into(),
-            measured: format!(
-                "{:.2} s vs {:.2} s",
-                as32(256).insert_write_s,
-                inplace(256).insert_write_s
-            ),
-            holds: as32(256).insert_write_s <= 0.5 * inplace(256).insert_write_s,
-        },
-        Verdict {
-            score: None,
-            claim: "An LRU cache speeds every store, and the AS B-tree stays fastest with it"
-                .into(),
-            reference: "AS 61→31 s, B-tree 78→46, BFTL 143→117".into(),
-            measured: format!(
-                "cache 0→80: AS {:.2}→{:.2}, B-tree {:.2}→{:.2}, BFTL {:.2}→{:.2}",
-                as32(256).insert_s,
-                get(StoreKind::As, 256, 32, 80).insert_s,
-                inplace(256).insert_s,
-                get(StoreKind::InPlace, 256, 1, 80).insert_s,
-                bftl(256).insert_s,
-                get(StoreKind::Bftl, 256, 1, 80).insert_s
-            ),
-            holds: get(StoreKind::As, 256, 32, 80).insert_s < as32(256).insert_s
-                && get(StoreKind::InPlace, 256, 1, 80).insert_s < inplace(256).insert_s
-                && get(StoreKind::As, 256, 32, 80).insert_s
-                    < get(StoreKind::InPlace, 256, 1, 80).insert_s,
-        },
-        Verdict {
-            score: None,
-            claim: "File size: the in-place B-tree is smallest, the AS log larger, BFTL largest"
-                .into(),
-            reference: "22.4 MB / 642 MB / 1615 MB (F=256)".into(),
-            measured: format!(
-                "{} / {} / {} bytes",
-                inplace(256).file_bytes,
-                as32(256).file_bytes,
-                bftl(256).file_bytes
-            ),
-            holds: inplace(256).file_bytes < as32(256).file_bytes
-                && as32(256).file_bytes < bftl(256).file_bytes,
-        },
-        Verdict {
-            score: None,
-            claim: "With segment cleaning the AS file stays a few segments above the live tree (under 10% of the uncleaned log); without it, it grows with every insert (≥ 1.8× from half to all inserts)".into(),
-            reference: "600–700 MB up to 1,000,000 inserts with cleaning; 642 MB at 500k without".into(),
-            measured: format!(
-                "sliding window {} → {} MB; no cleaning {} → {} MB",
-                mb(half_file(cleaning_result("AS, sliding window"))),
-                mb(cleaning_result("AS, sliding window").file_bytes),
-                mb(half_file(cleaning_result("AS, no cleaning"))),
-                mb(cleaning_result("AS, no cleaning").file_bytes),
-            ),
-            holds: {
-                let (w, n) = (cleaning_result("AS, sliding window"), cleaning_result("AS, no cleaning"));
-                (w.file_bytes as f64) < 0.1 * n.file_bytes as f64
-                    && n.file_bytes as f64 >= 1.8 * half_file(n) as f64
-            },
-        },
-        Verdict {
-            score: None,
-            claim: "flashlab's cost-benefit cleaning keeps the AS files within 1.5× the live node bytes".into(),
-            reference: "issue 5's goal (the paper's 128 MB segments leave ~30× at its scale)".into(),
-            measured: format!(
-                "{:.2}× ({} MB for {} MB of live nodes)",
-                cleaning_result("AS, cost-benefit ≤1.5×").space_amplification,
-                mb(cleaning_result("AS, cost-benefit ≤1.5×").file_bytes),
-                mb(cleaning_result("AS, cost-benefit ≤1.5×").live_node_bytes)
-            ),
-            holds: cleaning_result("AS, cost-benefit ≤1.5×").space_amplification <= 1.5,
-        },
-    ];
+    let verdicts = analyse(&get, &cleaning_result, paper_segment);
     Ok(Section {
         id: "astree".into(),
         title: "AS B-tree, in-place B+tree and BFTL (paper 004)".into(),
@@ -582,4 +430,435 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
             "paper_search": PAPER_SEARCH.iter().map(|p| json!({"fanout": p.0, "btree": p.1, "bftl": p.2})).collect::<Vec<_>>(),
         }),
     })
+}
+// ---------------------------------------------------------------------------------------
+// The verdicts: a pure function of the runs' results, with paper 004's numbers in one place.
+
+/// Paper 004's numbers (F = 64 / 128 / 256 where three are given).
+mod paper {
+    /// Table 3: insert time (s), AS with a 32-node buffer and the in-place B-tree.
+    pub const AS_INSERT_S: [f64; 3] = [90.0, 63.0, 61.0];
+    pub const BTREE_INSERT_S: [f64; 3] = [109.0, 81.0, 78.0];
+    pub const BFTL_INSERT_S: [f64; 3] = [184.0, 149.0, 143.0];
+    /// Searches (s), F = 256.
+    pub const BTREE_SEARCH_S_F256: f64 = 56.0;
+    pub const BFTL_SEARCH_S_F256: f64 = 88.0;
+    /// Write time (s) of the inserts, F = 256: AS vs B-tree.
+    pub const AS_WRITE_S_F256: f64 = 5.0;
+    pub const BTREE_WRITE_S_F256: f64 = 10.0;
+    /// An 80-node cache, F = 256: AS insert time 61 → 31 s.
+    pub const AS_CACHE_80_S: f64 = 31.0;
+    /// The AS file with sliding-window cleaning: 642 MB with 128 MB segments.
+    pub const SLIDING_WINDOW_FILE_MB: f64 = 642.0;
+    pub const SEGMENT_MB: f64 = 128.0;
+}
+
+/// A headline ratio holds within ±30% of the paper's value.
+const RATIO_TOLERANCE: f64 = 0.3;
+
+fn numeric(
+    id: &str,
+    claim: &str,
+    reference: &str,
+    ours: f64,
+    paper: f64,
+    tolerance: f64,
+    measured: String,
+) -> Verdict {
+    Verdict::numeric(
+        &format!("astree.{id}"),
+        claim,
+        reference,
+        ours,
+        paper,
+        tolerance,
+        measured,
+    )
+}
+
+fn ordering(
+    id: &str,
+    claim: &str,
+    reference: &str,
+    ours: f64,
+    holds: bool,
+    measured: String,
+) -> Verdict {
+    Verdict::ordering(
+        &format!("astree.{id}"),
+        claim,
+        reference,
+        ours,
+        holds,
+        measured,
+    )
+}
+
+/// The verdicts: `get(store, fanout, buffer, cache)` the main runs' results, `cleaning(name)`
+/// the file-size runs', whose sliding window used `segment_bytes` segments.
+fn analyse<'a>(
+    get: &'a dyn Fn(StoreKind, usize, usize, usize) -> &'a BtreeResult,
+    cleaning: &'a dyn Fn(&str) -> &'a BtreeResult,
+    segment_bytes: u64,
+) -> Vec<Verdict> {
+    let as32 = |f| get(StoreKind::As, f, 32, 0);
+    let inplace = |f| get(StoreKind::InPlace, f, 1, 0);
+    let bftl = |f| get(StoreKind::Bftl, f, 1, 0);
+    let list =
+        |f: &dyn Fn(usize) -> String| FANOUTS.iter().map(|&x| f(x)).collect::<Vec<_>>().join("; ");
+    let mb = |b: u64| b as f64 / 1e6;
+    let mut v = Vec::new();
+
+    let cut = 1.0 - as32(256).insert_s / inplace(256).insert_s;
+    v.push(numeric(
+        "as-vs-btree-insert-f256",
+        "F=256: the AS B-tree (buffer 32) cuts the in-place B-tree's insert time by ~21%",
+        "61 s vs 78 s (−22%)",
+        cut,
+        1.0 - paper::AS_INSERT_S[2] / paper::BTREE_INSERT_S[2],
+        RATIO_TOLERANCE,
+        format!(
+            "{:.2} s vs {:.2} s ({:+.0}%)",
+            as32(256).insert_s,
+            inplace(256).insert_s,
+            -cut * 100.0
+        ),
+    ));
+    let cut_bftl = 1.0 - as32(256).insert_s / bftl(256).insert_s;
+    v.push(numeric(
+        "as-vs-bftl-insert-f256",
+        "F=256: the AS B-tree cuts BFTL's insert time by ~57%",
+        "61 s vs 143 s (−57%)",
+        cut_bftl,
+        1.0 - paper::AS_INSERT_S[2] / paper::BFTL_INSERT_S[2],
+        RATIO_TOLERANCE,
+        format!(
+            "{:.2} s vs {:.2} s ({:+.0}%)",
+            as32(256).insert_s,
+            bftl(256).insert_s,
+            -cut_bftl * 100.0
+        ),
+    ));
+    let worst = FANOUTS
+        .iter()
+        .map(|&f| as32(f).insert_s / inplace(f).insert_s)
+        .fold(0.0, f64::max);
+    v.push(ordering(
+        "as-faster-every-fanout",
+        "The AS B-tree (buffer 32) inserts faster than the in-place B-tree at every fanout: an ordering",
+        "90/63/61 s vs 109/81/78 s",
+        worst,
+        worst < 1.0,
+        list(&|f| format!("F={f}: {:.2} vs {:.2}", as32(f).insert_s, inplace(f).insert_s)),
+    ));
+    let worst = FANOUTS
+        .iter()
+        .map(|&f| as32(f).insert_s / get(StoreKind::As, f, 1, 0).insert_s)
+        .fold(0.0, f64::max);
+    v.push(ordering(
+        "buffer-speeds-as",
+        "A larger write buffer speeds AS inserts (buffer 1 → 32) at every fanout: an ordering",
+        "108→90, 76→63, 68→61 s",
+        worst,
+        worst < 1.0,
+        list(&|f| {
+            format!(
+                "F={f}: {:.2}→{:.2}",
+                get(StoreKind::As, f, 1, 0).insert_s,
+                as32(f).insert_s
+            )
+        }),
+    ));
+    let closest = FANOUTS
+        .iter()
+        .map(|&f| bftl(f).insert_s / inplace(f).insert_s.max(as32(f).insert_s))
+        .fold(f64::MAX, f64::min);
+    v.push(ordering(
+        "bftl-slowest",
+        "BFTL inserts slowest of the three at every fanout: an ordering",
+        "184/149/143 s",
+        closest,
+        closest > 1.0,
+        list(&|f| format!("F={f}: {:.2}", bftl(f).insert_s)),
+    ));
+    let search_worst = FANOUTS
+        .iter()
+        .map(|&f| as32(f).search_s / inplace(f).search_s)
+        .fold(1.0f64, |w, r| {
+            if (r - 1.0).abs() > (w - 1.0).abs() {
+                r
+            } else {
+                w
+            }
+        });
+    v.push(
+        numeric(
+            "as-search-equals-btree",
+            "Searches: AS ≈ B-tree (within 10%); a model check: both read the same nodes of the same tree",
+            "AS ≈ 84/57/56 s",
+            search_worst,
+            1.0,
+            0.1,
+            list(&|f| format!("F={f}: AS {:.2}, B-tree {:.2}", as32(f).search_s, inplace(f).search_s)),
+        )
+        .with_role(Role::Check),
+    );
+    let bftl_search = bftl(256).search_s / inplace(256).search_s;
+    v.push(numeric(
+        "bftl-vs-btree-search-f256",
+        "F=256: BFTL searches ~1.6× slower than the B-tree (nodes scattered over sectors)",
+        "88 s vs 56 s",
+        bftl_search,
+        paper::BFTL_SEARCH_S_F256 / paper::BTREE_SEARCH_S_F256,
+        RATIO_TOLERANCE,
+        format!(
+            "{:.2} s vs {:.2} s ({bftl_search:.2}×)",
+            bftl(256).search_s,
+            inplace(256).search_s
+        ),
+    ));
+    let write_share = as32(256).insert_write_s / inplace(256).insert_write_s;
+    v.push(numeric(
+        "as-write-time-f256",
+        "F=256, buffer 32: AS spends half the in-place B-tree's write time",
+        "5 s vs 10 s",
+        write_share,
+        paper::AS_WRITE_S_F256 / paper::BTREE_WRITE_S_F256,
+        RATIO_TOLERANCE,
+        format!(
+            "{:.2} s vs {:.2} s",
+            as32(256).insert_write_s,
+            inplace(256).insert_write_s
+        ),
+    ));
+    let cached = |k, b| get(k, 256, b, 80).insert_s;
+    let as_cache = cached(StoreKind::As, 32) / as32(256).insert_s;
+    v.push(numeric(
+        "cache-80-as",
+        "An 80-node LRU cache halves the AS B-tree's insert time (F=256)",
+        "61 → 31 s",
+        as_cache,
+        paper::AS_CACHE_80_S / paper::AS_INSERT_S[2],
+        RATIO_TOLERANCE,
+        format!(
+            "{:.2} → {:.2} s",
+            as32(256).insert_s,
+            cached(StoreKind::As, 32)
+        ),
+    ));
+    v.push(ordering(
+        "as-fastest-with-cache",
+        "With an 80-node cache every store is faster and the AS B-tree stays fastest: an ordering",
+        "AS 61→31 s, B-tree 78→46, BFTL 143→117",
+        cached(StoreKind::As, 32) / cached(StoreKind::InPlace, 1),
+        cached(StoreKind::As, 32) < cached(StoreKind::InPlace, 1)
+            && cached(StoreKind::InPlace, 1) < inplace(256).insert_s
+            && cached(StoreKind::Bftl, 1) < bftl(256).insert_s,
+        format!(
+            "cache 0→80: AS {:.2}→{:.2}, B-tree {:.2}→{:.2}, BFTL {:.2}→{:.2}",
+            as32(256).insert_s,
+            cached(StoreKind::As, 32),
+            inplace(256).insert_s,
+            cached(StoreKind::InPlace, 1),
+            bftl(256).insert_s,
+            cached(StoreKind::Bftl, 1)
+        ),
+    ));
+    let (b, a, f) = (
+        inplace(256).file_bytes,
+        as32(256).file_bytes,
+        bftl(256).file_bytes,
+    );
+    v.push(ordering(
+        "file-size-order",
+        "File size: the in-place B-tree is smallest, the AS log larger, BFTL largest (F=256): an ordering",
+        "22.4 MB / 642 MB / 1615 MB",
+        a as f64 / b.max(1) as f64,
+        b < a && a < f,
+        format!("{:.1} / {:.1} / {:.1} MB", mb(b), mb(a), mb(f)),
+    ));
+    // The sliding window keeps a few segments: compared in segments, which does not depend
+    // on the segment size the run's length called for.
+    let window = cleaning("AS, sliding window");
+    let segments = window.file_bytes as f64 / segment_bytes as f64;
+    v.push(numeric(
+        "sliding-window-file-segments",
+        "With sliding-window cleaning the AS file stays ~5 segments (642 MB of 128 MB segments)",
+        "600–700 MB over 1,000,000 inserts with 128 MB segments",
+        segments,
+        paper::SLIDING_WINDOW_FILE_MB / paper::SEGMENT_MB,
+        RATIO_TOLERANCE,
+        format!(
+            "{:.1} MB = {segments:.1} segments of {} MiB",
+            mb(window.file_bytes),
+            segment_bytes >> 20
+        ),
+    ));
+    let none = cleaning("AS, no cleaning");
+    let half = {
+        let inserts = none.file_samples.last().map_or(0, |s| s.inserts);
+        none.file_samples
+            .iter()
+            .find(|s| s.inserts * 2 >= inserts)
+            .map_or(0, |s| s.file_bytes)
+    };
+    let growth = none.file_bytes as f64 / half.max(1) as f64;
+    v.push(ordering(
+        "uncleaned-log-grows",
+        "Without cleaning the AS file grows with every insert (≥ 1.8× from half to all inserts): an ordering",
+        "grows without bound",
+        growth,
+        growth >= 1.8,
+        format!("{:.1} → {:.1} MB", mb(half), mb(none.file_bytes)),
+    ));
+    let cb = cleaning("AS, cost-benefit ≤1.5×");
+    v.push(
+        numeric(
+            "cost-benefit-within-limit",
+            "flashlab's cost-benefit cleaning keeps the AS files within 1.5× the live node bytes (its own limit: a model check)",
+            "≤ 1.5×",
+            cb.space_amplification,
+            1.0,
+            0.5,
+            format!("{:.2}× ({:.1} MB for {:.1} MB of live nodes)", cb.space_amplification, mb(cb.file_bytes), mb(cb.live_node_bytes)),
+        )
+        .with_role(Role::Check),
+    );
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btreerun::FileSample;
+
+    /// Results shaped like paper 004's tables (seconds as the paper's, sizes in bytes);
+    /// `as_f256` the AS B-tree's insert time at F=256.
+    fn paperlike(as_f256: f64) -> impl Fn(StoreKind, usize, usize, usize) -> BtreeResult {
+        move |store, fanout, buffer, cache| {
+            let fi = FANOUTS.iter().position(|&f| f == fanout).unwrap_or(2);
+            let cached = if cache > 0 { 0.5 } else { 1.0 };
+            let (insert, search, write, file) = match store {
+                StoreKind::As => {
+                    let base = if fi == 2 {
+                        as_f256
+                    } else {
+                        paper::AS_INSERT_S[fi]
+                    };
+                    let unbuffered = if buffer < 32 { 1.15 } else { 1.0 };
+                    (base * unbuffered, 56.0, 5.0, 642e6)
+                }
+                StoreKind::InPlace => (paper::BTREE_INSERT_S[fi], 56.0, 10.0, 22.4e6),
+                StoreKind::Bftl => (paper::BFTL_INSERT_S[fi], 88.0, 1.0, 1615e6),
+            };
+            BtreeResult {
+                insert_s: insert * cached,
+                search_s: search,
+                insert_write_s: write,
+                file_bytes: file as u64,
+                ..Default::default()
+            }
+        }
+    }
+
+    fn cleaning(name: &str) -> BtreeResult {
+        let samples = |half: u64, end: u64| {
+            vec![
+                FileSample {
+                    inserts: 500,
+                    file_bytes: half,
+                },
+                FileSample {
+                    inserts: 1000,
+                    file_bytes: end,
+                },
+            ]
+        };
+        match name {
+            "AS, sliding window" => BtreeResult {
+                file_bytes: 642 << 20,
+                ..Default::default()
+            },
+            "AS, no cleaning" => BtreeResult {
+                file_bytes: 2000 << 20,
+                file_samples: samples(900 << 20, 2000 << 20),
+                ..Default::default()
+            },
+            _ => BtreeResult {
+                space_amplification: 1.4,
+                ..Default::default()
+            },
+        }
+    }
+
+    fn verdicts(as_f256: f64) -> Vec<Verdict> {
+        let f = paperlike(as_f256);
+        let mut runs = std::collections::HashMap::new();
+        for store in [StoreKind::As, StoreKind::InPlace, StoreKind::Bftl] {
+            for fanout in FANOUTS {
+                for buffer in [1, 32] {
+                    for cache in [0, 80] {
+                        runs.insert(
+                            (store, fanout, buffer, cache),
+                            f(store, fanout, buffer, cache),
+                        );
+                    }
+                }
+            }
+        }
+        let names = [
+            "AS, sliding window",
+            "AS, no cleaning",
+            "AS, cost-benefit ≤1.5×",
+        ];
+        let clean: std::collections::HashMap<&str, BtreeResult> =
+            names.iter().map(|&n| (n, cleaning(n))).collect();
+        analyse(
+            &|s, f, b, c| &runs[&(s, f, b, c)],
+            &|n| &clean[n],
+            128 << 20,
+        )
+    }
+
+    #[test]
+    fn paper_shaped_results_hold_every_claim() {
+        let v = verdicts(61.0);
+        for v in &v {
+            assert!(v.holds, "{}: {}", v.claim, v.measured);
+        }
+        let ids: std::collections::HashSet<_> = v
+            .iter()
+            .map(|v| v.score.as_ref().unwrap().id.clone())
+            .collect();
+        assert_eq!(ids.len(), v.len());
+        assert!(ids.contains("astree.as-vs-btree-insert-f256"));
+    }
+
+    #[test]
+    fn each_claim_can_fail() {
+        // The AS B-tree as slow as the in-place one at F=256: no 21% cut, not faster at
+        // every fanout, no longer fastest with a cache.
+        let v = verdicts(78.0);
+        let holds = |id: &str| {
+            v.iter()
+                .find(|v| v.score.as_ref().unwrap().id == format!("astree.{id}"))
+                .unwrap()
+                .holds
+        };
+        for id in [
+            "as-vs-btree-insert-f256",
+            "as-faster-every-fanout",
+            "as-fastest-with-cache",
+        ] {
+            assert!(!holds(id), "{id} should fail");
+        }
+        // A 10% cut is outside ±30% of 21%.
+        assert!(
+            !verdicts(70.2)
+                .iter()
+                .find(|v| v.score.as_ref().unwrap().id == "astree.as-vs-btree-insert-f256")
+                .unwrap()
+                .holds
+        );
+    }
 }
