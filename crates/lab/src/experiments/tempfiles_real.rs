@@ -157,37 +157,36 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
     }
     .into()];
     let (trim_only, both) = (get(false, true), get(true, true));
+    let without = get(false, false).discards + get(true, false).discards;
+    let ext4_ratio = trim_only.discards as f64 / both.discards.max(1) as f64;
     let verdicts = vec![
-        Verdict {
-            score: None,
-            claim: "Only a discard mount makes ext4 send TRIMs for deleted temp files".into(),
-            reference: "paper 000: TRIM on vs off".into(),
-            measured: format!(
+        Verdict::ordering(
+            "tempfiles-real.discard-mount-only",
+            "Only a discard mount makes ext4 send TRIMs for deleted temp files (a check of the capture)",
+            "paper 000: TRIM on vs off",
+            without as f64,
+            without == 0 && trim_only.discards > 0 && both.discards > 0,
+            format!(
                 "discards without the mount option: {} and {}; with it: {} and {}",
                 get(false, false).discards,
                 get(true, false).discards,
                 trim_only.discards,
                 both.discards
             ),
-            holds: get(false, false).discards == 0
-                && get(true, false).discards == 0
-                && trim_only.discards > 0
-                && both.discards > 0,
-        },
-        Verdict {
-            score: None,
-            claim: "fallocate makes fewer, larger TRIMs (fewer extents to discard)".into(),
-            reference: "paper 000: 16× fewer TRIM commands with fallocate".into(),
-            measured: format!(
-                "ext4 {} vs {} discards ({:.1}×); simfs {} vs {} TRIM commands",
-                trim_only.discards,
-                both.discards,
-                trim_only.discards as f64 / both.discards.max(1) as f64,
-                trim_only.sim_trim_commands,
-                both.sim_trim_commands
+        )
+        .with_role(Role::Check),
+        Verdict::numeric(
+            "tempfiles-real.ext4-trim-count-ratio",
+            "On real ext4, fallocate makes ~16× fewer TRIM commands",
+            "paper 000: 16× fewer TRIM commands with fallocate",
+            ext4_ratio,
+            16.0,
+            0.3,
+            format!(
+                "ext4 {} vs {} discards ({ext4_ratio:.1}×); simfs {} vs {} TRIM commands",
+                trim_only.discards, both.discards, trim_only.sim_trim_commands, both.sim_trim_commands
             ),
-            holds: both.discards < trim_only.discards,
-        },
+        ),
         {
             // How far apart the model and ext4 are: the larger of the two counts over the
             // smaller, for the worse of fallocate off and on (1 = the same count).
