@@ -153,6 +153,10 @@ struct ReplayArgs {
     /// auto, blkparse, tracefs, msr or native.
     #[arg(long, default_value = "auto")]
     format: Format,
+    /// MSR Cambridge traces: replay only this disk (`N`, or `HOST:N`); a trace of several
+    /// disks needs one (their blocks would collide in one address space).
+    #[arg(long)]
+    disk: Option<String>,
     #[command(flatten)]
     device: DeviceArgs,
     /// closed: each stream issues its next request when the previous completes (plus its
@@ -374,7 +378,7 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
 
 fn cmd_replay(a: ReplayArgs) -> Result<()> {
     let started = Instant::now();
-    let t = trace::formats::read_file(&a.trace, a.format)?;
+    let t = trace::formats::read_file_disk(&a.trace, a.format, a.disk.as_deref())?;
     let preset = a.device.preset()?;
     let mut dev = preset.build()?;
     let end = t.max_end_bytes();

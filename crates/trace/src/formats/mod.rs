@@ -24,6 +24,19 @@ pub enum Format {
     Native,
 }
 
+impl Format {
+    /// The name `--format` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Auto => "auto",
+            Format::Blkparse => "blkparse",
+            Format::Tracefs => "tracefs",
+            Format::Msr => "msr",
+            Format::Native => "native",
+        }
+    }
+}
+
 impl FromStr for Format {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -76,6 +89,17 @@ pub fn detect(text: &str) -> Option<Format> {
 
 /// Parses `text` (read from `origin`, named in errors) in `format`.
 pub fn parse(origin: &str, text: &str, format: Format) -> Result<Trace, TraceError> {
+    parse_disk(origin, text, format, None)
+}
+
+/// [`parse`], keeping only `disk` of a trace that holds several (MSR Cambridge: `N` or
+/// `HOST:N`); other formats hold one device and refuse it.
+pub fn parse_disk(
+    origin: &str,
+    text: &str,
+    format: Format,
+    disk: Option<&str>,
+) -> Result<Trace, TraceError> {
     let format = match format {
         Format::Auto => detect(text).ok_or_else(|| TraceError::Format {
             origin: origin.to_string(),
@@ -83,10 +107,19 @@ pub fn parse(origin: &str, text: &str, format: Format) -> Result<Trace, TraceErr
         })?,
         f => f,
     };
+    if disk.is_some() && format != Format::Msr {
+        return Err(TraceError::Format {
+            origin: origin.to_string(),
+            msg: format!(
+                "--disk picks a disk of an MSR Cambridge trace; this is a {} trace of one device",
+                format.name()
+            ),
+        });
+    }
     match format {
         Format::Blkparse => blkparse::parse(origin, text),
         Format::Tracefs => tracefs::parse(origin, text),
-        Format::Msr => msr::parse(origin, text),
+        Format::Msr => msr::parse(origin, text, disk),
         Format::Native => native::parse(origin, text),
         Format::Auto => unreachable!("resolved above"),
     }
@@ -94,6 +127,15 @@ pub fn parse(origin: &str, text: &str, format: Format) -> Result<Trace, TraceErr
 
 /// Reads and parses a trace file.
 pub fn read_file(path: &std::path::Path, format: Format) -> Result<Trace, TraceError> {
+    read_file_disk(path, format, None)
+}
+
+/// [`read_file`], keeping only `disk` (see [`parse_disk`]).
+pub fn read_file_disk(
+    path: &std::path::Path,
+    format: Format,
+    disk: Option<&str>,
+) -> Result<Trace, TraceError> {
     let origin = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| TraceError::Io {
         origin: origin.clone(),
@@ -106,7 +148,7 @@ pub fn read_file(path: &std::path::Path, format: Format) -> Result<Trace, TraceE
             e.utf8_error().valid_up_to()
         ),
     })?;
-    parse(&origin, &text, format)
+    parse_disk(&origin, &text, format, disk)
 }
 
 pub(crate) fn parse_u64(field: &str, what: &str) -> Result<u64, String> {
