@@ -126,6 +126,33 @@ fn replays_blkparse_tracefs_and_msr() {
 }
 
 #[test]
+fn an_msr_trace_of_several_disks_replays_one_disk_at_a_time() {
+    let dir = Scratch::new("msr-disks");
+    let path = dir.0.join("mix.csv");
+    std::fs::write(
+        &path,
+        "1,wdev,0,Write,0,4096,1\n2,wdev,1,Write,0,4096,1\n3,wdev,1,Write,4096,4096,1\n",
+    )
+    .unwrap();
+    let p = path.to_str().unwrap();
+    let args = ["replay", p, "--preset", "nvme", "--capacity", "16GiB"];
+    let o = flashlab(&args);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("2 disks (wdev:0, wdev:1)") && err.contains("--disk"),
+        "{err}"
+    );
+    let one = |disk: &str| {
+        let mut a = args.to_vec();
+        a.extend(["--disk", disk, "--json"]);
+        stdout_json(&flashlab(&a))["requests"].as_u64().unwrap()
+    };
+    assert_eq!(one("0"), 1);
+    assert_eq!(one("wdev:1"), 2);
+}
+
+#[test]
 fn bad_input_gives_clear_errors() {
     let dir = Scratch::new("errors");
     let path = dir.0.join("bad.trace");
