@@ -174,6 +174,17 @@ struct ReplayArgs {
     /// Largest gap between two TRIMs of one run, for --trim-as vtrim.
     #[arg(long, default_value = "1ms", value_parser = units::parse_duration_ns)]
     coalesce_window: u64,
+    /// Before the trace: none (a fresh drive), fill (sequential writes up to
+    /// --occupancy), steady[:Nx] (fill, then random 4 KiB writes until WAF is steady by
+    /// SNIA PTS's rule, at most N times the filled bytes; default 5x). Not measured.
+    #[arg(long, default_value = "none")]
+    precondition: lab::precondition::Precondition,
+    /// Share of the logical space preconditioning fills (0 < F <= 1).
+    #[arg(long, default_value_t = 1.0)]
+    occupancy: f64,
+    /// Seed of preconditioning's random writes.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
     #[arg(long)]
     json: bool,
 }
@@ -395,6 +406,8 @@ fn cmd_replay(a: ReplayArgs) -> Result<()> {
         Some(_) => false,
         None => t.timestamped,
     };
+    let pre = lab::precondition::precondition(&mut dev, a.precondition, a.occupancy, a.seed)
+        .map_err(anyhow::Error::msg)?;
     let mut t = t;
     if a.trim_as == "vtrim" {
         let page = dev
@@ -425,7 +438,8 @@ fn cmd_replay(a: ReplayArgs) -> Result<()> {
         v["mode"] = serde_json::json!(if open { "open" } else { "closed" });
         v["requests"] = serde_json::json!(summary.requests);
         v["preset_notes"] = serde_json::json!(preset.notes);
-        v["seed"] = serde_json::Value::Null;
+        v["precondition"] = serde_json::to_value(&pre)?;
+        v["seed"] = serde_json::json!(a.seed);
         v["wall_s"] = serde_json::json!(wall_s);
         println!("{}", serde_json::to_string(&v)?);
     } else {
@@ -439,6 +453,20 @@ fn cmd_replay(a: ReplayArgs) -> Result<()> {
         );
         for n in &preset.notes {
             println!("  note              {n}");
+        }
+        if a.precondition != lab::precondition::Precondition::None {
+            println!(
+                "  preconditioned    {}: {} bytes filled, {} bytes of random writes in {} rounds{} (not measured)",
+                pre.mode,
+                pre.filled_bytes,
+                pre.aging_write_bytes,
+                pre.rounds,
+                match (pre.steady, pre.round_waf.last()) {
+                    (Some(true), Some(w)) => format!(", steady at WAF {w:.2}"),
+                    (Some(false), Some(w)) => format!(", not steady at the cap (last WAF {w:.2})"),
+                    _ => String::new(),
+                }
+            );
         }
         print_stats(&stats);
         println!("  wall time         {wall_s:.2} s");

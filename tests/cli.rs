@@ -153,6 +153,90 @@ fn an_msr_trace_of_several_disks_replays_one_disk_at_a_time() {
 }
 
 #[test]
+fn preconditioning_ages_the_drive_before_a_trace_and_is_not_measured() {
+    let dir = Scratch::new("precondition");
+    let path = dir.0.join("w.trace");
+    let mut text = String::from("flashlab-trace v1 closed\n");
+    for i in 0..4000u64 {
+        text.push_str(&format!("0 W {} 4096 0\n", (i * 7919 % 16384) * 4096));
+    }
+    std::fs::write(&path, text).unwrap();
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "replay",
+            path.to_str().unwrap(),
+            "--preset",
+            "x25e",
+            "--capacity",
+            "256MiB",
+            "--json",
+        ];
+        a.extend_from_slice(extra);
+        stdout_json(&flashlab(&a))
+    };
+    let fresh = run(&[]);
+    assert_eq!(
+        fresh["waf"].as_f64().unwrap(),
+        1.0,
+        "a fresh drive never collects garbage"
+    );
+    assert_eq!(fresh["precondition"]["mode"], "none");
+    let aged = run(&["--precondition", "steady:3x", "--seed", "7"]);
+    assert!(aged["waf"].as_f64().unwrap() > 1.5, "{aged}");
+    assert_eq!(
+        aged["host_write_pages"], fresh["host_write_pages"],
+        "preconditioning is not counted"
+    );
+    assert!(aged["precondition"]["rounds"].as_u64().unwrap() >= 5);
+    assert_eq!(aged, {
+        let mut again = run(&["--precondition", "steady:3x", "--seed", "7"]);
+        again["wall_s"] = aged["wall_s"].clone();
+        again
+    });
+    let half = run(&["--precondition", "fill", "--occupancy", "0.5"]);
+    assert_eq!(
+        half["precondition"]["filled_bytes"].as_u64().unwrap(),
+        128 << 20
+    );
+    for (args, needle) in [
+        (
+            vec!["--precondition", "warm"],
+            "expected none, fill, steady",
+        ),
+        (
+            vec!["--precondition", "fill", "--occupancy", "0"],
+            "--occupancy",
+        ),
+    ] {
+        let mut a = vec![
+            "replay",
+            path.to_str().unwrap(),
+            "--preset",
+            "x25e",
+            "--capacity",
+            "256MiB",
+        ];
+        a.extend(args);
+        let o = flashlab(&a);
+        assert!(!o.status.success());
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(needle),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let o = flashlab(&[
+        "replay",
+        path.to_str().unwrap(),
+        "--preset",
+        "hdd7200",
+        "--precondition",
+        "fill",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("hard disk"));
+}
+
+#[test]
 fn bad_input_gives_clear_errors() {
     let dir = Scratch::new("errors");
     let path = dir.0.join("bad.trace");

@@ -1,6 +1,7 @@
 //! flashlab's experiments and report.
 //!
 //! - [`sim`]: the `flashlab sim` driver (fill, warm up, measure).
+//! - [`precondition`]: fill and age a drive before a measurement (`replay`).
 //! - [`experiments`]: one module per experiment of `flashlab reproduce`.
 //! - [`joinrun`], [`btreerun`], [`kvrun`]: the `join`, `btree` and `kv` drivers, on the
 //!   [`backend`] the command line describes.
@@ -13,5 +14,6 @@ pub mod btreerun;
 pub mod experiments;
 pub mod joinrun;
 pub mod kvrun;
+pub mod precondition;
 pub mod report;
 pub mod sim;

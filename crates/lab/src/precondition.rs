@@ -1,0 +1,242 @@
+//! Preconditioning a drive before a measurement, as SNIA's Solid State Storage Performance
+//! Test Specification (PTS) and MQSim do: fill the logical space sequentially up to an
+//! occupancy, then age it with random 4 KiB writes over the filled space until write
+//! amplification is steady, or a volume cap is reached. A trace replayed on a fresh drive
+//! never garbage-collects; on a preconditioned one it meets the GC a used drive has.
+//!
+//! Runs on the WAF-only path (FTL state only, no timing): fast, and the drive's clock stays
+//! where it was. Counters are cleared afterwards, so what is measured next excludes it.
+//!
+//! Steady state follows the PTS (v2.0.2, section 2.1 "Steady State"): in a window of the
+//! last five rounds, the range of the rounds' WAF is within 20% of their average, and the
+//! slope of their least-squares line over the window is within 10% of the average.
+
+use flash::{AnyDevice, Device};
+use serde::Serialize;
+use std::str::FromStr;
+use workloads::synthetic::{Pattern, SlotGen};
+
+/// What to do before the measurement.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Precondition {
+    /// A fresh drive.
+    None,
+    /// Sequential writes up to the occupancy.
+    Fill,
+    /// Fill, then random writes until WAF is steady or `max_x` × the filled bytes are
+    /// written.
+    Steady { max_x: f64 },
+}
+
+/// The default cap of `steady`, in multiples of the filled bytes.
+pub const DEFAULT_STEADY_MAX_X: f64 = 5.0;
+
+impl FromStr for Precondition {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!("unknown preconditioning {s:?}: expected none, fill, steady or steady:Nx (e.g. steady:3x)")
+        };
+        match s {
+            "none" => Ok(Precondition::None),
+            "fill" => Ok(Precondition::Fill),
+            "steady" => Ok(Precondition::Steady {
+                max_x: DEFAULT_STEADY_MAX_X,
+            }),
+            _ => {
+                let n = s
+                    .strip_prefix("steady:")
+                    .and_then(|n| n.strip_suffix('x'))
+                    .ok_or_else(bad)?;
+                let max_x: f64 = n.parse().map_err(|_| bad())?;
+                if !(max_x.is_finite() && max_x > 0.0 && max_x <= 100.0) {
+                    return Err(format!(
+                        "steady:{n}x: the cap must be above 0 and at most 100 times the filled bytes"
+                    ));
+                }
+                Ok(Precondition::Steady { max_x })
+            }
+        }
+    }
+}
+
+/// What preconditioning did (reported beside the measurement).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PreconditionReport {
+    pub mode: String,
+    pub occupancy: f64,
+    pub filled_bytes: u64,
+    /// Random writes after the fill.
+    pub aging_write_bytes: u64,
+    pub rounds: u32,
+    /// Whether steady state was reached (false: the cap stopped it; None: not asked).
+    pub steady: Option<bool>,
+    /// WAF of each aging round.
+    pub round_waf: Vec<f64>,
+}
+
+/// Whether the rounds' WAF values are steady by the PTS's rule over their last five.
+pub fn is_steady(wafs: &[f64]) -> bool {
+    const WINDOW: usize = 5;
+    if wafs.len() < WINDOW {
+        return false;
+    }
+    let w = &wafs[wafs.len() - WINDOW..];
+    let avg = w.iter().sum::<f64>() / WINDOW as f64;
+    let (lo, hi) = w
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    let xm = (WINDOW - 1) as f64 / 2.0;
+    let (num, den) = w.iter().enumerate().fold((0.0, 0.0), |(n, d), (i, &y)| {
+        let dx = i as f64 - xm;
+        (n + dx * (y - avg), d + dx * dx)
+    });
+    let slope = num / den;
+    hi - lo <= 0.2 * avg && (slope * (WINDOW - 1) as f64).abs() <= 0.1 * avg
+}
+
+/// Preconditions `dev` (an SSD) as `mode` asks: `occupancy` of the logical space (0 < F
+/// ≤ 1) filled, then aged; random writes drawn with `seed`. Clears the drive's counters.
+pub fn precondition(
+    dev: &mut AnyDevice,
+    mode: Precondition,
+    occupancy: f64,
+    seed: u64,
+) -> Result<PreconditionReport, String> {
+    if !(occupancy > 0.0 && occupancy <= 1.0) {
+        return Err(format!(
+            "--occupancy {occupancy} must be above 0 and at most 1 (a share of the logical space)"
+        ));
+    }
+    let mut report = PreconditionReport {
+        mode: match mode {
+            Precondition::None => "none".into(),
+            Precondition::Fill => "fill".into(),
+            Precondition::Steady { max_x } => format!("steady:{max_x}x"),
+        },
+        occupancy,
+        filled_bytes: 0,
+        aging_write_bytes: 0,
+        rounds: 0,
+        steady: None,
+        round_waf: vec![],
+    };
+    if mode == Precondition::None {
+        return Ok(report);
+    }
+    let AnyDevice::Ssd(ssd) = dev else {
+        return Err(
+            "preconditioning ages an SSD's mapping and garbage collection; this preset is a hard disk (use --precondition none)".into(),
+        );
+    };
+    let err = |e: flash::FlashError| e.to_string();
+    let unit = ssd.config().geometry.mapping_unit_bytes as u64;
+    let logical = ssd.logical_bytes();
+    let filled = ((logical as f64 * occupancy) as u64 / unit * unit).max(unit);
+    let chunk = 1 << 20;
+    let mut off = 0;
+    while off < filled {
+        let len = chunk.min(filled - off);
+        ssd.write_untimed(off, len).map_err(err)?;
+        off += len;
+    }
+    report.filled_bytes = filled;
+    if let Precondition::Steady { max_x } = mode {
+        // Rounds of a quarter of the filled bytes, in 4 KiB random writes over them.
+        let slots = filled / unit;
+        let per_round = (slots / 4).max(1);
+        let max_rounds = ((max_x * 4.0).ceil() as u32).max(1);
+        let mut gen = SlotGen::new(Pattern::Uniform, slots, seed)?;
+        let mut lpns: Vec<u32> = Vec::with_capacity(4096);
+        report.steady = Some(false);
+        while report.rounds < max_rounds {
+            let before = ssd.stats();
+            let mut left = per_round;
+            while left > 0 {
+                lpns.clear();
+                while left > 0 && lpns.len() < 4096 {
+                    lpns.push(gen.next_slot() as u32);
+                    left -= 1;
+                }
+                ssd.write_units_untimed(&lpns).map_err(err)?;
+            }
+            let after = ssd.stats();
+            let host = after.host_write_pages - before.host_write_pages;
+            let flash_pages = after.flash_write_pages - before.flash_write_pages;
+            report
+                .round_waf
+                .push(flash_pages as f64 / host.max(1) as f64);
+            report.rounds += 1;
+            report.aging_write_bytes += per_round * unit;
+            if is_steady(&report.round_waf) {
+                report.steady = Some(true);
+                break;
+            }
+        }
+    }
+    ssd.reset_stats();
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flash::Preset;
+
+    fn drive() -> AnyDevice {
+        Preset::load("x25e")
+            .unwrap()
+            .with_capacity(256 << 20)
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn words_parse_and_bad_ones_are_named() {
+        assert_eq!("none".parse(), Ok(Precondition::None));
+        assert_eq!("fill".parse(), Ok(Precondition::Fill));
+        assert_eq!("steady:3x".parse(), Ok(Precondition::Steady { max_x: 3.0 }));
+        let e = "steady:x".parse::<Precondition>().unwrap_err();
+        assert!(e.contains("steady:Nx"), "{e}");
+        assert!("steady:0x".parse::<Precondition>().is_err());
+        assert!("warm".parse::<Precondition>().is_err());
+    }
+
+    #[test]
+    fn the_pts_rule_wants_a_flat_window_of_five() {
+        assert!(!is_steady(&[2.0, 2.0, 2.0, 2.0]), "four rounds are too few");
+        assert!(is_steady(&[1.0, 1.5, 2.0, 2.01, 2.0, 1.99, 2.0]));
+        assert!(!is_steady(&[1.0, 1.2, 1.4, 1.6, 1.8]), "still climbing");
+        assert!(!is_steady(&[2.0, 1.5, 2.5, 2.0, 2.0]), "range too wide");
+    }
+
+    #[test]
+    fn a_fill_writes_the_occupancy_and_steady_ageing_makes_gc_show() {
+        let mut d = drive();
+        let r = precondition(&mut d, Precondition::Fill, 0.5, 1).unwrap();
+        assert_eq!(r.filled_bytes, 128 << 20);
+        assert_eq!(d.stats().host_write_pages, 0, "counters cleared");
+        let mut d = drive();
+        let r = precondition(&mut d, Precondition::Steady { max_x: 5.0 }, 1.0, 1).unwrap();
+        assert!(r.rounds >= 5, "{r:?}");
+        let last = *r.round_waf.last().unwrap();
+        assert!(
+            last > 1.5,
+            "a full drive aged by random writes collects garbage: {r:?}"
+        );
+        if r.steady == Some(true) {
+            assert!(is_steady(&r.round_waf));
+        }
+        // Deterministic.
+        let mut again = drive();
+        assert_eq!(
+            precondition(&mut again, Precondition::Steady { max_x: 5.0 }, 1.0, 1).unwrap(),
+            r
+        );
+        // A cap of 1x: four rounds at most.
+        let mut d = drive();
+        let r = precondition(&mut d, Precondition::Steady { max_x: 1.0 }, 1.0, 1).unwrap();
+        assert_eq!((r.rounds, r.steady), (4, Some(false)));
+        assert!(precondition(&mut drive(), Precondition::Fill, 1.5, 1).is_err());
+    }
+}
