@@ -185,6 +185,13 @@ struct ReplayArgs {
     /// Seed of preconditioning's random writes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Replay the trace this many times back to back on the same drive (as MQSim's relay
+    /// count); each pass starts when the previous one ends.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    /// Replay only the first N requests of the trace.
+    #[arg(long)]
+    max_requests: Option<u64>,
     #[arg(long)]
     json: bool,
 }
@@ -389,7 +396,16 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
 
 fn cmd_replay(a: ReplayArgs) -> Result<()> {
     let started = Instant::now();
-    let t = trace::formats::read_file_disk(&a.trace, a.format, a.disk.as_deref())?;
+    if a.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    let mut t = trace::formats::read_file_disk(&a.trace, a.format, a.disk.as_deref())?;
+    if let Some(n) = a.max_requests {
+        if n == 0 {
+            bail!("--max-requests must be at least 1");
+        }
+        t.requests.truncate(n.min(usize::MAX as u64) as usize);
+    }
     let preset = a.device.preset()?;
     let mut dev = preset.build()?;
     let end = t.max_end_bytes();
@@ -408,7 +424,6 @@ fn cmd_replay(a: ReplayArgs) -> Result<()> {
     };
     let pre = lab::precondition::precondition(&mut dev, a.precondition, a.occupancy, a.seed)
         .map_err(anyhow::Error::msg)?;
-    let mut t = t;
     if a.trim_as == "vtrim" {
         let page = dev
             .logical_bytes()
@@ -418,14 +433,24 @@ fn cmd_replay(a: ReplayArgs) -> Result<()> {
         }
         t.requests = trace::transform::coalesce_trims(&t.requests, a.coalesce_window, page);
     }
-    let pb = progress_bar(t.requests.len() as u64, "replay");
-    let mut prog = |n: u64| pb.set_position(n);
-    let summary = if open {
-        trace::replay_open(&mut dev, &t.requests, 0, &mut prog)?
-    } else {
-        let streams: Vec<_> = t.by_stream().into_iter().map(|s| s.into_iter()).collect();
-        trace::replay_closed(&mut dev, streams, a.queue_depth, 0, &mut prog)?
+    let per_pass = t.requests.len() as u64;
+    let pb = progress_bar(per_pass * a.repeat as u64, "replay");
+    let mut summary = trace::ReplaySummary {
+        requests: 0,
+        end_ns: 0,
     };
+    for _ in 0..a.repeat {
+        let done_before = summary.requests;
+        let mut prog = |n: u64| pb.set_position(done_before + n);
+        let pass = if open {
+            trace::replay_open(&mut dev, &t.requests, summary.end_ns, &mut prog)?
+        } else {
+            let streams: Vec<_> = t.by_stream().into_iter().map(|s| s.into_iter()).collect();
+            trace::replay_closed(&mut dev, streams, a.queue_depth, summary.end_ns, &mut prog)?
+        };
+        summary.requests += pass.requests;
+        summary.end_ns = summary.end_ns.max(pass.end_ns);
+    }
     pb.finish_and_clear();
     // Deferred TRIM work finishes in idle time after the trace; count it.
     dev.settle();
@@ -439,6 +464,7 @@ fn cmd_replay(a: ReplayArgs) -> Result<()> {
         v["requests"] = serde_json::json!(summary.requests);
         v["preset_notes"] = serde_json::json!(preset.notes);
         v["precondition"] = serde_json::to_value(&pre)?;
+        v["repeat"] = serde_json::json!(a.repeat);
         v["seed"] = serde_json::json!(a.seed);
         v["wall_s"] = serde_json::json!(wall_s);
         println!("{}", serde_json::to_string(&v)?);

@@ -237,6 +237,53 @@ fn preconditioning_ages_the_drive_before_a_trace_and_is_not_measured() {
 }
 
 #[test]
+fn replay_repeats_a_trace_back_to_back_and_stops_after_max_requests() {
+    let dir = Scratch::new("repeat");
+    let path = dir.0.join("w.trace");
+    let mut text = String::from("flashlab-trace v1 open\n");
+    for i in 0..100u64 {
+        text.push_str(&format!("0 W {} 4096 {}\n", i * 4096, i * 1_000_000));
+    }
+    std::fs::write(&path, text).unwrap();
+    let p = path.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "replay",
+            p,
+            "--preset",
+            "x25e",
+            "--capacity",
+            "256MiB",
+            "--json",
+        ];
+        a.extend_from_slice(extra);
+        stdout_json(&flashlab(&a))
+    };
+    let once = run(&[]);
+    let thrice = run(&["--repeat", "3"]);
+    assert_eq!(thrice["requests"], 300);
+    assert_eq!(thrice["host_write_pages"], 300);
+    let t1 = once["simulated_ns"].as_u64().unwrap();
+    let t3 = thrice["simulated_ns"].as_u64().unwrap();
+    assert!(
+        t3 >= 3 * 99_000_000,
+        "each pass starts when the previous ends: {t1} vs {t3}"
+    );
+    assert_eq!(run(&["--max-requests", "10"])["requests"], 10);
+    let o = flashlab(&[
+        "replay",
+        p,
+        "--preset",
+        "x25e",
+        "--capacity",
+        "256MiB",
+        "--repeat",
+        "0",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--repeat must be at least 1"));
+}
+
+#[test]
 fn bad_input_gives_clear_errors() {
     let dir = Scratch::new("errors");
     let path = dir.0.join("bad.trace");
