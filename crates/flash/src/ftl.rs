@@ -11,7 +11,7 @@
 //! Flash operations are reported to a [`FlashSink`]; the timing model in `ssd` schedules
 //! them, and [`NoTiming`] discards them for the WAF-only fast path.
 
-use crate::gc::{self, Candidates, GcPolicy};
+use crate::gc::{self, Candidates, GcPolicy, GreedyIndex};
 use crate::{FlashError, Geometry};
 use std::collections::VecDeque;
 
@@ -100,6 +100,8 @@ struct Die {
     gc: Frontier,
     /// Closed blocks in the order they were closed (kept for FIFO only).
     closed_order: VecDeque<u32>,
+    /// Closed blocks by valid count (kept for greedy only).
+    greedy: Option<GreedyIndex>,
 }
 
 /// Counters of the FTL, in mapping units unless named otherwise.
@@ -176,6 +178,8 @@ impl PageFtl {
                 host: Frontier::CLOSED,
                 gc: Frontier::CLOSED,
                 closed_order: VecDeque::new(),
+                greedy: (policy == GcPolicy::Greedy)
+                    .then(|| GreedyIndex::new(blocks_per_die as usize, upb)),
             })
             .collect();
         Ok(PageFtl {
@@ -342,7 +346,17 @@ impl PageFtl {
     #[inline]
     fn invalidate(&mut self, ppn: u32) {
         self.p2l[ppn as usize] = INVALID;
-        self.valid_units[(ppn / self.units_per_block) as usize] -= 1;
+        let b = (ppn / self.units_per_block) as usize;
+        self.valid_units[b] -= 1;
+        if self.closed[b] {
+            let (die, local) = (
+                b / self.blocks_per_die as usize,
+                b % self.blocks_per_die as usize,
+            );
+            if let Some(idx) = &mut self.die[die].greedy {
+                idx.decrement(local, self.valid_units[b]);
+            }
+        }
     }
 
     /// Appends `lpn` at `die`'s frontier of `stream` (which must be open). Returns whether
@@ -359,17 +373,23 @@ impl PageFtl {
         let ppn = block * upb + f.next_unit;
         f.next_unit += 1;
         let next = f.next_unit;
+        self.p2l[ppn as usize] = lpn;
+        self.l2p[lpn as usize] = ppn;
+        self.valid_units[block as usize] += 1;
         if next == upb {
             *f = Frontier::CLOSED;
             if self.policy == GcPolicy::Fifo {
                 dstate.closed_order.push_back(block);
             }
+            if let Some(idx) = &mut dstate.greedy {
+                idx.insert(
+                    (block % self.blocks_per_die) as usize,
+                    self.valid_units[block as usize],
+                );
+            }
             self.closed[block as usize] = true;
             self.written_stamp[block as usize] = self.clock;
         }
-        self.p2l[ppn as usize] = lpn;
-        self.l2p[lpn as usize] = ppn;
-        self.valid_units[block as usize] += 1;
         next % self.units_per_page == 0
     }
 
@@ -420,6 +440,10 @@ impl PageFtl {
         let hi = lo + self.blocks_per_die as usize;
         let local = match self.policy {
             GcPolicy::Fifo => return self.die[die as usize].closed_order.pop_front(),
+            GcPolicy::Greedy if self.die[die as usize].greedy.is_some() => self.die[die as usize]
+                .greedy
+                .as_mut()
+                .and_then(|idx| idx.lowest()),
             GcPolicy::Greedy | GcPolicy::CostBenefit => {
                 let c = Candidates {
                     valid_units: &self.valid_units[lo..hi],
@@ -447,6 +471,12 @@ impl PageFtl {
         {
             // Greedy/cost-benefit picked a full block: nothing on this die can be reclaimed.
             return None;
+        }
+        if let Some(idx) = &mut self.die[die as usize].greedy {
+            idx.remove(
+                (victim % self.blocks_per_die) as usize,
+                self.valid_units[victim as usize],
+            );
         }
         self.closed[victim as usize] = false;
         self.counters.gc_victims += 1;
@@ -610,6 +640,14 @@ impl PageFtl {
             for b in lo..hi {
                 if self.closed[b as usize] {
                     seen[(b - lo) as usize] += 1;
+                    if let Some(idx) = &die.greedy {
+                        if !idx.contains((b - lo) as usize, self.valid_units[b as usize]) {
+                            return Err(format!(
+                                "die {d}: closed block {b} is not in greedy's group of {} valid units",
+                                self.valid_units[b as usize]
+                            ));
+                        }
+                    }
                 }
             }
             if let Some(i) = seen.iter().position(|&n| n != 1) {
