@@ -2,6 +2,7 @@
 
 mod bench;
 mod signals;
+mod sweep;
 mod units;
 
 use anyhow::{bail, Context, Result};
@@ -48,6 +49,8 @@ enum Command {
     Presets,
     /// Measure the simulator's own speed and memory.
     Bench(bench::BenchArgs),
+    /// `sim` over a grid: any sim flag with comma-separated values, points on all cores.
+    Sweep(sweep::SweepArgs),
 }
 
 #[derive(clap::Args)]
@@ -346,11 +349,11 @@ fn print_stats(s: &flash::DeviceStats) {
     }
 }
 
-fn cmd_sim(a: SimArgs) -> Result<()> {
-    let started = Instant::now();
-    let spec = SimSpec {
+/// What `sim`'s flags ask for.
+fn sim_spec(a: &SimArgs) -> Result<SimSpec> {
+    Ok(SimSpec {
         preset: a.device.preset()?,
-        pattern: a.workload,
+        pattern: a.workload.clone(),
         request_bytes: a.request_size,
         read_fraction: a.read_fraction,
         queue_depth: a.queue_depth,
@@ -358,7 +361,12 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
         warmup_x: a.warmup,
         timing: a.timing == "on",
         seed: a.seed,
-    };
+    })
+}
+
+fn cmd_sim(a: SimArgs) -> Result<()> {
+    let started = Instant::now();
+    let spec = sim_spec(&a)?;
     let pb = progress_bar(0, "sim");
     let result = lab::sim::run(&spec, &mut |done, total| {
         pb.set_length(total);
@@ -1290,6 +1298,7 @@ fn main() {
         Command::Kv(a) => cmd_kv(a),
         Command::Presets => cmd_presets(),
         Command::Bench(a) => bench::run(a),
+        Command::Sweep(a) => sweep::run(a),
     };
     if let Err(e) = r {
         if signals::cancel_token().is_cancelled() {

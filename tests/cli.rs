@@ -284,6 +284,90 @@ fn replay_repeats_a_trace_back_to_back_and_stops_after_max_requests() {
 }
 
 #[test]
+fn sweep_runs_a_grid_of_sim_points_the_same_on_any_number_of_cores() {
+    let dir = Scratch::new("sweep");
+    let grid = [
+        "--preset",
+        "x25e",
+        "--capacity",
+        "256MiB",
+        "--op",
+        "0.15,0.28",
+        "--gc",
+        "greedy,fifo",
+        "--workload",
+        "uniform",
+        "--writes",
+        "1x",
+        "--timing",
+        "off",
+    ];
+    let run = |jobs: &str, out: &str| {
+        let out = dir.0.join(out);
+        let mut a = vec![
+            "sweep",
+            "--out",
+            out.to_str().unwrap(),
+            "--jobs",
+            jobs,
+            "--",
+        ];
+        a.extend(grid);
+        let o = flashlab(&a);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        out
+    };
+    let (one, two) = (run("1", "a"), run("2", "b"));
+    let csv = std::fs::read_to_string(one.join("results.csv")).unwrap();
+    assert_eq!(
+        csv,
+        std::fs::read_to_string(two.join("results.csv")).unwrap()
+    );
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 5, "a header and four points");
+    assert!(
+        lines[0].starts_with("op,gc,") && lines[0].contains(",waf,"),
+        "{}",
+        lines[0]
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(one.join("results.json")).unwrap()).unwrap();
+    let wafs: Vec<f64> = json["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["result"]["waf"].as_f64().unwrap())
+        .collect();
+    assert!(
+        wafs[0] > wafs[2],
+        "more over-provisioning, less amplification: {wafs:?}"
+    );
+    assert!(std::fs::read_to_string(one.join("waf.svg"))
+        .unwrap()
+        .contains("gc greedy"));
+    let o = flashlab(&[
+        "sweep",
+        "--out",
+        dir.0.join("c").to_str().unwrap(),
+        "--",
+        "--preset",
+        "x25e",
+        "--op",
+        "0.1,zero",
+        "--workload",
+        "uniform",
+        "--writes",
+        "1x",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--op zero"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
 fn bad_input_gives_clear_errors() {
     let dir = Scratch::new("errors");
     let path = dir.0.join("bad.trace");

@@ -1,0 +1,381 @@
+//! `flashlab sweep`: `flashlab sim` over a grid. Every sim flag may take comma-separated
+//! values; the points are the cartesian product, run on all cores (each deterministic: a
+//! point's numbers depend only on its flags), written to `DIR/results.csv` and
+//! `DIR/results.json` (one row per point, every field of `sim --json`) with an SVG of WAF
+//! against the first numeric axis.
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct SweepArgs {
+    /// Directory for results.csv, results.json and waf.svg (created if missing).
+    #[arg(long, default_value = "sweep")]
+    out: PathBuf,
+    /// Points run at once (default: the machine's cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// `flashlab sim`'s flags, any of them with comma-separated values, e.g.
+    /// `--preset mx500,840pro --op 0.07,0.15,0.28 --gc greedy,fifo --workload uniform
+    /// --writes 1x --timing off`.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    sim: Vec<String>,
+}
+
+/// `sim` parsed on its own, to check and run one point.
+#[derive(Parser)]
+#[command(name = "flashlab sim")]
+struct SimOnly {
+    #[command(flatten)]
+    sim: crate::SimArgs,
+}
+
+/// One axis of the grid: a flag and its values.
+#[derive(Debug, Clone, PartialEq)]
+struct Axis {
+    flag: String,
+    values: Vec<String>,
+}
+
+/// Splits the sim flags into the fixed ones and the axes (flags given several values).
+fn axes(args: &[String]) -> Result<(Vec<String>, Vec<Axis>)> {
+    let mut fixed = Vec::new();
+    let mut axes: Vec<Axis> = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if !a.starts_with("--") {
+            bail!("{a:?}: expected a sim flag (--name value)");
+        }
+        let (flag, value) = match a.split_once('=') {
+            Some((f, v)) => (f.to_string(), Some(v.to_string())),
+            None => match args.get(i + 1) {
+                Some(v) if !v.starts_with("--") => {
+                    i += 1;
+                    (a.clone(), Some(v.clone()))
+                }
+                _ => (a.clone(), None),
+            },
+        };
+        i += 1;
+        if flag == "--json" {
+            continue; // every point is recorded whole anyway
+        }
+        match value {
+            Some(v) if v.contains(',') => {
+                let values: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
+                if values.iter().any(|v| v.is_empty()) {
+                    bail!("{flag} {v}: an empty value in the list");
+                }
+                if axes.iter().any(|x| x.flag == flag) {
+                    bail!("{flag} is given twice");
+                }
+                axes.push(Axis { flag, values });
+            }
+            Some(v) => {
+                fixed.push(flag);
+                fixed.push(v);
+            }
+            None => fixed.push(flag),
+        }
+    }
+    Ok((fixed, axes))
+}
+
+/// Every point of the grid: its axis values, in axis order (the first axis varies slowest).
+fn points(axes: &[Axis]) -> Vec<Vec<String>> {
+    axes.iter().fold(vec![vec![]], |acc, axis| {
+        acc.iter()
+            .flat_map(|p| {
+                axis.values.iter().map(move |v| {
+                    let mut q = p.clone();
+                    q.push(v.clone());
+                    q
+                })
+            })
+            .collect()
+    })
+}
+
+/// A number from an axis value: plain numbers and sizes (`4GiB`), multiples (`2x`).
+fn numeric(v: &str) -> Option<f64> {
+    v.parse::<f64>()
+        .ok()
+        .or_else(|| crate::units::parse_size(v).ok().map(|b| b as f64))
+        .or_else(|| crate::units::parse_multiple(v).ok())
+}
+
+/// Flattens a JSON object one level deep (`a.b`); arrays and deeper objects as JSON text.
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                match x {
+                    serde_json::Value::Object(_) if prefix.is_empty() => flatten(&key, x, out),
+                    serde_json::Value::String(s) => out.push((key, s.clone())),
+                    serde_json::Value::Null => out.push((key, String::new())),
+                    other => out.push((key, other.to_string())),
+                }
+            }
+        }
+        other => out.push((prefix.to_string(), other.to_string())),
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+pub fn run(a: SweepArgs) -> Result<()> {
+    let (fixed, axes) = axes(&a.sim)?;
+    let grid = points(&axes);
+    // Every point's flags parse before anything runs.
+    let mut specs = Vec::new();
+    for p in &grid {
+        let mut args = vec!["sim".to_string()];
+        args.extend(fixed.iter().cloned());
+        for (axis, v) in axes.iter().zip(p) {
+            args.push(axis.flag.clone());
+            args.push(v.clone());
+        }
+        let parsed = SimOnly::try_parse_from(&args).map_err(|e| {
+            anyhow::anyhow!(
+                "point {}: {}",
+                describe(&axes, p),
+                e.to_string().lines().next().unwrap_or_default()
+            )
+        })?;
+        specs.push(crate::sim_spec(&parsed.sim).with_context(|| describe(&axes, p))?);
+    }
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("cannot create {}", a.out.display()))?;
+    let jobs = a.jobs.unwrap_or_else(lab::experiments::threads).max(1);
+    eprintln!(
+        "flashlab sweep: {} point(s) over {} axis(es), {jobs} at a time, results in {}",
+        grid.len(),
+        axes.len(),
+        a.out.display()
+    );
+    let pb = ProgressBar::new(grid.len() as u64);
+    pb.set_style(
+        ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} points ({eta})")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb.set_message("sweep");
+    let results = lab::experiments::parallel_map(&specs, jobs, |spec| {
+        let r = lab::sim::run(spec, &mut |_, _| {});
+        pb.inc(1);
+        r
+    });
+    pb.finish_and_clear();
+    // One row per point: the axes, then every field of `sim --json` (or the error).
+    let mut rows: Vec<Vec<(String, String)>> = Vec::new();
+    let mut json_rows = Vec::new();
+    let mut failed = Vec::new();
+    for (p, r) in grid.iter().zip(&results) {
+        let mut row: Vec<(String, String)> = axes
+            .iter()
+            .zip(p)
+            .map(|(x, v)| (x.flag.trim_start_matches("--").to_string(), v.clone()))
+            .collect();
+        let point: serde_json::Map<String, serde_json::Value> = row
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::json!(v)))
+            .collect();
+        match r {
+            Ok(res) => {
+                let v = serde_json::to_value(res)?;
+                flatten("", &v, &mut row);
+                row.push(("error".into(), String::new()));
+                json_rows.push(serde_json::json!({"point": point, "result": v}));
+            }
+            Err(e) => {
+                failed.push(format!("{}: {e}", describe(&axes, p)));
+                row.push(("error".into(), e.clone()));
+                json_rows.push(serde_json::json!({"point": point, "error": e}));
+            }
+        }
+        rows.push(row);
+    }
+    let mut headers: Vec<String> = Vec::new();
+    for row in &rows {
+        for (k, _) in row {
+            if !headers.contains(k) {
+                headers.push(k.clone());
+            }
+        }
+    }
+    let mut csv = headers
+        .iter()
+        .map(|h| csv_field(h))
+        .collect::<Vec<_>>()
+        .join(",")
+        + "\n";
+    for row in &rows {
+        let cells: Vec<String> = headers
+            .iter()
+            .map(|h| {
+                row.iter()
+                    .find(|(k, _)| k == h)
+                    .map_or(String::new(), |(_, v)| csv_field(v))
+            })
+            .collect();
+        csv.push_str(&cells.join(","));
+        csv.push('\n');
+    }
+    let write = |name: &str, text: &str| -> Result<()> {
+        let path = a.out.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+    };
+    write("results.csv", &csv)?;
+    write(
+        "results.json",
+        &serde_json::to_string_pretty(&serde_json::json!({
+            "sim_flags": fixed,
+            "axes": axes.iter().map(|x| serde_json::json!({"flag": x.flag, "values": x.values})).collect::<Vec<_>>(),
+            "points": json_rows,
+        }))?,
+    )?;
+    // WAF against the first axis whose values are all numbers, one line per combination of
+    // the other axes.
+    let plotted = match axes
+        .iter()
+        .position(|x| x.values.iter().all(|v| numeric(v).is_some()))
+    {
+        Some(xi) => {
+            let mut series: Vec<lab::report::Series> = Vec::new();
+            for (p, r) in grid.iter().zip(&results) {
+                let Some(waf) = r.as_ref().ok().and_then(|res| res.stats.waf) else {
+                    continue; // failed, or no writes to amplify
+                };
+                let name = axes
+                    .iter()
+                    .zip(p)
+                    .enumerate()
+                    .filter(|(i, _)| *i != xi)
+                    .map(|(_, (x, v))| format!("{} {v}", x.flag.trim_start_matches("--")))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let point = (numeric(&p[xi]).expect("checked"), waf);
+                match series.iter_mut().find(|s| s.name == name) {
+                    Some(s) => s.points.push(point),
+                    None => series.push(lab::report::Series {
+                        name,
+                        points: vec![point],
+                        reference: false,
+                    }),
+                }
+            }
+            for s in &mut series {
+                s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            }
+            let plot = lab::report::LinePlot {
+                file_stem: "waf".into(),
+                title: format!("WAF against {}", axes[xi].flag.trim_start_matches("--")),
+                x_label: axes[xi].flag.trim_start_matches("--").into(),
+                y_label: "write amplification".into(),
+                series,
+            };
+            write(
+                "waf.svg",
+                &lab::report::line_plot_svg(&plot).map_err(anyhow::Error::msg)?,
+            )?;
+            true
+        }
+        None => false,
+    };
+    println!(
+        "flashlab sweep: {} point(s) written to {}/results.csv and results.json{}",
+        grid.len(),
+        a.out.display(),
+        if plotted {
+            ", WAF plotted in waf.svg"
+        } else {
+            " (no numeric axis to plot WAF against)"
+        }
+    );
+    if !failed.is_empty() {
+        bail!("{} point(s) failed: {}", failed.len(), failed.join("; "));
+    }
+    Ok(())
+}
+
+/// A point for people: `--op 0.07 --gc greedy`.
+fn describe(axes: &[Axis], p: &[String]) -> String {
+    if axes.is_empty() {
+        return "the only point".into();
+    }
+    axes.iter()
+        .zip(p)
+        .map(|(x, v)| format!("{} {v}", x.flag))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn comma_lists_become_axes_and_the_grid_is_their_product() {
+        let (fixed, axes) = axes(&s(&[
+            "--preset",
+            "mx500,840pro",
+            "--op=0.07,0.15,0.28",
+            "--workload",
+            "uniform",
+            "--trim-background",
+            "--json",
+            "--writes",
+            "1x",
+        ]))
+        .unwrap();
+        assert_eq!(
+            fixed,
+            s(&[
+                "--workload",
+                "uniform",
+                "--trim-background",
+                "--writes",
+                "1x"
+            ])
+        );
+        assert_eq!(axes.len(), 2);
+        assert_eq!(axes[1].values, s(&["0.07", "0.15", "0.28"]));
+        let grid = points(&axes);
+        assert_eq!(grid.len(), 6);
+        assert_eq!(grid[0], s(&["mx500", "0.07"]));
+        assert_eq!(grid[5], s(&["840pro", "0.28"]));
+        assert!(axes_err(&["--op", "0.07,,0.1"]).contains("empty value"));
+        assert!(axes_err(&["op", "1"]).contains("expected a sim flag"));
+        assert!(axes_err(&["--op", "1,2", "--op", "3,4"]).contains("twice"));
+    }
+
+    fn axes_err(v: &[&str]) -> String {
+        axes(&s(v)).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn numbers_sizes_and_multiples_are_numeric_axes() {
+        assert_eq!(numeric("0.07"), Some(0.07));
+        assert_eq!(numeric("4GiB"), Some((4u64 << 30) as f64));
+        assert_eq!(numeric("2x"), Some(2.0));
+        assert_eq!(numeric("greedy"), None);
+    }
+}
