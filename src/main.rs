@@ -353,7 +353,7 @@ fn print_stats(s: &flash::DeviceStats) {
 fn sim_spec(a: &SimArgs) -> Result<SimSpec> {
     Ok(SimSpec {
         preset: a.device.preset()?,
-        pattern: a.workload.clone(),
+        pattern: a.workload,
         request_bytes: a.request_size,
         read_fraction: a.read_fraction,
         queue_depth: a.queue_depth,
