@@ -144,6 +144,15 @@ struct SimArgs {
     timing: String,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Instead of the sequential fill and --warmup: fill (sequential writes up to
+    /// --occupancy) or steady[:Nx] (then random 4 KiB writes until WAF is steady by SNIA
+    /// PTS's rule, at most N times the filled bytes); the workload then addresses the
+    /// filled space only. Not measured.
+    #[arg(long)]
+    precondition: Option<lab::precondition::Precondition>,
+    /// Share of the logical space --precondition fills (0 < F <= 1).
+    #[arg(long, default_value_t = 1.0, requires = "precondition")]
+    occupancy: f64,
     /// Print one JSON object instead of a summary.
     #[arg(long)]
     json: bool,
@@ -303,6 +312,21 @@ fn progress_bar(total: u64, what: &str) -> ProgressBar {
     pb
 }
 
+fn print_precondition(pre: &lab::precondition::PreconditionReport) {
+    println!(
+        "  preconditioned    {}: {} bytes filled, {} bytes of random writes in {} rounds{} (not measured)",
+        pre.mode,
+        pre.filled_bytes,
+        pre.aging_write_bytes,
+        pre.rounds,
+        match (pre.steady, pre.round_waf.last()) {
+            (Some(true), Some(w)) => format!(", steady at WAF {w:.2}"),
+            (Some(false), Some(w)) => format!(", not steady at the cap (last WAF {w:.2})"),
+            _ => String::new(),
+        }
+    );
+}
+
 fn print_stats(s: &flash::DeviceStats) {
     let ms = |ns: u64| ns as f64 / 1e6;
     println!("  simulated time    {:.3} s", s.simulated_ns as f64 / 1e9);
@@ -361,6 +385,7 @@ fn sim_spec(a: &SimArgs) -> Result<SimSpec> {
         warmup_x: a.warmup,
         timing: a.timing == "on",
         seed: a.seed,
+        precondition: a.precondition.map(|p| (p, a.occupancy)),
     })
 }
 
@@ -395,6 +420,9 @@ fn cmd_sim(a: SimArgs) -> Result<()> {
         );
         for n in &spec.preset.notes {
             println!("  note              {n}");
+        }
+        if let Some(p) = &result.precondition {
+            print_precondition(p);
         }
         print_stats(&result.stats);
         println!("  wall time         {wall_s:.2} s");
@@ -489,18 +517,7 @@ fn cmd_replay(a: ReplayArgs) -> Result<()> {
             println!("  note              {n}");
         }
         if a.precondition != lab::precondition::Precondition::None {
-            println!(
-                "  preconditioned    {}: {} bytes filled, {} bytes of random writes in {} rounds{} (not measured)",
-                pre.mode,
-                pre.filled_bytes,
-                pre.aging_write_bytes,
-                pre.rounds,
-                match (pre.steady, pre.round_waf.last()) {
-                    (Some(true), Some(w)) => format!(", steady at WAF {w:.2}"),
-                    (Some(false), Some(w)) => format!(", not steady at the cap (last WAF {w:.2})"),
-                    _ => String::new(),
-                }
-            );
+            print_precondition(&pre);
         }
         print_stats(&stats);
         println!("  wall time         {wall_s:.2} s");

@@ -22,6 +22,10 @@ pub struct SimSpec {
     pub warmup_x: f64,
     pub timing: bool,
     pub seed: u64,
+    /// Instead of filling the drive and warming it up with the workload: precondition it
+    /// ([`crate::precondition`]) to an occupancy; the workload then addresses the filled
+    /// space only.
+    pub precondition: Option<(crate::precondition::Precondition, f64)>,
 }
 
 /// Overrides of a preset's SSD settings (the `sim` flags).
@@ -126,6 +130,9 @@ pub struct SimResult {
     pub physical_bytes: Option<u64>,
     pub op: Option<f64>,
     pub gc: Option<String>,
+    /// What preconditioning did, when asked for instead of fill and warm-up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precondition: Option<crate::precondition::PreconditionReport>,
     #[serde(flatten)]
     pub stats: DeviceStats,
 }
@@ -225,7 +232,13 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
             "--request-size {rb} must be a positive multiple of 512 bytes"
         ));
     }
-    let slots = logical / rb;
+    let occupancy = spec.precondition.map_or(1.0, |(_, f)| f);
+    if !(occupancy > 0.0 && occupancy <= 1.0) {
+        return Err(format!(
+            "--occupancy {occupancy} must be above 0 and at most 1 (a share of the logical space)"
+        ));
+    }
+    let slots = ((logical as f64 * occupancy) as u64 / rb).max(1);
     let volume_requests = (spec.writes_x * logical as f64 / rb as f64).ceil() as u64;
     let measured = if spec.read_fraction < 1.0 {
         (volume_requests as f64 / (1.0 - spec.read_fraction)).ceil() as u64
@@ -243,7 +256,12 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
     }
     let mut gen = SlotGen::new(spec.pattern, slots, spec.seed)?;
     let err = |e: FlashError| e.to_string();
-    if let AnyDevice::Ssd(ssd) = &mut dev {
+    let mut preconditioned = None;
+    if let Some((mode, occupancy)) = spec.precondition {
+        preconditioned = Some(crate::precondition::precondition(
+            &mut dev, mode, occupancy, spec.seed,
+        )?);
+    } else if let AnyDevice::Ssd(ssd) = &mut dev {
         // Fill sequentially in large writes, then warm up, on the WAF-only path.
         let chunk = 1 << 20;
         let mut off = 0;
@@ -310,6 +328,7 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
         physical_bytes,
         op,
         gc,
+        precondition: preconditioned,
         stats,
     })
 }
@@ -334,7 +353,30 @@ mod tests {
             warmup_x: 1.0,
             timing,
             seed: 9,
+            precondition: None,
         }
+    }
+
+    #[test]
+    fn preconditioning_replaces_fill_and_warm_up_and_the_workload_stays_in_the_filled_space() {
+        use crate::precondition::Precondition;
+        let mut s = spec(false);
+        s.precondition = Some((Precondition::Steady { max_x: 3.0 }, 0.5));
+        let r = run(&s, &mut |_, _| {}).unwrap();
+        let p = r.precondition.as_ref().unwrap();
+        assert_eq!(p.filled_bytes, 128 << 20);
+        assert!(p.rounds >= 5);
+        // Half the space holds data: more over-provisioning in effect, less amplification
+        // than the full drive's.
+        let full = run(&spec(false), &mut |_, _| {}).unwrap();
+        assert!(
+            r.stats.waf.unwrap() < full.stats.waf.unwrap(),
+            "{:?} vs {:?}",
+            r.stats.waf,
+            full.stats.waf
+        );
+        s.precondition = Some((Precondition::Fill, 0.0));
+        assert!(run(&s, &mut |_, _| {}).unwrap_err().contains("--occupancy"));
     }
 
     #[test]
