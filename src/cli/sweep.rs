@@ -29,7 +29,7 @@ pub struct SweepArgs {
 #[command(name = "flashlab sim")]
 struct SimOnly {
     #[command(flatten)]
-    sim: crate::SimArgs,
+    sim: super::sim::SimArgs,
 }
 
 /// One axis of the grid: a flag and its values.
@@ -156,7 +156,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
                 e.to_string().lines().next().unwrap_or_default()
             )
         })?;
-        specs.push(crate::sim_spec(&parsed.sim).with_context(|| describe(&axes, p))?);
+        specs.push(super::sim::sim_spec(&parsed.sim).with_context(|| describe(&axes, p))?);
     }
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("cannot create {}", a.out.display()))?;

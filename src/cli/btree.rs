@@ -1,0 +1,131 @@
+//! `flashlab btree`: B+trees on the AS or in-place store, and their crash test.
+
+use super::*;
+
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct BtreeArgs {
+    #[command(subcommand)]
+    pub(crate) cmd: Option<BtreeCmd>,
+    #[command(flatten)]
+    pub(crate) run: BtreeRunArgs,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum BtreeCmd {
+    /// Crash the AS store at random points and check recovery against a reference map.
+    CrashTest(CrashTestArgs),
+}
+
+#[derive(clap::Args)]
+pub(crate) struct BtreeRunArgs {
+    /// as (always sequential), inplace or bftl.
+    #[arg(long, default_value = "as")]
+    pub(crate) store: lab::btreerun::StoreKind,
+    /// Keys per node at most.
+    #[arg(long, default_value_t = 64)]
+    pub(crate) fanout: usize,
+    #[arg(long, default_value = "8KiB", value_parser = units::parse_size)]
+    pub(crate) node_size: u64,
+    /// AS store: nodes in the write buffer (BFTL: its reservation buffer holds as many bytes).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) write_buffer: usize,
+    /// BFTL: sectors on a node's list before it is compacted (C).
+    #[arg(long, default_value_t = 3)]
+    pub(crate) bftl_list: usize,
+    /// LRU cache of this many nodes (0 = none).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) cache: usize,
+    /// Entries inserted before measuring.
+    #[arg(long, default_value_t = 400_000)]
+    pub(crate) preload: u64,
+    /// Inserts, then searches, measured.
+    #[arg(long, default_value_t = 100_000)]
+    pub(crate) ops: u64,
+    #[command(flatten)]
+    pub(crate) storage: BackendArgs,
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// AS store: size of each log segment file.
+    #[arg(long, default_value = "128MiB", value_parser = units::parse_size)]
+    pub(crate) segment_size: u64,
+    /// AS store: cleaning policy (off, oldest = the paper's sliding window, cost-benefit).
+    #[arg(long, default_value = "cost-benefit")]
+    pub(crate) cleaning: astree::asstore::Cleaning,
+    /// AS store: cleaning keeps file bytes at most this many times the live node bytes.
+    #[arg(long, default_value_t = astree::asstore::DEFAULT_MAX_SPACE_AMP)]
+    pub(crate) max_space_amp: f64,
+    /// Commit (sync) every N inserts; 0 = only after the preload and the timed inserts.
+    /// The AS store cleans at commits.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) commit_every: u64,
+    /// AS store: commit by logging the operations; dirty nodes are written when the write
+    /// buffer fills (recovery replays the operations).
+    #[arg(long)]
+    pub(crate) logical_commits: bool,
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+pub(crate) fn run(a: BtreeArgs) -> Result<()> {
+    if let Some(BtreeCmd::CrashTest(c)) = a.cmd {
+        return run_crash_tests("btree", &c, |seed| {
+            astree::crash::crash_test(seed, &astree::crash::CrashShape::varied(seed))
+        });
+    }
+    let r = a.run;
+    let backend = r.storage.resolve(BackendKind::Mem, None)?;
+    let spec = lab::btreerun::BtreeSpec {
+        fanout: r.fanout,
+        node_bytes: usize::try_from(r.node_size).context("--node-size is too large")?,
+        write_buffer_nodes: r.write_buffer,
+        cache_nodes: r.cache,
+        bftl_max_list: r.bftl_list,
+        preload: r.preload,
+        ops: r.ops,
+        seed: r.seed,
+        segment_bytes: r.segment_size,
+        cleaning: r.cleaning,
+        max_space_amp: r.max_space_amp,
+        commit_every: r.commit_every,
+        logical_commits: r.logical_commits,
+        ..lab::btreerun::BtreeSpec::new(r.store, backend)
+    };
+    let started = Instant::now();
+    let res = lab::btreerun::run(&spec).map_err(anyhow::Error::msg)?;
+    if r.json {
+        let mut v = serde_json::to_value(&res)?;
+        v["wall_s"] = serde_json::json!(started.elapsed().as_secs_f64());
+        println!("{}", serde_json::to_string(&v)?);
+        return Ok(());
+    }
+    println!(
+        "flashlab btree: {} store, fanout {}, {} byte nodes, write buffer {}, cache {}, backend {}, seed {}",
+        res.store, res.fanout, res.node_bytes, res.write_buffer_nodes, res.cache_nodes, res.backend, res.seed
+    );
+    println!("  preload                {} entries", res.preload);
+    println!(
+        "  {} inserts           {:.3} s (reads {:.3} s, writes {:.3} s), {} node reads, {} node writes in {} write requests",
+        res.ops, res.insert_s, res.insert_read_s, res.insert_write_s, res.insert_node_reads, res.insert_node_writes, res.insert_write_requests
+    );
+    println!(
+        "  {} searches          {:.3} s, {} node reads",
+        res.ops, res.search_s, res.search_node_reads
+    );
+    println!(
+        "  write-buffer hits      {:.1}%, cache hits {:.1}%",
+        res.write_buffer_hit_ratio * 100.0,
+        res.cache_hit_ratio * 100.0
+    );
+    println!(
+        "  file size              {} bytes for {} bytes of live nodes ({:.2}x), {} entries",
+        res.file_bytes, res.live_node_bytes, res.space_amplification, res.entries
+    );
+    if res.store == "as" {
+        println!(
+            "  cleaning               {} segments cleaned, {} nodes moved, {} segment files removed",
+            res.segments_cleaned, res.nodes_moved, res.segments_removed
+        );
+    }
+    Ok(())
+}

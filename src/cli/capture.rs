@@ -1,0 +1,103 @@
+//! `flashlab capture`: a real file system's block I/O while a command runs.
+
+use super::*;
+
+#[derive(clap::Args)]
+pub(crate) struct CaptureArgs {
+    /// ext4, xfs or btrfs.
+    #[arg(long)]
+    pub(crate) fs: trace::capture::FsKind,
+    /// Size of the (sparse) image.
+    #[arg(long, default_value = "1GiB", value_parser = units::parse_size)]
+    pub(crate) size: u64,
+    /// Mount with -o discard (online TRIM).
+    #[arg(long)]
+    pub(crate) discard: bool,
+    /// Extra mkfs options, as one string (e.g. "-b 4096").
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    pub(crate) mkfs_opts: String,
+    /// Extra mount options, comma-separated (e.g. "noatime").
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    pub(crate) mount_opts: String,
+    /// Where the trace goes (flashlab's native format; replay it with `flashlab replay`).
+    #[arg(long)]
+    pub(crate) out: PathBuf,
+    /// Where the image and mount point are made (a fresh directory inside, removed after).
+    #[arg(long, default_value = "/tmp")]
+    pub(crate) image_dir: PathBuf,
+    /// The command, after `--`; `{}` in an argument becomes the mounted directory, which
+    /// is also in FLASHLAB_DIR.
+    #[arg(last = true, required = true)]
+    pub(crate) command: Vec<String>,
+}
+
+pub(crate) fn run(a: CaptureArgs) -> Result<()> {
+    let spec = trace::capture::CaptureSpec {
+        fs: a.fs,
+        size_bytes: a.size,
+        discard: a.discard,
+        mkfs_opts: a.mkfs_opts.split_whitespace().map(String::from).collect(),
+        mount_opts: a
+            .mount_opts
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect(),
+        command: a.command.clone(),
+        work_dir: a.image_dir.clone(),
+        stdout: None,
+        out: Some(a.out.clone()),
+        cancel: crate::signals::cancel_token(),
+    };
+    let c = match trace::capture::capture(&spec) {
+        Err(trace::capture::CaptureError::Interrupted) => {
+            eprintln!(
+                "flashlab capture: {}",
+                trace::capture::CaptureError::Interrupted
+            );
+            std::process::exit(crate::signals::EXIT_INTERRUPTED);
+        }
+        r => r?,
+    };
+    println!(
+        "flashlab capture: {} on {} ({} MiB image{}), command ran {:.2} s",
+        a.fs.name(),
+        c.loop_device,
+        a.size >> 20,
+        if a.discard {
+            ", mounted with discard"
+        } else {
+            ""
+        },
+        c.elapsed.as_secs_f64()
+    );
+    println!(
+        "  {} requests: {} reads ({} bytes), {} writes ({} bytes), {} discards ({} bytes), {} flushes",
+        c.trace.requests.len(),
+        c.trace.count(flash::Op::Read),
+        c.trace.bytes(flash::Op::Read),
+        c.trace.count(flash::Op::Write),
+        c.trace.bytes(flash::Op::Write),
+        c.trace.count(flash::Op::Trim),
+        c.trace.bytes(flash::Op::Trim),
+        c.trace.count(flash::Op::Flush)
+    );
+    if c.lost_events > 0 {
+        println!(
+            "  warning: the kernel dropped {} events (its trace buffer overflowed)",
+            c.lost_events
+        );
+    }
+    println!("  trace written to {}", a.out.display());
+    match c.exit_code {
+        Some(0) => Ok(()),
+        Some(code) => anyhow::bail!(
+            "the command exited with status {code}; the trace of its I/O was written to {}",
+            a.out.display()
+        ),
+        None => anyhow::bail!(
+            "the command was ended by a signal; the trace of its I/O was written to {}",
+            a.out.display()
+        ),
+    }
+}

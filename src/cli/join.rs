@@ -1,0 +1,175 @@
+//! `flashlab join`: the out-of-core hash join.
+
+use super::*;
+
+#[derive(clap::Args)]
+pub(crate) struct JoinArgs {
+    /// TPC-H scale factor (1 = 1.5 M orders, 6 M lineitems).
+    #[arg(long)]
+    pub(crate) sf: f64,
+    /// columns: the join's two columns (16-byte records); fixed128: paper 001's 128-byte records.
+    #[arg(long, default_value = "columns")]
+    pub(crate) layout: workloads::tpch::Layout,
+    /// Memory budget for everything the join holds (tables and buffers), shared by all users.
+    #[arg(long, value_parser = units::parse_size)]
+    pub(crate) memory: u64,
+    #[arg(long, default_value = "grace")]
+    pub(crate) algorithm: hashjoin::Algorithm,
+    /// Size of every read of an input or spill file.
+    #[arg(long, default_value = "1MiB", value_parser = units::parse_size)]
+    pub(crate) read_buffer: u64,
+    /// Output buffer per partition (size of every spill write).
+    #[arg(long, default_value = "64KiB", value_parser = units::parse_size)]
+    pub(crate) write_buffer: u64,
+    /// Force the number of partitions (default: planned from the memory budget).
+    #[arg(long)]
+    pub(crate) partitions: Option<u32>,
+    /// Concurrent joins sharing the memory budget (os backend).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) users: u32,
+    #[command(flatten)]
+    pub(crate) storage: BackendArgs,
+    /// os: where the input tables are generated and kept (default: --dir).
+    #[arg(long)]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// os: most bytes the run's spill files may hold.
+    #[arg(long, value_parser = units::parse_size)]
+    pub(crate) spill_cap: Option<u64>,
+    /// sim: simfs allocation policy.
+    #[arg(long, default_value = "ext4-like")]
+    pub(crate) alloc: ::simfs::AllocPolicy,
+    /// sim: discard mode of spill-file deletes (none, online, journal, vtrim, ftrim,
+    /// deferred).
+    #[arg(long, default_value = "none")]
+    pub(crate) discard: ::simfs::DiscardMode,
+    /// sim: keep the input tables on the simulated drive (reads are timed).
+    #[arg(long)]
+    pub(crate) inputs_on_device: bool,
+    /// sim: simfs preallocates growing windows for appending files (ext4 mballoc, as with
+    /// buffered writes); without it every write allocates on its own (as under O_DIRECT).
+    #[arg(long)]
+    pub(crate) prealloc: bool,
+    /// sim: the path between the join and simfs: linux (page cache, dirty limits and
+    /// writeback, delayed allocation, readahead, 5-s journal commits, a 32-deep queue),
+    /// direct-io (O_DIRECT: no cache, journal commits), none (every call reaches the
+    /// drive when it is made, metadata only at syncs).
+    #[arg(long, value_enum, default_value = "linux")]
+    pub(crate) host: HostPath,
+    /// sim, --host linux: the host's memory (the page cache and its dirty limits).
+    #[arg(long, default_value = "1GiB", value_parser = units::parse_size)]
+    pub(crate) host_ram: u64,
+    /// sim: computation charged per row processed.
+    #[arg(long, default_value = "100ns", value_parser = units::parse_duration_ns)]
+    pub(crate) cpu_per_row: u64,
+    /// Preallocate spill files at their expected size.
+    #[arg(long, default_value = "off", value_parser = ["on", "off"])]
+    pub(crate) fallocate: String,
+    /// Repetitions (on sim, the drive's state carries over).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) repeat: u32,
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// The host path of `join --backend sim`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum HostPath {
+    Linux,
+    DirectIo,
+    None,
+}
+
+pub(crate) fn run(a: JoinArgs) -> Result<()> {
+    let started = Instant::now();
+    let storage = a.storage.resolve(BackendKind::Os, None)?;
+    let simulated = storage.virtual_time();
+    let join_storage = lab::joinrun::JoinStorage {
+        data_dir: a.data_dir.clone(),
+        spill_cap_bytes: a.spill_cap,
+        fs_bytes: None,
+        alloc: a.alloc,
+        discard: a.discard,
+        prealloc: a.prealloc,
+        inputs_on_device: a.inputs_on_device,
+        host: match a.host {
+            HostPath::Linux => vfs::HostConfig::linux(a.host_ram),
+            HostPath::DirectIo => vfs::HostConfig::direct_io(),
+            HostPath::None => vfs::HostConfig::uncached(),
+        },
+    };
+    let spec = lab::joinrun::JoinRunSpec {
+        sf: a.sf,
+        layout: a.layout,
+        memory_bytes: a.memory,
+        join: hashjoin::JoinSpec {
+            algorithm: a.algorithm,
+            read_buffer_bytes: a.read_buffer,
+            write_buffer_bytes: a.write_buffer,
+            fallocate: a.fallocate == "on",
+            partitions: a.partitions,
+            cpu_ns_per_row: if simulated { a.cpu_per_row } else { 0 },
+            concurrent_users: a.users,
+        },
+        users: a.users,
+        repeat: a.repeat,
+        backend: storage,
+        storage: join_storage,
+    };
+    let pb = progress_bar(a.repeat as u64, "join");
+    let r = lab::joinrun::run(&spec, &mut |n| pb.set_position(n as u64));
+    pb.finish_and_clear();
+    let r = r.map_err(anyhow::Error::msg)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    if a.json {
+        let mut v = serde_json::to_value(&r)?;
+        v["wall_s"] = serde_json::json!(wall_s);
+        println!("{}", serde_json::to_string(&v)?);
+        return Ok(());
+    }
+    let time_kind = if simulated { "simulated" } else { "wall" };
+    println!(
+        "flashlab join: SF {} ({}), {} join, memory {} bytes, {} user(s), backend {}",
+        r.sf, r.layout, r.algorithm, r.memory_bytes, r.users, r.backend
+    );
+    println!("  result rows              {}", r.rows);
+    println!(
+        "  sum_l_extendedprice      {} cents",
+        r.sum_l_extendedprice_cents
+    );
+    println!(
+        "  sum_o_totalprice         {} cents",
+        r.sum_o_totalprice_cents
+    );
+    println!(
+        "  partitions               {} ({} in memory), {} repartitioned pairs, {} nested-loop pairs",
+        r.partitions, r.resident_partitions, r.repartitioned_pairs, r.nested_loop_pairs
+    );
+    println!(
+        "  spilled / read back      {} / {} bytes ({:.2}x the {} input bytes), {} spill files",
+        r.bytes_spilled, r.bytes_read_back, r.spill_ratio, r.input_bytes, r.spill_files
+    );
+    println!("  peak memory              {} bytes", r.peak_memory_bytes);
+    if r.stale_spill_files_removed > 0 {
+        println!(
+            "  stale spill files        {} removed (left by a killed run)",
+            r.stale_spill_files_removed
+        );
+    }
+    for (i, rep) in r.repetitions.iter().enumerate() {
+        println!(
+            "  repetition {:>3}          {:.3} s {time_kind} (partition {:.3} s, join {:.3} s){}{}",
+            i + 1,
+            rep.total_ns as f64 / 1e9,
+            rep.partition_ns as f64 / 1e9,
+            rep.join_ns as f64 / 1e9,
+            if simulated {
+                format!(", {} TRIM commands", rep.trim_commands)
+            } else {
+                String::new()
+            },
+            rep.waf.map_or(String::new(), |w| format!(", WAF {w:.2}"))
+        );
+    }
+    println!("  wall time                {wall_s:.2} s");
+    Ok(())
+}

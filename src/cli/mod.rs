@@ -1,0 +1,258 @@
+//! The command line, one module per command; this module holds what several share: the
+//! device and backend flag groups, progress bars, the crash-test loop and how statistics
+//! are printed for people.
+
+pub(crate) mod bench;
+pub(crate) mod btree;
+pub(crate) mod capture;
+pub(crate) mod join;
+pub(crate) mod kv;
+pub(crate) mod presets;
+pub(crate) mod replay;
+pub(crate) mod reproduce;
+pub(crate) mod sim;
+pub(crate) mod simfs;
+pub(crate) mod sweep;
+
+use crate::units;
+use anyhow::{bail, Context, Result};
+use clap::Subcommand;
+use flash::{Device, GcPolicy, Preset};
+use indicatif::{ProgressBar, ProgressStyle};
+use lab::experiments::{self, Scale};
+use lab::sim::{SimSpec, SsdOverrides};
+use std::path::PathBuf;
+use std::time::Instant;
+use trace::formats::Format;
+use workloads::synthetic::Pattern;
+
+#[derive(clap::Args)]
+pub(crate) struct DeviceArgs {
+    /// Device preset name (see `flashlab presets`) or a path to a preset TOML file.
+    #[arg(long)]
+    pub(crate) preset: String,
+    /// Logical (user-visible) capacity, e.g. 4GiB; the preset's ratios are kept.
+    #[arg(long, value_parser = units::parse_size)]
+    pub(crate) capacity: Option<u64>,
+    /// Over-provisioning as a fraction: (physical - logical) / logical.
+    #[arg(long)]
+    pub(crate) op: Option<f64>,
+    /// Flash page size, e.g. 16KiB.
+    #[arg(long, value_parser = units::parse_size)]
+    pub(crate) page_size: Option<u64>,
+    /// Pages per erase block.
+    #[arg(long)]
+    pub(crate) pages_per_block: Option<u32>,
+    /// GC victim policy: greedy, cost-benefit or fifo.
+    #[arg(long)]
+    pub(crate) gc: Option<GcPolicy>,
+    /// GC runs when a die's free pool is at or below this many blocks.
+    #[arg(long)]
+    pub(crate) gc_free_blocks: Option<u32>,
+    /// Clean in idle time (after 1 ms without work on a die) up to N free blocks per die.
+    #[arg(long, value_name = "N")]
+    pub(crate) background_gc: Option<u32>,
+    /// DRAM write cache size (0 = none): writes complete once cached.
+    #[arg(long, value_parser = units::parse_size)]
+    pub(crate) write_cache: Option<u64>,
+    /// queued: NCQ TRIM; blocking: TRIM drains the queue and blocks other commands.
+    #[arg(long, value_parser = ["queued", "blocking"])]
+    pub(crate) trim: Option<String>,
+    /// vTrim/fTrim: acknowledge once recorded, do the work in idle time.
+    #[arg(long)]
+    pub(crate) trim_background: bool,
+    /// Background TRIM work pauses when a host command arrives.
+    #[arg(long)]
+    pub(crate) trim_preemptive: bool,
+}
+
+impl DeviceArgs {
+    fn preset(&self) -> Result<Preset> {
+        let p = Preset::load(&self.preset)?;
+        let page_size_bytes = match self.page_size {
+            Some(b) => Some(u32::try_from(b).context("--page-size is too large")?),
+            None => None,
+        };
+        let o = SsdOverrides {
+            capacity_bytes: self.capacity,
+            op: self.op,
+            page_size_bytes,
+            pages_per_block: self.pages_per_block,
+            gc: self.gc,
+            gc_free_blocks: self.gc_free_blocks,
+            background_gc_free_blocks: self.background_gc,
+            write_cache_bytes: self.write_cache,
+            trim_queued: self.trim.as_deref().map(|t| t == "queued"),
+            trim_background: self.trim_background.then_some(true),
+            trim_preemptive: self.trim_preemptive.then_some(true),
+        };
+        Ok(o.apply(p)?)
+    }
+}
+
+pub(crate) fn progress_bar(total: u64, what: &str) -> ProgressBar {
+    let pb = ProgressBar::new(total);
+    pb.set_style(
+        ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} ({eta})")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb.set_message(what.to_string());
+    pb
+}
+
+pub(crate) fn print_precondition(pre: &lab::precondition::PreconditionReport) {
+    println!(
+        "  preconditioned    {}: {} bytes filled, {} bytes of random writes in {} rounds{} (not measured)",
+        pre.mode,
+        pre.filled_bytes,
+        pre.aging_write_bytes,
+        pre.rounds,
+        match (pre.steady, pre.round_waf.last()) {
+            (Some(true), Some(w)) => format!(", steady at WAF {w:.2}"),
+            (Some(false), Some(w)) => format!(", not steady at the cap (last WAF {w:.2})"),
+            _ => String::new(),
+        }
+    );
+}
+
+pub(crate) fn print_stats(s: &flash::DeviceStats) {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    println!("  simulated time    {:.3} s", s.simulated_ns as f64 / 1e9);
+    println!(
+        "  host ops          {} ({:.0} IOPS, read {:.1} MB/s, write {:.1} MB/s)",
+        s.host_ops, s.iops, s.read_mb_per_s, s.write_mb_per_s
+    );
+    for (name, l) in [
+        ("read", s.read_latency_ns),
+        ("write", s.write_latency_ns),
+        ("trim", s.trim_latency_ns),
+        ("flush", s.flush_latency_ns),
+    ] {
+        if l.count > 0 {
+            println!(
+                "  {name:<5} latency     mean {:.3} ms  p50 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}",
+                ms(l.mean),
+                ms(l.p50),
+                ms(l.p99),
+                ms(l.p999),
+                ms(l.max)
+            );
+        }
+    }
+    if let Some(waf) = s.waf {
+        println!(
+            "  WAF               {waf:.3} ({} host pages, {} flash pages, {} GC copies, {} erases)",
+            s.host_write_pages, s.flash_write_pages, s.gc_copied_pages, s.erases
+        );
+        println!(
+            "  erase counts      min {} max {} mean {:.2} stddev {:.2}",
+            s.erase_count_min, s.erase_count_max, s.erase_count_mean, s.erase_count_stddev
+        );
+    }
+    if s.trim_commands > 0 {
+        println!(
+            "  TRIM              {} commands, {} ranges, {} pages invalidated, {:.3} ms interface, {:.3} ms in the drive",
+            s.trim_commands,
+            s.trim_ranges,
+            s.trimmed_pages,
+            ms(s.trim_interface_ns),
+            ms(s.trim_busy_ns)
+        );
+    }
+}
+
+/// Where an engine's files live: one flag group for `join`, `btree` and `kv`.
+#[derive(clap::Args)]
+pub(crate) struct BackendArgs {
+    /// mem: files in RAM; os: real files in --dir; sim: simfs on a simulated drive
+    /// (--preset) [default: os for join, mem for btree and kv].
+    #[arg(long, value_enum)]
+    pub(crate) backend: Option<BackendKind>,
+    /// os: the directory for the run's files (it must exist).
+    #[arg(long)]
+    pub(crate) dir: Option<PathBuf>,
+    /// os: open the files with O_DIRECT.
+    #[arg(long)]
+    pub(crate) direct_io: bool,
+    /// sim: the drive (a preset name, see `flashlab presets`, or a TOML file).
+    #[arg(long)]
+    pub(crate) preset: Option<String>,
+    /// sim: logical capacity of the drive, e.g. 4GiB.
+    #[arg(long, value_parser = units::parse_size)]
+    pub(crate) capacity: Option<u64>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BackendKind {
+    Mem,
+    Os,
+    Sim,
+}
+
+impl BackendArgs {
+    /// The backend these flags describe (`default` when --backend is absent; `dir` when
+    /// --dir is).
+    fn resolve(&self, default: BackendKind, dir: Option<PathBuf>) -> Result<lab::backend::Backend> {
+        Ok(match self.backend.unwrap_or(default) {
+            BackendKind::Mem => lab::backend::Backend::Mem,
+            BackendKind::Os => lab::backend::Backend::Os {
+                dir: self
+                    .dir
+                    .clone()
+                    .or(dir)
+                    .context("--backend os needs --dir DIR")?,
+                direct_io: self.direct_io,
+                cancel: crate::signals::cancel_token(),
+            },
+            BackendKind::Sim => {
+                let name = self
+                    .preset
+                    .clone()
+                    .context("--backend sim needs --preset NAME")?;
+                let mut p = Preset::load(&name)?;
+                if let Some(c) = self.capacity {
+                    p = p.with_capacity(c);
+                }
+                lab::backend::Backend::Sim {
+                    preset: Box::new(p),
+                }
+            }
+        })
+    }
+}
+
+#[derive(clap::Args)]
+pub(crate) struct CrashTestArgs {
+    /// Seeded crash tests to run (each draws its geometry and 1-4 crash/recover cycles
+    /// from its seed).
+    #[arg(long, default_value_t = 1000)]
+    pub(crate) iterations: u64,
+    /// First seed.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) seed: u64,
+}
+
+/// Runs `iterations` seeded crash tests of `what` and says what they covered; the first
+/// failure names its seed.
+pub(crate) fn run_crash_tests(
+    what: &str,
+    c: &CrashTestArgs,
+    test: impl Fn(u64) -> Result<astree::crash::Coverage, String>,
+) -> Result<()> {
+    let pb = progress_bar(c.iterations, "crash-test");
+    let mut total = astree::crash::Coverage::default();
+    for i in 0..c.iterations {
+        total.add(&test(c.seed + i).map_err(anyhow::Error::msg)?);
+        pb.set_position(i + 1);
+    }
+    pb.finish_and_clear();
+    println!(
+        "flashlab {what} crash-test: {} seeded tests (seeds {}..{}) recovered the last durable commit every time: {}",
+        c.iterations,
+        c.seed,
+        c.seed + c.iterations,
+        total.summary()
+    );
+    Ok(())
+}

@@ -1,0 +1,28 @@
+//! `flashlab presets`: the device presets.
+
+use super::*;
+
+pub(crate) fn run() -> Result<()> {
+    for (name, _) in flash::preset::BUILTIN {
+        let p = Preset::load(name)?;
+        let kind = match &p.device {
+            flash::DeviceConfig::Ssd(c) => format!(
+                "SSD {} GB, op {:.1}%, {} dies, {} KiB pages, {} pages/block, {} GC",
+                c.geometry.logical_bytes / 1_000_000_000,
+                c.geometry.op * 100.0,
+                c.geometry.dies(),
+                c.geometry.page_size_bytes / 1024,
+                c.geometry.pages_per_block,
+                c.gc.policy
+            ),
+            flash::DeviceConfig::Hdd(c) => format!(
+                "HDD {} GB, {} rpm, {:.1} ms average seek",
+                c.logical_bytes / 1_000_000_000,
+                c.rpm,
+                c.average_seek_ns as f64 / 1e6
+            ),
+        };
+        println!("{name:<8} {}\n         {kind}", p.description);
+    }
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! `flashlab replay`: a block trace on a simulated drive.
+
+use super::*;
+
+#[derive(clap::Args)]
+pub(crate) struct ReplayArgs {
+    /// Trace file.
+    pub(crate) trace: PathBuf,
+    /// auto, blkparse, tracefs, msr or native.
+    #[arg(long, default_value = "auto")]
+    pub(crate) format: Format,
+    /// MSR Cambridge traces: replay only this disk (`N`, or `HOST:N`); a trace of several
+    /// disks needs one (their blocks would collide in one address space).
+    #[arg(long)]
+    pub(crate) disk: Option<String>,
+    #[command(flatten)]
+    pub(crate) device: DeviceArgs,
+    /// closed: each stream issues its next request when the previous completes (plus its
+    /// think time); open: requests issue at their timestamps. Default: open for
+    /// timestamped traces, closed otherwise.
+    #[arg(long, value_parser = ["closed", "open"])]
+    pub(crate) mode: Option<String>,
+    /// Requests in flight per stream in closed-loop mode.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) queue_depth: u32,
+    /// trim: replay TRIMs as captured; vtrim: each run of consecutive TRIMs of a stream
+    /// (within --coalesce-window) becomes one vectored TRIM, as if sent per unlink.
+    #[arg(long, default_value = "trim", value_parser = ["trim", "vtrim"])]
+    pub(crate) trim_as: String,
+    /// Largest gap between two TRIMs of one run, for --trim-as vtrim.
+    #[arg(long, default_value = "1ms", value_parser = units::parse_duration_ns)]
+    pub(crate) coalesce_window: u64,
+    /// Before the trace: none (a fresh drive), fill (sequential writes up to
+    /// --occupancy), steady[:Nx] (fill, then random 4 KiB writes until WAF is steady by
+    /// SNIA PTS's rule, at most N times the filled bytes; default 5x). Not measured.
+    #[arg(long, default_value = "none")]
+    pub(crate) precondition: lab::precondition::Precondition,
+    /// Share of the logical space preconditioning fills (0 < F <= 1).
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) occupancy: f64,
+    /// Seed of preconditioning's random writes.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Replay the trace this many times back to back on the same drive (as MQSim's relay
+    /// count); each pass starts when the previous one ends.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) repeat: u32,
+    /// Replay only the first N requests of the trace.
+    #[arg(long)]
+    pub(crate) max_requests: Option<u64>,
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+pub(crate) fn run(a: ReplayArgs) -> Result<()> {
+    let started = Instant::now();
+    if a.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    let mut t = trace::formats::read_file_disk(&a.trace, a.format, a.disk.as_deref())?;
+    if let Some(n) = a.max_requests {
+        if n == 0 {
+            bail!("--max-requests must be at least 1");
+        }
+        t.requests.truncate(n.min(usize::MAX as u64) as usize);
+    }
+    let preset = a.device.preset()?;
+    let mut dev = preset.build()?;
+    let end = t.max_end_bytes();
+    if end > dev.logical_bytes() {
+        bail!(
+            "{}: the trace reaches byte {end} but preset {} holds {} bytes; pass --capacity with at least {end} bytes",
+            a.trace.display(),
+            preset.name,
+            dev.logical_bytes()
+        );
+    }
+    let open = match a.mode.as_deref() {
+        Some("open") => true,
+        Some(_) => false,
+        None => t.timestamped,
+    };
+    let pre = lab::precondition::precondition(&mut dev, a.precondition, a.occupancy, a.seed)
+        .map_err(anyhow::Error::msg)?;
+    if a.trim_as == "vtrim" {
+        let page = dev
+            .logical_bytes()
+            .saturating_sub(flash::command::TRIM_COMMAND_PAGE_BYTES);
+        if end > page {
+            bail!("--trim-as vtrim needs the drive's last 4 KiB page free for vTrim commands, but the trace uses it; pass a larger --capacity");
+        }
+        t.requests = trace::transform::coalesce_trims(&t.requests, a.coalesce_window, page);
+    }
+    let per_pass = t.requests.len() as u64;
+    let pb = progress_bar(per_pass * a.repeat as u64, "replay");
+    let mut summary = trace::ReplaySummary {
+        requests: 0,
+        end_ns: 0,
+    };
+    for _ in 0..a.repeat {
+        let done_before = summary.requests;
+        let mut prog = |n: u64| pb.set_position(done_before + n);
+        let pass = if open {
+            trace::replay_open(&mut dev, &t.requests, summary.end_ns, &mut prog)?
+        } else {
+            let streams: Vec<_> = t.by_stream().into_iter().map(|s| s.into_iter()).collect();
+            trace::replay_closed(&mut dev, streams, a.queue_depth, summary.end_ns, &mut prog)?
+        };
+        summary.requests += pass.requests;
+        summary.end_ns = summary.end_ns.max(pass.end_ns);
+    }
+    pb.finish_and_clear();
+    // Deferred TRIM work finishes in idle time after the trace; count it.
+    dev.settle();
+    let stats = dev.stats();
+    let wall_s = started.elapsed().as_secs_f64();
+    if a.json {
+        let mut v = serde_json::to_value(&stats)?;
+        v["trace"] = serde_json::json!(a.trace.display().to_string());
+        v["preset"] = serde_json::json!(preset.name);
+        v["mode"] = serde_json::json!(if open { "open" } else { "closed" });
+        v["requests"] = serde_json::json!(summary.requests);
+        v["preset_notes"] = serde_json::json!(preset.notes);
+        v["precondition"] = serde_json::to_value(&pre)?;
+        v["repeat"] = serde_json::json!(a.repeat);
+        v["seed"] = serde_json::json!(a.seed);
+        v["wall_s"] = serde_json::json!(wall_s);
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        println!(
+            "flashlab replay: {} ({} requests, {} streams, {} loop) on {}",
+            a.trace.display(),
+            summary.requests,
+            t.by_stream().len(),
+            if open { "open" } else { "closed" },
+            preset.name
+        );
+        for n in &preset.notes {
+            println!("  note              {n}");
+        }
+        if a.precondition != lab::precondition::Precondition::None {
+            print_precondition(&pre);
+        }
+        print_stats(&stats);
+        println!("  wall time         {wall_s:.2} s");
+    }
+    Ok(())
+}

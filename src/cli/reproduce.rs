@@ -1,0 +1,140 @@
+//! `flashlab reproduce`: every experiment, and the report.
+
+use super::*;
+
+#[derive(clap::Args)]
+pub(crate) struct ReproduceArgs {
+    /// quick (minutes) or full.
+    #[arg(long, default_value = "quick")]
+    pub(crate) scale: Scale,
+    /// Run only these experiments (comma-separated ids).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) only: Vec<String>,
+    /// Output directory.
+    #[arg(long, default_value = "report")]
+    pub(crate) out: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+}
+
+pub(crate) fn run(a: ReproduceArgs) -> Result<()> {
+    for id in &a.only {
+        if !experiments::ALL.iter().any(|e| e.id == id) {
+            bail!(
+                "unknown experiment {id:?}; experiments are {}",
+                experiments::ALL
+                    .iter()
+                    .map(|e| e.id)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    let chosen: Vec<_> = experiments::ALL
+        .iter()
+        .filter(|e| a.only.is_empty() || a.only.iter().any(|o| o == e.id))
+        .collect();
+    eprintln!(
+        "flashlab reproduce: scale {}, seed {}, {} experiment(s), report in {}",
+        a.scale,
+        a.seed,
+        chosen.len(),
+        a.out.display()
+    );
+    let info = lab::report::RunInfo {
+        scale: a.scale.to_string(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        total_runtime_s: 0.0,
+    };
+    let mut bars = Bars(None);
+    let r = experiments::reproduce(
+        &chosen,
+        a.scale,
+        a.seed,
+        &crate::signals::cancel_token(),
+        &a.out,
+        info,
+        &mut bars,
+    );
+    bars.stop();
+    let r = r.map_err(anyhow::Error::msg)?;
+    println!("report written to {}", r.index.display());
+    if r.interrupted {
+        bail!("interrupted; the report holds the experiments that finished");
+    }
+    if !r.failed.is_empty() {
+        bail!(
+            "{} experiment(s) failed: {} (their sections say why)",
+            r.failed.len(),
+            r.failed.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// A progress bar per experiment (on a terminal): jobs done of jobs planned, redrawn by a
+/// ticker thread until the experiment ends.
+pub(crate) struct Bars(Option<(ProgressBar, std::sync::Arc<std::sync::atomic::AtomicBool>)>);
+
+impl Bars {
+    fn stop(&mut self) {
+        if let Some((pb, stop)) = self.0.take() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            pb.finish_and_clear();
+        }
+    }
+}
+
+impl experiments::Watcher for Bars {
+    fn started(&mut self, e: &experiments::Experiment, progress: &experiments::Progress) {
+        let pb = ProgressBar::new(0);
+        pb.set_style(
+            ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} jobs, {elapsed}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        pb.set_message(e.id.to_string());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (pb2, stop2, progress) = (pb.clone(), stop.clone(), progress.clone());
+        std::thread::spawn(move || {
+            while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                let (done, planned) = progress.get();
+                pb2.set_length(planned);
+                pb2.set_position(done);
+                pb2.tick();
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+        });
+        self.0 = Some((pb, stop));
+    }
+
+    fn finished(&mut self, s: &lab::report::Section) {
+        self.stop();
+        print_section_summary(s);
+    }
+}
+
+/// One experiment's outcome, for people: time and claims, or why it failed or was skipped.
+pub(crate) fn print_section_summary(s: &lab::report::Section) {
+    let held = s.verdicts.iter().filter(|v| v.holds).count();
+    if let Some(error) = s.failed_with() {
+        eprintln!("  {:<14} FAILED: {error}", s.id);
+    } else if let Some(why) = s.results.get("skipped").and_then(|w| w.as_str()) {
+        eprintln!("  {:<14} skipped: {why}", s.id);
+    } else {
+        eprintln!(
+            "  {:<14} {:>6.1} s  {held}/{} claims hold",
+            s.id,
+            s.runtime_s,
+            s.verdicts.len()
+        );
+    }
+    for v in &s.verdicts {
+        eprintln!(
+            "      [{}] {}",
+            if v.holds { "holds" } else { "FAILS" },
+            v.claim
+        );
+    }
+}

@@ -1,0 +1,101 @@
+//! `flashlab sim`: a drive under a synthetic workload.
+
+use super::*;
+
+#[derive(clap::Args)]
+pub(crate) struct SimArgs {
+    #[command(flatten)]
+    pub(crate) device: DeviceArgs,
+    /// uniform, sequential, hotcold:R/F (R of writes to F of the space) or zipf:THETA.
+    #[arg(long)]
+    pub(crate) workload: Pattern,
+    /// Size of every request.
+    #[arg(long, default_value = "4KiB", value_parser = units::parse_size)]
+    pub(crate) request_size: u64,
+    /// Fraction of requests that are reads.
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) read_fraction: f64,
+    /// Requests in flight (closed loop).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) queue_depth: u32,
+    /// Measured write volume as a multiple of the capacity, e.g. 2x.
+    #[arg(long, value_parser = units::parse_multiple)]
+    pub(crate) writes: f64,
+    /// Warm-up write volume before measuring, e.g. 1x.
+    #[arg(long, default_value = "1x", value_parser = units::parse_multiple)]
+    pub(crate) warmup: f64,
+    /// on: full timing model; off: the WAF-only fast path.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    pub(crate) timing: String,
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Instead of the sequential fill and --warmup: fill (sequential writes up to
+    /// --occupancy) or steady[:Nx] (then random 4 KiB writes until WAF is steady by SNIA
+    /// PTS's rule, at most N times the filled bytes); the workload then addresses the
+    /// filled space only. Not measured.
+    #[arg(long)]
+    pub(crate) precondition: Option<lab::precondition::Precondition>,
+    /// Share of the logical space --precondition fills (0 < F <= 1).
+    #[arg(long, default_value_t = 1.0, requires = "precondition")]
+    pub(crate) occupancy: f64,
+    /// Print one JSON object instead of a summary.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// What `sim`'s flags ask for.
+pub(crate) fn sim_spec(a: &SimArgs) -> Result<SimSpec> {
+    Ok(SimSpec {
+        preset: a.device.preset()?,
+        pattern: a.workload,
+        request_bytes: a.request_size,
+        read_fraction: a.read_fraction,
+        queue_depth: a.queue_depth,
+        writes_x: a.writes,
+        warmup_x: a.warmup,
+        timing: a.timing == "on",
+        seed: a.seed,
+        precondition: a.precondition.map(|p| (p, a.occupancy)),
+    })
+}
+
+pub(crate) fn run(a: SimArgs) -> Result<()> {
+    let started = Instant::now();
+    let spec = sim_spec(&a)?;
+    let pb = progress_bar(0, "sim");
+    let result = lab::sim::run(&spec, &mut |done, total| {
+        pb.set_length(total);
+        pb.set_position(done);
+    });
+    pb.finish_and_clear();
+    let result = result.map_err(anyhow::Error::msg)?;
+    let wall_s = started.elapsed().as_secs_f64();
+    if a.json {
+        let mut v = serde_json::to_value(&result)?;
+        v["wall_s"] = serde_json::json!(wall_s);
+        v["preset_notes"] = serde_json::json!(spec.preset.notes);
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        println!(
+            "flashlab sim: preset {} ({} bytes logical{}), workload {}, seed {}, timing {}",
+            result.preset,
+            result.logical_bytes,
+            result.op.map_or(String::new(), |op| format!(
+                ", op {op}, gc {}",
+                result.gc.clone().unwrap_or_default()
+            )),
+            result.workload,
+            result.seed,
+            a.timing
+        );
+        for n in &spec.preset.notes {
+            println!("  note              {n}");
+        }
+        if let Some(p) = &result.precondition {
+            print_precondition(p);
+        }
+        print_stats(&result.stats);
+        println!("  wall time         {wall_s:.2} s");
+    }
+    Ok(())
+}
