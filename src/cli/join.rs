@@ -62,8 +62,8 @@ pub(crate) struct JoinArgs {
     #[arg(long, default_value = "100ns", value_parser = units::parse_duration_ns)]
     pub(crate) cpu_per_row: u64,
     /// Preallocate spill files at their expected size.
-    #[arg(long, default_value = "off", value_parser = ["on", "off"])]
-    pub(crate) fallocate: String,
+    #[arg(long, value_enum, default_value = "off")]
+    pub(crate) fallocate: OnOff,
     /// Repetitions (on sim, the drive's state carries over).
     #[arg(long, default_value_t = 1)]
     pub(crate) repeat: u32,
@@ -105,7 +105,7 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
             algorithm: a.algorithm,
             read_buffer_bytes: a.read_buffer,
             write_buffer_bytes: a.write_buffer,
-            fallocate: a.fallocate == "on",
+            fallocate: a.fallocate.on(),
             partitions: a.partitions,
             cpu_ns_per_row: if simulated { a.cpu_per_row } else { 0 },
             concurrent_users: a.users,

@@ -26,6 +26,28 @@ use std::time::Instant;
 use trace::formats::Format;
 use workloads::synthetic::Pattern;
 
+/// An on/off switch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum OnOff {
+    On,
+    Off,
+}
+
+impl OnOff {
+    pub(crate) fn on(self) -> bool {
+        self == OnOff::On
+    }
+}
+
+/// How the drive takes TRIM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TrimKind {
+    /// NCQ TRIM, queued like reads and writes.
+    Queued,
+    /// TRIM drains the queue and blocks other commands.
+    Blocking,
+}
+
 #[derive(clap::Args)]
 pub(crate) struct DeviceArgs {
     /// Device preset name (see `flashlab presets`) or a path to a preset TOML file.
@@ -56,8 +78,8 @@ pub(crate) struct DeviceArgs {
     #[arg(long, value_parser = units::parse_size)]
     pub(crate) write_cache: Option<u64>,
     /// queued: NCQ TRIM; blocking: TRIM drains the queue and blocks other commands.
-    #[arg(long, value_parser = ["queued", "blocking"])]
-    pub(crate) trim: Option<String>,
+    #[arg(long, value_enum)]
+    pub(crate) trim: Option<TrimKind>,
     /// vTrim/fTrim: acknowledge once recorded, do the work in idle time.
     #[arg(long)]
     pub(crate) trim_background: bool,
@@ -82,7 +104,7 @@ impl DeviceArgs {
             gc_free_blocks: self.gc_free_blocks,
             background_gc_free_blocks: self.background_gc,
             write_cache_bytes: self.write_cache,
-            trim_queued: self.trim.as_deref().map(|t| t == "queued"),
+            trim_queued: self.trim.map(|t| t == TrimKind::Queued),
             trim_background: self.trim_background.then_some(true),
             trim_preemptive: self.trim_preemptive.then_some(true),
         };

@@ -2,6 +2,24 @@
 
 use super::*;
 
+/// How a trace's requests are issued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LoopMode {
+    /// Each stream issues its next request when the previous completes.
+    Closed,
+    /// Requests issue at their timestamps.
+    Open,
+}
+
+/// How a trace's TRIMs are replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TrimAs {
+    /// As captured.
+    Trim,
+    /// Each run of a stream's consecutive TRIMs as one vectored TRIM.
+    Vtrim,
+}
+
 #[derive(clap::Args)]
 pub(crate) struct ReplayArgs {
     /// Trace file.
@@ -18,15 +36,15 @@ pub(crate) struct ReplayArgs {
     /// closed: each stream issues its next request when the previous completes (plus its
     /// think time); open: requests issue at their timestamps. Default: open for
     /// timestamped traces, closed otherwise.
-    #[arg(long, value_parser = ["closed", "open"])]
-    pub(crate) mode: Option<String>,
+    #[arg(long, value_enum)]
+    pub(crate) mode: Option<LoopMode>,
     /// Requests in flight per stream in closed-loop mode.
     #[arg(long, default_value_t = 1)]
     pub(crate) queue_depth: u32,
     /// trim: replay TRIMs as captured; vtrim: each run of consecutive TRIMs of a stream
     /// (within --coalesce-window) becomes one vectored TRIM, as if sent per unlink.
-    #[arg(long, default_value = "trim", value_parser = ["trim", "vtrim"])]
-    pub(crate) trim_as: String,
+    #[arg(long, value_enum, default_value = "trim")]
+    pub(crate) trim_as: TrimAs,
     /// Largest gap between two TRIMs of one run, for --trim-as vtrim.
     #[arg(long, default_value = "1ms", value_parser = units::parse_duration_ns)]
     pub(crate) coalesce_window: u64,
@@ -75,14 +93,13 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
             dev.logical_bytes()
         );
     }
-    let open = match a.mode.as_deref() {
-        Some("open") => true,
-        Some(_) => false,
+    let open = match a.mode {
+        Some(m) => m == LoopMode::Open,
         None => t.timestamped,
     };
     let pre = lab::precondition::precondition(&mut dev, a.precondition, a.occupancy, a.seed)
         .map_err(anyhow::Error::msg)?;
-    if a.trim_as == "vtrim" {
+    if a.trim_as == TrimAs::Vtrim {
         let page = dev
             .logical_bytes()
             .saturating_sub(flash::command::TRIM_COMMAND_PAGE_BYTES);

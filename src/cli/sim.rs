@@ -25,8 +25,8 @@ pub(crate) struct SimArgs {
     #[arg(long, default_value = "1x", value_parser = units::parse_multiple)]
     pub(crate) warmup: f64,
     /// on: full timing model; off: the WAF-only fast path.
-    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
-    pub(crate) timing: String,
+    #[arg(long, value_enum, default_value = "on")]
+    pub(crate) timing: OnOff,
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
     /// Instead of the sequential fill and --warmup: fill (sequential writes up to
@@ -53,7 +53,7 @@ pub(crate) fn sim_spec(a: &SimArgs) -> Result<SimSpec> {
         queue_depth: a.queue_depth,
         writes_x: a.writes,
         warmup_x: a.warmup,
-        timing: a.timing == "on",
+        timing: a.timing.on(),
         seed: a.seed,
         precondition: a.precondition.map(|p| (p, a.occupancy)),
     })
@@ -86,7 +86,7 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
             )),
             result.workload,
             result.seed,
-            a.timing
+            if a.timing.on() { "on" } else { "off" }
         );
         for n in &spec.preset.notes {
             println!("  note              {n}");
