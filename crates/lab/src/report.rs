@@ -186,6 +186,9 @@ impl Table {
     }
 }
 
+/// A headline ratio holds within ±30% of the paper's value.
+pub const HEADLINE_TOLERANCE: f64 = 0.3;
+
 /// A claim checked against the run's numbers.
 #[derive(Debug, Clone, Serialize)]
 pub struct Verdict {

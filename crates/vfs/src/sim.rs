@@ -672,11 +672,12 @@ impl<V: Vfs> Vfs for Shared<V> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use flash::{Device, Preset};
 
-    fn drive() -> SimVfs {
+    /// simfs (512 MiB) on a 1 GiB x25e, every call reaching the drive when made.
+    pub(crate) fn drive() -> SimVfs {
         let dev = Preset::load("x25e")
             .unwrap()
             .with_capacity(1 << 30)

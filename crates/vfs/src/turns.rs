@@ -236,19 +236,7 @@ impl<V: Vfs + VirtualClock> Vfs for UserVfs<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{HostConfig, SimVfs};
-    use flash::Preset;
-    use simfs::{SimFs, Timed};
-
-    fn drive() -> SimVfs {
-        let dev = Preset::load("x25e")
-            .unwrap()
-            .with_capacity(1 << 30)
-            .build()
-            .unwrap();
-        let fs = SimFs::mkfs(Timed::new(dev), simfs::FsConfig::new(512 << 20)).unwrap();
-        SimVfs::with_host(fs, HostConfig::uncached())
-    }
+    use crate::sim::tests::drive;
 
     /// Two users in threads, one computing more between its writes: each user's end time
     /// and the drive's submission order.

@@ -9,7 +9,9 @@
 use super::{derive_seed, Scale};
 use crate::backend::Backend;
 use crate::btreerun::{self, BtreeResult, BtreeSpec, StoreKind};
-use crate::report::{LinePlot, Plot, Provenance, Role, Section, Series, Table, Verdict};
+use crate::report::{
+    LinePlot, Plot, Provenance, Role, Section, Series, Table, Verdict, HEADLINE_TOLERANCE,
+};
 use astree::asstore::Cleaning;
 use flash::Preset;
 use serde_json::json;
@@ -453,47 +455,6 @@ mod paper {
     pub const SEGMENT_MB: f64 = 128.0;
 }
 
-/// A headline ratio holds within ±30% of the paper's value.
-const RATIO_TOLERANCE: f64 = 0.3;
-
-fn numeric(
-    id: &str,
-    claim: &str,
-    reference: &str,
-    ours: f64,
-    paper: f64,
-    tolerance: f64,
-    measured: String,
-) -> Verdict {
-    Verdict::numeric(
-        &format!("astree.{id}"),
-        claim,
-        reference,
-        ours,
-        paper,
-        tolerance,
-        measured,
-    )
-}
-
-fn ordering(
-    id: &str,
-    claim: &str,
-    reference: &str,
-    ours: f64,
-    holds: bool,
-    measured: String,
-) -> Verdict {
-    Verdict::ordering(
-        &format!("astree.{id}"),
-        claim,
-        reference,
-        ours,
-        holds,
-        measured,
-    )
-}
-
 /// The verdicts: `get(store, fanout, buffer, cache)` the main runs' results, `cleaning(name)`
 /// the file-size runs', whose sliding window used `segment_bytes` segments.
 fn analyse<'a>(
@@ -510,13 +471,13 @@ fn analyse<'a>(
     let mut v = Vec::new();
 
     let cut = 1.0 - as32(256).insert_s / inplace(256).insert_s;
-    v.push(numeric(
-        "as-vs-btree-insert-f256",
+    v.push(Verdict::numeric(
+        "astree.as-vs-btree-insert-f256",
         "F=256: the AS B-tree (buffer 32) cuts the in-place B-tree's insert time by ~21%",
         "61 s vs 78 s (−22%)",
         cut,
         1.0 - paper::AS_INSERT_S[2] / paper::BTREE_INSERT_S[2],
-        RATIO_TOLERANCE,
+        HEADLINE_TOLERANCE,
         format!(
             "{:.2} s vs {:.2} s ({:+.0}%)",
             as32(256).insert_s,
@@ -525,13 +486,13 @@ fn analyse<'a>(
         ),
     ));
     let cut_bftl = 1.0 - as32(256).insert_s / bftl(256).insert_s;
-    v.push(numeric(
-        "as-vs-bftl-insert-f256",
+    v.push(Verdict::numeric(
+        "astree.as-vs-bftl-insert-f256",
         "F=256: the AS B-tree cuts BFTL's insert time by ~57%",
         "61 s vs 143 s (−57%)",
         cut_bftl,
         1.0 - paper::AS_INSERT_S[2] / paper::BFTL_INSERT_S[2],
-        RATIO_TOLERANCE,
+        HEADLINE_TOLERANCE,
         format!(
             "{:.2} s vs {:.2} s ({:+.0}%)",
             as32(256).insert_s,
@@ -543,8 +504,8 @@ fn analyse<'a>(
         .iter()
         .map(|&f| as32(f).insert_s / inplace(f).insert_s)
         .fold(0.0, f64::max);
-    v.push(ordering(
-        "as-faster-every-fanout",
+    v.push(Verdict::ordering(
+"astree.as-faster-every-fanout",
         "The AS B-tree (buffer 32) inserts faster than the in-place B-tree at every fanout: an ordering",
         "90/63/61 s vs 109/81/78 s",
         worst,
@@ -555,8 +516,8 @@ fn analyse<'a>(
         .iter()
         .map(|&f| as32(f).insert_s / get(StoreKind::As, f, 1, 0).insert_s)
         .fold(0.0, f64::max);
-    v.push(ordering(
-        "buffer-speeds-as",
+    v.push(Verdict::ordering(
+        "astree.buffer-speeds-as",
         "A larger write buffer speeds AS inserts (buffer 1 → 32) at every fanout: an ordering",
         "108→90, 76→63, 68→61 s",
         worst,
@@ -573,8 +534,8 @@ fn analyse<'a>(
         .iter()
         .map(|&f| bftl(f).insert_s / inplace(f).insert_s.max(as32(f).insert_s))
         .fold(f64::MAX, f64::min);
-    v.push(ordering(
-        "bftl-slowest",
+    v.push(Verdict::ordering(
+        "astree.bftl-slowest",
         "BFTL inserts slowest of the three at every fanout: an ordering",
         "184/149/143 s",
         closest,
@@ -592,8 +553,8 @@ fn analyse<'a>(
             }
         });
     v.push(
-        numeric(
-            "as-search-equals-btree",
+        Verdict::numeric(
+"astree.as-search-equals-btree",
             "Searches: AS ≈ B-tree (within 10%); a model check: both read the same nodes of the same tree",
             "AS ≈ 84/57/56 s",
             search_worst,
@@ -604,13 +565,13 @@ fn analyse<'a>(
         .with_role(Role::Check),
     );
     let bftl_search = bftl(256).search_s / inplace(256).search_s;
-    v.push(numeric(
-        "bftl-vs-btree-search-f256",
+    v.push(Verdict::numeric(
+        "astree.bftl-vs-btree-search-f256",
         "F=256: BFTL searches ~1.6× slower than the B-tree (nodes scattered over sectors)",
         "88 s vs 56 s",
         bftl_search,
         paper::BFTL_SEARCH_S_F256 / paper::BTREE_SEARCH_S_F256,
-        RATIO_TOLERANCE,
+        HEADLINE_TOLERANCE,
         format!(
             "{:.2} s vs {:.2} s ({bftl_search:.2}×)",
             bftl(256).search_s,
@@ -618,13 +579,13 @@ fn analyse<'a>(
         ),
     ));
     let write_share = as32(256).insert_write_s / inplace(256).insert_write_s;
-    v.push(numeric(
-        "as-write-time-f256",
+    v.push(Verdict::numeric(
+        "astree.as-write-time-f256",
         "F=256, buffer 32: AS spends half the in-place B-tree's write time",
         "5 s vs 10 s",
         write_share,
         paper::AS_WRITE_S_F256 / paper::BTREE_WRITE_S_F256,
-        RATIO_TOLERANCE,
+        HEADLINE_TOLERANCE,
         format!(
             "{:.2} s vs {:.2} s",
             as32(256).insert_write_s,
@@ -633,21 +594,21 @@ fn analyse<'a>(
     ));
     let cached = |k, b| get(k, 256, b, 80).insert_s;
     let as_cache = cached(StoreKind::As, 32) / as32(256).insert_s;
-    v.push(numeric(
-        "cache-80-as",
+    v.push(Verdict::numeric(
+        "astree.cache-80-as",
         "An 80-node LRU cache halves the AS B-tree's insert time (F=256)",
         "61 → 31 s",
         as_cache,
         paper::AS_CACHE_80_S / paper::AS_INSERT_S[2],
-        RATIO_TOLERANCE,
+        HEADLINE_TOLERANCE,
         format!(
             "{:.2} → {:.2} s",
             as32(256).insert_s,
             cached(StoreKind::As, 32)
         ),
     ));
-    v.push(ordering(
-        "as-fastest-with-cache",
+    v.push(Verdict::ordering(
+        "astree.as-fastest-with-cache",
         "With an 80-node cache every store is faster and the AS B-tree stays fastest: an ordering",
         "AS 61→31 s, B-tree 78→46, BFTL 143→117",
         cached(StoreKind::As, 32) / cached(StoreKind::InPlace, 1),
@@ -669,8 +630,8 @@ fn analyse<'a>(
         as32(256).file_bytes,
         bftl(256).file_bytes,
     );
-    v.push(ordering(
-        "file-size-order",
+    v.push(Verdict::ordering(
+"astree.file-size-order",
         "File size: the in-place B-tree is smallest, the AS log larger, BFTL largest (F=256): an ordering",
         "22.4 MB / 642 MB / 1615 MB",
         a as f64 / b.max(1) as f64,
@@ -681,13 +642,13 @@ fn analyse<'a>(
     // on the segment size the run's length called for.
     let window = cleaning("AS, sliding window");
     let segments = window.file_bytes as f64 / segment_bytes as f64;
-    v.push(numeric(
-        "sliding-window-file-segments",
+    v.push(Verdict::numeric(
+        "astree.sliding-window-file-segments",
         "With sliding-window cleaning the AS file stays ~5 segments (642 MB of 128 MB segments)",
         "600–700 MB over 1,000,000 inserts with 128 MB segments",
         segments,
         paper::SLIDING_WINDOW_FILE_MB / paper::SEGMENT_MB,
-        RATIO_TOLERANCE,
+        HEADLINE_TOLERANCE,
         format!(
             "{:.1} MB = {segments:.1} segments of {} MiB",
             mb(window.file_bytes),
@@ -703,8 +664,8 @@ fn analyse<'a>(
             .map_or(0, |s| s.file_bytes)
     };
     let growth = none.file_bytes as f64 / half.max(1) as f64;
-    v.push(ordering(
-        "uncleaned-log-grows",
+    v.push(Verdict::ordering(
+"astree.uncleaned-log-grows",
         "Without cleaning the AS file grows with every insert (≥ 1.8× from half to all inserts): an ordering",
         "grows without bound",
         growth,
@@ -713,8 +674,8 @@ fn analyse<'a>(
     ));
     let cb = cleaning("AS, cost-benefit ≤1.5×");
     v.push(
-        numeric(
-            "cost-benefit-within-limit",
+        Verdict::numeric(
+"astree.cost-benefit-within-limit",
             "flashlab's cost-benefit cleaning keeps the AS files within 1.5× the live node bytes (its own limit: a model check)",
             "≤ 1.5×",
             cb.space_amplification,

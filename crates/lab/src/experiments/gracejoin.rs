@@ -11,7 +11,9 @@
 use super::Scale;
 use crate::backend::Backend;
 use crate::joinrun::{self, JoinRunSpec, JoinStorage};
-use crate::report::{LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
+use crate::report::{
+    LinePlot, Plot, Provenance, Section, Series, Table, Verdict, HEADLINE_TOLERANCE,
+};
 use flash::Preset;
 use hashjoin::table::table_bytes;
 use hashjoin::{Algorithm, JoinSpec};
@@ -271,47 +273,6 @@ mod paper {
     pub const HDD_SSD_GAP_2USERS: f64 = 9.0;
 }
 
-/// A headline ratio holds within ±30% of the paper's value.
-const RATIO_TOLERANCE: f64 = 0.3;
-
-fn numeric(
-    id: &str,
-    claim: &str,
-    reference: &str,
-    ours: f64,
-    paper: f64,
-    tolerance: f64,
-    measured: String,
-) -> Verdict {
-    Verdict::numeric(
-        &format!("gracejoin.{id}"),
-        claim,
-        reference,
-        ours,
-        paper,
-        tolerance,
-        measured,
-    )
-}
-
-fn ordering(
-    id: &str,
-    claim: &str,
-    reference: &str,
-    ours: f64,
-    holds: bool,
-    measured: String,
-) -> Verdict {
-    Verdict::ordering(
-        &format!("gracejoin.{id}"),
-        claim,
-        reference,
-        ours,
-        holds,
-        measured,
-    )
-}
-
 /// The verdicts from the simulated times: `time(sweep, device, x)` in seconds.
 fn analyse(time: &dyn Fn(Sweep, usize, u64) -> f64) -> Vec<Verdict> {
     let read = |d, mb| time(Sweep::ReadBuffer, d, mb);
@@ -331,30 +292,40 @@ fn analyse(time: &dyn Fn(Sweep, usize, u64) -> f64) -> Vec<Verdict> {
     // long as one with 2 MB.
     let ssd_u = users(SSD, 4) / read(SSD, 2);
     let (ssd_deg, hdd_deg) = (users(SSD, 4) / users(SSD, 1), users(HDD, 4) / users(HDD, 1));
-    let t = RATIO_TOLERANCE;
+    let t = HEADLINE_TOLERANCE;
     vec![
-        numeric("hdd-16mb-vs-1mb", "HDD: a 16 MB read buffer is ~10× faster than 1 MB", "~10×", hdd_gain,
+        Verdict::numeric(
+"gracejoin.hdd-16mb-vs-1mb", "HDD: a 16 MB read buffer is ~10× faster than 1 MB", "~10×", hdd_gain,
             paper::HDD_16MB_VS_1MB, t, format!("{hdd_gain:.1}×")),
-        numeric("ssd-flat-read-buffer", "SSD: nearly flat across read buffers of 1–32 MB (slowest within 20% of fastest)",
+        Verdict::numeric(
+"gracejoin.ssd-flat-read-buffer", "SSD: nearly flat across read buffers of 1–32 MB (slowest within 20% of fastest)",
             "nearly flat", ssd_spread, 1.0, 0.2, format!("slowest / fastest {ssd_spread:.2}")),
-        numeric("hdd-ssd-gap-4mb", "HDD / SSD gap of ~7× at a 4 MB read buffer", "~7×", gap4,
+        Verdict::numeric(
+"gracejoin.hdd-ssd-gap-4mb", "HDD / SSD gap of ~7× at a 4 MB read buffer", "~7×", gap4,
             paper::HDD_SSD_GAP_4MB, t, format!("{gap4:.1}×")),
-        numeric("ssd-write-buffer-4-to-64", "SSD: ~2× faster from 4 KB to 64 KB write buffers", "~2×", ssd_w,
+        Verdict::numeric(
+"gracejoin.ssd-write-buffer-4-to-64", "SSD: ~2× faster from 4 KB to 64 KB write buffers", "~2×", ssd_w,
             paper::SSD_WRITE_4_TO_64, t, format!("{ssd_w:.2}×")),
-        numeric("ssd-write-buffer-flat-after-64", "SSD: flat from 64 KB to 128 KB write buffers (within 10%)", "flat",
+        Verdict::numeric(
+"gracejoin.ssd-write-buffer-flat-after-64", "SSD: flat from 64 KB to 128 KB write buffers (within 10%)", "flat",
             ssd_w_after, 1.0, 0.1, format!("{ssd_w_after:.2}×")),
-        numeric("hdd-write-buffer-gain", "HDD: write buffers 4→128 KB help ~20% (1.08–1.32×)", "~1.2×", hdd_w,
+        Verdict::numeric(
+"gracejoin.hdd-write-buffer-gain", "HDD: write buffers 4→128 KB help ~20% (1.08–1.32×)", "~1.2×", hdd_w,
             paper::HDD_WRITE_GAIN, 0.1, format!("{hdd_w:.2}×")),
-        numeric("hdd-ssd-gap-2users", "Two concurrent users: HDD / SSD gap of ~9× (the paper: above 9×)", ">9×", gap2,
+        Verdict::numeric(
+"gracejoin.hdd-ssd-gap-2users", "Two concurrent users: HDD / SSD gap of ~9× (the paper: above 9×)", ">9×", gap2,
             paper::HDD_SSD_GAP_2USERS, t, format!("{gap2:.1}×")),
-        numeric("ssd-users-only-smaller-buffer",
+        Verdict::numeric(
+"gracejoin.ssd-users-only-smaller-buffer",
             "SSD: four users sharing 8 MB take only what one user with the smaller (2 MB) buffer takes (within 20%)",
             "no degradation beyond the smaller buffer", ssd_u, 1.0, 0.2,
             format!("4 users {:.2} s vs 1 user at 2 MB {:.2} s ({ssd_u:.2}×)", users(SSD, 4), read(SSD, 2))),
-        ordering("hdd-degrades-more", "With more users the HDD degrades more than the SSD (1 → 4 users): an ordering",
+        Verdict::ordering(
+"gracejoin.hdd-degrades-more", "With more users the HDD degrades more than the SSD (1 → 4 users): an ordering",
             "HDD worse", hdd_deg, hdd_deg > ssd_deg,
             format!("4 users / 1 user: SSD {ssd_deg:.2}×, HDD {hdd_deg:.2}×")),
-        ordering("gap-2users-exceeds-1user",
+        Verdict::ordering(
+"gracejoin.gap-2users-exceeds-1user",
             "The 2-user gap exceeds the 1-user gap at the same per-user buffer (4 MB): an ordering",
             "9× > 7×", gap2 / gap4, gap2 > gap4,
             format!("2 users {gap2:.1}× vs 1 user at 4 MB {gap4:.1}×")),

@@ -16,7 +16,9 @@
 use super::Scale;
 use crate::backend::Backend;
 use crate::joinrun::{self, JoinRunResult, JoinRunSpec, JoinStorage};
-use crate::report::{BarPlot, LinePlot, Plot, Provenance, Section, Series, Table, Verdict};
+use crate::report::{
+    BarPlot, LinePlot, Plot, Provenance, Section, Series, Table, Verdict, HEADLINE_TOLERANCE,
+};
 use flash::Preset;
 use hashjoin::{Algorithm, JoinSpec};
 use serde_json::json;
@@ -521,9 +523,6 @@ mod paper {
     pub const TRIM_ONLY_FIRST_REP: f64 = 2.0;
 }
 
-/// A headline ratio holds within ±30% of the paper's value.
-const RATIO_TOLERANCE: f64 = 0.3;
-
 fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
@@ -566,44 +565,6 @@ fn waf_max(r: &[joinrun::Repetition]) -> f64 {
     r.iter().filter_map(|x| x.waf).fold(0.0, f64::max)
 }
 
-fn numeric(
-    id: &str,
-    claim: &str,
-    reference: &str,
-    ours: f64,
-    paper: f64,
-    tolerance: f64,
-    measured: String,
-) -> Verdict {
-    Verdict::numeric(
-        &format!("tempfiles.{id}"),
-        claim,
-        reference,
-        ours,
-        paper,
-        tolerance,
-        measured,
-    )
-}
-
-fn ordering(
-    id: &str,
-    claim: &str,
-    reference: &str,
-    ours: f64,
-    holds: bool,
-    measured: String,
-) -> Verdict {
-    Verdict::ordering(
-        &format!("tempfiles.{id}"),
-        claim,
-        reference,
-        ours,
-        holds,
-        measured,
-    )
-}
-
 /// The verdicts, from the repetitions of every run: `reps(path, drive, fallocate, trim)`;
 /// `trim_ms` is the MX500 preset's cost per TRIM command (for the explanation).
 fn analyse<'a>(
@@ -627,13 +588,13 @@ fn analyse<'a>(
     let p = penalty(Path::Host, MX500);
     let added = join_phase(t_only) - join_phase(neither);
     let needed = (paper::JOIN_TRIM_PENALTY - 1.0) * join_phase(neither);
-    v.push(numeric(
-        "mx500-join-trim-penalty",
+    v.push(Verdict::numeric(
+"tempfiles.mx500-join-trim-penalty",
         "MX500: with TRIM and no fallocate the join phase takes ~2.7× as long as without TRIM",
         "~2.7× (120 s → ~320 s)",
         p,
         paper::JOIN_TRIM_PENALTY,
-        RATIO_TOLERANCE,
+        HEADLINE_TOLERANCE,
         format!(
             "{p:.2}× through the host path ({:.2}× without it; {:.2}× with TRIM queued). The penalty is the \
              reads' wait behind non-queued TRIMs: {:.0} TRIMs per repetition × the preset's assumed {trim_ms:.1} ms \
@@ -649,13 +610,13 @@ fn analyse<'a>(
     ));
 
     let ratio = |di| trim_count_ratio(host(di, false, true), host(di, true, true));
-    v.push(numeric(
-        "trim-count-ratio",
+    v.push(Verdict::numeric(
+"tempfiles.trim-count-ratio",
         "Without fallocate, deleting temp files sends ~16× more TRIM commands (MX500)",
         "~16× more",
         ratio(MX500),
         paper::TRIM_COUNT_RATIO,
-        RATIO_TOLERANCE,
+        HEADLINE_TOLERANCE,
         format!(
             "{:.1}× (MX500), {:.1}× (840 Pro), {:.1}× (Cosmos+); {:.1}× without the host path (one TRIM per \
              extent at unlink). Journal discards merge the extents freed within a commit and delayed allocation \
@@ -669,8 +630,8 @@ fn analyse<'a>(
 
     let grows = |r: &[joinrun::Repetition]| last3(r) / first3(r);
     let g = grows(neither).min(grows(f_only));
-    v.push(ordering(
-        "mx500-no-trim-grows",
+    v.push(Verdict::ordering(
+"tempfiles.mx500-no-trim-grows",
         "Without TRIM, time per repetition and WAF grow run after run (with or without fallocate, MX500): an ordering, read as last three repetitions over the first three > 1.1 with WAF > 1.05",
         "grows with WAF",
         g,
@@ -687,13 +648,13 @@ fn analyse<'a>(
     ));
 
     let up_neither = best_speedup(neither, both);
-    v.push(numeric(
-        "mx500-ft-vs-neither",
+    v.push(Verdict::numeric(
+        "tempfiles.mx500-ft-vs-neither",
         "MX500: fallocate + TRIM is up to ~3× faster than neither (the best repetition)",
         "up to ~3×",
         up_neither,
         paper::FT_VS_NEITHER,
-        RATIO_TOLERANCE,
+        HEADLINE_TOLERANCE,
         format!(
             "best repetition {up_neither:.2}× (last three: {:.2}×)",
             last3(neither) / last3(both)
@@ -701,13 +662,13 @@ fn analyse<'a>(
     ));
 
     let up_trim = best_speedup(t_only, both);
-    v.push(numeric(
-        "mx500-ft-vs-trim-only",
+    v.push(Verdict::numeric(
+        "tempfiles.mx500-ft-vs-trim-only",
         "MX500: fallocate + TRIM is up to ~5× faster than TRIM only (the best repetition)",
         "up to ~5×",
         up_trim,
         paper::FT_VS_TRIM_ONLY,
-        RATIO_TOLERANCE,
+        HEADLINE_TOLERANCE,
         format!(
             "best repetition {up_trim:.2}× (last three: {:.2}×)",
             last3(t_only) / last3(both)
@@ -716,8 +677,8 @@ fn analyse<'a>(
 
     let first = |r: &[joinrun::Repetition]| r.first().map_or(0.0, |x| secs(x.total_ns));
     let first_ratio = first(t_only) / first(both).max(f64::MIN_POSITIVE);
-    v.push(ordering(
-        "mx500-trim-only-slow-from-first",
+    v.push(Verdict::ordering(
+        "tempfiles.mx500-trim-only-slow-from-first",
         "MX500: TRIM only is at least 2× slower than fallocate + TRIM from the first repetition",
         "≥ 2× from repetition 1",
         first_ratio,
@@ -730,8 +691,8 @@ fn analyse<'a>(
     ));
 
     let f_beats = mean_of(neither, |x| secs(x.total_ns)) / mean_of(f_only, |x| secs(x.total_ns));
-    v.push(ordering(
-        "mx500-fallocate-only-beats-neither",
+    v.push(Verdict::ordering(
+        "tempfiles.mx500-fallocate-only-beats-neither",
         "MX500: fallocate alone beats neither",
         "fallocate only faster",
         f_beats,
@@ -741,8 +702,8 @@ fn analyse<'a>(
 
     let waf_growth =
         |r: &[joinrun::Repetition]| waf_last(r) - r.first().and_then(|x| x.waf).unwrap_or(1.0);
-    v.push(ordering(
-        "mx500-waf-grows-slower-with-trim",
+    v.push(Verdict::ordering(
+        "tempfiles.mx500-waf-grows-slower-with-trim",
         "MX500: WAF grows more slowly with TRIM only than with neither",
         "slower WAF growth with TRIM",
         waf_growth(t_only),
@@ -757,8 +718,8 @@ fn analyse<'a>(
     ));
 
     let (pp, pm) = (penalty(Path::Host, PRO), p);
-    v.push(ordering(
-        "840pro-smaller-penalty",
+    v.push(Verdict::ordering(
+        "tempfiles.840pro-smaller-penalty",
         "840 Pro: the same shape with a smaller TRIM penalty than the MX500",
         "smaller penalty",
         pp,
@@ -767,8 +728,8 @@ fn analyse<'a>(
     ));
 
     let cos_waf = waf_max(host(COSMOS, false, true)).max(waf_max(host(COSMOS, true, true)));
-    v.push(numeric(
-        "cosmos-waf-with-trim",
+    v.push(Verdict::numeric(
+        "tempfiles.cosmos-waf-with-trim",
         "Cosmos+: with TRIM the WAF stays 1.0",
         "WAF 1.0",
         cos_waf,
@@ -779,20 +740,20 @@ fn analyse<'a>(
 
     let cos_ft = mean_of(host(COSMOS, false, true), |x| secs(x.total_ns))
         / mean_of(host(COSMOS, true, true), |x| secs(x.total_ns));
-    v.push(numeric(
-        "cosmos-ft-vs-trim-only",
+    v.push(Verdict::numeric(
+        "tempfiles.cosmos-ft-vs-trim-only",
         "Cosmos+: fallocate + TRIM is ~1.3× faster than TRIM only",
         "~1.3×",
         cos_ft,
         paper::COSMOS_FT_VS_TRIM_ONLY,
-        RATIO_TOLERANCE,
+        HEADLINE_TOLERANCE,
         format!("{cos_ft:.2}× (mean over repetitions)"),
     ));
 
     let cos_f = mean_of(host(COSMOS, true, false), |x| secs(x.total_ns))
         / mean_of(host(COSMOS, false, false), |x| secs(x.total_ns));
-    v.push(ordering(
-        "cosmos-fallocate-only-slower",
+    v.push(Verdict::ordering(
+        "tempfiles.cosmos-fallocate-only-slower",
         "Cosmos+: fallocate without TRIM is slower than neither",
         "fallocate only slower",
         cos_f,
