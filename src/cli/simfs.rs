@@ -37,7 +37,7 @@ pub(crate) struct SimfsArgs {
 }
 
 pub(crate) fn run(a: SimfsArgs) -> Result<()> {
-    let sc = lab::experiments::trim::DeleteScenario {
+    let sc = lab::deleterun::DeleteScenario {
         preset: a.device.preset()?,
         fs_bytes: a.fs_size,
         data_file_bytes: 64 << 20,
@@ -52,7 +52,7 @@ pub(crate) fn run(a: SimfsArgs) -> Result<()> {
         seed: a.seed,
         record: a.trace_out.is_some(),
     };
-    let r = lab::experiments::trim::run_scenario(&sc).map_err(anyhow::Error::msg)?;
+    let r = lab::deleterun::run_scenario(&sc).map_err(anyhow::Error::msg)?;
     if let (Some(path), Some(t)) = (&a.trace_out, &r.trace) {
         let f = std::fs::File::create(path)
             .with_context(|| format!("cannot create {}", path.display()))?;

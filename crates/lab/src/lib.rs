@@ -4,13 +4,14 @@
 //! - [`precondition`]: fill and age a drive before a measurement (`replay`).
 //! - [`experiments`]: one module per experiment of `flashlab reproduce`.
 //! - [`joinrun`], [`btreerun`], [`kvrun`]: the `join`, `btree` and `kv` drivers, on the
-//!   [`backend`] the command line describes.
+//!   [`backend`] the command line describes; [`deleterun`]: the `simfs` driver.
 //! - [`report`]: the HTML/SVG/CSV/JSON report writer.
 //! - [`analytic`]: closed-form models the experiments compare against.
 
 pub mod analytic;
 pub mod backend;
 pub mod btreerun;
+pub mod deleterun;
 pub mod experiments;
 pub mod joinrun;
 pub mod kvrun;
