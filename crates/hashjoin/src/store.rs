@@ -499,7 +499,7 @@ impl VfsStore<SimVfs> {
     pub fn finish(&mut self) -> Result<u64, JoinError> {
         self.vfs.fs_mut().fstrim()?;
         let dev = self.vfs.fs_mut().device_mut();
-        let idle = dev.dev.settle().max(dev.now_ns);
+        let idle = dev.dev.settle().max(dev.now_ns());
         Ok(idle - self.start_ns)
     }
 }

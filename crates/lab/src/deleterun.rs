@@ -80,9 +80,10 @@ pub fn run_scenario(sc: &DeleteScenario) -> Result<ScenarioResult, String> {
     fs.sync().map_err(e)?;
     // Start from an idle drive with fresh counters.
     let dev = fs.device_mut();
-    dev.now_ns = dev.now_ns.max(dev.dev.settle()) + 1_000_000;
+    let idle = dev.dev.settle();
+    dev.advance_to(idle.max(dev.now_ns()) + 1_000_000);
     dev.dev.reset_stats();
-    let t0 = dev.now_ns;
+    let t0 = dev.now_ns();
     fs.unlink("fragmented").map_err(e)?;
     fs.fstrim().map_err(e)?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(sc.seed);
@@ -94,7 +95,7 @@ pub fn run_scenario(sc: &DeleteScenario) -> Result<ScenarioResult, String> {
     }
     let dev = fs.device_mut();
     let settled = dev.dev.settle();
-    let end = if sc.reads == 0 { settled } else { dev.now_ns };
+    let end = if sc.reads == 0 { settled } else { dev.now_ns() };
     let s = dev.dev.stats();
     let trace = sc.record.then(|| trace::Trace {
         requests: dev.requests.clone(),

@@ -62,7 +62,9 @@ impl BlockDev for Recorder {
 /// request finding the queue full waits for a slot.
 pub struct Timed<D: Device> {
     pub dev: D,
-    pub now_ns: u64,
+    /// The host's clock: moves only forward ([`Timed::think`], [`Timed::advance_to`],
+    /// synchronous requests), or is positioned at a user's time by [`Timed::issue_at`].
+    now_ns: u64,
     /// Issue time of the latest request.
     pub last_issue_ns: u64,
     pub stream: u32,
@@ -116,9 +118,32 @@ impl<D: Device> Timed<D> {
         }
     }
 
+    /// The host's clock.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
     /// Host time passes without I/O (think time).
     pub fn think(&mut self, ns: u64) {
         self.now_ns += ns;
+    }
+
+    /// The host waits until `t` (nothing happens if that is not later than now): the clock
+    /// never goes backwards this way.
+    pub fn advance_to(&mut self, t: u64) {
+        self.now_ns = self.now_ns.max(t);
+    }
+
+    /// Positions the clock at the time of the next submission, for users sharing the drive
+    /// with their own clocks: `t` may lie before the clock (another user ran ahead), never
+    /// before the last submission (the drive sees submissions in time order).
+    pub fn issue_at(&mut self, t: u64) {
+        assert!(
+            t >= self.last_issue_ns,
+            "submissions go in time order: {t} ns is before the last one at {} ns",
+            self.last_issue_ns
+        );
+        self.now_ns = t;
     }
 }
 

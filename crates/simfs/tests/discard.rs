@@ -94,12 +94,12 @@ fn every_discard_mode_invalidates_exactly_the_deleted_file() {
             "{mode}: another file's data is untouched"
         );
         // Reading a trimmed block is defined: no flash read, the drive returns zeros.
-        let t0 = fs.device().now_ns;
+        let t0 = fs.device().now_ns();
         let b = victim_blocks[0];
         fs.device_mut()
             .io(flash::Command::read(b * BLOCK, BLOCK))
             .unwrap();
-        assert!(fs.device().now_ns > t0);
+        assert!(fs.device().now_ns() > t0);
         fs.device().dev.check_invariants().unwrap();
         let s = fs.stats();
         match mode {

@@ -82,7 +82,7 @@ impl SimVfs {
     /// The files of `fs` behind the host path `host`.
     pub fn with_host(mut fs: SimDrive, host: HostConfig) -> SimVfs {
         fs.device_mut().queue_depth = host.queue_depth;
-        let flusher_ns = fs.device().now_ns;
+        let flusher_ns = fs.device().now_ns();
         SimVfs {
             fs,
             data: HashMap::new(),
@@ -104,8 +104,8 @@ impl SimVfs {
     pub fn start_measuring(&mut self) {
         let dev = self.fs.device_mut();
         let idle = dev.dev.settle();
-        if idle > dev.now_ns {
-            dev.think(idle - dev.now_ns);
+        if idle > dev.now_ns() {
+            dev.think(idle - dev.now_ns());
         }
         dev.dev.reset_stats();
     }
@@ -129,7 +129,7 @@ impl SimVfs {
     /// All requests are issued at once (the block layer keeps them in flight together);
     /// until they complete their pages count as under writeback.
     fn write_back(&mut self, runs: Vec<Run>, wait: bool) -> Result<(), VfsError> {
-        let t0 = self.fs.device().now_ns;
+        let t0 = self.fs.device().now_ns();
         let last = self.in_background(true, |v| {
             let mut last = t0;
             for (ino, page, pages) in runs {
@@ -149,13 +149,13 @@ impl SimVfs {
         if wait {
             self.wait_until(last);
         }
-        self.io.write_ns += self.fs.device().now_ns - t0;
+        self.io.write_ns += self.fs.device().now_ns() - t0;
         Ok(())
     }
 
     /// Host time moves on to `t` (if later), waiting for I/O.
     fn wait_until(&mut self, t: u64) {
-        let now = self.fs.device().now_ns;
+        let now = self.fs.device().now_ns();
         if t > now {
             self.fs.device_mut().think(t - now);
         }
@@ -164,7 +164,7 @@ impl SimVfs {
 
     /// Forgets writeback requests complete by now.
     fn retire_writeback(&mut self) {
-        let now = self.fs.device().now_ns;
+        let now = self.fs.device().now_ns();
         while let Some(&std::cmp::Reverse((done, pages))) = self.writeback.peek() {
             if done > now {
                 break;
@@ -193,7 +193,7 @@ impl SimVfs {
             return Ok(());
         }
         let target = (background + hard) / 2;
-        let t0 = self.fs.device().now_ns;
+        let t0 = self.fs.device().now_ns();
         let runs = self.cache.take_until(background, self.max_request_pages());
         self.write_back(runs, false)?;
         while self.dirty_and_writeback_pages() > target {
@@ -202,7 +202,7 @@ impl SimVfs {
             };
             self.wait_until(done);
         }
-        self.io.write_ns += self.fs.device().now_ns - t0;
+        self.io.write_ns += self.fs.device().now_ns() - t0;
         Ok(())
     }
 
@@ -224,7 +224,7 @@ impl SimVfs {
     /// expiry go back; above the background limit, the oldest dirty pages go back until
     /// it holds. All in the background.
     fn flush_due(&mut self) -> Result<(), VfsError> {
-        let now = self.fs.device().now_ns;
+        let now = self.fs.device().now_ns();
         // The journal's timed commits, in the background: metadata, then the discards of
         // the extents freed before it (journal discard mode).
         let interval = self.host.journal_commit_ns;
@@ -328,9 +328,9 @@ impl SimVfs {
         name: &str,
         f: impl FnOnce(&mut SimDrive) -> Result<R, SimfsError>,
     ) -> Result<(R, u64), VfsError> {
-        let t0 = self.fs.device().now_ns;
+        let t0 = self.fs.device().now_ns();
         let r = f(&mut self.fs).map_err(|e| sim_error(name, e))?;
-        Ok((r, self.fs.device().now_ns - t0))
+        Ok((r, self.fs.device().now_ns() - t0))
     }
 
     /// [`SimVfs::timed`] for a call on inode `ino` (its name is looked up only for an
@@ -340,9 +340,9 @@ impl SimVfs {
         ino: Ino,
         f: impl FnOnce(&mut SimDrive) -> Result<R, SimfsError>,
     ) -> Result<(R, u64), VfsError> {
-        let t0 = self.fs.device().now_ns;
+        let t0 = self.fs.device().now_ns();
         match f(&mut self.fs) {
-            Ok(r) => Ok((r, self.fs.device().now_ns - t0)),
+            Ok(r) => Ok((r, self.fs.device().now_ns() - t0)),
             Err(e) => Err(sim_error(&self.name_of(ino), e)),
         }
     }
@@ -414,7 +414,7 @@ impl Vfs for SimVfs {
                         self.read_pages(ino, f, (f + pages).min(file_pages), None)?;
                     }
                     Window::Async { first: f, pages } => {
-                        let now = self.fs.device().now_ns;
+                        let now = self.fs.device().now_ns();
                         self.read_pages(ino, f, (f + pages).min(file_pages), Some(now))?;
                     }
                 }
@@ -422,10 +422,10 @@ impl Vfs for SimVfs {
             self.read_pages(ino, first, end, None)?;
             // Pages a background read is still bringing in: wait for them.
             let ready = self.cache.ready_at(ino, first, end);
-            let now = self.fs.device().now_ns;
+            let now = self.fs.device().now_ns();
             if ready > now {
                 self.io.read_ns += ready - now;
-                self.fs.device_mut().now_ns = ready;
+                self.fs.device_mut().advance_to(ready);
             }
         } else {
             let (_, ns) = self.timed_ino(ino, |fs| fs.read_at(ino, offset, n as u64))?;
@@ -451,7 +451,7 @@ impl Vfs for SimVfs {
         }
         f[offset as usize..end].copy_from_slice(data);
         if buffered && !data.is_empty() {
-            let now = self.fs.device().now_ns;
+            let now = self.fs.device().now_ns();
             let (first, end) = (
                 offset / PAGE_BYTES,
                 (offset + data.len() as u64).div_ceil(PAGE_BYTES),
@@ -536,7 +536,7 @@ impl Vfs for SimVfs {
     }
 
     fn now_ns(&self) -> u64 {
-        self.fs.device().now_ns
+        self.fs.device().now_ns()
     }
 
     /// Host time passes without I/O; the flusher keeps its schedule.
@@ -555,13 +555,7 @@ impl crate::VirtualClock for SimVfs {
     }
 
     fn issue_at(&mut self, t: u64) {
-        let dev = self.fs.device_mut();
-        assert!(
-            t >= dev.last_issue_ns,
-            "submissions go in time order: {t} ns is before the last one at {} ns",
-            dev.last_issue_ns
-        );
-        dev.now_ns = t;
+        self.fs.device_mut().issue_at(t);
     }
 }
 

@@ -251,12 +251,12 @@ fn lfs_run(batch: u64, docs: u64, ops: u64, seed: u64) -> Result<Point, String> 
         .map_err(e)?;
     kv::ycsb::load(&mut dbs, &spec).map_err(e)?;
     let (t0, s0) = (
-        shared.borrow().fs().device().now_ns,
+        shared.borrow().fs().device().now_ns(),
         shared.borrow().fs().stats().clone(),
     );
     kv::ycsb::run_round_robin(&mut dbs, &spec).map_err(e)?;
     let (t1, s1) = (
-        shared.borrow().fs().device().now_ns,
+        shared.borrow().fs().device().now_ns(),
         shared.borrow().fs().stats().clone(),
     );
     let simulated_s = (t1 - t0) as f64 / 1e9;
