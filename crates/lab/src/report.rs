@@ -499,8 +499,17 @@ pub fn write_report(dir: &Path, info: &RunInfo, sections: &[Section]) -> Result<
         for v in &s.verdicts {
             let _ = writeln!(
                 body,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+                "<tr><td>{}{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
                 html_escape(&v.claim),
+                v.score.as_ref().map_or(String::new(), |sc| format!(
+                    "<br><span class=\"meta\"><code>{}</code> · {}</span>",
+                    html_escape(&sc.id),
+                    match sc.role {
+                        Role::Calibrated => "calibrated: holds by construction",
+                        Role::Predicted => "predicted",
+                        Role::Check => "model check",
+                    }
+                )),
                 html_escape(&v.reference),
                 html_escape(&v.measured),
                 if v.holds { "holds" } else { "fails" },
