@@ -4,7 +4,7 @@
 //! [`SimFs::sync`]: extent-tree blocks, inode-table blocks and bitmaps, each a 4 KiB write
 //! whose bytes the drive keeps (so fTrim can read them), then a flush. File data is
 //! written as plain block writes without content. There is no journal and no directory
-//! blocks: names live in memory. Simplifications are listed in the README.
+//! blocks: names live in memory. Simplifications are listed in docs/simfs.md.
 
 use crate::bitmap::Bitmap;
 use crate::device::BlockDev;
