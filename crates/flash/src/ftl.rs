@@ -348,7 +348,7 @@ impl PageFtl {
         self.p2l[ppn as usize] = INVALID;
         let b = (ppn / self.units_per_block) as usize;
         self.valid_units[b] -= 1;
-        if self.closed[b] {
+        if self.policy == GcPolicy::Greedy && self.closed[b] {
             let (die, local) = (
                 b / self.blocks_per_die as usize,
                 b % self.blocks_per_die as usize,

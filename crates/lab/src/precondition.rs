@@ -95,6 +95,19 @@ pub fn is_steady(wafs: &[f64]) -> bool {
     hi - lo <= 0.2 * avg && (slope * (WINDOW - 1) as f64).abs() <= 0.1 * avg
 }
 
+/// Writes the first `bytes` of the logical space sequentially in 1 MiB writes, on the
+/// WAF-only path.
+pub fn fill(ssd: &mut flash::Ssd, bytes: u64) -> Result<(), flash::FlashError> {
+    let chunk = 1 << 20;
+    let mut off = 0;
+    while off < bytes {
+        let len = chunk.min(bytes - off);
+        ssd.write_untimed(off, len)?;
+        off += len;
+    }
+    Ok(())
+}
+
 /// Preconditions `dev` (an SSD) as `mode` asks: `occupancy` of the logical space (0 < F
 /// ≤ 1) filled, then aged; random writes drawn with `seed`. Clears the drive's counters.
 pub fn precondition(
@@ -133,13 +146,7 @@ pub fn precondition(
     let unit = ssd.config().geometry.mapping_unit_bytes as u64;
     let logical = ssd.logical_bytes();
     let filled = ((logical as f64 * occupancy) as u64 / unit * unit).max(unit);
-    let chunk = 1 << 20;
-    let mut off = 0;
-    while off < filled {
-        let len = chunk.min(filled - off);
-        ssd.write_untimed(off, len).map_err(err)?;
-        off += len;
-    }
+    fill(ssd, filled).map_err(err)?;
     report.filled_bytes = filled;
     if let Precondition::Steady { max_x } = mode {
         // Rounds of a quarter of the filled bytes, in 4 KiB random writes over them.

@@ -228,6 +228,16 @@ impl Verdict {
         }
     }
 
+    /// Whether the verdict `id` in `verdicts` holds (panics if there is none: for tests).
+    #[cfg(test)]
+    pub(crate) fn holds_in(verdicts: &[Verdict], id: &str) -> bool {
+        verdicts
+            .iter()
+            .find(|v| v.score.as_ref().is_some_and(|s| s.id == id))
+            .unwrap_or_else(|| panic!("no verdict {id}"))
+            .holds
+    }
+
     /// The same verdict with another role (e.g. [`Role::Check`] for a model check).
     pub fn with_role(mut self, role: Role) -> Verdict {
         if let Some(s) = &mut self.score {
@@ -325,17 +335,34 @@ impl Section {
     /// A section for an experiment that failed: the error, and no numbers;
     /// `results.failed` carries the error for scripts.
     pub fn failed(id: &str, about: &str, error: &str, seed: u64) -> Section {
+        Self::without_numbers(
+            id,
+            &format!("{id}: failed"),
+            format!("This experiment ({about}) failed: {error}"),
+            seed,
+            serde_json::json!({ "failed": error }),
+        )
+    }
+
+    /// A section that says why it has no numbers.
+    fn without_numbers(
+        id: &str,
+        title: &str,
+        question: String,
+        seed: u64,
+        results: serde_json::Value,
+    ) -> Section {
         Section {
             id: id.into(),
-            title: format!("{id}: failed"),
-            question: format!("This experiment ({about}) failed: {error}"),
+            title: title.into(),
+            question,
             seed,
             runtime_s: 0.0,
             plots: vec![],
             tables: vec![],
             verdicts: vec![],
             provenance: vec![],
-            results: serde_json::json!({ "failed": error }),
+            results,
         }
     }
 
@@ -347,18 +374,13 @@ impl Section {
     /// A section for an experiment that could not run here: `reason` says why, `needs`
     /// what it would take; `results.skipped` carries the reason for scripts.
     pub fn skipped(id: &str, title: &str, reason: &str, needs: &str, seed: u64) -> Section {
-        Section {
-            id: id.into(),
-            title: title.into(),
-            question: format!("Skipped: {reason}. {needs}"),
+        Self::without_numbers(
+            id,
+            title,
+            format!("Skipped: {reason}. {needs}"),
             seed,
-            runtime_s: 0.0,
-            plots: vec![],
-            tables: vec![],
-            verdicts: vec![],
-            provenance: vec![],
-            results: serde_json::json!({ "skipped": reason }),
-        }
+            serde_json::json!({ "skipped": reason }),
+        )
     }
 }
 

@@ -263,13 +263,7 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
         )?);
     } else if let AnyDevice::Ssd(ssd) = &mut dev {
         // Fill sequentially in large writes, then warm up, on the WAF-only path.
-        let chunk = 1 << 20;
-        let mut off = 0;
-        while off < logical {
-            let len = chunk.min(logical - off);
-            ssd.write_untimed(off, len).map_err(err)?;
-            off += len;
-        }
+        crate::precondition::fill(ssd, logical).map_err(err)?;
         write_untimed_requests(ssd, &mut gen, rb, warmup_requests, 0.0, &mut |_| {
             progress(0, measured)
         })

@@ -83,6 +83,17 @@ pub struct IoTime {
     pub sync_ns: u64,
 }
 
+/// Where a call's time goes in [`IoTime`] (for the file systems that share another).
+pub(crate) fn read_slot(t: &mut IoTime) -> &mut u64 {
+    &mut t.read_ns
+}
+pub(crate) fn write_slot(t: &mut IoTime) -> &mut u64 {
+    &mut t.write_ns
+}
+pub(crate) fn sync_slot(t: &mut IoTime) -> &mut u64 {
+    &mut t.sync_ns
+}
+
 #[derive(Debug, Error)]
 pub enum VfsError {
     #[error("{path}: {source}")]

@@ -25,7 +25,7 @@
 
 use crate::pagecache::{HostConfig, PageCache, Run, PAGE_BYTES};
 use crate::readahead::{Readahead, Window};
-use crate::{check_name, Fd, IoTime, OpenMode, Vfs, VfsError};
+use crate::{check_name, read_slot, sync_slot, write_slot, Fd, IoTime, OpenMode, Vfs, VfsError};
 use flash::Device;
 use simfs::fs::Ino;
 use simfs::{SimFs, SimfsError, Timed};
@@ -599,16 +599,6 @@ impl<V: Vfs> Shared<V> {
         *slot(&mut self.io) += v.now_ns().saturating_sub(t0);
         r
     }
-}
-
-fn read_slot(t: &mut IoTime) -> &mut u64 {
-    &mut t.read_ns
-}
-fn write_slot(t: &mut IoTime) -> &mut u64 {
-    &mut t.write_ns
-}
-fn sync_slot(t: &mut IoTime) -> &mut u64 {
-    &mut t.sync_ns
 }
 
 impl<V: Vfs> Vfs for Shared<V> {

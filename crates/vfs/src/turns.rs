@@ -9,7 +9,7 @@
 //! fall between them starts once the last of them is issued. (For users taking turns in
 //! one thread, [`crate::Shared`] is enough.)
 
-use crate::{Fd, IoTime, OpenMode, Vfs, VfsError};
+use crate::{read_slot, sync_slot, write_slot, Fd, IoTime, OpenMode, Vfs, VfsError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// A file system whose clock the users of [`Turns`] position.
@@ -166,16 +166,6 @@ impl<V: Vfs + VirtualClock> Drop for UserVfs<V> {
         }
         self.turns.turn.notify_all();
     }
-}
-
-fn read_slot(t: &mut IoTime) -> &mut u64 {
-    &mut t.read_ns
-}
-fn write_slot(t: &mut IoTime) -> &mut u64 {
-    &mut t.write_ns
-}
-fn sync_slot(t: &mut IoTime) -> &mut u64 {
-    &mut t.sync_ns
 }
 
 impl<V: Vfs + VirtualClock> Vfs for UserVfs<V> {

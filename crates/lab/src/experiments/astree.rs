@@ -819,12 +819,7 @@ mod tests {
         // The AS B-tree as slow as the in-place one at F=256: no 21% cut, not faster at
         // every fanout, no longer fastest with a cache.
         let v = verdicts(78.0);
-        let holds = |id: &str| {
-            v.iter()
-                .find(|v| v.score.as_ref().unwrap().id == format!("astree.{id}"))
-                .unwrap()
-                .holds
-        };
+        let holds = |id: &str| Verdict::holds_in(&v, &format!("astree.{id}"));
         for id in [
             "as-vs-btree-insert-f256",
             "as-faster-every-fanout",

@@ -373,10 +373,7 @@ mod tests {
     }
 
     fn holds(v: &[Verdict], id: &str) -> bool {
-        v.iter()
-            .find(|v| v.score.as_ref().unwrap().id == format!("gracejoin.{id}"))
-            .unwrap_or_else(|| panic!("no verdict {id}"))
-            .holds
+        Verdict::holds_in(v, &format!("gracejoin.{id}"))
     }
 
     #[test]

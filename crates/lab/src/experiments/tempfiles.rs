@@ -238,7 +238,6 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
         &results[i]
     };
     let get = |di: usize, f: bool, t: bool| find(Path::Host, di, f, t);
-    let secs = |ns: u64| ns as f64 / 1e9;
 
     let mut plots: Vec<Plot> = Vec::new();
     let mut table = Table {
@@ -346,9 +345,6 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
         }
     }
     // What each part of the path does to the MX500's numbers.
-    let mean_of = |r: &JoinRunResult, m: &dyn Fn(&joinrun::Repetition) -> f64| {
-        mean(r.repetitions.iter().map(m))
-    };
     let mut mechanisms = Table {
         file_stem: "mechanisms".into(),
         caption:
@@ -368,11 +364,11 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
         rows: vec![],
     };
     for path in [Path::Host, Path::QueuedTrim, Path::NoHost] {
-        let n = find(path, 0, false, false);
-        let t = find(path, 0, false, true);
-        let ft = find(path, 0, true, true);
-        let join = |r: &JoinRunResult| mean_of(r, &|x| secs(x.join_ns));
-        let trims = |r: &JoinRunResult| mean_of(r, &|x| x.trim_commands as f64);
+        let n = &find(path, MX500, false, false).repetitions;
+        let t = &find(path, MX500, false, true).repetitions;
+        let ft = &find(path, MX500, true, true).repetitions;
+        let join = |r: &[joinrun::Repetition]| mean_of(r, |x| secs(x.join_ns));
+        let trims = |r: &[joinrun::Repetition]| mean_of(r, |x| x.trim_commands as f64);
         mechanisms.rows.push(vec![
             path.label().into(),
             format!("{:.3}", join(n)),
@@ -821,10 +817,7 @@ mod tests {
     }
 
     fn holds(v: &[Verdict], id: &str) -> bool {
-        v.iter()
-            .find(|v| v.score.as_ref().unwrap().id == format!("tempfiles.{id}"))
-            .unwrap_or_else(|| panic!("no verdict {id}"))
-            .holds
+        Verdict::holds_in(v, &format!("tempfiles.{id}"))
     }
 
     #[test]

@@ -639,12 +639,7 @@ mod tests {
             &|_, _| 1.0,
             &paper_of,
         );
-        let holds = |id: &str| {
-            flat.iter()
-                .find(|v| v.score.as_ref().unwrap().id == id)
-                .unwrap()
-                .holds
-        };
+        let holds = |id: &str| Verdict::holds_in(&flat, id);
         for id in [
             "trim.vtrim-delete",
             "trim.ftrim-delete",
