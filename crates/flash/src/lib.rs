@@ -9,7 +9,7 @@
 //!   frontiers, free pools, garbage collection with a [`gc::GcPolicy`], TRIM). Used alone it
 //!   is the fast WAF-only path.
 //! - [`ssd::Ssd`]: the FTL plus timing (dies, channels, host interface, write cache, TRIM
-//!   command costs, background GC).
+//!   command costs, background GC, a dynamic [`slc`] cache for TLC drives).
 //! - [`hdd::Hdd`]: a disk with seek curve, rotational position and read-ahead.
 //! - [`preset::Preset`]: device descriptions loaded from TOML.
 
@@ -23,6 +23,7 @@ pub mod geometry;
 pub mod hdd;
 pub mod mapping;
 pub mod preset;
+pub mod slc;
 pub mod ssd;
 pub mod stats;
 
@@ -32,6 +33,7 @@ pub use gc::GcPolicy;
 pub use geometry::Geometry;
 pub use hdd::{Hdd, HddConfig};
 pub use preset::{AnyDevice, DeviceConfig, Preset};
+pub use slc::SlcCacheConfig;
 pub use ssd::{Ssd, SsdConfig};
 pub use stats::{DeviceStats, LatencySummary};
 

@@ -35,6 +35,10 @@ impl Ftl {
     pub fn logical_units(&self) -> u32 {
         both!(self, f => f.logical_units())
     }
+    /// Logical units that hold data (written and not trimmed).
+    pub fn mapped_units(&self) -> u64 {
+        both!(self, f => f.mapped_units())
+    }
     pub fn counters(&self) -> FtlCounters {
         both!(self, f => f.counters())
     }

@@ -27,6 +27,7 @@ use crate::fast::FastFtl;
 use crate::fslayout::{self, LayoutError};
 use crate::ftl::{FlashSink, NoTiming, PageFtl, ProgramKind};
 use crate::mapping::{Ftl, FtlKind};
+use crate::slc::{SlcCache, SlcCacheConfig};
 use crate::stats::{DeviceStats, HostRecorder};
 use crate::{Command, Device, FlashError, GcPolicy, Geometry, Op};
 use serde::{Deserialize, Serialize};
@@ -111,6 +112,9 @@ pub struct SsdConfig {
     /// FAST: random-write log blocks.
     #[serde(default)]
     pub log_blocks: u32,
+    /// A dynamic SLC cache in front of TLC flash ([`crate::slc`]); none if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slc_cache: Option<SlcCacheConfig>,
 }
 
 impl SsdConfig {
@@ -127,6 +131,9 @@ impl SsdConfig {
                 "background_free_blocks ({}) must exceed free_blocks ({}) for background GC to do anything",
                 self.gc.background_free_blocks, self.gc.free_blocks
             )));
+        }
+        if let Some(slc) = &self.slc_cache {
+            slc.validate().map_err(FlashError::Config)?;
         }
         Ok(())
     }
@@ -151,6 +158,8 @@ struct TimingSink<'a> {
     /// Completion times of host programs, for the write cache to drain (if enabled).
     cache: Option<&'a mut BinaryHeap<Reverse<(u64, u64)>>>,
     superpage_bytes: u64,
+    /// The SLC cache, if the drive has one: host programs land there while it has room.
+    slc: Option<&'a mut SlcCache>,
 }
 
 impl FlashSink for TimingSink<'_> {
@@ -172,7 +181,11 @@ impl FlashSink for TimingSink<'_> {
                     .max(self.die_free_ns[d]);
                 let transferred = start + self.page_transfer_ns;
                 self.channel_free_ns[ch] = transferred;
-                self.die_free_ns[d] = transferred + self.timing.program_ns;
+                let program_ns = match self.slc.as_deref_mut() {
+                    Some(slc) => slc.host_program_ns(die, self.timing.program_ns),
+                    None => self.timing.program_ns,
+                };
+                self.die_free_ns[d] = transferred + program_ns;
                 self.host_done_ns = self.host_done_ns.max(self.die_free_ns[d]);
                 if let Some(cache) = self.cache.as_deref_mut() {
                     cache.push(Reverse((self.die_free_ns[d], self.superpage_bytes)));
@@ -218,6 +231,7 @@ pub struct Ssd {
     data: HashMap<u64, Box<[u8]>>,
     /// Deferred TRIM work, in order.
     background: VecDeque<TrimChunk>,
+    pub(crate) slc: Option<SlcCache>,
 }
 
 /// One piece of TRIM work: controller time, and optionally a flash read on a die.
@@ -264,6 +278,15 @@ impl Ssd {
             trim_ranges: 0,
             data: HashMap::new(),
             background: VecDeque::new(),
+            slc: cfg.slc_cache.clone().map(|c| {
+                SlcCache::new(
+                    c,
+                    g.logical_bytes,
+                    g.physical_bytes(),
+                    g.superpage_bytes(),
+                    g.dies(),
+                )
+            }),
             cfg,
         })
     }
@@ -337,6 +360,7 @@ impl Ssd {
         die_free_ns: &'a mut [u64],
         channel_free_ns: &'a mut [u64],
         cache: &'a mut BinaryHeap<Reverse<(u64, u64)>>,
+        slc: Option<&'a mut SlcCache>,
         page_transfer_ns: u64,
         not_before_ns: u64,
     ) -> TimingSink<'a> {
@@ -350,6 +374,7 @@ impl Ssd {
             host_done_ns: 0,
             cache: (cfg.write_cache_bytes > 0).then_some(cache),
             superpage_bytes: cfg.geometry.superpage_bytes(),
+            slc,
         }
     }
 
@@ -367,6 +392,7 @@ impl Ssd {
                     &mut self.die_free_ns,
                     &mut self.channel_free_ns,
                     &mut self.cache,
+                    None,
                     self.page_transfer_ns,
                     idle_since + idle_ns,
                 );
@@ -385,11 +411,15 @@ impl Ssd {
             xfer_start + transfer_ns(cmd.len_bytes, self.cfg.timing.host_bytes_per_s);
         let data_ready = self.host_free_ns;
         let (first, end) = self.touched_units(cmd);
+        if let Some(slc) = &mut self.slc {
+            slc.resize(self.ftl.mapped_units() * self.unit_bytes);
+        }
         let mut sink = Self::sink(
             &self.cfg,
             &mut self.die_free_ns,
             &mut self.channel_free_ns,
             &mut self.cache,
+            self.slc.as_mut(),
             self.page_transfer_ns,
             data_ready,
         );
@@ -697,6 +727,10 @@ impl Device for Ssd {
         if self.cfg.gc.background {
             self.background_gc(now_ns);
         }
+        if let Some(slc) = &mut self.slc {
+            let t = &self.cfg.timing;
+            slc.fold_idle(&mut self.die_free_ns, now_ns, t.read_ns, t.program_ns);
+        }
         if !self.background.is_empty() {
             let wait = self.run_background(now_ns);
             self.barrier_ns = self.barrier_ns.max(wait);
@@ -732,6 +766,10 @@ impl Device for Ssd {
         s.trim_interface_ns = self.trim_interface_ns;
         s.ftrim_metadata_reads = self.ftrim_metadata_reads;
         s.trim_ranges = self.trim_ranges;
+        if let Some(slc) = &self.slc {
+            s.slc_write_bytes = slc.written_pages * slc.superpage_bytes;
+            s.slc_folded_bytes = slc.folded_pages * slc.superpage_bytes;
+        }
         s.set_erase_spread(self.ftl.erase_counts());
         s
     }
@@ -743,6 +781,9 @@ impl Device for Ssd {
         self.trim_interface_ns = 0;
         self.ftrim_metadata_reads = 0;
         self.trim_ranges = 0;
+        if let Some(slc) = &mut self.slc {
+            slc.reset_counters();
+        }
     }
 
     fn settle(&mut self) -> u64 {
@@ -803,6 +844,7 @@ pub(crate) mod tests {
                 ..TrimConfig::default()
             },
             write_cache_bytes: 0,
+            slc_cache: None,
             ftl: FtlKind::Page,
             log_blocks: 0,
         }

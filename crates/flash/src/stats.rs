@@ -161,6 +161,11 @@ pub struct DeviceStats {
     pub trim_interface_ns: u64,
     /// Metadata blocks fTrim read from flash.
     pub ftrim_metadata_reads: u64,
+    /// Bytes host writes programmed in SLC mode, on drives with an SLC cache (whole
+    /// multi-plane pages).
+    pub slc_write_bytes: u64,
+    /// Bytes folded from SLC mode into TLC (each page an SLC read and a TLC program).
+    pub slc_folded_bytes: u64,
 }
 
 impl DeviceStats {

@@ -74,6 +74,9 @@ pub struct Repetition {
     pub waf: Option<f64>,
     pub host_write_pages: u64,
     pub flash_write_pages: u64,
+    /// Bytes of host writes the drive's SLC cache took (0 without one).
+    pub slc_write_bytes: u64,
+    pub host_write_bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -338,6 +341,8 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
                 repetition.waf = (host > 0).then(|| flash_pages as f64 / host as f64);
                 repetition.host_write_pages = host;
                 repetition.flash_write_pages = flash_pages;
+                repetition.slc_write_bytes = after.slc_write_bytes - before.slc_write_bytes;
+                repetition.host_write_bytes = after.host_write_bytes - before.host_write_bytes;
                 out.repetitions.push(repetition);
                 progress(rep + 1);
             }
