@@ -50,6 +50,10 @@ pub struct SsdTiming {
     pub host_bytes_per_s: u64,
     /// Controller and protocol overhead of every command.
     pub command_overhead_ns: u64,
+    /// With a write cache: firmware work between a write's data arriving and its
+    /// acknowledgement (buffer allocation, mapping update).
+    #[serde(default)]
+    pub write_ack_ns: u64,
 }
 
 /// Garbage-collection settings.
@@ -433,7 +437,7 @@ impl Ssd {
         // Admission to the DRAM cache: wait until enough earlier programs have finished.
         let cap = self.cfg.write_cache_bytes;
         let need = cmd.len_bytes.min(cap);
-        let mut admitted = data_ready;
+        let mut admitted = data_ready + self.cfg.timing.write_ack_ns;
         while let Some(&Reverse((done, bytes))) = self.cache.peek() {
             if done > data_ready && self.cache_used_bytes + need <= cap {
                 break;
@@ -829,6 +833,7 @@ pub(crate) mod tests {
                 channel_bytes_per_s: 400_000_000,
                 host_bytes_per_s: 500_000_000,
                 command_overhead_ns: 5_000,
+                write_ack_ns: 0,
             },
             gc: GcConfig {
                 policy: GcPolicy::Greedy,
@@ -914,6 +919,13 @@ pub(crate) mod tests {
         assert_eq!(done, 5_000 + 8_192);
         let flushed = ssd.submit(&Command::flush(), done).unwrap();
         assert!(flushed >= done + 500_000);
+        // Firmware work before the acknowledgement comes on top of the transfer.
+        let mut cfg = config();
+        cfg.write_cache_bytes = 1 << 20;
+        cfg.timing.write_ack_ns = 60_000;
+        let mut ssd = Ssd::new(cfg).unwrap();
+        let done = ssd.submit(&Command::write(0, 4096), 0).unwrap();
+        assert_eq!(done, 5_000 + 8_192 + 60_000);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use super::Scale;
 use crate::backend::Backend;
 use crate::joinrun::{self, JoinRunSpec, JoinStorage};
 use crate::report::{
-    LinePlot, Plot, Provenance, Section, Series, Table, Verdict, HEADLINE_TOLERANCE,
+    LinePlot, Plot, Provenance, Role, Section, Series, Table, Verdict, HEADLINE_TOLERANCE,
 };
 use flash::Preset;
 use hashjoin::table::table_bytes;
@@ -214,7 +214,12 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
         }
         .into(),
     ];
-    let verdicts = analyse(&time);
+    let mut verdicts = analyse(&time);
+    let x25e = Preset::load("x25e")
+        .map_err(|e| e.to_string())?
+        .with_capacity(32_000_000_000);
+    let (read_us, write_us) = qd1_latencies_us(&x25e)?;
+    verdicts.extend(calibration_verdicts(read_us, write_us));
     Ok(Section {
         id: "gracejoin".into(),
         title: "Grace hash join on SSD versus HDD (paper 001)".into(),
@@ -235,7 +240,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
         provenance: vec![
             Provenance {
                 number: "every number of paper 001".into(),
-                role: "predicted: the x25e and hdd7200 presets were set from datasheets (and assumptions marked in their TOML), not fitted to paper 001; 100 ns of CPU per row is assumed".into(),
+                role: "predicted: the x25e and hdd7200 presets were set from datasheets (and assumptions marked in their TOML), not fitted to paper 001; 100 ns of CPU per row is assumed. The x25e's 4 KiB read and write latencies are calibrated to its datasheet (75 and 85 µs, checked below): writes are acknowledged from a 256 KiB controller buffer (assumed size) after 60 µs of firmware work, where before they waited for a page program (150 µs); that change alone moved the 4 MB gap from 4.5× to 6.8× and the SSD's write-buffer gain from 2.7× to 2.1×".into(),
             },
             Provenance {
                 number: "the host path".into(),
@@ -271,6 +276,67 @@ mod paper {
     pub const HDD_WRITE_GAIN: f64 = 1.2;
     /// HDD / SSD time with two concurrent users (">9x").
     pub const HDD_SSD_GAP_2USERS: f64 = 9.0;
+}
+
+/// The datasheet's latencies the `x25e` preset is calibrated to, in µs: 4 KiB random
+/// reads and writes at queue depth 1.
+const X25E_READ_LATENCY_US: f64 = 75.0;
+const X25E_WRITE_LATENCY_US: f64 = 85.0;
+
+/// Mean 4 KiB read and write latencies (µs) of `preset` at queue depth 1 on a fresh
+/// drive: 256 writes to scattered addresses 1 ms apart (so nothing waits for earlier
+/// work), then reads of the same addresses.
+pub(crate) fn qd1_latencies_us(preset: &Preset) -> Result<(f64, f64), String> {
+    use flash::{Command, Device};
+    let mut dev = preset.build().map_err(|e| e.to_string())?;
+    let blocks = dev.logical_bytes() / 4096;
+    let addr = |i: u64| (i * 7_919 * 4_099) % blocks * 4096;
+    let n = 256;
+    let mut mean = |op: fn(u64, u64) -> Command, start: u64| -> Result<f64, String> {
+        let mut total = 0;
+        for i in 0..n {
+            let t = start + i * 1_000_000;
+            let done = dev
+                .submit(&op(addr(i), 4096), t)
+                .map_err(|e| e.to_string())?;
+            total += done - t;
+        }
+        Ok(total as f64 / n as f64 / 1e3)
+    };
+    let write = mean(Command::write, 0)?;
+    let read = mean(Command::read, n * 1_000_000 + 1_000_000_000)?;
+    Ok((read, write))
+}
+
+/// The calibration checks: the `x25e` preset's latencies against its datasheet. They
+/// hold by construction (the preset was set to meet them) and say so.
+fn calibration_verdicts(read_us: f64, write_us: f64) -> Vec<Verdict> {
+    vec![
+        Verdict::numeric(
+            "gracejoin.x25e-read-latency",
+            "x25e preset: 4 KiB read latency at queue depth 1 meets the datasheet's 75 µs",
+            "75 µs (datasheet)",
+            read_us,
+            X25E_READ_LATENCY_US,
+            0.05,
+            format!("{read_us:.1} µs: the channel rate and command overhead were set to meet it"),
+        )
+        .with_role(Role::Calibrated),
+        Verdict::numeric(
+            "gracejoin.x25e-write-latency",
+            "x25e preset: 4 KiB write latency at queue depth 1 meets the datasheet's 85 µs",
+            "85 µs (datasheet)",
+            write_us,
+            X25E_WRITE_LATENCY_US,
+            0.05,
+            format!(
+                "{write_us:.1} µs: writes are acknowledged from the controller's write buffer after the \
+                 firmware's work (write_ack_ns), set to meet it; without the buffer a write would wait \
+                 for its page program (~250 µs)"
+            ),
+        )
+        .with_role(Role::Calibrated),
+    ]
 }
 
 /// The verdicts from the simulated times: `time(sweep, device, x)` in seconds.
@@ -314,12 +380,20 @@ fn analyse(time: &dyn Fn(Sweep, usize, u64) -> f64) -> Vec<Verdict> {
             paper::HDD_WRITE_GAIN, 0.1, format!("{hdd_w:.2}×")),
         Verdict::numeric(
 "gracejoin.hdd-ssd-gap-2users", "Two concurrent users: HDD / SSD gap of ~9× (the paper: above 9×)", ">9×", gap2,
-            paper::HDD_SSD_GAP_2USERS, t, format!("{gap2:.1}×")),
+            paper::HDD_SSD_GAP_2USERS, t, format!(
+                "{gap2:.1}×. The paper gives a bound (above 9×); judged as ~9× ± 30% as the headline rule \
+                 reads it. Two users' streams make the HDD seek between them on every 4 KB write-cache \
+                 destage; the SSD serves both in parallel")),
         Verdict::numeric(
 "gracejoin.ssd-users-only-smaller-buffer",
             "SSD: four users sharing 8 MB take only what one user with the smaller (2 MB) buffer takes (within 20%)",
             "no degradation beyond the smaller buffer", ssd_u, 1.0, 0.2,
-            format!("4 users {:.2} s vs 1 user at 2 MB {:.2} s ({ssd_u:.2}×)", users(SSD, 4), read(SSD, 2))),
+            format!(
+                "4 users {:.2} s vs 1 user at 2 MB {:.2} s ({ssd_u:.2}×): four users move four times one \
+                 user's data in {ssd_u:.2}× the time, so the drive saturates (its SATA-2 interface carries \
+                 280 MB/s). The paper's SSD did not, which points to joins that were CPU-bound per user; our \
+                 100 ns of CPU per row is an assumption, and the paper's CPU cost per row is what we believe \
+                 is missing", users(SSD, 4), read(SSD, 2))),
         Verdict::ordering(
 "gracejoin.hdd-degrades-more", "With more users the HDD degrades more than the SSD (1 → 4 users): an ordering",
             "HDD worse", hdd_deg, hdd_deg > ssd_deg,
@@ -410,5 +484,32 @@ mod tests {
             }
         };
         assert!(!holds(&analyse(&slow), "ssd-users-only-smaller-buffer"));
+    }
+
+    #[test]
+    fn the_x25e_preset_meets_its_datasheet_latencies() {
+        let p = Preset::load("x25e").unwrap().with_capacity(32_000_000_000);
+        let (read_us, write_us) = qd1_latencies_us(&p).unwrap();
+        let v = calibration_verdicts(read_us, write_us);
+        assert!(
+            Verdict::holds_in(&v, "gracejoin.x25e-read-latency"),
+            "{read_us}"
+        );
+        assert!(
+            Verdict::holds_in(&v, "gracejoin.x25e-write-latency"),
+            "{write_us}"
+        );
+        // Without its write buffer the drive misses the datasheet: writes wait for programs.
+        let mut unbuffered = p.clone();
+        unbuffered.ssd_config_mut().unwrap().write_cache_bytes = 0;
+        let (_, slow_us) = qd1_latencies_us(&unbuffered).unwrap();
+        let v = calibration_verdicts(read_us, slow_us);
+        assert!(
+            !Verdict::holds_in(&v, "gracejoin.x25e-write-latency"),
+            "{slow_us}"
+        );
+        assert!(v
+            .iter()
+            .all(|x| x.score.as_ref().unwrap().role == Role::Calibrated));
     }
 }
