@@ -92,7 +92,13 @@ enum Path {
     /// No host path: every call reaches the drive when made, one TRIM per extent at
     /// unlink.
     NoHost,
+    /// The host path with a quarter of the join's memory (paper 000's Fig. 5: too small a
+    /// `work_mem`), 10 repetitions.
+    SmallWorkMem,
 }
+
+/// Repetitions of the small-`work_mem` run (the paper's Fig. 5 repeats 10 times).
+const SMALL_WORK_MEM_REPEAT: u32 = 10;
 
 impl Path {
     fn label(self) -> &'static str {
@@ -100,6 +106,7 @@ impl Path {
             Path::Host => "host path (page cache, journal discards), TRIM blocking",
             Path::QueuedTrim => "host path, TRIM queued (blocks nothing)",
             Path::NoHost => "no host path (synchronous calls, a TRIM per extent at unlink)",
+            Path::SmallWorkMem => "host path, a quarter of the memory",
         }
     }
 
@@ -122,6 +129,11 @@ impl Path {
                 }
             }
             Path::NoHost => {}
+            Path::SmallWorkMem => {
+                set_host(&mut spec, postgres_host(s.sf), trim);
+                spec.memory_bytes /= 4;
+                spec.repeat = SMALL_WORK_MEM_REPEAT;
+            }
         }
         Ok(spec)
     }
@@ -239,6 +251,14 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
             jobs.push((path, 0, f, t, path.spec(&s, &s.drives[0], f, t)?));
         }
     }
+    // Fig. 5: too small a work_mem (neither option, as PostgreSQL's defaults).
+    jobs.push((
+        Path::SmallWorkMem,
+        MX500,
+        false,
+        false,
+        Path::SmallWorkMem.spec(&s, &s.drives[MX500], false, false)?,
+    ));
     let results: Vec<JoinRunResult> =
         ctx.map(&jobs, |(_, _, _, _, sp)| joinrun::run(sp, &mut |_| {}))?;
     let find = |path: Path, di: usize, f: bool, t: bool| -> &JoinRunResult {
@@ -530,6 +550,8 @@ mod paper {
     pub const COSMOS_WAF_WITH_TRIM: f64 = 1.0;
     /// MX500: TRIM only vs fallocate + TRIM from the first repetition: "at least 2x".
     pub const TRIM_ONLY_FIRST_REP: f64 = 2.0;
+    /// Fig. 5: too small a work_mem makes repetitions "up to ~2.1x" longer over 10.
+    pub const SMALL_WORK_MEM: f64 = 2.1;
 }
 
 fn secs(ns: u64) -> f64 {
@@ -743,6 +765,31 @@ fn analyse<'a>(
         ),
     ));
 
+    let small = reps(Path::SmallWorkMem, MX500, false, false);
+    let (worst, worst_rep) = small
+        .iter()
+        .zip(neither)
+        .enumerate()
+        .map(|(i, (a, b))| (a.total_ns as f64 / b.total_ns.max(1) as f64, i + 1))
+        .fold((0.0, 0), |m, x| if x.0 > m.0 { x } else { m });
+    v.push(Verdict::numeric(
+        "tempfiles.mx500-small-work-mem",
+        "MX500: too small a work_mem makes repetitions up to ~2.1× longer over 10 repetitions (Fig. 5; neither option)",
+        "up to ~2.1×",
+        worst,
+        paper::SMALL_WORK_MEM,
+        HEADLINE_TOLERANCE,
+        format!(
+            "a quarter of the join's memory: up to {worst:.2}× (repetition {worst_rep}); mean {:.2} s vs {:.2} s \
+             over the first {} repetitions. At a quarter of the memory, partitions that do not fit are \
+             partitioned again, so more temp data is written and read. The paper's Fig. 5 values are not in \
+             its text: a quarter is our choice of \"too small\"",
+            mean_of(small, |x| secs(x.total_ns)),
+            mean_of(&neither[..small.len().min(neither.len())], |x| secs(x.total_ns)),
+            small.len(),
+        ),
+    ));
+
     let (pp, pm) = (penalty(Path::Host, PRO), p);
     v.push(Verdict::ordering(
         "tempfiles.840pro-smaller-penalty",
@@ -820,7 +867,9 @@ mod tests {
     /// Runs shaped like the paper's findings, with the MX500's TRIM-only repetitions
     /// taking `trim_only_s` (10 s: a join-phase penalty of ~2.5×, F+T up to 5× faster).
     fn paperlike(trim_only_s: f64) -> impl Fn(Path, usize, bool, bool) -> Vec<Repetition> {
-        move |_, di, f, t| match (di, f, t) {
+        move |path, di, f, t| match (di, f, t) {
+            // Fig. 5: a quarter of the memory, twice as slow.
+            _ if path == Path::SmallWorkMem => growing(6.0, 0.2, 0.1)[..10].to_vec(),
             // Without TRIM: slower and slower as WAF grows; fallocate alone a bit faster
             // (on the Cosmos+ slower).
             (_, false, false) => growing(3.0, 0.1, 0.1),
@@ -834,12 +883,26 @@ mod tests {
     }
 
     fn verdicts(trim_only_s: f64) -> Vec<Verdict> {
+        verdicts_with(trim_only_s, Path::SmallWorkMem)
+    }
+
+    /// As `verdicts`, the small-work_mem run shaped like `small`'s first 10 repetitions.
+    fn verdicts_with(trim_only_s: f64, small: Path) -> Vec<Verdict> {
         let runs = paperlike(trim_only_s);
         let mut cache = std::collections::HashMap::new();
-        for path in [Path::Host, Path::QueuedTrim, Path::NoHost] {
+        for path in [
+            Path::Host,
+            Path::QueuedTrim,
+            Path::NoHost,
+            Path::SmallWorkMem,
+        ] {
             for di in [MX500, PRO, COSMOS] {
                 for &(f, t) in &COMBOS {
-                    cache.insert((path, di, f, t), runs(path, di, f, t));
+                    let run = match path {
+                        Path::SmallWorkMem => runs(small, di, f, t)[..10].to_vec(),
+                        _ => runs(path, di, f, t),
+                    };
+                    cache.insert((path, di, f, t), run);
                 }
             }
         }
@@ -893,6 +956,11 @@ mod tests {
         ] {
             assert!(!holds(&v, id), "{id} should fail");
         }
+        // Too small a work_mem that costs nothing.
+        assert!(!holds(
+            &verdicts_with(10.0, Path::Host),
+            "mx500-small-work-mem"
+        ));
         // TRIM only far too slow: the penalty overshoots ±30% of 2.7.
         assert!(!holds(&verdicts(30.0), "mx500-join-trim-penalty"));
         // An 8× TRIM count ratio is outside ±30% of 16.
