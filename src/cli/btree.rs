@@ -109,12 +109,13 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
         res.ops, res.insert_s, res.insert_read_s, res.insert_write_s, res.insert_node_reads, res.insert_node_writes, res.insert_write_requests
     );
     println!(
-        "  {} searches          {:.3} s, {} node reads",
-        res.ops, res.search_s, res.search_node_reads
+        "  {} searches          {:.3} s, {} node reads in {} read requests",
+        res.ops, res.search_s, res.search_node_reads, res.search_read_requests
     );
     println!(
-        "  write-buffer hits      {:.1}%, cache hits {:.1}%",
-        res.write_buffer_hit_ratio * 100.0,
+        "  write-buffer hits      reads {:.1}%, writes {:.1}%; cache hits {:.1}%",
+        res.write_buffer_read_hit_ratio * 100.0,
+        res.write_buffer_write_hit_ratio * 100.0,
         res.cache_hit_ratio * 100.0
     );
     println!(

@@ -1152,9 +1152,10 @@ impl<S: Segments> AsStore<S> {
     }
 
     fn push(&mut self, id: NodeId, change: Pending) -> Result<(), TreeError> {
+        self.stats.buffer_writes += 1;
         if let Some(&i) = self.buffered.get(&id) {
             self.buffer[i].1 = change;
-            self.stats.buffer_hits += 1;
+            self.stats.buffer_rewrites += 1;
             return Ok(());
         }
         self.buffered.insert(id, self.buffer.len());

@@ -17,6 +17,10 @@ pub struct StoreStats {
     /// Reads answered by the write buffer (AS) or the cache.
     pub buffer_hits: u64,
     pub buffer_lookups: u64,
+    /// AS store: node writes into the write buffer, and those that replaced a node
+    /// already there (the buffer absorbing a write).
+    pub buffer_writes: u64,
+    pub buffer_rewrites: u64,
     pub cache_hits: u64,
     pub cache_lookups: u64,
     pub syncs: u64,

@@ -120,7 +120,12 @@ pub struct BtreeResult {
     pub insert_node_writes: u64,
     pub insert_write_requests: u64,
     pub search_node_reads: u64,
-    pub write_buffer_hit_ratio: f64,
+    /// AS store, inserts: node reads the write buffer answered / node reads.
+    pub write_buffer_read_hit_ratio: f64,
+    /// AS store, inserts: node writes that replaced a node already in the write buffer.
+    pub write_buffer_write_hit_ratio: f64,
+    /// Device read requests of the search phase (BFTL reads a node's sectors one by one).
+    pub search_read_requests: u64,
     pub cache_hit_ratio: f64,
     pub file_bytes: u64,
     pub entries: u64,
@@ -145,6 +150,8 @@ fn diff(a: &StoreStats, b: &StoreStats) -> StoreStats {
         bytes_read: b.bytes_read - a.bytes_read,
         buffer_hits: b.buffer_hits - a.buffer_hits,
         buffer_lookups: b.buffer_lookups - a.buffer_lookups,
+        buffer_writes: b.buffer_writes - a.buffer_writes,
+        buffer_rewrites: b.buffer_rewrites - a.buffer_rewrites,
         cache_hits: b.cache_hits - a.cache_hits,
         cache_lookups: b.cache_lookups - a.cache_lookups,
         syncs: b.syncs - a.syncs,
@@ -233,11 +240,9 @@ fn measure<S: NodeStore>(
     out.insert_node_reads = d.node_reads;
     out.insert_node_writes = d.node_writes;
     out.insert_write_requests = d.write_requests;
-    out.write_buffer_hit_ratio = if d.buffer_lookups > 0 {
-        d.buffer_hits as f64 / d.buffer_lookups as f64
-    } else {
-        0.0
-    };
+    let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+    out.write_buffer_read_hit_ratio = ratio(d.buffer_hits, d.buffer_lookups);
+    out.write_buffer_write_hit_ratio = ratio(d.buffer_rewrites, d.buffer_writes);
     let wall = std::time::Instant::now();
     for _ in 0..spec.ops {
         let k = keys[rng.random_range(0..keys.len())];
@@ -253,6 +258,7 @@ fn measure<S: NodeStore>(
     };
     let d = diff(&s1, &s2);
     out.search_node_reads = d.node_reads;
+    out.search_read_requests = d.read_requests;
     let all = tree.store().stats();
     out.cache_hit_ratio = if all.cache_lookups > 0 {
         all.cache_hits as f64 / all.cache_lookups as f64

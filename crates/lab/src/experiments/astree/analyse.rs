@@ -1,0 +1,574 @@
+//! The verdicts of experiment `astree`: a pure function of the runs' results, with paper
+//! 004's numbers in one place, and its unit tests.
+
+use super::FANOUTS;
+use crate::btreerun::{BtreeResult, StoreKind};
+use crate::report::{Role, Verdict, HEADLINE_TOLERANCE};
+
+/// Paper 004's numbers (F = 64 / 128 / 256 where three are given).
+mod paper {
+    /// Table 3: insert time (s), AS with a 32-node buffer and the in-place B-tree.
+    pub const AS_INSERT_S: [f64; 3] = [90.0, 63.0, 61.0];
+    pub const BTREE_INSERT_S: [f64; 3] = [109.0, 81.0, 78.0];
+    pub const BFTL_INSERT_S: [f64; 3] = [184.0, 149.0, 143.0];
+    /// Searches (s), F = 256.
+    pub const BTREE_SEARCH_S_F256: f64 = 56.0;
+    pub const BFTL_SEARCH_S_F256: f64 = 88.0;
+    /// Write time (s) of the inserts, F = 256: AS vs B-tree.
+    pub const AS_WRITE_S_F256: f64 = 5.0;
+    pub const BTREE_WRITE_S_F256: f64 = 10.0;
+    /// An 80-node cache, F = 256: AS insert time 61 → 31 s.
+    pub const AS_CACHE_80_S: f64 = 31.0;
+    /// Insert read time (s), F = 256, buffer 32: AS 56 vs the B-tree's 68 (−17%).
+    pub const AS_READ_S_F256: f64 = 56.0;
+    pub const BTREE_READ_S_F256: f64 = 68.0;
+    /// Searches: BFTL reads 1.49 sectors per node and sends 37% more read requests.
+    pub const BFTL_SECTORS_PER_NODE: f64 = 1.49;
+    pub const BFTL_MORE_READ_REQUESTS: f64 = 0.37;
+    /// The AS write buffer as a cache: hit ratios (%) of reads and of writes.
+    pub const BUFFER_READ_HIT_PCT: f64 = 1.1;
+    pub const BUFFER_WRITE_HIT_PCT: f64 = 0.6;
+    /// Insert time (s) with 16/32/48/64/80 cached nodes (Table 6).
+    pub const AS_CACHED_S: [f64; 5] = [36.0, 34.0, 34.0, 31.0, 31.0];
+    pub const BTREE_CACHED_S: [f64; 5] = [49.0, 46.0, 46.0, 46.0, 46.0];
+    /// The AS file with sliding-window cleaning: 642 MB with 128 MB segments.
+    pub const SLIDING_WINDOW_FILE_MB: f64 = 642.0;
+    pub const SEGMENT_MB: f64 = 128.0;
+}
+
+/// The verdicts: `get(store, fanout, buffer, cache)` the main runs' results,
+/// `study(store, cache)` the cache study's (AS with a 32-node buffer), `cleaning(name)` the
+/// file-size runs', whose sliding window used `segment_bytes` segments.
+pub(super) fn analyse<'a>(
+    get: &'a dyn Fn(StoreKind, usize, usize, usize) -> &'a BtreeResult,
+    study: &'a dyn Fn(StoreKind, usize) -> &'a BtreeResult,
+    cleaning: &'a dyn Fn(&str) -> &'a BtreeResult,
+    segment_bytes: u64,
+) -> Vec<Verdict> {
+    let as32 = |f| get(StoreKind::As, f, 32, 0);
+    let inplace = |f| get(StoreKind::InPlace, f, 1, 0);
+    let bftl = |f| get(StoreKind::Bftl, f, 1, 0);
+    let list =
+        |f: &dyn Fn(usize) -> String| FANOUTS.iter().map(|&x| f(x)).collect::<Vec<_>>().join("; ");
+    let mb = |b: u64| b as f64 / 1e6;
+    let mut v = Vec::new();
+
+    let cut = 1.0 - as32(256).insert_s / inplace(256).insert_s;
+    v.push(Verdict::numeric(
+        "astree.as-vs-btree-insert-f256",
+        "F=256: the AS B-tree (buffer 32) cuts the in-place B-tree's insert time by ~21%",
+        "61 s vs 78 s (−22%)",
+        cut,
+        1.0 - paper::AS_INSERT_S[2] / paper::BTREE_INSERT_S[2],
+        HEADLINE_TOLERANCE,
+        format!(
+            "{:.2} s vs {:.2} s ({:+.0}%)",
+            as32(256).insert_s,
+            inplace(256).insert_s,
+            -cut * 100.0
+        ),
+    ));
+    let cut_bftl = 1.0 - as32(256).insert_s / bftl(256).insert_s;
+    v.push(Verdict::numeric(
+        "astree.as-vs-bftl-insert-f256",
+        "F=256: the AS B-tree cuts BFTL's insert time by ~57%",
+        "61 s vs 143 s (−57%)",
+        cut_bftl,
+        1.0 - paper::AS_INSERT_S[2] / paper::BFTL_INSERT_S[2],
+        HEADLINE_TOLERANCE,
+        format!(
+            "{:.2} s vs {:.2} s ({:+.0}%)",
+            as32(256).insert_s,
+            bftl(256).insert_s,
+            -cut_bftl * 100.0
+        ),
+    ));
+    let worst = FANOUTS
+        .iter()
+        .map(|&f| as32(f).insert_s / inplace(f).insert_s)
+        .fold(0.0, f64::max);
+    v.push(Verdict::ordering(
+"astree.as-faster-every-fanout",
+        "The AS B-tree (buffer 32) inserts faster than the in-place B-tree at every fanout: an ordering",
+        "90/63/61 s vs 109/81/78 s",
+        worst,
+        worst < 1.0,
+        list(&|f| format!("F={f}: {:.2} vs {:.2}", as32(f).insert_s, inplace(f).insert_s)),
+    ));
+    let worst = FANOUTS
+        .iter()
+        .map(|&f| as32(f).insert_s / get(StoreKind::As, f, 1, 0).insert_s)
+        .fold(0.0, f64::max);
+    v.push(Verdict::ordering(
+        "astree.buffer-speeds-as",
+        "A larger write buffer speeds AS inserts (buffer 1 → 32) at every fanout: an ordering",
+        "108→90, 76→63, 68→61 s",
+        worst,
+        worst < 1.0,
+        list(&|f| {
+            format!(
+                "F={f}: {:.2}→{:.2}",
+                get(StoreKind::As, f, 1, 0).insert_s,
+                as32(f).insert_s
+            )
+        }),
+    ));
+    let closest = FANOUTS
+        .iter()
+        .map(|&f| bftl(f).insert_s / inplace(f).insert_s.max(as32(f).insert_s))
+        .fold(f64::MAX, f64::min);
+    v.push(Verdict::ordering(
+        "astree.bftl-slowest",
+        "BFTL inserts slowest of the three at every fanout: an ordering",
+        "184/149/143 s",
+        closest,
+        closest > 1.0,
+        list(&|f| format!("F={f}: {:.2}", bftl(f).insert_s)),
+    ));
+    let search_worst = FANOUTS
+        .iter()
+        .map(|&f| as32(f).search_s / inplace(f).search_s)
+        .fold(1.0f64, |w, r| {
+            if (r - 1.0).abs() > (w - 1.0).abs() {
+                r
+            } else {
+                w
+            }
+        });
+    v.push(
+        Verdict::numeric(
+"astree.as-search-equals-btree",
+            "Searches: AS ≈ B-tree (within 10%); a model check: both read the same nodes of the same tree",
+            "AS ≈ 84/57/56 s",
+            search_worst,
+            1.0,
+            0.1,
+            list(&|f| format!("F={f}: AS {:.2}, B-tree {:.2}", as32(f).search_s, inplace(f).search_s)),
+        )
+        .with_role(Role::Check),
+    );
+    let bftl_search = bftl(256).search_s / inplace(256).search_s;
+    v.push(Verdict::numeric(
+        "astree.bftl-vs-btree-search-f256",
+        "F=256: BFTL searches ~1.6× slower than the B-tree (nodes scattered over sectors)",
+        "88 s vs 56 s",
+        bftl_search,
+        paper::BFTL_SEARCH_S_F256 / paper::BTREE_SEARCH_S_F256,
+        HEADLINE_TOLERANCE,
+        format!(
+            "{:.2} s vs {:.2} s ({bftl_search:.2}×)",
+            bftl(256).search_s,
+            inplace(256).search_s
+        ),
+    ));
+    let write_share = as32(256).insert_write_s / inplace(256).insert_write_s;
+    v.push(Verdict::numeric(
+        "astree.as-write-time-f256",
+        "F=256, buffer 32: AS spends half the in-place B-tree's write time",
+        "5 s vs 10 s",
+        write_share,
+        paper::AS_WRITE_S_F256 / paper::BTREE_WRITE_S_F256,
+        HEADLINE_TOLERANCE,
+        format!(
+            "{:.2} s vs {:.2} s",
+            as32(256).insert_write_s,
+            inplace(256).insert_write_s
+        ),
+    ));
+    let read_cut = 1.0 - as32(256).insert_read_s / inplace(256).insert_read_s.max(1e-12);
+    v.push(Verdict::numeric(
+        "astree.as-insert-read-time-f256",
+        "F=256, buffer 32: the AS B-tree's inserts spend ~17% less time reading than the in-place B-tree's",
+        "56 s vs 68 s (−17%)",
+        read_cut,
+        1.0 - paper::AS_READ_S_F256 / paper::BTREE_READ_S_F256,
+        HEADLINE_TOLERANCE,
+        format!(
+            "{:.2} s vs {:.2} s ({:+.0}%)",
+            as32(256).insert_read_s,
+            inplace(256).insert_read_s,
+            -read_cut * 100.0
+        ),
+    ));
+    let per_node =
+        |r: &BtreeResult| r.search_read_requests as f64 / r.search_node_reads.max(1) as f64;
+    v.push(Verdict::numeric(
+        "astree.bftl-sectors-per-node",
+        "F=256 searches: BFTL reads ~1.49 sectors per node (a node's IUs lie in 1–3 sectors)",
+        "1.49",
+        per_node(bftl(256)),
+        paper::BFTL_SECTORS_PER_NODE,
+        HEADLINE_TOLERANCE,
+        format!(
+            "{} read requests for {} node reads",
+            bftl(256).search_read_requests,
+            bftl(256).search_node_reads
+        ),
+    ));
+    let more = bftl(256).search_read_requests as f64
+        / inplace(256).search_read_requests.max(1) as f64
+        - 1.0;
+    v.push(Verdict::numeric(
+        "astree.bftl-more-read-requests",
+        "F=256 searches: BFTL sends ~37% more read requests than the B-tree",
+        "+37%",
+        more,
+        paper::BFTL_MORE_READ_REQUESTS,
+        HEADLINE_TOLERANCE,
+        format!(
+            "{} vs {} ({:+.0}%)",
+            bftl(256).search_read_requests,
+            inplace(256).search_read_requests,
+            more * 100.0
+        ),
+    ));
+    let as0 = study(StoreKind::As, 0);
+    for (id, what, ours, paper) in [
+        (
+            "astree.write-buffer-read-hit",
+            "reads",
+            as0.write_buffer_read_hit_ratio * 100.0,
+            paper::BUFFER_READ_HIT_PCT,
+        ),
+        (
+            "astree.write-buffer-write-hit",
+            "writes",
+            as0.write_buffer_write_hit_ratio * 100.0,
+            paper::BUFFER_WRITE_HIT_PCT,
+        ),
+    ] {
+        v.push(Verdict::numeric(
+            id,
+            &format!(
+                "The AS write buffer (32 nodes) works little as a cache: ~{paper}% of node {what} find their node in it \
+                 (a small rate: within ±50%)"
+            ),
+            &format!("{paper}%"),
+            ours,
+            paper,
+            0.5,
+            format!("{ours:.2}% on the cache study's tree"),
+        ));
+    }
+    let cached = |k| study(k, 80).insert_s;
+    let as_cache = cached(StoreKind::As) / as0.insert_s;
+    v.push(Verdict::numeric(
+        "astree.cache-80-as",
+        "An 80-node LRU cache halves the AS B-tree's insert time",
+        "61 → 31 s",
+        as_cache,
+        paper::AS_CACHE_80_S / paper::AS_INSERT_S[2],
+        HEADLINE_TOLERANCE,
+        format!("{:.2} → {:.2} s", as0.insert_s, cached(StoreKind::As)),
+    ));
+    v.push(Verdict::ordering(
+        "astree.as-fastest-with-cache",
+        "With an 80-node cache every store is faster and the AS B-tree stays fastest: an ordering",
+        "AS 61→31 s, B-tree 78→46, BFTL 143→117",
+        cached(StoreKind::As) / cached(StoreKind::InPlace),
+        cached(StoreKind::As) < cached(StoreKind::InPlace)
+            && cached(StoreKind::InPlace) < study(StoreKind::InPlace, 0).insert_s
+            && cached(StoreKind::Bftl) < study(StoreKind::Bftl, 0).insert_s,
+        format!(
+            "cache 0→80: AS {:.2}→{:.2}, B-tree {:.2}→{:.2}, BFTL {:.2}→{:.2}",
+            as0.insert_s,
+            cached(StoreKind::As),
+            study(StoreKind::InPlace, 0).insert_s,
+            cached(StoreKind::InPlace),
+            study(StoreKind::Bftl, 0).insert_s,
+            cached(StoreKind::Bftl)
+        ),
+    ));
+    let stores = [StoreKind::As, StoreKind::InPlace, StoreKind::Bftl];
+    let after_32 = stores
+        .iter()
+        .map(|&k| study(k, 32).insert_s / study(k, 80).insert_s)
+        .fold(0.0, f64::max);
+    v.push(Verdict::numeric(
+        "astree.cache-gains-stop-after-32",
+        "Cache gains stop after 32 nodes: 32 → 80 cached nodes speed inserts by at most ~10% (every store)",
+        "AS 34 → 31 s, B-tree 46 → 46, BFTL 117 → 117",
+        after_32,
+        1.0,
+        0.15,
+        format!(
+            "insert time at 32 / at 80 nodes: {}",
+            stores
+                .iter()
+                .map(|&k| format!(
+                    "{k:?} {:.2}/{:.2}",
+                    study(k, 32).insert_s,
+                    study(k, 80).insert_s
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ));
+    let (a16, b48) = (
+        study(StoreKind::As, 16).insert_s,
+        study(StoreKind::InPlace, 48).insert_s,
+    );
+    v.push(Verdict::ordering(
+        "astree.as-cache16-beats-btree-cache48",
+        "The AS B-tree with a 16-node cache inserts faster than the B-tree with 48: an ordering",
+        &format!(
+            "{} s vs {} s",
+            paper::AS_CACHED_S[0],
+            paper::BTREE_CACHED_S[2]
+        ),
+        a16 / b48,
+        a16 < b48,
+        format!("{a16:.2} s vs {b48:.2} s"),
+    ));
+    // File sizes on the file-size runs (F=256, the same inserts), where the AS log is
+    // cleaned by the paper's sliding window, with BFTL beside them.
+    let (b, a, f) = (
+        cleaning("B-tree (in place)").file_bytes,
+        cleaning("AS, sliding window").file_bytes,
+        cleaning("BFTL").file_bytes,
+    );
+    v.push(Verdict::ordering(
+        "astree.file-size-order",
+        "File size after the same inserts: the in-place B-tree is smallest, the AS log (sliding-window cleaning) larger, BFTL largest: an ordering",
+        "22.4 MB / 642 MB / 1615 MB",
+        a as f64 / b.max(1) as f64,
+        b < a && a < f,
+        format!("{:.1} / {:.1} / {:.1} MB", mb(b), mb(a), mb(f)),
+    ));
+    // The sliding window keeps a few segments: compared in segments, which does not depend
+    // on the segment size the run's length called for.
+    let window = cleaning("AS, sliding window");
+    let segments = window.file_bytes as f64 / segment_bytes as f64;
+    v.push(Verdict::numeric(
+        "astree.sliding-window-file-segments",
+        "With sliding-window cleaning the AS file stays ~5 segments (642 MB of 128 MB segments)",
+        "600–700 MB over 1,000,000 inserts with 128 MB segments",
+        segments,
+        paper::SLIDING_WINDOW_FILE_MB / paper::SEGMENT_MB,
+        HEADLINE_TOLERANCE,
+        format!(
+            "{:.1} MB = {segments:.1} segments of {} MiB",
+            mb(window.file_bytes),
+            segment_bytes >> 20
+        ),
+    ));
+    let none = cleaning("AS, no cleaning");
+    let half = {
+        let inserts = none.file_samples.last().map_or(0, |s| s.inserts);
+        none.file_samples
+            .iter()
+            .find(|s| s.inserts * 2 >= inserts)
+            .map_or(0, |s| s.file_bytes)
+    };
+    let growth = none.file_bytes as f64 / half.max(1) as f64;
+    v.push(Verdict::ordering(
+"astree.uncleaned-log-grows",
+        "Without cleaning the AS file grows with every insert (≥ 1.8× from half to all inserts): an ordering",
+        "grows without bound",
+        growth,
+        growth >= 1.8,
+        format!("{:.1} → {:.1} MB", mb(half), mb(none.file_bytes)),
+    ));
+    let cb = cleaning("AS, cost-benefit ≤1.5×");
+    v.push(
+        Verdict::numeric(
+"astree.cost-benefit-within-limit",
+            "flashlab's cost-benefit cleaning keeps the AS files within 1.5× the live node bytes (its own limit: a model check)",
+            "≤ 1.5×",
+            cb.space_amplification,
+            1.0,
+            0.5,
+            format!("{:.2}× ({:.1} MB for {:.1} MB of live nodes)", cb.space_amplification, mb(cb.file_bytes), mb(cb.live_node_bytes)),
+        )
+        .with_role(Role::Check),
+    );
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btreerun::FileSample;
+
+    /// Results shaped like paper 004's tables (seconds as the paper's, sizes in bytes);
+    /// `as_f256` the AS B-tree's insert time at F=256.
+    fn paperlike(as_f256: f64) -> impl Fn(StoreKind, usize, usize, usize) -> BtreeResult {
+        move |store, fanout, buffer, cache| {
+            let fi = FANOUTS.iter().position(|&f| f == fanout).unwrap_or(2);
+            let cached = if cache > 0 { 0.5 } else { 1.0 };
+            let (insert, search, write, file, requests) = match store {
+                StoreKind::As => {
+                    let base = if fi == 2 {
+                        as_f256
+                    } else {
+                        paper::AS_INSERT_S[fi]
+                    };
+                    let unbuffered = if buffer < 32 { 1.15 } else { 1.0 };
+                    (base * unbuffered, 56.0, 5.0, 642e6, 1000)
+                }
+                StoreKind::InPlace => (paper::BTREE_INSERT_S[fi], 56.0, 10.0, 22.4e6, 1000),
+                StoreKind::Bftl => (paper::BFTL_INSERT_S[fi], 88.0, 1.0, 1615e6, 1370),
+            };
+            // Cache gains as Table 6: large up to 32 nodes, none after.
+            let cached = match cache {
+                0 => 1.0,
+                16 => 0.6,
+                _ => cached,
+            };
+            BtreeResult {
+                insert_s: insert * cached,
+                insert_read_s: (insert - write) * cached,
+                search_s: search,
+                insert_write_s: write,
+                file_bytes: file as u64,
+                search_node_reads: if store == StoreKind::Bftl { 920 } else { 1000 },
+                search_read_requests: requests,
+                write_buffer_read_hit_ratio: 0.011,
+                write_buffer_write_hit_ratio: 0.006,
+                ..Default::default()
+            }
+        }
+    }
+
+    fn cleaning(name: &str) -> BtreeResult {
+        let samples = |half: u64, end: u64| {
+            vec![
+                FileSample {
+                    inserts: 500,
+                    file_bytes: half,
+                },
+                FileSample {
+                    inserts: 1000,
+                    file_bytes: end,
+                },
+            ]
+        };
+        match name {
+            "AS, sliding window" => BtreeResult {
+                file_bytes: 642 << 20,
+                ..Default::default()
+            },
+            "B-tree (in place)" => BtreeResult {
+                file_bytes: 22 << 20,
+                ..Default::default()
+            },
+            "BFTL" => BtreeResult {
+                file_bytes: 1615 << 20,
+                ..Default::default()
+            },
+            "AS, no cleaning" => BtreeResult {
+                file_bytes: 2000 << 20,
+                file_samples: samples(900 << 20, 2000 << 20),
+                ..Default::default()
+            },
+            _ => BtreeResult {
+                space_amplification: 1.4,
+                ..Default::default()
+            },
+        }
+    }
+
+    fn verdicts(as_f256: f64) -> Vec<Verdict> {
+        verdicts_with(as_f256, |_, _, _| {})
+    }
+
+    /// As `verdicts`, with `tweak(result, store, cache)` applied to every run.
+    fn verdicts_with(
+        as_f256: f64,
+        tweak: impl Fn(&mut BtreeResult, StoreKind, usize),
+    ) -> Vec<Verdict> {
+        let f = paperlike(as_f256);
+        let mut runs = std::collections::HashMap::new();
+        for store in [StoreKind::As, StoreKind::InPlace, StoreKind::Bftl] {
+            for fanout in FANOUTS {
+                for buffer in [1, 32] {
+                    for cache in [0, 16, 32, 48, 80] {
+                        let mut r = f(store, fanout, buffer, cache);
+                        tweak(&mut r, store, cache);
+                        runs.insert((store, fanout, buffer, cache), r);
+                    }
+                }
+            }
+        }
+        let names = [
+            "AS, sliding window",
+            "AS, no cleaning",
+            "AS, cost-benefit ≤1.5×",
+            "B-tree (in place)",
+            "BFTL",
+        ];
+        let clean: std::collections::HashMap<&str, BtreeResult> =
+            names.iter().map(|&n| (n, cleaning(n))).collect();
+        analyse(
+            &|s, f, b, c| &runs[&(s, f, b, c)],
+            &|s, c| &runs[&(s, 256, if s == StoreKind::As { 32 } else { 1 }, c)],
+            &|n| &clean[n],
+            128 << 20,
+        )
+    }
+
+    #[test]
+    fn paper_shaped_results_hold_every_claim() {
+        let v = verdicts(61.0);
+        for v in &v {
+            assert!(v.holds, "{}: {}", v.claim, v.measured);
+        }
+        let ids: std::collections::HashSet<_> = v
+            .iter()
+            .map(|v| v.score.as_ref().unwrap().id.clone())
+            .collect();
+        assert_eq!(ids.len(), v.len());
+        assert!(ids.contains("astree.as-vs-btree-insert-f256"));
+    }
+
+    #[test]
+    fn each_claim_can_fail() {
+        // The AS B-tree as slow as the in-place one at F=256: no 21% cut, not faster at
+        // every fanout, no longer fastest with a cache.
+        let v = verdicts(78.0);
+        let holds = |id: &str| Verdict::holds_in(&v, &format!("astree.{id}"));
+        for id in [
+            "as-vs-btree-insert-f256",
+            "as-faster-every-fanout",
+            "as-fastest-with-cache",
+        ] {
+            assert!(!holds(id), "{id} should fail");
+        }
+        // A write buffer that catches 6% of reads and writes (a tree too small for it).
+        let v = verdicts_with(61.0, |r, _, _| {
+            r.write_buffer_read_hit_ratio = 0.06;
+            r.write_buffer_write_hit_ratio = 0.06;
+        });
+        assert!(!Verdict::holds_in(&v, "astree.write-buffer-read-hit"));
+        assert!(!Verdict::holds_in(&v, "astree.write-buffer-write-hit"));
+        // Cache gains that go on past 32 nodes; the AS store's 16-node cache no help.
+        let v = verdicts_with(61.0, |r, store, cache| {
+            if cache == 80 {
+                r.insert_s *= 0.7;
+            }
+            if store == StoreKind::As && cache == 16 {
+                r.insert_s *= 3.0;
+            }
+        });
+        assert!(!Verdict::holds_in(&v, "astree.cache-gains-stop-after-32"));
+        assert!(!Verdict::holds_in(
+            &v,
+            "astree.as-cache16-beats-btree-cache48"
+        ));
+        // BFTL reading one sector per node: no extra requests.
+        let v = verdicts_with(61.0, |r, _, _| r.search_read_requests = r.search_node_reads);
+        assert!(!Verdict::holds_in(&v, "astree.bftl-sectors-per-node"));
+        assert!(!Verdict::holds_in(&v, "astree.bftl-more-read-requests"));
+        // AS reads as long as the B-tree's.
+        let v = verdicts_with(61.0, |r, _, _| r.insert_read_s = 50.0);
+        assert!(!Verdict::holds_in(&v, "astree.as-insert-read-time-f256"));
+        // A 10% cut is outside ±30% of 21%.
+        assert!(
+            !verdicts(70.2)
+                .iter()
+                .find(|v| v.score.as_ref().unwrap().id == "astree.as-vs-btree-insert-f256")
+                .unwrap()
+                .holds
+        );
+    }
+}
