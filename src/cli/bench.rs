@@ -3,6 +3,8 @@
 //! - WAF-only path: host page writes per second in steady state (uniform random writes).
 //! - Timing path: simulated requests per second (4 KiB random writes, queue depth 16,
 //!   a 64-die drive).
+//! - Replay: a generated 10 M-request native trace replayed as it streams from the file
+//!   (its own process: requests/s and peak memory) and loaded whole first (requests/s).
 //! - Memory: peak resident memory after filling a 256 GB drive with 4 KiB mapping.
 
 use anyhow::Result;
@@ -13,9 +15,12 @@ use workloads::synthetic::{Pattern, SlotGen};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
-    /// Which measurements: waf, timing, memory (comma-separated; default all).
+    /// Which measurements: waf, timing, replay, memory (comma-separated; default all).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Length of the replay measurement's generated trace, in millions of requests.
+    #[arg(long, default_value_t = 10)]
+    replay_million_requests: u64,
     /// Scale of the WAF and timing runs in millions of measured writes.
     #[arg(long, default_value_t = 20)]
     million_writes: u64,
@@ -32,12 +37,7 @@ pub struct BenchArgs {
     json: bool,
 }
 
-fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
+use super::peak_rss_bytes;
 
 fn bench_waf(a: &BenchArgs) -> Result<serde_json::Value> {
     // 4 KiB pages and mapping, 256 pages per block, 8 dies.
@@ -139,6 +139,75 @@ fn bench_memory() -> Result<serde_json::Value> {
     }))
 }
 
+/// Writes a native open-loop trace of `requests` requests: 4 KiB reads and writes (one in
+/// four a read) at uniformly random offsets of an `capacity`-byte drive, 10 µs apart.
+fn write_trace(path: &std::path::Path, requests: u64, capacity: u64) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    writeln!(out, "flashlab-trace v1 open")?;
+    let mut gen = SlotGen::new(Pattern::Uniform, capacity / 4096, 3).map_err(anyhow::Error::msg)?;
+    for i in 0..requests {
+        let op = if i % 4 == 3 { 'R' } else { 'W' };
+        writeln!(out, "0 {op} {} 4096 {}", gen.next_slot() * 4096, i * 10_000)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn bench_replay(million: u64) -> Result<serde_json::Value> {
+    let requests = million * 1_000_000;
+    let capacity: u64 = 8 << 30;
+    let dir = tempfile::Builder::new()
+        .prefix("flashlab-bench-")
+        .tempdir()?;
+    let path = dir.path().join("bench.trace");
+    write_trace(&path, requests, capacity)?;
+    let trace_bytes = std::fs::metadata(&path)?.len();
+    // Streaming, in a process of its own so its peak memory is the replay's alone.
+    let t = Instant::now();
+    let out = std::process::Command::new(std::env::current_exe()?)
+        .args([
+            "replay",
+            "--preset",
+            "840pro",
+            "--capacity",
+            "8GiB",
+            "--json",
+        ])
+        .arg(&path)
+        .output()?;
+    let streaming_s = t.elapsed().as_secs_f64();
+    if !out.status.success() {
+        anyhow::bail!(
+            "flashlab replay failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    // The same trace loaded whole first, as replay did before it streamed (time only:
+    // this process's peak memory also holds the other measurements').
+    let t = Instant::now();
+    let whole = trace::formats::read_file(&path, trace::Format::Native)?;
+    let mut dev = Preset::load("840pro")?.with_capacity(capacity).build()?;
+    trace::replay_open(
+        &mut dev,
+        whole.requests.iter().cloned().map(Ok),
+        0,
+        &mut |_| {},
+    )?;
+    let whole_s = t.elapsed().as_secs_f64();
+    Ok(serde_json::json!({
+        "what": "replay of a generated native open-loop trace (4 KiB random reads and writes) on the 840pro preset at 8 GiB: streaming in a child process (`flashlab replay --json`), and loaded whole first as before",
+        "requests": requests,
+        "trace_bytes": trace_bytes,
+        "streaming_seconds": streaming_s,
+        "streaming_requests_per_s": requests as f64 / streaming_s,
+        "streaming_peak_rss_bytes": v["peak_rss_bytes"],
+        "whole_seconds": whole_s,
+        "whole_requests_per_s": requests as f64 / whole_s,
+    }))
+}
+
 fn spinner(msg: &str) -> indicatif::ProgressBar {
     let pb = indicatif::ProgressBar::new_spinner();
     pb.set_message(msg.to_string());
@@ -148,8 +217,8 @@ fn spinner(msg: &str) -> indicatif::ProgressBar {
 
 pub fn run(a: BenchArgs) -> Result<()> {
     for o in &a.only {
-        if !["waf", "timing", "memory"].contains(&o.as_str()) {
-            anyhow::bail!("unknown measurement {o:?}: expected waf, timing or memory");
+        if !["waf", "timing", "replay", "memory"].contains(&o.as_str()) {
+            anyhow::bail!("unknown measurement {o:?}: expected waf, timing, replay or memory");
         }
     }
     let want = |k: &str| a.only.is_empty() || a.only.iter().any(|o| o == k);
@@ -182,6 +251,22 @@ pub fn run(a: BenchArgs) -> Result<()> {
             );
         }
         out.insert("timing".into(), v);
+    }
+    if want("replay") {
+        let pb = spinner("replay of a generated trace");
+        let v = bench_replay(a.replay_million_requests)?;
+        pb.finish_and_clear();
+        if !a.json {
+            println!(
+                "replay:        {} M-request trace ({:.0} MB): streaming {:.2} M requests/s, peak RSS {:.0} MiB; loaded whole {:.2} M requests/s",
+                a.replay_million_requests,
+                v["trace_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+                v["streaming_requests_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+                v["streaming_peak_rss_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 20) as f64,
+                v["whole_requests_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+            );
+        }
+        out.insert("replay".into(), v);
     }
     if want("memory") {
         let pb = spinner("memory");

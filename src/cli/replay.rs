@@ -75,16 +75,16 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     if a.repeat == 0 {
         bail!("--repeat must be at least 1");
     }
-    let mut t = trace::formats::read_file_disk(&a.trace, a.format, a.disk.as_deref())?;
-    if let Some(n) = a.max_requests {
-        if n == 0 {
-            bail!("--max-requests must be at least 1");
-        }
-        t.requests.truncate(n.min(usize::MAX as u64) as usize);
+    if a.max_requests == Some(0) {
+        bail!("--max-requests must be at least 1");
     }
+    // One reading to describe and check the trace; each pass reads it again, a request at
+    // a time (blkparse and tracefs captures are read whole: see trace::stream).
+    let file = trace::TraceFile::open(&a.trace, a.format, a.disk.as_deref(), a.max_requests)?;
+    let info = file.info().clone();
     let preset = a.device.preset()?;
     let mut dev = preset.build()?;
-    let end = t.max_end_bytes();
+    let end = info.max_end_bytes;
     if end > dev.logical_bytes() {
         bail!(
             "{}: the trace reaches byte {end} but preset {} holds {} bytes; pass --capacity with at least {end} bytes",
@@ -95,20 +95,29 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     }
     let open = match a.mode {
         Some(m) => m == LoopMode::Open,
-        None => t.timestamped,
+        None => info.timestamped,
     };
     let pre = lab::precondition::precondition(&mut dev, a.precondition, a.occupancy, a.seed)
         .map_err(anyhow::Error::msg)?;
-    if a.trim_as == TrimAs::Vtrim {
+    // --trim-as vtrim rewrites runs of TRIMs across the trace: it holds the trace in memory.
+    let coalesced = if a.trim_as == TrimAs::Vtrim {
         let page = dev
             .logical_bytes()
             .saturating_sub(flash::command::TRIM_COMMAND_PAGE_BYTES);
         if end > page {
             bail!("--trim-as vtrim needs the drive's last 4 KiB page free for vTrim commands, but the trace uses it; pass a larger --capacity");
         }
-        t.requests = trace::transform::coalesce_trims(&t.requests, a.coalesce_window, page);
-    }
-    let per_pass = t.requests.len() as u64;
+        let requests = file.requests()?.collect::<Result<Vec<_>, _>>()?;
+        Some(trace::Trace {
+            requests: trace::transform::coalesce_trims(&requests, a.coalesce_window, page),
+            timestamped: info.timestamped,
+        })
+    } else {
+        None
+    };
+    let per_pass = coalesced
+        .as_ref()
+        .map_or(info.requests, |t| t.requests.len() as u64);
     let pb = progress_bar(per_pass * a.repeat as u64, "replay");
     let mut summary = trace::ReplaySummary {
         requests: 0,
@@ -117,11 +126,25 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     for _ in 0..a.repeat {
         let done_before = summary.requests;
         let mut prog = |n: u64| pb.set_position(done_before + n);
-        let pass = if open {
-            trace::replay_open(&mut dev, &t.requests, summary.end_ns, &mut prog)?
-        } else {
-            let streams: Vec<_> = t.by_stream().into_iter().map(|s| s.into_iter()).collect();
-            trace::replay_closed(&mut dev, streams, a.queue_depth, summary.end_ns, &mut prog)?
+        let pass = match &coalesced {
+            None => trace::replay_file(
+                &mut dev,
+                &file,
+                open,
+                a.queue_depth,
+                summary.end_ns,
+                &mut prog,
+            )?,
+            Some(t) if open => trace::replay_open(
+                &mut dev,
+                t.requests.iter().cloned().map(Ok),
+                summary.end_ns,
+                &mut prog,
+            )?,
+            Some(t) => {
+                let streams: Vec<_> = t.by_stream().into_iter().map(|s| s.into_iter()).collect();
+                trace::replay_closed(&mut dev, streams, a.queue_depth, summary.end_ns, &mut prog)?
+            }
         };
         summary.requests += pass.requests;
         summary.end_ns = summary.end_ns.max(pass.end_ns);
@@ -142,13 +165,15 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
         v["repeat"] = serde_json::json!(a.repeat);
         v["seed"] = serde_json::json!(a.seed);
         v["wall_s"] = serde_json::json!(wall_s);
+        v["streams"] = serde_json::json!(info.streams.len());
+        v["peak_rss_bytes"] = serde_json::json!(peak_rss_bytes());
         println!("{}", serde_json::to_string(&v)?);
     } else {
         println!(
             "flashlab replay: {} ({} requests, {} streams, {} loop) on {}",
             a.trace.display(),
             summary.requests,
-            t.by_stream().len(),
+            info.streams.len(),
             if open { "open" } else { "closed" },
             preset.name
         );

@@ -4,7 +4,8 @@
 //! a disk, a generator). Parsers in [`formats`] read blkparse text, kernel tracefs text,
 //! MSR Cambridge CSV and our own native format; [`replay`] feeds requests to any
 //! [`flash::Device`], closed loop per stream with a queue depth or open loop by timestamp.
-//! [`capture`] records a real file system's block I/O on a loop device; [`Cancel`] is how
+//! [`stream`] reads a trace file a request at a time, so replays of long traces stay in
+//! bounded memory. [`capture`] records a real file system's block I/O on a loop device; [`Cancel`] is how
 //! the binary tells long-running library code that the user interrupted.
 
 pub mod cancel;
@@ -13,6 +14,7 @@ pub mod error;
 pub mod formats;
 pub mod replay;
 pub mod request;
+pub mod stream;
 pub mod transform;
 
 pub use cancel::Cancel;
@@ -20,3 +22,4 @@ pub use error::TraceError;
 pub use formats::{parse, Format};
 pub use replay::{replay_closed, replay_open, ReplaySummary};
 pub use request::{Request, Trace};
+pub use stream::{replay_file, TraceFile, TraceInfo};

@@ -153,20 +153,26 @@ where
 }
 
 /// Open-loop replay: every request is issued at `start_ns + at_ns`. Requests must be in
-/// non-decreasing `at_ns` order (parsers produce them so).
-pub fn replay_open<D: Device>(
+/// non-decreasing `at_ns` order (parsers produce them so); they may come from a file as
+/// it is read ([`crate::stream`]), so the first error reading them ends the replay.
+pub fn replay_open<D, I>(
     dev: &mut D,
-    requests: &[Request],
+    requests: I,
     start_ns: u64,
     progress: &mut dyn FnMut(u64),
-) -> Result<ReplaySummary, TraceError> {
+) -> Result<ReplaySummary, TraceError>
+where
+    D: Device,
+    I: IntoIterator<Item = Result<Request, TraceError>>,
+{
     let mut summary = ReplaySummary {
         requests: 0,
         end_ns: start_ns,
     };
     for r in requests {
+        let r = r?;
         let at = checked_time(start_ns, r.at_ns, summary.requests, "timestamp")?;
-        let done = submit(dev, r, at, summary.requests)?;
+        let done = submit(dev, &r, at, summary.requests)?;
         summary.requests += 1;
         summary.end_ns = summary.end_ns.max(done);
         if summary.requests.is_multiple_of(PROGRESS_EVERY) {
@@ -270,7 +276,7 @@ mod tests {
             log: vec![],
         };
         let rs = vec![req(0, 0, 0), req(0, 0, u64::MAX - 5)];
-        let e = replay_open(&mut d, &rs, 0, &mut |_| {})
+        let e = replay_open(&mut d, rs.into_iter().map(Ok), 0, &mut |_| {})
             .unwrap_err()
             .to_string();
         assert!(e.contains("request 1") && e.contains("timestamp"), "{e}");
@@ -288,7 +294,7 @@ mod tests {
             log: vec![],
         };
         let rs = vec![req(0, 0, 0), req(1, 0, 1_000), req(0, 0, 50_000)];
-        let sum = replay_open(&mut d, &rs, 0, &mut |_| {}).unwrap();
+        let sum = replay_open(&mut d, rs.into_iter().map(Ok), 0, &mut |_| {}).unwrap();
         assert_eq!(d.log, vec![(0, 10_000), (1_000, 20_000), (50_000, 60_000)]);
         assert_eq!(sum.end_ns, 60_000);
     }
@@ -301,9 +307,14 @@ mod tests {
         };
         let mut bad = req(3, 0, 0);
         bad.cmd = Command::write(2 << 30, 4096);
-        let err = replay_open(&mut d, &[req(0, 0, 0), bad], 0, &mut |_| {})
-            .unwrap_err()
-            .to_string();
+        let err = replay_open(
+            &mut d,
+            [req(0, 0, 0), bad].into_iter().map(Ok),
+            0,
+            &mut |_| {},
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("request 1") && err.contains("stream 3") && err.contains("outside"),
             "{err}"

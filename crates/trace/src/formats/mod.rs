@@ -4,8 +4,8 @@
 //! naming the input, the line and the problem, never a panic.
 
 mod blkparse;
-mod msr;
-mod native;
+pub(crate) mod msr;
+pub(crate) mod native;
 pub(crate) mod tracefs;
 
 pub use native::write_native;

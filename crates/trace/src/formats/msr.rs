@@ -4,28 +4,80 @@
 //! host and disk.
 
 use super::{for_each_line, parse_u64};
-use crate::request::{derive_think_times, Request};
+use crate::request::Request;
 use crate::{Trace, TraceError};
 use flash::Command;
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 /// Parses an MSR Cambridge CSV. Each (host, disk number) is its own address space: a file
 /// holding several is an error naming them unless `disk` picks one (`N`, or `HOST:N` when
 /// several hosts have a disk N); only its rows are kept.
 pub fn parse(origin: &str, text: &str, disk: Option<&str>) -> Result<Trace, TraceError> {
-    let wanted = disk.map(|d| match d.split_once(':') {
-        Some((host, n)) => (Some(host.to_string()), n.to_string()),
-        None => (None, d.to_string()),
-    });
-    // Every (host, disk) seen, in order of first appearance.
-    let mut disks: Vec<(String, String)> = Vec::new();
-    // (host, disk) → stream, numbered in order of first appearance.
-    let mut streams: HashMap<(String, String), u32> = HashMap::new();
-    let mut rows: Vec<(u64, u32, Command, u64)> = Vec::new();
+    let mut lines = MsrLines::new(disk);
+    let mut rows = Vec::new();
     for_each_line(origin, text, |line| {
+        if let Some(row) = lines.line(line)? {
+            rows.push(row);
+        }
+        Ok(true)
+    })?;
+    lines.finish(origin)?;
+    // Whole in memory: any disorder is sorted (a stable sort, as the window below).
+    let mut order = MsrOrder::new(usize::MAX);
+    let mut requests = Vec::with_capacity(rows.len());
+    for row in rows {
+        order.push(row).map_err(|msg| TraceError::Format {
+            origin: origin.to_string(),
+            msg,
+        })?;
+    }
+    while let Some(r) = order.pop() {
+        requests.push(r);
+    }
+    Ok(Trace {
+        requests,
+        timestamped: true,
+    })
+}
+
+/// One row: issue time (ns, absolute), stream, command, response time (ns).
+pub(crate) struct MsrRow {
+    at_ns: u64,
+    stream: u32,
+    cmd: Command,
+    response_ns: u64,
+}
+
+/// The MSR parser, a line at a time: rows of the wanted disk, and every disk seen.
+pub(crate) struct MsrLines {
+    wanted: Option<(Option<String>, String)>,
+    /// The option as given, for messages.
+    disk: Option<String>,
+    /// Every (host, disk) seen, in order of first appearance.
+    disks: Vec<(String, String)>,
+    /// (host, disk) → stream, numbered in order of first appearance.
+    streams: HashMap<(String, String), u32>,
+}
+
+impl MsrLines {
+    pub(crate) fn new(disk: Option<&str>) -> MsrLines {
+        MsrLines {
+            wanted: disk.map(|d| match d.split_once(':') {
+                Some((host, n)) => (Some(host.to_string()), n.to_string()),
+                None => (None, d.to_string()),
+            }),
+            disk: disk.map(str::to_string),
+            disks: Vec::new(),
+            streams: HashMap::new(),
+        }
+    }
+
+    /// The row on `line`, if it holds one of the wanted disk.
+    pub(crate) fn line(&mut self, line: &str) -> Result<Option<MsrRow>, String> {
         let t = line.trim();
         if t.is_empty() || t.starts_with('#') || t.starts_with("Timestamp") {
-            return Ok(true);
+            return Ok(None);
         }
         let f: Vec<&str> = t.split(',').map(str::trim).collect();
         if f.len() != 7 {
@@ -35,14 +87,14 @@ pub fn parse(origin: &str, text: &str, disk: Option<&str>) -> Result<Trace, Trac
             ));
         }
         let ticks = parse_u64(f[0], "timestamp")?;
-        let key = (f[1].to_string(), f[2].to_string());
         parse_u64(f[2], "disk number")?;
-        if !disks.contains(&key) {
-            disks.push(key.clone());
+        let (host, number) = (f[1], f[2]);
+        if !self.disks.iter().any(|(h, d)| h == host && d == number) {
+            self.disks.push((host.to_string(), number.to_string()));
         }
-        if let Some((host, n)) = &wanted {
-            if *n != key.1 || host.as_ref().is_some_and(|h| *h != key.0) {
-                return Ok(true);
+        if let Some((h, n)) = &self.wanted {
+            if n != number || h.as_ref().is_some_and(|h| h != host) {
+                return Ok(None);
             }
         }
         let offset = parse_u64(f[4], "offset")?;
@@ -54,77 +106,156 @@ pub fn parse(origin: &str, text: &str, disk: Option<&str>) -> Result<Trace, Trac
             "write" => Command::write(offset, size),
             _ => return Err(format!("type {:?} is neither Read nor Write", f[3])),
         };
-        let next = streams.len() as u32;
-        let stream = *streams.entry(key).or_insert(next);
+        let next = self.streams.len() as u32;
+        let stream = *self
+            .streams
+            .entry((host.to_string(), number.to_string()))
+            .or_insert(next);
         let at_ns = ticks
             .checked_mul(100)
             .ok_or("timestamp overflows nanoseconds")?;
-        rows.push((at_ns, stream, cmd, response.saturating_mul(100)));
-        Ok(true)
-    })?;
-    let names = |v: &[(String, String)]| {
-        v.iter()
-            .map(|(h, d)| format!("{h}:{d}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let err = |msg: String| TraceError::Format {
-        origin: origin.to_string(),
-        msg,
-    };
-    match &wanted {
-        None if disks.len() > 1 => {
-            return Err(err(format!(
+        Ok(Some(MsrRow {
+            at_ns,
+            stream,
+            cmd,
+            response_ns: response.saturating_mul(100),
+        }))
+    }
+
+    /// At the end of the input: an error if the disks seen cannot be replayed as asked
+    /// (several without `--disk`, or `--disk` naming none or an ambiguous one).
+    pub(crate) fn finish(&self, origin: &str) -> Result<(), TraceError> {
+        let names = |v: &[(String, String)]| {
+            v.iter()
+                .map(|(h, d)| format!("{h}:{d}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let err = |msg: String| TraceError::Format {
+            origin: origin.to_string(),
+            msg,
+        };
+        let disks = &self.disks;
+        match &self.wanted {
+            None if disks.len() > 1 => Err(err(format!(
                 "the trace holds {} disks ({}), each its own address space: replaying them as one would \
                  make their blocks collide; pick one with --disk (e.g. --disk {}:{})",
                 disks.len(),
-                names(&disks),
+                names(disks),
                 disks[0].0,
                 disks[0].1
-            )))
-        }
-        Some((host, n)) => {
-            let matching: Vec<(String, String)> = disks
-                .iter()
-                .filter(|(h, d)| d == n && host.as_ref().is_none_or(|w| w == h))
-                .cloned()
-                .collect();
-            if matching.is_empty() {
-                return Err(err(format!(
-                    "no disk {} in the trace; it holds {}",
-                    disk.unwrap_or_default(),
-                    names(&disks)
-                )));
+            ))),
+            Some((host, n)) => {
+                let matching: Vec<(String, String)> = disks
+                    .iter()
+                    .filter(|(h, d)| d == n && host.as_ref().is_none_or(|w| w == h))
+                    .cloned()
+                    .collect();
+                if matching.is_empty() {
+                    return Err(err(format!(
+                        "no disk {} in the trace; it holds {}",
+                        self.disk.as_deref().unwrap_or_default(),
+                        names(disks)
+                    )));
+                }
+                if matching.len() > 1 {
+                    return Err(err(format!(
+                        "disk {n} is on several hosts ({}): pick one with --disk HOST:{n}",
+                        names(&matching)
+                    )));
+                }
+                Ok(())
             }
-            if matching.len() > 1 {
-                return Err(err(format!(
-                    "disk {n} is on several hosts ({}): pick one with --disk HOST:{n}",
-                    names(&matching)
-                )));
-            }
+            None => Ok(()),
         }
-        None => {}
     }
-    rows.sort_by_key(|r| r.0);
-    let t0 = rows.first().map_or(0, |r| r.0);
-    let mut requests: Vec<Request> = rows
-        .iter()
-        .map(|(at, stream, cmd, _)| Request {
-            stream: *stream,
-            cmd: cmd.clone(),
-            think_ns: 0,
-            at_ns: *at - t0,
+}
+
+/// Puts rows in time order through a window of `window` rows (ties keep the file's order,
+/// as a stable sort) and turns them into requests: times from the first request, think
+/// times per stream from the previous request's completion (issue + response time).
+pub(crate) struct MsrOrder {
+    window: usize,
+    /// (time, arrival, slot in `rows`), earliest first.
+    pending: BinaryHeap<Reverse<(u64, u64, usize)>>,
+    rows: Vec<Option<MsrRow>>,
+    free_slots: Vec<usize>,
+    seq: u64,
+    /// Time of the first request out (times start there), and of the latest.
+    t0_ns: Option<u64>,
+    last_out_ns: u64,
+    /// Per stream, when its previous request completed (from t0).
+    last_done_ns: HashMap<u32, u64>,
+}
+
+impl MsrOrder {
+    pub(crate) fn new(window: usize) -> MsrOrder {
+        MsrOrder {
+            window,
+            pending: BinaryHeap::new(),
+            rows: Vec::new(),
+            free_slots: Vec::new(),
+            seq: 0,
+            t0_ns: None,
+            last_out_ns: 0,
+            last_done_ns: HashMap::new(),
+        }
+    }
+
+    /// Adds a row; an error if it is earlier than a row already out (the file is out of
+    /// order by more than the window).
+    pub(crate) fn push(&mut self, row: MsrRow) -> Result<(), String> {
+        if self.t0_ns.is_some() && row.at_ns < self.last_out_ns {
+            return Err(format!(
+                "a row at timestamp {} (100 ns ticks) comes more than {} rows after later ones: \
+                 sort the file by its first column first (sort -t, -k1,1n)",
+                row.at_ns / 100,
+                self.window
+            ));
+        }
+        let at_ns = row.at_ns;
+        let slot = match self.free_slots.pop() {
+            Some(i) => {
+                self.rows[i] = Some(row);
+                i
+            }
+            None => {
+                self.rows.push(Some(row));
+                self.rows.len() - 1
+            }
+        };
+        self.pending.push(Reverse((at_ns, self.seq, slot)));
+        self.seq += 1;
+        Ok(())
+    }
+
+    /// Whether the window is full (the earliest row may go out).
+    pub(crate) fn full(&self) -> bool {
+        self.pending.len() > self.window
+    }
+
+    /// The earliest pending row as a request.
+    pub(crate) fn pop(&mut self) -> Option<Request> {
+        let Reverse((at, _, slot)) = self.pending.pop()?;
+        let row = self.rows[slot]
+            .take()
+            .expect("every pending slot holds a row");
+        self.free_slots.push(slot);
+        let t0 = *self.t0_ns.get_or_insert(at);
+        self.last_out_ns = at;
+        let at_ns = at - t0;
+        let done = at_ns + row.response_ns;
+        let think_ns = match self.last_done_ns.insert(row.stream, done) {
+            Some(prev) => at_ns.saturating_sub(prev),
+            None => 0,
+        };
+        Some(Request {
+            stream: row.stream,
+            cmd: row.cmd,
+            think_ns,
+            at_ns,
         })
-        .collect();
-    let done: Vec<Option<u64>> = rows
-        .iter()
-        .map(|&(at, _, _, resp)| Some(at - t0 + resp))
-        .collect();
-    derive_think_times(&mut requests, &done);
-    Ok(Trace {
-        requests,
-        timestamped: true,
-    })
+    }
 }
 
 #[cfg(test)]

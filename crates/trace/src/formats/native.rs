@@ -22,40 +22,85 @@ use flash::{ByteRange, Command, Op, Payload};
 use std::io::Write;
 
 pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
-    let mut mode: Option<bool> = None; // Some(true) = open loop
+    let mut lines = NativeLines::default();
     let mut requests = Vec::new();
     for_each_line(origin, text, |line| {
+        if let Some(r) = lines.line(line)? {
+            requests.push(r);
+        }
+        Ok(true)
+    })?;
+    let open = lines.finish(origin)?;
+    Ok(Trace {
+        requests,
+        timestamped: open,
+    })
+}
+
+/// The native format's parser, a line at a time (for whole texts and for streaming).
+#[derive(Debug, Default)]
+pub(crate) struct NativeLines {
+    /// From the header: `Some(true)` = open loop.
+    mode: Option<bool>,
+    /// Open loop: the previous request's time (times must not decrease).
+    last_at_ns: u64,
+}
+
+impl NativeLines {
+    /// Whether the header said open loop (`None` before it).
+    pub(crate) fn open(&self) -> Option<bool> {
+        self.mode
+    }
+
+    /// The request on `line`, if it holds one.
+    pub(crate) fn line(&mut self, line: &str) -> Result<Option<Request>, String> {
         let t = line.split('#').next().unwrap_or("").trim();
         if t.is_empty() {
-            return Ok(true);
+            return Ok(None);
         }
-        let f: Vec<&str> = t.split_whitespace().collect();
-        if mode.is_none() {
-            return match f.as_slice() {
+        // At most six fields (a seventh makes the count wrong, which is reported).
+        let mut fields_buf = [""; 7];
+        let mut n = 0;
+        for w in t.split_whitespace() {
+            if n == fields_buf.len() {
+                n += 1;
+                break;
+            }
+            fields_buf[n] = w;
+            n += 1;
+        }
+        let f = &fields_buf[..n.min(fields_buf.len())];
+        let found = n;
+        let Some(open) = self.mode else {
+            return match f {
                 ["flashlab-trace", "v1", "closed"] => {
-                    mode = Some(false);
-                    Ok(true)
+                    self.mode = Some(false);
+                    Ok(None)
                 }
                 ["flashlab-trace", "v1", "open"] => {
-                    mode = Some(true);
-                    Ok(true)
+                    self.mode = Some(true);
+                    Ok(None)
                 }
                 _ => Err(
                     "first line must be 'flashlab-trace v1 closed' or 'flashlab-trace v1 open'"
                         .into(),
                 ),
             };
-        }
+        };
         let fields = match f.get(1) {
             Some(&"V") | Some(&"I") => 6,
             Some(&"W") if f.len() == 6 => 6,
             _ => 5,
         };
-        if f.len() != fields {
+        if found != fields {
             return Err(format!(
                 "expected {fields} fields (stream op offset_bytes len_bytes time_ns{}), found {}",
                 if fields == 6 { " ranges|inode" } else { "" },
-                f.len()
+                if found > 6 {
+                    "more than 6".to_string()
+                } else {
+                    found.to_string()
+                }
             ));
         }
         let stream = u32::try_from(parse_u64(f[0], "stream")?)
@@ -75,7 +120,15 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
             .checked_add(len)
             .ok_or("offset_bytes + len_bytes overflows")?;
         let time = parse_u64(f[4], "time_ns")?;
-        let open = mode == Some(true);
+        if open {
+            if time < self.last_at_ns {
+                return Err(format!(
+                    "open-loop trace times must not decrease: {time} ns after {} ns",
+                    self.last_at_ns
+                ));
+            }
+            self.last_at_ns = time;
+        }
         let mut cmd = Command::new(op, offset, len);
         if op == Op::VTrim {
             let mut ranges = Vec::new();
@@ -98,30 +151,22 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
         } else if op == Op::Write && f.len() == 6 {
             cmd.payload = Payload::Data(parse_data(f[5], len)?.into());
         }
-        requests.push(Request {
+        Ok(Some(Request {
             stream,
             cmd,
             think_ns: if open { 0 } else { time },
             at_ns: if open { time } else { 0 },
-        });
-        Ok(true)
-    })?;
-    let Some(open) = mode else {
-        return Err(TraceError::Format {
+        }))
+    }
+
+    /// At the end of the input: whether the trace is open loop, or an error for an input
+    /// without a header.
+    pub(crate) fn finish(&self, origin: &str) -> Result<bool, TraceError> {
+        self.mode.ok_or_else(|| TraceError::Format {
             origin: origin.to_string(),
             msg: "empty trace: no 'flashlab-trace v1' header".into(),
-        });
-    };
-    if open && requests.windows(2).any(|w| w[1].at_ns < w[0].at_ns) {
-        return Err(TraceError::Format {
-            origin: origin.to_string(),
-            msg: "open-loop trace times must not decrease".into(),
-        });
+        })
     }
-    Ok(Trace {
-        requests,
-        timestamped: open,
-    })
 }
 
 /// Most bytes a write may carry in a trace (a metadata block is 4 KiB).
