@@ -11,7 +11,7 @@
 //! Flash operations are reported to a [`FlashSink`]; the timing model in `ssd` schedules
 //! them, and [`NoTiming`] discards them for the WAF-only fast path.
 
-use crate::gc::{self, Candidates, GcPolicy, GreedyIndex};
+use crate::gc::{self, Candidates, CostBenefitIndex, GcPolicy, GreedyIndex};
 use crate::{FlashError, Geometry};
 use std::collections::VecDeque;
 
@@ -102,6 +102,8 @@ struct Die {
     closed_order: VecDeque<u32>,
     /// Closed blocks by valid count (kept for greedy only).
     greedy: Option<GreedyIndex>,
+    /// Closed blocks by valid count, oldest first (kept for cost-benefit only).
+    cost_benefit: Option<CostBenefitIndex>,
 }
 
 /// Counters of the FTL, in mapping units unless named otherwise.
@@ -180,6 +182,7 @@ impl PageFtl {
                 closed_order: VecDeque::new(),
                 greedy: (policy == GcPolicy::Greedy)
                     .then(|| GreedyIndex::new(blocks_per_die as usize, upb)),
+                cost_benefit: (policy == GcPolicy::CostBenefit).then(|| CostBenefitIndex::new(upb)),
             })
             .collect();
         Ok(PageFtl {
@@ -348,13 +351,16 @@ impl PageFtl {
         self.p2l[ppn as usize] = INVALID;
         let b = (ppn / self.units_per_block) as usize;
         self.valid_units[b] -= 1;
-        if self.policy == GcPolicy::Greedy && self.closed[b] {
+        if self.policy != GcPolicy::Fifo && self.closed[b] {
             let (die, local) = (
                 b / self.blocks_per_die as usize,
                 b % self.blocks_per_die as usize,
             );
-            if let Some(idx) = &mut self.die[die].greedy {
+            let d = &mut self.die[die];
+            if let Some(idx) = &mut d.greedy {
                 idx.decrement(local, self.valid_units[b]);
+            } else if let Some(idx) = &mut d.cost_benefit {
+                idx.decrement(local, self.valid_units[b], self.written_stamp[b]);
             }
         }
     }
@@ -385,6 +391,13 @@ impl PageFtl {
                 idx.insert(
                     (block % self.blocks_per_die) as usize,
                     self.valid_units[block as usize],
+                );
+            }
+            if let Some(idx) = &mut dstate.cost_benefit {
+                idx.insert(
+                    (block % self.blocks_per_die) as usize,
+                    self.valid_units[block as usize],
+                    self.clock,
                 );
             }
             self.closed[block as usize] = true;
@@ -444,6 +457,11 @@ impl PageFtl {
                 .greedy
                 .as_mut()
                 .and_then(|idx| idx.lowest()),
+            GcPolicy::CostBenefit if self.die[die as usize].cost_benefit.is_some() => self.die
+                [die as usize]
+                .cost_benefit
+                .as_ref()
+                .and_then(|idx| idx.choose(self.clock, self.units_per_block)),
             GcPolicy::Greedy | GcPolicy::CostBenefit => {
                 let c = Candidates {
                     valid_units: &self.valid_units[lo..hi],
@@ -472,10 +490,15 @@ impl PageFtl {
             // Greedy/cost-benefit picked a full block: nothing on this die can be reclaimed.
             return None;
         }
-        if let Some(idx) = &mut self.die[die as usize].greedy {
+        let local = (victim % self.blocks_per_die) as usize;
+        let d = &mut self.die[die as usize];
+        if let Some(idx) = &mut d.greedy {
+            idx.remove(local, self.valid_units[victim as usize]);
+        } else if let Some(idx) = &mut d.cost_benefit {
             idx.remove(
-                (victim % self.blocks_per_die) as usize,
+                local,
                 self.valid_units[victim as usize],
+                self.written_stamp[victim as usize],
             );
         }
         self.closed[victim as usize] = false;
@@ -645,6 +668,15 @@ impl PageFtl {
                             return Err(format!(
                                 "die {d}: closed block {b} is not in greedy's group of {} valid units",
                                 self.valid_units[b as usize]
+                            ));
+                        }
+                    }
+                    if let Some(idx) = &die.cost_benefit {
+                        let (v, st) =
+                            (self.valid_units[b as usize], self.written_stamp[b as usize]);
+                        if !idx.contains((b - lo) as usize, v, st) {
+                            return Err(format!(
+                                "die {d}: closed block {b} is not in cost-benefit's group of {v} valid units"
                             ));
                         }
                     }
