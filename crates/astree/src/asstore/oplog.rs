@@ -1,0 +1,94 @@
+//! Logical commits: tree operations logged in slots at a commit instead of the nodes they
+//! changed, and when a commit should write the nodes after all.
+
+use super::*;
+
+/// Appends one logged operation: kind (1 insert, 2 remove), key length u16, value length
+/// u32, key, value.
+pub(super) fn encode_op(out: &mut Vec<u8>, kind: u8, key: &[u8], value: &[u8]) {
+    out.push(kind);
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+}
+
+pub(super) fn decode_ops(mut b: &[u8]) -> Result<Vec<LoggedOp>, TreeError> {
+    let bad = || TreeError::Corrupt {
+        id: NONE,
+        offset: 0,
+        msg: "a committed operation record is cut short".into(),
+    };
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        if b.len() < 7 {
+            return Err(bad());
+        }
+        let kl = u16::from_le_bytes([b[1], b[2]]) as usize;
+        let vl = u32::from_le_bytes(b[3..7].try_into().expect("4")) as usize;
+        if b.len() < 7 + kl + vl {
+            return Err(bad());
+        }
+        let key = b[7..7 + kl].to_vec();
+        out.push(match b[0] {
+            1 => LoggedOp::Insert(key, b[7 + kl..7 + kl + vl].to_vec()),
+            2 => LoggedOp::Remove(key),
+            k => {
+                return Err(TreeError::Corrupt {
+                    id: NONE,
+                    offset: 0,
+                    msg: format!("unknown operation kind {k} in a committed record"),
+                })
+            }
+        });
+        b = &b[7 + kl + vl..];
+    }
+    Ok(out)
+}
+
+impl<S: Segments> AsStore<S> {
+    /// Logical commits: whether this commit should write the dirty nodes instead (they are
+    /// fewer bytes than the operations, the operation log since the last node-level commit
+    /// would outgrow the write buffer, or cleaning is due, which needs one).
+    pub(super) fn node_commit_due(&self) -> bool {
+        let slot = self.slot_bytes as u64;
+        let ops_bytes =
+            (self.ops.len() as u64).div_ceil((self.slot_bytes - HEADER - 4) as u64) * slot;
+        let dirty_bytes = self.buffer.len() as u64 * slot;
+        self.ops.is_empty()
+            || ops_bytes >= dirty_bytes
+            || self.ops_since_node_commit + ops_bytes > self.cfg.buffer_nodes as u64 * slot
+            || self.over_space_limit()
+    }
+
+    /// Appends the logged operations as slots, the last one marked as a (logical) commit.
+    pub(super) fn commit_ops(&mut self) -> Result<(), TreeError> {
+        let room = self.slot_bytes - HEADER - 4;
+        let ops = std::mem::take(&mut self.ops);
+        let mut out = Vec::with_capacity(ops.len().div_ceil(room) * self.slot_bytes);
+        let chunks: Vec<&[u8]> = ops.chunks(room).collect();
+        for (i, chunk) in chunks.iter().enumerate() {
+            let mut payload = Vec::with_capacity(4 + chunk.len());
+            payload.extend_from_slice(&(chunk.len() as u32).to_le_bytes());
+            payload.extend_from_slice(chunk);
+            let seq = self.next_seq();
+            // The last slot is also the (logical) commit record.
+            let kind = if i + 1 == chunks.len() {
+                KIND_OPS | COMMIT_FLAG
+            } else {
+                KIND_OPS
+            };
+            out.extend_from_slice(&self.slot(kind, NONE, seq, &payload));
+        }
+        let first = self.end;
+        let first_seq = self.seq - chunks.len() as u64;
+        if let Err(e) = self.append(&out) {
+            self.seq = first_seq;
+            self.ops = ops;
+            return Err(e);
+        }
+        self.last_commit = Some(self.advance(first, chunks.len() as u64 - 1));
+        self.ops_since_node_commit += out.len() as u64;
+        Ok(())
+    }
+}
