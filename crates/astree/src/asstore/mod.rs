@@ -39,9 +39,9 @@
 //! checkpoint, so neither that checkpoint's mapping nor its replay ever reads it. Cleaning
 //! runs only at commits: a checkpoint is a commit, and a transaction must not be cut in two.
 //!
-//! The code, by job: [`slot`] (the record format and log addresses), [`recovery`] (opening:
-//! superblocks, checkpoint, replay, torn tail), [`buffer`] (the write buffer, commits and
-//! checkpoints), [`oplog`] (logical commits), [`cleaner`] (victim choice, a pure function of
+//! The code, by job: `slot` (the record format and log addresses), `recovery` (opening:
+//! superblocks, checkpoint, replay, torn tail), `buffer` (the write buffer, commits and
+//! checkpoints), `oplog` (logical commits), `cleaner` (victim choice, a pure function of
 //! segment usage, and moving live nodes); this file holds the store's state and its
 //! [`NodeStore`] face.
 
