@@ -1,0 +1,451 @@
+//! The verdicts of experiment `tempfiles`: a pure function of the runs' repetitions, with
+//! paper 000's numbers in one place, and its unit tests.
+
+use super::*;
+
+// The verdicts: pure functions of the repetitions, with the paper's numbers in one place.
+
+/// Drive indices of [`setup`].
+pub(super) const MX500: usize = 0;
+pub(super) const PRO: usize = 1;
+pub(super) const COSMOS: usize = 2;
+
+/// Paper 000's numbers.
+pub(super) mod paper {
+    /// MX500, fallocate off: join phase with TRIM / without (120 s → ~320 s).
+    pub const JOIN_TRIM_PENALTY: f64 = 2.7;
+    /// TRIM commands, fallocate off / on.
+    pub const TRIM_COUNT_RATIO: f64 = 16.0;
+    /// MX500: fallocate + TRIM vs neither, "up to" (the best case).
+    pub const FT_VS_NEITHER: f64 = 3.0;
+    /// MX500: fallocate + TRIM vs TRIM only, "up to".
+    pub const FT_VS_TRIM_ONLY: f64 = 5.0;
+    /// Cosmos+: fallocate + TRIM vs TRIM only.
+    pub const COSMOS_FT_VS_TRIM_ONLY: f64 = 1.3;
+    /// Cosmos+: WAF with TRIM.
+    pub const COSMOS_WAF_WITH_TRIM: f64 = 1.0;
+    /// MX500: TRIM only vs fallocate + TRIM from the first repetition: "at least 2x".
+    pub const TRIM_ONLY_FIRST_REP: f64 = 2.0;
+    /// Fig. 5: too small a work_mem makes repetitions "up to ~2.1x" longer over 10.
+    pub const SMALL_WORK_MEM: f64 = 2.1;
+}
+
+pub(super) fn secs(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+pub(super) fn mean_of(r: &[joinrun::Repetition], f: impl Fn(&joinrun::Repetition) -> f64) -> f64 {
+    mean(r.iter().map(f))
+}
+
+/// Mean time of the first three and last three repetitions.
+pub(super) fn first3(r: &[joinrun::Repetition]) -> f64 {
+    mean_of(&r[..r.len().min(3)], |x| secs(x.total_ns))
+}
+pub(super) fn last3(r: &[joinrun::Repetition]) -> f64 {
+    mean_of(&r[r.len().saturating_sub(3)..], |x| secs(x.total_ns))
+}
+
+/// Join-phase time with TRIM / without (means over repetitions).
+pub(super) fn trim_penalty(trim: &[joinrun::Repetition], none: &[joinrun::Repetition]) -> f64 {
+    mean_of(trim, |x| secs(x.join_ns)) / mean_of(none, |x| secs(x.join_ns))
+}
+
+/// TRIM commands per repetition, fallocate off / on.
+pub(super) fn trim_count_ratio(off: &[joinrun::Repetition], on: &[joinrun::Repetition]) -> f64 {
+    mean_of(off, |x| x.trim_commands as f64) / mean_of(on, |x| x.trim_commands as f64).max(1.0)
+}
+
+/// The best ("up to") speed-up of `fast` over `slow`, repetition by repetition.
+pub(super) fn best_speedup(slow: &[joinrun::Repetition], fast: &[joinrun::Repetition]) -> f64 {
+    slow.iter()
+        .zip(fast)
+        .map(|(s, f)| s.total_ns as f64 / f.total_ns.max(1) as f64)
+        .fold(0.0, f64::max)
+}
+
+pub(super) fn waf_last(r: &[joinrun::Repetition]) -> f64 {
+    r.last().and_then(|x| x.waf).unwrap_or(0.0)
+}
+
+pub(super) fn waf_max(r: &[joinrun::Repetition]) -> f64 {
+    r.iter().filter_map(|x| x.waf).fold(0.0, f64::max)
+}
+
+/// The verdicts, from the repetitions of every run: `reps(path, drive, fallocate, trim)`;
+/// `trim_ms` is the MX500 preset's cost per TRIM command (for the explanation).
+pub(super) fn analyse<'a>(
+    reps: &'a dyn Fn(Path, usize, bool, bool) -> &'a [joinrun::Repetition],
+    trim_ms: f64,
+) -> Vec<Verdict> {
+    let host = |di, f, t| reps(Path::Host, di, f, t);
+    let penalty = |path: Path, di: usize| {
+        trim_penalty(reps(path, di, false, true), reps(path, di, false, false))
+    };
+    let join_phase = |r: &[joinrun::Repetition]| mean_of(r, |x| secs(x.join_ns));
+    let trims = |r: &[joinrun::Repetition]| mean_of(r, |x| x.trim_commands as f64);
+    let (neither, f_only, t_only, both) = (
+        host(MX500, false, false),
+        host(MX500, true, false),
+        host(MX500, false, true),
+        host(MX500, true, true),
+    );
+    let mut v = Vec::new();
+
+    let p = penalty(Path::Host, MX500);
+    let added = join_phase(t_only) - join_phase(neither);
+    let needed = (paper::JOIN_TRIM_PENALTY - 1.0) * join_phase(neither);
+    v.push(Verdict::numeric(
+"tempfiles.mx500-join-trim-penalty",
+        "MX500: with TRIM and no fallocate the join phase takes ~2.7× as long as without TRIM",
+        "~2.7× (120 s → ~320 s)",
+        p,
+        paper::JOIN_TRIM_PENALTY,
+        HEADLINE_TOLERANCE,
+        format!(
+            "{p:.2}× through the host path ({:.2}× without it; {:.2}× with TRIM queued). The penalty is the \
+             reads' wait behind non-queued TRIMs: {:.0} TRIMs per repetition × the preset's assumed {trim_ms:.1} ms \
+             = {:.2} s of the {added:.2} s added; 2.7× needs {needed:.2} s, i.e. {:.1} ms per TRIM or that many \
+             more TRIMs. No source gives the MX500's TRIM cost; we believe it (and its growth with the range \
+             size) is what is missing",
+            penalty(Path::NoHost, MX500),
+            penalty(Path::QueuedTrim, MX500),
+            trims(t_only),
+            trims(t_only) * trim_ms / 1e3,
+            needed * 1e3 / trims(t_only).max(1.0),
+        ),
+    ));
+
+    let ratio = |di| trim_count_ratio(host(di, false, true), host(di, true, true));
+    v.push(Verdict::numeric(
+"tempfiles.trim-count-ratio",
+        "Without fallocate, deleting temp files sends ~16× more TRIM commands (MX500)",
+        "~16× more",
+        ratio(MX500),
+        paper::TRIM_COUNT_RATIO,
+        HEADLINE_TOLERANCE,
+        format!(
+            "{:.1}× (MX500), {:.1}× (840 Pro), {:.1}× (Cosmos+); {:.1}× without the host path (one TRIM per \
+             extent at unlink). Journal discards merge the extents freed within a commit and delayed allocation \
+             gives each file fewer, larger extents; compare real ext4's count in `tempfiles-real`",
+            ratio(MX500),
+            ratio(PRO),
+            ratio(COSMOS),
+            trim_count_ratio(reps(Path::NoHost, MX500, false, true), reps(Path::NoHost, MX500, true, true)),
+        ),
+    ));
+
+    let grows = |r: &[joinrun::Repetition]| last3(r) / first3(r);
+    let g = grows(neither).min(grows(f_only));
+    v.push(Verdict::ordering(
+"tempfiles.mx500-no-trim-grows",
+        "Without TRIM, time per repetition and WAF grow run after run (with or without fallocate, MX500): an ordering, read as last three repetitions over the first three > 1.1 with WAF > 1.05",
+        "grows with WAF",
+        g,
+        g > 1.1 && waf_last(neither) > 1.05 && waf_last(f_only) > 1.05,
+        format!(
+            "neither: {:.2} s → {:.2} s, WAF {:.2}; fallocate only: {:.2} s → {:.2} s, WAF {:.2}",
+            first3(neither),
+            last3(neither),
+            waf_last(neither),
+            first3(f_only),
+            last3(f_only),
+            waf_last(f_only)
+        ),
+    ));
+
+    let up_neither = best_speedup(neither, both);
+    v.push(Verdict::numeric(
+        "tempfiles.mx500-ft-vs-neither",
+        "MX500: fallocate + TRIM is up to ~3× faster than neither (the best repetition)",
+        "up to ~3×",
+        up_neither,
+        paper::FT_VS_NEITHER,
+        HEADLINE_TOLERANCE,
+        {
+            let tail = |r: &[joinrun::Repetition]| r[r.len().saturating_sub(3)..].to_vec();
+            let part = |r: &[joinrun::Repetition]| mean_of(&tail(r), |x| secs(x.partition_ns));
+            format!(
+                "best repetition {up_neither:.2}× (last three: {:.2}×). In the last three repetitions \
+                 neither's partition phase takes {:.2} s at WAF {:.2} vs {:.2} s for fallocate + TRIM; the \
+                 drive's SLC cache took {}% vs {}% of the writes (a drive never trimmed looks full, so its \
+                 cache shrinks); the join phase (reads) takes {:.2} s vs {:.2} s. 3× would need the reads to \
+                 slow down with the drive's fill as well, which this model does not do: reads wait only \
+                 behind GC on their die. We believe the read-side cost of a full TLC drive (read retries, \
+                 mapping-table misses in the MX500's DRAM) is what is missing",
+                last3(neither) / last3(both),
+                part(neither),
+                waf_last(neither),
+                part(both),
+                slc_share(&tail(neither)),
+                slc_share(&tail(both)),
+                mean_of(&tail(neither), |x| secs(x.join_ns)),
+                mean_of(&tail(both), |x| secs(x.join_ns)),
+            )
+        },
+    ));
+
+    let up_trim = best_speedup(t_only, both);
+    v.push(Verdict::numeric(
+        "tempfiles.mx500-ft-vs-trim-only",
+        "MX500: fallocate + TRIM is up to ~5× faster than TRIM only (the best repetition)",
+        "up to ~5×",
+        up_trim,
+        paper::FT_VS_TRIM_ONLY,
+        HEADLINE_TOLERANCE,
+        format!(
+            "best repetition {up_trim:.2}× (last three: {:.2}×)",
+            last3(t_only) / last3(both)
+        ),
+    ));
+
+    let first = |r: &[joinrun::Repetition]| r.first().map_or(0.0, |x| secs(x.total_ns));
+    let first_ratio = first(t_only) / first(both).max(f64::MIN_POSITIVE);
+    v.push(Verdict::ordering(
+        "tempfiles.mx500-trim-only-slow-from-first",
+        "MX500: TRIM only is at least 2× slower than fallocate + TRIM from the first repetition",
+        "≥ 2× from repetition 1",
+        first_ratio,
+        first_ratio >= paper::TRIM_ONLY_FIRST_REP,
+        format!(
+            "repetition 1: {:.2} s vs {:.2} s ({first_ratio:.2}×)",
+            first(t_only),
+            first(both)
+        ),
+    ));
+
+    let f_beats = mean_of(neither, |x| secs(x.total_ns)) / mean_of(f_only, |x| secs(x.total_ns));
+    v.push(Verdict::ordering(
+        "tempfiles.mx500-fallocate-only-beats-neither",
+        "MX500: fallocate alone beats neither",
+        "fallocate only faster",
+        f_beats,
+        f_beats > 1.0,
+        format!("neither / fallocate only = {f_beats:.2}× (mean over repetitions)"),
+    ));
+
+    let waf_growth =
+        |r: &[joinrun::Repetition]| waf_last(r) - r.first().and_then(|x| x.waf).unwrap_or(1.0);
+    v.push(Verdict::ordering(
+        "tempfiles.mx500-waf-grows-slower-with-trim",
+        "MX500: WAF grows more slowly with TRIM only than with neither",
+        "slower WAF growth with TRIM",
+        waf_growth(t_only),
+        waf_growth(t_only) < waf_growth(neither),
+        format!(
+            "WAF first → last: TRIM only {:.2} → {:.2}, neither {:.2} → {:.2}",
+            t_only.first().and_then(|x| x.waf).unwrap_or(0.0),
+            waf_last(t_only),
+            neither.first().and_then(|x| x.waf).unwrap_or(0.0),
+            waf_last(neither)
+        ),
+    ));
+
+    let small = reps(Path::SmallWorkMem, MX500, false, false);
+    let (worst, worst_rep) = small
+        .iter()
+        .zip(neither)
+        .enumerate()
+        .map(|(i, (a, b))| (a.total_ns as f64 / b.total_ns.max(1) as f64, i + 1))
+        .fold((0.0, 0), |m, x| if x.0 > m.0 { x } else { m });
+    v.push(Verdict::numeric(
+        "tempfiles.mx500-small-work-mem",
+        "MX500: too small a work_mem makes repetitions up to ~2.1× longer over 10 repetitions (Fig. 5; neither option)",
+        "up to ~2.1×",
+        worst,
+        paper::SMALL_WORK_MEM,
+        HEADLINE_TOLERANCE,
+        format!(
+            "a quarter of the join's memory: up to {worst:.2}× (repetition {worst_rep}); mean {:.2} s vs {:.2} s \
+             over the first {} repetitions. At a quarter of the memory, partitions that do not fit are \
+             partitioned again, so more temp data is written and read. The paper's Fig. 5 values are not in \
+             its text: a quarter is our choice of \"too small\"",
+            mean_of(small, |x| secs(x.total_ns)),
+            mean_of(&neither[..small.len().min(neither.len())], |x| secs(x.total_ns)),
+            small.len(),
+        ),
+    ));
+
+    let (pp, pm) = (penalty(Path::Host, PRO), p);
+    v.push(Verdict::ordering(
+        "tempfiles.840pro-smaller-penalty",
+        "840 Pro: the same shape with a smaller TRIM penalty than the MX500",
+        "smaller penalty",
+        pp,
+        pp > 1.0 && pp < pm,
+        format!("join-phase penalty {pp:.2}× vs {pm:.2}×"),
+    ));
+
+    let cos_waf = waf_max(host(COSMOS, false, true)).max(waf_max(host(COSMOS, true, true)));
+    v.push(Verdict::numeric(
+        "tempfiles.cosmos-waf-with-trim",
+        "Cosmos+: with TRIM the WAF stays 1.0",
+        "WAF 1.0",
+        cos_waf,
+        paper::COSMOS_WAF_WITH_TRIM,
+        0.02,
+        format!("highest WAF of a repetition with TRIM: {cos_waf:.3}"),
+    ));
+
+    let cos_ft = mean_of(host(COSMOS, false, true), |x| secs(x.total_ns))
+        / mean_of(host(COSMOS, true, true), |x| secs(x.total_ns));
+    v.push(Verdict::numeric(
+        "tempfiles.cosmos-ft-vs-trim-only",
+        "Cosmos+: fallocate + TRIM is ~1.3× faster than TRIM only",
+        "~1.3×",
+        cos_ft,
+        paper::COSMOS_FT_VS_TRIM_ONLY,
+        HEADLINE_TOLERANCE,
+        format!("{cos_ft:.2}× (mean over repetitions)"),
+    ));
+
+    let cos_f = mean_of(host(COSMOS, true, false), |x| secs(x.total_ns))
+        / mean_of(host(COSMOS, false, false), |x| secs(x.total_ns));
+    v.push(Verdict::ordering(
+        "tempfiles.cosmos-fallocate-only-slower",
+        "Cosmos+: fallocate without TRIM is slower than neither",
+        "fallocate only slower",
+        cos_f,
+        cos_f > 1.0,
+        format!("fallocate only / neither = {cos_f:.2}× (mean over repetitions)"),
+    ));
+    v
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use joinrun::Repetition;
+
+    /// `n` repetitions of `total` s (join phase half of it), `trims` TRIMs, WAF `waf(i)`.
+    fn reps(n: usize, total: f64, trims: u64, waf: impl Fn(usize) -> f64) -> Vec<Repetition> {
+        (0..n)
+            .map(|i| Repetition {
+                total_ns: (total * 1e9) as u64,
+                join_ns: (total * 0.5e9) as u64,
+                trim_commands: trims,
+                waf: Some(waf(i)),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    /// `n` repetitions growing from `total` s by `step` s each, WAF from 1.0 by `waf_step`.
+    fn growing(total: f64, step: f64, waf_step: f64) -> Vec<Repetition> {
+        (0..20)
+            .map(|i| {
+                let i = i as f64;
+                reps(1, total + step * i, 0, |_| 1.0 + waf_step * i).remove(0)
+            })
+            .collect()
+    }
+
+    /// Runs shaped like the paper's findings, with the MX500's TRIM-only repetitions
+    /// taking `trim_only_s` (10 s: a join-phase penalty of ~2.5×, F+T up to 5× faster).
+    fn paperlike(trim_only_s: f64) -> impl Fn(Path, usize, bool, bool) -> Vec<Repetition> {
+        move |path, di, f, t| match (di, f, t) {
+            // Fig. 5: a quarter of the memory, twice as slow.
+            _ if path == Path::SmallWorkMem => growing(6.0, 0.2, 0.1)[..10].to_vec(),
+            // Without TRIM: slower and slower as WAF grows; fallocate alone a bit faster
+            // (on the Cosmos+ slower).
+            (_, false, false) => growing(3.0, 0.1, 0.1),
+            (COSMOS, true, false) => growing(4.0, 0.1, 0.1),
+            (_, true, false) => growing(2.9, 0.1, 0.1),
+            (MX500, false, true) => reps(20, trim_only_s, 1600, |_| 1.0),
+            (PRO, false, true) => reps(20, 6.0, 1600, |_| 1.0),
+            (_, false, true) => reps(20, 2.6, 1600, |_| 1.0),
+            (_, true, true) => reps(20, 2.0, 100, |_| 1.0),
+        }
+    }
+
+    fn verdicts(trim_only_s: f64) -> Vec<Verdict> {
+        verdicts_with(trim_only_s, Path::SmallWorkMem)
+    }
+
+    /// As `verdicts`, the small-work_mem run shaped like `small`'s first 10 repetitions.
+    fn verdicts_with(trim_only_s: f64, small: Path) -> Vec<Verdict> {
+        let runs = paperlike(trim_only_s);
+        let mut cache = std::collections::HashMap::new();
+        for path in [
+            Path::Host,
+            Path::QueuedTrim,
+            Path::NoHost,
+            Path::SmallWorkMem,
+        ] {
+            for di in [MX500, PRO, COSMOS] {
+                for &(f, t) in &COMBOS {
+                    let run = match path {
+                        Path::SmallWorkMem => runs(small, di, f, t)[..10].to_vec(),
+                        _ => runs(path, di, f, t),
+                    };
+                    cache.insert((path, di, f, t), run);
+                }
+            }
+        }
+        analyse(&|p, d, f, t| cache[&(p, d, f, t)].as_slice(), 1.0)
+    }
+
+    fn holds(v: &[Verdict], id: &str) -> bool {
+        Verdict::holds_in(v, &format!("tempfiles.{id}"))
+    }
+
+    #[test]
+    fn paper_shaped_runs_hold_every_claim() {
+        let v = verdicts(10.0);
+        let ids: Vec<&str> = v
+            .iter()
+            .map(|v| v.score.as_ref().unwrap().id.as_str())
+            .collect();
+        let unique: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len(), "ids are unique: {ids:?}");
+        for v in &v {
+            assert!(v.holds, "{}: {}", v.claim, v.measured);
+        }
+        for id in [
+            "mx500-join-trim-penalty",
+            "trim-count-ratio",
+            "mx500-ft-vs-neither",
+            "mx500-ft-vs-trim-only",
+        ] {
+            let s = v
+                .iter()
+                .find(|v| v.score.as_ref().unwrap().id == format!("tempfiles.{id}"))
+                .unwrap();
+            let s = s.score.as_ref().unwrap();
+            assert!(
+                s.ours.is_some() && s.paper.is_some() && s.tolerance.is_some(),
+                "{id}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_claim_can_fail() {
+        // TRIM only as fast as neither: no penalty, no 5× speed-up, and the 840 Pro's
+        // penalty is no longer the smaller one.
+        let v = verdicts(3.0);
+        for id in [
+            "mx500-join-trim-penalty",
+            "mx500-ft-vs-trim-only",
+            "840pro-smaller-penalty",
+            "mx500-trim-only-slow-from-first",
+        ] {
+            assert!(!holds(&v, id), "{id} should fail");
+        }
+        // Too small a work_mem that costs nothing.
+        assert!(!holds(
+            &verdicts_with(10.0, Path::Host),
+            "mx500-small-work-mem"
+        ));
+        // TRIM only far too slow: the penalty overshoots ±30% of 2.7.
+        assert!(!holds(&verdicts(30.0), "mx500-join-trim-penalty"));
+        // An 8× TRIM count ratio is outside ±30% of 16.
+        let off = reps(3, 1.0, 800, |_| 1.0);
+        let on = reps(3, 1.0, 100, |_| 1.0);
+        assert_eq!(trim_count_ratio(&off, &on), 8.0);
+        // "Up to" is the best repetition, not a mean.
+        let slow = [reps(1, 5.0, 0, |_| 1.0), reps(1, 2.0, 0, |_| 1.0)].concat();
+        let fast = reps(2, 1.0, 0, |_| 1.0);
+        assert_eq!(best_speedup(&slow, &fast), 5.0);
+    }
+}
