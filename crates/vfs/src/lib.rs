@@ -19,13 +19,15 @@ pub mod mem;
 pub mod os;
 pub mod pagecache;
 pub mod readahead;
+pub mod shared;
 pub mod sim;
 pub mod turns;
 
 pub use mem::{CrashModel, CrashPlan, Fate, Image, MemVfs, SECTOR_BYTES};
 pub use os::OsVfs;
 pub use pagecache::HostConfig;
-pub use sim::{Shared, SimDrive, SimVfs};
+pub use shared::Shared;
+pub use sim::{SimDrive, SimVfs};
 pub use turns::{Turns, UserVfs, VirtualClock};
 
 use thiserror::Error;
