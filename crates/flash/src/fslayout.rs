@@ -8,6 +8,12 @@
 //! bitmap, an inode bitmap and an inode table of 256-byte inodes. An inode's `i_block`
 //! (60 bytes at offset 40) holds an extent header and up to 4 entries; deeper trees use
 //! 4 KiB index and leaf blocks of up to 340 entries.
+//!
+//! Why it lives here, in the drive's crate, and not in simfs: the format is an interface
+//! between two parties, the file system that writes it and the drive firmware that parses
+//! it (as a real fTrim drive parses ext4 it never linked against). The drive is the lower
+//! layer: simfs depends on flash, never the reverse, so the format sits with the reader
+//! that cannot depend on the writer, and simfs encodes through it.
 
 use std::fmt;
 

@@ -1,35 +1,32 @@
-//! The log-structured allocation policy (F2FS-like): the block space is cut into 2 MiB
-//! segments; writes append at the head segment, a new head is always a clean segment, and
-//! when clean segments run low the segment with the fewest live blocks is cleaned (greedy):
-//! its live blocks are read, appended at the head and remapped. Overwrites go out of place;
-//! blocks freed by overwrites and cleaning are discarded at the next sync (checkpoint).
-//! Segments that hold file-system metadata (bitmaps, inode tables) are pinned: never a
-//! head, never cleaned.
+//! The log-structured allocation policy's segment bookkeeping (F2FS-like): the block space
+//! is cut into 2 MiB segments; [`LogState`] counts each segment's live blocks, knows the
+//! head, the clean segments and the reserve, and which file block each block holds (so
+//! cleaning can remap it). Segments that hold file-system metadata (bitmaps, inode tables)
+//! are pinned: never a head, never cleaned. The policy's work on the file system
+//! (allocation at the head, cleaning, out-of-place overwrites, discards at the next sync)
+//! is in `fs/log.rs`.
 
 use crate::bitmap::Bitmap;
-use crate::device::BlockDev;
-use crate::fs::{merge_runs, DiscardMode, Ino, SimFs, BLOCK, VTRIM_MAX_RANGES};
-use crate::SimfsError;
-use flash::{ByteRange, Command};
+use crate::types::Ino;
 
 pub const SEGMENT_BLOCKS: u64 = 512;
 /// `owner_lblk` of an extent-tree block.
 pub const TREE_BLOCK: u32 = u32::MAX;
-const NO_OWNER: u32 = 0;
+pub(crate) const NO_OWNER: u32 = 0;
 
 #[derive(Debug, Clone)]
 pub struct LogState {
-    used: Vec<u32>,
-    pinned: Vec<bool>,
-    clean: u64,
-    reserve: u64,
-    head: Option<u64>,
-    head_next: u64,
-    owner_ino: Vec<u32>,
-    owner_lblk: Vec<u32>,
+    pub(crate) used: Vec<u32>,
+    pub(crate) pinned: Vec<bool>,
+    pub(crate) clean: u64,
+    pub(crate) reserve: u64,
+    pub(crate) head: Option<u64>,
+    pub(crate) head_next: u64,
+    pub(crate) owner_ino: Vec<u32>,
+    pub(crate) owner_lblk: Vec<u32>,
     /// Blocks freed by overwrites and cleaning, discarded at the next sync.
     pub(crate) pending_discard: Vec<(u64, u64)>,
-    cleaning: bool,
+    pub(crate) cleaning: bool,
 }
 
 impl LogState {
@@ -62,7 +59,7 @@ impl LogState {
         }
     }
 
-    fn for_segments(start: u64, len: u64, mut f: impl FnMut(usize, u32)) {
+    pub(crate) fn for_segments(start: u64, len: u64, mut f: impl FnMut(usize, u32)) {
         let mut b = start;
         while b < start + len {
             let seg = b / SEGMENT_BLOCKS;
@@ -119,244 +116,6 @@ impl LogState {
         }
         if clean != self.clean {
             return Err(format!("{clean} clean segments, count says {}", self.clean));
-        }
-        Ok(())
-    }
-}
-
-impl<D: BlockDev> SimFs<D> {
-    fn log(&self) -> &LogState {
-        self.log.as_ref().expect("log-structured policy")
-    }
-
-    fn log_mut(&mut self) -> &mut LogState {
-        self.log.as_mut().expect("log-structured policy")
-    }
-
-    /// Opens a clean segment as the head, cleaning first when clean segments run low.
-    fn open_segment(&mut self) -> Result<(), SimfsError> {
-        if !self.log().cleaning {
-            let mut guard = self.log().used.len();
-            while self.log().clean <= self.log().reserve && guard > 0 {
-                if !self.clean_one()? {
-                    break;
-                }
-                guard -= 1;
-            }
-        }
-        let log = self.log();
-        let from = log.head.map_or(0, |h| h + 1);
-        let n = log.used.len() as u64;
-        let next = (0..n)
-            .map(|i| (from + i) % n)
-            .find(|&s| !log.pinned[s as usize] && log.used[s as usize] == 0 && Some(s) != log.head);
-        match next {
-            Some(s) => {
-                let log = self.log_mut();
-                log.head = Some(s);
-                log.head_next = s * SEGMENT_BLOCKS;
-                Ok(())
-            }
-            None => Err(SimfsError::NoSpace {
-                needed_blocks: SEGMENT_BLOCKS,
-                free_blocks: self.bitmap.free_blocks(),
-            }),
-        }
-    }
-
-    /// Allocates `n` blocks at the log head.
-    pub(crate) fn alloc_log(&mut self, n: u64) -> Result<Vec<(u64, u64)>, SimfsError> {
-        if self.bitmap.free_blocks() < n {
-            return Err(SimfsError::NoSpace {
-                needed_blocks: n,
-                free_blocks: self.bitmap.free_blocks(),
-            });
-        }
-        let mut out: Vec<(u64, u64)> = Vec::new();
-        let mut remaining = n;
-        while remaining > 0 {
-            let log = self.log();
-            let seg_end = log.head.map_or(0, |h| (h + 1) * SEGMENT_BLOCKS);
-            let start = match log.head {
-                Some(_) => self
-                    .bitmap
-                    .next_free(log.head_next)
-                    .filter(|&b| b < seg_end),
-                None => None,
-            };
-            let Some(start) = start else {
-                self.open_segment()?;
-                continue;
-            };
-            let len = self
-                .bitmap
-                .free_run_len(start, remaining.min(seg_end - start));
-            self.take(start, len);
-            self.log_mut().head_next = start + len;
-            match out.last_mut() {
-                Some(last) if last.0 + last.1 == start => last.1 += len,
-                _ => out.push((start, len)),
-            }
-            remaining -= len;
-        }
-        Ok(out)
-    }
-
-    /// Removes the mapping of logical blocks `[first, end)` of `ino`; returns the physical
-    /// runs that backed them.
-    pub(crate) fn punch(&mut self, ino: Ino, first: u32, end: u32) -> Vec<(u64, u64)> {
-        let f = self.files.get_mut(&ino).expect("caller checked the file");
-        let mut kept = Vec::with_capacity(f.extents.len() + 1);
-        let mut freed = Vec::new();
-        for e in f.extents.drain(..) {
-            let e_end = e.logical_block + e.len;
-            if e_end <= first || e.logical_block >= end {
-                kept.push(e);
-                continue;
-            }
-            if e.logical_block < first {
-                kept.push(flash::fslayout::Extent {
-                    len: first - e.logical_block,
-                    ..e
-                });
-            }
-            let lo = e.logical_block.max(first);
-            let hi = e_end.min(end);
-            freed.push((
-                e.start_block + (lo - e.logical_block) as u64,
-                (hi - lo) as u64,
-            ));
-            if e_end > end {
-                kept.push(flash::fslayout::Extent {
-                    logical_block: end,
-                    len: e_end - end,
-                    start_block: e.start_block + (end - e.logical_block) as u64,
-                });
-            }
-        }
-        f.extents = kept;
-        f.dirty = true;
-        freed
-    }
-
-    /// Out-of-place overwrite: frees the blocks currently backing `[first, end)`, so the
-    /// write allocates them anew at the head.
-    pub(crate) fn relocate_on_write(
-        &mut self,
-        ino: Ino,
-        first: u32,
-        end: u32,
-    ) -> Result<(), SimfsError> {
-        for (p, n) in self.punch(ino, first, end) {
-            self.release(p, n);
-            self.log_mut().pending_discard.push((p, n));
-        }
-        Ok(())
-    }
-
-    /// Cleans the segment with the fewest live blocks; returns whether there was one.
-    fn clean_one(&mut self) -> Result<bool, SimfsError> {
-        let log = self.log();
-        let victim = (0..log.used.len())
-            .filter(|&s| !log.pinned[s] && log.used[s] > 0 && Some(s as u64) != log.head)
-            .min_by_key(|&s| (log.used[s], s));
-        let Some(victim) = victim else {
-            return Ok(false);
-        };
-        let lo = victim as u64 * SEGMENT_BLOCKS;
-        let live: Vec<u64> = (lo..lo + SEGMENT_BLOCKS)
-            .filter(|&b| self.bitmap.is_used(b))
-            .collect();
-        self.log_mut().cleaning = true;
-        // Read the live blocks, in runs.
-        for (s, n) in merge_runs(live.iter().map(|&b| (b, 1)).collect()) {
-            self.stats.data_read_requests += 1;
-            self.stats.data_read_bytes += n * BLOCK;
-            self.dev.io(Command::read(s * BLOCK, n * BLOCK))?;
-        }
-        let result = self.move_blocks(&live);
-        self.log_mut().cleaning = false;
-        result?;
-        self.stats.cleaned_segments += 1;
-        self.stats.cleaned_blocks += live.len() as u64;
-        Ok(true)
-    }
-
-    /// Moves `blocks` (live blocks of a victim segment) to the head and remaps their owners.
-    fn move_blocks(&mut self, blocks: &[u64]) -> Result<(), SimfsError> {
-        let runs = self.alloc_log(blocks.len() as u64)?;
-        let targets: Vec<u64> = runs.iter().flat_map(|&(s, l)| s..s + l).collect();
-        for (&old, &new) in blocks.iter().zip(&targets) {
-            let (ino, lblk) = (
-                self.log().owner_ino[old as usize],
-                self.log().owner_lblk[old as usize],
-            );
-            if lblk == TREE_BLOCK {
-                // The tree is rewritten at the next sync from its new place.
-                if let Some(f) = self.files.get_mut(&ino) {
-                    for b in f.tree_blocks.iter_mut().filter(|b| **b == old) {
-                        *b = new;
-                    }
-                    f.dirty = true;
-                }
-                self.log_mut().set_owner(new, ino, TREE_BLOCK);
-            } else {
-                self.punch(ino, lblk, lblk + 1);
-                self.add_mapping(ino, lblk, &[(new, 1)]);
-            }
-            self.release(old, 1);
-            self.log_mut().pending_discard.push((old, 1));
-        }
-        for &(s, l) in &runs {
-            self.stats.data_write_requests += 1;
-            self.stats.data_write_bytes += l * BLOCK;
-            self.dev.io(Command::write(s * BLOCK, l * BLOCK))?;
-        }
-        Ok(())
-    }
-
-    /// Sends the discards of blocks freed by overwrites and cleaning (those still free),
-    /// per the discard mode: vTrim batches, TRIMs, or `fstrim`'s list when deferred.
-    pub(crate) fn send_log_discards(&mut self) -> Result<(), SimfsError> {
-        let pending = std::mem::take(&mut self.log_mut().pending_discard);
-        let mut runs = Vec::new();
-        for (s, l) in merge_runs(pending) {
-            let mut b = s;
-            while b < s + l {
-                if self.bitmap.is_used(b) {
-                    b += 1;
-                    continue;
-                }
-                let n = self.bitmap.free_run_len(b, s + l - b);
-                runs.push((b, n));
-                b += n;
-            }
-        }
-        match self.cfg.discard {
-            DiscardMode::None => {}
-            DiscardMode::Deferred => self.deferred.extend(runs),
-            DiscardMode::VTrim => {
-                for chunk in runs.chunks(VTRIM_MAX_RANGES) {
-                    let ranges: Vec<ByteRange> = chunk
-                        .iter()
-                        .map(|&(s, l)| ByteRange {
-                            offset_bytes: s * BLOCK,
-                            len_bytes: l * BLOCK,
-                        })
-                        .collect();
-                    self.stats.vtrim_commands += 1;
-                    self.stats.discarded_bytes += chunk.iter().map(|r| r.1 * BLOCK).sum::<u64>();
-                    self.dev.io(Command::vtrim(self.command_page, ranges))?;
-                }
-            }
-            // Log cleaning's frees are already discarded at the checkpoint's commit.
-            DiscardMode::Online | DiscardMode::FTrim | DiscardMode::Journal => {
-                for (s, l) in runs {
-                    self.stats.trim_commands += 1;
-                    self.stats.discarded_bytes += l * BLOCK;
-                    self.dev.io(Command::trim(s * BLOCK, l * BLOCK))?;
-                }
-            }
         }
         Ok(())
     }

@@ -7,8 +7,12 @@
 //!   entries, then 340-entry index and leaf blocks), the ext4-like allocation policy
 //!   (per-file goal, next-fit across groups), `fallocate`, and `unlink` with the discard
 //!   modes of paper 002 ([`fs::DiscardMode`]).
-//! - [`lfs`]: the log-structured (F2FS-like) allocation policy: segments, out-of-place
-//!   overwrites, cleaning.
+//!   The file system's code by job: `fs/mkfs.rs`, `fs/alloc.rs` (ext4-like allocation),
+//!   `fs/extents.rs` (block maps and extent trees), `fs/meta.rs` (metadata write-back),
+//!   `fs/discard.rs`, `fs/log.rs` (the log-structured policy's work), `fs/check.rs`.
+//! - [`lfs`]: the log-structured (F2FS-like) policy's segment bookkeeping.
+//! - [`types`]: what every part shares: block size, inode numbers, runs, policies,
+//!   configuration, counters.
 //! - [`device`]: the block devices simfs runs on (a recorder, or a device model in
 //!   virtual time).
 //! - [`bitmap`]: the free-space bitmap and its searches.
@@ -18,6 +22,7 @@ pub mod device;
 pub mod error;
 pub mod fs;
 pub mod lfs;
+pub mod types;
 
 pub use device::{BlockDev, Recorder, Timed};
 pub use error::SimfsError;

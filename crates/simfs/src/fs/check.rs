@@ -1,0 +1,67 @@
+//! The file system's consistency check (tests and every simulation's end).
+
+use super::*;
+
+impl<D: BlockDev> SimFs<D> {
+    /// Consistency check (for tests): every file's extents are sorted and disjoint, every
+    /// block a file or tree uses is marked used and belongs to one owner only, and the
+    /// used count equals the file-system metadata plus all files' blocks.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut owner: HashMap<u64, Ino> = HashMap::new();
+        let mut claim = |b: u64, ino: Ino| -> Result<(), String> {
+            if !self.bitmap.is_used(b) {
+                return Err(format!(
+                    "inode {ino} uses block {b}, which the bitmap says is free"
+                ));
+            }
+            if let Some(other) = owner.insert(b, ino) {
+                return Err(format!("block {b} belongs to inodes {other} and {ino}"));
+            }
+            Ok(())
+        };
+        for (&ino, f) in &self.files {
+            for w in f.extents.windows(2) {
+                if w[0].logical_block + w[0].len > w[1].logical_block {
+                    return Err(format!(
+                        "inode {ino}: extents overlap or are unsorted: {:?} {:?}",
+                        w[0], w[1]
+                    ));
+                }
+            }
+            for e in &f.extents {
+                for b in e.start_block..e.start_block + e.len as u64 {
+                    claim(b, ino)?;
+                }
+            }
+            for &b in &f.tree_blocks {
+                claim(b, ino)?;
+            }
+            if let Some((s, l)) = f.pa {
+                for b in s..s + l {
+                    claim(b, ino)?;
+                }
+            }
+        }
+        for &(s, l) in &self.freed_uncommitted {
+            for b in s..s + l {
+                claim(b, 0)?;
+            }
+        }
+        let meta = self.descs.len() as u64
+            * (2 + self.sb.inodes_per_group as u64 * INODE_BYTES as u64 / BLOCK)
+            + 1
+            + (self.descs.len() as u64 * 32).div_ceil(BLOCK);
+        let used = self.bitmap.blocks() - self.bitmap.free_blocks();
+        if used != meta + owner.len() as u64 {
+            return Err(format!(
+                "{used} blocks used, but metadata ({meta}) and files ({}) account for {}",
+                owner.len(),
+                meta + owner.len() as u64
+            ));
+        }
+        if let Some(log) = &self.log {
+            log.check(&self.bitmap)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,322 @@
+//! Files' block maps: extents, holes and their allocation (with mballoc-style
+//! preallocation windows), and the extent trees that hold them on disk.
+
+use super::*;
+
+/// Extent-tree blocks needed below the inode for `n` extents.
+pub(super) fn tree_blocks_needed(n: usize) -> usize {
+    if n <= EXTENTS_IN_INODE {
+        return 0;
+    }
+    let mut level = n.div_ceil(EXTENTS_PER_BLOCK);
+    let mut total = level;
+    while level > EXTENTS_IN_INODE {
+        level = level.div_ceil(EXTENTS_PER_BLOCK);
+        total += level;
+    }
+    total
+}
+
+impl<D: BlockDev> SimFs<D> {
+    /// Maps logical blocks `[lblk, lblk + runs total)` of `ino` to the physical `runs`.
+    pub(crate) fn add_mapping(&mut self, ino: Ino, mut lblk: u32, runs: &[(u64, u64)]) {
+        if let Some(log) = &mut self.log {
+            let mut l = lblk;
+            for &(start, len) in runs {
+                for b in start..start + len {
+                    log.set_owner(b, ino, l);
+                    l += 1;
+                }
+            }
+        }
+        let f = self.files.get_mut(&ino).expect("caller checked the file");
+        for &(start, len) in runs {
+            let mut done = 0;
+            while done < len {
+                let piece = (len - done).min(MAX_EXTENT_BLOCKS as u64) as u32;
+                let e = Extent {
+                    logical_block: lblk,
+                    len: piece,
+                    start_block: start + done,
+                };
+                let pos = f.extents.partition_point(|x| x.logical_block < lblk);
+                let merged = pos > 0 && {
+                    let prev = &mut f.extents[pos - 1];
+                    if prev.logical_block + prev.len == lblk
+                        && prev.start_block + prev.len as u64 == e.start_block
+                        && prev.len + piece <= MAX_EXTENT_BLOCKS
+                    {
+                        prev.len += piece;
+                        true
+                    } else {
+                        false
+                    }
+                };
+                if !merged {
+                    f.extents.insert(pos, e);
+                }
+                lblk += piece;
+                done += piece as u64;
+            }
+        }
+        f.dirty = true;
+    }
+
+    /// Physical runs backing logical blocks `[first, end)`, and the unmapped holes.
+    pub(super) fn map_range(
+        &self,
+        ino: Ino,
+        first: u32,
+        end: u32,
+    ) -> (Vec<BlockRun>, Vec<(u32, u32)>) {
+        let f = &self.files[&ino];
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        let mut holes = Vec::new();
+        let mut at = first;
+        let mut i = f
+            .extents
+            .partition_point(|e| e.logical_block + e.len <= first);
+        while at < end {
+            match f.extents.get(i) {
+                Some(e) if e.logical_block <= at => {
+                    let stop = (e.logical_block + e.len).min(end);
+                    let p = e.start_block + (at - e.logical_block) as u64;
+                    let n = (stop - at) as u64;
+                    match runs.last_mut() {
+                        Some(last) if last.0 + last.1 == p => last.1 += n,
+                        _ => runs.push((p, n)),
+                    }
+                    at = stop;
+                    i += 1;
+                }
+                Some(e) => {
+                    let stop = e.logical_block.min(end);
+                    holes.push((at, stop));
+                    at = stop;
+                }
+                None => {
+                    holes.push((at, end));
+                    at = end;
+                }
+            }
+        }
+        (runs, holes)
+    }
+
+    pub(super) fn goal_of(&self, ino: Ino) -> Option<u64> {
+        self.files[&ino]
+            .extents
+            .last()
+            .map(|e| e.start_block + e.len as u64)
+    }
+
+    pub(super) fn block_span(offset_bytes: u64, len_bytes: u64) -> Result<(u32, u32), SimfsError> {
+        let first = offset_bytes / BLOCK;
+        let end = offset_bytes
+            .checked_add(len_bytes)
+            .ok_or_else(|| SimfsError::Invalid("offset + length overflows".into()))?
+            .div_ceil(BLOCK);
+        if end > u32::MAX as u64 {
+            return Err(SimfsError::Invalid(format!(
+                "offset {} lies past the largest file (2^32 blocks)",
+                offset_bytes
+            )));
+        }
+        Ok((first as u32, end as u32))
+    }
+
+    /// Allocates the holes of `[first, end)` in `ino`; fallocate asks for one run first.
+    pub(super) fn fill_holes(
+        &mut self,
+        ino: Ino,
+        first: u32,
+        end: u32,
+        one_run: bool,
+    ) -> Result<(), SimfsError> {
+        let (_, holes) = self.map_range(ino, first, end);
+        let needed: u64 = holes.iter().map(|&(a, b)| (b - a) as u64).sum();
+        if needed > self.bitmap.free_blocks()
+            && !self.freed_uncommitted.is_empty()
+            && !self.committing
+        {
+            // Blocks freed in the running transaction come back at its commit: force it
+            // and try again, as ext4 does on ENOSPC (fs/ext4/balloc.c,
+            // ext4_should_retry_alloc).
+            self.sync()?;
+        }
+        if needed > self.bitmap.free_blocks() {
+            return Err(SimfsError::NoSpace {
+                needed_blocks: needed,
+                free_blocks: self.bitmap.free_blocks(),
+            });
+        }
+        for (a, b) in holes {
+            let n = (b - a) as u64;
+            let goal = self.goal_of(ino);
+            let single = if one_run && self.log.is_none() {
+                self.bitmap.find_run(goal.unwrap_or(self.cursor), n)
+            } else {
+                None
+            };
+            let runs = match single {
+                Some(start) => {
+                    self.take(start, n);
+                    vec![(start, n)]
+                }
+                None if self.cfg.prealloc && self.log.is_none() && !one_run => {
+                    self.alloc_preallocated(ino, goal, n)?
+                }
+                None => self.alloc(goal, n)?,
+            };
+            self.add_mapping(ino, a, &runs);
+        }
+        Ok(())
+    }
+
+    /// mballoc-style inode preallocation: a file's appends are served from a window
+    /// reserved for it, sized to the next power of two of the file's blocks (16 blocks to
+    /// 8 MiB), so concurrent writers get few, growing extents instead of one per write.
+    pub(super) fn alloc_preallocated(
+        &mut self,
+        ino: Ino,
+        goal: Option<u64>,
+        n: u64,
+    ) -> Result<Vec<(u64, u64)>, SimfsError> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        let mut remaining = n;
+        while remaining > 0 {
+            if let Some((s, l)) = self.files[&ino].pa {
+                let k = l.min(remaining);
+                match runs.last_mut() {
+                    Some(last) if last.0 + last.1 == s => last.1 += k,
+                    _ => runs.push((s, k)),
+                }
+                self.files.get_mut(&ino).expect("exists").pa = (l > k).then_some((s + k, l - k));
+                remaining -= k;
+                continue;
+            }
+            let file_blocks: u64 = self.files[&ino].extents.iter().map(|e| e.len as u64).sum();
+            let window = (file_blocks + remaining)
+                .next_power_of_two()
+                .clamp(16, PREALLOC_MAX_BLOCKS)
+                .max(remaining.min(PREALLOC_MAX_BLOCKS));
+            let from = runs
+                .last()
+                .map(|r| r.0 + r.1)
+                .or(goal)
+                .unwrap_or(self.cursor);
+            match self.bitmap.find_run(from, window) {
+                Some(start) if window <= self.bitmap.free_blocks() => {
+                    self.take(start, window);
+                    self.files.get_mut(&ino).expect("exists").pa = Some((start, window));
+                }
+                _ => {
+                    // No window of that size: plain allocation for the rest.
+                    let more = self.alloc(goal, remaining)?;
+                    runs.extend(more);
+                    remaining = 0;
+                }
+            }
+        }
+        Ok(runs)
+    }
+
+    /// Creates a file of `size_bytes` made of `extents` runs with a free block between
+    /// neighbours (a fragmented file on purpose, like paper 002's 10 MB file of 160
+    /// extents), and writes its data.
+    pub fn create_fragmented(
+        &mut self,
+        name: &str,
+        size_bytes: u64,
+        extents: u32,
+    ) -> Result<Ino, SimfsError> {
+        let blocks = size_bytes.div_ceil(BLOCK);
+        if extents == 0 || extents as u64 > blocks {
+            return Err(SimfsError::Invalid(format!(
+                "{extents} extents for {blocks} blocks: need 1..={blocks}"
+            )));
+        }
+        let span = blocks + extents as u64 - 1;
+        let start = self.bitmap.find_run(self.cursor, span).ok_or_else(|| {
+            let free_blocks = self.bitmap.free_blocks();
+            if free_blocks < span {
+                SimfsError::NoSpace {
+                    needed_blocks: span,
+                    free_blocks,
+                }
+            } else {
+                SimfsError::NoContiguousRun {
+                    needed_blocks: span,
+                    longest_free_run: self.bitmap.longest_free_run(),
+                    free_blocks,
+                }
+            }
+        })?;
+        let ino = self.create(name)?;
+        let (per, extra) = (blocks / extents as u64, blocks % extents as u64);
+        let mut at = start;
+        let mut lblk = 0u32;
+        for i in 0..extents as u64 {
+            let n = per + u64::from(i < extra);
+            self.take(at, n);
+            self.add_mapping(ino, lblk, &[(at, n)]);
+            self.stats.data_write_requests += 1;
+            self.stats.data_write_bytes += n * BLOCK;
+            self.dev.io(Command::write(at * BLOCK, n * BLOCK))?;
+            lblk += n as u32;
+            at += n + 1;
+        }
+        let f = self.files.get_mut(&ino).expect("just created");
+        f.size_bytes = size_bytes;
+        Ok(ino)
+    }
+
+    /// Builds the extent tree of `extents` over `blocks` (as many as
+    /// [`tree_blocks_needed`]): the root for the inode and the nodes to write.
+    pub(super) fn build_tree(extents: &[Extent], blocks: &[u64]) -> (Node, Vec<(u64, Node)>) {
+        if extents.len() <= EXTENTS_IN_INODE {
+            return (Node::Leaf(extents.to_vec()), Vec::new());
+        }
+        let mut next = blocks.iter().copied();
+        let mut nodes = Vec::new();
+        let mut level: Vec<ExtentIndex> = extents
+            .chunks(EXTENTS_PER_BLOCK)
+            .map(|c| {
+                let b = next.next().expect("enough tree blocks");
+                nodes.push((b, Node::Leaf(c.to_vec())));
+                ExtentIndex {
+                    logical_block: c[0].logical_block,
+                    child_block: b,
+                }
+            })
+            .collect();
+        let mut depth = 1;
+        while level.len() > EXTENTS_IN_INODE {
+            level = level
+                .chunks(EXTENTS_PER_BLOCK)
+                .map(|c| {
+                    let b = next.next().expect("enough tree blocks");
+                    nodes.push((
+                        b,
+                        Node::Index {
+                            depth,
+                            children: c.to_vec(),
+                        },
+                    ));
+                    ExtentIndex {
+                        logical_block: c[0].logical_block,
+                        child_block: b,
+                    }
+                })
+                .collect();
+            depth += 1;
+        }
+        (
+            Node::Index {
+                depth,
+                children: level,
+            },
+            nodes,
+        )
+    }
+}

@@ -1,0 +1,150 @@
+//! Metadata write-back: extent-tree blocks, inode-table blocks and bitmaps written as
+//! 4 KiB blocks whose bytes the drive keeps, at a file's sync or the journal-like commit.
+
+use super::*;
+
+impl<D: BlockDev> SimFs<D> {
+    pub(super) fn write_meta(&mut self, block: u64, bytes: Vec<u8>) -> Result<u64, SimfsError> {
+        self.stats.meta_write_requests += 1;
+        self.dev
+            .io(Command::write_data(block * BLOCK, Arc::from(bytes)))
+    }
+
+    /// Writes one file's extent tree (reusing its tree blocks where it can) and marks its
+    /// inode-table block for write-back.
+    pub(super) fn write_file_meta(&mut self, ino: Ino) -> Result<(), SimfsError> {
+        let (n, mut blocks) = {
+            let f = &self.files[&ino];
+            (tree_blocks_needed(f.extents.len()), f.tree_blocks.clone())
+        };
+        while blocks.len() > n {
+            let b = blocks.pop().expect("longer than n");
+            self.release(b, 1);
+        }
+        if blocks.len() < n {
+            let runs = self.alloc(None, (n - blocks.len()) as u64)?;
+            blocks.extend(runs.iter().flat_map(|&(s, l)| s..s + l));
+        }
+        if let Some(log) = &mut self.log {
+            for &b in &blocks {
+                log.set_owner(b, ino, crate::lfs::TREE_BLOCK);
+            }
+        }
+        let (root, nodes) = Self::build_tree(&self.files[&ino].extents, &blocks);
+        for (b, node) in nodes {
+            let mut bytes = vec![0u8; BLOCK_BYTES];
+            encode_node(&node, &mut bytes);
+            self.write_meta(b, bytes)?;
+        }
+        let f = self.files.get_mut(&ino).expect("exists");
+        f.tree_blocks = blocks;
+        f.written_root = root;
+        f.dirty = false;
+        self.dirty_itable.insert(self.itable_block_of(ino));
+        Ok(())
+    }
+
+    /// Encodes the inode-table block `block` from the in-memory inodes.
+    pub(super) fn itable_bytes(&self, block: u64) -> Vec<u8> {
+        let mut bytes = vec![0u8; BLOCK_BYTES];
+        let per_block = (BLOCK as usize / INODE_BYTES) as u32;
+        for g in 0..self.descs.len() as u32 {
+            let table = self.descs[g as usize].inode_table as u64;
+            let table_blocks = self.sb.inodes_per_group as u64 * INODE_BYTES as u64 / BLOCK;
+            if !(table..table + table_blocks).contains(&block) {
+                continue;
+            }
+            let first_ino = g * self.sb.inodes_per_group + (block - table) as u32 * per_block + 1;
+            for i in 0..per_block {
+                let ino = first_ino + i;
+                if let Some(f) = self.files.get(&ino) {
+                    Inode {
+                        mode: 0o100644,
+                        links: 1,
+                        size_bytes: f.size_bytes,
+                        flags: EXTENTS_FL,
+                        root: f.written_root.clone(),
+                    }
+                    .encode(&mut bytes[i as usize * INODE_BYTES..(i as usize + 1) * INODE_BYTES]);
+                }
+            }
+        }
+        bytes
+    }
+
+    pub(super) fn bitmap_bytes(&self, g: u32) -> (Vec<u8>, Vec<u8>) {
+        let mut blocks = vec![0u8; BLOCK_BYTES];
+        let start = g as u64 * self.cfg.blocks_per_group as u64;
+        for i in 0..self.cfg.blocks_per_group as u64 {
+            let b = start + i;
+            if b >= self.bitmap.blocks() || self.bitmap.is_used(b) {
+                blocks[(i / 8) as usize] |= 1 << (i % 8);
+            }
+        }
+        let mut inodes = vec![0u8; BLOCK_BYTES];
+        let ipg = self.sb.inodes_per_group as usize;
+        for i in 0..ipg {
+            if self.inode_used[g as usize * ipg + i] {
+                inodes[i / 8] |= 1 << (i % 8);
+            }
+        }
+        (blocks, inodes)
+    }
+
+    /// Writes one file's metadata now (its tree and inode-table block).
+    pub fn sync_file(&mut self, ino: Ino) -> Result<(), SimfsError> {
+        self.file(ino)?;
+        if self.files[&ino].dirty {
+            self.write_file_meta(ino)?;
+        }
+        let b = self.itable_block_of(ino);
+        if self.dirty_itable.remove(&b) {
+            let bytes = self.itable_bytes(b);
+            self.write_meta(b, bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Writes back all dirty metadata (extent trees, inode tables, bitmaps), then flushes:
+    /// a journal commit (in journal discard mode, the extents freed since the last commit
+    /// are then freed and discarded).
+    pub fn sync(&mut self) -> Result<u64, SimfsError> {
+        self.committing = true;
+        let done = self.commit_metadata();
+        self.committing = false;
+        let done = done?;
+        if self.freed_uncommitted.is_empty() {
+            return Ok(done);
+        }
+        Ok(done.max(self.discard_committed()?))
+    }
+
+    pub(super) fn commit_metadata(&mut self) -> Result<u64, SimfsError> {
+        let dirty: Vec<Ino> = self
+            .files
+            .iter()
+            .filter(|(_, f)| f.dirty)
+            .map(|(&i, _)| i)
+            .collect();
+        let mut dirty = dirty;
+        dirty.sort_unstable();
+        for ino in dirty {
+            self.write_file_meta(ino)?;
+        }
+        for b in std::mem::take(&mut self.dirty_itable) {
+            let bytes = self.itable_bytes(b);
+            self.write_meta(b, bytes)?;
+        }
+        if self.log.is_some() {
+            self.send_log_discards()?;
+        }
+        for g in std::mem::take(&mut self.dirty_groups) {
+            let (blocks, inodes) = self.bitmap_bytes(g);
+            let d = self.descs[g as usize];
+            self.write_meta(d.block_bitmap as u64, blocks)?;
+            self.write_meta(d.inode_bitmap as u64, inodes)?;
+        }
+        self.stats.flushes += 1;
+        self.dev.io(Command::flush())
+    }
+}

@@ -1,0 +1,116 @@
+//! Creating a file system: the layout of groups, bitmaps and inode tables, written to the
+//! device as mkfs.ext4 would.
+
+use super::*;
+
+impl<D: BlockDev> SimFs<D> {
+    /// Creates a file system of `cfg.size_bytes` at the start of `dev`, writing its
+    /// superblock, group descriptors and bitmaps (inode tables are written lazily, as
+    /// ext4's lazy_itable_init does). The device's last 4 KiB page stays free: vTrim and
+    /// fTrim commands are addressed to it.
+    pub fn mkfs(dev: D, cfg: FsConfig) -> Result<Self, SimfsError> {
+        let command_page = (dev.capacity_bytes() / BLOCK).saturating_sub(1) * BLOCK;
+        let blocks = cfg.size_bytes / BLOCK;
+        if cfg.size_bytes > command_page {
+            return Err(SimfsError::Config(format!(
+                "a {} byte file system does not fit a {} byte device (its last 4 KiB page is reserved for vTrim/fTrim)",
+                cfg.size_bytes,
+                dev.capacity_bytes()
+            )));
+        }
+        if cfg.blocks_per_group == 0
+            || cfg.blocks_per_group > 32768
+            || !cfg.blocks_per_group.is_multiple_of(8)
+        {
+            return Err(SimfsError::Config(
+                "blocks_per_group must be a multiple of 8 up to 32768 (one bitmap block)".into(),
+            ));
+        }
+        let ipg = cfg.inodes_per_group;
+        if ipg == 0 || !ipg.is_multiple_of(16) || ipg > 8 * BLOCK_BYTES as u32 {
+            return Err(SimfsError::Config(
+                "inodes_per_group must be a positive multiple of 16 up to 32768".into(),
+            ));
+        }
+        if blocks > u32::MAX as u64 {
+            return Err(SimfsError::Config("more than 2^32 blocks".into()));
+        }
+        if blocks == 0 {
+            return Err(SimfsError::Config(format!(
+                "a {} byte file system holds no whole {BLOCK} byte block; use a larger size",
+                cfg.size_bytes
+            )));
+        }
+        let groups = blocks.div_ceil(cfg.blocks_per_group as u64) as u32;
+        let gdt_blocks = (groups as u64 * 32).div_ceil(BLOCK);
+        let itable_blocks = ipg as u64 * INODE_BYTES as u64 / BLOCK;
+        let mut bitmap = Bitmap::new(blocks);
+        let mut descs = Vec::with_capacity(groups as usize);
+        for g in 0..groups as u64 {
+            let start = g * cfg.blocks_per_group as u64;
+            let meta = if g == 0 { 1 + gdt_blocks } else { start };
+            let end = meta + 2 + itable_blocks;
+            let group_end = (start + cfg.blocks_per_group as u64).min(blocks);
+            if end >= group_end {
+                return Err(SimfsError::Config(format!(
+                    "{} bytes leave group {g} no room for data after its bitmaps and inode table; use a larger size",
+                    cfg.size_bytes
+                )));
+            }
+            bitmap.set_used(start, end - start);
+            descs.push(GroupDesc {
+                block_bitmap: meta as u32,
+                inode_bitmap: meta as u32 + 1,
+                inode_table: meta as u32 + 2,
+            });
+        }
+        let sb = Superblock {
+            inodes_count: groups * ipg,
+            blocks_count: blocks as u32,
+            blocks_per_group: cfg.blocks_per_group,
+            inodes_per_group: ipg,
+        };
+        let cursor = bitmap.next_free(0).unwrap_or(0);
+        let mut fs = SimFs {
+            dev,
+            inode_used: vec![false; sb.inodes_count as usize],
+            sb,
+            descs,
+            bitmap,
+            files: HashMap::new(),
+            names: BTreeMap::new(),
+            cursor,
+            deferred: Vec::new(),
+            freed_uncommitted: Vec::new(),
+            committing: false,
+            dirty_groups: (0..groups).collect(),
+            dirty_itable: BTreeSet::new(),
+            command_page,
+            stats: FsStats::default(),
+            log: None,
+            cfg,
+        };
+        if fs.cfg.alloc == AllocPolicy::LogStructured {
+            fs.log = Some(crate::lfs::LogState::new(&fs.bitmap));
+        }
+        // Reserved inodes 1..FIRST_INODE are in use from the start.
+        for i in 0..(FIRST_INODE - 1) as usize {
+            fs.inode_used[i] = true;
+        }
+        let mut b0 = vec![0u8; BLOCK_BYTES];
+        fs.sb.encode(&mut b0);
+        fs.write_meta(0, b0)?;
+        for gb in 0..gdt_blocks {
+            let mut b = vec![0u8; BLOCK_BYTES];
+            for (g, d) in fs.descs.iter().enumerate() {
+                let (blk, off) = group_desc_location(g as u32);
+                if blk == 1 + gb {
+                    d.encode(&mut b[off..off + 32]);
+                }
+            }
+            fs.write_meta(1 + gb, b)?;
+        }
+        fs.sync()?;
+        Ok(fs)
+    }
+}

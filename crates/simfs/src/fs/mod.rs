@@ -1,0 +1,364 @@
+//! The file system: layout, allocation, files, metadata write-back and discard.
+//!
+//! Metadata is cached in memory (as a warm page cache would) and written back by
+//! [`SimFs::sync`]: extent-tree blocks, inode-table blocks and bitmaps, each a 4 KiB write
+//! whose bytes the drive keeps (so fTrim can read them), then a flush. File data is
+//! written as plain block writes without content. There is no journal and no directory
+//! blocks: names live in memory. Simplifications are listed in docs/simfs.md.
+
+use crate::bitmap::Bitmap;
+use crate::device::BlockDev;
+use crate::SimfsError;
+use flash::fslayout::{
+    encode_node, group_desc_location, Extent, ExtentIndex, GroupDesc, Inode, Node, Superblock,
+    BLOCK_BYTES, EXTENTS_FL, EXTENTS_IN_INODE, EXTENTS_PER_BLOCK, INODE_BYTES, MAX_EXTENT_BLOCKS,
+};
+use flash::{ByteRange, Command};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+mod alloc;
+mod check;
+mod discard;
+mod extents;
+mod log;
+mod meta;
+mod mkfs;
+
+pub use crate::types::*;
+use discard::range_bytes;
+use extents::tree_blocks_needed;
+
+#[derive(Debug, Clone)]
+pub(crate) struct FileState {
+    pub(crate) size_bytes: u64,
+    /// Sorted by logical block, non-overlapping.
+    pub(crate) extents: Vec<Extent>,
+    /// Extent-tree blocks on disk (index and leaf), in tree order.
+    pub(crate) tree_blocks: Vec<u64>,
+    /// The inode's extent root as last written with its tree blocks: an inode-table
+    /// block written for another file carries this, never a root whose tree blocks are
+    /// not allocated or written yet.
+    pub(crate) written_root: Node,
+    pub(crate) dirty: bool,
+    /// Blocks preallocated for the file's next appends (mballoc-style), held as used.
+    pub(crate) pa: Option<(u64, u64)>,
+}
+
+/// A run of physical blocks: (first block, blocks).
+type BlockRun = (u64, u64);
+
+pub struct SimFs<D: BlockDev> {
+    pub(crate) dev: D,
+    pub(crate) cfg: FsConfig,
+    pub(crate) sb: Superblock,
+    pub(crate) descs: Vec<GroupDesc>,
+    pub(crate) bitmap: Bitmap,
+    pub(crate) inode_used: Vec<bool>,
+    pub(crate) files: HashMap<Ino, FileState>,
+    pub(crate) names: BTreeMap<String, Ino>,
+    pub(crate) cursor: u64,
+    pub(crate) deferred: Vec<(u64, u64)>,
+    /// Journal mode: runs freed since the last commit (still marked used).
+    pub(crate) freed_uncommitted: Vec<(u64, u64)>,
+    /// A commit is running (an allocation inside it must not start another).
+    committing: bool,
+    pub(crate) dirty_groups: BTreeSet<u32>,
+    pub(crate) dirty_itable: BTreeSet<u64>,
+    pub(crate) command_page: u64,
+    pub(crate) stats: FsStats,
+    /// Segment bookkeeping of the log-structured policy.
+    pub(crate) log: Option<crate::lfs::LogState>,
+}
+
+impl<D: BlockDev> SimFs<D> {
+    pub fn device(&self) -> &D {
+        &self.dev
+    }
+
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.dev
+    }
+
+    pub fn into_device(self) -> D {
+        self.dev
+    }
+
+    pub fn stats(&self) -> &FsStats {
+        &self.stats
+    }
+
+    pub fn config(&self) -> &FsConfig {
+        &self.cfg
+    }
+
+    pub fn free_bytes(&self) -> u64 {
+        self.bitmap.free_blocks() * BLOCK
+    }
+
+    /// The byte offset of the reserved page vTrim and fTrim commands are written to.
+    pub fn command_page_offset(&self) -> u64 {
+        self.command_page
+    }
+
+    pub fn set_discard(&mut self, mode: DiscardMode) {
+        self.cfg.discard = mode;
+    }
+
+    pub fn lookup(&self, name: &str) -> Result<Ino, SimfsError> {
+        self.names
+            .get(name)
+            .copied()
+            .ok_or_else(|| SimfsError::NotFound(name.to_string()))
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.keys().map(String::as_str)
+    }
+
+    pub fn size_of(&self, ino: Ino) -> Result<u64, SimfsError> {
+        Ok(self.file(ino)?.size_bytes)
+    }
+
+    /// The file's extents (logical block, blocks, physical start block), in order.
+    pub fn extents(&self, ino: Ino) -> Result<Vec<Extent>, SimfsError> {
+        Ok(self.file(ino)?.extents.clone())
+    }
+
+    /// The file's extent-tree blocks on disk.
+    pub fn tree_blocks(&self, ino: Ino) -> Result<Vec<u64>, SimfsError> {
+        Ok(self.file(ino)?.tree_blocks.clone())
+    }
+
+    fn file(&self, ino: Ino) -> Result<&FileState, SimfsError> {
+        self.files
+            .get(&ino)
+            .ok_or_else(|| SimfsError::Invalid(format!("inode {ino} is not an open file")))
+    }
+
+    fn group_of_block(&self, b: u64) -> u32 {
+        (b / self.cfg.blocks_per_group as u64) as u32
+    }
+
+    fn itable_block_of(&self, ino: Ino) -> u64 {
+        let g = (ino - 1) / self.sb.inodes_per_group;
+        let idx = ((ino - 1) % self.sb.inodes_per_group) as u64;
+        self.descs[g as usize].inode_table as u64 + idx * INODE_BYTES as u64 / BLOCK
+    }
+
+    /// Renames a file (names live in memory: no I/O); `to` must not exist.
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<(), SimfsError> {
+        if to.is_empty() || to.contains('/') || to.len() > 255 {
+            return Err(SimfsError::Invalid(format!(
+                "file name {to:?} must be 1-255 bytes without '/'"
+            )));
+        }
+        if self.names.contains_key(to) {
+            return Err(SimfsError::Exists(to.to_string()));
+        }
+        let ino = self.lookup(from)?;
+        self.names.remove(from);
+        self.names.insert(to.to_string(), ino);
+        Ok(())
+    }
+
+    /// Creates an empty file.
+    pub fn create(&mut self, name: &str) -> Result<Ino, SimfsError> {
+        if name.is_empty() || name.contains('/') || name.len() > 255 {
+            return Err(SimfsError::Invalid(format!(
+                "file name {name:?} must be 1-255 bytes without '/'"
+            )));
+        }
+        if self.names.contains_key(name) {
+            return Err(SimfsError::Exists(name.to_string()));
+        }
+        let idx = self
+            .inode_used
+            .iter()
+            .position(|u| !u)
+            .ok_or(SimfsError::NoInodes {
+                inodes: self.sb.inodes_count,
+            })?;
+        self.inode_used[idx] = true;
+        let ino = idx as Ino + 1;
+        self.names.insert(name.to_string(), ino);
+        self.files.insert(
+            ino,
+            FileState {
+                size_bytes: 0,
+                extents: Vec::new(),
+                tree_blocks: Vec::new(),
+                written_root: Node::Leaf(Vec::new()),
+                dirty: true,
+                pa: None,
+            },
+        );
+        self.dirty_groups
+            .insert((ino - 1) / self.sb.inodes_per_group);
+        Ok(ino)
+    }
+
+    /// Writes `len_bytes` at `offset_bytes` of the file (whole 4 KiB blocks), allocating
+    /// blocks where the file has none; returns the device's completion time.
+    pub fn write_at(
+        &mut self,
+        ino: Ino,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<u64, SimfsError> {
+        self.file(ino)?;
+        if len_bytes == 0 {
+            return Ok(0);
+        }
+        let (first, end) = Self::block_span(offset_bytes, len_bytes)?;
+        if self.log.is_some() {
+            // Out of place: the blocks written move to the log head. Refuse up front if
+            // the new copies cannot fit, so a failed write loses nothing.
+            let needed = (end - first) as u64;
+            if needed > self.bitmap.free_blocks() {
+                return Err(SimfsError::NoSpace {
+                    needed_blocks: needed,
+                    free_blocks: self.bitmap.free_blocks(),
+                });
+            }
+            self.relocate_on_write(ino, first, end)?;
+        }
+        self.fill_holes(ino, first, end, false)?;
+        let (runs, _) = self.map_range(ino, first, end);
+        let mut done = 0;
+        for (p, n) in runs {
+            self.stats.data_write_requests += 1;
+            self.stats.data_write_bytes += n * BLOCK;
+            done = self.dev.io(Command::write(p * BLOCK, n * BLOCK))?;
+        }
+        let f = self.files.get_mut(&ino).expect("checked");
+        if offset_bytes + len_bytes > f.size_bytes {
+            f.size_bytes = offset_bytes + len_bytes;
+            f.dirty = true;
+        }
+        Ok(done)
+    }
+
+    /// Reads `len_bytes` at `offset_bytes` (holes cost nothing); returns the completion time.
+    pub fn read_at(
+        &mut self,
+        ino: Ino,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<u64, SimfsError> {
+        self.file(ino)?;
+        let (first, end) = Self::block_span(offset_bytes, len_bytes)?;
+        let (runs, _) = self.map_range(ino, first, end);
+        let mut done = 0;
+        for (p, n) in runs {
+            self.stats.data_read_requests += 1;
+            self.stats.data_read_bytes += n * BLOCK;
+            done = self.dev.io(Command::read(p * BLOCK, n * BLOCK))?;
+        }
+        Ok(done)
+    }
+
+    /// Preallocates `[offset_bytes, offset_bytes + len_bytes)` as one contiguous run if
+    /// free space allows (else as few runs as next-fit finds), without writing data; the
+    /// file grows to cover the range.
+    pub fn fallocate(
+        &mut self,
+        ino: Ino,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<(), SimfsError> {
+        self.file(ino)?;
+        let (first, end) = Self::block_span(offset_bytes, len_bytes)?;
+        self.fill_holes(ino, first, end, true)?;
+        let f = self.files.get_mut(&ino).expect("checked");
+        f.size_bytes = f.size_bytes.max(offset_bytes + len_bytes);
+        f.dirty = true;
+        Ok(())
+    }
+
+    /// Deletes a file, telling the drive per the discard mode; returns the completion time
+    /// of the last command it sent. On a device error the file is left in place.
+    pub fn unlink(&mut self, name: &str) -> Result<u64, SimfsError> {
+        let ino = self.lookup(name)?;
+        let f = &self.files[&ino];
+        let runs = merge_runs(
+            f.extents
+                .iter()
+                .map(|e| (e.start_block, e.len as u64))
+                .chain(f.tree_blocks.iter().map(|&b| (b, 1)))
+                .collect(),
+        );
+        let bytes: u64 = runs.iter().map(|r| r.1 * BLOCK).sum();
+        let mut done = 0;
+        match self.cfg.discard {
+            DiscardMode::None => {}
+            DiscardMode::Online => {
+                for &(s, l) in &runs {
+                    self.stats.trim_commands += 1;
+                    done = self.dev.io(Command::trim(s * BLOCK, l * BLOCK))?;
+                }
+                self.stats.discarded_bytes += bytes;
+            }
+            DiscardMode::VTrim => {
+                for chunk in runs.chunks(VTRIM_MAX_RANGES) {
+                    let ranges = chunk.iter().map(|&(s, l)| range_bytes(s, l)).collect();
+                    self.stats.vtrim_commands += 1;
+                    done = self.dev.io(Command::vtrim(self.command_page, ranges))?;
+                }
+                self.stats.discarded_bytes += bytes;
+            }
+            DiscardMode::FTrim => {
+                // The drive reads the inode and its tree: they must be on the device first.
+                self.sync_file(ino)?;
+                self.stats.ftrim_commands += 1;
+                let mut cmd = Command::ftrim(self.command_page, ino);
+                cmd.len_bytes = 512; // one sector carries the inode number
+                done = self.dev.io(cmd)?;
+                self.stats.discarded_bytes += bytes;
+            }
+            DiscardMode::Deferred => self.deferred.extend(runs.iter().copied()),
+            DiscardMode::Journal => {}
+        }
+        if let Some((s, l)) = self.files[&ino].pa {
+            self.release(s, l);
+        }
+        if self.cfg.discard == DiscardMode::Journal && self.log.is_none() {
+            // Free only at the next commit, and discard then.
+            self.freed_uncommitted.extend(runs.iter().copied());
+        } else {
+            for &(s, l) in &runs {
+                self.release(s, l);
+            }
+        }
+        self.files.remove(&ino);
+        self.names.remove(name);
+        self.inode_used[ino as usize - 1] = false;
+        self.dirty_groups
+            .insert((ino - 1) / self.sb.inodes_per_group);
+        self.dirty_itable.insert(self.itable_block_of(ino));
+        Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_sizes() {
+        assert_eq!(tree_blocks_needed(4), 0);
+        assert_eq!(tree_blocks_needed(5), 1);
+        assert_eq!(tree_blocks_needed(340), 1);
+        assert_eq!(tree_blocks_needed(341), 2);
+        assert_eq!(tree_blocks_needed(4 * 340), 4);
+        assert_eq!(tree_blocks_needed(4 * 340 + 1), 5 + 1);
+    }
+
+    #[test]
+    fn merges_runs() {
+        assert_eq!(
+            merge_runs(vec![(10, 2), (0, 5), (5, 5), (13, 1)]),
+            vec![(0, 12), (13, 1)]
+        );
+    }
+}

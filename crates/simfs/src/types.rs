@@ -1,0 +1,175 @@
+//! The vocabulary every part of simfs shares: the block size, inode numbers, block runs,
+//! the allocation and discard policies, the configuration and the counters.
+
+use flash::fslayout::BLOCK_BYTES;
+use std::fmt;
+use std::str::FromStr;
+
+pub const BLOCK: u64 = BLOCK_BYTES as u64;
+
+/// First inode number handed to files (ext4 reserves 1–10 and uses 11 for lost+found).
+pub const FIRST_INODE: u32 = 12;
+
+/// Ranges one vTrim command carries: a 4-byte count, then 8-byte (start block, blocks)
+/// entries in a 4 KiB payload.
+pub const VTRIM_MAX_RANGES: usize = (BLOCK_BYTES - 4) / 8;
+
+/// Largest mballoc-style preallocation window: 8 MiB.
+pub const PREALLOC_MAX_BLOCKS: u64 = 2048;
+
+/// Where new blocks go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllocPolicy {
+    /// ext4-like: continue at the file's goal (the block after its last extent); when that
+    /// block is taken, take the next free run after a global next-fit cursor. Files written
+    /// concurrently therefore interleave and fragment.
+    Ext4Like,
+    /// F2FS-like: every write, overwrites included, appends at the head of the current
+    /// 2 MiB segment; a new head is always a clean segment; when clean segments run low,
+    /// the segment with the fewest live blocks is cleaned (its live blocks read and
+    /// appended at the head). Freed blocks are discarded at the next sync (checkpoint).
+    LogStructured,
+}
+
+impl fmt::Display for AllocPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AllocPolicy::Ext4Like => "ext4-like",
+            AllocPolicy::LogStructured => "log-structured",
+        })
+    }
+}
+
+impl FromStr for AllocPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ext4" | "ext4-like" => Ok(AllocPolicy::Ext4Like),
+            "log" | "log-structured" | "lfs" => Ok(AllocPolicy::LogStructured),
+            _ => Err(format!(
+                "unknown allocation policy {s:?}: expected ext4-like or log-structured"
+            )),
+        }
+    }
+}
+
+/// What `unlink` tells the drive about the freed blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiscardMode {
+    /// Nothing: the drive keeps the dead data valid.
+    None,
+    /// One TRIM per freed extent, at once (ext4 `-o discard`).
+    Online,
+    /// All ranges of the delete in one vectored TRIM (4 KiB payload, up to 511 ranges).
+    VTrim,
+    /// Only the inode number; the drive walks the metadata itself.
+    FTrim,
+    /// Ranges collected and sent later by [`crate::SimFs::fstrim`], merged, one TRIM per range.
+    Deferred,
+    /// ext4 `-o discard` as Linux does it: freed extents wait for the next journal commit
+    /// ([`crate::SimFs::sync`]), are not reused before it, and are then discarded merged within
+    /// their block group, one TRIM per run (fs/ext4/mballoc.c:
+    /// ext4_free_data_in_buddy and ext4_try_merge_freed_extent).
+    Journal,
+}
+
+impl FromStr for DiscardMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "none" => DiscardMode::None,
+            "online" | "trim" => DiscardMode::Online,
+            "vtrim" => DiscardMode::VTrim,
+            "ftrim" => DiscardMode::FTrim,
+            "deferred" => DiscardMode::Deferred,
+            "journal" => DiscardMode::Journal,
+            _ => {
+                return Err(format!(
+                    "unknown discard mode {s:?}: expected none, online, journal, vtrim, ftrim or deferred"
+                ))
+            }
+        })
+    }
+}
+
+impl fmt::Display for DiscardMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DiscardMode::None => "none",
+            DiscardMode::Online => "online",
+            DiscardMode::VTrim => "vtrim",
+            DiscardMode::FTrim => "ftrim",
+            DiscardMode::Deferred => "deferred",
+            DiscardMode::Journal => "journal",
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct FsConfig {
+    pub size_bytes: u64,
+    pub blocks_per_group: u32,
+    pub inodes_per_group: u32,
+    pub alloc: AllocPolicy,
+    pub discard: DiscardMode,
+    /// ext4-like: mballoc-style per-file preallocation windows for appends (as ext4's
+    /// buffered writes get); off, every write allocates on its own (as under O_DIRECT).
+    pub prealloc: bool,
+}
+
+impl FsConfig {
+    /// ext4's defaults for 4 KiB blocks: 32,768 blocks (128 MiB) per group; 512 inodes per
+    /// group.
+    pub fn new(size_bytes: u64) -> Self {
+        FsConfig {
+            size_bytes,
+            blocks_per_group: 32768,
+            inodes_per_group: 512,
+            alloc: AllocPolicy::Ext4Like,
+            discard: DiscardMode::None,
+            prealloc: false,
+        }
+    }
+
+    /// A file system on 90% of a `device_bytes` device (whole blocks, leaving the last
+    /// 4 KiB page free for vTrim/fTrim commands); a device too small for any block gives
+    /// 0 bytes, which mkfs refuses with a clear error.
+    pub fn for_device(device_bytes: u64) -> Self {
+        FsConfig::new(device_bytes.saturating_sub(BLOCK) / BLOCK * BLOCK * 9 / 10)
+    }
+}
+
+/// Requests simfs issued, by kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FsStats {
+    pub data_write_requests: u64,
+    pub data_write_bytes: u64,
+    pub data_read_requests: u64,
+    pub data_read_bytes: u64,
+    pub meta_write_requests: u64,
+    pub trim_commands: u64,
+    /// Log-structured policy: segments cleaned and live blocks they moved.
+    pub cleaned_segments: u64,
+    pub cleaned_blocks: u64,
+    pub vtrim_commands: u64,
+    pub ftrim_commands: u64,
+    /// Bytes named by TRIM-family commands (for fTrim: the file's blocks).
+    pub discarded_bytes: u64,
+    pub flushes: u64,
+}
+
+/// A file's inode number.
+pub type Ino = u32;
+
+/// Sorts block runs and merges adjacent ones.
+pub(crate) fn merge_runs(mut runs: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    runs.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+    for (s, l) in runs {
+        match out.last_mut() {
+            Some(last) if last.0 + last.1 == s => last.1 += l,
+            _ => out.push((s, l)),
+        }
+    }
+    out
+}
