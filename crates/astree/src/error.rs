@@ -17,6 +17,9 @@ pub enum TreeError {
         value_bytes: usize,
         node_bytes: usize,
     },
+    /// The file system the store's files live on is full (simfs, or a real one).
+    #[error("{path}: no space left on the device")]
+    DiskFull { path: String },
     #[error("invalid settings: {0}")]
     Config(String),
     #[error("node {0} does not exist")]

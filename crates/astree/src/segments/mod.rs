@@ -107,7 +107,7 @@ fn vfs_error(e: VfsError) -> TreeError {
         VfsError::Invalid(msg) => TreeError::Config(msg),
         VfsError::NotFound(path) => io(path, std::io::ErrorKind::NotFound, "no such file"),
         VfsError::Exists(path) => io(path, std::io::ErrorKind::AlreadyExists, "exists already"),
-        VfsError::DiskFull { path } => io(path, std::io::ErrorKind::StorageFull, "no space left"),
+        VfsError::DiskFull { path } => TreeError::DiskFull { path },
     }
 }
 
@@ -293,6 +293,27 @@ pub type SharedSimSegments = VfsSegments<vfs::Shared<vfs::SimVfs>>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_file_system_is_a_disk_full_error() {
+        let dev = flash::Preset::load("840pro")
+            .unwrap()
+            .with_capacity(1 << 30)
+            .build()
+            .unwrap();
+        let fs =
+            simfs::SimFs::mkfs(simfs::Timed::new(dev), simfs::FsConfig::new(16 << 20)).unwrap();
+        let mut s = SimSegments::on(vfs::SimVfs::new(fs), "t", false).unwrap();
+        let chunk = vec![7u8; 1 << 20];
+        let err = (0..64u64)
+            .find_map(|i| s.write_at(1, i << 20, &chunk).err())
+            .expect("16 MiB fill up");
+        assert!(
+            matches!(&err, TreeError::DiskFull { path } if path.contains("t")),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("no space left"), "{err}");
+    }
 
     #[test]
     fn file_segments_list_write_read_and_remove_real_files() {
