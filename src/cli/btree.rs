@@ -92,7 +92,7 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
         ..lab::btreerun::BtreeSpec::new(r.store, backend)
     };
     let started = Instant::now();
-    let res = lab::btreerun::run(&spec).map_err(anyhow::Error::msg)?;
+    let res = lab::btreerun::run(&spec)?;
     if r.json {
         let mut v = serde_json::to_value(&res)?;
         v["wall_s"] = serde_json::json!(started.elapsed().as_secs_f64());

@@ -118,7 +118,7 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
     let pb = progress_bar(a.repeat as u64, "join");
     let r = lab::joinrun::run(&spec, &mut |n| pb.set_position(n as u64));
     pb.finish_and_clear();
-    let r = r.map_err(anyhow::Error::msg)?;
+    let r = r?;
     let wall_s = started.elapsed().as_secs_f64();
     if a.json {
         let mut v = serde_json::to_value(&r)?;

@@ -77,7 +77,7 @@ pub(crate) fn run(a: KvArgs) -> Result<()> {
         },
         backend,
     };
-    let res = lab::kvrun::run(&spec).map_err(anyhow::Error::msg)?;
+    let res = lab::kvrun::run(&spec)?;
     if r.json {
         println!("{}", serde_json::to_string(&res)?);
         return Ok(());

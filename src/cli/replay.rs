@@ -97,8 +97,7 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
         Some(m) => m == LoopMode::Open,
         None => info.timestamped,
     };
-    let pre = lab::precondition::precondition(&mut dev, a.precondition, a.occupancy, a.seed)
-        .map_err(anyhow::Error::msg)?;
+    let pre = lab::precondition::precondition(&mut dev, a.precondition, a.occupancy, a.seed)?;
     // --trim-as vtrim rewrites runs of TRIMs across the trace: it holds the trace in memory.
     let coalesced = if a.trim_as == TrimAs::Vtrim {
         let page = dev

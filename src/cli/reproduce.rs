@@ -58,7 +58,7 @@ pub(crate) fn run(a: ReproduceArgs) -> Result<()> {
         &mut bars,
     );
     bars.stop();
-    let r = r.map_err(anyhow::Error::msg)?;
+    let r = r?;
     println!("report written to {}", r.index.display());
     if r.interrupted {
         bail!("interrupted; the report holds the experiments that finished");

@@ -68,7 +68,7 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
         pb.set_position(done);
     });
     pb.finish_and_clear();
-    let result = result.map_err(anyhow::Error::msg)?;
+    let result = result?;
     let wall_s = started.elapsed().as_secs_f64();
     if a.json {
         let mut v = serde_json::to_value(&result)?;

@@ -52,7 +52,7 @@ pub(crate) fn run(a: SimfsArgs) -> Result<()> {
         seed: a.seed,
         record: a.trace_out.is_some(),
     };
-    let r = lab::deleterun::run_scenario(&sc).map_err(anyhow::Error::msg)?;
+    let r = lab::deleterun::run_scenario(&sc)?;
     if let (Some(path), Some(t)) = (&a.trace_out, &r.trace) {
         let f = std::fs::File::create(path)
             .with_context(|| format!("cannot create {}", path.display()))?;

@@ -203,8 +203,8 @@ pub fn run(a: SweepArgs) -> Result<()> {
             }
             Err(e) => {
                 failed.push(format!("{}: {e}", describe(&axes, p)));
-                row.push(("error".into(), e.clone()));
-                json_rows.push(serde_json::json!({"point": point, "error": e}));
+                row.push(("error".into(), e.to_string()));
+                json_rows.push(serde_json::json!({"point": point, "error": e.to_string()}));
             }
         }
         rows.push(row);
@@ -288,10 +288,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
                 y_label: "write amplification".into(),
                 series,
             };
-            write(
-                "waf.svg",
-                &lab::report::line_plot_svg(&plot).map_err(anyhow::Error::msg)?,
-            )?;
+            write("waf.svg", &lab::report::line_plot_svg(&plot)?)?;
             true
         }
         None => false,

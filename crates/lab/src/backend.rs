@@ -37,12 +37,15 @@ impl Backend {
 }
 
 /// A fresh simfs (with `alloc`) on 90% of `preset`'s drive, timed in virtual time.
-pub fn simulated_fs(preset: &Preset, alloc: simfs::AllocPolicy) -> Result<vfs::SimDrive, String> {
-    let dev = preset.build().map_err(|e| e.to_string())?;
+pub fn simulated_fs(
+    preset: &Preset,
+    alloc: simfs::AllocPolicy,
+) -> Result<vfs::SimDrive, crate::LabError> {
+    let dev = preset.build().map_err(crate::LabError::from)?;
     let logical = flash::Device::logical_bytes(&dev);
     let cfg = simfs::FsConfig {
         alloc,
         ..simfs::FsConfig::for_device(logical)
     };
-    simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg).map_err(|e| e.to_string())
+    simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg).map_err(crate::LabError::from)
 }

@@ -164,17 +164,18 @@ fn diff(a: &StoreStats, b: &StoreStats) -> StoreStats {
 
 /// A fresh private directory for one run's files inside `dir` (which must exist): a name
 /// no other run has, so a run never opens another's store, removed when dropped.
-pub fn run_dir(dir: &std::path::Path, prefix: &str) -> Result<tempfile::TempDir, String> {
+pub fn run_dir(dir: &std::path::Path, prefix: &str) -> Result<tempfile::TempDir, crate::LabError> {
     if !dir.is_dir() {
         return Err(format!(
             "directory {}: does not exist or is not a directory",
             dir.display()
-        ));
+        )
+        .into());
     }
     tempfile::Builder::new()
         .prefix(prefix)
         .tempdir_in(dir)
-        .map_err(|e| format!("cannot make a directory in {}: {e}", dir.display()))
+        .map_err(|e| crate::LabError::io(dir, e))
 }
 
 fn key(x: u64) -> [u8; 8] {
@@ -185,13 +186,13 @@ fn measure<S: NodeStore>(
     mut tree: BTree<S>,
     spec: &BtreeSpec,
     out: &mut BtreeResult,
-) -> Result<(), String> {
+) -> Result<(), crate::LabError> {
     let e = |e: astree::TreeError| e.to_string();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
     let mut keys = Vec::with_capacity((spec.preload + spec.ops) as usize);
     let mut inserted = 0u64;
     // One insert, with the commits and file-size samples the spec asks for.
-    let mut insert = |tree: &mut BTree<S>, k: u64| -> Result<(), String> {
+    let mut insert = |tree: &mut BTree<S>, k: u64| -> Result<(), crate::LabError> {
         tree.insert(&key(k), &k.to_le_bytes()).map_err(e)?;
         inserted += 1;
         if spec.commit_every > 0 && inserted.is_multiple_of(spec.commit_every) {
@@ -247,7 +248,7 @@ fn measure<S: NodeStore>(
     for _ in 0..spec.ops {
         let k = keys[rng.random_range(0..keys.len())];
         if tree.get(&key(k)).map_err(e)?.is_none() {
-            return Err(format!("key {k} is missing from the tree"));
+            return Err(format!("key {k} is missing from the tree").into());
         }
     }
     let (s2, t2) = (tree.store().stats(), tree.store().now_ns());
@@ -279,10 +280,10 @@ fn with_store<S: NodeStore>(
     store: S,
     spec: &BtreeSpec,
     out: &mut BtreeResult,
-) -> Result<(), String> {
+) -> Result<(), crate::LabError> {
     let store = LruCache::new(store, spec.cache_nodes);
     measure(
-        BTree::new(store, spec.fanout).map_err(|e| e.to_string())?,
+        BTree::new(store, spec.fanout).map_err(crate::LabError::from)?,
         spec,
         out,
     )
@@ -293,7 +294,7 @@ fn with_storage<T: Storage>(
     storage: T,
     spec: &BtreeSpec,
     out: &mut BtreeResult,
-) -> Result<(), String> {
+) -> Result<(), crate::LabError> {
     let e = |e: astree::TreeError| e.to_string();
     match spec.store {
         StoreKind::As => unreachable!("the AS store runs on segments"),
@@ -319,12 +320,12 @@ fn with_segments<G: astree::segments::Segments>(
     segments: G,
     spec: &BtreeSpec,
     out: &mut BtreeResult,
-) -> Result<(), String> {
-    let store = AsStore::open_with(segments, spec.as_config()).map_err(|e| e.to_string())?;
+) -> Result<(), crate::LabError> {
+    let store = AsStore::open_with(segments, spec.as_config()).map_err(crate::LabError::from)?;
     with_store(store, spec, out)
 }
 
-pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
+pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, crate::LabError> {
     let mut out = BtreeResult {
         store: format!("{:?}", spec.store).to_lowercase(),
         fanout: spec.fanout,
@@ -356,12 +357,12 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
             let name = out.store.clone();
             if spec.store == StoreKind::As {
                 let segments = FileSegments::open(private.path(), &name, *direct_io)
-                    .map_err(|e| e.to_string())?
+                    .map_err(crate::LabError::from)?
                     .with_cancel(cancel.clone());
                 with_segments(segments, spec, &mut out)?;
             } else {
                 let file = FileSegments::open(private.path(), &name, *direct_io)
-                    .map_err(|e| e.to_string())?
+                    .map_err(crate::LabError::from)?
                     .with_cancel(cancel.clone());
                 with_storage(SingleFile(file), spec, &mut out)?;
             }
@@ -371,12 +372,12 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, String> {
             let fs = crate::backend::simulated_fs(preset, simfs::AllocPolicy::Ext4Like)?;
             if spec.store == StoreKind::As {
                 let segments = SimSegments::on(vfs::SimVfs::new(fs), "btree", false)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(crate::LabError::from)?;
                 with_segments(segments, spec, &mut out)?;
             } else {
                 let storage = SingleFile(
                     SimSegments::on(vfs::SimVfs::new(fs), "btree", false)
-                        .map_err(|e| e.to_string())?,
+                        .map_err(crate::LabError::from)?,
                 );
                 with_storage(storage, spec, &mut out)?;
             }

@@ -49,7 +49,7 @@ pub struct ScenarioResult {
     pub trace: Option<trace::Trace>,
 }
 
-pub fn run_scenario(sc: &DeleteScenario) -> Result<ScenarioResult, String> {
+pub fn run_scenario(sc: &DeleteScenario) -> Result<ScenarioResult, crate::LabError> {
     let e = |e: simfs::SimfsError| e.to_string();
     let mut preset = sc.preset.clone();
     let c = preset
@@ -61,7 +61,7 @@ pub fn run_scenario(sc: &DeleteScenario) -> Result<ScenarioResult, String> {
     if let Some(p) = sc.preemptive {
         c.trim.preemptive = p;
     }
-    let ssd: Ssd = match preset.build().map_err(|e| e.to_string())? {
+    let ssd: Ssd = match preset.build().map_err(crate::LabError::from)? {
         AnyDevice::Ssd(s) => *s,
         AnyDevice::Hdd(_) => return Err("simfs scenarios need an SSD preset".into()),
     };

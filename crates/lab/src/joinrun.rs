@@ -108,8 +108,8 @@ pub struct JoinRunResult {
 /// Runs `f(user)` for every user in its own thread; results in user order.
 fn for_each_user<T: Send>(
     users: u32,
-    f: impl Fn(usize) -> Result<T, String> + Sync,
-) -> Vec<Result<T, String>> {
+    f: impl Fn(usize) -> Result<T, crate::LabError> + Sync,
+) -> Vec<Result<T, crate::LabError>> {
     std::thread::scope(|s| {
         let f = &f;
         let handles: Vec<_> = (0..users as usize).map(|u| s.spawn(move || f(u))).collect();
@@ -153,7 +153,7 @@ pub fn ensure_table_file(
     table: Table,
     sf: f64,
     layout: Layout,
-) -> Result<(PathBuf, tpch::Header), String> {
+) -> Result<(PathBuf, tpch::Header), crate::LabError> {
     let path = dir.join(format!("tpch-sf{sf}-{layout}-{}.tbl", table.name()));
     let lock_path = dir.join(format!(".tpch-sf{sf}-{layout}-{}.lock", table.name()));
     let lock = std::fs::OpenOptions::new()
@@ -165,14 +165,14 @@ pub fn ensure_table_file(
     // SAFETY: flock on a descriptor held open until the end of this function.
     if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX) } != 0 {
         let e = std::io::Error::last_os_error();
-        return Err(format!("{}: {e}", lock_path.display()));
+        return Err(format!("{}: {e}", lock_path.display()).into());
     }
     if let Ok(h) = tpch::read_header(&path) {
         if h.table == table && h.layout == layout && h.sf == sf {
             return Ok((path, h));
         }
     }
-    let h = tpch::write_table(&path, table, sf, layout).map_err(|e| e.to_string())?;
+    let h = tpch::write_table(&path, table, sf, layout).map_err(crate::LabError::from)?;
     Ok((path, h))
 }
 
@@ -190,9 +190,9 @@ fn merge(total: &mut JoinRunResult, r: &JoinResult) {
     total.nested_loop_pairs += r.nested_loop_pairs;
 }
 
-fn validate(spec: &JoinRunSpec) -> Result<(), String> {
+fn validate(spec: &JoinRunSpec) -> Result<(), crate::LabError> {
     if !(spec.sf > 0.0 && spec.sf.is_finite()) {
-        return Err(format!("--sf {} must be positive", spec.sf));
+        return Err(format!("--sf {} must be positive", spec.sf).into());
     }
     // Order keys reach about 6,000,000 × SF; fixed128 records hold 4-byte keys.
     if spec.sf * 6_000_000.0 > u32::MAX as f64 && spec.layout == Layout::Fixed128 {
@@ -205,7 +205,10 @@ fn validate(spec: &JoinRunSpec) -> Result<(), String> {
 }
 
 /// Runs the join `spec.repeat` times with `spec.users` concurrent users per repetition.
-pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunResult, String> {
+pub fn run(
+    spec: &JoinRunSpec,
+    progress: &mut dyn FnMut(u32),
+) -> Result<JoinRunResult, crate::LabError> {
     validate(spec)?;
     let e = |e: JoinError| e.to_string();
     let mut out = JoinRunResult {
@@ -236,14 +239,15 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
                     return Err(format!(
                         "{what} {}: does not exist or is not a directory (create it first)",
                         d.display()
-                    ));
+                    )
+                    .into());
                 }
             }
             let (op, oh) = ensure_table_file(data_dir, Table::Orders, spec.sf, spec.layout)?;
             let (lp, lh) = ensure_table_file(data_dir, Table::Lineitem, spec.sf, spec.layout)?;
             for rep in 0..spec.repeat {
                 let started = std::time::Instant::now();
-                let results: Vec<Result<(JoinResult, u64), String>> =
+                let results: Vec<Result<(JoinResult, u64), crate::LabError>> =
                     for_each_user(spec.users, |_| {
                         let mut store =
                             OsStore::in_dir(dir, *direct_io, st.spill_cap_bytes, cancel.clone())
@@ -272,7 +276,7 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
             }
         }
         Backend::Sim { preset } => {
-            let dev = preset.build().map_err(|e| e.to_string())?;
+            let dev = preset.build().map_err(crate::LabError::from)?;
             let logical = dev.logical_bytes();
             let mut cfg = match st.fs_bytes {
                 Some(b) => FsConfig::new(b),
@@ -300,7 +304,7 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
                 // Each user joins in its own thread with its own store; the shared drive
                 // orders their I/O in virtual time, so the result does not depend on
                 // thread scheduling.
-                let results: Vec<Result<(JoinResult, u64), String>> =
+                let results: Vec<Result<(JoinResult, u64), crate::LabError>> =
                     for_each_user(spec.users, |u| {
                         let mut store = VfsStore::on(turns.user(u), "the simulated drive", None)
                             .with_prefix(&format!("flashlab-spill-user{u}-"));
@@ -330,7 +334,7 @@ pub fn run(spec: &JoinRunSpec, progress: &mut dyn FnMut(u32)) -> Result<JoinRunR
                     }
                 }
                 // Deferred discards run after the query.
-                let after = turns.with_vfs(|v| -> Result<flash::DeviceStats, String> {
+                let after = turns.with_vfs(|v| -> Result<flash::DeviceStats, crate::LabError> {
                     v.fs_mut().fstrim().map_err(|x| x.to_string())?;
                     Ok(v.fs().device().dev.stats())
                 })?;

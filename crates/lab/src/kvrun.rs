@@ -60,7 +60,7 @@ fn measure<S: Segments + Send + 'static>(
     mut dbs: Vec<Db<S>>,
     spec: &KvSpec,
     out: &mut KvResult,
-) -> Result<(), String> {
+) -> Result<(), crate::LabError> {
     let e = |e: astree::TreeError| e.to_string();
     let t = std::time::Instant::now();
     ycsb::load(&mut dbs, &spec.update).map_err(e)?;
@@ -97,7 +97,7 @@ fn finish<S: Segments>(
     }
 }
 
-pub fn run(spec: &KvSpec) -> Result<KvResult, String> {
+pub fn run(spec: &KvSpec) -> Result<KvResult, crate::LabError> {
     spec.update.validate()?;
     let u = &spec.update;
     let mut out = KvResult {

@@ -7,14 +7,18 @@
 //!   [`backend`] the command line describes; [`deleterun`]: the `simfs` driver.
 //! - [`report`]: the HTML/SVG/CSV/JSON report writer.
 //! - [`analytic`]: closed-form models the experiments compare against.
+//! - [`error`]: [`LabError`], every library's error as its own variant.
 
 pub mod analytic;
 pub mod backend;
 pub mod btreerun;
 pub mod deleterun;
+pub mod error;
 pub mod experiments;
 pub mod joinrun;
 pub mod kvrun;
 pub mod precondition;
 pub mod report;
 pub mod sim;
+
+pub use error::LabError;

@@ -115,11 +115,12 @@ pub fn precondition(
     mode: Precondition,
     occupancy: f64,
     seed: u64,
-) -> Result<PreconditionReport, String> {
+) -> Result<PreconditionReport, crate::LabError> {
     if !(occupancy > 0.0 && occupancy <= 1.0) {
         return Err(format!(
             "--occupancy {occupancy} must be above 0 and at most 1 (a share of the logical space)"
-        ));
+        )
+        .into());
     }
     let mut report = PreconditionReport {
         mode: match mode {

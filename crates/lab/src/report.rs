@@ -56,7 +56,7 @@ impl Plot {
             Plot::Bars(p) => &p.title,
         }
     }
-    pub fn svg(&self) -> Result<String, String> {
+    pub fn svg(&self) -> Result<String, crate::LabError> {
         match self {
             Plot::Line(p) => line_plot_svg(p),
             Plot::Bars(p) => bar_plot_svg(p),
@@ -77,14 +77,14 @@ impl From<BarPlot> for Plot {
 }
 
 /// Renders grouped bars as an SVG document, values printed above the bars.
-pub fn bar_plot_svg(p: &BarPlot) -> Result<String, String> {
+pub fn bar_plot_svg(p: &BarPlot) -> Result<String, crate::LabError> {
     let ymax = p
         .series
         .iter()
         .flat_map(|(_, v)| v.iter().flatten())
         .fold(0.0f64, |a, &b| a.max(b));
     if ymax <= 0.0 {
-        return Err(format!("plot {} has no positive value", p.file_stem));
+        return Err(format!("plot {} has no positive value", p.file_stem).into());
     }
     let n = p.categories.len();
     let k = p.series.len().max(1);
@@ -392,7 +392,7 @@ fn html_escape(s: &str) -> String {
 }
 
 /// Renders a line plot as an SVG document.
-pub fn line_plot_svg(p: &LinePlot) -> Result<String, String> {
+pub fn line_plot_svg(p: &LinePlot) -> Result<String, crate::LabError> {
     let pts = p.series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
     for &(x, y) in pts {
@@ -402,7 +402,7 @@ pub fn line_plot_svg(p: &LinePlot) -> Result<String, String> {
         y1 = y1.max(y);
     }
     if x0 > x1 {
-        return Err(format!("plot {} has no points", p.file_stem));
+        return Err(format!("plot {} has no points", p.file_stem).into());
     }
     let xpad = ((x1 - x0) * 0.03).max(1e-9);
     let ypad = ((y1 - y0) * 0.08).max(1e-9);
@@ -481,7 +481,11 @@ pub struct RunInfo {
 }
 
 /// Writes `dir/index.html`, `dir/results.json`, and per section `dir/ID/*.svg|csv`.
-pub fn write_report(dir: &Path, info: &RunInfo, sections: &[Section]) -> Result<PathBuf, String> {
+pub fn write_report(
+    dir: &Path,
+    info: &RunInfo,
+    sections: &[Section],
+) -> Result<PathBuf, crate::LabError> {
     let io = |what: &Path, e: std::io::Error| format!("cannot write {}: {e}", what.display());
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     let mut body = String::new();
@@ -560,7 +564,7 @@ pub fn write_report(dir: &Path, info: &RunInfo, sections: &[Section]) -> Result<
                         body,
                         "<p class=\"fails\">plot {} could not be drawn: {}</p>",
                         html_escape(p.title()),
-                        html_escape(&e)
+                        html_escape(&e.to_string())
                     );
                     continue;
                 }
@@ -642,7 +646,7 @@ Machine-readable results: <a href="results.json">results.json</a>.</p>
     let path = dir.join("results.json");
     std::fs::write(
         &path,
-        serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?,
+        serde_json::to_string_pretty(&json).map_err(crate::LabError::from)?,
     )
     .map_err(|e| io(&path, e))?;
     Ok(index)

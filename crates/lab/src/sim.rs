@@ -210,12 +210,12 @@ fn write_untimed_requests(
 pub const MAX_REQUESTS: u64 = 10_000_000_000;
 
 /// Runs a simulation. `progress(done, total)` is called now and then with request counts.
-pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResult, String> {
+pub fn run(
+    spec: &SimSpec,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<SimResult, crate::LabError> {
     if !(0.0..=1.0).contains(&spec.read_fraction) {
-        return Err(format!(
-            "--read-fraction {} must lie in [0, 1]",
-            spec.read_fraction
-        ));
+        return Err(format!("--read-fraction {} must lie in [0, 1]", spec.read_fraction).into());
     }
     if !(spec.writes_x > 0.0
         && spec.writes_x.is_finite()
@@ -224,19 +224,18 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
     {
         return Err("--writes must be positive and --warmup non-negative (multiples of the capacity, e.g. 2x)".into());
     }
-    let mut dev = spec.preset.build().map_err(|e| e.to_string())?;
+    let mut dev = spec.preset.build().map_err(crate::LabError::from)?;
     let logical = dev.logical_bytes();
     let rb = spec.request_bytes;
     if rb == 0 || !rb.is_multiple_of(512) {
-        return Err(format!(
-            "--request-size {rb} must be a positive multiple of 512 bytes"
-        ));
+        return Err(format!("--request-size {rb} must be a positive multiple of 512 bytes").into());
     }
     let occupancy = spec.precondition.map_or(1.0, |(_, f)| f);
     if !(occupancy > 0.0 && occupancy <= 1.0) {
         return Err(format!(
             "--occupancy {occupancy} must be above 0 and at most 1 (a share of the logical space)"
-        ));
+        )
+        .into());
     }
     let slots = ((logical as f64 * occupancy) as u64 / rb).max(1);
     let volume_requests = (spec.writes_x * logical as f64 / rb as f64).ceil() as u64;
@@ -251,7 +250,7 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
             return Err(format!(
                 "--writes {}x, --warmup {}x and --read-fraction {} ask for {n} {what} requests of {rb} bytes; a run is limited to {MAX_REQUESTS}: lower them",
                 spec.writes_x, spec.warmup_x, spec.read_fraction
-            ));
+            ).into());
         }
     }
     let mut gen = SlotGen::new(spec.pattern, slots, spec.seed)?;
@@ -290,7 +289,7 @@ pub fn run(spec: &SimSpec, progress: &mut dyn FnMut(u64, u64)) -> Result<SimResu
             trace::replay_closed(&mut dev, vec![w], spec.queue_depth, 0, &mut |n| {
                 progress(n, measured)
             })
-            .map_err(|e| e.to_string())?;
+            .map_err(crate::LabError::from)?;
         }
     }
     progress(measured, measured);
@@ -370,7 +369,10 @@ mod tests {
             full.stats.waf
         );
         s.precondition = Some((Precondition::Fill, 0.0));
-        assert!(run(&s, &mut |_, _| {}).unwrap_err().contains("--occupancy"));
+        assert!(run(&s, &mut |_, _| {})
+            .unwrap_err()
+            .to_string()
+            .contains("--occupancy"));
     }
 
     #[test]
@@ -404,14 +406,17 @@ mod tests {
     fn runs_that_would_never_end_are_refused() {
         let mut s = spec(false);
         s.read_fraction = 0.9999999999;
-        let e = run(&s, &mut |_, _| {}).unwrap_err();
+        let e = run(&s, &mut |_, _| {}).unwrap_err().to_string();
         assert!(
             e.contains("--read-fraction") && e.contains("limited"),
             "{e}"
         );
         let mut s = spec(false);
         s.writes_x = 1e9;
-        assert!(run(&s, &mut |_, _| {}).unwrap_err().contains("limited"));
+        assert!(run(&s, &mut |_, _| {})
+            .unwrap_err()
+            .to_string()
+            .contains("limited"));
     }
 
     #[test]

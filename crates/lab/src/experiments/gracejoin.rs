@@ -69,7 +69,7 @@ fn job_spec(
     w: u64,
     users: u32,
     layout: PartitionLayout,
-) -> Result<JoinRunSpec, String> {
+) -> Result<JoinRunSpec, crate::LabError> {
     let build_rows = (sf * 1_500_000.0).round() as u64;
     let build_bytes = build_rows * 128;
     let n = build_bytes.div_ceil(r).max(1) as u32;
@@ -77,7 +77,7 @@ fn job_spec(
     // and one write buffer per partition.
     let per_user = table_bytes(build_rows.div_ceil(n as u64) * 13 / 10, 128) + r + n as u64 * w;
     let preset = Preset::load(preset)
-        .map_err(|e| e.to_string())?
+        .map_err(crate::LabError::from)?
         .with_capacity(32_000_000_000);
     Ok(JoinRunSpec {
         sf,
@@ -113,7 +113,7 @@ fn job_spec(
     })
 }
 
-pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
     let started = std::time::Instant::now();
     let sf = match scale {
         Scale::Quick => 0.2,
@@ -279,7 +279,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
     ];
     let mut verdicts = analyse(&time);
     let x25e = Preset::load("x25e")
-        .map_err(|e| e.to_string())?
+        .map_err(crate::LabError::from)?
         .with_capacity(32_000_000_000);
     let (read_us, write_us) = qd1_latencies_us(&x25e)?;
     verdicts.extend(calibration_verdicts(read_us, write_us));
@@ -354,19 +354,19 @@ const X25E_WRITE_LATENCY_US: f64 = 85.0;
 /// Mean 4 KiB read and write latencies (µs) of `preset` at queue depth 1 on a fresh
 /// drive: 256 writes to scattered addresses 1 ms apart (so nothing waits for earlier
 /// work), then reads of the same addresses.
-pub(crate) fn qd1_latencies_us(preset: &Preset) -> Result<(f64, f64), String> {
+pub(crate) fn qd1_latencies_us(preset: &Preset) -> Result<(f64, f64), crate::LabError> {
     use flash::{Command, Device};
-    let mut dev = preset.build().map_err(|e| e.to_string())?;
+    let mut dev = preset.build().map_err(crate::LabError::from)?;
     let blocks = dev.logical_bytes() / 4096;
     let addr = |i: u64| (i * 7_919 * 4_099) % blocks * 4096;
     let n = 256;
-    let mut mean = |op: fn(u64, u64) -> Command, start: u64| -> Result<f64, String> {
+    let mut mean = |op: fn(u64, u64) -> Command, start: u64| -> Result<f64, crate::LabError> {
         let mut total = 0;
         for i in 0..n {
             let t = start + i * 1_000_000;
             let done = dev
                 .submit(&op(addr(i), 4096), t)
-                .map_err(|e| e.to_string())?;
+                .map_err(crate::LabError::from)?;
             total += done - t;
         }
         Ok(total as f64 / n as f64 / 1e3)

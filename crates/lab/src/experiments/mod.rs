@@ -17,17 +17,12 @@ use trace::Cancel;
 
 /// A fresh private work directory (mkdtemp: an unpredictable name, mode 0700, never an
 /// existing path) under the system's temp directory, removed when dropped.
-pub(crate) fn work_dir(prefix: &str) -> Result<tempfile::TempDir, String> {
+pub(crate) fn work_dir(prefix: &str) -> Result<tempfile::TempDir, crate::LabError> {
     tempfile::Builder::new()
         .prefix(prefix)
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
-        .map_err(|e| {
-            format!(
-                "cannot make a work directory in {}: {e}",
-                std::env::temp_dir().display()
-            )
-        })
+        .map_err(|e| crate::LabError::io(&std::env::temp_dir(), e))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +59,7 @@ pub struct Experiment {
     pub about: &'static str,
     /// Runs it at a scale with a seed; stops early (with an error) once the context's
     /// token is cancelled, and counts its jobs in the context's progress.
-    pub run: fn(Scale, u64, &RunCtx) -> Result<Section, String>,
+    pub run: fn(Scale, u64, &RunCtx) -> Result<Section, crate::LabError>,
 }
 
 /// How far an experiment is: jobs done of jobs planned (shared with whoever draws a
@@ -114,12 +109,12 @@ impl RunCtx {
     pub fn map<J: Sync, R: Send>(
         &self,
         jobs: &[J],
-        f: impl Fn(&J) -> Result<R, String> + Sync,
-    ) -> Result<Vec<R>, String> {
+        f: impl Fn(&J) -> Result<R, crate::LabError> + Sync,
+    ) -> Result<Vec<R>, crate::LabError> {
         self.progress.plan(jobs.len() as u64);
         parallel_map(jobs, threads(), |j| {
             if self.cancel.is_cancelled() {
-                return Err("interrupted".to_string());
+                return Err("interrupted".into());
             }
             let r = f(j);
             self.progress.done();
@@ -130,9 +125,12 @@ impl RunCtx {
     }
 
     /// Runs one step of a sequential experiment, counted as one job.
-    pub fn step<R>(&self, f: impl FnOnce() -> Result<R, String>) -> Result<R, String> {
+    pub fn step<R>(
+        &self,
+        f: impl FnOnce() -> Result<R, crate::LabError>,
+    ) -> Result<R, crate::LabError> {
         if self.cancel.is_cancelled() {
-            return Err("interrupted".to_string());
+            return Err("interrupted".into());
         }
         self.progress.plan(1);
         let r = f();
@@ -148,7 +146,7 @@ pub fn run_experiment(e: &Experiment, scale: Scale, seed: u64, ctx: &RunCtx) -> 
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (e.run)(scale, seed, ctx)));
     let error = match r {
         Ok(Ok(section)) => return section,
-        Ok(Err(msg)) => msg,
+        Ok(Err(e)) => e.to_string(),
         Err(panic) => {
             let what = panic
                 .downcast_ref::<String>()
@@ -231,7 +229,7 @@ pub fn reproduce(
     out: &std::path::Path,
     mut info: crate::report::RunInfo,
     watcher: &mut dyn Watcher,
-) -> Result<Reproduced, String> {
+) -> Result<Reproduced, crate::LabError> {
     let started = std::time::Instant::now();
     let mut sections = Vec::new();
     let mut interrupted = false;
@@ -268,13 +266,13 @@ pub(crate) fn replay_captured(
     preset: &str,
     capacity_bytes: u64,
     trace: &trace::Trace,
-) -> Result<flash::DeviceStats, String> {
+) -> Result<flash::DeviceStats, crate::LabError> {
     use flash::Device;
     let mut dev = flash::Preset::load(preset)
-        .map_err(|e| e.to_string())?
+        .map_err(crate::LabError::from)?
         .with_capacity(capacity_bytes)
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(crate::LabError::from)?;
     let streams: Vec<_> = trace
         .by_stream()
         .into_iter()
@@ -346,7 +344,7 @@ mod tests {
     struct Quiet;
     impl Watcher for Quiet {}
 
-    fn fine(_: Scale, seed: u64, ctx: &RunCtx) -> Result<Section, String> {
+    fn fine(_: Scale, seed: u64, ctx: &RunCtx) -> Result<Section, crate::LabError> {
         let squares = ctx.map(&[1u64, 2, 3], |&x| Ok(x * x))?;
         let mut s = Section::failed("fine", "", "", seed);
         s.title = "A fine experiment".into();
@@ -354,11 +352,11 @@ mod tests {
         Ok(s)
     }
 
-    fn broken(_: Scale, _: u64, _: &RunCtx) -> Result<Section, String> {
+    fn broken(_: Scale, _: u64, _: &RunCtx) -> Result<Section, crate::LabError> {
         Err("disk on fire".into())
     }
 
-    fn panicking(_: Scale, _: u64, _: &RunCtx) -> Result<Section, String> {
+    fn panicking(_: Scale, _: u64, _: &RunCtx) -> Result<Section, crate::LabError> {
         panic!("index out of bounds")
     }
 
@@ -429,7 +427,10 @@ mod tests {
         let cancel = Cancel::new();
         let ctx = RunCtx::new(cancel.clone());
         cancel.cancel();
-        assert_eq!(ctx.map(&[1, 2], |&x| Ok(x)), Err("interrupted".to_string()));
+        assert_eq!(
+            ctx.map(&[1, 2], |&x| Ok(x)).unwrap_err().to_string(),
+            "interrupted"
+        );
         let exps = [Experiment {
             id: "fine",
             about: "works",

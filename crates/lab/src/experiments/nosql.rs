@@ -49,7 +49,7 @@ const TITLE: &str = "A NoSQL store's write batches on real file systems (paper 0
 /// What the experiment needs, said when it is skipped.
 const NEEDS: &str = "This experiment captures real ext4, XFS and btrfs file systems on loop devices and needs root, loop devices, tracefs and mkfs.xfs / mkfs.btrfs (Debian's xfsprogs and btrfs-progs).";
 
-pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
     let cancel = &ctx.cancel;
     let started = std::time::Instant::now();
     for fs in FILE_SYSTEMS {
@@ -85,7 +85,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
                 })?);
             }
         }
-        Ok::<_, String>(points)
+        Ok::<_, crate::LabError>(points)
     })();
     drop(work_dir);
     let mut points = result?;
@@ -235,11 +235,11 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
 
 /// The workload on simfs's log-structured policy over the 840 Pro preset, all four
 /// databases on one file system, in virtual time (no CPU time: device time only).
-fn lfs_run(batch: u64, docs: u64, ops: u64, seed: u64) -> Result<Point, String> {
+fn lfs_run(batch: u64, docs: u64, ops: u64, seed: u64) -> Result<Point, crate::LabError> {
     use astree::segments::SharedSimSegments;
     let e = |e: astree::TreeError| format!("{LFS} batch {batch}: {e}");
     let preset = Preset::load("840pro")
-        .map_err(|e| e.to_string())?
+        .map_err(crate::LabError::from)?
         .with_capacity(2 << 30);
     let fs = crate::backend::simulated_fs(&preset, simfs::AllocPolicy::LogStructured)?;
     let shared = vfs::Shared::new(vfs::SimVfs::new(fs));
@@ -297,7 +297,7 @@ fn one_run(
     docs: u64,
     ops: u64,
     seed: u64,
-) -> Result<Point, String> {
+) -> Result<Point, crate::LabError> {
     let json_path = work.join(format!("{}-{batch}.json", fs.name()));
     let mut cmd = vec![exe.display().to_string()];
     cmd.extend(
@@ -323,7 +323,8 @@ fn one_run(
             "{} batch {batch}: flashlab kv failed ({:?})",
             fs.name(),
             c.exit_code
-        ));
+        )
+        .into());
     }
     let v: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(&json_path)

@@ -41,7 +41,7 @@ const TITLE: &str = "Hash-join temp files on real ext4: discard and fallocate (p
 /// What the experiment needs, said when it is skipped.
 const NEEDS: &str = "This experiment runs the join inside ext4 on a loop device, captures its block I/O and needs root, loop devices and tracefs.";
 
-pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
     let cancel = &ctx.cancel;
     let started = std::time::Instant::now();
     if let Err(e) = capture::check_support(FsKind::Ext4) {
@@ -57,7 +57,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
     let work = work_dir.path();
     let data = work.join("data");
     std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
-    let result = (|| {
+    let result = (|| -> Result<Vec<Run>, crate::LabError> {
         // The input tables, generated once outside the captured file system (as the
         // simulated experiment keeps them off its drive).
         let gen = std::process::Command::new(&exe)
@@ -78,7 +78,8 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, Stri
             return Err(format!(
                 "generating the tables failed: {}",
                 String::from_utf8_lossy(&gen.stderr)
-            ));
+            )
+            .into());
         }
         let mut runs = Vec::new();
         for &(fallocate, discard) in &COMBOS {
@@ -265,7 +266,7 @@ fn one_run(
     capacity: u64,
     fallocate: bool,
     discard: bool,
-) -> Result<Run, String> {
+) -> Result<Run, crate::LabError> {
     let name = combo_name(fallocate, discard);
     let cmd = vec![
         exe.display().to_string(),
@@ -307,7 +308,7 @@ fn one_run(
     };
     let c = capture::capture(&spec).map_err(|e| format!("{name}: {e}"))?;
     if c.exit_code != Some(0) {
-        return Err(format!("{name}: the join failed ({:?})", c.exit_code));
+        return Err(format!("{name}: the join failed ({:?})", c.exit_code).into());
     }
     let t = &c.trace;
     let stats = super::replay_captured("mx500", capacity, t).map_err(|e| format!("{name}: {e}"))?;

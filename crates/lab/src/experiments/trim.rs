@@ -114,7 +114,7 @@ pub fn calibrate(
     ranges: u64,
     units: u64,
     metadata_blocks: u64,
-) -> Result<Calibration, String> {
+) -> Result<Calibration, crate::LabError> {
     let (t, tm) = (&cfg.trim, &cfg.timing);
     let n = ranges as f64;
     let a = (ranges * t.per_range_ns + units * t.per_page_ns) as f64;
@@ -134,7 +134,7 @@ pub fn calibrate(
     if !(total > 0.0 && c >= 0.0 && p >= 0.0) {
         return Err(format!(
             "cannot calibrate: with the assumed per-range/per-page/record costs the paper's numbers need negative costs (C {c:.0} ns, P {p:.0} ns)"
-        ));
+        ).into());
     }
     Ok(Calibration {
         interface_ns: i.round() as u64,
@@ -145,9 +145,9 @@ pub fn calibrate(
 
 impl DeleteScenario {
     /// Paper 002's setting for `mode` on the openssd preset.
-    pub fn paper(mode: Mode, reads: u32, seed: u64) -> Result<Self, String> {
+    pub fn paper(mode: Mode, reads: u32, seed: u64) -> Result<Self, crate::LabError> {
         Ok(DeleteScenario {
-            preset: Preset::load("openssd").map_err(|e| e.to_string())?,
+            preset: Preset::load("openssd").map_err(crate::LabError::from)?,
             fs_bytes: FS_BYTES,
             data_file_bytes: DATA_FILE_BYTES,
             file_bytes: FILE_BYTES,
@@ -165,13 +165,13 @@ impl DeleteScenario {
 }
 
 /// Paper 002's scenario for `mode`.
-pub fn run_once(mode: Mode, reads: u32, seed: u64) -> Result<ScenarioResult, String> {
+pub fn run_once(mode: Mode, reads: u32, seed: u64) -> Result<ScenarioResult, crate::LabError> {
     run_scenario(&DeleteScenario::paper(mode, reads, seed)?)
 }
 
 /// The counts calibration needs, from a dry run of the file system: ranges TRIM sends,
 /// mapping units they cover, metadata blocks fTrim reads.
-pub fn deletion_shape() -> Result<(u64, u64, u64), String> {
+pub fn deletion_shape() -> Result<(u64, u64, u64), crate::LabError> {
     let r = run_once(Mode::Trim, 0, 0)?;
     let f = run_once(Mode::FTrim, 0, 0)?;
     let e = |e: simfs::SimfsError| e.to_string();
@@ -194,10 +194,10 @@ pub fn deletion_shape() -> Result<(u64, u64, u64), String> {
     Ok((r.trim_commands, blocks, f.metadata_reads))
 }
 
-pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
     let started = std::time::Instant::now();
     let (ranges, units, metadata_blocks) = deletion_shape()?;
-    let preset = Preset::load("openssd").map_err(|e| e.to_string())?;
+    let preset = Preset::load("openssd").map_err(crate::LabError::from)?;
     let flash::DeviceConfig::Ssd(cfg) = &preset.device else {
         return Err("openssd is not an SSD".into());
     };

@@ -69,8 +69,8 @@ pub fn steady_state_waf(
     warmup_x: f64,
     measure_x: f64,
     seed: u64,
-) -> Result<f64, String> {
-    let mut ftl = PageFtl::new(g, policy, 1).map_err(|e| e.to_string())?;
+) -> Result<f64, crate::LabError> {
+    let mut ftl = PageFtl::new(g, policy, 1).map_err(crate::LabError::from)?;
     let units = ftl.logical_units();
     let e = |e: flash::FlashError| e.to_string();
     for lpn in 0..units {
@@ -97,7 +97,7 @@ struct Job {
     seed: u64,
 }
 
-pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
     let started = std::time::Instant::now();
     let s = setup(scale);
     let mut jobs = Vec::new();

@@ -47,14 +47,14 @@ struct Job {
     spec: BtreeSpec,
 }
 
-pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
     let started = std::time::Instant::now();
     let (preload, ops) = match scale {
         Scale::Quick => (20_000, 5_000),
         Scale::Full => (400_000, 100_000),
     };
     let preset = Preset::load("ssd2011")
-        .map_err(|e| e.to_string())?
+        .map_err(crate::LabError::from)?
         .with_capacity(8 << 30);
     let backend = Backend::Sim {
         preset: Box::new(preset.clone()),

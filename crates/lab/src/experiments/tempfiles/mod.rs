@@ -80,7 +80,7 @@ fn setup(scale: Scale) -> Setup {
     }
 }
 
-fn spec(s: &Setup, d: &Drive, fallocate: bool, trim: bool) -> Result<JoinRunSpec, String> {
+fn spec(s: &Setup, d: &Drive, fallocate: bool, trim: bool) -> Result<JoinRunSpec, crate::LabError> {
     Path::Host.spec(s, d, fallocate, trim)
 }
 
@@ -119,7 +119,7 @@ impl Path {
         d: &Drive,
         fallocate: bool,
         trim: bool,
-    ) -> Result<JoinRunSpec, String> {
+    ) -> Result<JoinRunSpec, crate::LabError> {
         let mut spec = join_spec(d.preset, s.sf, s.capacity_bytes, d.repeat, fallocate, trim)?;
         match self {
             Path::Host => set_host(&mut spec, postgres_host(s.sf), trim),
@@ -182,9 +182,9 @@ pub(crate) fn join_spec(
     repeat: u32,
     fallocate: bool,
     trim: bool,
-) -> Result<JoinRunSpec, String> {
+) -> Result<JoinRunSpec, crate::LabError> {
     let preset = Preset::load(preset)
-        .map_err(|e| e.to_string())?
+        .map_err(crate::LabError::from)?
         .with_capacity(capacity_bytes);
     Ok(JoinRunSpec {
         sf,
@@ -238,7 +238,7 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, String> {
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
     let started = std::time::Instant::now();
     let s = setup(scale);
     let mut jobs = Vec::new();
