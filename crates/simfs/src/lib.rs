@@ -17,6 +17,7 @@
 //!   virtual time).
 //! - [`bitmap`]: the free-space bitmap and its searches.
 
+mod allocator;
 pub mod bitmap;
 pub mod device;
 pub mod error;

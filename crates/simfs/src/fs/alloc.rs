@@ -11,7 +11,7 @@ impl<D: BlockDev> SimFs<D> {
         goal: Option<u64>,
         n: u64,
     ) -> Result<Vec<(u64, u64)>, SimfsError> {
-        if self.log.is_some() {
+        if self.allocator.out_of_place() {
             return self.alloc_log(n);
         }
         if self.bitmap.free_blocks() < n && !self.freed_uncommitted.is_empty() && !self.committing {
@@ -45,9 +45,7 @@ impl<D: BlockDev> SimFs<D> {
     }
 
     pub(crate) fn take(&mut self, start: u64, len: u64) {
-        if let Some(log) = &mut self.log {
-            log.on_take(start, len);
-        }
+        self.allocator.on_take(start, len);
         self.bitmap.set_used(start, len);
         self.cursor = start + len;
         for g in self.group_of_block(start)..=self.group_of_block(start + len - 1) {
@@ -56,9 +54,7 @@ impl<D: BlockDev> SimFs<D> {
     }
 
     pub(crate) fn release(&mut self, start: u64, len: u64) {
-        if let Some(log) = &mut self.log {
-            log.on_release(start, len);
-        }
+        self.allocator.on_release(start, len);
         self.bitmap.set_free(start, len);
         for g in self.group_of_block(start)..=self.group_of_block(start + len - 1) {
             self.dirty_groups.insert(g);

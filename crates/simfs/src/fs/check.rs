@@ -59,9 +59,14 @@ impl<D: BlockDev> SimFs<D> {
                 meta + owner.len() as u64
             ));
         }
-        if let Some(log) = &self.log {
-            log.check(&self.bitmap)?;
+        if self.allocator.policy() != self.cfg.alloc {
+            return Err(format!(
+                "allocator {} under a file system configured {}",
+                self.allocator.policy(),
+                self.cfg.alloc
+            ));
         }
+        self.allocator.check(&self.bitmap)?;
         Ok(())
     }
 }

@@ -20,14 +20,10 @@ pub(super) fn tree_blocks_needed(n: usize) -> usize {
 impl<D: BlockDev> SimFs<D> {
     /// Maps logical blocks `[lblk, lblk + runs total)` of `ino` to the physical `runs`.
     pub(crate) fn add_mapping(&mut self, ino: Ino, mut lblk: u32, runs: &[(u64, u64)]) {
-        if let Some(log) = &mut self.log {
-            let mut l = lblk;
-            for &(start, len) in runs {
-                for b in start..start + len {
-                    log.set_owner(b, ino, l);
-                    l += 1;
-                }
-            }
+        let mut l = lblk;
+        for &(start, len) in runs {
+            self.allocator.set_run_owner(start, len, ino, l);
+            l += len as u32;
         }
         let f = self.files.get_mut(&ino).expect("caller checked the file");
         for &(start, len) in runs {
@@ -153,7 +149,8 @@ impl<D: BlockDev> SimFs<D> {
         for (a, b) in holes {
             let n = (b - a) as u64;
             let goal = self.goal_of(ino);
-            let single = if one_run && self.log.is_none() {
+            let in_place = !self.allocator.out_of_place();
+            let single = if one_run && in_place {
                 self.bitmap.find_run(goal.unwrap_or(self.cursor), n)
             } else {
                 None
@@ -163,7 +160,7 @@ impl<D: BlockDev> SimFs<D> {
                     self.take(start, n);
                     vec![(start, n)]
                 }
-                None if self.cfg.prealloc && self.log.is_none() && !one_run => {
+                None if self.cfg.prealloc && in_place && !one_run => {
                     self.alloc_preallocated(ino, goal, n)?
                 }
                 None => self.alloc(goal, n)?,

@@ -8,11 +8,11 @@ use crate::lfs::{LogState, SEGMENT_BLOCKS, TREE_BLOCK};
 
 impl<D: BlockDev> SimFs<D> {
     pub(super) fn log(&self) -> &LogState {
-        self.log.as_ref().expect("log-structured policy")
+        self.allocator.log().expect("log-structured policy")
     }
 
     pub(super) fn log_mut(&mut self) -> &mut LogState {
-        self.log.as_mut().expect("log-structured policy")
+        self.allocator.log_mut().expect("log-structured policy")
     }
 
     /// Opens a clean segment as the head, cleaning first when clean segments run low.

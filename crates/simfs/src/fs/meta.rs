@@ -25,10 +25,8 @@ impl<D: BlockDev> SimFs<D> {
             let runs = self.alloc(None, (n - blocks.len()) as u64)?;
             blocks.extend(runs.iter().flat_map(|&(s, l)| s..s + l));
         }
-        if let Some(log) = &mut self.log {
-            for &b in &blocks {
-                log.set_owner(b, ino, crate::lfs::TREE_BLOCK);
-            }
+        for &b in &blocks {
+            self.allocator.set_owner(b, ino, crate::lfs::TREE_BLOCK);
         }
         let (root, nodes) = Self::build_tree(&self.files[&ino].extents, &blocks);
         for (b, node) in nodes {
@@ -135,7 +133,7 @@ impl<D: BlockDev> SimFs<D> {
             let bytes = self.itable_bytes(b);
             self.write_meta(b, bytes)?;
         }
-        if self.log.is_some() {
+        if self.allocator.out_of_place() {
             self.send_log_discards()?;
         }
         for g in std::mem::take(&mut self.dirty_groups) {

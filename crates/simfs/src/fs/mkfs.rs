@@ -71,6 +71,7 @@ impl<D: BlockDev> SimFs<D> {
             inodes_per_group: ipg,
         };
         let cursor = bitmap.next_free(0).unwrap_or(0);
+        let allocator = crate::allocator::for_policy(cfg.alloc, &bitmap);
         let mut fs = SimFs {
             dev,
             inode_used: vec![false; sb.inodes_count as usize],
@@ -87,12 +88,9 @@ impl<D: BlockDev> SimFs<D> {
             dirty_itable: BTreeSet::new(),
             command_page,
             stats: FsStats::default(),
-            log: None,
+            allocator,
             cfg,
         };
-        if fs.cfg.alloc == AllocPolicy::LogStructured {
-            fs.log = Some(crate::lfs::LogState::new(&fs.bitmap));
-        }
         // Reserved inodes 1..FIRST_INODE are in use from the start.
         for i in 0..(FIRST_INODE - 1) as usize {
             fs.inode_used[i] = true;

@@ -67,8 +67,8 @@ pub struct SimFs<D: BlockDev> {
     pub(crate) dirty_itable: BTreeSet<u64>,
     pub(crate) command_page: u64,
     pub(crate) stats: FsStats,
-    /// Segment bookkeeping of the log-structured policy.
-    pub(crate) log: Option<crate::lfs::LogState>,
+    /// The allocation policy ([`crate::allocator`]).
+    pub(crate) allocator: Box<dyn crate::allocator::Allocator>,
 }
 
 impl<D: BlockDev> SimFs<D> {
@@ -211,7 +211,7 @@ impl<D: BlockDev> SimFs<D> {
             return Ok(0);
         }
         let (first, end) = Self::block_span(offset_bytes, len_bytes)?;
-        if self.log.is_some() {
+        if self.allocator.out_of_place() {
             // Out of place: the blocks written move to the log head. Refuse up front if
             // the new copies cannot fit, so a failed write loses nothing.
             let needed = (end - first) as u64;
@@ -322,7 +322,7 @@ impl<D: BlockDev> SimFs<D> {
         if let Some((s, l)) = self.files[&ino].pa {
             self.release(s, l);
         }
-        if self.cfg.discard == DiscardMode::Journal && self.log.is_none() {
+        if self.cfg.discard == DiscardMode::Journal && !self.allocator.out_of_place() {
             // Free only at the next commit, and discard then.
             self.freed_uncommitted.extend(runs.iter().copied());
         } else {
