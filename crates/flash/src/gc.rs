@@ -315,6 +315,16 @@ mod tests {
         assert!("lru".parse::<GcPolicy>().unwrap_err().contains("greedy"));
     }
 
+    /// A small deterministic generator: `rnd(n)` is below `n`.
+    fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        }
+    }
+
     #[test]
     fn the_cost_benefit_index_chooses_as_the_scan_does() {
         // Random closes, invalidations and removals over 300 blocks of up to 16 units, the
@@ -326,13 +336,7 @@ mod tests {
         let mut stamp = vec![0u64; blocks];
         let mut idx = CostBenefitIndex::new(upb);
         let mut now = 0u64;
-        let mut x = 987654321u64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = xorshift(987654321u64);
         for step in 0..30_000 {
             if step % 7 == 0 {
                 now += 1;
@@ -374,13 +378,7 @@ mod tests {
         let mut valid = vec![0u32; blocks];
         let mut closed = vec![false; blocks];
         let mut idx = GreedyIndex::new(blocks, 64);
-        let mut x = 12345u64;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = xorshift(12345u64);
         for _ in 0..20_000 {
             let b = rnd(blocks as u64) as usize;
             match rnd(3) {
