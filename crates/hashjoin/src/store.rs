@@ -328,16 +328,16 @@ impl<V: Vfs> VfsStore<V> {
         self.open_input(name)
     }
 
-    /// Adds an input holding `bytes` off the spill file system, in memory: reading it
-    /// costs no drive time, as a database on another device would.
-    pub fn add_memory_input(&mut self, name: &str, bytes: &[u8]) -> Result<FileId, JoinError> {
-        let mut fs = MemVfs::volatile();
-        let fd = fs
-            .open(name, OpenMode::create_new())
-            .map_err(|e| self.vfs_error(e))?;
-        fs.write_at(fd, 0, bytes).map_err(|e| self.vfs_error(e))?;
-        fs.close(fd);
-        self.add_input_on(Box::new(fs), name)
+    /// Adds an input holding `bytes` off the spill file system, in memory and shared (no
+    /// copy): reading it costs no drive time, as a database on another device would.
+    pub fn add_memory_input(
+        &mut self,
+        name: &str,
+        bytes: std::sync::Arc<Vec<u8>>,
+    ) -> Result<FileId, JoinError> {
+        let mut shelf = vfs::Shelf::new();
+        shelf.insert(name, bytes);
+        self.add_input_on(Box::new(shelf), name)
     }
 
     /// Measures from now on.

@@ -315,8 +315,8 @@ pub fn run(
                             )
                         } else {
                             (
-                                store.add_memory_input("orders", &od).map_err(e)?,
-                                store.add_memory_input("lineitem", &ld).map_err(e)?,
+                                store.add_memory_input("orders", od.clone()).map_err(e)?,
+                                store.add_memory_input("lineitem", ld.clone()).map_err(e)?,
                             )
                         };
                         let (a, b) = inputs(spec, (o, rows.0), (l, rows.1), 0);

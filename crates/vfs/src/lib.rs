@@ -20,6 +20,7 @@ pub mod os;
 pub mod pagecache;
 pub mod readahead;
 pub mod shared;
+pub mod shelf;
 pub mod sim;
 pub mod turns;
 
@@ -27,6 +28,7 @@ pub use mem::{CrashModel, CrashPlan, Fate, Image, MemVfs, SECTOR_BYTES};
 pub use os::OsVfs;
 pub use pagecache::HostConfig;
 pub use shared::Shared;
+pub use shelf::Shelf;
 pub use sim::{SimDrive, SimVfs};
 pub use turns::{Turns, UserVfs, VirtualClock};
 
