@@ -15,6 +15,7 @@
 //! Names are plain file names (no `/`), relative to the directory the implementation
 //! stands for.
 
+pub mod bytes;
 pub mod mem;
 pub mod os;
 pub mod pagecache;

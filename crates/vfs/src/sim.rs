@@ -38,7 +38,7 @@ pub type SimDrive = SimFs<Timed<flash::AnyDevice>>;
 pub struct SimVfs {
     fs: SimDrive,
     /// Each inode's bytes.
-    data: HashMap<Ino, Vec<u8>>,
+    data: HashMap<Ino, crate::bytes::FileBytes>,
     fds: HashMap<Fd, Ino>,
     next_fd: Fd,
     io: IoTime,
@@ -133,7 +133,7 @@ impl SimVfs {
         let last = self.in_background(true, |v| {
             let mut last = t0;
             for (ino, page, pages) in runs {
-                let len = v.data.get(&ino).map_or(0, |d| d.len() as u64);
+                let len = v.data.get(&ino).map_or(0, |d| d.len());
                 let offset = page * PAGE_BYTES;
                 if offset >= len {
                     continue;
@@ -265,7 +265,7 @@ impl SimVfs {
         if first >= end {
             return Ok(());
         }
-        let len = self.data.get(&ino).map_or(0, |d| d.len() as u64);
+        let len = self.data.get(&ino).map_or(0, |d| d.len());
         for (page, pages) in self.cache.missing(ino, first, end) {
             let at = page * PAGE_BYTES;
             if at >= len {
@@ -362,7 +362,7 @@ impl Vfs for SimVfs {
             Ok(ino) => ino,
             Err(_) if mode.create || mode.create_new => {
                 let (ino, _) = self.timed(name, |fs| fs.create(name))?;
-                self.data.insert(ino, Vec::new());
+                self.data.insert(ino, Default::default());
                 ino
             }
             Err(_) => return Err(VfsError::NotFound(format!("simfs:{name}"))),
@@ -383,7 +383,7 @@ impl Vfs for SimVfs {
     }
 
     fn len(&self, fd: Fd) -> u64 {
-        self.data.get(&self.ino(fd)).map_or(0, |d| d.len() as u64)
+        self.data.get(&self.ino(fd)).map_or(0, |d| d.len())
     }
 
     fn read_at(&mut self, fd: Fd, offset: u64, buf: &mut [u8]) -> Result<usize, VfsError> {
@@ -431,8 +431,7 @@ impl Vfs for SimVfs {
             let (_, ns) = self.timed_ino(ino, |fs| fs.read_at(ino, offset, n as u64))?;
             self.io.read_ns += ns;
         }
-        let d = &self.data[&ino];
-        buf[..n].copy_from_slice(&d[offset as usize..offset as usize + n]);
+        self.data[&ino].read(offset, &mut buf[..n]);
         Ok(n)
     }
 
@@ -444,12 +443,7 @@ impl Vfs for SimVfs {
             let (_, ns) = self.timed_ino(ino, |fs| fs.write_at(ino, offset, data.len() as u64))?;
             self.io.write_ns += ns;
         }
-        let f = self.data.entry(ino).or_default();
-        let end = offset as usize + data.len();
-        if f.len() < end {
-            f.resize(end, 0);
-        }
-        f[offset as usize..end].copy_from_slice(data);
+        self.data.entry(ino).or_default().write(offset, data);
         if buffered && !data.is_empty() {
             let now = self.fs.device().now_ns();
             let (first, end) = (
@@ -468,9 +462,8 @@ impl Vfs for SimVfs {
         let (_, ns) = self.timed_ino(ino, |fs| fs.fallocate(ino, offset, len))?;
         self.io.write_ns += ns;
         let f = self.data.entry(ino).or_default();
-        let end = (offset + len) as usize;
-        if f.len() < end {
-            f.resize(end, 0);
+        if f.len() < offset + len {
+            f.set_len(offset + len);
         }
         Ok(())
     }
@@ -478,7 +471,7 @@ impl Vfs for SimVfs {
     /// Drops the bytes past `len` (simfs keeps the file's blocks).
     fn truncate(&mut self, fd: Fd, len: u64) -> Result<(), VfsError> {
         let ino = self.ino(fd);
-        self.data.entry(ino).or_default().resize(len as usize, 0);
+        self.data.entry(ino).or_default().set_len(len);
         self.cache.truncate(ino, len.div_ceil(PAGE_BYTES));
         Ok(())
     }
