@@ -123,25 +123,30 @@ fn for_each_user<T: Send>(
     })
 }
 
-/// Encoded table bytes, generated once per (table, sf, layout) in this process.
+/// Encoded table bytes, generated once per (table, sf, layout) in this process: threads
+/// asking for the same table at once wait for the one generating it.
 pub fn table_data(table: Table, sf: f64, layout: Layout) -> Arc<Vec<u8>> {
-    type Cache = Mutex<HashMap<(Table, u64, Layout), Arc<Vec<u8>>>>;
+    type Slot = Arc<OnceLock<Arc<Vec<u8>>>>;
+    type Cache = Mutex<HashMap<(Table, u64, Layout), Slot>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let key = (table, sf.to_bits(), layout);
-    if let Some(v) = cache.lock().expect("not poisoned").get(&key) {
-        return v.clone();
-    }
-    let rb = layout.record_bytes();
-    let mut v = Vec::new();
-    let mut buf = vec![0u8; rb];
-    for r in tpch::rows(table, sf) {
-        r.encode(layout, &mut buf);
-        v.extend_from_slice(&buf);
-    }
-    let v = Arc::new(v);
-    cache.lock().expect("not poisoned").insert(key, v.clone());
-    v
+    let slot = CACHE
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .expect("not poisoned")
+        .entry((table, sf.to_bits(), layout))
+        .or_default()
+        .clone();
+    slot.get_or_init(|| {
+        let rb = layout.record_bytes();
+        let mut v = Vec::new();
+        let mut buf = vec![0u8; rb];
+        for r in tpch::rows(table, sf) {
+            r.encode(layout, &mut buf);
+            v.extend_from_slice(&buf);
+        }
+        Arc::new(v)
+    })
+    .clone()
 }
 
 /// Generates the table file in `dir` unless a valid one is there; returns path and header.
