@@ -121,6 +121,24 @@ fn blkparse() -> String {
     t
 }
 
+/// Kernel tracefs text: two processes' issues and completions.
+fn tracefs() -> String {
+    let mut t = String::from("# tracer: nop\n#\n");
+    for i in 0..400u64 {
+        let at = 100_000_000 + i * 250;
+        let (task, rwbs) = if i % 3 == 0 {
+            ("dd-4321", "R")
+        } else {
+            ("cp-77", "WS")
+        };
+        let sector = (i * 131 % 20_000) * 8;
+        writeln!(t, "{task:>16} [001] d..1. {}.{:06}: block_rq_issue: 8,0 {rwbs} 4096 () {sector} + 8 none,0,0 [x]", at / 1_000_000, at % 1_000_000).unwrap();
+        let done = at + 90;
+        writeln!(t, "          <idle>-0 [001] d.h1. {}.{:06}: block_rq_complete: 8,0 {rwbs} () {sector} + 8 none,0,0 [0]", done / 1_000_000, done % 1_000_000).unwrap();
+    }
+    t
+}
+
 #[test]
 fn streaming_replays_exactly_as_the_whole_trace_in_every_format() {
     for open in [true, false] {
@@ -138,6 +156,16 @@ fn streaming_replays_exactly_as_the_whole_trace_in_every_format() {
                 "msr disk {disk}, open {open}"
             );
         }
+        let k = tracefs();
+        assert_eq!(
+            streamed(&k, Format::Tracefs, None, open),
+            whole(&k, Format::Tracefs, None, open),
+            "tracefs, open {open}"
+        );
+        assert!(
+            whole(&k, Format::Tracefs, None, open).0 == 400,
+            "every issue is a request"
+        );
         let b = blkparse();
         assert_eq!(
             streamed(&b, Format::Blkparse, None, open),

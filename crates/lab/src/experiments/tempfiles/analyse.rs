@@ -174,8 +174,8 @@ pub(super) fn analyse<'a>(
             format!(
                 "best repetition {up_neither:.2}× (last three: {:.2}×). In the last three repetitions \
                  neither's partition phase takes {:.2} s at WAF {:.2} vs {:.2} s for fallocate + TRIM; the \
-                 drive's SLC cache took {}% vs {}% of the writes (a drive never trimmed looks full, so its \
-                 cache shrinks); the join phase (reads) takes {:.2} s vs {:.2} s. 3× would need the reads to \
+                 drive's SLC cache took {}% vs {}% of the writes (a drive never trimmed looks fuller, so its \
+                 cache is smaller); the join phase (reads) takes {:.2} s vs {:.2} s. 3× would need the reads to \
                  slow down with the drive's fill as well, which this model does not do: reads wait only \
                  behind GC on their die. We believe the read-side cost of a full TLC drive (read retries, \
                  mapping-table misses in the MX500's DRAM) is what is missing",
