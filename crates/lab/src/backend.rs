@@ -41,11 +41,11 @@ pub fn simulated_fs(
     preset: &Preset,
     alloc: simfs::AllocPolicy,
 ) -> Result<vfs::SimDrive, crate::LabError> {
-    let dev = preset.build().map_err(crate::LabError::from)?;
+    let dev = preset.build()?;
     let logical = flash::Device::logical_bytes(&dev);
     let cfg = simfs::FsConfig {
         alloc,
         ..simfs::FsConfig::for_device(logical)
     };
-    simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg).map_err(crate::LabError::from)
+    Ok(simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg)?)
 }

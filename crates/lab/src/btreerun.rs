@@ -282,11 +282,7 @@ fn with_store<S: NodeStore>(
     out: &mut BtreeResult,
 ) -> Result<(), crate::LabError> {
     let store = LruCache::new(store, spec.cache_nodes);
-    measure(
-        BTree::new(store, spec.fanout).map_err(crate::LabError::from)?,
-        spec,
-        out,
-    )
+    measure(BTree::new(store, spec.fanout)?, spec, out)
 }
 
 /// Runs the in-place or BFTL store on `storage` (the AS store takes segments instead).
@@ -321,7 +317,7 @@ fn with_segments<G: astree::segments::Segments>(
     spec: &BtreeSpec,
     out: &mut BtreeResult,
 ) -> Result<(), crate::LabError> {
-    let store = AsStore::open_with(segments, spec.as_config()).map_err(crate::LabError::from)?;
+    let store = AsStore::open_with(segments, spec.as_config())?;
     with_store(store, spec, out)
 }
 
@@ -356,13 +352,11 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, crate::LabError> {
             let private = run_dir(dir, "flashlab-btree-")?;
             let name = out.store.clone();
             if spec.store == StoreKind::As {
-                let segments = FileSegments::open(private.path(), &name, *direct_io)
-                    .map_err(crate::LabError::from)?
+                let segments = FileSegments::open(private.path(), &name, *direct_io)?
                     .with_cancel(cancel.clone());
                 with_segments(segments, spec, &mut out)?;
             } else {
-                let file = FileSegments::open(private.path(), &name, *direct_io)
-                    .map_err(crate::LabError::from)?
+                let file = FileSegments::open(private.path(), &name, *direct_io)?
                     .with_cancel(cancel.clone());
                 with_storage(SingleFile(file), spec, &mut out)?;
             }
@@ -371,14 +365,10 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, crate::LabError> {
             out.backend = format!("sim:{}", preset.name);
             let fs = crate::backend::simulated_fs(preset, simfs::AllocPolicy::Ext4Like)?;
             if spec.store == StoreKind::As {
-                let segments = SimSegments::on(vfs::SimVfs::new(fs), "btree", false)
-                    .map_err(crate::LabError::from)?;
+                let segments = SimSegments::on(vfs::SimVfs::new(fs), "btree", false)?;
                 with_segments(segments, spec, &mut out)?;
             } else {
-                let storage = SingleFile(
-                    SimSegments::on(vfs::SimVfs::new(fs), "btree", false)
-                        .map_err(crate::LabError::from)?,
-                );
+                let storage = SingleFile(SimSegments::on(vfs::SimVfs::new(fs), "btree", false)?);
                 with_storage(storage, spec, &mut out)?;
             }
         }

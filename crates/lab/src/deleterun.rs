@@ -61,7 +61,7 @@ pub fn run_scenario(sc: &DeleteScenario) -> Result<ScenarioResult, crate::LabErr
     if let Some(p) = sc.preemptive {
         c.trim.preemptive = p;
     }
-    let ssd: Ssd = match preset.build().map_err(crate::LabError::from)? {
+    let ssd: Ssd = match preset.build()? {
         AnyDevice::Ssd(s) => *s,
         AnyDevice::Hdd(_) => return Err("simfs scenarios need an SSD preset".into()),
     };

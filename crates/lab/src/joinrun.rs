@@ -177,7 +177,7 @@ pub fn ensure_table_file(
             return Ok((path, h));
         }
     }
-    let h = tpch::write_table(&path, table, sf, layout).map_err(crate::LabError::from)?;
+    let h = tpch::write_table(&path, table, sf, layout)?;
     Ok((path, h))
 }
 
@@ -281,7 +281,7 @@ pub fn run(
             }
         }
         Backend::Sim { preset } => {
-            let dev = preset.build().map_err(crate::LabError::from)?;
+            let dev = preset.build()?;
             let logical = dev.logical_bytes();
             let mut cfg = match st.fs_bytes {
                 Some(b) => FsConfig::new(b),

@@ -238,6 +238,22 @@ impl Verdict {
             .holds
     }
 
+    /// Test helper: every verdict holds and no two share an id; returns the ids.
+    #[cfg(test)]
+    pub(crate) fn all_hold_with_unique_ids(
+        verdicts: &[Verdict],
+    ) -> std::collections::HashSet<String> {
+        for v in verdicts {
+            assert!(v.holds, "{}: {}", v.claim, v.measured);
+        }
+        let ids: std::collections::HashSet<String> = verdicts
+            .iter()
+            .map(|v| v.score.as_ref().expect("a scored verdict").id.clone())
+            .collect();
+        assert_eq!(ids.len(), verdicts.len(), "ids are unique: {ids:?}");
+        ids
+    }
+
     /// The same verdict with another role (e.g. [`Role::Check`] for a model check).
     pub fn with_role(mut self, role: Role) -> Verdict {
         if let Some(s) = &mut self.score {
@@ -644,11 +660,7 @@ Machine-readable results: <a href="results.json">results.json</a>.</p>
         "experiments": sections.iter().map(|s| (s.id.clone(), serde_json::to_value(s).unwrap_or_default())).collect::<serde_json::Map<_, _>>(),
     });
     let path = dir.join("results.json");
-    std::fs::write(
-        &path,
-        serde_json::to_string_pretty(&json).map_err(crate::LabError::from)?,
-    )
-    .map_err(|e| io(&path, e))?;
+    std::fs::write(&path, serde_json::to_string_pretty(&json)?).map_err(|e| io(&path, e))?;
     Ok(index)
 }
 

@@ -224,7 +224,7 @@ pub fn run(
     {
         return Err("--writes must be positive and --warmup non-negative (multiples of the capacity, e.g. 2x)".into());
     }
-    let mut dev = spec.preset.build().map_err(crate::LabError::from)?;
+    let mut dev = spec.preset.build()?;
     let logical = dev.logical_bytes();
     let rb = spec.request_bytes;
     if rb == 0 || !rb.is_multiple_of(512) {
@@ -288,8 +288,7 @@ pub fn run(
             };
             trace::replay_closed(&mut dev, vec![w], spec.queue_depth, 0, &mut |n| {
                 progress(n, measured)
-            })
-            .map_err(crate::LabError::from)?;
+            })?;
         }
     }
     progress(measured, measured);

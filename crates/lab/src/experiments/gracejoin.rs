@@ -76,9 +76,7 @@ fn job_spec(
     // Per user: the partition's table (with slack for uneven partitions), the read buffer
     // and one write buffer per partition.
     let per_user = table_bytes(build_rows.div_ceil(n as u64) * 13 / 10, 128) + r + n as u64 * w;
-    let preset = Preset::load(preset)
-        .map_err(crate::LabError::from)?
-        .with_capacity(32_000_000_000);
+    let preset = Preset::load(preset)?.with_capacity(32_000_000_000);
     Ok(JoinRunSpec {
         sf,
         layout: Layout::Fixed128,
@@ -278,9 +276,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         .into(),
     ];
     let mut verdicts = analyse(&time);
-    let x25e = Preset::load("x25e")
-        .map_err(crate::LabError::from)?
-        .with_capacity(32_000_000_000);
+    let x25e = Preset::load("x25e")?.with_capacity(32_000_000_000);
     let (read_us, write_us) = qd1_latencies_us(&x25e)?;
     verdicts.extend(calibration_verdicts(read_us, write_us));
     Ok(Section {
@@ -356,7 +352,7 @@ const X25E_WRITE_LATENCY_US: f64 = 85.0;
 /// work), then reads of the same addresses.
 pub(crate) fn qd1_latencies_us(preset: &Preset) -> Result<(f64, f64), crate::LabError> {
     use flash::{Command, Device};
-    let mut dev = preset.build().map_err(crate::LabError::from)?;
+    let mut dev = preset.build()?;
     let blocks = dev.logical_bytes() / 4096;
     let addr = |i: u64| (i * 7_919 * 4_099) % blocks * 4096;
     let n = 256;
@@ -364,9 +360,7 @@ pub(crate) fn qd1_latencies_us(preset: &Preset) -> Result<(f64, f64), crate::Lab
         let mut total = 0;
         for i in 0..n {
             let t = start + i * 1_000_000;
-            let done = dev
-                .submit(&op(addr(i), 4096), t)
-                .map_err(crate::LabError::from)?;
+            let done = dev.submit(&op(addr(i), 4096), t)?;
             total += done - t;
         }
         Ok(total as f64 / n as f64 / 1e3)

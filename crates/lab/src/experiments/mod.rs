@@ -268,11 +268,9 @@ pub(crate) fn replay_captured(
     trace: &trace::Trace,
 ) -> Result<flash::DeviceStats, crate::LabError> {
     use flash::Device;
-    let mut dev = flash::Preset::load(preset)
-        .map_err(crate::LabError::from)?
+    let mut dev = flash::Preset::load(preset)?
         .with_capacity(capacity_bytes)
-        .build()
-        .map_err(crate::LabError::from)?;
+        .build()?;
     let streams: Vec<_> = trace
         .by_stream()
         .into_iter()

@@ -238,9 +238,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
 fn lfs_run(batch: u64, docs: u64, ops: u64, seed: u64) -> Result<Point, crate::LabError> {
     use astree::segments::SharedSimSegments;
     let e = |e: astree::TreeError| format!("{LFS} batch {batch}: {e}");
-    let preset = Preset::load("840pro")
-        .map_err(crate::LabError::from)?
-        .with_capacity(2 << 30);
+    let preset = Preset::load("840pro")?.with_capacity(2 << 30);
     let fs = crate::backend::simulated_fs(&preset, simfs::AllocPolicy::LogStructured)?;
     let shared = vfs::Shared::new(vfs::SimVfs::new(fs));
     let spec = kv::ycsb::UpdateSpec {

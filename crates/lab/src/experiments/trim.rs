@@ -147,7 +147,7 @@ impl DeleteScenario {
     /// Paper 002's setting for `mode` on the openssd preset.
     pub fn paper(mode: Mode, reads: u32, seed: u64) -> Result<Self, crate::LabError> {
         Ok(DeleteScenario {
-            preset: Preset::load("openssd").map_err(crate::LabError::from)?,
+            preset: Preset::load("openssd")?,
             fs_bytes: FS_BYTES,
             data_file_bytes: DATA_FILE_BYTES,
             file_bytes: FILE_BYTES,
@@ -197,7 +197,7 @@ pub fn deletion_shape() -> Result<(u64, u64, u64), crate::LabError> {
 pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
     let started = std::time::Instant::now();
     let (ranges, units, metadata_blocks) = deletion_shape()?;
-    let preset = Preset::load("openssd").map_err(crate::LabError::from)?;
+    let preset = Preset::load("openssd")?;
     let flash::DeviceConfig::Ssd(cfg) = &preset.device else {
         return Err("openssd is not an SSD".into());
     };
@@ -621,14 +621,7 @@ mod tests {
             &paper_of,
         );
         assert!(v.len() >= 10, "{} verdicts", v.len());
-        for v in &v {
-            assert!(v.holds, "{}: {}", v.claim, v.measured);
-        }
-        let ids: std::collections::HashSet<_> = v
-            .iter()
-            .map(|v| v.score.as_ref().unwrap().id.clone())
-            .collect();
-        assert_eq!(ids.len(), v.len());
+        let ids = Verdict::all_hold_with_unique_ids(&v);
         assert!(ids.contains("trim.vtrim-20-reads") && ids.contains("trim.ftrim-pre-20-reads"));
         // Every mode as slow as TRIM: every claim of a gain fails (numbers near 1, like
         // fTrim's −7% and −0.1%, may still hold).

@@ -70,7 +70,7 @@ pub fn steady_state_waf(
     measure_x: f64,
     seed: u64,
 ) -> Result<f64, crate::LabError> {
-    let mut ftl = PageFtl::new(g, policy, 1).map_err(crate::LabError::from)?;
+    let mut ftl = PageFtl::new(g, policy, 1)?;
     let units = ftl.logical_units();
     let e = |e: flash::FlashError| e.to_string();
     for lpn in 0..units {

@@ -174,12 +174,42 @@ impl MsrLines {
 /// Puts rows in time order through a window of `window` rows (ties keep the file's order,
 /// as a stable sort) and turns them into requests: times from the first request, think
 /// times per stream from the previous request's completion (issue + response time).
+/// A row waiting in the window, ordered by time, then by arrival (a stable sort's order).
+struct Pending {
+    seq: u64,
+    row: MsrRow,
+}
+
+impl Pending {
+    fn key(&self) -> (u64, u64) {
+        (self.row.at_ns, self.seq)
+    }
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Pending {}
+
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
 pub(crate) struct MsrOrder {
     window: usize,
-    /// (time, arrival, slot in `rows`), earliest first.
-    pending: BinaryHeap<Reverse<(u64, u64, usize)>>,
-    rows: Vec<Option<MsrRow>>,
-    free_slots: Vec<usize>,
+    /// Rows waiting, earliest (time, then arrival) first.
+    pending: BinaryHeap<Reverse<Pending>>,
     seq: u64,
     /// Time of the first request out (times start there), and of the latest.
     t0_ns: Option<u64>,
@@ -193,8 +223,6 @@ impl MsrOrder {
         MsrOrder {
             window,
             pending: BinaryHeap::new(),
-            rows: Vec::new(),
-            free_slots: Vec::new(),
             seq: 0,
             t0_ns: None,
             last_out_ns: 0,
@@ -213,18 +241,7 @@ impl MsrOrder {
                 self.window
             ));
         }
-        let at_ns = row.at_ns;
-        let slot = match self.free_slots.pop() {
-            Some(i) => {
-                self.rows[i] = Some(row);
-                i
-            }
-            None => {
-                self.rows.push(Some(row));
-                self.rows.len() - 1
-            }
-        };
-        self.pending.push(Reverse((at_ns, self.seq, slot)));
+        self.pending.push(Reverse(Pending { seq: self.seq, row }));
         self.seq += 1;
         Ok(())
     }
@@ -236,11 +253,8 @@ impl MsrOrder {
 
     /// The earliest pending row as a request.
     pub(crate) fn pop(&mut self) -> Option<Request> {
-        let Reverse((at, _, slot)) = self.pending.pop()?;
-        let row = self.rows[slot]
-            .take()
-            .expect("every pending slot holds a row");
-        self.free_slots.push(slot);
+        let Reverse(Pending { row, .. }) = self.pending.pop()?;
+        let at = row.at_ns;
         let t0 = *self.t0_ns.get_or_insert(at);
         self.last_out_ns = at;
         let at_ns = at - t0;

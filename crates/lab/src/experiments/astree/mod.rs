@@ -53,9 +53,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         Scale::Quick => (20_000, 5_000),
         Scale::Full => (400_000, 100_000),
     };
-    let preset = Preset::load("ssd2011")
-        .map_err(crate::LabError::from)?
-        .with_capacity(8 << 30);
+    let preset = Preset::load("ssd2011")?.with_capacity(8 << 30);
     let backend = Backend::Sim {
         preset: Box::new(preset.clone()),
     };

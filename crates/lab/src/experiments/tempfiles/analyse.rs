@@ -398,15 +398,7 @@ pub(super) mod tests {
     #[test]
     fn paper_shaped_runs_hold_every_claim() {
         let v = verdicts(10.0);
-        let ids: Vec<&str> = v
-            .iter()
-            .map(|v| v.score.as_ref().unwrap().id.as_str())
-            .collect();
-        let unique: std::collections::HashSet<_> = ids.iter().collect();
-        assert_eq!(unique.len(), ids.len(), "ids are unique: {ids:?}");
-        for v in &v {
-            assert!(v.holds, "{}: {}", v.claim, v.measured);
-        }
+        Verdict::all_hold_with_unique_ids(&v);
         for id in [
             "mx500-join-trim-penalty",
             "trim-count-ratio",

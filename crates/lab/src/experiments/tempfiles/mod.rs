@@ -183,9 +183,7 @@ pub(crate) fn join_spec(
     fallocate: bool,
     trim: bool,
 ) -> Result<JoinRunSpec, crate::LabError> {
-    let preset = Preset::load(preset)
-        .map_err(crate::LabError::from)?
-        .with_capacity(capacity_bytes);
+    let preset = Preset::load(preset)?.with_capacity(capacity_bytes);
     Ok(JoinRunSpec {
         sf,
         layout: Layout::Fixed128,
