@@ -809,6 +809,81 @@ fn join_on_a_simulated_drive_reports_trims_and_waf_per_repetition() {
 }
 
 #[test]
+fn join_threads_give_the_same_answer_and_on_a_drive_the_same_numbers_every_run() {
+    let dir = Scratch::new("join-threads");
+    let d = dir.0.to_str().unwrap();
+    let want = independent_join(0.1);
+    let answer = |v: &serde_json::Value| {
+        (
+            v["rows"].as_u64().unwrap(),
+            v["sum_l_extendedprice_cents"].as_i64().unwrap(),
+            v["sum_o_totalprice_cents"].as_i64().unwrap(),
+        )
+    };
+    let os = |threads: &str| {
+        stdout_json(&flashlab(&[
+            "join",
+            "--sf",
+            "0.1",
+            "--memory",
+            "4MiB",
+            "--dir",
+            d,
+            "--threads",
+            threads,
+            "--json",
+        ]))
+    };
+    let (one, two) = (os("1"), os("2"));
+    assert_eq!((answer(&one), answer(&two)), (want, want));
+    assert_eq!(
+        (one["threads"].as_u64(), two["threads"].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(
+        one["bytes_spilled"], two["bytes_spilled"],
+        "each row spilled once"
+    );
+    let sim = |threads: &str| {
+        let mut v = stdout_json(&flashlab(&[
+            "join",
+            "--sf",
+            "0.1",
+            "--memory",
+            "4MiB",
+            "--backend",
+            "sim",
+            "--preset",
+            "mx500",
+            "--capacity",
+            "4GiB",
+            "--threads",
+            threads,
+            "--json",
+        ]));
+        // Wall time, and the pool's peak: threads' reservations overlap as the machine
+        // schedules them (the budget bounds it either way).
+        v.as_object_mut().unwrap().remove("wall_s");
+        let peak = v
+            .as_object_mut()
+            .unwrap()
+            .remove("peak_memory_bytes")
+            .unwrap();
+        assert!(peak.as_u64().unwrap() <= 4 << 20);
+        v
+    };
+    let (a, b) = (sim("2"), sim("2"));
+    assert_eq!(a, b, "a simulated parallel join is deterministic");
+    assert_eq!((answer(&a), a["threads"].as_u64()), (want, Some(2)));
+    let serial = sim("1");
+    let total = |v: &serde_json::Value| v["repetitions"][0]["total_ns"].as_u64().unwrap();
+    assert!(
+        total(&a) < total(&serial),
+        "two threads share the CPU work per row"
+    );
+}
+
+#[test]
 fn join_errors_are_clear_and_leave_nothing_behind() {
     let dir = Scratch::new("join-errors");
     let d = dir.0.to_str().unwrap();

@@ -27,6 +27,11 @@ pub(crate) struct JoinArgs {
     /// Concurrent joins sharing the memory budget (os backend).
     #[arg(long, default_value_t = 1)]
     pub(crate) users: u32,
+    /// Threads per join: partitions read and written, and partition pairs joined, in
+    /// parallel within the one budget. Default: the machine's cores on os; 1 on sim, so a
+    /// simulated run's numbers do not depend on the machine it runs on.
+    #[arg(long)]
+    pub(crate) threads: Option<u32>,
     #[command(flatten)]
     pub(crate) storage: BackendArgs,
     /// os: where the input tables are generated and kept (default: --dir).
@@ -111,6 +116,11 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
             concurrent_users: a.users,
         },
         users: a.users,
+        threads: a.threads.unwrap_or(if simulated {
+            1
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+        }),
         repeat: a.repeat,
         backend: storage,
         storage: join_storage,
@@ -128,8 +138,8 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
     }
     let time_kind = if simulated { "simulated" } else { "wall" };
     println!(
-        "flashlab join: SF {} ({}), {} join, memory {} bytes, {} user(s), backend {}",
-        r.sf, r.layout, r.algorithm, r.memory_bytes, r.users, r.backend
+        "flashlab join: SF {} ({}), {} join, memory {} bytes, {} user(s) x {} thread(s), backend {}",
+        r.sf, r.layout, r.algorithm, r.memory_bytes, r.users, r.threads, r.backend
     );
     println!("  result rows              {}", r.rows);
     println!(

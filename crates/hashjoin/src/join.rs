@@ -54,8 +54,16 @@ pub struct Input {
 }
 
 impl Input {
-    fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.rows * self.layout.record_bytes() as u64
+    }
+    /// The input's rows as one source.
+    pub(crate) fn source(&self) -> Source {
+        Source {
+            file: self.file,
+            offset: self.offset_bytes,
+            rows: self.rows,
+        }
     }
 }
 
@@ -79,7 +87,7 @@ pub struct JoinSpec {
 
 /// Memory a join may plan with beside its read buffer: what the pool has free, but no more
 /// than its fair share when several joins share the pool.
-fn planning_budget(pool: &MemoryPool, spec: &JoinSpec) -> u64 {
+pub(crate) fn planning_budget(pool: &MemoryPool, spec: &JoinSpec) -> u64 {
     let share = pool.limit_bytes() / spec.concurrent_users.max(1) as u64;
     pool.available_bytes()
         .min(share)
@@ -104,16 +112,18 @@ pub struct JoinResult {
     pub nested_loop_pairs: u32,
     pub partition_ns: u64,
     pub join_ns: u64,
+    /// Threads that partitioned and joined (1: the serial join).
+    pub threads: u32,
 }
 
 /// Deepest recursive repartitioning before falling back to nested loops.
-const MAX_LEVEL: u32 = 4;
+pub(crate) const MAX_LEVEL: u32 = 4;
 /// Planning slack for uneven partitions.
-const SKEW_SLACK: f64 = 1.2;
+pub(crate) const SKEW_SLACK: f64 = 1.2;
 
 /// Partitioning hash F1 with a seed per recursion level.
 #[inline]
-fn f1(key: u64, level: u32, n: u32) -> u32 {
+pub(crate) fn f1(key: u64, level: u32, n: u32) -> u32 {
     const SEEDS: [u64; 6] = [
         0,
         0x5851_F42D_4C95_7F2D,
@@ -129,26 +139,55 @@ fn f1(key: u64, level: u32, n: u32) -> u32 {
     ((z as u128 * n as u128) >> 64) as u32
 }
 
-/// One side of a partition pair: a spill file and what it holds.
+/// One spill file of a side and the rows it holds.
 #[derive(Debug, Clone, Copy)]
-struct Side {
-    file: FileId,
-    rows: u64,
-    layout: Layout,
-    relation: Relation,
+pub(crate) struct Piece {
+    pub(crate) file: FileId,
+    pub(crate) rows: u64,
+}
+
+/// One side of a partition pair: its rows in one spill file, or in several (one per thread
+/// that partitioned it, in the parallel join).
+#[derive(Debug, Clone)]
+pub(crate) struct Side {
+    pub(crate) pieces: Vec<Piece>,
+    pub(crate) layout: Layout,
+    pub(crate) relation: Relation,
 }
 
 impl Side {
+    pub(crate) fn rows(&self) -> u64 {
+        self.pieces.iter().map(|p| p.rows).sum()
+    }
     fn bytes(&self) -> u64 {
-        self.rows * self.layout.record_bytes() as u64
+        self.rows() * self.layout.record_bytes() as u64
+    }
+    /// The pieces as sources to read whole.
+    fn sources(&self) -> Vec<Source> {
+        self.pieces
+            .iter()
+            .map(|p| Source {
+                file: p.file,
+                offset: 0,
+                rows: p.rows,
+            })
+            .collect()
     }
 }
 
-struct Join<'a, S: Store> {
-    store: &'a mut S,
-    pool: &'a MemoryPool,
-    spec: &'a JoinSpec,
-    result: JoinResult,
+/// Rows to read: `rows` records from `offset` of `file`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Source {
+    pub(crate) file: FileId,
+    pub(crate) offset: u64,
+    pub(crate) rows: u64,
+}
+
+pub(crate) struct Join<'a, S: Store> {
+    pub(crate) store: &'a mut S,
+    pub(crate) pool: &'a MemoryPool,
+    pub(crate) spec: &'a JoinSpec,
+    pub(crate) result: JoinResult,
 }
 
 /// Reads `rows` records of `layout` from `file` at `offset` in read-buffer chunks.
@@ -184,7 +223,7 @@ fn scan<S: Store>(
 
 /// Running totals of the join output.
 #[derive(Default)]
-struct Totals {
+pub(crate) struct Totals {
     rows: u64,
     orders_cents: i64,
     lineitem_cents: i64,
@@ -192,7 +231,7 @@ struct Totals {
 
 impl Totals {
     #[inline]
-    fn add(&mut self, build_rel: Relation, build_price: i64, probe_price: i64) {
+    pub(crate) fn add(&mut self, build_rel: Relation, build_price: i64, probe_price: i64) {
         let (o, l) = match build_rel {
             Relation::Orders => (build_price, probe_price),
             Relation::Lineitem => (probe_price, build_price),
@@ -245,8 +284,17 @@ fn probe_table<S: Store>(
     Ok(t)
 }
 
-impl<S: Store> Join<'_, S> {
-    fn add_totals(&mut self, t: Totals) {
+impl<'a, S: Store> Join<'a, S> {
+    pub(crate) fn new(store: &'a mut S, pool: &'a MemoryPool, spec: &'a JoinSpec) -> Self {
+        Join {
+            store,
+            pool,
+            spec,
+            result: JoinResult::default(),
+        }
+    }
+
+    pub(crate) fn add_totals(&mut self, t: Totals) {
         self.result.rows += t.rows;
         self.result.sum_o_totalprice_cents += t.orders_cents;
         self.result.sum_l_extendedprice_cents += t.lineitem_cents;
@@ -261,14 +309,12 @@ impl<S: Store> Join<'_, S> {
         Ok((res, vec![0u8; r as usize]))
     }
 
-    /// Partitions `input` (a file at an offset) into `n` spill files with F1 at `level`;
+    /// Partitions the rows of `sources` into `n` spill files with F1 at `level`;
     /// partitions below `resident` go to `on_resident` instead.
     #[allow(clippy::too_many_arguments)]
-    fn partition(
+    pub(crate) fn partition(
         &mut self,
-        file: FileId,
-        offset: u64,
-        rows: u64,
+        sources: &[Source],
         layout: Layout,
         relation: Relation,
         n: u32,
@@ -278,13 +324,13 @@ impl<S: Store> Join<'_, S> {
     ) -> Result<Vec<Side>, JoinError> {
         let rb = layout.record_bytes();
         let w = self.spec.write_buffer_bytes as usize;
+        let rows: u64 = sources.iter().map(|s| s.rows).sum();
         let mut sides = Vec::with_capacity(n as usize);
         let expected = (rows * rb as u64).div_ceil(n as u64);
         for p in 0..n {
             if p < resident {
                 sides.push(Side {
-                    file: u32::MAX,
-                    rows: 0,
+                    pieces: Vec::new(),
                     layout,
                     relation,
                 });
@@ -297,8 +343,7 @@ impl<S: Store> Join<'_, S> {
                 self.store.fallocate(f, want)?;
             }
             sides.push(Side {
-                file: f,
-                rows: 0,
+                pieces: vec![Piece { file: f, rows: 0 }],
                 layout,
                 relation,
             });
@@ -316,44 +361,55 @@ impl<S: Store> Join<'_, S> {
         let cpu = self.spec.cpu_ns_per_row;
         let mut enc = vec![0u8; rb];
         let mut spilled = 0u64;
-        scan(
-            &mut *self.store,
-            &mut rbuf,
-            file,
-            offset,
-            rows,
-            layout,
-            |store, r| {
-                store.compute(cpu);
-                let p = f1(r.key, level, n);
-                if p < resident {
-                    on_resident(p, r);
-                    return Ok(());
-                }
-                r.encode(layout, &mut enc);
-                let b = &mut buffers[p as usize];
-                b.extend_from_slice(&enc);
-                sides[p as usize].rows += 1;
-                if b.len() + rb > w {
-                    store.append(sides[p as usize].file, b)?;
-                    spilled += b.len() as u64;
-                    b.clear();
-                }
-                Ok(())
-            },
-        )?;
+        for src in sources {
+            scan(
+                &mut *self.store,
+                &mut rbuf,
+                src.file,
+                src.offset,
+                src.rows,
+                layout,
+                |store, r| {
+                    store.compute(cpu);
+                    let p = f1(r.key, level, n);
+                    if p < resident {
+                        on_resident(p, r);
+                        return Ok(());
+                    }
+                    r.encode(layout, &mut enc);
+                    let b = &mut buffers[p as usize];
+                    b.extend_from_slice(&enc);
+                    let piece = &mut sides[p as usize].pieces[0];
+                    piece.rows += 1;
+                    if b.len() + rb > w {
+                        store.append(piece.file, b)?;
+                        spilled += b.len() as u64;
+                        b.clear();
+                    }
+                    Ok(())
+                },
+            )?;
+        }
         self.result.bytes_spilled += spilled;
         for p in resident..n {
             let b = &buffers[p as usize];
             if !b.is_empty() {
-                self.store.append(sides[p as usize].file, b)?;
+                self.store.append(sides[p as usize].pieces[0].file, b)?;
                 self.result.bytes_spilled += b.len() as u64;
             }
         }
         Ok(sides)
     }
 
-    /// Builds a table from `build` (a spill file, deleted after) and probes it with
+    /// Deletes every spill file of `side`.
+    fn delete(&mut self, side: &Side) -> Result<(), JoinError> {
+        for p in &side.pieces {
+            self.store.delete(p.file)?;
+        }
+        Ok(())
+    }
+
+    /// Builds a table from `build` (its spill files deleted after) and probes it with
     /// `probe` (deleted after).
     fn join_in_memory(
         &mut self,
@@ -363,41 +419,47 @@ impl<S: Store> Join<'_, S> {
     ) -> Result<(), JoinError> {
         let (_r, mut rbuf) = self.read_buffer()?;
         let cpu = self.spec.cpu_ns_per_row;
-        let table = build_table(
-            self.store,
-            &mut rbuf,
-            build.file,
-            0,
-            build.rows,
-            build.layout,
-            cpu,
-        )?;
+        let mut table = HashTable::with_capacity(build.rows());
+        for p in &build.pieces {
+            scan(
+                self.store,
+                &mut rbuf,
+                p.file,
+                0,
+                p.rows,
+                build.layout,
+                |s, r| {
+                    s.compute(cpu);
+                    table.insert(r.key, r.price_cents);
+                    Ok(())
+                },
+            )?;
+        }
         self.result.bytes_read_back += build.bytes();
-        self.store.delete(build.file)?;
-        let t = probe_table(
-            self.store,
-            &mut rbuf,
-            &table,
-            build.relation,
-            probe.file,
-            0,
-            probe.rows,
-            probe.layout,
-            cpu,
-        )?;
-        self.add_totals(t);
+        self.delete(&build)?;
+        for p in &probe.pieces {
+            let t = probe_table(
+                self.store,
+                &mut rbuf,
+                &table,
+                build.relation,
+                p.file,
+                0,
+                p.rows,
+                probe.layout,
+                cpu,
+            )?;
+            self.add_totals(t);
+        }
         self.result.bytes_read_back += probe.bytes();
-        self.store.delete(probe.file)?;
-        Ok(())
+        self.delete(&probe)
     }
 
     /// Joins one partition pair, recursing or falling back as needed.
-    fn join_pair(&mut self, a: Side, b: Side, level: u32) -> Result<(), JoinError> {
-        if a.rows == 0 || b.rows == 0 {
-            self.result.bytes_read_back += 0;
-            self.store.delete(a.file)?;
-            self.store.delete(b.file)?;
-            return Ok(());
+    pub(crate) fn join_pair(&mut self, a: Side, b: Side, level: u32) -> Result<(), JoinError> {
+        if a.rows() == 0 || b.rows() == 0 {
+            self.delete(&a)?;
+            return self.delete(&b);
         }
         // Dynamic role reversal: the smaller side builds.
         let (build, probe) = if a.bytes() <= b.bytes() {
@@ -406,7 +468,7 @@ impl<S: Store> Join<'_, S> {
             (b, a)
         };
         let rb = build.layout.record_bytes() as u64;
-        let need = table_bytes(build.rows, rb);
+        let need = table_bytes(build.rows(), rb);
         let avail = planning_budget(self.pool, self.spec);
         if need <= avail {
             let res = self
@@ -422,9 +484,7 @@ impl<S: Store> Join<'_, S> {
         self.result.repartitioned_pairs += 1;
         let n = self.plan_partitions(need, avail)?;
         let bsides = self.partition(
-            build.file,
-            0,
-            build.rows,
+            &build.sources(),
             build.layout,
             build.relation,
             n,
@@ -433,11 +493,9 @@ impl<S: Store> Join<'_, S> {
             |_, _| {},
         )?;
         self.result.bytes_read_back += build.bytes();
-        self.store.delete(build.file)?;
+        self.delete(&build)?;
         let psides = self.partition(
-            probe.file,
-            0,
-            probe.rows,
+            &probe.sources(),
             probe.layout,
             probe.relation,
             n,
@@ -446,9 +504,10 @@ impl<S: Store> Join<'_, S> {
             |_, _| {},
         )?;
         self.result.bytes_read_back += probe.bytes();
-        self.store.delete(probe.file)?;
+        self.delete(&probe)?;
+        let build_rows = build.rows();
         for (bs, ps) in bsides.into_iter().zip(psides) {
-            if bs.rows == build.rows && bs.rows > 0 {
+            if bs.rows() == build_rows {
                 // Nothing was split off: one key (or one F1 value) holds the whole side.
                 self.nested_loops(bs, ps)?;
             } else {
@@ -464,7 +523,7 @@ impl<S: Store> Join<'_, S> {
         self.result.nested_loop_pairs += 1;
         let rb = build.layout.record_bytes() as u64;
         let avail = planning_budget(self.pool, self.spec);
-        let chunk_rows = rows_fitting(avail, rb).min(build.rows);
+        let chunk_rows = rows_fitting(avail, rb).min(build.rows());
         if chunk_rows == 0 {
             return Err(JoinError::Memory {
                 memory_bytes: self.pool.limit_bytes(),
@@ -477,37 +536,40 @@ impl<S: Store> Join<'_, S> {
             .expect("sized from available memory");
         let (_r, mut rbuf) = self.read_buffer()?;
         let cpu = self.spec.cpu_ns_per_row;
-        let mut start = 0;
-        while start < build.rows {
-            let n = chunk_rows.min(build.rows - start);
-            let table = build_table(
-                self.store,
-                &mut rbuf,
-                build.file,
-                start * rb,
-                n,
-                build.layout,
-                cpu,
-            )?;
-            self.result.bytes_read_back += n * rb;
-            let t = probe_table(
-                self.store,
-                &mut rbuf,
-                &table,
-                build.relation,
-                probe.file,
-                0,
-                probe.rows,
-                probe.layout,
-                cpu,
-            )?;
-            self.result.bytes_read_back += probe.bytes();
-            self.add_totals(t);
-            start += n;
+        for piece in &build.pieces {
+            let mut start = 0;
+            while start < piece.rows {
+                let n = chunk_rows.min(piece.rows - start);
+                let table = build_table(
+                    self.store,
+                    &mut rbuf,
+                    piece.file,
+                    start * rb,
+                    n,
+                    build.layout,
+                    cpu,
+                )?;
+                self.result.bytes_read_back += n * rb;
+                for p in &probe.pieces {
+                    let t = probe_table(
+                        self.store,
+                        &mut rbuf,
+                        &table,
+                        build.relation,
+                        p.file,
+                        0,
+                        p.rows,
+                        probe.layout,
+                        cpu,
+                    )?;
+                    self.add_totals(t);
+                }
+                self.result.bytes_read_back += probe.bytes();
+                start += n;
+            }
         }
-        self.store.delete(build.file)?;
-        self.store.delete(probe.file)?;
-        Ok(())
+        self.delete(&build)?;
+        self.delete(&probe)
     }
 
     /// Partitions for a build side needing `need` bytes of table with `avail` bytes free,
@@ -528,6 +590,25 @@ impl<S: Store> Join<'_, S> {
     }
 }
 
+/// Refuses buffers that cannot hold a record.
+pub(crate) fn check_spec(spec: &JoinSpec, a: &Input, b: &Input) -> Result<(), JoinError> {
+    if spec.read_buffer_bytes == 0 || spec.write_buffer_bytes == 0 {
+        return Err(JoinError::Config(
+            "read and write buffers must be at least 1 byte".into(),
+        ));
+    }
+    let record = a.layout.record_bytes().max(b.layout.record_bytes()) as u64;
+    if record > spec.write_buffer_bytes || record > spec.read_buffer_bytes {
+        return Err(JoinError::Config(
+            "buffers must hold at least one record".into(),
+        ));
+    }
+    if spec.partitions == Some(0) {
+        return Err(JoinError::Config("--partitions must be at least 1".into()));
+    }
+    Ok(())
+}
+
 /// Joins `a` and `b` (ORDERS and LINEITEM, either order) under `pool`, spilling to
 /// `store`.
 pub fn hash_join<S: Store>(
@@ -537,18 +618,7 @@ pub fn hash_join<S: Store>(
     a: Input,
     b: Input,
 ) -> Result<JoinResult, JoinError> {
-    if spec.read_buffer_bytes == 0 || spec.write_buffer_bytes == 0 {
-        return Err(JoinError::Config(
-            "read and write buffers must be at least 1 byte".into(),
-        ));
-    }
-    if a.layout.record_bytes() as u64 > spec.write_buffer_bytes
-        || b.layout.record_bytes() as u64 > spec.read_buffer_bytes
-    {
-        return Err(JoinError::Config(
-            "buffers must hold at least one record".into(),
-        ));
-    }
+    check_spec(spec, &a, &b)?;
     let (build, probe) = if a.bytes() <= b.bytes() {
         (a, b)
     } else {
@@ -561,6 +631,7 @@ pub fn hash_join<S: Store>(
         spec,
         result: JoinResult {
             input_bytes: a.bytes() + b.bytes(),
+            threads: 1,
             ..Default::default()
         },
     };
@@ -640,9 +711,7 @@ pub fn hash_join<S: Store>(
         .map(|_| HashTable::with_capacity(build.rows / n as u64 + 16))
         .collect();
     let bsides = j.partition(
-        build.file,
-        build.offset_bytes,
-        build.rows,
+        &[build.source()],
         build.layout,
         build.relation,
         n,
@@ -654,9 +723,7 @@ pub fn hash_join<S: Store>(
     )?;
     let mut t = Totals::default();
     let psides = j.partition(
-        probe.file,
-        probe.offset_bytes,
-        probe.rows,
+        &[probe.source()],
         probe.layout,
         probe.relation,
         n,

@@ -5,16 +5,19 @@
 //! - [`join`]: the algorithms (partitioning, role reversal, recursion, nested-loop
 //!   fallback).
 //! - [`store`]: the spill-file backends ([`store::OsStore`], [`store::SimStore`]).
+//! - [`parallel`]: the same join on several threads sharing the budget and the files.
 //! - [`memory`]: the memory budget and its reservations.
 //! - [`table`]: the in-memory hash table.
 
 pub mod error;
 pub mod join;
 pub mod memory;
+pub mod parallel;
 pub mod store;
 pub mod table;
 
 pub use error::JoinError;
 pub use join::{hash_join, Algorithm, Input, JoinResult, JoinSpec, Relation};
 pub use memory::MemoryPool;
+pub use parallel::parallel_hash_join;
 pub use store::{MemStore, OsStore, SimStore, Store};

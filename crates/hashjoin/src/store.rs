@@ -54,6 +54,23 @@ pub trait Store {
     /// files, where computation takes real time).
     fn compute(&mut self, ns: u64);
     fn stats(&self) -> StoreStats;
+    /// Passes spill file `f` to `to`, another handle on the same files (a thread of the
+    /// parallel join): `to` opens it, owns it from then on (deletes it, removes it on
+    /// drop), and returns its id there.
+    fn hand_over(&mut self, f: FileId, to: &mut Self) -> Result<FileId, JoinError>
+    where
+        Self: Sized;
+    /// The thread using this store waits at a barrier: it makes no call until the other
+    /// threads' work ends (see [`vfs::Vfs::park`]).
+    fn park(&mut self) {}
+    /// Waits until `elapsed_ns` (a barrier's time): virtual clocks move on; real ones
+    /// waited already.
+    fn wait_until(&mut self, elapsed_ns: u64) {
+        let now = self.elapsed_ns();
+        if elapsed_ns > now {
+            self.compute(elapsed_ns - now);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -617,6 +634,31 @@ impl<V: Vfs> Store for VfsStore<V> {
 
     fn stats(&self) -> StoreStats {
         self.stats.clone()
+    }
+
+    fn hand_over(&mut self, f: FileId, to: &mut Self) -> Result<FileId, JoinError> {
+        let file = self.spill_file(f, "hand over")?;
+        if self.os_dir != to.os_dir || self.direct != to.direct {
+            return Err(JoinError::Config(format!(
+                "cannot hand {} over: the other store is in another directory or mode",
+                file.name
+            )));
+        }
+        let fd = to
+            .vfs
+            .open(&file.name, OpenMode::existing().direct(self.direct))
+            .map_err(|e| to.vfs_error(e))?;
+        let file = self.files.remove(&f).expect("checked");
+        self.vfs.close(file.fd);
+        self.held_bytes -= file.disk_bytes;
+        // The files were charged when written; the receiving store holds them beyond its
+        // own cap share rather than refusing what exists already.
+        to.held_bytes += file.disk_bytes;
+        Ok(to.add(StoreFile { fd, ..file }))
+    }
+
+    fn park(&mut self) {
+        self.vfs.park();
     }
 }
 

@@ -160,11 +160,7 @@ impl<V: Vfs + VirtualClock> UserVfs<V> {
 
 impl<V: Vfs + VirtualClock> Drop for UserVfs<V> {
     fn drop(&mut self) {
-        if let Ok(mut g) = self.turns.inner.lock() {
-            g.state[self.user] = UserState::Done;
-            g.clock_ns[self.user] = self.clock_ns;
-        }
-        self.turns.turn.notify_all();
+        self.park();
     }
 }
 
@@ -218,6 +214,15 @@ impl<V: Vfs + VirtualClock> Vfs for UserVfs<V> {
     fn think(&mut self, ns: u64) {
         self.clock_ns += ns;
     }
+    /// Counts as finished until its next call, which the caller makes only after the
+    /// others' work it waits for (and so later in time than any call they make meanwhile).
+    fn park(&mut self) {
+        if let Ok(mut g) = self.turns.inner.lock() {
+            g.state[self.user] = UserState::Done;
+            g.clock_ns[self.user] = self.clock_ns;
+        }
+        self.turns.turn.notify_all();
+    }
     fn io_time(&self) -> IoTime {
         self.io
     }
@@ -270,6 +275,22 @@ mod tests {
         // The user that computes less finishes first; both spent at least their thinking.
         assert!(ends[0] < ends[1], "{ends:?}");
         assert!(ends[1] >= 50 * 100_000);
+    }
+
+    #[test]
+    fn a_parked_user_does_not_hold_up_the_others() {
+        let turns = Turns::new(drive(), 2);
+        let (mut a, mut b) = (turns.user(0), turns.user(1));
+        a.park();
+        // Without the park, b's call would wait for a (running) forever.
+        let fd = b.open("x", OpenMode::create()).unwrap();
+        b.write_at(fd, 0, &[1u8; 4096]).unwrap();
+        // a's next call takes its turn again, after b's.
+        b.park();
+        a.think(b.now_ns());
+        let fd = a.open("y", OpenMode::create()).unwrap();
+        a.write_at(fd, 0, &[2u8; 4096]).unwrap();
+        assert!(a.now_ns() > b.now_ns());
     }
 
     #[test]

@@ -92,6 +92,8 @@ fn job_spec(
             concurrent_users: users,
         },
         users,
+        // Paper 001's join ran one thread per user.
+        threads: 1,
         repeat: 1,
         backend: Backend::Sim {
             preset: Box::new(preset),

@@ -198,6 +198,8 @@ pub(crate) fn join_spec(
             concurrent_users: 1,
         },
         users: 1,
+        // The paper's PostgreSQL ran the join in one backend process.
+        threads: 1,
         repeat,
         backend: Backend::Sim {
             preset: Box::new(preset),
