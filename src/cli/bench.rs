@@ -1,6 +1,9 @@
 //! `flashlab bench`: the simulator's own speed and memory, measured on this machine.
 //!
 //! - WAF-only path: host page writes per second in steady state (uniform random writes).
+//! - One GC pool: the same path on one die and plane (64 pages per block) at 1, 4 and
+//!   16 GiB, beside a plain C FTL with bucketed greedy victims (`bench/onepool_ref.c`,
+//!   compiled with gcc and run in the same measurement when gcc is there).
 //! - Timing path: simulated requests per second (4 KiB random writes, queue depth 16,
 //!   a 64-die drive).
 //! - Replay: a generated 10 M-request native trace replayed as it streams from the file
@@ -15,7 +18,8 @@ use workloads::synthetic::{Pattern, SlotGen};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
-    /// Which measurements: waf, timing, replay, memory (comma-separated; default all).
+    /// Which measurements: waf, onepool, timing, replay, memory (comma-separated; default
+    /// all).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Length of the replay measurement's generated trace, in millions of requests.
@@ -84,6 +88,125 @@ fn bench_waf(a: &BenchArgs) -> Result<serde_json::Value> {
         "host_writes_per_s": writes as f64 / secs,
         "waf": c.flash_write_units() as f64 / c.host_write_units as f64,
     }))
+}
+
+/// Measured runs per shape; the fastest counts.
+const BEST_OF: usize = 3;
+
+/// The C reference FTL's source, compiled at run time (see `bench/onepool_ref.c`).
+const ONEPOOL_REF_C: &str = include_str!("../../bench/onepool_ref.c");
+
+/// One GC pool (one die, one plane, 64 pages of 4 KiB per block, op 0.07), uniform random
+/// writes: fill, one capacity of warm-up, one capacity measured; ours beside the C
+/// reference's run of the same shape.
+fn bench_onepool() -> Result<serde_json::Value> {
+    let dir = std::env::temp_dir().join(format!("flashlab-onepool-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let reference = build_reference(&dir);
+    let mut rows = Vec::new();
+    for gib in [1u64, 4, 16] {
+        let logical = gib << 30;
+        let g = Geometry {
+            channels: 1,
+            chips_per_channel: 1,
+            dies_per_chip: 1,
+            planes_per_die: 1,
+            pages_per_block: 64,
+            page_size_bytes: 4096,
+            mapping_unit_bytes: 4096,
+            logical_bytes: logical,
+            op: 0.07,
+        };
+        let mut ftl = PageFtl::new(&g, GcPolicy::Greedy, 1)?;
+        let n = ftl.logical_units();
+        let mut gen = SlotGen::new(Pattern::Uniform, n as u64, 1).map_err(anyhow::Error::msg)?;
+        for lpn in 0..n {
+            ftl.write(lpn, &mut NoTiming)?;
+        }
+        let mut batch = vec![0u32; 4096];
+        let mut random_writes = |ftl: &mut PageFtl, count: u64| -> Result<()> {
+            let mut done = 0;
+            while done < count {
+                let k = (count - done).min(batch.len() as u64) as usize;
+                for slot in &mut batch[..k] {
+                    *slot = gen.next_slot() as u32;
+                }
+                ftl.write_batch(&batch[..k], &mut NoTiming)?;
+                done += k as u64;
+            }
+            Ok(())
+        };
+        random_writes(&mut ftl, n as u64)?;
+        // The best of three measured capacities (and of three reference runs): a shared
+        // machine's noise only ever slows a run down.
+        let mut secs = f64::INFINITY;
+        for _ in 0..BEST_OF {
+            ftl.reset_counters();
+            let t = Instant::now();
+            random_writes(&mut ftl, n as u64)?;
+            secs = secs.min(t.elapsed().as_secs_f64());
+        }
+        let c = ftl.counters();
+        let c_ref = match &reference {
+            Ok(bin) => {
+                let mut best = run_reference(bin, logical)?;
+                for _ in 1..BEST_OF {
+                    let r = run_reference(bin, logical)?;
+                    if r["seconds"].as_f64() < best["seconds"].as_f64() {
+                        best = r;
+                    }
+                }
+                best
+            }
+            Err(why) => serde_json::json!({ "skipped": why }),
+        };
+        rows.push(serde_json::json!({
+            "logical_gib": gib,
+            "host_writes": n,
+            "seconds": secs,
+            "host_writes_per_s": n as f64 / secs,
+            "waf": c.flash_write_units() as f64 / c.host_write_units as f64,
+            "c_reference": c_ref,
+        }));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(serde_json::json!({
+        "what": "one GC pool (1 die, 1 plane, 64 pages of 4 KiB per block, op 0.07), greedy, uniform random 4 KiB writes after a fill and one capacity of warm-up, best of 3 measured capacities; the C reference is bench/onepool_ref.c (valid-count buckets, gcc -O2), best of 3 runs",
+        "runs": rows,
+    }))
+}
+
+/// Compiles the C reference in `dir`; Err says why it cannot.
+fn build_reference(dir: &std::path::Path) -> std::result::Result<std::path::PathBuf, String> {
+    let src = dir.join("onepool_ref.c");
+    let bin = dir.join("onepool_ref");
+    std::fs::write(&src, ONEPOOL_REF_C).map_err(|e| e.to_string())?;
+    match std::process::Command::new("gcc")
+        .args(["-O2", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+    {
+        Ok(o) if o.status.success() => Ok(bin),
+        Ok(o) => Err(format!(
+            "gcc failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!("no gcc to build the C reference: {e}")),
+    }
+}
+
+fn run_reference(bin: &std::path::Path, logical: u64) -> Result<serde_json::Value> {
+    let o = std::process::Command::new(bin)
+        .args([logical.to_string(), "0.07".into(), "64".into(), "1".into()])
+        .output()?;
+    if !o.status.success() {
+        anyhow::bail!(
+            "the C reference failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    Ok(serde_json::from_slice(&o.stdout)?)
 }
 
 fn bench_timing(million: u64) -> Result<serde_json::Value> {
@@ -217,8 +340,10 @@ fn spinner(msg: &str) -> indicatif::ProgressBar {
 
 pub fn run(a: BenchArgs) -> Result<()> {
     for o in &a.only {
-        if !["waf", "timing", "replay", "memory"].contains(&o.as_str()) {
-            anyhow::bail!("unknown measurement {o:?}: expected waf, timing, replay or memory");
+        if !["waf", "onepool", "timing", "replay", "memory"].contains(&o.as_str()) {
+            anyhow::bail!(
+                "unknown measurement {o:?}: expected waf, onepool, timing, replay or memory"
+            );
         }
     }
     let want = |k: &str| a.only.is_empty() || a.only.iter().any(|o| o == k);
@@ -237,6 +362,32 @@ pub fn run(a: BenchArgs) -> Result<()> {
             );
         }
         out.insert("waf".into(), v);
+    }
+    if want("onepool") {
+        let pb = spinner("one GC pool, ours and the C reference");
+        let v = bench_onepool()?;
+        pb.finish_and_clear();
+        if !a.json {
+            for r in v["runs"].as_array().into_iter().flatten() {
+                let c = &r["c_reference"];
+                let reference = match c["host_writes_per_s"].as_f64() {
+                    Some(x) => format!(
+                        "C reference {:.1} M/s (WAF {:.2}): {:.2}x",
+                        x / 1e6,
+                        c["waf"].as_f64().unwrap_or(0.0),
+                        r["host_writes_per_s"].as_f64().unwrap_or(0.0) / x
+                    ),
+                    None => format!("C reference skipped ({})", c["skipped"]),
+                };
+                println!(
+                    "one GC pool:   {:>2} GiB: {:.1} M host page writes/s (WAF {:.2}); {reference}",
+                    r["logical_gib"],
+                    r["host_writes_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+                    r["waf"].as_f64().unwrap_or(0.0),
+                );
+            }
+        }
+        out.insert("onepool".into(), v);
     }
     if want("timing") {
         let pb = spinner("timing path");

@@ -123,9 +123,50 @@ impl FtlCounters {
     }
 }
 
+/// Division of u32 values by a divisor fixed at construction, by multiplication (Lemire,
+/// Kaser and Kurz, "Faster remainder by direct computation", 2019: with a 64-bit
+/// reciprocal the quotient and remainder are exact for every 32-bit numerator). The FTL
+/// divides physical unit numbers by units per block and block numbers by blocks per die on
+/// every write and GC copy; a hardware divide there costs more than the rest of the copy.
+#[derive(Debug, Clone, Copy)]
+struct Divisor {
+    d: u32,
+    /// ceil(2^64 / d); 0 for d = 1 (the quotient is the numerator).
+    m: u64,
+}
+
+impl Divisor {
+    fn new(d: u32) -> Divisor {
+        assert!(d > 0, "a divisor is positive");
+        let m = if d == 1 { 0 } else { u64::MAX / d as u64 + 1 };
+        Divisor { d, m }
+    }
+    #[inline]
+    fn div(self, x: u32) -> u32 {
+        if self.m == 0 {
+            x
+        } else {
+            ((self.m as u128 * x as u128) >> 64) as u32
+        }
+    }
+    #[inline]
+    fn rem(self, x: u32) -> u32 {
+        if self.m == 0 {
+            0
+        } else {
+            let low = self.m.wrapping_mul(x as u64);
+            ((low as u128 * self.d as u128) >> 64) as u32
+        }
+    }
+}
+
 pub struct PageFtl {
     units_per_page: u32,
     units_per_block: u32,
+    /// The same three as dividers for the hot paths.
+    per_page: Divisor,
+    per_block: Divisor,
+    per_die: Divisor,
     pages_per_block: u32,
     dies: u32,
     blocks_per_die: u32,
@@ -188,6 +229,9 @@ impl PageFtl {
         Ok(PageFtl {
             units_per_page: g.units_per_page(),
             units_per_block: upb,
+            per_page: Divisor::new(g.units_per_page()),
+            per_block: Divisor::new(upb),
+            per_die: Divisor::new(blocks_per_die),
             pages_per_block: g.pages_per_block,
             dies,
             blocks_per_die,
@@ -235,13 +279,13 @@ impl PageFtl {
     /// Die that holds physical unit `ppn`.
     #[inline]
     pub fn die_of(&self, ppn: u32) -> u32 {
-        ppn / self.units_per_block / self.blocks_per_die
+        self.per_die.div(self.per_block.div(ppn))
     }
 
     /// Superpage number (global) that holds physical unit `ppn`.
     #[inline]
     pub fn page_of(&self, ppn: u32) -> u32 {
-        ppn / self.units_per_page
+        self.per_page.div(ppn)
     }
 
     /// Where logical unit `lpn` lives, if it holds data.
@@ -305,7 +349,9 @@ impl PageFtl {
                 let old = self.l2p.get(near as usize).copied().unwrap_or(UNMAPPED);
                 if old != UNMAPPED {
                     prefetch(&self.p2l, old as usize);
-                    prefetch(&self.valid_units, (old / self.units_per_block) as usize);
+                    let b = self.per_block.div(old) as usize;
+                    prefetch(&self.valid_units, b);
+                    prefetch(&self.closed, b);
                 }
             }
             self.write(lpns[i], sink)?;
@@ -349,12 +395,12 @@ impl PageFtl {
     #[inline]
     fn invalidate(&mut self, ppn: u32) {
         self.p2l[ppn as usize] = INVALID;
-        let b = (ppn / self.units_per_block) as usize;
+        let b = self.per_block.div(ppn) as usize;
         self.valid_units[b] -= 1;
         if self.policy != GcPolicy::Fifo && self.closed[b] {
             let (die, local) = (
-                b / self.blocks_per_die as usize,
-                b % self.blocks_per_die as usize,
+                self.per_die.div(b as u32) as usize,
+                self.per_die.rem(b as u32) as usize,
             );
             let d = &mut self.die[die];
             if let Some(idx) = &mut d.greedy {
@@ -389,13 +435,13 @@ impl PageFtl {
             }
             if let Some(idx) = &mut dstate.greedy {
                 idx.insert(
-                    (block % self.blocks_per_die) as usize,
+                    self.per_die.rem(block) as usize,
                     self.valid_units[block as usize],
                 );
             }
             if let Some(idx) = &mut dstate.cost_benefit {
                 idx.insert(
-                    (block % self.blocks_per_die) as usize,
+                    self.per_die.rem(block) as usize,
                     self.valid_units[block as usize],
                     self.clock,
                 );
@@ -403,7 +449,7 @@ impl PageFtl {
             self.closed[block as usize] = true;
             self.written_stamp[block as usize] = self.clock;
         }
-        next % self.units_per_page == 0
+        self.per_page.rem(next) == 0
     }
 
     /// Opens a host frontier block on `die`, cleaning first if its pool is low. If the die
@@ -691,6 +737,31 @@ impl PageFtl {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod divisor_tests {
+    use super::Divisor;
+
+    #[test]
+    fn divides_exactly_as_hardware_does() {
+        let mut x = 0x9E37_79B9u32;
+        for d in (1..300u32).chain([
+            17_530,
+            27_000,
+            65_535,
+            65_536,
+            1 << 31,
+            u32::MAX - 1,
+            u32::MAX,
+        ]) {
+            let v = Divisor::new(d);
+            for n in [0, 1, d - 1, d, d.wrapping_add(1), u32::MAX, u32::MAX - 1, x] {
+                assert_eq!((v.div(n), v.rem(n)), (n / d, n % d), "{n} / {d}");
+            }
+            x = x.wrapping_mul(0x0019_660D).wrapping_add(0x3C6E_F35F);
+        }
     }
 }
 
