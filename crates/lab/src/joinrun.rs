@@ -337,7 +337,10 @@ pub fn run(
                     for_each_user(spec.users, |u| {
                         let mut stores = Vec::new();
                         let mut pairs = Vec::new();
-                        for t in 0..threads {
+                        // Thread 0's store last, left running: no user's I/O starts before
+                        // every user has set up and planned (the memory pool is shared in
+                        // real time; this keeps what each user plans with deterministic).
+                        for t in (0..threads).rev() {
                             let mut store = VfsStore::on(
                                 turns.user(u * threads + t),
                                 "the simulated drive",
@@ -356,10 +359,15 @@ pub fn run(
                                 )
                             };
                             pairs.push(inputs(spec, (o, rows.0), (l, rows.1), 0));
-                            // Waits for the others' setup without holding up their calls.
-                            store.park();
+                            if t > 0 {
+                                // Waits without holding up the calls of the stores set up
+                                // after it.
+                                store.park();
+                            }
                             stores.push(store);
                         }
+                        stores.reverse();
+                        pairs.reverse();
                         let r = parallel_hash_join(&mut stores, &pool, &spec.join, &pairs)
                             .map_err(e)?;
                         Ok((r, stores.iter().map(|s| s.elapsed_ns()).max().unwrap_or(0)))

@@ -105,6 +105,26 @@ impl fmt::Display for DiscardMode {
     }
 }
 
+/// Inodes per group as mke2fs sets them (misc/mke2fs.conf.in: one inode per
+/// `inode_ratio` bytes: 16,384 by default, 4,096 for "small" file systems under 512 MiB,
+/// 8,192 for "floppy" ones under 3 MiB), spread over the groups and rounded up to whole
+/// inode-table blocks (16 inodes of 256 bytes), at most one bitmap block's worth.
+pub fn mke2fs_inodes_per_group(size_bytes: u64, blocks_per_group: u32) -> u32 {
+    const MIB: u64 = 1 << 20;
+    let inode_ratio = if size_bytes < 3 * MIB {
+        8192
+    } else if size_bytes < 512 * MIB {
+        4096
+    } else {
+        16384
+    };
+    let groups = (size_bytes / BLOCK)
+        .div_ceil(blocks_per_group as u64)
+        .max(1);
+    let per_group = (size_bytes / inode_ratio).div_ceil(groups).div_ceil(16) * 16;
+    per_group.clamp(16, (BLOCK * 8).min(32768)) as u32
+}
+
 #[derive(Debug, Clone)]
 pub struct FsConfig {
     pub size_bytes: u64,
@@ -118,13 +138,14 @@ pub struct FsConfig {
 }
 
 impl FsConfig {
-    /// ext4's defaults for 4 KiB blocks: 32,768 blocks (128 MiB) per group; 512 inodes per
-    /// group.
+    /// ext4's defaults for 4 KiB blocks: 32,768 blocks (128 MiB) per group, and as many
+    /// inodes as mke2fs gives a file system of this size ([`mke2fs_inodes_per_group`]).
     pub fn new(size_bytes: u64) -> Self {
+        let blocks_per_group = 32768;
         FsConfig {
             size_bytes,
-            blocks_per_group: 32768,
-            inodes_per_group: 512,
+            blocks_per_group,
+            inodes_per_group: mke2fs_inodes_per_group(size_bytes, blocks_per_group),
             alloc: AllocPolicy::Ext4Like,
             discard: DiscardMode::None,
             prealloc: false,
@@ -172,4 +193,21 @@ pub(crate) fn merge_runs(mut runs: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mke2fs_inodes_per_group;
+
+    #[test]
+    fn inodes_follow_mke2fs_ratios() {
+        // 921 MiB ("default", 16 KiB per inode): 58,944 inodes over 8 groups.
+        assert_eq!(mke2fs_inodes_per_group(921 << 20, 32768), 7376);
+        // 16 MiB ("small", 4 KiB per inode): one group.
+        assert_eq!(mke2fs_inodes_per_group(16 << 20, 32768), 4096);
+        // 1 MiB ("floppy", 8 KiB per inode).
+        assert_eq!(mke2fs_inodes_per_group(1 << 20, 32768), 128);
+        // 64 GiB: 8,192 per 128 MiB group, ext4's familiar number.
+        assert_eq!(mke2fs_inodes_per_group(64 << 30, 32768), 8192);
+    }
 }

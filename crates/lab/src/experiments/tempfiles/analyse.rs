@@ -30,6 +30,11 @@ pub(super) mod paper {
     pub const SMALL_WORK_MEM: f64 = 2.1;
 }
 
+/// Batch files per side PostgreSQL 12 made for the paper's join (40 GB database, 4 MB
+/// work_mem), by its rule: 1,024 with the join's two columns, 2,048 with whole ORDERS rows
+/// (TPC-H SF 30 assumed for 40 GB; the paper gives neither the scale factor nor the columns).
+pub(super) const PAPER_BATCH_FILES: (u64, u64) = (1024, 2048);
+
 pub(super) fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
@@ -74,14 +79,74 @@ pub(super) fn waf_max(r: &[joinrun::Repetition]) -> f64 {
 
 /// The verdicts, from the repetitions of every run: `reps(path, drive, fallocate, trim)`;
 /// `trim_ms` is the MX500 preset's cost per TRIM command (for the explanation).
+/// How a number of the MX500 runs changes with PostgreSQL's batch files: "16 files 1.2×,
+/// …", and the range over the batch counts PostgreSQL made for the paper's setup, as
+/// (lowest, highest).
+fn with_postgres_batches(
+    batch_files: &[(u64, u64)],
+    of: impl Fn(Path) -> f64,
+) -> (String, Option<(f64, f64)>) {
+    let list = batch_files
+        .iter()
+        .map(|&(kib, files)| format!("{files} files {:.2}×", of(Path::PostgresWorkMem(kib))))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let paper_like: Vec<f64> = batch_files
+        .iter()
+        .filter(|&&(_, files)| (PAPER_BATCH_FILES.0..=PAPER_BATCH_FILES.1).contains(&files))
+        .map(|&(kib, _)| of(Path::PostgresWorkMem(kib)))
+        .collect();
+    let range = (!paper_like.is_empty()).then(|| {
+        (
+            paper_like.iter().copied().fold(f64::INFINITY, f64::min),
+            paper_like.iter().copied().fold(0.0, f64::max),
+        )
+    });
+    (list, range)
+}
+
+/// Says where `paper` lies against what PostgreSQL's batch counts for the paper's setup give.
+fn against_postgres_range(range: Option<(f64, f64)>, paper: f64) -> String {
+    match range {
+        Some((lo, hi)) if lo <= paper && paper <= hi => format!(
+            "at the {}-{} files PostgreSQL made for the paper's setup it is {lo:.2}-{hi:.2}×, which brackets the paper's {paper}×",
+            PAPER_BATCH_FILES.0, PAPER_BATCH_FILES.1
+        ),
+        Some((lo, hi)) => format!(
+            "at the {}-{} files PostgreSQL made for the paper's setup it is {lo:.2}-{hi:.2}×, {} the paper's {paper}× \
+             (nearest within ±{:.0}%: {})",
+            PAPER_BATCH_FILES.0,
+            PAPER_BATCH_FILES.1,
+            if lo > paper { "above" } else { "below" },
+            HEADLINE_TOLERANCE * 100.0,
+            if (lo - paper).abs().min((hi - paper).abs()) <= HEADLINE_TOLERANCE * paper {
+                "yes"
+            } else {
+                "no"
+            }
+        ),
+        None => "no run had PostgreSQL's batch count for the paper's setup".into(),
+    }
+}
+
+/// `batch_files`: the (work_mem KiB, batch files per side) of the `PostgresWorkMem` runs.
 pub(super) fn analyse<'a>(
     reps: &'a dyn Fn(Path, usize, bool, bool) -> &'a [joinrun::Repetition],
     trim_ms: f64,
+    batch_files: &[(u64, u64)],
 ) -> Vec<Verdict> {
     let host = |di, f, t| reps(Path::Host, di, f, t);
     let penalty = |path: Path, di: usize| {
         trim_penalty(reps(path, di, false, true), reps(path, di, false, false))
     };
+    let (penalty_by_batches, penalty_range) =
+        with_postgres_batches(batch_files, |path| penalty(path, MX500));
+    let (ratio_by_batches, ratio_range) = with_postgres_batches(batch_files, |path| {
+        trim_count_ratio(
+            reps(path, MX500, false, true),
+            reps(path, MX500, true, true),
+        )
+    });
     let join_phase = |r: &[joinrun::Repetition]| mean_of(r, |x| secs(x.join_ns));
     let trims = |r: &[joinrun::Repetition]| mean_of(r, |x| x.trim_commands as f64);
     let (neither, f_only, t_only, both) = (
@@ -106,13 +171,15 @@ pub(super) fn analyse<'a>(
             "{p:.2}× through the host path ({:.2}× without it; {:.2}× with TRIM queued). The penalty is the \
              reads' wait behind non-queued TRIMs: {:.0} TRIMs per repetition × the preset's assumed {trim_ms:.1} ms \
              = {:.2} s of the {added:.2} s added; 2.7× needs {needed:.2} s, i.e. {:.1} ms per TRIM or that many \
-             more TRIMs. No source gives the MX500's TRIM cost; we believe it (and its growth with the range \
-             size) is what is missing",
+             more TRIMs. More TRIMs is what PostgreSQL's batch files give (table `batch_files`): {penalty_by_batches}; \
+             {}. This join plans its own partitions from 2 MiB (tens of files); we believe PostgreSQL's batch count \
+             is the main missing mechanism, and the MX500's TRIM cost (no source; 1 ms assumed) the other",
             penalty(Path::NoHost, MX500),
             penalty(Path::QueuedTrim, MX500),
             trims(t_only),
             trims(t_only) * trim_ms / 1e3,
             needed * 1e3 / trims(t_only).max(1.0),
+            against_postgres_range(penalty_range, paper::JOIN_TRIM_PENALTY),
         ),
     ));
 
@@ -128,16 +195,16 @@ pub(super) fn analyse<'a>(
             "{:.1}× (MX500), {:.1}× (840 Pro), {:.1}× (Cosmos+); {:.1}× without the host path (one TRIM per \
              extent at unlink). Journal discards merge the extents freed within a commit and delayed allocation \
              gives each file fewer, larger extents; compare real ext4's count in `tempfiles-real`. With \
-             fallocate every spill file here is one extent and one TRIM ({:.0} per repetition). We believe the \
-             batch count is what is missing: PostgreSQL makes inner size / work_mem batches, a power of two \
-             (thousands at the paper's 40 GB and 4 MB, each with an 8 KB buffer outside work_mem), where this \
-             join plans partitions from its 2 MiB budget (tens); how many files one journal commit frees, and \
-             so how many extents merge into one TRIM, follows from it",
+             fallocate every spill file here is one extent and one TRIM ({:.0} per repetition). The number of \
+             batch files moves it: with PostgreSQL 12's batch files (its rule, nodeHash.c; table `batch_files`) \
+             {ratio_by_batches}; {}. This join plans its own partitions from 2 MiB (tens of files); we believe \
+             PostgreSQL's batch count is the missing mechanism",
             ratio(MX500),
             ratio(PRO),
             ratio(COSMOS),
             trim_count_ratio(reps(Path::NoHost, MX500, false, true), reps(Path::NoHost, MX500, true, true)),
             trims(both),
+            against_postgres_range(ratio_range, paper::TRIM_COUNT_RATIO),
         ),
     ));
 
@@ -323,6 +390,48 @@ pub(super) mod tests {
     use super::*;
     use joinrun::Repetition;
 
+    #[test]
+    fn the_paper_s_batch_files_are_postgres_s_rule_on_a_40_gb_database() {
+        assert_eq!(
+            PAPER_BATCH_FILES,
+            (
+                postgres_nbatch(45_000_000, 16, 4 << 20),
+                postgres_nbatch(45_000_000, 110, 4 << 20)
+            )
+        );
+    }
+
+    #[test]
+    fn batch_file_runs_say_whether_they_bracket_the_paper() {
+        let files = [(4096, 16), (64, 1024), (32, 2048)];
+        let of = |p: Path| match p {
+            Path::PostgresWorkMem(4096) => 1.2,
+            Path::PostgresWorkMem(64) => 2.0,
+            _ => 3.5,
+        };
+        let (list, range) = with_postgres_batches(&files, of);
+        assert_eq!(list, "16 files 1.20×, 1024 files 2.00×, 2048 files 3.50×");
+        assert_eq!(range, Some((2.0, 3.5)));
+        assert!(against_postgres_range(range, 2.7).contains("brackets"));
+        assert!(against_postgres_range(range, 6.0).contains("below the paper's 6×"));
+        assert!(against_postgres_range(range, 6.0).contains("±30%: no"));
+        assert!(against_postgres_range(range, 1.8).contains("above the paper's 1.8×"));
+        assert!(against_postgres_range(range, 1.8).contains("±30%: yes"));
+        assert!(against_postgres_range(None, 2.7).contains("no run"));
+    }
+
+    #[test]
+    fn postgres_batch_count_follows_exec_choose_hash_table_size() {
+        // Fits: one batch.
+        assert_eq!(postgres_nbatch(1_000, 16, 4 << 20), 1);
+        // 300,000 tuples of 128 bytes (160 with headers: 48 MB) in 4 MB less 32,768 bucket
+        // pointers (256 KiB): ceil(48e6 / 3,932,160) = 13 -> 16.
+        assert_eq!(postgres_nbatch(300_000, 128, 4 << 20), 16);
+        // Twice the rows: 25 -> 32; a quarter of the memory: 4 times as many.
+        assert_eq!(postgres_nbatch(600_000, 128, 4 << 20), 32);
+        assert_eq!(postgres_nbatch(300_000, 128, 1 << 20), 64);
+    }
+
     /// `n` repetitions of `total` s (join phase half of it), `trims` TRIMs, WAF `waf(i)`.
     fn reps(n: usize, total: f64, trims: u64, waf: impl Fn(usize) -> f64) -> Vec<Repetition> {
         (0..n)
@@ -372,12 +481,15 @@ pub(super) mod tests {
     fn verdicts_with(trim_only_s: f64, small: Path) -> Vec<Verdict> {
         let runs = paperlike(trim_only_s);
         let mut cache = std::collections::HashMap::new();
-        for path in [
+        let paths = [
             Path::Host,
             Path::QueuedTrim,
             Path::NoHost,
             Path::SmallWorkMem,
-        ] {
+        ]
+        .into_iter()
+        .chain(POSTGRES_WORK_MEM_KIB.map(Path::PostgresWorkMem));
+        for path in paths {
             for di in [MX500, PRO, COSMOS] {
                 for &(f, t) in &COMBOS {
                     let run = match path {
@@ -388,7 +500,11 @@ pub(super) mod tests {
                 }
             }
         }
-        analyse(&|p, d, f, t| cache[&(p, d, f, t)].as_slice(), 1.0)
+        analyse(
+            &|p, d, f, t| cache[&(p, d, f, t)].as_slice(),
+            1.0,
+            &POSTGRES_WORK_MEM_KIB.map(|k| (k, 16 * 4096 / k)),
+        )
     }
 
     fn holds(v: &[Verdict], id: &str) -> bool {

@@ -11,7 +11,10 @@
 //! `-o discard`: after each journal commit) off/on; the drive's state carries over from
 //! one repetition to the next. On the MX500 the TRIM-only, neither and fallocate + TRIM
 //! runs are repeated with TRIM queued and without the host path, to show which mechanism
-//! makes which effect.
+//! makes which effect, and with PostgreSQL 12's batch files for a range of `work_mem`
+//! (16 to 2,048 files per side, by its rule in nodeHash.c), to show how the TRIM count and
+//! the join-phase penalty follow the number of files; the paper's PostgreSQL made about
+//! 1,024 to 2,048.
 
 mod analyse;
 
@@ -98,6 +101,64 @@ enum Path {
     /// The host path with a quarter of the join's memory (paper 000's Fig. 5: too small a
     /// `work_mem`), 10 repetitions.
     SmallWorkMem,
+    /// The host path with PostgreSQL's batch files for a `work_mem` of this many KiB
+    /// ([`postgres_nbatch`]; each file's 8 KiB BufFile buffer beside work_mem), 2
+    /// repetitions: how the TRIM count and the join-phase penalty depend on the number of
+    /// files.
+    PostgresWorkMem(u64),
+}
+
+/// `work_mem` of the batch-count runs, KiB: the paper's 4 MB, then less, so that
+/// PostgreSQL's rule makes 16, 256, 1,024 and 2,048 batch files per side of this query;
+/// the paper's 40 GB at 4 MB made about 1,024 to 2,048 (see the provenance).
+pub(crate) const POSTGRES_WORK_MEM_KIB: [u64; 4] = [4096, 256, 64, 32];
+
+/// The combinations of each batch-count run: (fallocate, trim).
+const BATCH_COMBOS: [(bool, bool); 3] = [(false, false), (false, true), (true, true)];
+
+/// Repetitions of each batch-count run.
+const BATCHES_REPEAT: u32 = 2;
+
+/// PostgreSQL's batch files per side for this experiment's ORDERS (128-byte rows) at SF
+/// `sf` and `work_mem_kib`.
+pub(crate) fn postgres_batches(sf: f64, work_mem_kib: u64) -> u64 {
+    postgres_nbatch((sf * 1_500_000.0) as u64, 128, work_mem_kib << 10)
+}
+
+/// PostgreSQL 12's batch count for a hash join's inner side (nodeHash.c,
+/// `ExecChooseHashTableSize`, without skew buckets): tuples of `width` bytes stored with a
+/// 16-byte HashJoinTuple header and a 16-byte MinimalTuple header, `work_mem_bytes` for the
+/// table and its bucket array; more than fits makes a power of two of batches.
+pub(crate) fn postgres_nbatch(rows: u64, width: u64, work_mem_bytes: u64) -> u64 {
+    const HJTUPLE_OVERHEAD: u64 = 16;
+    const MINIMAL_TUPLE_HEADER: u64 = 16;
+    const POINTER: u64 = 8;
+    // my_log2 rounds up: 1 << my_log2(x) is the power of two at or above x.
+    let ceil_pow2 = |x: u64| x.max(1).next_power_of_two();
+    let tupsize = HJTUPLE_OVERHEAD + MINIMAL_TUPLE_HEADER + width.div_ceil(8) * 8;
+    let inner_bytes = rows as f64 * tupsize as f64;
+    let hash_table_bytes = work_mem_bytes;
+    // Bucket pointers: at most what work_mem holds, rounded down to a power of two.
+    let pointers = (hash_table_bytes / POINTER).max(1);
+    let max_pointers = if pointers.is_power_of_two() {
+        pointers
+    } else {
+        ceil_pow2(pointers) / 2
+    };
+    let nbuckets = ceil_pow2(rows.min(max_pointers).max(1024));
+    if inner_bytes + (nbuckets * POINTER) as f64 <= hash_table_bytes as f64 {
+        return 1;
+    }
+    let lbuckets = ceil_pow2(hash_table_bytes / (tupsize + POINTER)).min(max_pointers);
+    let bucket_bytes = ceil_pow2(lbuckets) * POINTER;
+    let dbatch = (inner_bytes / hash_table_bytes.saturating_sub(bucket_bytes).max(1) as f64)
+        .ceil()
+        .min(max_pointers as f64) as u64;
+    let mut nbatch = 2;
+    while nbatch < dbatch {
+        nbatch <<= 1;
+    }
+    nbatch
 }
 
 /// Repetitions of the small-`work_mem` run (the paper's Fig. 5 repeats 10 times).
@@ -110,6 +171,7 @@ impl Path {
             Path::QueuedTrim => "host path, TRIM queued (blocks nothing)",
             Path::NoHost => "no host path (synchronous calls, a TRIM per extent at unlink)",
             Path::SmallWorkMem => "host path, a quarter of the memory",
+            Path::PostgresWorkMem(_) => "host path, PostgreSQL's batch files",
         }
     }
 
@@ -136,6 +198,15 @@ impl Path {
                 set_host(&mut spec, postgres_host(s.sf), trim);
                 spec.memory_bytes /= 4;
                 spec.repeat = SMALL_WORK_MEM_REPEAT;
+            }
+            Path::PostgresWorkMem(kib) => {
+                set_host(&mut spec, postgres_host(s.sf), trim);
+                let n = postgres_batches(s.sf, kib);
+                spec.join.partitions = Some(n as u32);
+                // PostgreSQL's BufFile buffers live outside work_mem.
+                spec.memory_bytes =
+                    (kib << 10) + n * spec.join.write_buffer_bytes + spec.join.read_buffer_bytes;
+                spec.repeat = BATCHES_REPEAT;
             }
         }
         Ok(spec)
@@ -262,6 +333,13 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     for (di, d) in s.drives.iter().enumerate() {
         for &(f, t) in &COMBOS {
             jobs.push((Path::Host, di, f, t, spec(&s, d, f, t)?));
+        }
+    }
+    // How the TRIM count and the join-phase penalty depend on the number of batch files.
+    for kib in POSTGRES_WORK_MEM_KIB {
+        let path = Path::PostgresWorkMem(kib);
+        for &(f, t) in &BATCH_COMBOS {
+            jobs.push((path, MX500, f, t, path.spec(&s, &s.drives[MX500], f, t)?));
         }
     }
     let results: Vec<JoinRunResult> =
@@ -401,21 +479,42 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         .to_vec(),
         rows: vec![],
     };
-    for path in [Path::Host, Path::QueuedTrim, Path::NoHost] {
+    // The MX500's numbers on `path`: join phase with and without TRIM, TRIM counts.
+    let mechanism_row = |path: Path, first: String| -> Vec<String> {
         let n = &find(path, MX500, false, false).repetitions;
         let t = &find(path, MX500, false, true).repetitions;
         let ft = &find(path, MX500, true, true).repetitions;
         let join = |r: &[joinrun::Repetition]| mean_of(r, |x| secs(x.join_ns));
         let trims = |r: &[joinrun::Repetition]| mean_of(r, |x| x.trim_commands as f64);
-        mechanisms.rows.push(vec![
-            path.label().into(),
+        vec![
+            first,
             format!("{:.3}", join(n)),
             format!("{:.3}", join(t)),
             format!("{:.2}", join(t) / join(n)),
             format!("{:.0}", trims(t)),
             format!("{:.0}", trims(ft)),
             format!("{:.1}", trims(t) / trims(ft).max(1.0)),
-        ]);
+        ]
+    };
+    for path in [Path::Host, Path::QueuedTrim, Path::NoHost] {
+        mechanisms
+            .rows
+            .push(mechanism_row(path, path.label().into()));
+    }
+    let mut batches = Table {
+        file_stem: "batch_files".into(),
+        caption: format!(
+            "MX500, host path: the join with PostgreSQL 12's batch files for a given work_mem (its rule in nodeHash.c; each file's 8 KiB buffer beside work_mem; means over {BATCHES_REPEAT} repetitions)"
+        ),
+        headers: mechanisms.headers.clone(),
+        rows: vec![],
+    };
+    batches.headers[0] = "work_mem KiB: batch files per side".into();
+    for kib in POSTGRES_WORK_MEM_KIB {
+        batches.rows.push(mechanism_row(
+            Path::PostgresWorkMem(kib),
+            format!("{kib}: {}", postgres_batches(s.sf, kib)),
+        ));
     }
     // Numbers for the plots and verdicts.
     let reps =
@@ -472,7 +571,11 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         .and_then(|p| p.ssd_config().map(|c| c.trim.command_overhead_ns))
         .unwrap_or(0) as f64
         / 1e6;
-    let verdicts = analyse(&reps, trim_ms);
+    let verdicts = analyse(
+        &reps,
+        trim_ms,
+        &POSTGRES_WORK_MEM_KIB.map(|k| (k, postgres_batches(s.sf, k))),
+    );
     let provenance = vec![
         Provenance {
             number: "every number of paper 000".into(),
@@ -490,6 +593,18 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                     h.dirty_expire_ns as f64 / 1e6
                 )
             },
+        },
+        Provenance {
+            number: "the batch-file counts".into(),
+            role: format!(
+                "PostgreSQL 12's ExecChooseHashTableSize (nodeHash.c), as `postgres_nbatch`: this query's ORDERS ({} rows of 128 bytes) at the paper's 4 MB work_mem makes {} batches; a 40 GB database's ORDERS (assumed TPC-H SF 30, 45 M rows) makes {} with the join's two columns (16 bytes) and {} with whole rows (~110 bytes). The batch-file runs give this query work_mem of {:?} KiB: {:?} files per side",
+                (s.sf * 1_500_000.0) as u64,
+                postgres_batches(s.sf, 4096),
+                postgres_nbatch(45_000_000, 16, 4 << 20),
+                postgres_nbatch(45_000_000, 110, 4 << 20),
+                POSTGRES_WORK_MEM_KIB,
+                POSTGRES_WORK_MEM_KIB.map(|k| postgres_batches(s.sf, k)),
+            ),
         },
         Provenance {
             number: "the experiment's scale".into(),
@@ -511,6 +626,13 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 json!({"fallocate": f, "trim": t, "repetitions": r.repetitions, "rows": r.rows, "bytes_spilled": r.bytes_spilled})
             }).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
+        "postgres_batch_files": POSTGRES_WORK_MEM_KIB.iter().map(|&kib| json!({
+            "work_mem_kib": kib,
+            "files_per_side": postgres_batches(s.sf, kib),
+            "combinations": BATCH_COMBOS.iter().map(|&(f, t)| {
+                json!({"fallocate": f, "trim": t, "repetitions": find(Path::PostgresWorkMem(kib), MX500, f, t).repetitions})
+            }).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
         "paper": {"mx500_join_phase_trim_penalty": 2.7, "trim_commands_ratio": 16.0, "mx500_fallocate_trim_vs_neither": 3.0, "mx500_fallocate_trim_vs_trim_only": 5.0, "cosmos_fallocate_trim_vs_trim_only": 1.3},
     });
     Ok(Section {
@@ -524,7 +646,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         seed,
         runtime_s: started.elapsed().as_secs_f64(),
         plots,
-        tables: vec![summary, mechanisms, table],
+        tables: vec![summary, mechanisms, batches, table],
         verdicts,
         provenance,
         results: results_json,
