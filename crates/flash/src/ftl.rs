@@ -123,6 +123,31 @@ impl FtlCounters {
     }
 }
 
+/// `n` copies of `value` in memory the kernel may back with 2 MiB pages (Linux's
+/// transparent huge pages, asked for with madvise before the first touch, as THP's
+/// `madvise` mode wants): the mapping tables are read at random, and with 4 KiB pages most
+/// of those reads of a large drive also miss the TLB. Elsewhere, or if the kernel says no,
+/// an ordinary vector.
+fn table<T: Clone>(n: usize, value: T) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = n * std::mem::size_of::<T>();
+        let start = v.as_mut_ptr() as usize;
+        let (first, end) = (start.next_multiple_of(HUGE), (start + bytes) / HUGE * HUGE);
+        if end > first {
+            // SAFETY: the range lies inside the vector's allocation; MADV_HUGEPAGE changes
+            // no contents and only hints how to back the pages.
+            unsafe {
+                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    v.resize(n, value);
+    v
+}
+
 /// Division of u32 values by a divisor fixed at construction, by multiplication (Lemire,
 /// Kaser and Kurz, "Faster remainder by direct computation", 2019: with a 64-bit
 /// reciprocal the quotient and remainder are exact for every 32-bit numerator). The FTL
@@ -238,8 +263,8 @@ impl PageFtl {
             logical_units: g.logical_units() as u32,
             policy,
             gc_free_blocks,
-            l2p: vec![UNMAPPED; g.logical_units() as usize],
-            p2l: vec![INVALID; total_blocks * upb as usize],
+            l2p: table(g.logical_units() as usize, UNMAPPED),
+            p2l: table(total_blocks * upb as usize, INVALID),
             valid_units: vec![0; total_blocks],
             closed: vec![false; total_blocks],
             written_stamp: vec![0; total_blocks],
