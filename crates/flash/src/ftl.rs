@@ -87,12 +87,6 @@ impl Frontier {
     };
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stream {
-    Host,
-    Gc,
-}
-
 #[derive(Debug, Clone)]
 struct Die {
     free: VecDeque<u32>,
@@ -192,6 +186,8 @@ pub struct PageFtl {
     per_page: Divisor,
     per_block: Divisor,
     per_die: Divisor,
+    /// GC's scratch list of (from physical unit, logical unit) moves of one victim.
+    gc_moves: Vec<(u32, u32)>,
     pages_per_block: u32,
     dies: u32,
     blocks_per_die: u32,
@@ -257,6 +253,7 @@ impl PageFtl {
             per_page: Divisor::new(g.units_per_page()),
             per_block: Divisor::new(upb),
             per_die: Divisor::new(blocks_per_die),
+            gc_moves: Vec::with_capacity(upb as usize),
             pages_per_block: g.pages_per_block,
             dies,
             blocks_per_die,
@@ -350,7 +347,7 @@ impl PageFtl {
         } else {
             d
         };
-        let page_done = self.append(d, Stream::Host, lpn);
+        let page_done = self.append_host(d, lpn);
         if page_done {
             sink.page_program(d, ProgramKind::Host);
             self.host_die = (d + 1) % self.dies;
@@ -436,16 +433,12 @@ impl PageFtl {
         }
     }
 
-    /// Appends `lpn` at `die`'s frontier of `stream` (which must be open). Returns whether
-    /// the unit completed a superpage.
+    /// Appends `lpn` at `die`'s host frontier (which must be open). Returns whether the
+    /// unit completed a superpage.
     #[inline]
-    fn append(&mut self, die: u32, stream: Stream, lpn: u32) -> bool {
+    fn append_host(&mut self, die: u32, lpn: u32) -> bool {
         let upb = self.units_per_block;
-        let dstate = &mut self.die[die as usize];
-        let f = match stream {
-            Stream::Host => &mut dstate.host,
-            Stream::Gc => &mut dstate.gc,
-        };
+        let f = &mut self.die[die as usize].host;
         let block = f.block;
         let ppn = block * upb + f.next_unit;
         f.next_unit += 1;
@@ -455,26 +448,74 @@ impl PageFtl {
         self.valid_units[block as usize] += 1;
         if next == upb {
             *f = Frontier::CLOSED;
-            if self.policy == GcPolicy::Fifo {
-                dstate.closed_order.push_back(block);
-            }
-            if let Some(idx) = &mut dstate.greedy {
-                idx.insert(
-                    self.per_die.rem(block) as usize,
-                    self.valid_units[block as usize],
-                );
-            }
-            if let Some(idx) = &mut dstate.cost_benefit {
-                idx.insert(
-                    self.per_die.rem(block) as usize,
-                    self.valid_units[block as usize],
-                    self.clock,
-                );
-            }
-            self.closed[block as usize] = true;
-            self.written_stamp[block as usize] = self.clock;
+            self.close_block(die, block);
         }
         self.per_page.rem(next) == 0
+    }
+
+    /// Block `block` of `die`, just filled, joins the closed blocks GC chooses from.
+    fn close_block(&mut self, die: u32, block: u32) {
+        let dstate = &mut self.die[die as usize];
+        if self.policy == GcPolicy::Fifo {
+            dstate.closed_order.push_back(block);
+        }
+        if let Some(idx) = &mut dstate.greedy {
+            idx.insert(
+                self.per_die.rem(block) as usize,
+                self.valid_units[block as usize],
+            );
+        }
+        if let Some(idx) = &mut dstate.cost_benefit {
+            idx.insert(
+                self.per_die.rem(block) as usize,
+                self.valid_units[block as usize],
+                self.clock,
+            );
+        }
+        self.closed[block as usize] = true;
+        self.written_stamp[block as usize] = self.clock;
+    }
+
+    /// Appends GC's `moves` (from physical unit, logical unit) to `die`'s GC frontier, a
+    /// frontier block at a time: what [`PageFtl::append_host`] does per unit, with the block's
+    /// bookkeeping once per block.
+    fn append_moves<S: FlashSink>(&mut self, die: u32, moves: &[(u32, u32)], sink: &mut S) {
+        let upb = self.units_per_block;
+        let mut done = 0;
+        while done < moves.len() {
+            let dstate = &mut self.die[die as usize];
+            if dstate.gc.block == NO_BLOCK {
+                let b = dstate
+                    .free
+                    .pop_front()
+                    .expect("GC always keeps a free block to copy into");
+                dstate.gc = Frontier {
+                    block: b,
+                    next_unit: 0,
+                };
+            }
+            let Frontier { block, next_unit } = dstate.gc;
+            let take = ((upb - next_unit) as usize).min(moves.len() - done);
+            let base = block * upb + next_unit;
+            for (i, &(from, lpn)) in moves[done..done + take].iter().enumerate() {
+                let ppn = base + i as u32;
+                self.p2l[ppn as usize] = lpn;
+                self.l2p[lpn as usize] = ppn;
+                sink.unit_moved(from, ppn);
+                if self.per_page.rem(ppn + 1 - block * upb) == 0 {
+                    sink.page_program(die, ProgramKind::GcCopy);
+                }
+            }
+            done += take;
+            self.valid_units[block as usize] += take as u32;
+            let next = next_unit + take as u32;
+            if next == upb {
+                self.die[die as usize].gc = Frontier::CLOSED;
+                self.close_block(die, block);
+            } else {
+                self.die[die as usize].gc.next_unit = next;
+            }
+        }
     }
 
     /// Opens a host frontier block on `die`, cleaning first if its pool is low. If the die
@@ -574,56 +615,34 @@ impl PageFtl {
         }
         self.closed[victim as usize] = false;
         self.counters.gc_victims += 1;
+        // Gather the victim's valid units (reading each page that holds any), fetching
+        // the mapping entry each will update, then append them to the GC frontier: the
+        // random L2P accesses of a whole block overlap instead of following one another.
+        // (The sink's reads and programs of one die add up in any order.)
         let upp = self.units_per_page as usize;
         let first = (victim * self.units_per_block) as usize;
-        let last = first + self.units_per_block as usize;
-        // The copies update random L2P entries: fetch the first ones now, the rest
-        // PREFETCH_AHEAD units ahead of the copy loop.
-        for ppn in first..(first + PREFETCH_AHEAD).min(last) {
-            let lpn = self.p2l[ppn];
-            if lpn != INVALID {
-                prefetch(&self.l2p, lpn as usize);
-            }
-        }
-        let mut copied = 0;
+        let mut moves = std::mem::take(&mut self.gc_moves);
+        moves.clear();
         for page in 0..self.pages_per_block as usize {
             let lo = first + page * upp;
-            if self.p2l[lo..lo + upp].iter().all(|&l| l == INVALID) {
-                continue;
-            }
-            sink.page_read(die);
+            let before = moves.len();
             for ppn in lo..lo + upp {
-                if let Some(&ahead) = self.p2l[..last].get(ppn + PREFETCH_AHEAD) {
-                    if ahead != INVALID {
-                        prefetch(&self.l2p, ahead as usize);
-                    }
-                }
                 let lpn = self.p2l[ppn];
-                if lpn == INVALID {
-                    continue;
+                if lpn != INVALID {
+                    prefetch(&self.l2p, lpn as usize);
+                    self.p2l[ppn] = INVALID;
+                    moves.push((ppn as u32, lpn));
                 }
-                self.p2l[ppn] = INVALID;
-                self.valid_units[victim as usize] -= 1;
-                if self.die[die as usize].gc.block == NO_BLOCK {
-                    let dstate = &mut self.die[die as usize];
-                    let b = dstate
-                        .free
-                        .pop_front()
-                        .expect("GC always keeps a free block to copy into");
-                    dstate.gc = Frontier {
-                        block: b,
-                        next_unit: 0,
-                    };
-                }
-                let page_done = self.append(die, Stream::Gc, lpn);
-                sink.unit_moved(ppn as u32, self.l2p[lpn as usize]);
-                if page_done {
-                    sink.page_program(die, ProgramKind::GcCopy);
-                }
-                copied += 1;
+            }
+            if moves.len() > before {
+                sink.page_read(die);
             }
         }
-        debug_assert_eq!(self.valid_units[victim as usize], 0);
+        debug_assert_eq!(self.valid_units[victim as usize], moves.len() as u32);
+        self.valid_units[victim as usize] = 0;
+        self.append_moves(die, &moves, sink);
+        let copied = moves.len() as u32;
+        self.gc_moves = moves;
         self.counters.gc_copied_units += copied as u64;
         self.erase_count[victim as usize] += 1;
         self.counters.erases += 1;
