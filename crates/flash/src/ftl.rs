@@ -85,6 +85,13 @@ impl Frontier {
         block: NO_BLOCK,
         next_unit: 0,
     };
+    /// Writing from the start of erased block `block`.
+    fn at(block: u32) -> Frontier {
+        Frontier {
+            block,
+            next_unit: 0,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -489,10 +496,7 @@ impl PageFtl {
                     .free
                     .pop_front()
                     .expect("GC always keeps a free block to copy into");
-                dstate.gc = Frontier {
-                    block: b,
-                    next_unit: 0,
-                };
+                dstate.gc = Frontier::at(b);
             }
             let Frontier { block, next_unit } = dstate.gc;
             let take = ((upb - next_unit) as usize).min(moves.len() - done);
@@ -545,10 +549,7 @@ impl PageFtl {
                     .free
                     .pop_front()
                     .expect("pool holds more than the threshold");
-                dstate.host = Frontier {
-                    block: b,
-                    next_unit: 0,
-                };
+                dstate.host = Frontier::at(b);
                 self.closed[b as usize] = false;
                 self.host_die = d;
                 return Ok(d);

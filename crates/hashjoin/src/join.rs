@@ -401,6 +401,32 @@ impl<'a, S: Store> Join<'a, S> {
         Ok(sides)
     }
 
+    /// Probes `table` (built from `build_rel`) with every row of `probe`'s files.
+    fn probe_side(
+        &mut self,
+        rbuf: &mut [u8],
+        table: &HashTable,
+        build_rel: Relation,
+        probe: &Side,
+    ) -> Result<(), JoinError> {
+        for p in &probe.pieces {
+            let t = probe_table(
+                self.store,
+                rbuf,
+                table,
+                build_rel,
+                p.file,
+                0,
+                p.rows,
+                probe.layout,
+                self.spec.cpu_ns_per_row,
+            )?;
+            self.add_totals(t);
+        }
+        self.result.bytes_read_back += probe.bytes();
+        Ok(())
+    }
+
     /// Deletes every spill file of `side`.
     fn delete(&mut self, side: &Side) -> Result<(), JoinError> {
         for p in &side.pieces {
@@ -437,21 +463,7 @@ impl<'a, S: Store> Join<'a, S> {
         }
         self.result.bytes_read_back += build.bytes();
         self.delete(&build)?;
-        for p in &probe.pieces {
-            let t = probe_table(
-                self.store,
-                &mut rbuf,
-                &table,
-                build.relation,
-                p.file,
-                0,
-                p.rows,
-                probe.layout,
-                cpu,
-            )?;
-            self.add_totals(t);
-        }
-        self.result.bytes_read_back += probe.bytes();
+        self.probe_side(&mut rbuf, &table, build.relation, &probe)?;
         self.delete(&probe)
     }
 
@@ -550,21 +562,7 @@ impl<'a, S: Store> Join<'a, S> {
                     cpu,
                 )?;
                 self.result.bytes_read_back += n * rb;
-                for p in &probe.pieces {
-                    let t = probe_table(
-                        self.store,
-                        &mut rbuf,
-                        &table,
-                        build.relation,
-                        p.file,
-                        0,
-                        p.rows,
-                        probe.layout,
-                        cpu,
-                    )?;
-                    self.add_totals(t);
-                }
-                self.result.bytes_read_back += probe.bytes();
+                self.probe_side(&mut rbuf, &table, build.relation, &probe)?;
                 start += n;
             }
         }

@@ -90,6 +90,15 @@ fn range(rows: u64, i: usize, t: usize) -> (u64, u64) {
     (rows * i as u64 / t as u64, rows * (i as u64 + 1) / t as u64)
 }
 
+/// Rows `[lo, hi)` of `input` as a source.
+fn share(input: &Input, lo: u64, hi: u64) -> Source {
+    Source {
+        file: input.file,
+        offset: input.offset_bytes + lo * input.layout.record_bytes() as u64,
+        rows: hi - lo,
+    }
+}
+
 /// Runs `f(i, store i, item i)` on a thread per store; every thread parks its store when
 /// done (even on error), so users of one simulated drive never wait for a finished one.
 /// The first error (in thread order) is returned, after every thread has finished.
@@ -247,11 +256,7 @@ pub fn parallel_hash_join<S: Store + Send>(
             .map(|_| HashTable::with_capacity((hi - lo) / n as u64 + 16))
             .collect();
         let mut j = Join::new(store, pool, spec_t);
-        let src = Source {
-            file: side.file,
-            offset: side.offset_bytes + lo * side.layout.record_bytes() as u64,
-            rows: hi - lo,
-        };
+        let src = share(&side, lo, hi);
         let sides = j.partition(&[src], side.layout, side.relation, n, 0, k, |p, r| {
             tables[p as usize].insert(r.key, r.price_cents)
         })?;
@@ -281,11 +286,7 @@ pub fn parallel_hash_join<S: Store + Send>(
         let (lo, hi) = range(side.rows, i, t);
         let mut totals = Totals::default();
         let mut j = Join::new(store, pool, spec_t);
-        let src = Source {
-            file: side.file,
-            offset: side.offset_bytes + lo * side.layout.record_bytes() as u64,
-            rows: hi - lo,
-        };
+        let src = share(&side, lo, hi);
         let sides = j.partition(&[src], side.layout, side.relation, n, 0, k, |p, r| {
             for tabs in tables {
                 tabs[p as usize]
