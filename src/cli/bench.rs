@@ -348,6 +348,17 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     let want = |k: &str| a.only.is_empty() || a.only.iter().any(|o| o == k);
     let mut out = serde_json::Map::new();
+    // Memory first: its number is the process's peak, which later measurements (the
+    // loaded-whole replay above all) would raise.
+    if want("memory") {
+        let pb = spinner("memory");
+        let v = bench_memory()?;
+        pb.finish_and_clear();
+        if !a.json {
+            println!("memory:        256 GB drive, 4 KiB mapping: peak RSS {:.2} GiB (filled in {:.1} s)", v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64, v["fill_seconds"].as_f64().unwrap_or(0.0));
+        }
+        out.insert("memory".into(), v);
+    }
     if want("waf") {
         let pb = spinner("WAF-only path");
         let v = bench_waf(&a)?;
@@ -418,15 +429,6 @@ pub fn run(a: BenchArgs) -> Result<()> {
             );
         }
         out.insert("replay".into(), v);
-    }
-    if want("memory") {
-        let pb = spinner("memory");
-        let v = bench_memory()?;
-        pb.finish_and_clear();
-        if !a.json {
-            println!("memory:        256 GB drive, 4 KiB mapping: peak RSS {:.2} GiB (filled in {:.1} s)", v["peak_rss_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64, v["fill_seconds"].as_f64().unwrap_or(0.0));
-        }
-        out.insert("memory".into(), v);
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
