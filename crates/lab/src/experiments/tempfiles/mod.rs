@@ -509,6 +509,62 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         headers: mechanisms.headers.clone(),
         rows: vec![],
     };
+    {
+        // The same numbers as a plot, against the paper's two headline values.
+        let x = |kib: u64| (postgres_batches(s.sf, kib) as f64).log2();
+        let curve = |of: &dyn Fn(
+            &[joinrun::Repetition],
+            &[joinrun::Repetition],
+            &[joinrun::Repetition],
+        ) -> f64| {
+            POSTGRES_WORK_MEM_KIB
+                .iter()
+                .map(|&kib| {
+                    let path = Path::PostgresWorkMem(kib);
+                    let r = |f, t| find(path, MX500, f, t).repetitions.as_slice();
+                    (x(kib), of(r(false, false), r(false, true), r(true, true)))
+                })
+                .collect::<Vec<_>>()
+        };
+        let flat = |y: f64| {
+            POSTGRES_WORK_MEM_KIB
+                .iter()
+                .map(|&kib| (x(kib), y))
+                .collect::<Vec<_>>()
+        };
+        plots.push(
+            LinePlot {
+                file_stem: "batch_files".into(),
+                title: "MX500: TRIM count ratio and join-phase penalty vs PostgreSQL's batch files"
+                    .into(),
+                x_label: "log2(batch files per side)".into(),
+                y_label: "ratio (×)".into(),
+                series: vec![
+                    Series {
+                        name: "TRIM count ratio, fallocate off / on".into(),
+                        points: curve(&|_, t, ft| trim_count_ratio(t, ft)),
+                        reference: false,
+                    },
+                    Series {
+                        name: "join-phase penalty, TRIM only / neither".into(),
+                        points: curve(&|n, t, _| trim_penalty(t, n)),
+                        reference: false,
+                    },
+                    Series {
+                        name: "paper 000: ~16× more TRIMs".into(),
+                        points: flat(paper::TRIM_COUNT_RATIO),
+                        reference: true,
+                    },
+                    Series {
+                        name: "paper 000: ~2.7× join phase".into(),
+                        points: flat(paper::JOIN_TRIM_PENALTY),
+                        reference: true,
+                    },
+                ],
+            }
+            .into(),
+        );
+    }
     batches.headers[0] = "work_mem KiB: batch files per side".into();
     for kib in POSTGRES_WORK_MEM_KIB {
         batches.rows.push(mechanism_row(
