@@ -113,6 +113,10 @@ enum Path {
 /// the paper's 40 GB at 4 MB made about 1,024 to 2,048 (see the provenance).
 pub(crate) const POSTGRES_WORK_MEM_KIB: [u64; 4] = [4096, 256, 64, 32];
 
+/// A number of three runs' repetitions: neither, TRIM only, fallocate + TRIM.
+type ThreeRuns =
+    dyn Fn(&[joinrun::Repetition], &[joinrun::Repetition], &[joinrun::Repetition]) -> f64;
+
 /// The combinations of each batch-count run: (fallocate, trim).
 const BATCH_COMBOS: [(bool, bool); 3] = [(false, false), (false, true), (true, true)];
 
@@ -512,11 +516,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     {
         // The same numbers as a plot, against the paper's two headline values.
         let x = |kib: u64| (postgres_batches(s.sf, kib) as f64).log2();
-        let curve = |of: &dyn Fn(
-            &[joinrun::Repetition],
-            &[joinrun::Repetition],
-            &[joinrun::Repetition],
-        ) -> f64| {
+        let curve = |of: &ThreeRuns| {
             POSTGRES_WORK_MEM_KIB
                 .iter()
                 .map(|&kib| {
