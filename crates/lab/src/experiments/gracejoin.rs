@@ -7,6 +7,8 @@
 //! `hdd7200` presets: read buffer 1–32 MB (write buffer 4 KB), write buffer 4–128 KB
 //! (read buffer 16 MB), and 1–4 concurrent users sharing 8 MB of read buffer (write
 //! buffer 4 KB). Concurrent users share one simulated drive in deterministic virtual time.
+//! Beside them, not judged: the SSD's four users against one at 1 and 3 µs of CPU per row
+//! (the judged runs assume 100 ns; the paper gives no CPU cost).
 
 use super::Scale;
 use crate::backend::Backend;
@@ -27,6 +29,9 @@ pub const WRITE_BUFFERS_KIB: [u64; 6] = [4, 8, 16, 32, 64, 128];
 pub const USERS: [u32; 4] = [1, 2, 3, 4];
 const DEVICES: [(&str, &str); 2] = [("x25e", "SSD (X25-E class)"), ("hdd7200", "HDD (7200 rpm)")];
 
+/// CPU per row of the judged runs (assumed).
+const CPU_NS: u64 = 100;
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Sweep {
     ReadBuffer,
@@ -35,7 +40,16 @@ enum Sweep {
     /// The read-buffer sweep with the other reading of the paper's layout: every flushed
     /// write buffer appended to one log (shown beside, not judged).
     ReadBufferLog,
+    /// SSD, x = CPU ns per row: one user with the 2 MB buffer (shown beside, not judged).
+    CpuOneUser,
+    /// SSD, x = CPU ns per row: four users sharing 8 MB (shown beside, not judged).
+    CpuFourUsers,
 }
+
+/// CPU per row of the SSD user-scaling runs beside the judged 100 ns (an assumption
+/// either way: the paper gives no CPU cost), to see whether CPU-bound users make four
+/// users cost no more than one with the smaller buffer.
+const CPU_NS_PER_ROW: [u64; 2] = [1_000, 3_000];
 
 /// Where the partitions lie on the device.
 ///
@@ -69,6 +83,7 @@ fn job_spec(
     w: u64,
     users: u32,
     layout: PartitionLayout,
+    cpu_ns_per_row: u64,
 ) -> Result<JoinRunSpec, crate::LabError> {
     let build_rows = (sf * 1_500_000.0).round() as u64;
     let build_bytes = build_rows * 128;
@@ -88,7 +103,7 @@ fn job_spec(
             // Regions: each partition preallocated contiguously (see `PartitionLayout`).
             fallocate: layout == PartitionLayout::Regions,
             partitions: Some(n),
-            cpu_ns_per_row: 100,
+            cpu_ns_per_row,
             concurrent_users: users,
         },
         users,
@@ -137,13 +152,22 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                     4 * KIB,
                     1,
                     PartitionLayout::Regions,
+                    CPU_NS,
                 )?,
             });
             jobs.push(Job {
                 sweep: Sweep::ReadBufferLog,
                 device: d,
                 x: r,
-                spec: job_spec(sf, preset, read_buffer(r), 4 * KIB, 1, PartitionLayout::Log)?,
+                spec: job_spec(
+                    sf,
+                    preset,
+                    read_buffer(r),
+                    4 * KIB,
+                    1,
+                    PartitionLayout::Log,
+                    CPU_NS,
+                )?,
             });
         }
         for &w in &WRITE_BUFFERS_KIB {
@@ -158,6 +182,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                     w * KIB,
                     1,
                     PartitionLayout::Regions,
+                    CPU_NS,
                 )?,
             });
         }
@@ -173,6 +198,25 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                     4 * KIB,
                     u,
                     PartitionLayout::Regions,
+                    CPU_NS,
+                )?,
+            });
+        }
+    }
+    for &cpu in &CPU_NS_PER_ROW {
+        for (sweep, users) in [(Sweep::CpuOneUser, 1u32), (Sweep::CpuFourUsers, 4)] {
+            jobs.push(Job {
+                sweep,
+                device: SSD,
+                x: cpu,
+                spec: job_spec(
+                    sf,
+                    DEVICES[SSD].0,
+                    read_buffer(8) / 4,
+                    4 * KIB,
+                    users,
+                    PartitionLayout::Regions,
+                    cpu,
                 )?,
             });
         }
@@ -239,6 +283,26 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             ]);
         }
     }
+    let mut cpu_table = Table {
+        file_stem: "cpu_per_row".into(),
+        caption: "SSD: four users sharing 8 MB against one user with 2 MB, by CPU per row (not judged; the judged runs use 100 ns)".into(),
+        headers: ["CPU ns per row", "1 user, 2 MB s", "4 users, 8 MB s", "4 users / 1 user"]
+            .map(String::from)
+            .to_vec(),
+        rows: vec![],
+    };
+    for &cpu in &CPU_NS_PER_ROW {
+        let (one, four) = (
+            time(Sweep::CpuOneUser, SSD, cpu),
+            time(Sweep::CpuFourUsers, SSD, cpu),
+        );
+        cpu_table.rows.push(vec![
+            cpu.to_string(),
+            format!("{one:.2}"),
+            format!("{four:.2}"),
+            format!("{:.2}", four / one),
+        ]);
+    }
     let series = |sweep: Sweep, xs: &[u64]| -> Vec<Series> {
         DEVICES
             .iter()
@@ -301,7 +365,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         seed,
         runtime_s: started.elapsed().as_secs_f64(),
         plots,
-        tables: vec![table],
+        tables: vec![table, cpu_table],
         verdicts,
         provenance: vec![
             Provenance {
@@ -421,6 +485,14 @@ fn analyse(time: &dyn Fn(Sweep, usize, u64) -> f64) -> Vec<Verdict> {
     // Four users share 8 MB: 2 MB each. "Only by the smaller buffer": four users take as
     // long as one with 2 MB.
     let ssd_u = users(SSD, 4) / read(SSD, 2);
+    let with_cpu = CPU_NS_PER_ROW
+        .iter()
+        .map(|&c| {
+            let r = time(Sweep::CpuFourUsers, SSD, c) / time(Sweep::CpuOneUser, SSD, c);
+            format!("{:.1} µs a row {r:.2}×", c as f64 / 1e3)
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
     let (ssd_deg, hdd_deg) = (users(SSD, 4) / users(SSD, 1), users(HDD, 4) / users(HDD, 1));
     let t = HEADLINE_TOLERANCE;
     vec![
@@ -457,7 +529,8 @@ fn analyse(time: &dyn Fn(Sweep, usize, u64) -> f64) -> Vec<Verdict> {
                  user's data in {ssd_u:.2}× the time, so the drive saturates (its SATA-2 interface carries \
                  280 MB/s). The paper's SSD did not, which points to joins that were CPU-bound per user; our \
                  100 ns of CPU per row is an assumption, and the paper's CPU cost per row is what we believe \
-                 is missing", users(SSD, 4), read(SSD, 2))),
+                 is missing. With more CPU per row (table `cpu_per_row`, not judged): {with_cpu}",
+                users(SSD, 4), read(SSD, 2))),
         Verdict::ordering(
 "gracejoin.hdd-degrades-more", "With more users the HDD degrades more than the SSD (1 → 4 users): an ordering",
             "HDD worse", hdd_deg, hdd_deg > ssd_deg,
@@ -479,6 +552,7 @@ mod tests {
     fn paperlike(gap2: f64) -> impl Fn(Sweep, usize, u64) -> f64 {
         move |sweep, d, x| match (sweep, d) {
             (Sweep::ReadBufferLog, _) => f64::NAN, // not judged: never read
+            (Sweep::CpuOneUser | Sweep::CpuFourUsers, _) => 1.0, // detail only
             (Sweep::ReadBuffer, SSD) => 1.0,
             (Sweep::ReadBuffer, _) => match x {
                 1 => 60.0,
