@@ -43,6 +43,34 @@ pub struct BenchArgs {
 
 use super::peak_rss_bytes;
 
+/// Fills `ftl` sequentially, then writes one capacity of uniform random units (seed 1);
+/// returns the generator to go on with.
+fn fill_and_age(ftl: &mut PageFtl) -> Result<SlotGen> {
+    let n = ftl.logical_units();
+    for lpn in 0..n {
+        ftl.write(lpn, &mut NoTiming)?;
+    }
+    let mut gen = SlotGen::new(Pattern::Uniform, n as u64, 1).map_err(anyhow::Error::msg)?;
+    random_writes(ftl, &mut gen, n as u64)?;
+    Ok(gen)
+}
+
+/// `count` writes of `gen`'s units in batches (the generator's time is part of the
+/// measurement, as in a real run).
+fn random_writes(ftl: &mut PageFtl, gen: &mut SlotGen, count: u64) -> Result<()> {
+    let mut batch = [0u32; 4096];
+    let mut done = 0;
+    while done < count {
+        let k = (count - done).min(batch.len() as u64) as usize;
+        for slot in &mut batch[..k] {
+            *slot = gen.next_slot() as u32;
+        }
+        ftl.write_batch(&batch[..k], &mut NoTiming)?;
+        done += k as u64;
+    }
+    Ok(())
+}
+
 fn bench_waf(a: &BenchArgs) -> Result<serde_json::Value> {
     // 4 KiB pages and mapping, 256 pages per block, 8 dies.
     let g = Geometry {
@@ -57,28 +85,11 @@ fn bench_waf(a: &BenchArgs) -> Result<serde_json::Value> {
         op: a.op,
     };
     let mut ftl = PageFtl::new(&g, a.gc, 1)?;
-    let n = ftl.logical_units();
-    for lpn in 0..n {
-        ftl.write(lpn, &mut NoTiming)?;
-    }
-    let mut gen = SlotGen::new(Pattern::Uniform, n as u64, 1).map_err(anyhow::Error::msg)?;
-    for _ in 0..n {
-        ftl.write(gen.next_slot() as u32, &mut NoTiming)?;
-    }
+    let mut gen = fill_and_age(&mut ftl)?;
     ftl.reset_counters();
     let writes = a.million_writes * 1_000_000;
-    // The workload generator's time is part of the measurement, as in a real run.
-    let mut batch = vec![0u32; 4096];
     let t = Instant::now();
-    let mut done = 0;
-    while done < writes {
-        let n = (writes - done).min(batch.len() as u64) as usize;
-        for slot in &mut batch[..n] {
-            *slot = gen.next_slot() as u32;
-        }
-        ftl.write_batch(&batch[..n], &mut NoTiming)?;
-        done += n as u64;
-    }
+    random_writes(&mut ftl, &mut gen, writes)?;
     let secs = t.elapsed().as_secs_f64();
     let c = ftl.counters();
     Ok(serde_json::json!({
@@ -119,31 +130,14 @@ fn bench_onepool() -> Result<serde_json::Value> {
         };
         let mut ftl = PageFtl::new(&g, GcPolicy::Greedy, 1)?;
         let n = ftl.logical_units();
-        let mut gen = SlotGen::new(Pattern::Uniform, n as u64, 1).map_err(anyhow::Error::msg)?;
-        for lpn in 0..n {
-            ftl.write(lpn, &mut NoTiming)?;
-        }
-        let mut batch = vec![0u32; 4096];
-        let mut random_writes = |ftl: &mut PageFtl, count: u64| -> Result<()> {
-            let mut done = 0;
-            while done < count {
-                let k = (count - done).min(batch.len() as u64) as usize;
-                for slot in &mut batch[..k] {
-                    *slot = gen.next_slot() as u32;
-                }
-                ftl.write_batch(&batch[..k], &mut NoTiming)?;
-                done += k as u64;
-            }
-            Ok(())
-        };
-        random_writes(&mut ftl, n as u64)?;
+        let mut gen = fill_and_age(&mut ftl)?;
         // The best of three measured capacities (and of three reference runs): a shared
         // machine's noise only ever slows a run down.
         let mut secs = f64::INFINITY;
         for _ in 0..BEST_OF {
             ftl.reset_counters();
             let t = Instant::now();
-            random_writes(&mut ftl, n as u64)?;
+            random_writes(&mut ftl, &mut gen, n as u64)?;
             secs = secs.min(t.elapsed().as_secs_f64());
         }
         let c = ftl.counters();

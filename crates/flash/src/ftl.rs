@@ -506,7 +506,7 @@ impl PageFtl {
                 self.p2l[ppn as usize] = lpn;
                 self.l2p[lpn as usize] = ppn;
                 sink.unit_moved(from, ppn);
-                if self.per_page.rem(ppn + 1 - block * upb) == 0 {
+                if self.per_page.rem(next_unit + i as u32 + 1) == 0 {
                     sink.page_program(die, ProgramKind::GcCopy);
                 }
             }

@@ -588,6 +588,28 @@ impl<'a, S: Store> Join<'a, S> {
     }
 }
 
+/// Hybrid: how many of `n` partitions (each `table_bytes` in memory) stay resident beside
+/// the spilled ones' write buffers (`buffers_per_partition` bytes each) within `avail`;
+/// grace keeps none.
+pub(crate) fn resident_partitions(
+    spec: &JoinSpec,
+    n: u32,
+    buffers_per_partition: u64,
+    table_bytes: u64,
+    avail: u64,
+) -> u32 {
+    if spec.algorithm == Algorithm::Grace {
+        return 0;
+    }
+    let mut k = 0u32;
+    while k + 1 < n
+        && (n - k - 1) as u64 * buffers_per_partition + (k + 1) as u64 * table_bytes <= avail
+    {
+        k += 1;
+    }
+    k
+}
+
 /// Refuses buffers that cannot hold a record.
 pub(crate) fn check_spec(spec: &JoinSpec, a: &Input, b: &Input) -> Result<(), JoinError> {
     if spec.read_buffer_bytes == 0 || spec.write_buffer_bytes == 0 {
@@ -678,22 +700,9 @@ pub fn hash_join<S: Store>(
     // Write buffers of the partitioning pass.
     let buffers_bytes = n as u64 * spec.write_buffer_bytes;
     let part_table = table_bytes(build.rows.div_ceil(n as u64), rb);
-    // Hybrid: keep as many partitions resident as fit beside the other write buffers.
-    let resident = match spec.algorithm {
-        Algorithm::Grace => 0,
-        Algorithm::Hybrid => {
-            let mut k = 0u32;
-            while k + 1 < n
-                && (n - k - 1) as u64 * spec.write_buffer_bytes
-                    + (k + 1) as u64 * ((part_table as f64 * SKEW_SLACK) as u64)
-                    <= avail
-            {
-                k += 1;
-            }
-            k
-        }
-    };
-    let resident_bytes = resident as u64 * ((part_table as f64 * SKEW_SLACK) as u64);
+    let slack_table = (part_table as f64 * SKEW_SLACK) as u64;
+    let resident = resident_partitions(spec, n, spec.write_buffer_bytes, slack_table, avail);
+    let resident_bytes = resident as u64 * slack_table;
     let _buffers = pool
         .try_reserve((n - resident) as u64 * spec.write_buffer_bytes + resident_bytes)
         .ok_or_else(|| JoinError::Memory {

@@ -20,7 +20,9 @@
 //! [`Store::wait_until`]). Totals are sums, so the answer does not depend on which thread
 //! joined what.
 
-use crate::join::{check_spec, planning_budget, Join, Piece, Side, Source, Totals, SKEW_SLACK};
+use crate::join::{
+    check_spec, planning_budget, resident_partitions, Join, Piece, Side, Source, Totals, SKEW_SLACK,
+};
 use crate::memory::MemoryPool;
 use crate::store::{FileId, Store};
 use crate::table::{table_bytes, HashTable};
@@ -37,6 +39,14 @@ struct Plan {
     resident_bytes: u64,
 }
 
+/// The spec each of `t` threads joins with: its planning share is 1/t of the query's.
+fn thread_spec(spec: &JoinSpec, t: u32) -> JoinSpec {
+    JoinSpec {
+        concurrent_users: spec.concurrent_users.max(1) * t,
+        ..spec.clone()
+    }
+}
+
 /// The plan with `t` threads, if its buffers and tables fit the budget.
 fn plan(pool: &MemoryPool, spec: &JoinSpec, build: &Input, t: u32) -> Option<Plan> {
     let users = spec.concurrent_users.max(1) as u64;
@@ -46,11 +56,7 @@ fn plan(pool: &MemoryPool, spec: &JoinSpec, build: &Input, t: u32) -> Option<Pla
     // Beside every thread's read buffer.
     let avail = query_share.checked_sub(tu * rb)?;
     // What one thread may plan a table with in the join phase.
-    let thread_spec = JoinSpec {
-        concurrent_users: spec.concurrent_users.max(1) * t,
-        ..spec.clone()
-    };
-    let thread_avail = planning_budget(pool, &thread_spec);
+    let thread_avail = planning_budget(pool, &thread_spec(spec, t));
     if thread_avail == 0 {
         return None;
     }
@@ -69,14 +75,8 @@ fn plan(pool: &MemoryPool, spec: &JoinSpec, build: &Input, t: u32) -> Option<Pla
     let n = n as u32;
     let part_table =
         (table_bytes(build.rows.div_ceil(n as u64), record) as f64 * SKEW_SLACK) as u64;
-    let mut resident = 0u32;
-    if spec.algorithm == crate::Algorithm::Hybrid {
-        while resident + 1 < n
-            && (n - resident - 1) as u64 * w * tu + (resident + 1) as u64 * part_table <= avail
-        {
-            resident += 1;
-        }
-    }
+    // Every thread has a write buffer per spilled partition.
+    let resident = resident_partitions(spec, n, w * tu, part_table, avail);
     Some(Plan {
         threads: t,
         partitions: n,
@@ -233,10 +233,7 @@ pub fn parallel_hash_join<S: Store + Send>(
     };
     let stores = &mut stores[..t];
     let (n, k) = (plan.partitions, plan.resident);
-    let thread_spec = JoinSpec {
-        concurrent_users: spec.concurrent_users.max(1) * plan.threads,
-        ..spec.clone()
-    };
+    let thread_spec = thread_spec(spec, plan.threads);
     let spec_t = &thread_spec;
     let start_ns = meet(stores);
     let buffers = pool

@@ -47,7 +47,8 @@ pub(super) const DRIVE_CACHE_RUNS: [&str; 2] = [
 
 #[derive(Clone)]
 struct Job {
-    /// "" for the paper's tables; a name for the cleaning runs (Table 7).
+    /// "" for the paper's tables; a name for the runs looked up by name: the cleaning
+    /// runs (Table 7) and the drive-write-cache runs beside the judged ones.
     cleaning_run: &'static str,
     /// A run of the cache study (Tables 6–7), on the study's tree.
     study: bool,
