@@ -255,25 +255,100 @@ pub(crate) struct CrashTestArgs {
     pub(crate) seed: u64,
 }
 
-/// Runs `iterations` seeded crash tests of `what` and says what they covered; the first
-/// failure names its seed.
+/// Runs `iterations` seeded crash tests of `what` on every core and says what they
+/// covered. Every seed runs (a failure does not stop the others); each failing seed is
+/// printed with the command that reproduces it, and any failure makes the command fail.
 pub(crate) fn run_crash_tests(
     what: &str,
     c: &CrashTestArgs,
-    test: impl Fn(u64) -> Result<astree::crash::Coverage, String>,
+    test: impl Fn(u64) -> Result<astree::crash::Coverage, String> + Sync,
 ) -> Result<()> {
-    let pb = progress_bar(c.iterations, "crash-test");
-    let mut total = astree::crash::Coverage::default();
-    for i in 0..c.iterations {
-        total.add(&test(c.seed + i).map_err(anyhow::Error::msg)?);
-        pb.set_position(i + 1);
+    if c.iterations == 0 {
+        bail!("--iterations 0: nothing to test (give at least 1)");
     }
+    let Some(last) = c.seed.checked_add(c.iterations - 1) else {
+        bail!(
+            "--seed {} --iterations {}: the seeds would pass {} (u64's largest); start lower",
+            c.seed,
+            c.iterations,
+            u64::MAX
+        );
+    };
+    let pb = progress_bar(c.iterations, "crash-test");
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(c.iterations as usize);
+    let next = std::sync::atomic::AtomicU64::new(c.seed);
+    let done = std::sync::atomic::AtomicU64::new(0);
+    let cancel = crate::signals::cancel_token();
+    let outcomes: Vec<(astree::crash::Coverage, Vec<(u64, String)>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut total = astree::crash::Coverage::default();
+                    let mut failed = Vec::new();
+                    loop {
+                        if cancel.is_cancelled() {
+                            break;
+                        }
+                        let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if seed > last || seed < c.seed {
+                            break;
+                        }
+                        match test(seed) {
+                            Ok(cov) => total.add(&cov),
+                            Err(e) => failed.push((seed, e)),
+                        }
+                        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                        pb.set_position(n);
+                        if !pb.is_hidden() {
+                            continue;
+                        }
+                        // Not on a terminal: a line now and then instead of a bar.
+                        if n % (c.iterations / 10).max(1) == 0 {
+                            eprintln!("flashlab {what} crash-test: {n}/{} seeds", c.iterations);
+                        }
+                    }
+                    (total, failed)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a crash-test thread panicked"))
+            .collect()
+    });
     pb.finish_and_clear();
+    let mut total = astree::crash::Coverage::default();
+    let mut failed = Vec::new();
+    for (cov, f) in outcomes {
+        total.add(&cov);
+        failed.extend(f);
+    }
+    failed.sort();
+    let ran = done.load(std::sync::atomic::Ordering::Relaxed);
+    if cancel.is_cancelled() {
+        eprintln!(
+            "flashlab {what} crash-test: interrupted after {ran} of {} seeds ({} failed)",
+            c.iterations,
+            failed.len()
+        );
+        std::process::exit(crate::signals::EXIT_INTERRUPTED);
+    }
+    for (seed, e) in &failed {
+        eprintln!("flashlab {what} crash-test: {e}");
+        eprintln!("  reproduce: flashlab {what} crash-test --iterations 1 --seed {seed}");
+    }
+    let range = format!("seeds {}..={last}", c.seed);
+    if !failed.is_empty() {
+        bail!(
+            "{} of {ran} seeded crash tests ({range}) failed (listed above); {} passed",
+            failed.len(),
+            ran - failed.len() as u64
+        );
+    }
     println!(
-        "flashlab {what} crash-test: {} seeded tests (seeds {}..{}) recovered the last durable commit every time: {}",
-        c.iterations,
-        c.seed,
-        c.seed + c.iterations,
+        "flashlab {what} crash-test: all {ran} seeded tests ({range}) recovered the last durable commit: {}",
         total.summary()
     );
     Ok(())

@@ -541,6 +541,16 @@ mod tests {
     }
 
     #[test]
+    fn a_crash_while_recovery_cuts_the_tail_leaves_no_hole() {
+        // Seed 5001883: a commit's fsync was lost, so recovery cut two segments of
+        // uncommitted records (76 and 77); a crash kept the first removal and lost the
+        // second, leaving 77 behind a hole, which the next recovery called damage. The cut
+        // now removes the newest segment first.
+        let seed = 5_001_883;
+        crash_test(seed, &CrashShape::varied(seed)).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
     fn checkpoints_bound_the_recovery_scan() {
         let cfg = AsConfig {
             checkpoint_every: 16,

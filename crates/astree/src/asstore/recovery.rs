@@ -352,7 +352,11 @@ impl<S: Segments> AsStore<S> {
         let slot = self.slot_bytes as u64;
         let (tseg, tslot) = (seg_of(r.end), slot_of(r.end));
         let mut cut = false;
-        for s in self.storage.list() {
+        // From the newest segment down: a crash keeps a prefix of these removals (and the
+        // truncation), so whatever it keeps is still a log that ends early, never a log
+        // with a hole in front of uncommitted records, which a later recovery would have
+        // to call damage.
+        for s in self.storage.list().into_iter().rev() {
             if s < FIRST_LOG_SEGMENT {
                 continue;
             }
