@@ -883,6 +883,82 @@ fn join_threads_give_the_same_answer_and_on_a_drive_the_same_numbers_every_run()
     );
 }
 
+/// Runs flashlab with `args`; a run that does not end within `limit_s` is killed and
+/// fails the test as a hang (not a speed check: the runs take about a second).
+fn flashlab_or_hang(args: &[&str], limit_s: u64) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(limit_s);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!(
+                "flashlab {} hung (killed after {limit_s} s)",
+                args.join(" ")
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn threaded_simulated_joins_give_the_same_numbers_run_after_run_and_never_hang() {
+    // The order of the threads' calls on the drive once depended on which thread the OS
+    // woke first at a barrier (8 runs, 7 different times), and inputs on the device made a
+    // store wait for one not yet created (a hang).
+    let base = [
+        "join",
+        "--sf",
+        "0.02",
+        "--memory",
+        "512KiB",
+        "--read-buffer",
+        "64KiB",
+        "--write-buffer",
+        "4KiB",
+        "--backend",
+        "sim",
+        "--preset",
+        "mx500",
+        "--capacity",
+        "1GiB",
+        "--json",
+    ];
+    for (extra, runs) in [
+        (&["--host", "none", "--threads", "2"][..], 20),
+        (&["--host", "direct-io", "--threads", "2"][..], 5),
+        (&["--users", "2", "--threads", "2"][..], 5),
+        (
+            &["--host", "none", "--threads", "2", "--inputs-on-device"][..],
+            5,
+        ),
+        (
+            &["--users", "2", "--threads", "2", "--inputs-on-device"][..],
+            5,
+        ),
+    ] {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let run = || {
+            let mut v = stdout_json(&flashlab_or_hang(&args, 300));
+            let o = v.as_object_mut().unwrap();
+            o.remove("wall_s");
+            o.remove("peak_memory_bytes");
+            v
+        };
+        let first = run();
+        assert_eq!(first["threads"].as_u64(), Some(2), "{extra:?}: {first}");
+        for i in 1..runs {
+            assert_eq!(run(), first, "{extra:?}: run {i} differs from the first");
+        }
+    }
+}
+
 #[test]
 fn join_errors_are_clear_and_leave_nothing_behind() {
     let dir = Scratch::new("join-errors");

@@ -99,8 +99,10 @@ fn share(input: &Input, lo: u64, hi: u64) -> Source {
     }
 }
 
-/// Runs `f(i, store i, item i)` on a thread per store; every thread parks its store when
-/// done (even on error), so users of one simulated drive never wait for a finished one.
+/// Runs `f(i, store i, item i)` on a thread per store. Every store leaves the barrier
+/// before any thread starts (so no thread's calls go ahead of a sibling's that has not
+/// started yet), and every thread parks its store when done (even on error), so its
+/// siblings on one simulated drive never wait for a finished one.
 /// The first error (in thread order) is returned, after every thread has finished.
 fn on_threads<S, I, R, F>(stores: &mut [S], items: Vec<I>, f: F) -> Result<Vec<R>, JoinError>
 where
@@ -115,6 +117,9 @@ where
         fn drop(&mut self) {
             self.0.park();
         }
+    }
+    for store in stores.iter_mut() {
+        store.resume();
     }
     let results: Vec<Result<R, JoinError>> = std::thread::scope(|s| {
         let f = &f;
@@ -221,6 +226,8 @@ pub fn parallel_hash_join<S: Store + Send>(
             .rev()
             .find_map(|t| plan(pool, spec, &build, t))
     };
+    // Every store starts from the latest clock among them (the threads' barrier).
+    let start_ns = meet(stores);
     let t = plan.map_or(1, |p| p.threads as usize);
     // Stores without a thread wait aside (users of one simulated drive must not wait for
     // them).
@@ -235,7 +242,6 @@ pub fn parallel_hash_join<S: Store + Send>(
     let (n, k) = (plan.partitions, plan.resident);
     let thread_spec = thread_spec(spec, plan.threads);
     let spec_t = &thread_spec;
-    let start_ns = meet(stores);
     let buffers = pool
         .try_reserve((n - k) as u64 * spec.write_buffer_bytes * t as u64 + plan.resident_bytes)
         .ok_or_else(|| JoinError::Memory {

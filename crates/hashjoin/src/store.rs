@@ -63,6 +63,8 @@ pub trait Store {
     /// The thread using this store waits at a barrier: it makes no call until the other
     /// threads' work ends (see [`vfs::Vfs::park`]).
     fn park(&mut self) {}
+    /// The thread using this store leaves the barrier (see [`vfs::Vfs::resume`]).
+    fn resume(&mut self) {}
     /// Waits until `elapsed_ns` (a barrier's time): virtual clocks move on; real ones
     /// waited already.
     fn wait_until(&mut self, elapsed_ns: u64) {
@@ -659,6 +661,10 @@ impl<V: Vfs> Store for VfsStore<V> {
 
     fn park(&mut self) {
         self.vfs.park();
+    }
+
+    fn resume(&mut self) {
+        self.vfs.resume();
     }
 }
 

@@ -157,7 +157,7 @@ fn on_drive(threads: usize, cpu_ns_per_row: u64) -> (hashjoin::JoinResult, u64, 
         .unwrap();
     let fs = simfs::SimFs::mkfs(simfs::Timed::new(dev), simfs::FsConfig::new(2 << 30)).unwrap();
     let drive = vfs::SimVfs::with_host(fs, vfs::HostConfig::linux(64 << 20));
-    let turns = vfs::Turns::new(drive, threads);
+    let turns = vfs::Turns::in_groups(drive, 1, threads);
     let od = std::sync::Arc::new(encode(&orders, Layout::Columns));
     let ld = std::sync::Arc::new(encode(&lines, Layout::Columns));
     let mut stores = Vec::new();

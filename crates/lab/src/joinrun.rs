@@ -325,7 +325,7 @@ pub fn run(
             drive.start_measuring();
             // Every thread of every user is a user of the drive.
             let threads = spec.threads as usize;
-            let turns = vfs::Turns::new(drive, spec.users as usize * threads);
+            let turns = vfs::Turns::in_groups(drive, spec.users as usize, threads);
             let rows = (od.len() as u64 / rb, ld.len() as u64 / rb);
             for rep in 0..spec.repeat {
                 let before = turns.with_vfs(|v| v.fs().device().dev.stats());
@@ -335,12 +335,11 @@ pub fn run(
                 // thread scheduling.
                 let results: Vec<Result<(JoinResult, u64), crate::LabError>> =
                     for_each_user(spec.users, |u| {
+                        // The user's threads are one group of the drive's users, all
+                        // parked after setting up: the join resumes them together.
                         let mut stores = Vec::new();
                         let mut pairs = Vec::new();
-                        // Thread 0's store last, left running: no user's I/O starts before
-                        // every user has set up and planned (the memory pool is shared in
-                        // real time; this keeps what each user plans with deterministic).
-                        for t in (0..threads).rev() {
+                        for t in 0..threads {
                             let mut store = VfsStore::on(
                                 turns.user(u * threads + t),
                                 "the simulated drive",
@@ -359,15 +358,9 @@ pub fn run(
                                 )
                             };
                             pairs.push(inputs(spec, (o, rows.0), (l, rows.1), 0));
-                            if t > 0 {
-                                // Waits without holding up the calls of the stores set up
-                                // after it.
-                                store.park();
-                            }
+                            store.park();
                             stores.push(store);
                         }
-                        stores.reverse();
-                        pairs.reverse();
                         let r = parallel_hash_join(&mut stores, &pool, &spec.join, &pairs)
                             .map_err(e)?;
                         Ok((r, stores.iter().map(|s| s.elapsed_ns()).max().unwrap_or(0)))

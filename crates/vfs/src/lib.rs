@@ -161,10 +161,13 @@ pub trait Vfs {
     /// Host time passes without I/O (computation): virtual clocks move on by `ns`; real
     /// ones need nothing (the computation took real time).
     fn think(&mut self, _ns: u64) {}
-    /// The caller makes no call until others' work ends and it is woken later in time (a
-    /// thread at a barrier): users taking turns in virtual time ([`UserVfs`]) stop waiting
-    /// for it. Nothing for everyone else.
+    /// The caller waits at a barrier of its group (a thread of a parallel join whose work
+    /// is done): users taking turns in virtual time ([`UserVfs`]) of its group stop
+    /// waiting for it. Nothing for everyone else.
     fn park(&mut self) {}
+    /// The caller leaves the barrier and computes again (a coordinator resumes every
+    /// member of its group before their threads start). Nothing for everyone else.
+    fn resume(&mut self) {}
     /// Time spent in I/O so far (zero where not measured).
     fn io_time(&self) -> IoTime {
         IoTime::default()

@@ -1,8 +1,18 @@
 //! Several users in threads sharing one file system in virtual time, deterministically:
-//! [`Turns`] hands each user a [`UserVfs`], a [`Vfs`] with its own clock. A user issues its
-//! next call only when every other user is either finished or blocked at a call of its
-//! own, and the earliest (time, user) goes first; the drive thus sees submissions in time
-//! order, and a run depends only on its inputs, never on thread scheduling. Computation is
+//! [`Turns`] hands each user a [`UserVfs`], a [`Vfs`] with its own clock. Calls reach the
+//! file system in the order of their keys `(time, group, user)`, whatever the OS
+//! scheduler does: a user's call goes once no other user can still make a call with a
+//! smaller key. What each other user may still do is bounded below by its state:
+//! - *running* (computing): its next call comes at its clock or later;
+//! - *waiting* at a call: that call's key, exactly;
+//! - *parked* at a barrier of its group (the threads of one join are one group): its
+//!   group's next call comes once the group's running members are done, so at the latest
+//!   clock among them or later; it holds up no member of its own group;
+//! - *done*: never again.
+//!
+//! Users start parked; a coordinator [`Vfs::resume`]s the members of its group before
+//! their threads start (so the first of them to run cannot go ahead of a sibling that has
+//! not started yet), and each parks at the barrier when it is done. Computation is
 //! [`Vfs::think`] on the user's own clock.
 //!
 //! One file-system call's I/Os are issued back to back: another user's call that would
@@ -24,10 +34,13 @@ pub trait VirtualClock {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum UserState {
-    /// Computing: its next call's time is not known yet.
+    /// Computing: its next call comes at its clock or later.
     Running,
     /// Blocked at a call it wants to make at its clock.
     Waiting,
+    /// At a barrier of its group (see the module's notes).
+    Parked,
+    /// Makes no more calls.
     Done,
 }
 
@@ -35,23 +48,64 @@ struct Inner<V> {
     vfs: V,
     clock_ns: Vec<u64>,
     state: Vec<UserState>,
+    group: Vec<usize>,
 }
 
-/// One file system shared by `users` threads in deterministic virtual time.
+impl<V> Inner<V> {
+    /// The earliest time group `g`'s parked members can call again: the latest clock of
+    /// its members still in play.
+    fn barrier_ns(&self, g: usize) -> u64 {
+        (0..self.state.len())
+            .filter(|&j| self.group[j] == g && self.state[j] != UserState::Done)
+            .map(|j| self.clock_ns[j])
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether user `u`, waiting at its clock, may make its call now.
+    fn may_go(&self, u: usize) -> bool {
+        let (t, g) = (self.clock_ns[u], self.group[u]);
+        let mine = (t, g, u);
+        (0..self.state.len()).all(|j| {
+            j == u
+                || match self.state[j] {
+                    UserState::Running | UserState::Waiting => {
+                        (self.clock_ns[j], self.group[j], j) > mine
+                    }
+                    UserState::Parked => {
+                        self.group[j] == g
+                            || (self.barrier_ns(self.group[j]), self.group[j]) > (t, g)
+                    }
+                    UserState::Done => true,
+                }
+        })
+    }
+}
+
+/// One file system shared by threads in deterministic virtual time.
 pub struct Turns<V> {
     inner: Mutex<Inner<V>>,
     turn: Condvar,
 }
 
 impl<V: Vfs + VirtualClock> Turns<V> {
-    /// Shares `vfs` among `users`, every clock starting at its clock.
+    /// Shares `vfs` among `users` independent users (each its own group), every clock
+    /// starting at its clock.
     pub fn new(vfs: V, users: usize) -> Arc<Turns<V>> {
+        Self::in_groups(vfs, users, 1)
+    }
+
+    /// Shares `vfs` among `groups` groups of `per_group` users each (user `u` is in group
+    /// `u / per_group`): the threads of one program that meet at barriers are one group.
+    pub fn in_groups(vfs: V, groups: usize, per_group: usize) -> Arc<Turns<V>> {
         let now = vfs.now_ns();
+        let users = groups * per_group.max(1);
         Arc::new(Turns {
             inner: Mutex::new(Inner {
                 vfs,
                 clock_ns: vec![now; users],
-                state: vec![UserState::Running; users],
+                state: vec![UserState::Parked; users],
+                group: (0..users).map(|u| u / per_group.max(1)).collect(),
             }),
             turn: Condvar::new(),
         })
@@ -63,10 +117,9 @@ impl<V: Vfs + VirtualClock> Turns<V> {
             .expect("no user panicked holding the file system")
     }
 
-    /// The handle of user `user` (one per thread).
+    /// The handle of user `user` (one per thread); it starts parked.
     pub fn user(self: &Arc<Self>, user: usize) -> UserVfs<V> {
-        let mut g = self.lock();
-        g.state[user] = UserState::Running;
+        let g = self.lock();
         UserVfs {
             turns: self.clone(),
             user,
@@ -76,7 +129,7 @@ impl<V: Vfs + VirtualClock> Turns<V> {
     }
 
     /// Starts a round: every user's clock moves to the latest of them (and of the file
-    /// system's), all users count as running. Returns the round's start time.
+    /// system's), every user is parked. Returns the round's start time.
     pub fn start_round(&self) -> u64 {
         let mut g = self.lock();
         let t = g
@@ -87,7 +140,7 @@ impl<V: Vfs + VirtualClock> Turns<V> {
             .unwrap_or(0)
             .max(g.vfs.now_ns());
         g.clock_ns.iter_mut().for_each(|c| *c = t);
-        g.state.iter_mut().for_each(|s| *s = UserState::Running);
+        g.state.iter_mut().for_each(|s| *s = UserState::Parked);
         t
     }
 
@@ -100,6 +153,17 @@ impl<V: Vfs + VirtualClock> Turns<V> {
             g.vfs.think(latest - now);
         }
         f(&mut g.vfs)
+    }
+
+    /// Sets user `u`'s state and shared clock, and wakes the others to look again.
+    fn set(&self, u: usize, clock_ns: u64, state: UserState) {
+        if let Ok(mut g) = self.inner.lock() {
+            if g.state[u] != UserState::Done {
+                g.state[u] = state;
+            }
+            g.clock_ns[u] = clock_ns;
+        }
+        self.turn.notify_all();
     }
 }
 
@@ -125,19 +189,7 @@ impl<V: Vfs + VirtualClock> UserVfs<V> {
         g.clock_ns[u] = self.clock_ns;
         g.state[u] = UserState::Waiting;
         turns.turn.notify_all();
-        loop {
-            let mine = (g.clock_ns[u], u);
-            let go = (0..g.state.len()).all(|j| {
-                j == u
-                    || match g.state[j] {
-                        UserState::Running => false,
-                        UserState::Waiting => (g.clock_ns[j], j) > mine,
-                        UserState::Done => true,
-                    }
-            });
-            if go {
-                break;
-            }
+        while !g.may_go(u) {
             g = turns
                 .turn
                 .wait(g)
@@ -160,7 +212,7 @@ impl<V: Vfs + VirtualClock> UserVfs<V> {
 
 impl<V: Vfs + VirtualClock> Drop for UserVfs<V> {
     fn drop(&mut self) {
-        self.park();
+        self.turns.set(self.user, self.clock_ns, UserState::Done);
     }
 }
 
@@ -214,14 +266,13 @@ impl<V: Vfs + VirtualClock> Vfs for UserVfs<V> {
     fn think(&mut self, ns: u64) {
         self.clock_ns += ns;
     }
-    /// Counts as finished until its next call, which the caller makes only after the
-    /// others' work it waits for (and so later in time than any call they make meanwhile).
+    /// Waits at its group's barrier (see the module's notes).
     fn park(&mut self) {
-        if let Ok(mut g) = self.turns.inner.lock() {
-            g.state[self.user] = UserState::Done;
-            g.clock_ns[self.user] = self.clock_ns;
-        }
-        self.turns.turn.notify_all();
+        self.turns.set(self.user, self.clock_ns, UserState::Parked);
+    }
+    /// Leaves the barrier: computing again from its clock.
+    fn resume(&mut self) {
+        self.turns.set(self.user, self.clock_ns, UserState::Running);
     }
     fn io_time(&self) -> IoTime {
         self.io
@@ -278,19 +329,73 @@ mod tests {
     }
 
     #[test]
-    fn a_parked_user_does_not_hold_up_the_others() {
-        let turns = Turns::new(drive(), 2);
+    fn a_parked_user_holds_up_no_member_of_its_group() {
+        let turns = Turns::in_groups(drive(), 1, 2);
         let (mut a, mut b) = (turns.user(0), turns.user(1));
         a.park();
-        // Without the park, b's call would wait for a (running) forever.
+        // a is at the group's barrier: b's calls do not wait for it.
         let fd = b.open("x", OpenMode::create()).unwrap();
         b.write_at(fd, 0, &[1u8; 4096]).unwrap();
-        // a's next call takes its turn again, after b's.
         b.park();
+        // a's next call takes its turn again, after b's.
         a.think(b.now_ns());
         let fd = a.open("y", OpenMode::create()).unwrap();
         a.write_at(fd, 0, &[2u8; 4096]).unwrap();
         assert!(a.now_ns() > b.now_ns());
+    }
+
+    /// Two groups of two threads on one drive, each group with a barrier between two
+    /// phases (its threads park, the coordinator meets their clocks and resumes them):
+    /// every user's end time and the drive's write count.
+    fn groups_with_barriers() -> Vec<u64> {
+        let turns = Turns::in_groups(drive(), 2, 2);
+        let mut ends: Vec<u64> = std::thread::scope(|s| {
+            let coordinators: Vec<_> = (0..2)
+                .map(|g| {
+                    let turns = turns.clone();
+                    s.spawn(move || {
+                        let mut users: Vec<UserVfs<_>> =
+                            (0..2).map(|t| turns.user(g * 2 + t)).collect();
+                        for phase in 0..2u64 {
+                            let t0 = users.iter().map(|u| u.now_ns()).max().unwrap();
+                            for u in users.iter_mut() {
+                                u.think(t0 - u.now_ns());
+                                u.resume();
+                            }
+                            std::thread::scope(|s2| {
+                                for (t, u) in users.iter_mut().enumerate() {
+                                    s2.spawn(move || {
+                                        let name = format!("g{g}t{t}p{phase}");
+                                        let fd = u.open(&name, OpenMode::create()).unwrap();
+                                        for i in 0..20u64 {
+                                            u.think(1_000 * (1 + t as u64 + g as u64));
+                                            u.write_at(fd, i * 8192, &[t as u8; 8192]).unwrap();
+                                        }
+                                        u.park();
+                                    });
+                                }
+                            });
+                        }
+                        users.iter().map(|u| u.now_ns()).collect::<Vec<u64>>()
+                    })
+                })
+                .collect();
+            coordinators
+                .into_iter()
+                .flat_map(|h| h.join().unwrap())
+                .collect()
+        });
+        ends.push(turns.with_vfs(|v| v.fs().stats().data_write_requests));
+        ends
+    }
+
+    #[test]
+    fn groups_meeting_at_barriers_share_a_drive_deterministically() {
+        let first = groups_with_barriers();
+        assert_eq!(first[4], 160, "every write reached the drive");
+        for _ in 0..20 {
+            assert_eq!(groups_with_barriers(), first, "same inputs, same run");
+        }
     }
 
     #[test]
