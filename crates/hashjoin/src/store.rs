@@ -618,12 +618,16 @@ impl<V: Vfs> Store for VfsStore<V> {
     }
 
     fn delete(&mut self, f: FileId) -> Result<(), JoinError> {
-        self.spill_file(f, "delete")?;
+        let file = self.spill_file(f, "delete")?;
+        let (name, fd) = (file.name.clone(), file.fd);
+        self.vfs.close(fd);
+        // The file leaves the table only once it is gone: if the unlink fails, dropping
+        // the store removes it (closing again is harmless).
+        self.vfs.unlink(&name).map_err(|e| self.vfs_error(e))?;
         let file = self.files.remove(&f).expect("checked");
-        self.vfs.close(file.fd);
         self.held_bytes -= file.disk_bytes;
         self.stats.deletes += 1;
-        self.vfs.unlink(&file.name).map_err(|e| self.vfs_error(e))
+        Ok(())
     }
 
     fn elapsed_ns(&self) -> u64 {

@@ -204,6 +204,12 @@ fn os_backend_uses_real_files_and_removes_them() {
         )
         .unwrap_err();
         assert!(matches!(err, JoinError::Interrupted), "{err}");
+        // Deleting a file on the way out is not cancellable: it is gone at once (it once
+        // left the store's table and then refused to unlink, so nothing removed it).
+        let g = store.create();
+        assert!(matches!(g, Err(JoinError::Interrupted)), "{g:?}");
+        store.delete(f).unwrap();
+        assert_eq!(spill_files_in(&dir), 0, "a delete after the interrupt");
     }
     assert_eq!(spill_files_in(&dir), 0, "an interrupted run leaves nothing");
     // Liveness is a run's lock, not a process id: a run whose process is invisible here
