@@ -908,6 +908,124 @@ fn flashlab_or_hang(args: &[&str], limit_s: u64) -> std::process::Output {
 }
 
 #[test]
+fn pipes_devices_and_endless_lines_are_refused_clearly() {
+    let dir = Scratch::new("nonregular");
+    let replay = |trace: &str| {
+        let args = [
+            "replay",
+            trace,
+            "--format",
+            "msr",
+            "--preset",
+            "840pro",
+            "--capacity",
+            "1GiB",
+        ];
+        flashlab_or_hang(&args, 60)
+    };
+    let refused = |o: &std::process::Output, what: &str, says: &str| {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{what}: accepted");
+        assert!(err.contains(says), "{what}: {err}");
+        assert!(
+            err.len() < 1000,
+            "{what}: the error is {} bytes long",
+            err.len()
+        );
+    };
+    // A pipe on stdin (it was read twice: 0 requests replayed, exit 0).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args([
+            "replay",
+            "/dev/stdin",
+            "--preset",
+            "840pro",
+            "--capacity",
+            "1GiB",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        let _ = stdin.write_all(b"128166372003061629,hm,0,Write,0,4096,100\n");
+    }
+    refused(
+        &child.wait_with_output().unwrap(),
+        "a pipe",
+        "not a regular file",
+    );
+    // A FIFO (it waited forever for a writer) and an endless device (it grew without bound).
+    let fifo = dir.0.join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    refused(
+        &replay(fifo.to_str().unwrap()),
+        "a FIFO",
+        "not a regular file",
+    );
+    refused(&replay("/dev/zero"), "/dev/zero", "not a regular file");
+    // One endless line: an error quoting its first bytes, not the line.
+    let long = dir.0.join("long.csv");
+    std::fs::write(&long, vec![b'x'; 3 << 20]).unwrap();
+    refused(
+        &replay(long.to_str().unwrap()),
+        "a long line",
+        "longer than 65536 bytes",
+    );
+    let o = flashlab_or_hang(
+        &[
+            "replay",
+            long.to_str().unwrap(),
+            "--format",
+            "blkparse",
+            "--preset",
+            "840pro",
+        ],
+        60,
+    );
+    refused(&o, "a long blkparse line", "longer than 65536 bytes");
+    // A preset that is a device.
+    let preset = dir.0.join("zero.toml");
+    std::os::unix::fs::symlink("/dev/zero", &preset).unwrap();
+    let o = flashlab_or_hang(
+        &[
+            "sim",
+            "--preset",
+            preset.to_str().unwrap(),
+            "--workload",
+            "uniform",
+            "--writes",
+            "1x",
+        ],
+        60,
+    );
+    refused(&o, "a device preset", "not a regular file");
+    // A time past what u64 nanoseconds hold is said to be that, not "not decimal".
+    let bp = dir.0.join("late.blkparse");
+    std::fs::write(
+        &bp,
+        "  8,0    1        1 99999999999.000000000  1234  D  WS 0 + 8 [dd]\n  8,0    1        2 99999999999.000100000  1234  C  WS 0 + 8 [0]\n",
+    )
+    .unwrap();
+    let o = flashlab(&[
+        "replay",
+        bp.to_str().unwrap(),
+        "--format",
+        "blkparse",
+        "--preset",
+        "840pro",
+    ]);
+    refused(&o, "a late time", "past the latest time");
+}
+
+#[test]
 fn threaded_simulated_joins_give_the_same_numbers_run_after_run_and_never_hang() {
     // The order of the threads' calls on the drive once depended on which thread the OS
     // woke first at a barrier (8 runs, 7 different times), and inputs on the device made a

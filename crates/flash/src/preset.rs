@@ -4,6 +4,9 @@
 use crate::{Command, Device, DeviceStats, FlashError, Hdd, HddConfig, Ssd, SsdConfig};
 use serde::{Deserialize, Serialize};
 
+/// The largest preset file read (the built-in ones are a few KiB).
+const MAX_PRESET_BYTES: u64 = 1 << 20;
+
 /// The kind of device a preset describes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -59,10 +62,28 @@ impl Preset {
     /// A built-in preset by name, or a TOML file if `name_or_path` ends in `.toml`.
     pub fn load(name_or_path: &str) -> Result<Preset, FlashError> {
         if name_or_path.ends_with(".toml") {
-            let text = std::fs::read_to_string(name_or_path).map_err(|e| FlashError::Preset {
+            let bad = |msg: String| FlashError::Preset {
                 name: name_or_path.to_string(),
-                msg: format!("cannot read: {e}"),
-            })?;
+                msg,
+            };
+            // A device or FIFO named *.toml would never end (or never start): only a
+            // regular file of a sane size is read.
+            let meta =
+                std::fs::metadata(name_or_path).map_err(|e| bad(format!("cannot read: {e}")))?;
+            if !meta.is_file() {
+                return Err(bad(
+                    "not a regular file (a device, FIFO or directory); a preset is a TOML file"
+                        .into(),
+                ));
+            }
+            if meta.len() > MAX_PRESET_BYTES {
+                return Err(bad(format!(
+                    "{} bytes; a preset file is at most {MAX_PRESET_BYTES} bytes",
+                    meta.len()
+                )));
+            }
+            let text = std::fs::read_to_string(name_or_path)
+                .map_err(|e| bad(format!("cannot read: {e}")))?;
             return Self::from_toml(name_or_path, &text);
         }
         match BUILTIN.iter().find(|(n, _)| *n == name_or_path) {

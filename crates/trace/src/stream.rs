@@ -26,7 +26,7 @@ use flash::Device;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -176,10 +176,7 @@ fn read_error(origin: &str, e: std::io::Error) -> TraceError {
 }
 
 fn lines(path: &Path, origin: &str) -> Result<LineReader, TraceError> {
-    let f = File::open(path).map_err(|source| TraceError::Io {
-        origin: origin.to_string(),
-        source,
-    })?;
+    let f = formats::open_regular(path, origin)?;
     Ok(LineReader {
         reader: BufReader::with_capacity(1 << 16, f),
         line: String::new(),
@@ -197,10 +194,19 @@ struct LineReader {
 
 impl LineReader {
     /// The next line (without its end), `None` at the end of the file.
+    /// A line longer than [`formats::MAX_LINE_BYTES`] is an error quoting its start.
     fn next_line(&mut self) -> Option<std::io::Result<&str>> {
         self.line.clear();
-        match self.reader.read_line(&mut self.line) {
+        let limit = formats::MAX_LINE_BYTES as u64 + 2; // the line and its "\r\n"
+        match (&mut self.reader).take(limit).read_line(&mut self.line) {
             Ok(0) => None,
+            Ok(n) if n as u64 == limit && !self.line.ends_with('\n') => {
+                Some(Err(std::io::Error::other(format!(
+                    "line {}: {}",
+                    self.line_no + 1,
+                    formats::long_line(self.line.as_bytes())
+                ))))
+            }
             Ok(_) => {
                 self.line_no += 1;
                 Some(Ok(self.line.trim_end_matches(['\n', '\r'])))

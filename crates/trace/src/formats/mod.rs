@@ -116,6 +116,17 @@ pub fn parse_disk(
             ),
         });
     }
+    if let Some((i, line)) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.len() > MAX_LINE_BYTES)
+    {
+        return Err(TraceError::Parse {
+            origin: origin.to_string(),
+            line: i + 1,
+            msg: long_line(line.as_bytes()),
+        });
+    }
     match format {
         Format::Blkparse => blkparse::parse(origin, text),
         Format::Tracefs => tracefs::parse(origin, text),
@@ -137,10 +148,13 @@ pub fn read_file_disk(
     disk: Option<&str>,
 ) -> Result<Trace, TraceError> {
     let origin = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| TraceError::Io {
-        origin: origin.clone(),
-        source,
-    })?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut open_regular(path, &origin)?, &mut bytes).map_err(
+        |source| TraceError::Io {
+            origin: origin.clone(),
+            source,
+        },
+    )?;
     let text = String::from_utf8(bytes).map_err(|e| TraceError::Format {
         origin: origin.clone(),
         msg: format!(
@@ -149,6 +163,39 @@ pub fn read_file_disk(
         ),
     })?;
     parse_disk(&origin, &text, format, disk)
+}
+
+/// The longest trace line read: far beyond any format's rows, short enough that a file
+/// of one endless line is an error, not a memory hog.
+pub const MAX_LINE_BYTES: usize = 64 << 10;
+
+/// The message for a line longer than [`MAX_LINE_BYTES`], quoting its start.
+pub(crate) fn long_line(start: &[u8]) -> String {
+    let head = String::from_utf8_lossy(&start[..start.len().min(40)]).into_owned();
+    format!("the line is longer than {MAX_LINE_BYTES} bytes (it starts {head:?}); is this a trace?")
+}
+
+/// Opens `path` for reading if it is a regular file. A trace is read twice (once to check
+/// it, once to replay it), which a pipe, FIFO or device cannot give: those are refused
+/// before they are opened (opening a FIFO would wait for a writer).
+pub fn open_regular(path: &std::path::Path, origin: &str) -> Result<std::fs::File, TraceError> {
+    let io = |source| TraceError::Io {
+        origin: origin.to_string(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        let what = if meta.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file (a pipe, FIFO, socket or device)"
+        };
+        return Err(TraceError::Format {
+            origin: origin.to_string(),
+            msg: format!("{what}: a trace is read twice (to check it, then to replay it), so it must be a file; save it first (e.g. `cat > trace.csv`)"),
+        });
+    }
+    std::fs::File::open(path).map_err(io)
 }
 
 pub(crate) fn parse_u64(field: &str, what: &str) -> Result<u64, String> {
@@ -172,7 +219,12 @@ pub(crate) fn parse_seconds_ns(field: &str) -> Result<u64, String> {
     };
     secs.checked_mul(1_000_000_000)
         .and_then(|n| n.checked_add(frac_ns))
-        .ok_or_else(bad)
+        .ok_or_else(|| {
+            format!(
+                "timestamp {field} s is past the latest time flashlab can hold ({} s, u64 nanoseconds)",
+                u64::MAX / 1_000_000_000
+            )
+        })
 }
 
 /// Operation from a Linux RWBS string; `None` for requests that carry no data command.
