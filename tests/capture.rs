@@ -394,6 +394,29 @@ fn bad_outputs_options_and_image_dirs_fail_before_anything_runs() {
     assert!(err.contains("is not an option"), "{err}");
     assert_eq!(std::fs::read(&other).unwrap(), b"precious");
     assert!(!marker.exists());
+    // Options that name a device while starting with '-' (mkfs.xfs wrote the last 4 KiB
+    // of the realtime "device" it was given; ext4's external journal likewise).
+    for (fs, opt) in [
+        ("xfs", format!("-rrtdev={}", other.display())),
+        ("xfs", format!("-llogdev={}", other.display())),
+        ("ext4", format!("-Jdevice={}", other.display())),
+    ] {
+        let o = flashlab(&capture_args(
+            fs,
+            "512MiB",
+            &[&format!("--mkfs-opts={opt}")],
+            &dir,
+            &out,
+            &script,
+        ));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("is not accepted"),
+            "{opt}: {err}"
+        );
+        assert_eq!(std::fs::read(&other).unwrap(), b"precious", "{opt}");
+        assert!(!marker.exists(), "{opt}");
+    }
     if skipped(
         FsKind::Ext4,
         "bad_outputs_options_and_image_dirs_fail_before_anything_runs",

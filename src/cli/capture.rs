@@ -13,7 +13,9 @@ pub(crate) struct CaptureArgs {
     /// Mount with -o discard (online TRIM).
     #[arg(long)]
     pub(crate) discard: bool,
-    /// Extra mkfs options, as one string (e.g. "-b 4096").
+    /// Extra mkfs options, as one string: "-b 4096" (ext4), "-b size=4096" (xfs),
+    /// "--nodesize 16384" (btrfs). Only options that cannot name a file or device pass
+    /// (an allow-list per mkfs; docs/commands.md lists what is refused).
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub(crate) mkfs_opts: String,
     /// Extra mount options, comma-separated (e.g. "noatime").

@@ -12,6 +12,7 @@ pub mod cancel;
 pub mod capture;
 pub mod error;
 pub mod formats;
+pub mod mkfs_opts;
 pub mod replay;
 pub mod request;
 pub mod stream;
