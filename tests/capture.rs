@@ -215,6 +215,37 @@ fn a_failing_command_still_leaves_nothing_mounted_or_attached() {
 }
 
 #[test]
+fn a_command_that_mounts_over_the_mount_point_leaves_nothing_behind() {
+    if skipped(
+        FsKind::Ext4,
+        "a_command_that_mounts_over_the_mount_point_leaves_nothing_behind",
+    ) {
+        return;
+    }
+    // Each once left the loop device, the ext4 mount and the work directory behind.
+    for script in [
+        "mount -t tmpfs none {}",
+        "mount --bind {} {}",
+        "mkdir {}/sub && mount -t tmpfs none {}/sub && mount -t tmpfs none {}",
+    ] {
+        let dir = Scratch::new("capture-overmount");
+        let out = dir.0.join("t.trace");
+        let o = flashlab(&capture_args("ext4", "128MiB", &[], &dir, &out, script));
+        assert!(
+            o.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(
+            !mounts.contains(dir.0.to_str().unwrap()),
+            "{script}: still mounted: {mounts}"
+        );
+        assert_nothing_left(&dir.0);
+    }
+}
+
+#[test]
 fn ctrl_c_stops_the_command_and_cleans_up() {
     if skipped(FsKind::Ext4, "ctrl_c_stops_the_command_and_cleans_up") {
         return;

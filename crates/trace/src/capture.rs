@@ -267,20 +267,29 @@ impl Setup {
             }
         }
         if let Some(mnt) = self.mount_point.take() {
-            let m = mnt.to_string_lossy().to_string();
-            let mut res = run("unmount", "umount", &[&m]);
-            for _ in 0..20 {
-                if res.is_ok() {
+            // The command may have mounted over the mount point or below it (a tmpfs, a
+            // bind mount of it onto itself), or bound it elsewhere: unmount the newest
+            // such mount first, until ours is gone too.
+            let mnt = std::fs::canonicalize(&mnt).unwrap_or(mnt);
+            for _ in 0..MAX_MOUNTS_UNDER {
+                let Some(top) = mounts_at_or_under(&mnt, self.loop_device.as_deref()).pop() else {
                     break;
+                };
+                let m = top.to_string_lossy().to_string();
+                let mut res = run("unmount", "umount", &[&m]);
+                for _ in 0..20 {
+                    if res.is_ok() {
+                        break;
+                    }
+                    // Something (a leftover child of the command) still holds it.
+                    std::thread::sleep(Duration::from_millis(100));
+                    res = run("unmount", "umount", &[&m]);
                 }
-                // Something (a leftover child of the command) still holds it.
-                std::thread::sleep(Duration::from_millis(100));
-                res = run("unmount", "umount", &[&m]);
-            }
-            if let Err(e) = res {
-                // Detach it lazily so the loop device can still go.
-                let _ = run("unmount lazily", "umount", &["-l", &m]);
-                note(e);
+                if let Err(e) = res {
+                    // Detach it lazily so the loop device can still go.
+                    let _ = run("unmount lazily", "umount", &["-l", &m]);
+                    note(e);
+                }
             }
         }
         if let Some(dev) = self.loop_device.take() {
@@ -306,6 +315,54 @@ impl Drop for Setup {
             eprintln!("flashlab capture: cleanup: {e}");
         }
     }
+}
+
+/// The most mounts teardown unmounts at or under the mount point.
+const MAX_MOUNTS_UNDER: usize = 256;
+
+/// Mount points at or under `dir`, and any other mount of `device` (the command may have
+/// bound it elsewhere), oldest first (the order of /proc/self/mountinfo).
+fn mounts_at_or_under(dir: &Path, device: Option<&str>) -> Vec<PathBuf> {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    info.lines()
+        .filter_map(|l| {
+            let point = PathBuf::from(unescape_mountinfo(l.split(' ').nth(4)?));
+            // After the " - " separator: the file system type, then the source.
+            let source = l
+                .split(" - ")
+                .nth(1)?
+                .split(' ')
+                .nth(1)
+                .map(unescape_mountinfo);
+            (point.starts_with(dir) || (device.is_some() && source.as_deref() == device))
+                .then_some(point)
+        })
+        .collect()
+}
+
+/// A mountinfo path with its octal escapes (`\040` for a space) undone.
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Checks `opts` against the allow-list of `fs`'s mkfs ([`crate::mkfs_opts`]): no piece
@@ -664,6 +721,15 @@ impl Drop for OutFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mountinfo_paths_are_unescaped() {
+        assert_eq!(unescape_mountinfo("/tmp/a\\040b/mnt"), "/tmp/a b/mnt");
+        assert_eq!(unescape_mountinfo("/x\\134y"), "/x\\y");
+        assert_eq!(unescape_mountinfo("/plain"), "/plain");
+        // The root file system is at or under "/".
+        assert!(!mounts_at_or_under(Path::new("/"), None).is_empty());
+    }
 
     #[test]
     fn file_system_names_parse() {
