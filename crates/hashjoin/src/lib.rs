@@ -19,5 +19,5 @@ pub mod table;
 pub use error::JoinError;
 pub use join::{hash_join, Algorithm, Input, JoinResult, JoinSpec, Relation};
 pub use memory::MemoryPool;
-pub use parallel::parallel_hash_join;
+pub use parallel::{parallel_hash_join, planned_threads, MAX_THREADS};
 pub use store::{MemStore, OsStore, SimStore, Store};

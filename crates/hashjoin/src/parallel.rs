@@ -99,6 +99,42 @@ fn share(input: &Input, lo: u64, hi: u64) -> Source {
     }
 }
 
+/// The most threads one join runs on.
+pub const MAX_THREADS: usize = 256;
+
+/// The plan of a join of `a` and `b` on at most `max_threads` threads: None when one
+/// thread does it (the build side fits in memory, or nothing parallel fits the budget).
+fn choose_plan(
+    pool: &MemoryPool,
+    spec: &JoinSpec,
+    a: &Input,
+    b: &Input,
+    max_threads: usize,
+) -> Option<Plan> {
+    let build = if a.bytes() <= b.bytes() { a } else { b };
+    let need = table_bytes(build.rows, build.layout.record_bytes() as u64);
+    let fits = spec.partitions.is_none() && need <= planning_budget(pool, spec);
+    if max_threads <= 1 || fits {
+        return None;
+    }
+    (2..=max_threads.min(MAX_THREADS) as u32)
+        .rev()
+        .find_map(|t| plan(pool, spec, build, t))
+}
+
+/// How many threads [`parallel_hash_join`] would run the join of `a` and `b` on, given at
+/// most `max_threads`: make only that many stores (each may hold a lock file and
+/// descriptors).
+pub fn planned_threads(
+    pool: &MemoryPool,
+    spec: &JoinSpec,
+    a: &Input,
+    b: &Input,
+    max_threads: usize,
+) -> usize {
+    choose_plan(pool, spec, a, b, max_threads).map_or(1, |p| p.threads as usize)
+}
+
 /// Runs `f(i, store i, item i)` on a thread per store. Every store leaves the barrier
 /// before any thread starts (so no thread's calls go ahead of a sibling's that has not
 /// started yet), and every thread parks its store when done (even on error), so its
@@ -217,15 +253,7 @@ pub fn parallel_hash_join<S: Store + Send>(
     let build_first = a.bytes() <= b.bytes();
     let pick = |(x, y): (Input, Input)| if build_first { (x, y) } else { (y, x) };
     let (build, _) = pick(inputs[0]);
-    let need = table_bytes(build.rows, build.layout.record_bytes() as u64);
-    let fits = spec.partitions.is_none() && need <= planning_budget(pool, spec);
-    let plan = if stores.len() == 1 || fits {
-        None
-    } else {
-        (2..=stores.len() as u32)
-            .rev()
-            .find_map(|t| plan(pool, spec, &build, t))
-    };
+    let plan = choose_plan(pool, spec, &a, &b, stores.len());
     // Every store starts from the latest clock among them (the threads' barrier).
     let start_ns = meet(stores);
     let t = plan.map_or(1, |p| p.threads as usize);

@@ -4,7 +4,10 @@
 use crate::backend::Backend;
 use flash::Device;
 use hashjoin::store::{FileId, OsStore, Store, VfsStore};
-use hashjoin::{parallel_hash_join, Input, JoinError, JoinResult, JoinSpec, MemoryPool, Relation};
+use hashjoin::{
+    parallel_hash_join, planned_threads, Input, JoinError, JoinResult, JoinSpec, MemoryPool,
+    Relation,
+};
 use serde::Serialize;
 use simfs::{AllocPolicy, DiscardMode, FsConfig};
 use std::collections::HashMap;
@@ -215,6 +218,14 @@ fn validate(spec: &JoinRunSpec) -> Result<(), crate::LabError> {
     if spec.users == 0 || spec.repeat == 0 || spec.threads == 0 {
         return Err("--users, --threads and --repeat must be at least 1".into());
     }
+    if spec.threads as usize > hashjoin::MAX_THREADS {
+        return Err(format!(
+            "--threads {}: a join runs on at most {} threads",
+            spec.threads,
+            hashjoin::MAX_THREADS
+        )
+        .into());
+    }
     Ok(())
 }
 
@@ -264,11 +275,15 @@ pub fn run(
                 let started = std::time::Instant::now();
                 let results: Vec<Result<(JoinResult, u64), crate::LabError>> =
                     for_each_user(spec.users, |_| {
-                        // One store per thread, each with its share of the spill cap.
-                        let cap = st.spill_cap_bytes.map(|c| c / spec.threads as u64);
+                        // Plan first: one store per thread the plan uses, each with its
+                        // share of the spill cap.
+                        let (a, b) = inputs(spec, (0, oh.rows), (0, lh.rows), 0);
+                        let threads =
+                            planned_threads(&pool, &spec.join, &a, &b, spec.threads as usize);
+                        let cap = st.spill_cap_bytes.map(|c| c / threads as u64);
                         let mut stores = Vec::new();
                         let mut pairs = Vec::new();
-                        for _ in 0..spec.threads {
+                        for _ in 0..threads {
                             let mut store =
                                 OsStore::in_dir(dir, *direct_io, cap, cancel.clone()).map_err(e)?;
                             let o = store.open_input_path(&op).map_err(e)?;
@@ -323,10 +338,12 @@ pub fn run(
                 }
             }
             drive.start_measuring();
-            // Every thread of every user is a user of the drive.
-            let threads = spec.threads as usize;
-            let turns = vfs::Turns::in_groups(drive, spec.users as usize, threads);
+            // Every thread of every user is a user of the drive; only the threads the
+            // plan uses (the pool is whole before any user starts).
             let rows = (od.len() as u64 / rb, ld.len() as u64 / rb);
+            let (a, b) = inputs(spec, (0, rows.0), (0, rows.1), 0);
+            let threads = planned_threads(&pool, &spec.join, &a, &b, spec.threads as usize);
+            let turns = vfs::Turns::in_groups(drive, spec.users as usize, threads);
             for rep in 0..spec.repeat {
                 let before = turns.with_vfs(|v| v.fs().device().dev.stats());
                 turns.start_round();
