@@ -50,7 +50,11 @@ fn main() {
     // store files) stop through the cancellation token and clean up; the others keep the
     // default: an interrupt ends them at once.
     let holds_resources = match &cli.command {
-        Command::Capture(_) | Command::Join(_) | Command::Reproduce(_) => true,
+        Command::Capture(_)
+        | Command::Join(_)
+        | Command::Reproduce(_)
+        | Command::Bench(_)
+        | Command::Sweep(_) => true,
         Command::Btree(a) => a.cmd.is_none() && a.run.storage.backend == Some(BackendKind::Os),
         Command::Kv(a) => a.cmd.is_none() && a.run.storage.backend == Some(BackendKind::Os),
         _ => false,

@@ -1026,6 +1026,72 @@ fn pipes_devices_and_endless_lines_are_refused_clearly() {
 }
 
 #[test]
+fn interrupted_or_killed_benchmarks_and_table_writers_leave_nothing_behind() {
+    // A killed benchmark's trace (its process long gone: no pid is this high) goes at the
+    // next run; an interrupted one removes its own.
+    let tmp = std::env::temp_dir();
+    let stale = tmp.join("flashlab-bench-4194305-killed");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("bench.trace"), b"flashlab-trace v1 open\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args([
+            "bench",
+            "--only",
+            "replay",
+            "--replay-million-requests",
+            "200",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mine = format!("flashlab-bench-{}-", child.id());
+    let find = || {
+        std::fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&mine))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let dir = loop {
+        if let Some(d) = find().filter(|d| d.join("bench.trace").exists()) {
+            break d;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the benchmark never started its trace"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(!stale.exists(), "a killed run's directory is removed");
+    // SAFETY: kill on the pid of a child this test started and has not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    assert!(!dir.exists(), "the interrupted run left {}", dir.display());
+
+    // A table writer killed mid-table leaves a temporary file; the next run removes it.
+    let d = Scratch::new("stale-table");
+    let leftover = d.0.join(".tpch-sf0.01-columns-orders.tbl.AbC123.tmp");
+    std::fs::write(&leftover, vec![0u8; 4096]).unwrap();
+    let o = flashlab(&[
+        "join",
+        "--sf",
+        "0.01",
+        "--memory",
+        "8MiB",
+        "--dir",
+        d.0.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        !leftover.exists(),
+        "a killed table writer's temporary file is removed"
+    );
+}
+
+#[test]
 fn threaded_simulated_joins_give_the_same_numbers_run_after_run_and_never_hang() {
     // The order of the threads' calls on the drive once depended on which thread the OS
     // woke first at a barrier (8 runs, 7 different times), and inputs on the device made a

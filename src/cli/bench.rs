@@ -23,10 +23,10 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Length of the replay measurement's generated trace, in millions of requests.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     replay_million_requests: u64,
     /// Scale of the WAF and timing runs in millions of measured writes.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
     million_writes: u64,
     /// Logical capacity of the WAF-path drive.
     #[arg(long, default_value = "16GiB", value_parser = crate::units::parse_size)]
@@ -263,7 +263,11 @@ fn write_trace(path: &std::path::Path, requests: u64, capacity: u64) -> Result<(
     let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
     writeln!(out, "flashlab-trace v1 open")?;
     let mut gen = SlotGen::new(Pattern::Uniform, capacity / 4096, 3).map_err(anyhow::Error::msg)?;
+    let cancel = crate::signals::cancel_token();
     for i in 0..requests {
+        if i % (1 << 20) == 0 && cancel.is_cancelled() {
+            anyhow::bail!("interrupted while writing the benchmark's trace (it was removed)");
+        }
         let op = if i % 4 == 3 { 'R' } else { 'W' };
         writeln!(out, "0 {op} {} 4096 {}", gen.next_slot() * 4096, i * 10_000)?;
     }
@@ -271,12 +275,37 @@ fn write_trace(path: &std::path::Path, requests: u64, capacity: u64) -> Result<(
     Ok(())
 }
 
+/// The benchmark's scratch directories in the temp directory: `<prefix><pid>-<random>`.
+const BENCH_DIR_PREFIX: &str = "flashlab-bench-";
+
+/// Removes scratch directories of benchmark runs whose process is gone (killed before it
+/// could remove its trace, which is hundreds of MB).
+fn remove_stale_bench_dirs(tmp: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(BENCH_DIR_PREFIX)
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 fn bench_replay(million: u64) -> Result<serde_json::Value> {
     let requests = million * 1_000_000;
     let capacity: u64 = 8 << 30;
-    let dir = tempfile::Builder::new()
-        .prefix("flashlab-bench-")
-        .tempdir()?;
+    // Named after this process, so a later run can tell a killed run's leftovers.
+    let prefix = format!("{BENCH_DIR_PREFIX}{}-", std::process::id());
+    remove_stale_bench_dirs(&std::env::temp_dir());
+    let dir = tempfile::Builder::new().prefix(&prefix).tempdir()?;
     let path = dir.path().join("bench.trace");
     write_trace(&path, requests, capacity)?;
     let trace_bytes = std::fs::metadata(&path)?.len();
@@ -340,7 +369,16 @@ pub fn run(a: BenchArgs) -> Result<()> {
             );
         }
     }
-    let want = |k: &str| a.only.is_empty() || a.only.iter().any(|o| o == k);
+    // An interrupt ends the run between measurements (the replay's trace is removed as
+    // soon as it is seen).
+    let cancel = crate::signals::cancel_token();
+    let want = |k: &str| {
+        if cancel.is_cancelled() {
+            eprintln!("flashlab bench: interrupted");
+            std::process::exit(crate::signals::EXIT_INTERRUPTED);
+        }
+        a.only.is_empty() || a.only.iter().any(|o| o == k)
+    };
     let mut out = serde_json::Map::new();
     // Memory first: its number is the process's peak, which later measurements (the
     // loaded-whole replay above all) would raise.

@@ -188,6 +188,18 @@ pub fn ensure_table_file(
             return Ok((path, h));
         }
     }
+    // Under the lock no one else writes this table: a temporary file of it is a killed
+    // run's (write_table names them `.<file name>.<random>.tmp`).
+    let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    if let (Some(name), Ok(entries)) = (file_name, std::fs::read_dir(dir)) {
+        let stale = format!(".{name}.");
+        for e in entries.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with(&stale) && n.ends_with(".tmp") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
     let h = tpch::write_table(&path, table, sf, layout)?;
     Ok((path, h))
 }
