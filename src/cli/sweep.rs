@@ -137,6 +137,23 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// One point's outcome: `sim --json`'s result, or its error.
+type Outcome = std::result::Result<lab::sim::SimResult, lab::LabError>;
+
+/// The columns that lead results.csv after the axes, when a point has them.
+const LEADING_COLUMNS: &[&str] = &[
+    "waf",
+    "iops",
+    "read_latency_ns.mean",
+    "read_latency_ns.p50",
+    "read_latency_ns.p99",
+    "read_latency_ns.p999",
+    "write_latency_ns.mean",
+    "write_latency_ns.p50",
+    "write_latency_ns.p99",
+    "write_latency_ns.p999",
+];
+
 pub fn run(a: SweepArgs) -> Result<()> {
     let (fixed, axes) = axes(&a.sim)?;
     let grid = points(&axes);
@@ -174,17 +191,96 @@ pub fn run(a: SweepArgs) -> Result<()> {
             .progress_chars("=> "),
     );
     pb.set_message("sweep");
-    let results = lab::experiments::parallel_map(&specs, jobs, |spec| {
-        let r = lab::sim::run(spec, &mut |_, _| {});
-        pb.inc(1);
-        r
+    // Points run on `jobs` threads; each finished point is in the result files at once
+    // (they are rewritten whole, by rename), so an interrupt or a crash loses no finished
+    // point. An interrupt lets the points under way finish and starts no more.
+    let cancel = crate::signals::cancel_token();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let outcomes: std::sync::Mutex<(Vec<Option<Outcome>>, Option<anyhow::Error>)> =
+        std::sync::Mutex::new(((0..grid.len()).map(|_| None).collect(), None));
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(grid.len()) {
+            s.spawn(|| loop {
+                if cancel.is_cancelled() {
+                    break;
+                }
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(spec) = specs.get(i) else {
+                    break;
+                };
+                let r = lab::sim::run(spec, &mut |_, _| {});
+                let mut g = outcomes.lock().expect("no sweep worker panicked");
+                g.0[i] = Some(r);
+                if g.1.is_none() {
+                    if let Err(e) = write_results(&a.out, &fixed, &axes, &grid, &g.0) {
+                        g.1 = Some(e);
+                    }
+                }
+                drop(g);
+                pb.inc(1);
+                if !pb.is_hidden() {
+                    continue;
+                }
+                // Not on a terminal: a line per point instead of a bar.
+                eprintln!(
+                    "flashlab sweep: point {} of {} done ({})",
+                    pb.position(),
+                    grid.len(),
+                    describe(&axes, &grid[i])
+                );
+            });
+        }
     });
     pb.finish_and_clear();
-    // One row per point: the axes, then every field of `sim --json` (or the error).
+    let (results, write_error) = outcomes.into_inner().expect("workers finished");
+    if let Some(e) = write_error {
+        return Err(e);
+    }
+    let finished = results.iter().filter(|r| r.is_some()).count();
+    if cancel.is_cancelled() {
+        write_results(&a.out, &fixed, &axes, &grid, &results)?;
+        eprintln!(
+            "flashlab sweep: interrupted: {finished} of {} point(s) finished; they are in {}/results.csv and results.json",
+            grid.len(),
+            a.out.display()
+        );
+        std::process::exit(crate::signals::EXIT_INTERRUPTED);
+    }
+    let failed = write_results(&a.out, &fixed, &axes, &grid, &results)?;
+    let plotted = plot_waf(&a.out, &axes, &grid, &results)?;
+    println!(
+        "flashlab sweep: {} point(s) written to {}/results.csv and results.json; {plotted}",
+        grid.len(),
+        a.out.display(),
+    );
+    if !failed.is_empty() {
+        bail!(
+            "{} of {} point(s) failed: {}",
+            failed.len(),
+            grid.len(),
+            failed.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// Writes results.csv and results.json with every finished point (one row each: the axes,
+/// then WAF, IOPS and latency, then every other field of `sim --json`, then the error);
+/// returns the failed points' descriptions.
+fn write_results(
+    out: &std::path::Path,
+    fixed: &[String],
+    axes: &[Axis],
+    grid: &[Vec<String>],
+    results: &[Option<Outcome>],
+) -> Result<Vec<String>> {
     let mut rows: Vec<Vec<(String, String)>> = Vec::new();
     let mut json_rows = Vec::new();
     let mut failed = Vec::new();
-    for (p, r) in grid.iter().zip(&results) {
+    for (p, r) in grid.iter().zip(results) {
+        let Some(r) = r else {
+            continue;
+        };
         let mut row: Vec<(String, String)> = axes
             .iter()
             .zip(p)
@@ -202,21 +298,34 @@ pub fn run(a: SweepArgs) -> Result<()> {
                 json_rows.push(serde_json::json!({"point": point, "result": v}));
             }
             Err(e) => {
-                failed.push(format!("{}: {e}", describe(&axes, p)));
+                failed.push(format!("{}: {e}", describe(axes, p)));
                 row.push(("error".into(), e.to_string()));
                 json_rows.push(serde_json::json!({"point": point, "error": e.to_string()}));
             }
         }
         rows.push(row);
     }
-    let mut headers: Vec<String> = Vec::new();
+    // Columns: the axes, the leading measures, every other field in the order met, the
+    // error last.
+    let mut headers: Vec<String> = axes
+        .iter()
+        .map(|x| x.flag.trim_start_matches("--").to_string())
+        .collect();
+    let present = |h: &str| rows.iter().any(|r| r.iter().any(|(k, _)| k == h));
+    headers.extend(
+        LEADING_COLUMNS
+            .iter()
+            .filter(|h| present(h))
+            .map(|h| h.to_string()),
+    );
     for row in &rows {
         for (k, _) in row {
-            if !headers.contains(k) {
+            if k != "error" && !headers.contains(k) {
                 headers.push(k.clone());
             }
         }
     }
+    headers.push("error".into());
     let mut csv = headers
         .iter()
         .map(|h| csv_field(h))
@@ -235,78 +344,95 @@ pub fn run(a: SweepArgs) -> Result<()> {
         csv.push_str(&cells.join(","));
         csv.push('\n');
     }
-    let write = |name: &str, text: &str| -> Result<()> {
-        let path = a.out.join(name);
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
-    };
-    write("results.csv", &csv)?;
-    write(
+    write_whole(out, "results.csv", &csv)?;
+    write_whole(
+        out,
         "results.json",
         &serde_json::to_string_pretty(&serde_json::json!({
             "sim_flags": fixed,
             "axes": axes.iter().map(|x| serde_json::json!({"flag": x.flag, "values": x.values})).collect::<Vec<_>>(),
+            "points_total": grid.len(),
             "points": json_rows,
         }))?,
     )?;
-    // WAF against the first axis whose values are all numbers, one line per combination of
-    // the other axes.
-    let plotted = match axes
+    Ok(failed)
+}
+
+/// Writes `DIR/name` whole: a temporary file renamed over it, so a reader (or an
+/// interrupt) never sees half a file.
+fn write_whole(dir: &std::path::Path, name: &str, text: &str) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Plots WAF against the first axis whose values are all numbers, one line per
+/// combination of the other axes, into waf.svg; says what it plotted, or why nothing.
+fn plot_waf(
+    out: &std::path::Path,
+    axes: &[Axis],
+    grid: &[Vec<String>],
+    results: &[Option<Outcome>],
+) -> Result<String> {
+    let Some(xi) = axes
         .iter()
         .position(|x| x.values.iter().all(|v| numeric(v).is_some()))
-    {
-        Some(xi) => {
-            let mut series: Vec<lab::report::Series> = Vec::new();
-            for (p, r) in grid.iter().zip(&results) {
-                let Some(waf) = r.as_ref().ok().and_then(|res| res.stats.waf) else {
-                    continue; // failed, or no writes to amplify
-                };
-                let name = axes
-                    .iter()
-                    .zip(p)
-                    .enumerate()
-                    .filter(|(i, _)| *i != xi)
-                    .map(|(_, (x, v))| format!("{} {v}", x.flag.trim_start_matches("--")))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let point = (numeric(&p[xi]).expect("checked"), waf);
-                match series.iter_mut().find(|s| s.name == name) {
-                    Some(s) => s.points.push(point),
-                    None => series.push(lab::report::Series {
-                        name,
-                        points: vec![point],
-                        reference: false,
-                    }),
-                }
-            }
-            for s in &mut series {
-                s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
-            }
-            let plot = lab::report::LinePlot {
-                file_stem: "waf".into(),
-                title: format!("WAF against {}", axes[xi].flag.trim_start_matches("--")),
-                x_label: axes[xi].flag.trim_start_matches("--").into(),
-                y_label: "write amplification".into(),
-                series,
-            };
-            write("waf.svg", &lab::report::line_plot_svg(&plot)?)?;
-            true
-        }
-        None => false,
-    };
-    println!(
-        "flashlab sweep: {} point(s) written to {}/results.csv and results.json{}",
-        grid.len(),
-        a.out.display(),
-        if plotted {
-            ", WAF plotted in waf.svg"
+    else {
+        return Ok(if axes.is_empty() {
+            "no WAF plot: one point (give a flag several values to sweep it)".into()
         } else {
-            " (no numeric axis to plot WAF against)"
+            format!(
+                "no WAF plot: no axis has numbers for values ({} {}); give a numeric flag several values, e.g. --op 0.07,0.28",
+                if axes.len() == 1 { "the axis is" } else { "the axes are" },
+                axes.iter().map(|x| x.flag.as_str()).collect::<Vec<_>>().join(", ")
+            )
+        });
+    };
+    let mut series: Vec<lab::report::Series> = Vec::new();
+    for (p, r) in grid.iter().zip(results) {
+        let Some(waf) = r
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .and_then(|res| res.stats.waf)
+        else {
+            continue; // failed, or no writes to amplify
+        };
+        let name = axes
+            .iter()
+            .zip(p)
+            .enumerate()
+            .filter(|(i, _)| *i != xi)
+            .map(|(_, (x, v))| format!("{} {v}", x.flag.trim_start_matches("--")))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let point = (numeric(&p[xi]).expect("checked"), waf);
+        match series.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.points.push(point),
+            None => series.push(lab::report::Series {
+                name,
+                points: vec![point],
+                reference: false,
+            }),
         }
-    );
-    if !failed.is_empty() {
-        bail!("{} point(s) failed: {}", failed.len(), failed.join("; "));
     }
-    Ok(())
+    if series.is_empty() {
+        return Ok("no WAF plot: no point has a WAF (every point failed or wrote nothing)".into());
+    }
+    for s in &mut series {
+        s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    let x = axes[xi].flag.trim_start_matches("--");
+    let plot = lab::report::LinePlot {
+        file_stem: "waf".into(),
+        title: format!("WAF against {x}"),
+        x_label: x.into(),
+        y_label: "write amplification".into(),
+        series,
+    };
+    write_whole(out, "waf.svg", &lab::report::line_plot_svg(&plot)?)?;
+    Ok(format!("WAF against --{x} plotted in waf.svg"))
 }
 
 /// A point for people: `--op 0.07 --gc greedy`.
