@@ -246,6 +246,40 @@ fn a_command_that_mounts_over_the_mount_point_leaves_nothing_behind() {
 }
 
 #[test]
+fn a_command_that_removes_or_replaces_the_output_loses_no_trace() {
+    if skipped(
+        FsKind::Ext4,
+        "a_command_that_removes_or_replaces_the_output_loses_no_trace",
+    ) {
+        return;
+    }
+    let dir = Scratch::new("capture-out-gone");
+    let out = dir.0.join("t.trace");
+    // Removed: the trace was written to the deleted inode and "trace written" said.
+    let script = format!("echo x > {{}}/f; sync; rm {}", out.display());
+    let o = flashlab(&capture_args("ext4", "128MiB", &[], &dir, &out, &script));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.starts_with("flashlab-trace"), "{text}");
+    // Replaced by another file: that is left alone, the trace goes beside it.
+    let script = format!("rm {0}; echo mine > {0}", out.display());
+    let o = flashlab(&capture_args("ext4", "128MiB", &[], &dir, &out, &script));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("another file"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine\n");
+    let aside = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("t.trace."))
+        .expect("the trace beside it");
+    assert!(std::fs::read_to_string(aside.path())
+        .unwrap()
+        .starts_with("flashlab-trace"));
+    std::fs::remove_file(aside.path()).unwrap();
+    assert_nothing_left(&dir.0);
+}
+
+#[test]
 fn ctrl_c_stops_the_command_and_cleans_up() {
     if skipped(FsKind::Ext4, "ctrl_c_stops_the_command_and_cleans_up") {
         return;

@@ -1092,6 +1092,215 @@ fn interrupted_or_killed_benchmarks_and_table_writers_leave_nothing_behind() {
 }
 
 #[test]
+fn second_hostile_pass_errors_say_what_happened() {
+    let fails = |args: &[&str], says: &str| {
+        let o = flashlab_or_hang(args, 300);
+        let e = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(!o.status.success(), "{args:?} succeeded: {e}");
+        assert!(!e.contains("panicked"), "{args:?}: a panic: {e}");
+        assert!(e.contains(says), "{args:?}: expected {says:?} in: {e}");
+    };
+    let dir = Scratch::new("second-pass");
+    let d = dir.0.to_str().unwrap();
+    // Threads: a clear maximum; a plan of one thread makes one store, however many asked.
+    fails(
+        &[
+            "join",
+            "--sf",
+            "0.01",
+            "--memory",
+            "8MiB",
+            "--dir",
+            d,
+            "--threads",
+            "10000",
+        ],
+        "at most 256 threads",
+    );
+    let v = stdout_json(&flashlab_or_hang(
+        &[
+            "join",
+            "--sf",
+            "0.01",
+            "--memory",
+            "64MiB",
+            "--dir",
+            d,
+            "--threads",
+            "256",
+            "--json",
+        ],
+        300,
+    ));
+    assert_eq!(v["threads"].as_u64(), Some(1), "{v}");
+    // A thread's share of the spill cap is said to be a share of the run's cap.
+    fails(
+        &[
+            "join",
+            "--sf",
+            "0.1",
+            "--memory",
+            "4MiB",
+            "--dir",
+            d,
+            "--threads",
+            "2",
+            "--spill-cap",
+            "5MiB",
+        ],
+        "the run's cap of 5242880 bytes split among 2 threads",
+    );
+    // Flags that would be ignored or changed silently.
+    let trace = dir.0.join("t.csv");
+    std::fs::write(&trace, "128166372003061629,hm,0,Write,0,4096,100\n").unwrap();
+    let t = trace.to_str().unwrap();
+    fails(
+        &[
+            "replay",
+            t,
+            "--preset",
+            "840pro",
+            "--capacity",
+            "1GiB",
+            "--occupancy",
+            "0.5",
+        ],
+        "--occupancy 0.5 has no effect without --precondition",
+    );
+    fails(
+        &[
+            "replay",
+            t,
+            "--preset",
+            "840pro",
+            "--capacity",
+            "1GiB",
+            "--queue-depth",
+            "0",
+        ],
+        "--queue-depth",
+    );
+    let sim = [
+        "sim",
+        "--preset",
+        "840pro",
+        "--workload",
+        "uniform",
+        "--writes",
+        "0.01x",
+    ];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> {
+        sim.iter().chain(extra).copied().collect()
+    };
+    fails(
+        &with(&["--capacity", "1GiB", "--queue-depth", "0"]),
+        "--queue-depth",
+    );
+    fails(
+        &with(&["--capacity", "1GiB", "--request-size", "2GiB"]),
+        "--request-size 2147483648 is larger than the drive's 1073741824 logical bytes",
+    );
+    fails(
+        &["simfs", "--preset", "openssd", "--file-size", "0"],
+        "has no blocks to spread",
+    );
+    // Crash tests: no empty runs, no seed ranges that wrap.
+    fails(
+        &["btree", "crash-test", "--iterations", "0"],
+        "--iterations 0",
+    );
+    fails(
+        &[
+            "kv",
+            "crash-test",
+            "--iterations",
+            "3",
+            "--seed",
+            "18446744073709551615",
+        ],
+        "start lower",
+    );
+    fails(
+        &["bench", "--only", "waf", "--million-writes", "0"],
+        "--million-writes",
+    );
+    // A sweep whose every point fails lists the points' errors.
+    let out = dir.0.join("sweep");
+    fails(
+        &[
+            "sweep",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            "--preset",
+            "mx500",
+            "--capacity",
+            "1GiB",
+            "--workload",
+            "uniform",
+            "--writes",
+            "0.01x",
+            "--timing",
+            "off",
+            "--read-fraction",
+            "1.5,2",
+        ],
+        "--read-fraction 2 must lie in [0, 1]",
+    );
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert!(csv.starts_with("read-fraction,error\n"), "{csv}");
+}
+
+#[test]
+fn an_interrupted_sweep_keeps_every_finished_point() {
+    let dir = Scratch::new("sweep-int");
+    let out = dir.0.join("sw");
+    let ops: Vec<String> = (0..40)
+        .map(|i| format!("{:.2}", 0.07 + 0.01 * i as f64))
+        .collect();
+    let ops = ops.join(",");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args([
+            "sweep",
+            "--jobs",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+            "--",
+            "--preset",
+            "840pro",
+            "--capacity",
+            "1GiB",
+            "--workload",
+            "uniform",
+            "--writes",
+            "2x",
+            "--op",
+            &ops,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let csv = out.join("results.csv");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while std::fs::read_to_string(&csv).map_or(0, |c| c.lines().count()) < 2 {
+        assert!(std::time::Instant::now() < deadline, "no point finished");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill on the pid of a child this test started and has not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let rows = std::fs::read_to_string(&csv).unwrap().lines().count() - 1;
+    assert!((1..40).contains(&rows), "{rows} of 40 points kept");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(json["points"].as_array().unwrap().len(), rows);
+    assert_eq!(json["points_total"], 40);
+}
+
+#[test]
 fn threaded_simulated_joins_give_the_same_numbers_run_after_run_and_never_hang() {
     // The order of the threads' calls on the drive once depended on which thread the OS
     // woke first at a barrier (8 runs, 7 different times), and inputs on the device made a

@@ -38,8 +38,8 @@ pub(crate) struct ReplayArgs {
     /// timestamped traces, closed otherwise.
     #[arg(long, value_enum)]
     pub(crate) mode: Option<LoopMode>,
-    /// Requests in flight per stream in closed-loop mode.
-    #[arg(long, default_value_t = 1)]
+    /// Requests in flight per stream in closed-loop mode (at least 1).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) queue_depth: u32,
     /// trim: replay TRIMs as captured; vtrim: each run of consecutive TRIMs of a stream
     /// (within --coalesce-window) becomes one vectored TRIM, as if sent per unlink.
@@ -53,9 +53,10 @@ pub(crate) struct ReplayArgs {
     /// SNIA PTS's rule, at most N times the filled bytes; default 5x). Not measured.
     #[arg(long, default_value = "none")]
     pub(crate) precondition: lab::precondition::Precondition,
-    /// Share of the logical space preconditioning fills (0 < F <= 1).
-    #[arg(long, default_value_t = 1.0)]
-    pub(crate) occupancy: f64,
+    /// Share of the logical space preconditioning fills (0 < F <= 1; default 1); only with
+    /// --precondition fill or steady.
+    #[arg(long)]
+    pub(crate) occupancy: Option<f64>,
     /// Seed of preconditioning's random writes.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
@@ -97,7 +98,15 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
         Some(m) => m == LoopMode::Open,
         None => info.timestamped,
     };
-    let pre = lab::precondition::precondition(&mut dev, a.precondition, a.occupancy, a.seed)?;
+    if let (Some(f), lab::precondition::Precondition::None) = (a.occupancy, a.precondition) {
+        bail!("--occupancy {f} has no effect without --precondition fill or steady");
+    }
+    let pre = lab::precondition::precondition(
+        &mut dev,
+        a.precondition,
+        a.occupancy.unwrap_or(1.0),
+        a.seed,
+    )?;
     // --trim-as vtrim rewrites runs of TRIMs across the trace: it holds the trace in memory.
     let coalesced = if a.trim_as == TrimAs::Vtrim {
         let page = dev

@@ -15,8 +15,8 @@ pub(crate) struct SimArgs {
     /// Fraction of requests that are reads.
     #[arg(long, default_value_t = 0.0)]
     pub(crate) read_fraction: f64,
-    /// Requests in flight (closed loop).
-    #[arg(long, default_value_t = 1)]
+    /// Requests in flight (closed loop; at least 1).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) queue_depth: u32,
     /// Measured write volume as a multiple of the capacity, e.g. 2x.
     #[arg(long, value_parser = units::parse_multiple)]

@@ -8,8 +8,14 @@ pub enum JoinError {
     Dir { dir: String, msg: String },
     #[error("disk full while writing spill file {path}: no space left on the device of {dir}")]
     DiskFull { dir: String, path: String },
-    #[error("spill cap reached: the run would hold {needed_bytes} bytes of spill files, the cap is {cap_bytes}")]
-    DiskCap { needed_bytes: u64, cap_bytes: u64 },
+    /// `share` says whose cap it is when the run's cap is split among threads.
+    #[error("spill cap reached: {who} would hold {needed_bytes} bytes of spill files, the cap is {cap_bytes} bytes{share}")]
+    DiskCap {
+        who: &'static str,
+        needed_bytes: u64,
+        cap_bytes: u64,
+        share: String,
+    },
     #[error("{path}: {source}")]
     Io {
         path: String,

@@ -236,6 +236,8 @@ pub struct VfsStore<V: Vfs> {
     /// O_DIRECT: spill files opened with it, appends padded to whole blocks.
     direct: bool,
     cap_bytes: Option<u64>,
+    /// When the cap is a thread's share: the run's cap and its threads (for messages).
+    cap_share: Option<(u64, usize)>,
     held_bytes: u64,
     /// Real directories: the spill directory (drop removes the files by path, even after
     /// an interrupt) and the run's lock, released after them.
@@ -270,6 +272,7 @@ impl<V: Vfs> VfsStore<V> {
             place: place.into(),
             direct: false,
             cap_bytes,
+            cap_share: None,
             held_bytes: 0,
             os_dir: None,
             _lock: None,
@@ -284,6 +287,15 @@ impl<V: Vfs> VfsStore<V> {
     /// different prefixes).
     pub fn with_prefix(mut self, prefix: &str) -> VfsStore<V> {
         self.prefix = prefix.into();
+        self
+    }
+
+    /// Says that this store's cap is one of `threads` equal shares of a run's cap of
+    /// `total_bytes` (its error then says so).
+    pub fn with_cap_share(mut self, total_bytes: u64, threads: usize) -> VfsStore<V> {
+        if threads > 1 {
+            self.cap_share = Some((total_bytes, threads));
+        }
         self
     }
 
@@ -414,8 +426,16 @@ impl<V: Vfs> VfsStore<V> {
         if let Some(cap) = self.cap_bytes {
             if self.held_bytes + more > cap {
                 return Err(JoinError::DiskCap {
+                    who: if self.cap_share.is_some() {
+                        "this thread"
+                    } else {
+                        "the run"
+                    },
                     needed_bytes: self.held_bytes + more,
                     cap_bytes: cap,
+                    share: self.cap_share.map_or(String::new(), |(total, threads)| {
+                        format!(" (its share: the run's cap of {total} bytes split among {threads} threads)")
+                    }),
                 });
             }
         }

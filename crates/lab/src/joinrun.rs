@@ -298,6 +298,9 @@ pub fn run(
                         for _ in 0..threads {
                             let mut store =
                                 OsStore::in_dir(dir, *direct_io, cap, cancel.clone()).map_err(e)?;
+                            if let Some(total) = st.spill_cap_bytes {
+                                store = store.with_cap_share(total, threads);
+                            }
                             let o = store.open_input_path(&op).map_err(e)?;
                             let l = store.open_input_path(&lp).map_err(e)?;
                             pairs.push(inputs(

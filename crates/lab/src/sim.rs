@@ -230,6 +230,12 @@ pub fn run(
     if rb == 0 || !rb.is_multiple_of(512) {
         return Err(format!("--request-size {rb} must be a positive multiple of 512 bytes").into());
     }
+    if rb > logical {
+        return Err(format!(
+            "--request-size {rb} is larger than the drive's {logical} logical bytes (--capacity)"
+        )
+        .into());
+    }
     let occupancy = spec.precondition.map_or(1.0, |(_, f)| f);
     if !(occupancy > 0.0 && occupancy <= 1.0) {
         return Err(format!(

@@ -698,15 +698,49 @@ impl OutFile {
         })
     }
 
+    /// Writes the trace. The command may have removed the output file (the trace goes to
+    /// a new file at the path) or put something else there (that is left alone: the trace
+    /// goes to `<path>.<pid>` beside it, and the capture fails saying so).
     fn write(&mut self, trace: &Trace) -> Result<(), CaptureError> {
-        let fail =
-            |e: std::io::Error| step("write the trace", format!("{}: {e}", self.path.display()));
         let file = self.file.take().expect("written once");
+        let same =
+            |a: &std::fs::Metadata, b: &std::fs::Metadata| (a.dev(), a.ino()) == (b.dev(), b.ino());
+        let now = std::fs::symlink_metadata(&self.path);
+        let (file, path, replaced) = match (file.metadata(), now) {
+            (Ok(mine), Ok(there)) if same(&mine, &there) => (file, self.path.clone(), false),
+            (_, Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                (self.create_new(&self.path)?, self.path.clone(), false)
+            }
+            _ => {
+                let aside =
+                    PathBuf::from(format!("{}.{}", self.path.display(), std::process::id()));
+                (self.create_new(&aside)?, aside, true)
+            }
+        };
+        let fail = |e: std::io::Error| step("write the trace", format!("{}: {e}", path.display()));
         let mut w = std::io::BufWriter::new(file);
         crate::formats::write_native(trace, &mut w).map_err(fail)?;
         w.flush().map_err(fail)?;
         self.written = true;
+        if replaced {
+            return Err(step(
+                "write the trace",
+                format!(
+                    "the command put another file at {} (left as it is); the trace is in {}",
+                    self.path.display(),
+                    path.display()
+                ),
+            ));
+        }
         Ok(())
+    }
+
+    fn create_new(&self, path: &Path) -> Result<std::fs::File, CaptureError> {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| step("write the trace", format!("{}: {e}", path.display())))
     }
 }
 

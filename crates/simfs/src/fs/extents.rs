@@ -228,6 +228,11 @@ impl<D: BlockDev> SimFs<D> {
         extents: u32,
     ) -> Result<Ino, SimfsError> {
         let blocks = size_bytes.div_ceil(BLOCK);
+        if blocks == 0 {
+            return Err(SimfsError::Invalid(format!(
+                "a fragmented file of {size_bytes} bytes has no blocks to spread: give it at least one block ({BLOCK} bytes)"
+            )));
+        }
         if extents == 0 || extents as u64 > blocks {
             return Err(SimfsError::Invalid(format!(
                 "{extents} extents for {blocks} blocks: need 1..={blocks}"
