@@ -265,7 +265,7 @@ fn write_trace(path: &std::path::Path, requests: u64, capacity: u64) -> Result<(
     let mut gen = SlotGen::new(Pattern::Uniform, capacity / 4096, 3).map_err(anyhow::Error::msg)?;
     let cancel = crate::signals::cancel_token();
     for i in 0..requests {
-        if i % (1 << 20) == 0 && cancel.is_cancelled() {
+        if i.is_multiple_of(1 << 20) && cancel.is_cancelled() {
             anyhow::bail!("interrupted while writing the benchmark's trace (it was removed)");
         }
         let op = if i % 4 == 3 { 'R' } else { 'W' };

@@ -305,7 +305,7 @@ pub(crate) fn run_crash_tests(
                             continue;
                         }
                         // Not on a terminal: a line now and then instead of a bar.
-                        if n % (c.iterations / 10).max(1) == 0 {
+                        if n.is_multiple_of((c.iterations / 10).max(1)) {
                             eprintln!("flashlab {what} crash-test: {n}/{} seeds", c.iterations);
                         }
                     }
