@@ -153,6 +153,21 @@ impl<S: Segments> AsStore<S> {
         let mut broke_at: Option<(u64, u64)> = None;
         'log: loop {
             let seg = seg_of(pos);
+            if segs.binary_search(&seg).is_err() {
+                // No segment where the log goes on: the log ends here only if none comes
+                // later. (A checkpoint's log ending at a segment boundary whose next
+                // segment was cleaned away is not the end: a newer checkpoint, unusable
+                // now, had let cleaning remove it.)
+                match segs.iter().find(|&&s| s > seg) {
+                    None => break,
+                    Some(&s) if full => {
+                        pos = addr(s, 0);
+                        exact = false;
+                        continue;
+                    }
+                    Some(_) => return Ok(None),
+                }
+            }
             let len_slots = self.storage.len(seg) / slot;
             let mut i = slot_of(pos);
             while i < len_slots {
