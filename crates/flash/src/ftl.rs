@@ -8,6 +8,15 @@
 //! a large sequential write stripes across all dies. When a die's pool falls to
 //! `gc_free_blocks`, GC cleans victims chosen by the [`GcPolicy`] until it is above again.
 //!
+//! Paced GC ([`PageFtl::with_pacing`]) cleans ahead of that: while a die's pool is at the
+//! threshold or below, it cleans one victim each time the host has written as many units
+//! on the die as the last victim freed (a host block then must wait for cleaning only one
+//! block further down), so GC's work is spread over the host's
+//! writes the way a controller paces it, instead of falling due all at once when a host
+//! block opens (with the dies striped in step, every die at the same moment: a stall of
+//! seconds every `dies × block` host units, which a measured window short of that either
+//! misses or meets whole).
+//!
 //! Flash operations are reported to a [`FlashSink`]; the timing model in `ssd` schedules
 //! them, and [`NoTiming`] discards them for the WAF-only fast path.
 
@@ -201,6 +210,9 @@ pub struct PageFtl {
     logical_units: u32,
     policy: GcPolicy,
     gc_free_blocks: u32,
+    /// Paced GC: per die, host units written minus units the paced victims freed.
+    paced: bool,
+    gc_credit: Vec<i64>,
     l2p: Vec<u32>,
     p2l: Vec<u32>,
     valid_units: Vec<u32>,
@@ -267,6 +279,8 @@ impl PageFtl {
             logical_units: g.logical_units() as u32,
             policy,
             gc_free_blocks,
+            paced: false,
+            gc_credit: vec![0; dies as usize],
             l2p: table(g.logical_units() as usize, UNMAPPED),
             p2l: table(total_blocks * upb as usize, INVALID),
             valid_units: vec![0; total_blocks],
@@ -279,6 +293,12 @@ impl PageFtl {
             mapped_units: 0,
             counters: FtlCounters::default(),
         })
+    }
+
+    /// Paces GC (see the module's notes); off by default.
+    pub fn with_pacing(mut self, paced: bool) -> Self {
+        self.paced = paced;
+        self
     }
 
     pub fn logical_units(&self) -> u32 {
@@ -359,7 +379,39 @@ impl PageFtl {
             sink.page_program(d, ProgramKind::Host);
             self.host_die = (d + 1) % self.dies;
         }
+        if self.paced {
+            self.pace(d, sink);
+        }
         Ok(d)
+    }
+
+    /// The pool size at which a host block cannot open without cleaning first: the
+    /// threshold, or with pacing (which keeps the pool at the threshold) one block below
+    /// it, never below one (GC needs a block to copy into).
+    fn hard_free_blocks(&self) -> u32 {
+        if self.paced {
+            (self.gc_free_blocks - 1).max(1)
+        } else {
+            self.gc_free_blocks
+        }
+    }
+
+    /// Paced GC after a host unit on `die`: with the pool at the threshold or below, a
+    /// victim each time the host has used up what the last one freed.
+    #[inline]
+    fn pace<S: FlashSink>(&mut self, die: u32, sink: &mut S) {
+        let d = die as usize;
+        if self.die[d].free.len() > self.gc_free_blocks as usize {
+            self.gc_credit[d] = 0;
+            return;
+        }
+        self.gc_credit[d] += 1;
+        if self.gc_credit[d] > 0 {
+            match self.collect(die, sink) {
+                Some(freed) => self.gc_credit[d] -= freed as i64,
+                None => self.gc_credit[d] = 0,
+            }
+        }
     }
 
     /// Writes the logical units `lpns` in order: the same as calling [`PageFtl::write`] on
@@ -535,7 +587,8 @@ impl PageFtl {
             // Bounded: one pass over the die's blocks is enough for any policy to find a
             // block with invalid data if there is one.
             let mut attempts = 0;
-            while self.die[d as usize].free.len() <= self.gc_free_blocks as usize
+            let hard = self.hard_free_blocks() as usize;
+            while self.die[d as usize].free.len() <= hard
                 && attempts <= self.blocks_per_die
             {
                 if self.collect(d, sink).is_none() {
@@ -544,7 +597,7 @@ impl PageFtl {
                 attempts += 1;
             }
             let dstate = &mut self.die[d as usize];
-            if dstate.free.len() > self.gc_free_blocks as usize {
+            if dstate.free.len() > hard {
                 let b = dstate
                     .free
                     .pop_front()

@@ -75,6 +75,16 @@ pub struct GcConfig {
     /// A die counts as idle after this long without work.
     #[serde(default)]
     pub background_idle_ns: u64,
+    /// Paced foreground GC: at `free_blocks` or below, a victim each time the host
+    /// has written what the last one freed (spread over the writes, as controllers pace
+    /// it), instead of all victims at once when a host block opens. On unless a preset
+    /// says `paced = false`.
+    #[serde(default = "paced_by_default")]
+    pub paced: bool,
+}
+
+fn paced_by_default() -> bool {
+    true
 }
 
 /// TRIM-family command costs.
@@ -249,7 +259,9 @@ impl Ssd {
         cfg.validate()?;
         let g = &cfg.geometry;
         let ftl = match cfg.ftl {
-            FtlKind::Page => Ftl::Page(PageFtl::new(g, cfg.gc.policy, cfg.gc.free_blocks)?),
+            FtlKind::Page => Ftl::Page(
+                PageFtl::new(g, cfg.gc.policy, cfg.gc.free_blocks)?.with_pacing(cfg.gc.paced),
+            ),
             FtlKind::Fast => Ftl::Fast(FastFtl::new(g, cfg.log_blocks)?),
         };
         Ok(Ssd {
@@ -626,6 +638,7 @@ pub(crate) mod tests {
                 background: false,
                 background_free_blocks: 0,
                 background_idle_ns: 0,
+                paced: false,
             },
             trim: TrimConfig {
                 queued: false,
