@@ -45,6 +45,12 @@ enum Command {
 }
 
 fn main() {
+    // Output into a closed pipe (`flashlab ... | head`) ends the process quietly, as it
+    // does for other Unix tools, instead of a panic (Rust ignores SIGPIPE by default).
+    // SAFETY: restoring a signal's default disposition before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     // Commands that hold resources outside the process (loop devices, mounts, spill and
     // store files) stop through the cancellation token and clean up; the others keep the

@@ -1301,6 +1301,87 @@ fn an_interrupted_sweep_keeps_every_finished_point() {
 }
 
 #[test]
+fn a_preconditioned_drive_measures_its_steady_state_from_the_first_gc_cycle() {
+    // After steady preconditioning, a window of N random writes gives the drive's steady
+    // WAF for any N of a GC cycle or more, and no stall of GC falling due on every die at
+    // once; a window shorter than a cycle says so. Unpaced GC (all of a host block's
+    // cleaning at once, every die in step) misses both: it is the null model here.
+    let dir = Scratch::new("steady-window");
+    let unpaced = dir.0.join("unpaced.toml");
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/presets/840pro.toml"))
+        .unwrap()
+        .replace("free_blocks = 2\n", "free_blocks = 2\npaced = false\n");
+    assert!(text.contains("paced = false"));
+    std::fs::write(&unpaced, text).unwrap();
+    let run = |preset: &str, writes: &str| {
+        stdout_json(&flashlab(&[
+            "sim",
+            "--preset",
+            preset,
+            "--capacity",
+            "4GiB",
+            "--precondition",
+            "steady",
+            "--workload",
+            "uniform",
+            "--writes",
+            writes,
+            "--json",
+        ]))
+    };
+    let cycle = run("840pro", "0.001x")["gc_cycle_pages"].as_f64().unwrap();
+    assert!(cycle > 0.0);
+    let mut worst_unpaced: f64 = 0.0;
+    for cycles in [1.5, 2.0, 3.0, 5.0] {
+        let writes = format!("{}x", cycles * cycle / (1u64 << 20) as f64);
+        for (preset, paced) in [("840pro", true), (unpaced.to_str().unwrap(), false)] {
+            let v = run(preset, &writes);
+            let steady = v["precondition"]["round_waf"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()
+                .as_f64()
+                .unwrap();
+            let off = v["waf"].as_f64().unwrap() / steady - 1.0;
+            let p99_ms = v["write_latency_ns"]["p99"].as_f64().unwrap() / 1e6;
+            assert_eq!(v["window_shorter_than_gc_cycle"], false, "{cycles} cycles");
+            if paced {
+                assert!(
+                    off.abs() < 0.05,
+                    "{cycles} cycles: WAF {off:+.3} from steady {steady}"
+                );
+                assert!(p99_ms < 100.0, "{cycles} cycles: write p99 {p99_ms} ms");
+            } else {
+                worst_unpaced = worst_unpaced.max(off.abs());
+            }
+        }
+    }
+    assert!(
+        worst_unpaced > 0.15,
+        "the null model should miss: {worst_unpaced}"
+    );
+    // Shorter than a cycle: said in the JSON and the summary.
+    let v = run("840pro", "0.001x");
+    assert_eq!(v["window_shorter_than_gc_cycle"], true, "{v}");
+    let o = flashlab(&[
+        "sim",
+        "--preset",
+        "840pro",
+        "--capacity",
+        "4GiB",
+        "--precondition",
+        "steady",
+        "--workload",
+        "uniform",
+        "--writes",
+        "0.001x",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("fewer than one GC cycle"), "{text}");
+}
+
+#[test]
 fn threaded_simulated_joins_give_the_same_numbers_run_after_run_and_never_hang() {
     // The order of the threads' calls on the drive once depended on which thread the OS
     // woke first at a barrier (8 runs, 7 different times), and inputs on the device made a

@@ -140,11 +140,15 @@ pub(crate) fn print_precondition(pre: &lab::precondition::PreconditionReport) {
 
 pub(crate) fn print_stats(s: &flash::DeviceStats) {
     let ms = |ns: u64| ns as f64 / 1e6;
-    println!("  simulated time    {:.3} s", s.simulated_ns as f64 / 1e9);
-    println!(
-        "  host ops          {} ({:.0} IOPS, read {:.1} MB/s, write {:.1} MB/s)",
-        s.host_ops, s.iops, s.read_mb_per_s, s.write_mb_per_s
-    );
+    if s.simulated_ns == 0 {
+        println!("  simulated time    not timed (the WAF-only path: no time, IOPS or latency)");
+    } else {
+        println!("  simulated time    {:.3} s", s.simulated_ns as f64 / 1e9);
+        println!(
+            "  host ops          {} ({:.0} IOPS, read {:.1} MB/s, write {:.1} MB/s)",
+            s.host_ops, s.iops, s.read_mb_per_s, s.write_mb_per_s
+        );
+    }
     for (name, l) in [
         ("read", s.read_latency_ns),
         ("write", s.write_latency_ns),
@@ -171,6 +175,12 @@ pub(crate) fn print_stats(s: &flash::DeviceStats) {
             "  erase counts      min {} max {} mean {:.2} stddev {:.2}",
             s.erase_count_min, s.erase_count_max, s.erase_count_mean, s.erase_count_stddev
         );
+        if s.window_shorter_than_gc_cycle {
+            println!(
+                "  note              {} host pages are fewer than one GC cycle of this drive ({} pages: a block on every die): this WAF and latency depend on where in the cycle the window fell and are not the drive's steady state; measure at least {} pages",
+                s.host_write_pages, s.gc_cycle_pages, s.gc_cycle_pages
+            );
+        }
     }
     if s.trim_commands > 0 {
         println!(

@@ -454,6 +454,20 @@ impl PageFtl {
         true
     }
 
+    /// Host units of one GC cycle: a block on every die (host writes stripe across the
+    /// dies, so in steady state each die's GC turns over a block's worth per cycle).
+    pub fn gc_cycle_units(&self) -> u64 {
+        self.dies as u64 * self.units_per_block as u64
+    }
+
+    /// Whether GC is in play: some die's pool is at the threshold or below, so each new
+    /// host block costs cleaning (a full, aged drive).
+    pub fn in_gc_regime(&self) -> bool {
+        self.die
+            .iter()
+            .any(|d| d.free.len() <= self.gc_free_blocks as usize)
+    }
+
     /// Free blocks in `die`'s pool.
     pub fn free_blocks(&self, die: u32) -> usize {
         self.die[die as usize].free.len()
@@ -588,9 +602,7 @@ impl PageFtl {
             // block with invalid data if there is one.
             let mut attempts = 0;
             let hard = self.hard_free_blocks() as usize;
-            while self.die[d as usize].free.len() <= hard
-                && attempts <= self.blocks_per_die
-            {
+            while self.die[d as usize].free.len() <= hard && attempts <= self.blocks_per_die {
                 if self.collect(d, sink).is_none() {
                     break;
                 }

@@ -87,6 +87,14 @@ impl Ftl {
             f.prefetch_lpn(lpn);
         }
     }
+    /// Host units of one GC cycle, and whether GC is in play now (the page FTL; FAST
+    /// merges per log block and has no such cycle).
+    pub fn gc_cycle(&self) -> Option<(u64, bool)> {
+        match self {
+            Ftl::Page(f) => Some((f.gc_cycle_units(), f.in_gc_regime())),
+            Ftl::Fast(_) => None,
+        }
+    }
     pub fn free_blocks(&self, die: u32) -> usize {
         match self {
             Ftl::Page(f) => f.free_blocks(die),

@@ -166,6 +166,12 @@ pub struct DeviceStats {
     pub slc_write_bytes: u64,
     /// Bytes folded from SLC mode into TLC (each page an SLC read and a TLC program).
     pub slc_folded_bytes: u64,
+    /// Host pages of one GC cycle (a block on every die); 0 where the drive has none.
+    pub gc_cycle_pages: u64,
+    /// The measured host writes are fewer than one GC cycle on a drive whose GC is in
+    /// play: their WAF and latency depend on where in the cycle the window fell, and are
+    /// not the drive's steady state.
+    pub window_shorter_than_gc_cycle: bool,
 }
 
 impl DeviceStats {

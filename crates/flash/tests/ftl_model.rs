@@ -67,10 +67,11 @@ proptest! {
         gc_free_blocks in 1u32..4,
         op in 0.35f64..0.8,
         planes in 1u32..3,
+        paced in any::<bool>(),
         ops in prop::collection::vec(op_strategy(1024), 1..8000),
     ) {
         let g = geometry(op, planes);
-        let mut ftl = PageFtl::new(&g, policy, gc_free_blocks).unwrap();
+        let mut ftl = PageFtl::new(&g, policy, gc_free_blocks).unwrap().with_pacing(paced);
         let units = ftl.logical_units();
         prop_assert_eq!(units, 1024);
         let mut sink = Payloads { by_ppn: vec![u64::MAX; (g.total_blocks() * g.units_per_block() as u64) as usize], programs: 0, erases: 0 };

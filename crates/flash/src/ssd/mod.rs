@@ -572,6 +572,11 @@ impl Device for Ssd {
             s.slc_folded_bytes = slc.folded_pages * slc.superpage_bytes;
         }
         s.set_erase_spread(self.ftl.erase_counts());
+        if let Some((cycle, in_play)) = self.ftl.gc_cycle() {
+            s.gc_cycle_pages = cycle;
+            s.window_shorter_than_gc_cycle =
+                (in_play || c.gc_copied_units > 0) && (1..cycle).contains(&c.host_write_units);
+        }
         s
     }
 
