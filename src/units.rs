@@ -76,9 +76,44 @@ pub fn parse_multiple(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A write volume: a multiple of the drive's capacity (`2x`) or a size (`1GiB`, `4096`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Volume {
+    Multiple(f64),
+    Bytes(u64),
+}
+
+impl Volume {
+    /// The volume as a multiple of `capacity_bytes`.
+    pub fn multiple_of(self, capacity_bytes: u64) -> f64 {
+        match self {
+            Volume::Multiple(m) => m,
+            Volume::Bytes(b) => b as f64 / capacity_bytes.max(1) as f64,
+        }
+    }
+}
+
+/// Parses a write volume: `2x`/`0.5x` (multiples of the capacity) or a size (`1GiB`).
+pub fn parse_volume(s: &str) -> Result<Volume, String> {
+    if s.trim().ends_with(['x', 'X']) {
+        return parse_multiple(s).map(Volume::Multiple);
+    }
+    parse_size(s).map(Volume::Bytes).map_err(|_| {
+        format!("{s:?}: expected a multiple of the capacity (2x, 0.5x) or a size (1GiB, 4096)")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn volumes_are_multiples_or_sizes() {
+        assert_eq!(parse_volume("2x"), Ok(Volume::Multiple(2.0)));
+        assert_eq!(parse_volume("1GiB"), Ok(Volume::Bytes(1 << 30)));
+        assert_eq!(Volume::Bytes(1 << 30).multiple_of(4 << 30), 0.25);
+        assert!(parse_volume("lots").unwrap_err().contains("a size (1GiB"));
+    }
 
     #[test]
     fn sizes() {

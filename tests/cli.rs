@@ -1382,6 +1382,36 @@ fn a_preconditioned_drive_measures_its_steady_state_from_the_first_gc_cycle() {
 }
 
 #[test]
+fn a_run_ends_with_the_journal_s_final_commit_so_freed_extents_are_discarded() {
+    // With journal discard and O_DIRECT spill files, every extent the join freed waited
+    // for a commit that never came before the run ended: 0 TRIMs in 12 repetitions.
+    let v = stdout_json(&flashlab(&[
+        "join",
+        "--sf",
+        "0.05",
+        "--memory",
+        "2MiB",
+        "--backend",
+        "sim",
+        "--preset",
+        "mx500",
+        "--capacity",
+        "1GiB",
+        "--host",
+        "direct-io",
+        "--discard",
+        "journal",
+        "--repeat",
+        "2",
+        "--json",
+    ]));
+    assert!(v["bytes_spilled"].as_u64().unwrap() > 0, "{v}");
+    for r in v["repetitions"].as_array().unwrap() {
+        assert!(r["trim_commands"].as_u64().unwrap() > 0, "{r}");
+    }
+}
+
+#[test]
 fn threaded_simulated_joins_give_the_same_numbers_run_after_run_and_never_hang() {
     // The order of the threads' calls on the drive once depended on which thread the OS
     // woke first at a barrier (8 runs, 7 different times), and inputs on the device made a

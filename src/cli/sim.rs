@@ -18,12 +18,12 @@ pub(crate) struct SimArgs {
     /// Requests in flight (closed loop; at least 1).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) queue_depth: u32,
-    /// Measured write volume as a multiple of the capacity, e.g. 2x.
-    #[arg(long, value_parser = units::parse_multiple)]
-    pub(crate) writes: f64,
-    /// Warm-up write volume before measuring, e.g. 1x.
-    #[arg(long, default_value = "1x", value_parser = units::parse_multiple)]
-    pub(crate) warmup: f64,
+    /// Measured write volume: a multiple of the capacity (2x) or a size (1GiB).
+    #[arg(long, value_parser = units::parse_volume)]
+    pub(crate) writes: units::Volume,
+    /// Warm-up write volume before measuring: a multiple of the capacity (1x) or a size.
+    #[arg(long, default_value = "1x", value_parser = units::parse_volume)]
+    pub(crate) warmup: units::Volume,
     /// on: full timing model; off: the WAF-only fast path.
     #[arg(long, value_enum, default_value = "on")]
     pub(crate) timing: OnOff,
@@ -45,14 +45,16 @@ pub(crate) struct SimArgs {
 
 /// What `sim`'s flags ask for.
 pub(crate) fn sim_spec(a: &SimArgs) -> Result<SimSpec> {
+    let preset = a.device.preset()?;
+    let capacity = preset.logical_bytes();
     Ok(SimSpec {
-        preset: a.device.preset()?,
+        preset,
         pattern: a.workload,
         request_bytes: a.request_size,
         read_fraction: a.read_fraction,
         queue_depth: a.queue_depth,
-        writes_x: a.writes,
-        warmup_x: a.warmup,
+        writes_x: a.writes.multiple_of(capacity),
+        warmup_x: a.warmup.multiple_of(capacity),
         timing: a.timing.on(),
         seed: a.seed,
         precondition: a.precondition.map(|p| (p, a.occupancy)),

@@ -407,8 +407,11 @@ pub fn run(
                         merge(&mut out, &r);
                     }
                 }
-                // Deferred discards run after the query.
+                // The run ends as `sync` or an unmount ends one: with the journal's final
+                // commit, which sends the discards of what the run freed since the last
+                // timed commit (journal discard mode); then deferred discards (fstrim).
                 let after = turns.with_vfs(|v| -> Result<flash::DeviceStats, crate::LabError> {
+                    v.fs_mut().sync().map_err(|x| x.to_string())?;
                     v.fs_mut().fstrim().map_err(|x| x.to_string())?;
                     Ok(v.fs().device().dev.stats())
                 })?;
