@@ -171,6 +171,12 @@ pub(crate) fn print_stats(s: &flash::DeviceStats) {
             "  WAF               {waf:.3} ({} host pages, {} flash pages, {} GC copies, {} erases)",
             s.host_write_pages, s.flash_write_pages, s.gc_copied_pages, s.erases
         );
+        if s.slc_program_pages > 0 {
+            println!(
+                "  flash programs    {} host pages to TLC (direct or folded), {} in SLC mode, {} GC copies ({} bytes folded so far)",
+                s.host_program_pages, s.slc_program_pages, s.gc_copied_pages, s.slc_folded_bytes
+            );
+        }
         println!(
             "  erase counts      min {} max {} mean {:.2} stddev {:.2}",
             s.erase_count_min, s.erase_count_max, s.erase_count_mean, s.erase_count_stddev

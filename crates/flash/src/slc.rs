@@ -15,9 +15,17 @@
 //! always TLC programs.
 //!
 //! Simplification: the cache is an account of superpages per die, not blocks the FTL
-//! places. The FTL's WAF counts host and GC programs as before; SLC programs and folds are
-//! counted apart (`DeviceStats::slc_write_bytes`, `slc_folded_bytes`), so the extra flash
-//! wear of folding is visible but not in WAF.
+//! places. Every flash program counts in WAF: a cached host page costs an SLC program and,
+//! when folded, the TLC program the FTL counts for it (at host time: a page still in the
+//! cache at the end has its fold counted already); an uncached one, that TLC program only.
+//! The SLC programs are `DeviceStats::slc_program_pages` beside the FTL's. Folded SLC
+//! blocks are erased: `erases` counts them (a fold frees an SLC-mode block per
+//! `pages_per_block / bits_per_cell` superpages), though not in the per-block erase-count
+//! spread, since the account places no blocks.
+//!
+//! The WAF-only path has no time, so nothing folds there: host pages go to SLC while the
+//! cache has room, as on a timed drive kept busy; with idle time, a timed drive folds and
+//! caches more.
 
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +77,8 @@ pub(crate) struct SlcCache {
     dies: u64,
     pub(crate) written_pages: u64,
     pub(crate) folded_pages: u64,
+    /// Superpages an SLC-mode block holds (a TLC block's pages over bits per cell).
+    block_pages: u64,
 }
 
 impl SlcCache {
@@ -78,6 +88,7 @@ impl SlcCache {
         physical_bytes: u64,
         superpage_bytes: u64,
         dies: u32,
+        pages_per_block: u32,
     ) -> SlcCache {
         let dies = dies as u64;
         let max_bytes = (logical_bytes as f64 * cfg.max_fraction) as u64;
@@ -90,6 +101,7 @@ impl SlcCache {
             dies,
             written_pages: 0,
             folded_pages: 0,
+            block_pages: (pages_per_block as u64 / cfg.bits_per_cell as u64).max(1),
             cfg,
         }
     }
@@ -140,6 +152,11 @@ impl SlcCache {
         }
     }
 
+    /// SLC-mode blocks erased after their data was folded.
+    pub(crate) fn erased_blocks(&self) -> u64 {
+        self.folded_pages / self.block_pages
+    }
+
     pub(crate) fn reset_counters(&mut self) {
         self.written_pages = 0;
         self.folded_pages = 0;
@@ -164,7 +181,7 @@ mod tests {
             fold_idle_ns: 1_000,
         };
         // 2 dies, 1 KiB superpages, 64 KiB logical, 96 KiB physical.
-        SlcCache::new(cfg, 64 << 10, 96 << 10, 1 << 10, 2)
+        SlcCache::new(cfg, 64 << 10, 96 << 10, 1 << 10, 2, 64)
     }
 
     #[test]
@@ -275,6 +292,41 @@ mod drive_tests {
         burst(&mut ssd, cap / 2, 4 << 20, t);
         let trimmed = ssd.stats().slc_write_bytes / 4096;
         assert_eq!(trimmed, 1024, "after TRIM the whole 4 MiB lands in SLC");
+    }
+
+    #[test]
+    fn every_slc_program_and_folded_block_counts_and_the_waf_only_path_agrees() {
+        // 8 MiB back to back: the first 4 MiB land in SLC (an SLC program and, at the fold,
+        // the TLC program the FTL counts), the rest in TLC. WAF counts both; it was 1.0.
+        let mut timed = drive();
+        burst(&mut timed, 0, 8 << 20, 0);
+        let s = timed.stats();
+        assert_eq!(s.slc_program_pages, 1024);
+        assert_eq!(s.host_program_pages, 2048);
+        assert_eq!(s.flash_write_pages, 2048 + 1024);
+        assert_eq!(s.waf, Some(1.5));
+        // The same writes on the WAF-only path (no time, so no folds, as here): the same.
+        let mut untimed = drive();
+        for o in (0..8u64 << 20).step_by(64 << 10) {
+            untimed.write_untimed(o, 64 << 10).unwrap();
+        }
+        let u = untimed.stats();
+        assert_eq!(
+            (u.waf, u.slc_program_pages, u.flash_write_pages, u.erases),
+            (s.waf, s.slc_program_pages, s.flash_write_pages, s.erases)
+        );
+        // Folding erases the SLC-mode blocks it empties, and those erases count.
+        let before = timed.stats().erases;
+        timed
+            .submit(&Command::read(0, 4096), 10_000_000_000)
+            .unwrap();
+        let folded = timed.stats();
+        assert_eq!(folded.slc_folded_bytes, 4 << 20);
+        let c = crate::ssd::tests::config();
+        let slc_block_pages = c.geometry.pages_per_block as u64 / 3;
+        let superpages = (4u64 << 20) / c.geometry.superpage_bytes();
+        assert_eq!(folded.erases - before, superpages / slc_block_pages);
+        assert!(folded.erases > before);
     }
 
     #[test]

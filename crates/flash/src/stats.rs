@@ -166,6 +166,11 @@ pub struct DeviceStats {
     pub slc_write_bytes: u64,
     /// Bytes folded from SLC mode into TLC (each page an SLC read and a TLC program).
     pub slc_folded_bytes: u64,
+    /// Of `flash_write_pages`: host pages programmed in SLC mode (each also counts its TLC
+    /// program, direct or at the fold, among the FTL's).
+    pub slc_program_pages: u64,
+    /// Of `flash_write_pages`: host pages' TLC programs (direct, or folds out of SLC).
+    pub host_program_pages: u64,
     /// Host pages of one GC cycle (a block on every die); 0 where the drive has none.
     pub gc_cycle_pages: u64,
     /// The measured host writes are fewer than one GC cycle on a drive whose GC is in

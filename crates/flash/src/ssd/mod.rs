@@ -180,6 +180,20 @@ struct TimingSink<'a> {
     slc: Option<&'a mut SlcCache>,
 }
 
+/// The WAF-only path's sink on a drive with an SLC cache: no time, but host pages land in
+/// the cache while it has room (and, with no idle time, nothing folds).
+struct UntimedSlc<'a>(&'a mut SlcCache);
+
+impl FlashSink for UntimedSlc<'_> {
+    fn page_read(&mut self, _die: u32) {}
+    fn page_program(&mut self, die: u32, kind: ProgramKind) {
+        if matches!(kind, ProgramKind::Host) {
+            self.0.host_program_ns(die, 0);
+        }
+    }
+    fn block_erase(&mut self, _die: u32) {}
+}
+
 impl FlashSink for TimingSink<'_> {
     #[inline]
     fn page_read(&mut self, die: u32) {
@@ -295,6 +309,7 @@ impl Ssd {
                     g.physical_bytes(),
                     g.superpage_bytes(),
                     g.dies(),
+                    g.pages_per_block,
                 )
             }),
             cfg,
@@ -331,8 +346,19 @@ impl Ssd {
         let cmd = Command::write(offset_bytes, len_bytes);
         cmd.check_range(self.logical_bytes())?;
         let (first, end) = self.touched_units(&cmd);
-        for lpn in first..end {
-            self.ftl.write(lpn, &mut NoTiming)?;
+        match &mut self.slc {
+            Some(slc) => {
+                slc.resize(self.ftl.mapped_units() * self.unit_bytes);
+                let mut sink = UntimedSlc(slc);
+                for lpn in first..end {
+                    self.ftl.write(lpn, &mut sink)?;
+                }
+            }
+            None => {
+                for lpn in first..end {
+                    self.ftl.write(lpn, &mut NoTiming)?;
+                }
+            }
         }
         Ok(())
     }
@@ -349,7 +375,13 @@ impl Ssd {
                 capacity_bytes: self.logical_bytes(),
             });
         }
-        self.ftl.write_batch(lpns, &mut NoTiming)
+        match &mut self.slc {
+            Some(slc) => {
+                slc.resize(self.ftl.mapped_units() * self.unit_bytes);
+                self.ftl.write_batch(lpns, &mut UntimedSlc(slc))
+            }
+            None => self.ftl.write_batch(lpns, &mut NoTiming),
+        }
     }
 
     /// Trims a byte range without timing; returns the units that held data.
@@ -557,11 +589,16 @@ impl Device for Ssd {
         let c = self.ftl.counters();
         s.mapping_unit_bytes = self.unit_bytes;
         s.host_write_pages = c.host_write_units;
-        s.flash_write_pages = c.flash_write_units();
+        s.host_program_pages = c.flash_write_units() - c.gc_copied_units;
         s.gc_copied_pages = c.gc_copied_units;
-        s.waf = (c.host_write_units > 0)
-            .then(|| c.flash_write_units() as f64 / c.host_write_units as f64);
         s.erases = c.erases;
+        if let Some(slc) = &self.slc {
+            s.slc_program_pages = slc.written_pages * slc.superpage_bytes / self.unit_bytes;
+            s.erases += slc.erased_blocks();
+        }
+        s.flash_write_pages = c.flash_write_units() + s.slc_program_pages;
+        s.waf = (c.host_write_units > 0)
+            .then(|| s.flash_write_pages as f64 / c.host_write_units as f64);
         s.trimmed_pages = c.trimmed_units;
         s.trim_busy_ns = self.trim_busy_ns;
         s.trim_interface_ns = self.trim_interface_ns;
