@@ -1412,6 +1412,36 @@ fn a_run_ends_with_the_journal_s_final_commit_so_freed_extents_are_discarded() {
 }
 
 #[test]
+fn the_shipped_sample_trace_replays_as_the_readme_says() {
+    let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/kv-ext4.trace");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "replay",
+            trace,
+            "--preset",
+            "840pro",
+            "--capacity",
+            "2GiB",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        stdout_json(&flashlab(&args))
+    };
+    let fresh = run(&[]);
+    assert_eq!(fresh["requests"], 3140);
+    assert!(fresh["trim_commands"].as_u64().unwrap() > 0, "{fresh}");
+    assert!(
+        fresh["waf"].as_f64().unwrap() < 1.05,
+        "a fresh drive: {fresh}"
+    );
+    let aged = run(&["--precondition", "steady"]);
+    assert!(
+        aged["waf"].as_f64().unwrap() > 2.0,
+        "an aged drive collects garbage: {aged}"
+    );
+}
+
+#[test]
 fn threaded_simulated_joins_give_the_same_numbers_run_after_run_and_never_hang() {
     // The order of the threads' calls on the drive once depended on which thread the OS
     // woke first at a barrier (8 runs, 7 different times), and inputs on the device made a
