@@ -2,6 +2,7 @@
 //! reference numbers, ours, plots, tables, computed verdicts), SVG plots and CSV tables
 //! beside it, and `results.json` with every measured number, reference and verdict.
 
+use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -400,6 +401,41 @@ impl Section {
     }
 }
 
+/// Prose for the page: escaped, with `code` in backticks set as code.
+fn prose(s: &str) -> String {
+    let escaped = html_escape(s);
+    let mut out = String::with_capacity(escaped.len());
+    for (i, part) in escaped.split('`').enumerate() {
+        // Odd parts lie between a pair of backticks (a lone last one stays as text).
+        if i % 2 == 1 && escaped.matches('`').count() > i {
+            let _ = write!(out, "<code>{part}</code>");
+        } else {
+            if i % 2 == 1 {
+                out.push('`');
+            }
+            out.push_str(part);
+        }
+    }
+    out
+}
+
+/// A measured-value cell: the number first, a long explanation folded under it.
+fn ours_cell(ours: Option<f64>, measured: &str) -> String {
+    const SHORT: usize = 90;
+    if measured.chars().count() <= SHORT {
+        return prose(measured);
+    }
+    let head = match ours {
+        Some(v) if v.is_finite() => axis_label((v * 1000.0).round() / 1000.0),
+        _ => measured.chars().take(40).collect::<String>() + "…",
+    };
+    format!(
+        "<details><summary>{}</summary>{}</details>",
+        html_escape(&head),
+        prose(measured)
+    )
+}
+
 fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -407,7 +443,40 @@ fn html_escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Renders a line plot as an SVG document.
+/// A number for an axis label: whole numbers without a fraction ("2", not "2.0").
+fn axis_label(v: f64) -> String {
+    if v == v.round() && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        let t = format!("{v:.3}");
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// Whether x values are positive powers of two spanning at least 16x (batch sizes, buffer
+/// sizes): such an axis is drawn in log2 so the small values do not crowd together.
+fn powers_of_two_axis(p: &LinePlot) -> bool {
+    let xs: Vec<f64> = p
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|pt| pt.0))
+        .collect();
+    let (lo, hi) = xs
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    !xs.is_empty()
+        && lo > 0.0
+        && hi / lo >= 16.0
+        && xs.iter().all(|&x| x.log2() == x.log2().round())
+}
+
+/// Pixels of the plot (left) and of its legend (right, outside the data).
+const PLOT_PX: (u32, u32) = (760, 460);
+const LEGEND_PX: u32 = 250;
+
+/// Renders a line plot as an SVG document: the lines in a plot area, their legend beside
+/// it (never over the data); each line its own colour and marker shape, reference curves
+/// dashed, each with its own dash; an x axis of powers of two in log2.
 pub fn line_plot_svg(p: &LinePlot) -> Result<String, crate::LabError> {
     let pts = p.series.iter().flat_map(|s| s.points.iter());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
@@ -420,71 +489,206 @@ pub fn line_plot_svg(p: &LinePlot) -> Result<String, crate::LabError> {
     if x0 > x1 {
         return Err(format!("plot {} has no points", p.file_stem).into());
     }
-    let xpad = ((x1 - x0) * 0.03).max(1e-9);
     let ypad = ((y1 - y0) * 0.08).max(1e-9);
-    let (x0, x1) = (x0 - xpad, x1 + xpad);
     let (y0, y1) = ((y0 - ypad).min(0.0f64.max(y0 - ypad)), y1 + ypad);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (760, 460)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (PLOT_PX.0 + LEGEND_PX, PLOT_PX.1))
+            .into_drawing_area();
         let e = |e: DrawingAreaErrorKind<_>| e.to_string();
         root.fill(&WHITE).map_err(e)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(&p.title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(42)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x0..x1, y0..y1)
-            .map_err(e)?;
-        chart
-            .configure_mesh()
-            .x_desc(p.x_label.as_str())
-            .y_desc(p.y_label.as_str())
-            .light_line_style(RGBColor(235, 235, 235))
-            .draw()
-            .map_err(e)?;
-        for (i, s) in p.series.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
-            if s.reference {
-                chart
-                    .draw_series(DashedLineSeries::new(
-                        s.points.clone(),
-                        8,
-                        5,
-                        BLACK.stroke_width(2),
-                    ))
-                    .map_err(e)?
-                    .label(s.name.as_str())
-                    .legend(|(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2))
-                    });
-            } else {
-                chart
-                    .draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
-                    .map_err(e)?
-                    .label(s.name.as_str())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-                    });
-                chart
-                    .draw_series(
-                        s.points
-                            .iter()
-                            .map(|&(x, y)| Circle::new((x, y), 3, color.filled())),
-                    )
-                    .map_err(e)?;
-            }
+        let (plot_area, legend_area) = root.split_horizontally(PLOT_PX.0);
+        if powers_of_two_axis(p) {
+            let xr = (x0 / 1.25..x1 * 1.25).log_scale().base(2.0);
+            draw_lines(&plot_area, p, xr, y0..y1)?;
+        } else {
+            let xpad = ((x1 - x0) * 0.03).max(1e-9);
+            draw_lines(&plot_area, p, x0 - xpad..x1 + xpad, y0..y1)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(180, 180, 180))
-            .draw()
-            .map_err(e)?;
+        draw_legend(&legend_area, p)?;
         root.present().map_err(e)?;
     }
     Ok(svg)
+}
+
+/// The style of line `i` of a plot: colour, and for reference curves the dash.
+fn series_style(s: &Series, i: usize) -> (RGBAColor, u32, u32) {
+    if s.reference {
+        // Reference curves: shades of grey, each its own dash.
+        let grey = [0u8, 90, 150][i % 3];
+        (
+            RGBColor(grey, grey, grey).to_rgba(),
+            4 + 4 * (i as u32 % 3),
+            4,
+        )
+    } else {
+        (Palette99::pick(i).to_rgba(), 0, 0)
+    }
+}
+
+/// Draws marker `k` (circle, triangle, square, diamond, cross, in turn) at `(x, y)`.
+fn marker<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    k: usize,
+    (x, y): (i32, i32),
+    color: RGBAColor,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    let r = 4;
+    match k % 5 {
+        0 => area
+            .draw(&Circle::new((x, y), r, color.filled()))
+            .map_err(e),
+        1 => area
+            .draw(&Polygon::new(
+                vec![(x, y - r - 1), (x - r - 1, y + r), (x + r + 1, y + r)],
+                color.filled(),
+            ))
+            .map_err(e),
+        2 => area
+            .draw(&Rectangle::new(
+                [(x - r, y - r), (x + r, y + r)],
+                color.filled(),
+            ))
+            .map_err(e),
+        3 => area
+            .draw(&Polygon::new(
+                vec![
+                    (x, y - r - 1),
+                    (x + r + 1, y),
+                    (x, y + r + 1),
+                    (x - r - 1, y),
+                ],
+                color.filled(),
+            ))
+            .map_err(e),
+        _ => {
+            area.draw(&PathElement::new(
+                vec![(x - r, y - r), (x + r, y + r)],
+                color.stroke_width(2),
+            ))
+            .map_err(e)?;
+            area.draw(&PathElement::new(
+                vec![(x - r, y + r), (x + r, y - r)],
+                color.stroke_width(2),
+            ))
+            .map_err(e)
+        }
+    }
+}
+
+/// The plot's lines on `area` with x coordinates `xs` (linear or log).
+fn draw_lines<XS>(
+    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    p: &LinePlot,
+    xs: XS,
+    ys: std::ops::Range<f64>,
+) -> Result<(), String>
+where
+    XS: AsRangedCoord<Value = f64>,
+    XS::CoordDescType: ValueFormatter<f64>,
+{
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    let mut chart = ChartBuilder::on(area)
+        .caption(&p.title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(42)
+        .y_label_area_size(64)
+        .build_cartesian_2d(xs, ys)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc(p.x_label.as_str())
+        .y_desc(p.y_label.as_str())
+        .x_label_formatter(&|v| axis_label(*v))
+        .y_label_formatter(&|v| axis_label(*v))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(e)?;
+    for (i, s) in p.series.iter().enumerate() {
+        let (color, dash, gap) = series_style(s, i);
+        if s.reference {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    s.points.clone(),
+                    dash,
+                    gap,
+                    color.stroke_width(2),
+                ))
+                .map_err(e)?;
+        } else {
+            chart
+                .draw_series(LineSeries::new(s.points.clone(), color.stroke_width(2)))
+                .map_err(e)?;
+        }
+        let plotting = chart.plotting_area();
+        for &pt in &s.points {
+            let at = plotting.map_coordinate(&pt);
+            let (ox, oy) = plotting.get_base_pixel();
+            marker(
+                &plotting.strip_coord_spec(),
+                i,
+                (at.0 - ox, at.1 - oy),
+                color,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The legend in its own area: each line's dash or colour and marker, and its name
+/// (wrapped when long).
+fn draw_legend(
+    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    p: &LinePlot,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    let font = ("sans-serif", 13).into_font();
+    let mut y = 48;
+    for (i, s) in p.series.iter().enumerate() {
+        let (color, dash, gap) = series_style(s, i);
+        if s.reference {
+            let mut x = 6;
+            while x < 34 {
+                area.draw(&PathElement::new(
+                    vec![(x, y), ((x + dash as i32).min(34), y)],
+                    color.stroke_width(2),
+                ))
+                .map_err(e)?;
+                x += (dash + gap) as i32;
+            }
+        } else {
+            area.draw(&PathElement::new(
+                vec![(6, y), (34, y)],
+                color.stroke_width(2),
+            ))
+            .map_err(e)?;
+        }
+        marker(area, i, (20, y), color)?;
+        // About 30 characters a line in the legend's width.
+        let mut line = String::new();
+        let mut lines = Vec::new();
+        for word in s.name.split_whitespace() {
+            if !line.is_empty() && line.len() + word.len() > 30 {
+                lines.push(std::mem::take(&mut line));
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        lines.push(line);
+        for (k, l) in lines.iter().enumerate() {
+            area.draw(&Text::new(
+                l.clone(),
+                (42, y - 7 + 15 * k as i32),
+                font.clone(),
+            ))
+            .map_err(e)?;
+        }
+        y += 15 * lines.len() as i32 + 10;
+    }
+    Ok(())
 }
 
 /// Run-wide facts shown at the top of the report.
@@ -531,7 +735,7 @@ pub fn write_report(
         } else {
             ""
         };
-        let _ = writeln!(body, "<p{class}>{}</p>", html_escape(&s.question));
+        let _ = writeln!(body, "<p{class}>{}</p>", prose(&s.question));
         let _ = writeln!(
             body,
             "<p class=\"meta\">seed {} · run time {:.1} s · reproduce: <code>flashlab reproduce --only {} --scale {}</code></p>",
@@ -542,7 +746,7 @@ pub fn write_report(
             let _ = writeln!(
                 body,
                 "<tr><td>{}{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
-                html_escape(&v.claim),
+                prose(&v.claim),
                 v.score.as_ref().map_or(String::new(), |sc| format!(
                     "<br><span class=\"meta\"><code>{}</code> · {}</span>",
                     html_escape(&sc.id),
@@ -552,8 +756,8 @@ pub fn write_report(
                         Role::Check => "model check",
                     }
                 )),
-                html_escape(&v.reference),
-                html_escape(&v.measured),
+                prose(&v.reference),
+                ours_cell(v.score.as_ref().and_then(|sc| sc.ours), &v.measured),
                 if v.holds { "holds" } else { "fails" },
                 if v.holds { "holds" } else { "does not hold" }
             );
@@ -565,8 +769,8 @@ pub fn write_report(
                 let _ = writeln!(
                     body,
                     "<li><b>{}</b>: {}</li>",
-                    html_escape(&p.number),
-                    html_escape(&p.role)
+                    prose(&p.number),
+                    prose(&p.role)
                 );
             }
             body.push_str("</ul>\n");
@@ -598,10 +802,21 @@ pub fn write_report(
         for t in &s.tables {
             let path = sdir.join(format!("{}.csv", t.file_stem));
             std::fs::write(&path, t.to_csv()).map_err(|e| io(&path, e))?;
+            // Long tables fold away (the CSV has them whole).
+            const LONG_TABLE_ROWS: usize = 20;
+            let folded = t.rows.len() > LONG_TABLE_ROWS;
+            if folded {
+                let _ = writeln!(
+                    body,
+                    "<details><summary>{}: {} rows (click to show)</summary>",
+                    prose(&t.caption),
+                    t.rows.len()
+                );
+            }
             let _ = writeln!(
                 body,
                 "<h3>{} (<a href=\"{}/{}.csv\">CSV</a>)</h3><table><tr>{}</tr>",
-                html_escape(&t.caption),
+                prose(&t.caption),
                 s.id,
                 t.file_stem,
                 t.headers
@@ -619,6 +834,9 @@ pub fn write_report(
                 );
             }
             body.push_str("</table>\n");
+            if folded {
+                body.push_str("</details>\n");
+            }
         }
         body.push_str("</section>\n");
     }
@@ -708,6 +926,56 @@ mod tests {
         assert_eq!(j["role"], "predicted");
         assert_eq!(j["paper"], 2.7);
         assert_eq!(j["holds"], false);
+    }
+
+    #[test]
+    fn prose_sets_backticks_as_code_and_long_cells_fold_under_their_number() {
+        assert_eq!(
+            prose("table `batch_files` <b>"),
+            "table <code>batch_files</code> &lt;b&gt;"
+        );
+        assert_eq!(prose("a lone ` stays"), "a lone ` stays");
+        assert_eq!(ours_cell(Some(1.5), "1.5x"), "1.5x");
+        let long = "x".repeat(200);
+        let cell = ours_cell(Some(2.0), &long);
+        assert!(cell.starts_with("<details><summary>2</summary>"), "{cell}");
+        assert_eq!(
+            (axis_label(2.0), axis_label(2.5)),
+            ("2".into(), "2.5".into())
+        );
+    }
+
+    #[test]
+    fn legends_sit_beside_the_data_and_powers_of_two_go_on_a_log_axis() {
+        let plot = |xs: &[f64]| LinePlot {
+            file_stem: "t".into(),
+            title: "t".into(),
+            x_label: "batch".into(),
+            y_label: "y".into(),
+            series: vec![Series {
+                name: "ours".into(),
+                points: xs.iter().map(|&x| (x, x)).collect(),
+                reference: false,
+            }],
+        };
+        assert!(powers_of_two_axis(&plot(&[1.0, 4.0, 16.0, 64.0, 256.0])));
+        assert!(!powers_of_two_axis(&plot(&[1.0, 2.0, 3.0, 4.0])));
+        let svg = line_plot_svg(&plot(&[1.0, 4.0, 16.0, 64.0, 256.0])).unwrap();
+        // The legend's text lies right of the plot area.
+        let text = svg
+            .split("<text ")
+            .find(|t| {
+                t.split("</text>")
+                    .next()
+                    .is_some_and(|t| t.contains("ours"))
+            })
+            .expect("legend text");
+        let x: f64 = text
+            .strip_prefix("x=\"")
+            .and_then(|r| r.split('"').next())
+            .and_then(|v| v.parse().ok())
+            .expect("the legend text's x");
+        assert!(x >= PLOT_PX.0 as f64, "legend at x {x}");
     }
 
     #[test]
