@@ -267,14 +267,20 @@ impl Setup {
             }
         }
         if let Some(mnt) = self.mount_point.take() {
-            // The command may have mounted over the mount point or below it (a tmpfs, a
-            // bind mount of it onto itself), or bound it elsewhere: unmount the newest
-            // such mount first, until ours is gone too.
-            let mnt = std::fs::canonicalize(&mnt).unwrap_or(mnt);
+            // The command may have mounted over the mount point, below it or over the work
+            // directory above it (a tmpfs, a bind mount), or bound the device elsewhere:
+            // unmount the newest such mount first, until ours is gone too. A mount that
+            // will not go even lazily ends the loop (reported) instead of spinning.
+            let root = self.dir.clone().unwrap_or_else(|| mnt.clone());
+            let root = std::fs::canonicalize(&root).unwrap_or(root);
+            let mut failed: Vec<PathBuf> = Vec::new();
             for _ in 0..MAX_MOUNTS_UNDER {
-                let Some(top) = mounts_at_or_under(&mnt, self.loop_device.as_deref()).pop() else {
+                let Some(top) = mounts_at_or_under(&root, self.loop_device.as_deref()).pop() else {
                     break;
                 };
+                if failed.contains(&top) {
+                    break;
+                }
                 let m = top.to_string_lossy().to_string();
                 let mut res = run("unmount", "umount", &[&m]);
                 for _ in 0..20 {
@@ -287,7 +293,9 @@ impl Setup {
                 }
                 if let Err(e) = res {
                     // Detach it lazily so the loop device can still go.
-                    let _ = run("unmount lazily", "umount", &["-l", &m]);
+                    if run("unmount lazily", "umount", &["-l", &m]).is_err() {
+                        failed.push(top);
+                    }
                     note(e);
                 }
             }
@@ -318,7 +326,7 @@ impl Drop for Setup {
 }
 
 /// The most mounts teardown unmounts at or under the mount point.
-const MAX_MOUNTS_UNDER: usize = 256;
+const MAX_MOUNTS_UNDER: usize = 4096;
 
 /// Mount points at or under `dir`, and any other mount of `device` (the command may have
 /// bound it elsewhere), oldest first (the order of /proc/self/mountinfo).
@@ -675,27 +683,64 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     })
 }
 
-/// The trace's output file: opened (and so checked) before the capture starts, removed
-/// again unless a trace was written to it.
+/// The trace's output file: opened (and so checked) before the capture starts. A file this
+/// run created is removed again unless a trace was written to it; a file that was there
+/// before is left as it was (opened without truncating; truncated only to write the
+/// trace). Only regular files: a device, FIFO or symlink at the path is refused, so a
+/// failed capture never removes or writes anything else.
 struct OutFile {
     path: PathBuf,
     file: Option<std::fs::File>,
+    /// This run made the file (so a failed run removes it).
+    created: bool,
     written: bool,
 }
 
 impl OutFile {
     fn create(path: &Path) -> Result<OutFile, CaptureError> {
-        let file = std::fs::File::create(path).map_err(|e| {
+        let fail = |msg: String| {
             step(
                 "open the trace's output",
-                format!("{}: {e}", path.display()),
+                format!("{}: {msg}", path.display()),
             )
-        })?;
+        };
+        let (file, created) =
+            match std::fs::symlink_metadata(path) {
+                Ok(m) if !m.is_file() => return Err(fail(
+                    "not a regular file (a device, FIFO, symlink or directory); give a file path"
+                        .into(),
+                )),
+                Ok(_) => (
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(path)
+                        .map_err(|e| fail(e.to_string()))?,
+                    false,
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => (
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(path)
+                        .map_err(|e| fail(e.to_string()))?,
+                    true,
+                ),
+                Err(e) => return Err(fail(e.to_string())),
+            };
         Ok(OutFile {
             path: path.to_path_buf(),
             file: Some(file),
+            created,
             written: false,
         })
+    }
+
+    /// Whether the path still names `file`.
+    fn names(&self, file: &std::fs::File) -> bool {
+        match (file.metadata(), std::fs::symlink_metadata(&self.path)) {
+            (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+            _ => false,
+        }
     }
 
     /// Writes the trace. The command may have removed the output file (the trace goes to
@@ -703,19 +748,16 @@ impl OutFile {
     /// goes to `<path>.<pid>` beside it, and the capture fails saying so).
     fn write(&mut self, trace: &Trace) -> Result<(), CaptureError> {
         let file = self.file.take().expect("written once");
-        let same =
-            |a: &std::fs::Metadata, b: &std::fs::Metadata| (a.dev(), a.ino()) == (b.dev(), b.ino());
         let now = std::fs::symlink_metadata(&self.path);
-        let (file, path, replaced) = match (file.metadata(), now) {
-            (Ok(mine), Ok(there)) if same(&mine, &there) => (file, self.path.clone(), false),
-            (_, Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                (self.create_new(&self.path)?, self.path.clone(), false)
-            }
-            _ => {
-                let aside =
-                    PathBuf::from(format!("{}.{}", self.path.display(), std::process::id()));
-                (self.create_new(&aside)?, aside, true)
-            }
+        let (file, path, replaced) = if self.names(&file) {
+            file.set_len(0)
+                .map_err(|e| step("write the trace", format!("{}: {e}", self.path.display())))?;
+            (file, self.path.clone(), false)
+        } else if matches!(&now, Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+            (self.create_new(&self.path)?, self.path.clone(), false)
+        } else {
+            let aside = PathBuf::from(format!("{}.{}", self.path.display(), std::process::id()));
+            (self.create_new(&aside)?, aside, true)
         };
         let fail = |e: std::io::Error| step("write the trace", format!("{}: {e}", path.display()));
         let mut w = std::io::BufWriter::new(file);
@@ -745,9 +787,16 @@ impl OutFile {
 }
 
 impl Drop for OutFile {
+    /// Removes the output file only if this run made it, wrote no trace to it, and the
+    /// path still names it.
     fn drop(&mut self) {
-        if !self.written {
-            let _ = std::fs::remove_file(&self.path);
+        if self.written || !self.created {
+            return;
+        }
+        if let Some(file) = &self.file {
+            if self.names(file) {
+                let _ = std::fs::remove_file(&self.path);
+            }
         }
     }
 }
