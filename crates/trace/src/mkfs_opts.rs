@@ -216,6 +216,14 @@ impl Allowed {
     }
 
     fn check_value(&self, option: &str, value: &str, v: Value) -> Result<(), String> {
+        // mkfs.btrfs -O/-R list-all (and its long forms) print the features and make no
+        // file system: the capture would fail later with a misleading mount error.
+        if value.split(',').any(|f| f == "list-all") {
+            return Err(format!(
+                "{} {option} list-all only lists the features and makes no file system",
+                self.program
+            ));
+        }
         let Value::Keys(keys) = v else {
             return Ok(());
         };
@@ -356,6 +364,8 @@ mod tests {
             (FsKind::Btrfs, "--rootdir=/etc", "--rootdir"),
             (FsKind::Btrfs, "-r /etc", "-r"),
             (FsKind::Btrfs, "--rootdir /etc", "--rootdir"),
+            (FsKind::Btrfs, "-O list-all", "list-all"),
+            (FsKind::Btrfs, "--features=list-all", "list-all"),
         ] {
             let e = check(fs, &pieces(bad)).unwrap_err();
             assert!(e.contains(names) && e.contains(fs.mkfs().0), "{bad}: {e}");

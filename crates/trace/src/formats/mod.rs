@@ -148,20 +148,41 @@ pub fn read_file_disk(
     disk: Option<&str>,
 ) -> Result<Trace, TraceError> {
     let origin = path.display().to_string();
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut open_regular(path, &origin)?, &mut bytes).map_err(
-        |source| TraceError::Io {
-            origin: origin.clone(),
-            source,
-        },
-    )?;
-    let text = String::from_utf8(bytes).map_err(|e| TraceError::Format {
-        origin: origin.clone(),
-        msg: format!(
-            "not UTF-8 text (first bad byte at offset {})",
-            e.utf8_error().valid_up_to()
-        ),
-    })?;
+    // Read a line at a time, each at most MAX_LINE_BYTES: a file of one endless line is an
+    // error as soon as the line passes the limit, not after it is all in memory.
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, open_regular(path, &origin)?);
+    let mut text = String::new();
+    let mut line_no = 0usize;
+    loop {
+        let before = text.len();
+        let limit = MAX_LINE_BYTES as u64 + 2; // the line and its "\r\n"
+        let n =
+            std::io::BufRead::read_line(&mut std::io::Read::take(&mut reader, limit), &mut text)
+                .map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::InvalidData {
+                        TraceError::Format {
+                            origin: origin.clone(),
+                            msg: format!("not UTF-8 text (line {})", line_no + 1),
+                        }
+                    } else {
+                        TraceError::Io {
+                            origin: origin.clone(),
+                            source: e,
+                        }
+                    }
+                })?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        if n as u64 == limit && !text.ends_with('\n') {
+            return Err(TraceError::Parse {
+                origin: origin.clone(),
+                line: line_no,
+                msg: long_line(&text.as_bytes()[before..]),
+            });
+        }
+    }
     parse_disk(&origin, &text, format, disk)
 }
 
