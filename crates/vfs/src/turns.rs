@@ -10,6 +10,10 @@
 //!   clock among them or later; it holds up no member of its own group;
 //! - *done*: never again.
 //!
+//! A call made for a parked user (by its group's coordinator between phases: handing a
+//! file over, opening inputs) comes at the group's barrier or later, so calls made one
+//! after another for different members reach the drive in that order, after the phase.
+//!
 //! Users start parked; a coordinator [`Vfs::resume`]s the members of its group before
 //! their threads start (so the first of them to run cannot go ahead of a sibling that has
 //! not started yet), and each parks at the barrier when it is done. Computation is
@@ -186,6 +190,12 @@ impl<V: Vfs + VirtualClock> UserVfs<V> {
         let u = self.user;
         let turns = self.turns.clone();
         let mut g = turns.lock();
+        if g.state[u] == UserState::Parked {
+            // A call on behalf of a parked user (its group's coordinator working between
+            // phases) comes after the group's barrier, which is what the group's bound
+            // promised the other groups; this also puts a coordinator's calls in sequence.
+            self.clock_ns = self.clock_ns.max(g.barrier_ns(g.group[u]));
+        }
         g.clock_ns[u] = self.clock_ns;
         g.state[u] = UserState::Waiting;
         turns.turn.notify_all();
@@ -396,6 +406,63 @@ mod tests {
         for _ in 0..20 {
             assert_eq!(groups_with_barriers(), first, "same inputs, same run");
         }
+    }
+
+    /// Group A's coordinator makes calls for its two parked members one after the other
+    /// (as a join hands files over between phases) while group B's user calls at a time
+    /// between them; `coordinator_late` delays the coordinator in wall time instead of B.
+    /// Returns where B's and a2's files landed and every end clock.
+    fn hand_over_beside_another_group(coordinator_late: bool) -> Vec<u64> {
+        let turns = Turns::in_groups(drive(), 2, 2);
+        let (mut a1, mut a2, mut b) = (turns.user(0), turns.user(1), turns.user(2));
+        drop(turns.user(3));
+        let pause = || std::thread::sleep(std::time::Duration::from_millis(30));
+        let ends = std::thread::scope(|s| {
+            let other = s.spawn(|| {
+                if !coordinator_late {
+                    pause();
+                }
+                b.resume();
+                b.think(1_010);
+                let fd = b.open("b", OpenMode::create()).unwrap();
+                b.write_at(fd, 0, &[3u8; 8192]).unwrap();
+                b.now_ns()
+            });
+            if coordinator_late {
+                pause();
+            }
+            // The phase ended at +1000 for both members (a meet moves their own clocks).
+            a1.think(1_000);
+            a2.think(1_000);
+            for (name, u) in [("a1", &mut a1), ("a2", &mut a2)] {
+                let fd = u.open(name, OpenMode::create()).unwrap();
+                u.write_at(fd, 0, &[1u8; 65536]).unwrap();
+                u.park();
+            }
+            vec![a1.now_ns(), a2.now_ns(), other.join().unwrap()]
+        });
+        let mut out = turns.with_vfs(|v| {
+            ["b", "a2"]
+                .iter()
+                .map(|n| {
+                    let f = v.fs().lookup(n).unwrap();
+                    v.fs().extents(f).unwrap()[0].start_block
+                })
+                .collect::<Vec<u64>>()
+        });
+        out.extend(ends);
+        out
+    }
+
+    #[test]
+    fn calls_for_parked_members_do_not_depend_on_thread_timing() {
+        let early = hand_over_beside_another_group(false);
+        let late = hand_over_beside_another_group(true);
+        assert_eq!(early, late, "[b's block, a2's block, a1, a2, b end]");
+        // a2's call comes after a1's (the coordinator's calls are in sequence), so B's,
+        // at a time between, reaches the drive first.
+        assert!(early[0] < early[1], "{early:?}");
+        assert!(early[3] > early[2], "{early:?}");
     }
 
     #[test]
