@@ -77,7 +77,8 @@ impl From<BarPlot> for Plot {
     }
 }
 
-/// Renders grouped bars as an SVG document, values printed above the bars.
+/// Renders grouped bars as an SVG document, values printed above the bars, the legend
+/// beside the plot (never over a bar).
 pub fn bar_plot_svg(p: &BarPlot) -> Result<String, crate::LabError> {
     let ymax = p
         .series
@@ -91,10 +92,12 @@ pub fn bar_plot_svg(p: &BarPlot) -> Result<String, crate::LabError> {
     let k = p.series.len().max(1);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (820, 460)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (PLOT_PX.0 + LEGEND_PX, PLOT_PX.1))
+            .into_drawing_area();
         let e = |e: DrawingAreaErrorKind<_>| e.to_string();
         root.fill(&WHITE).map_err(e)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (plot_area, legend_area) = root.split_horizontally(PLOT_PX.0);
+        let mut chart = ChartBuilder::on(&plot_area)
             .caption(&p.title, ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(60)
@@ -119,7 +122,7 @@ pub fn bar_plot_svg(p: &BarPlot) -> Result<String, crate::LabError> {
             .draw()
             .map_err(e)?;
         let width = 0.8 / k as f64;
-        for (si, (name, values)) in p.series.iter().enumerate() {
+        for (si, (_, values)) in p.series.iter().enumerate() {
             let color = Palette99::pick(si).to_rgba();
             let bars: Vec<_> = values
                 .iter()
@@ -130,13 +133,7 @@ pub fn bar_plot_svg(p: &BarPlot) -> Result<String, crate::LabError> {
                     Rectangle::new([(x0, 0.0), (x0 + width * 0.92, v)], color.filled())
                 })
                 .collect();
-            chart
-                .draw_series(bars)
-                .map_err(e)?
-                .label(name.as_str())
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
-                });
+            chart.draw_series(bars).map_err(e)?;
             let labels: Vec<_> = values
                 .iter()
                 .enumerate()
@@ -148,13 +145,12 @@ pub fn bar_plot_svg(p: &BarPlot) -> Result<String, crate::LabError> {
                 .collect();
             chart.draw_series(labels).map_err(e)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(180, 180, 180))
-            .draw()
-            .map_err(e)?;
+        let names: Vec<&str> = p.series.iter().map(|(n, _)| n.as_str()).collect();
+        legend_entries(&legend_area, &names, |area, i, y| {
+            let color = Palette99::pick(i).to_rgba();
+            area.draw(&Rectangle::new([(10, y - 6), (30, y + 6)], color.filled()))
+                .map_err(e)
+        })?;
         root.present().map_err(e)?;
     }
     Ok(svg)
@@ -642,10 +638,10 @@ fn draw_legend(
     area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
     p: &LinePlot,
 ) -> Result<(), String> {
-    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
-    let font = ("sans-serif", 13).into_font();
-    let mut y = 48;
-    for (i, s) in p.series.iter().enumerate() {
+    let names: Vec<&str> = p.series.iter().map(|s| s.name.as_str()).collect();
+    legend_entries(area, &names, |area, i, y| {
+        let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+        let s = &p.series[i];
         let (color, dash, gap) = series_style(s, i);
         if s.reference {
             let mut x = 6;
@@ -664,11 +660,25 @@ fn draw_legend(
             ))
             .map_err(e)?;
         }
-        marker(area, i, (20, y), color)?;
-        // About 30 characters a line in the legend's width.
+        marker(area, i, (20, y), color)
+    })
+}
+
+/// A legend down `area`: for entry `i`, `swatch(area, i, y)` draws its key at height `y`
+/// (x 6 to 34), and its name follows, wrapped at about 30 characters a line.
+fn legend_entries(
+    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    names: &[&str],
+    swatch: impl Fn(&DrawingArea<SVGBackend, plotters::coord::Shift>, usize, i32) -> Result<(), String>,
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    let font = ("sans-serif", 13).into_font();
+    let mut y = 48;
+    for (i, name) in names.iter().enumerate() {
+        swatch(area, i, y)?;
         let mut line = String::new();
         let mut lines = Vec::new();
-        for word in s.name.split_whitespace() {
+        for word in name.split_whitespace() {
             if !line.is_empty() && line.len() + word.len() > 30 {
                 lines.push(std::mem::take(&mut line));
             }
