@@ -98,9 +98,18 @@ pub fn parse_volume(s: &str) -> Result<Volume, String> {
     if s.trim().ends_with(['x', 'X']) {
         return parse_multiple(s).map(Volume::Multiple);
     }
-    parse_size(s).map(Volume::Bytes).map_err(|_| {
+    let bytes = parse_size(s).map_err(|_| {
         format!("{s:?}: expected a multiple of the capacity (2x, 0.5x) or a size (1GiB, 4096)")
-    })
+    })?;
+    // A bare number is bytes; one below a page is far more likely a multiple missing its
+    // `x` than a volume anyone means to measure.
+    if bytes < 4096 && s.trim().chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!(
+            "{s:?} is {bytes} bytes, less than one 4 KiB page: for {s} times the capacity write {}x",
+            s.trim()
+        ));
+    }
+    Ok(Volume::Bytes(bytes))
 }
 
 #[cfg(test)]
@@ -113,6 +122,8 @@ mod tests {
         assert_eq!(parse_volume("1GiB"), Ok(Volume::Bytes(1 << 30)));
         assert_eq!(Volume::Bytes(1 << 30).multiple_of(4 << 30), 0.25);
         assert!(parse_volume("lots").unwrap_err().contains("a size (1GiB"));
+        assert!(parse_volume("2").unwrap_err().contains("write 2x"));
+        assert_eq!(parse_volume("8192"), Ok(Volume::Bytes(8192)));
     }
 
     #[test]

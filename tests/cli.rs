@@ -355,18 +355,22 @@ fn sweep_runs_a_grid_of_sim_points_the_same_on_any_number_of_cores() {
         "--preset",
         "x25e",
         "--op",
-        "0.1,zero",
+        "0.1,zero,-0.1,nine",
         "--workload",
         "uniform",
         "--writes",
         "1x",
     ]);
     assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    // Every invalid point is named, a negative value read as a value.
+    assert!(err.contains("3 of 4 points are invalid"), "{err}");
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("--op zero"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+        err.contains("point --op zero") && err.contains("point --op nine"),
+        "{err}"
     );
+    assert!(err.contains("point --op -0.1: invalid geometry"), "{err}");
+    assert!(!dir.0.join("c").join("results.csv").exists(), "nothing ran");
 }
 
 #[test]
@@ -2096,4 +2100,41 @@ fn a_join_through_the_host_path_is_deterministic_and_its_cache_absorbs_spill_fil
         "a cache larger than the spill files keeps them off the drive"
     );
     assert!(large.1 < plain.1, "and the join is faster");
+}
+
+#[test]
+fn a_join_with_too_little_memory_per_user_says_each_user_has_a_share() {
+    let o = flashlab(&[
+        "join",
+        "--sf",
+        "0.02",
+        "--memory",
+        "1MiB",
+        "--users",
+        "8",
+        "--backend",
+        "sim",
+        "--preset",
+        "mx500",
+        "--capacity",
+        "1GiB",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("memory budget of 131072 bytes is too small")
+            && err.contains("each of the 8 users has its share of --memory"),
+        "{err}"
+    );
+    let o = flashlab(&[
+        "sim",
+        "--preset",
+        "x25e",
+        "--workload",
+        "uniform",
+        "--writes",
+        "2",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("write 2x"), "{err}");
 }

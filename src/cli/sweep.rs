@@ -159,21 +159,42 @@ pub fn run(a: SweepArgs) -> Result<()> {
     let grid = points(&axes);
     // Every point's flags parse before anything runs.
     let mut specs = Vec::new();
+    let mut invalid = Vec::new();
     for p in &grid {
         let mut args = vec!["sim".to_string()];
         args.extend(fixed.iter().cloned());
         for (axis, v) in axes.iter().zip(p) {
-            args.push(axis.flag.clone());
-            args.push(v.clone());
+            // `--flag=value`, so a negative value reads as a value, not a flag.
+            args.push(format!("{}={v}", axis.flag));
         }
-        let parsed = SimOnly::try_parse_from(&args).map_err(|e| {
-            anyhow::anyhow!(
-                "point {}: {}",
-                describe(&axes, p),
-                e.to_string().lines().next().unwrap_or_default()
-            )
-        })?;
-        specs.push(super::sim::sim_spec(&parsed.sim).with_context(|| describe(&axes, p))?);
+        let spec = SimOnly::try_parse_from(&args)
+            .map_err(|e| {
+                e.to_string()
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start_matches("error: ")
+                    .to_string()
+            })
+            .and_then(|parsed| super::sim::sim_spec(&parsed.sim).map_err(|e| format!("{e:#}")));
+        match spec {
+            Ok(spec) => specs.push(spec),
+            Err(e) => invalid.push(format!("point {}: {e}", describe(&axes, p))),
+        }
+    }
+    if !invalid.is_empty() {
+        const SHOWN: usize = 10;
+        let more = invalid.len().saturating_sub(SHOWN);
+        let mut msg = format!(
+            "{} of {} points are invalid (nothing ran):\n  {}",
+            invalid.len(),
+            grid.len(),
+            invalid[..invalid.len().min(SHOWN)].join("\n  ")
+        );
+        if more > 0 {
+            msg.push_str(&format!("\n  ... and {more} more"));
+        }
+        anyhow::bail!(msg);
     }
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("cannot create {}", a.out.display()))?;

@@ -579,7 +579,7 @@ impl<'a, S: Store> Join<'a, S> {
             return Err(JoinError::Memory {
                 memory_bytes: self.pool.limit_bytes(),
                 msg: format!(
-                    "{avail} bytes left after the read buffer hold fewer than two {w} byte write buffers; raise --memory or lower --write-buffer"
+                    "after the read buffer, {avail} bytes are left, less than the two {w}-byte write buffers it needs at least; raise --memory or lower --write-buffer"
                 ),
             });
         }

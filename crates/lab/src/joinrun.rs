@@ -247,7 +247,14 @@ pub fn run(
     progress: &mut dyn FnMut(u32),
 ) -> Result<JoinRunResult, crate::LabError> {
     validate(spec)?;
-    let e = |e: JoinError| e.to_string();
+    let e = |e: JoinError| match e {
+        // Each of several users plans within its share of the budget: say so.
+        JoinError::Memory { .. } if spec.users > 1 => format!(
+            "{e} (each of the {} users has its share of --memory, {} / {} bytes)",
+            spec.users, spec.memory_bytes, spec.users
+        ),
+        e => e.to_string(),
+    };
     let mut out = JoinRunResult {
         sf: spec.sf,
         layout: spec.layout.to_string(),

@@ -157,6 +157,11 @@ pub fn precondition(
         let mut gen = SlotGen::new(Pattern::Uniform, slots, seed)?;
         let mut lpns: Vec<u32> = Vec::with_capacity(4096);
         report.steady = Some(false);
+        // Steady state begins once garbage collection has run: before the first erase a
+        // drive with room to spare writes at WAF 1.0 round after round, which would look
+        // steady and is not (the rounds before it do not count towards the window).
+        let mut first_gc_round: Option<usize> = None;
+        let erases_at_fill = ssd.stats().erases;
         while report.rounds < max_rounds {
             let before = ssd.stats();
             let mut left = per_round;
@@ -176,7 +181,10 @@ pub fn precondition(
                 .push(flash_pages as f64 / host.max(1) as f64);
             report.rounds += 1;
             report.aging_write_bytes += per_round * unit;
-            if is_steady(&report.round_waf) {
+            if first_gc_round.is_none() && after.erases > erases_at_fill {
+                first_gc_round = Some(report.round_waf.len() - 1);
+            }
+            if first_gc_round.is_some_and(|r| is_steady(&report.round_waf[r..])) {
                 report.steady = Some(true);
                 break;
             }
@@ -246,5 +254,17 @@ mod tests {
         let r = precondition(&mut d, Precondition::Steady { max_x: 1.0 }, 1.0, 1).unwrap();
         assert_eq!((r.rounds, r.steady), (4, Some(false)));
         assert!(precondition(&mut drive(), Precondition::Fill, 1.5, 1).is_err());
+    }
+
+    #[test]
+    fn a_drive_with_room_is_not_steady_before_it_collects_garbage() {
+        // 30% full: its free space takes about ten rounds (each 7.5% of the capacity) to
+        // use up, and WAF is 1.0 all that time; five flat rounds of it are not steady.
+        let mut d = drive();
+        let r = precondition(&mut d, Precondition::Steady { max_x: 5.0 }, 0.3, 1).unwrap();
+        assert!(r.rounds >= 10, "{r:?}");
+        let mut d = drive();
+        let r = precondition(&mut d, Precondition::Steady { max_x: 1.0 }, 0.3, 1).unwrap();
+        assert_eq!(r.steady, Some(false), "the cap came first: {r:?}");
     }
 }
