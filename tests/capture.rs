@@ -422,6 +422,30 @@ fn a_background_child_holding_the_mount_loses_nothing() {
 }
 
 #[test]
+fn a_child_that_left_the_process_group_does_not_keep_the_loop_device() {
+    if skipped(
+        FsKind::Ext4,
+        "a_child_that_left_the_process_group_does_not_keep_the_loop_device",
+    ) {
+        return;
+    }
+    let dir = Scratch::new("capture-setsid");
+    let out = dir.0.join("t.trace");
+    let pids = dir.0.join("bg.pid");
+    // setsid puts the child in a session and group of its own: killing the command's
+    // group misses it, and its open file would hold the mount and the loop device.
+    let script = format!(
+        "setsid sh -c 'echo $$ > {}; exec sleep 300 < {{}}/f' & sleep 0.3; exit 0",
+        pids.display()
+    );
+    let script = format!("echo x > {{}}/f; {script}");
+    let o = flashlab(&capture_args("ext4", "128MiB", &[], &dir, &out, &script));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_background_child_gone(&pids, "after the command");
+    assert_nothing_left(&dir.0);
+}
+
+#[test]
 fn the_work_directory_is_private_fresh_and_never_a_planted_path() {
     if skipped(
         FsKind::Ext4,

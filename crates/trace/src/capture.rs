@@ -11,7 +11,8 @@
 //! 0700 (mkdtemp), so nobody else can plant a file, directory or symlink in it; the image
 //! is created exclusively inside it; mkfs options pass an allow-list per mkfs
 //! ([`crate::mkfs_opts`]), so none can name another device or file; the command runs in its own process group,
-//! which is killed before unmounting so a background child cannot hold the mount; an
+//! which is killed before unmounting so a background child cannot hold the mount (and a
+//! process that left the group, by setsid, is found by its open files and killed); an
 //! interrupt (SIGINT, SIGTERM or SIGHUP, reported through [`Cancel`]) stops the command
 //! and cleans up like an error; the trace is written before the teardown, so a teardown
 //! that fails loses nothing.
@@ -287,7 +288,10 @@ impl Setup {
                     if res.is_ok() {
                         break;
                     }
-                    // Something (a leftover child of the command) still holds it.
+                    // Something still holds it: a process the command started that left
+                    // its process group (setsid, a daemon). Nothing but the command's
+                    // own processes can use a file system in our private directory.
+                    kill_holders(&top);
                     std::thread::sleep(Duration::from_millis(100));
                     res = run("unmount", "umount", &[&m]);
                 }
@@ -401,6 +405,49 @@ fn kill_group(pgid: u32) {
     // SAFETY: as above.
     unsafe {
         libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+/// Kills (SIGKILL) every process other than this one whose working directory, root,
+/// open files or mapped files lie on the file system mounted at `mount` (as `fuser -km`
+/// does): what the command left running outside its process group.
+fn kill_holders(mount: &Path) {
+    let Ok(dev) = std::fs::metadata(mount).map(|m| m.dev()) else {
+        return;
+    };
+    let me = std::process::id();
+    let on_it = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.dev() == dev);
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in procs.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        if pid as u32 == me {
+            continue;
+        }
+        let dir = entry.path();
+        let links = ["fd", "map_files"]
+            .iter()
+            .filter_map(|sub| std::fs::read_dir(dir.join(sub)).ok())
+            .flat_map(|d| d.flatten().map(|e| e.path()));
+        let holds = ["cwd", "root", "exe"]
+            .iter()
+            .map(|l| dir.join(l))
+            .chain(links)
+            .any(|p| on_it(&p));
+        if holds {
+            // SAFETY: kill has no memory preconditions; pid is a process found holding
+            // the capture's private file system.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
     }
 }
 
