@@ -24,6 +24,8 @@ use workloads::tpch::{Layout, Record};
 pub enum Algorithm {
     Grace,
     Hybrid,
+    /// PostgreSQL 12's hash join ([`crate::postgres`]).
+    Postgres,
 }
 
 impl std::str::FromStr for Algorithm {
@@ -32,7 +34,10 @@ impl std::str::FromStr for Algorithm {
         match s {
             "grace" => Ok(Algorithm::Grace),
             "hybrid" => Ok(Algorithm::Hybrid),
-            _ => Err(format!("unknown algorithm {s:?}: expected grace or hybrid")),
+            "postgres" => Ok(Algorithm::Postgres),
+            _ => Err(format!(
+                "unknown algorithm {s:?}: expected grace, hybrid or postgres"
+            )),
         }
     }
 }
@@ -114,6 +119,10 @@ pub struct JoinResult {
     pub join_ns: u64,
     /// Threads that partitioned and joined (1: the serial join).
     pub threads: u32,
+    /// PostgreSQL's join: the batches planned before it ran (`partitions` is how many
+    /// there were at the end) and how often their number doubled at run time.
+    pub initial_batches: u32,
+    pub nbatch_doublings: u32,
 }
 
 /// Deepest recursive repartitioning before falling back to nested loops.
@@ -639,6 +648,9 @@ pub fn hash_join<S: Store>(
     b: Input,
 ) -> Result<JoinResult, JoinError> {
     check_spec(spec, &a, &b)?;
+    if spec.algorithm == Algorithm::Postgres {
+        return crate::postgres::postgres_hash_join(store, pool, spec, a, b);
+    }
     let (build, probe) = if a.bytes() <= b.bytes() {
         (a, b)
     } else {

@@ -1,10 +1,11 @@
-//! Out-of-core hash join (papers 000 and 001): grace and hybrid hash join of TPC-H ORDERS
+//! Out-of-core hash join (papers 000 and 001): grace, hybrid and PostgreSQL's hash join of TPC-H ORDERS
 //! and LINEITEM under a hard memory budget, spilling to real files or to simfs on a
 //! simulated drive.
 //!
 //! - [`join`]: the algorithms (partitioning, role reversal, recursion, nested-loop
 //!   fallback).
 //! - [`store`]: the spill-file backends ([`store::OsStore`], [`store::SimStore`]).
+//! - [`postgres`]: PostgreSQL 12's hash join, its batch files as PostgreSQL writes them.
 //! - [`parallel`]: the same join on several threads sharing the budget and the files.
 //! - [`memory`]: the memory budget and its reservations.
 //! - [`table`]: the in-memory hash table.
@@ -13,6 +14,7 @@ pub mod error;
 pub mod join;
 pub mod memory;
 pub mod parallel;
+pub mod postgres;
 pub mod store;
 pub mod table;
 

@@ -26,7 +26,7 @@ use crate::join::{
 use crate::memory::MemoryPool;
 use crate::store::{FileId, Store};
 use crate::table::{table_bytes, HashTable};
-use crate::{hash_join, Input, JoinError, JoinResult, JoinSpec};
+use crate::{hash_join, Algorithm, Input, JoinError, JoinResult, JoinSpec};
 
 /// How a parallel join runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +114,9 @@ fn choose_plan(
     let build = if a.bytes() <= b.bytes() { a } else { b };
     let need = table_bytes(build.rows, build.layout.record_bytes() as u64);
     let fits = spec.partitions.is_none() && need <= planning_budget(pool, spec);
-    if max_threads <= 1 || fits {
+    // PostgreSQL 12's serial hash join runs on one thread (its Parallel Hash is another
+    // algorithm, not modelled).
+    if max_threads <= 1 || fits || spec.algorithm == Algorithm::Postgres {
         return None;
     }
     (2..=max_threads.min(MAX_THREADS) as u32)
