@@ -195,16 +195,17 @@ impl BufFile {
         Ok(())
     }
 
-    /// `BufFileWrite`: into the buffer, dumping it whenever it is full.
+    /// `BufFileWrite`: into the buffer; a full buffer is dumped when the next byte comes
+    /// (or at the rewind), as buffile.c does.
     fn write<S: Store>(&mut self, store: &mut S, mut data: &[u8]) -> Result<u64, JoinError> {
         let mut dumped = 0;
         while !data.is_empty() {
-            let n = (BLCKSZ - self.pending.len()).min(data.len());
-            self.pending.extend_from_slice(&data[..n]);
-            data = &data[n..];
             if self.pending.len() == BLCKSZ {
                 dumped += self.dump(store)?;
             }
+            let n = (BLCKSZ - self.pending.len()).min(data.len());
+            self.pending.extend_from_slice(&data[..n]);
+            data = &data[n..];
         }
         Ok(dumped)
     }
@@ -244,12 +245,14 @@ impl BufFile {
         ))
     }
 
-    /// `BufFileClose`: every segment file is deleted.
-    fn close<S: Store>(self, store: &mut S) -> Result<(), JoinError> {
+    /// `BufFileClose`: unwritten data is flushed (`BufFileFlush`), then every segment
+    /// file is deleted. Returns the bytes the flush wrote.
+    fn close<S: Store>(mut self, store: &mut S) -> Result<u64, JoinError> {
+        let dumped = self.dump(store)?;
         for (id, _) in self.segments {
             store.delete(id)?;
         }
-        Ok(())
+        Ok(dumped)
     }
 }
 
@@ -713,14 +716,15 @@ pub fn postgres_hash_join<S: Store>(
             (Some(mut inner_file), Some(mut outer_file)) => {
                 j.table.reset();
                 j.read_back(&mut inner_file, |j, t| j.insert(t))?;
-                inner_file.close(j.store)?;
+                j.result.bytes_spilled += inner_file.close(j.store)?;
                 j.read_back(&mut outer_file, |j, t| j.outer(t))?;
-                outer_file.close(j.store)?;
+                j.result.bytes_spilled += outer_file.close(j.store)?;
             }
-            // An inner join skips a batch missing either side.
+            // An inner join skips a batch missing either side (BufFileClose still flushes
+            // the other's last buffer before deleting it).
             (inner_file, outer_file) => {
                 for f in [inner_file, outer_file].into_iter().flatten() {
-                    f.close(j.store)?;
+                    j.result.bytes_spilled += f.close(j.store)?;
                 }
             }
         }
