@@ -348,7 +348,12 @@ pub(super) fn analyse<'a>(
         "smaller penalty",
         pp,
         pp > 1.0 && pp < pm,
-        format!("join-phase penalty {pp:.2}× vs {pm:.2}×"),
+        format!(
+            "join-phase penalty {pp:.2}× vs {pm:.2}×, with the same assumed TRIM cost on both drives (no source \
+             for either). The preset's TRIM cost used to be set from this very finding (0.3 ms against 1 ms); \
+             without that, what else differs (the 840 Pro's MLC flash, no SLC cache) decides it. If it fails, \
+             the paper's smaller penalty needs a cheaper TRIM on the 840 Pro, which no source we found gives"
+        ),
     ));
 
     let cos_waf = waf_max(host(COSMOS, false, true)).max(waf_max(host(COSMOS, true, true)));

@@ -611,7 +611,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     let provenance = vec![
         Provenance {
             number: "every number of paper 000".into(),
-            role: "predicted: no drive parameter was fitted to paper 000. The TRIM command costs of the mx500 (1 ms), 840pro (0.3 ms) and cosmos (50 µs) presets are assumptions recorded in presets/*.toml".into(),
+            role: "predicted: no drive parameter was fitted to paper 000. The TRIM command costs of the mx500 and 840pro (1 ms each) and cosmos (50 µs) presets are assumptions recorded in presets/*.toml: no published per-command TRIM latency was found for these drives (the 840 Pro's was 0.3 ms, set from the paper's own \"smaller penalty\"; it is now the MX500's, so that claim is a prediction)".into(),
         },
         Provenance {
             number: "the host path".into(),
