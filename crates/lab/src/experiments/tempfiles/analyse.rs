@@ -77,6 +77,86 @@ pub(super) fn waf_max(r: &[joinrun::Repetition]) -> f64 {
     r.iter().filter_map(|x| x.waf).fold(0.0, f64::max)
 }
 
+/// The MX500's headlines at each TRIM command cost (the judged runs at the preset's
+/// `preset_ms`, the `TrimCostUs` runs at the others), sorted by cost.
+pub(super) struct Sensitivity {
+    pub costs_ms: Vec<f64>,
+    pub penalty: Vec<f64>,
+    pub ft_vs_neither: Vec<f64>,
+    pub ft_vs_trim_only: Vec<f64>,
+    pub count_ratio: Vec<f64>,
+}
+
+pub(super) fn sensitivity<'a>(
+    reps: &'a dyn Fn(Path, usize, bool, bool) -> &'a [joinrun::Repetition],
+    preset_ms: f64,
+) -> Sensitivity {
+    let mut points: Vec<(f64, Path)> = TRIM_COSTS_US
+        .iter()
+        .map(|&us| (us as f64 / 1e3, Path::TrimCostUs(us)))
+        .chain(std::iter::once((preset_ms, Path::Host)))
+        .collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let neither = reps(Path::Host, MX500, false, false);
+    let of = |f: &dyn Fn(&[joinrun::Repetition], &[joinrun::Repetition]) -> f64| {
+        points
+            .iter()
+            .map(|&(_, path)| {
+                f(
+                    reps(path, MX500, false, true),
+                    reps(path, MX500, true, true),
+                )
+            })
+            .collect()
+    };
+    Sensitivity {
+        costs_ms: points.iter().map(|p| p.0).collect(),
+        penalty: of(&|t, _| trim_penalty(t, neither)),
+        ft_vs_neither: of(&|_, ft| best_speedup(neither, ft)),
+        ft_vs_trim_only: of(&|t, ft| best_speedup(t, ft)),
+        count_ratio: of(&|t, ft| trim_count_ratio(t, ft)),
+    }
+}
+
+/// The cost (ms) at which `values` (one per cost of `costs_ms`) reach `target`,
+/// interpolated on a log scale of cost between the two runs around it; `None` when no
+/// two neighbouring runs bracket it.
+pub(super) fn cost_reaching(costs_ms: &[f64], values: &[f64], target: f64) -> Option<f64> {
+    costs_ms
+        .windows(2)
+        .zip(values.windows(2))
+        .find_map(|(c, v)| {
+            let (a, b) = (v[0] - target, v[1] - target);
+            if a == 0.0 {
+                return Some(c[0]);
+            }
+            if a.signum() == b.signum() || v[0] == v[1] {
+                return None;
+            }
+            let t = a / (a - b);
+            Some((c[0].ln() + t * (c[1].ln() - c[0].ln())).exp())
+        })
+}
+
+/// "reaches the paper's N× at about X ms per TRIM" or "... nowhere in 0.1-30 ms".
+pub(super) fn reaching_text(costs_ms: &[f64], values: &[f64], paper: f64) -> String {
+    let range = format!(
+        "{}-{} ms",
+        costs_ms.first().copied().unwrap_or(0.0),
+        costs_ms.last().copied().unwrap_or(0.0)
+    );
+    match cost_reaching(costs_ms, values, paper) {
+        Some(ms) => format!(
+            "it reaches the paper's {paper}× at about {ms:.2} ms per TRIM (table `trim_cost`)"
+        ),
+        None => format!(
+            "no TRIM cost in {range} gives the paper's {paper}× ({:.2}-{:.2}×; table `trim_cost`)",
+            values.iter().copied().fold(f64::INFINITY, f64::min),
+            values.iter().copied().fold(0.0, f64::max)
+        ),
+    }
+}
+
 /// The verdicts, from the repetitions of every run: `reps(path, drive, fallocate, trim)`;
 /// `trim_ms` is the MX500 preset's cost per TRIM command (for the explanation).
 /// How a number of the MX500 runs changes with PostgreSQL's batch files: "16 files 1.2×,
@@ -156,6 +236,7 @@ pub(super) fn analyse<'a>(
         host(MX500, true, true),
     );
     let mut v = Vec::new();
+    let sens = sensitivity(reps, trim_ms);
 
     let p = penalty(Path::Host, MX500);
     let added = join_phase(t_only) - join_phase(neither);
@@ -172,14 +253,15 @@ pub(super) fn analyse<'a>(
              queued). The penalty is the reads' wait behind non-queued TRIMs: {:.0} TRIMs per repetition × the \
              preset's assumed {trim_ms:.1} ms = {:.2} s of the {added:.2} s added; 2.7× needs {needed:.2} s, i.e. \
              {:.1} ms per TRIM or that many more TRIMs. It follows the number of batch files (table \
-             `batch_files`, by work_mem): {penalty_by_batches}; {}. The MX500's TRIM cost has no source yet (1 ms \
-             assumed): this holds on an assumed value",
+             `batch_files`, by work_mem): {penalty_by_batches}; {}. The MX500's TRIM cost has no source (1 ms \
+             assumed; docs/sources.md): {}",
             penalty(Path::NoHost, MX500),
             penalty(Path::QueuedTrim, MX500),
             trims(t_only),
             trims(t_only) * trim_ms / 1e3,
             needed * 1e3 / trims(t_only).max(1.0),
             against_postgres_range(penalty_range, paper::JOIN_TRIM_PENALTY),
+            reaching_text(&sens.costs_ms, &sens.penalty, paper::JOIN_TRIM_PENALTY),
         ),
     ));
 
@@ -247,7 +329,8 @@ pub(super) fn analyse<'a>(
                  cache is smaller); the join phase (reads) takes {:.2} s vs {:.2} s. 3× would need the reads to \
                  slow down with the drive's fill as well, which this model does not do: reads wait only \
                  behind GC on their die. We believe the read-side cost of a full TLC drive (read retries, \
-                 mapping-table misses in the MX500's DRAM) is what is missing",
+                 mapping-table misses in the MX500's DRAM) is what is missing. Fallocate + TRIM also pays \
+                 for its {:.0} TRIMs a repetition; with TRIM at another cost {}",
                 last3(neither) / last3(both),
                 part(neither),
                 waf_last(neither),
@@ -256,6 +339,8 @@ pub(super) fn analyse<'a>(
                 slc_share(&tail(both)),
                 mean_of(&tail(neither), |x| secs(x.join_ns)),
                 mean_of(&tail(both), |x| secs(x.join_ns)),
+                trims(both),
+                reaching_text(&sens.costs_ms, &sens.ft_vs_neither, paper::FT_VS_NEITHER),
             )
         },
     ));
@@ -269,8 +354,13 @@ pub(super) fn analyse<'a>(
         paper::FT_VS_TRIM_ONLY,
         HEADLINE_TOLERANCE,
         format!(
-            "best repetition {up_trim:.2}× (last three: {:.2}×)",
-            last3(t_only) / last3(both)
+            "best repetition {up_trim:.2}× (last three: {:.2}×); with TRIM at another cost {}",
+            last3(t_only) / last3(both),
+            reaching_text(
+                &sens.costs_ms,
+                &sens.ft_vs_trim_only,
+                paper::FT_VS_TRIM_ONLY
+            ),
         ),
     ));
 
@@ -495,7 +585,8 @@ pub(super) mod tests {
             Path::AmpleWorkMem,
         ]
         .into_iter()
-        .chain(POSTGRES_WORK_MEM_KIB.map(Path::PostgresWorkMem));
+        .chain(POSTGRES_WORK_MEM_KIB.map(Path::PostgresWorkMem))
+        .chain(TRIM_COSTS_US.map(Path::TrimCostUs));
         for path in paths {
             for di in [MX500, PRO, COSMOS] {
                 for &(f, t) in &COMBOS {
@@ -516,6 +607,20 @@ pub(super) mod tests {
 
     fn holds(v: &[Verdict], id: &str) -> bool {
         Verdict::holds_in(v, &format!("tempfiles.{id}"))
+    }
+
+    #[test]
+    fn the_cost_reaching_a_value_is_interpolated_on_a_log_scale() {
+        let costs = [0.1, 1.0, 10.0];
+        assert_eq!(cost_reaching(&costs, &[1.0, 2.0, 4.0], 2.0), Some(1.0));
+        let c = cost_reaching(&costs, &[1.0, 2.0, 4.0], 3.0).unwrap();
+        assert!((c - 10f64.sqrt()).abs() < 1e-9, "{c}");
+        // Falling values too; none when never bracketed.
+        assert!(cost_reaching(&costs, &[4.0, 2.0, 1.0], 1.5).is_some());
+        assert_eq!(cost_reaching(&costs, &[1.0, 2.0, 4.0], 5.0), None);
+        assert!(
+            reaching_text(&costs, &[1.0, 2.0, 4.0], 5.0).starts_with("no TRIM cost in 0.1-10 ms")
+        );
     }
 
     #[test]
