@@ -2138,3 +2138,46 @@ fn a_join_with_too_little_memory_per_user_says_each_user_has_a_share() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("write 2x"), "{err}");
 }
+
+#[test]
+fn the_postgres_join_reports_its_batches() {
+    let o = flashlab(&[
+        "join",
+        "--sf",
+        "0.01",
+        "--memory",
+        "64KiB",
+        "--algorithm",
+        "postgres",
+        "--backend",
+        "sim",
+        "--preset",
+        "x25e",
+        "--capacity",
+        "256MiB",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["algorithm"], "postgres");
+    // 15,000 orders of 16 bytes at 64 kB: PostgreSQL's rule plans 16 batches.
+    assert_eq!(j["initial_batches"], 16, "{j}");
+    assert_eq!(j["partitions"], 16);
+    let o = flashlab(&[
+        "join",
+        "--sf",
+        "0.01",
+        "--memory",
+        "32KiB",
+        "--algorithm",
+        "postgres",
+        "--backend",
+        "sim",
+        "--preset",
+        "x25e",
+        "--capacity",
+        "256MiB",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("64 kB"), "{err}");
+}

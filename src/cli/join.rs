@@ -150,10 +150,18 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         "  sum_o_totalprice         {} cents",
         r.sum_o_totalprice_cents
     );
-    println!(
-        "  partitions               {} ({} in memory), {} repartitioned pairs, {} nested-loop pairs",
-        r.partitions, r.resident_partitions, r.repartitioned_pairs, r.nested_loop_pairs
-    );
+    if r.initial_batches > 0 {
+        // PostgreSQL's join: batches, not partitions.
+        println!(
+            "  batches                  {} (planned {}, doubled {} times at run time; batch 0 in memory)",
+            r.partitions, r.initial_batches, r.nbatch_doublings
+        );
+    } else {
+        println!(
+            "  partitions               {} ({} in memory), {} repartitioned pairs, {} nested-loop pairs",
+            r.partitions, r.resident_partitions, r.repartitioned_pairs, r.nested_loop_pairs
+        );
+    }
     println!(
         "  spilled / read back      {} / {} bytes ({:.2}x the {} input bytes), {} spill files",
         r.bytes_spilled, r.bytes_read_back, r.spill_ratio, r.input_bytes, r.spill_files

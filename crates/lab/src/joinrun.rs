@@ -95,6 +95,10 @@ pub struct JoinRunResult {
     /// Threads each join ran on (fewer than asked when the budget or the data call for
     /// it; 1 when the build side fits in memory).
     pub threads: u32,
+    /// PostgreSQL's join: batches planned before it ran, and how often their number
+    /// doubled at run time (`partitions` is the count at the end); 0 for the others.
+    pub initial_batches: u32,
+    pub nbatch_doublings: u32,
     pub rows: u64,
     pub sum_l_extendedprice_cents: i64,
     pub sum_o_totalprice_cents: i64,
@@ -217,6 +221,8 @@ fn merge(total: &mut JoinRunResult, r: &JoinResult) {
     total.repartitioned_pairs += r.repartitioned_pairs;
     total.nested_loop_pairs += r.nested_loop_pairs;
     total.threads = total.threads.max(r.threads);
+    total.initial_batches = total.initial_batches.max(r.initial_batches);
+    total.nbatch_doublings += r.nbatch_doublings;
 }
 
 fn validate(spec: &JoinRunSpec) -> Result<(), crate::LabError> {
