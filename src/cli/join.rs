@@ -47,11 +47,17 @@ pub(crate) struct JoinArgs {
     /// deferred).
     #[arg(long, default_value = "none")]
     pub(crate) discard: ::simfs::DiscardMode,
+    /// sim, with --discard journal: each TRIM runs on to the end of the free space it lies
+    /// in, as ext4 does since Linux 6.8 (and the 2024 stable kernels); without it, exactly
+    /// the freed extents, as Linux up to 6.7 did.
+    #[arg(long)]
+    pub(crate) discard_to_free_run_end: bool,
     /// sim: keep the input tables on the simulated drive (reads are timed).
     #[arg(long)]
     pub(crate) inputs_on_device: bool,
-    /// sim: simfs preallocates growing windows for appending files (ext4 mballoc, as with
-    /// buffered writes); without it every write allocates on its own (as under O_DIRECT).
+    /// sim: simfs preallocates for appending files as ext4's mballoc does (small files
+    /// share one window, larger ones get growing windows of their own); without it every
+    /// write allocates on its own.
     #[arg(long)]
     pub(crate) prealloc: bool,
     /// sim: the path between the join and simfs: linux (page cache, dirty limits and
@@ -94,6 +100,7 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         fs_bytes: None,
         alloc: a.alloc,
         discard: a.discard,
+        discard_to_free_run_end: a.discard_to_free_run_end,
         prealloc: a.prealloc,
         inputs_on_device: a.inputs_on_device,
         host: match a.host {

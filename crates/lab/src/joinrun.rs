@@ -27,8 +27,11 @@ pub struct JoinStorage {
     pub fs_bytes: Option<u64>,
     pub alloc: AllocPolicy,
     pub discard: DiscardMode,
-    /// sim: simfs's mballoc-style preallocation windows (buffered writes) or none
-    /// (O_DIRECT).
+    /// sim, journal discard: TRIMs run to the end of the free run (Linux >= 6.8); see
+    /// [`simfs::FsConfig::discard_to_free_run_end`].
+    pub discard_to_free_run_end: bool,
+    /// sim: simfs's mballoc-style preallocation (as ext4 gives buffered and O_DIRECT
+    /// appends) or none.
     pub prealloc: bool,
     /// sim: the input tables on the drive (timed) or off it.
     pub inputs_on_device: bool,
@@ -46,6 +49,7 @@ impl Default for JoinStorage {
             fs_bytes: None,
             alloc: AllocPolicy::Ext4Like,
             discard: DiscardMode::None,
+            discard_to_free_run_end: false,
             prealloc: false,
             inputs_on_device: false,
             host: vfs::HostConfig::uncached(),
@@ -75,6 +79,8 @@ pub struct Repetition {
     pub join_ns: u64,
     pub trim_commands: u64,
     pub trim_ranges: u64,
+    /// Bytes the TRIM commands covered.
+    pub trim_bytes: u64,
     /// Simulated drive only: flash/host pages written during this repetition.
     pub waf: Option<f64>,
     pub host_write_pages: u64,
@@ -355,6 +361,7 @@ pub fn run(
             cfg.alloc = st.alloc;
             cfg.discard = st.discard;
             cfg.prealloc = st.prealloc;
+            cfg.discard_to_free_run_end = st.discard_to_free_run_end;
             let fs = simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg).map_err(|x| x.to_string())?;
             let mut drive = vfs::SimVfs::with_host(fs, st.host.clone());
             let od = table_data(Table::Orders, spec.sf, spec.layout);
@@ -444,6 +451,7 @@ pub fn run(
                 let flash_pages = after.flash_write_pages - before.flash_write_pages;
                 repetition.trim_commands = after.trim_commands - before.trim_commands;
                 repetition.trim_ranges = after.trim_ranges - before.trim_ranges;
+                repetition.trim_bytes = after.trim_bytes - before.trim_bytes;
                 repetition.waf = (host > 0).then(|| flash_pages as f64 / host as f64);
                 repetition.host_write_pages = host;
                 repetition.flash_write_pages = flash_pages;

@@ -76,11 +76,24 @@ impl Bitmap {
 
     /// Length of the free run starting at `start`, up to `max`.
     pub fn free_run_len(&self, start: u64, max: u64) -> u64 {
-        let mut n = 0;
-        while n < max && start + n < self.blocks && !self.is_used(start + n) {
-            n += 1;
+        let end = start.saturating_add(max).min(self.blocks);
+        if start >= end {
+            return 0;
         }
-        n
+        // The first used block at or after `start`, a word at a time.
+        let mut w = (start / 64) as usize;
+        let mut word = self.words[w] & !((1u64 << (start % 64)) - 1);
+        loop {
+            if word != 0 {
+                let b = w as u64 * 64 + word.trailing_zeros() as u64;
+                return b.min(end) - start;
+            }
+            w += 1;
+            if w == self.words.len() || w as u64 * 64 >= end {
+                return end - start;
+            }
+            word = self.words[w];
+        }
     }
 
     /// The first free run at or after `from`, wrapping to the start once: (start, length up
@@ -124,6 +137,23 @@ impl Bitmap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_run_len_matches_a_block_by_block_count() {
+        let mut b = Bitmap::new(1000);
+        for (s, l) in [(3, 5), (64, 1), (100, 130), (400, 64), (990, 10)] {
+            b.set_used(s, l);
+        }
+        for start in 0..1000 {
+            for max in [0, 1, 7, 64, 65, 500, 2000] {
+                let mut n = 0;
+                while n < max && start + n < 1000 && !b.is_used(start + n) {
+                    n += 1;
+                }
+                assert_eq!(b.free_run_len(start, max), n, "{start} {max}");
+            }
+        }
+    }
 
     #[test]
     fn runs_and_wrapping() {

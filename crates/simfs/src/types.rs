@@ -16,6 +16,11 @@ pub const VTRIM_MAX_RANGES: usize = (BLOCK_BYTES - 4) / 8;
 
 /// Largest mballoc-style preallocation window: 8 MiB.
 pub const PREALLOC_MAX_BLOCKS: u64 = 2048;
+/// mballoc's `s_mb_stream_request` (16 blocks): files up to this size take their blocks
+/// from the locality-group preallocation, larger ones get windows of their own.
+pub const STREAM_REQUEST_BLOCKS: u64 = 16;
+/// mballoc's `s_mb_group_prealloc` (512 blocks): the locality-group window.
+pub const GROUP_PREALLOC_BLOCKS: u64 = 512;
 
 /// Where new blocks go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,9 +137,16 @@ pub struct FsConfig {
     pub inodes_per_group: u32,
     pub alloc: AllocPolicy,
     pub discard: DiscardMode,
-    /// ext4-like: mballoc-style per-file preallocation windows for appends (as ext4's
-    /// buffered writes get); off, every write allocates on its own (as under O_DIRECT).
+    /// ext4-like: mballoc's preallocation for appends (buffered and O_DIRECT writes alike:
+    /// small files share the locality-group window, larger ones get windows of their own
+    /// to the end of their size bucket); off, every write allocates on its own.
     pub prealloc: bool,
+    /// With [`DiscardMode::Journal`]: each freed run's TRIM goes on from its start to the
+    /// end of the free space it lies in, within its block group, as ext4 does since Linux
+    /// 6.8 and the 2024 stable kernels (commit 68da4c44b994 made `ext4_try_to_trim_range`,
+    /// which online discard shares with fstrim since 5.15, trim to the end of the free
+    /// run); off, exactly the freed runs, as Linux up to 6.7 (and paper 000's 3.10) did.
+    pub discard_to_free_run_end: bool,
 }
 
 impl FsConfig {
@@ -149,6 +161,7 @@ impl FsConfig {
             alloc: AllocPolicy::Ext4Like,
             discard: DiscardMode::None,
             prealloc: false,
+            discard_to_free_run_end: false,
         }
     }
 

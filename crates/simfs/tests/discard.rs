@@ -365,3 +365,71 @@ fn a_full_file_system_commits_to_get_back_the_blocks_freed_in_the_running_transa
         Err(SimfsError::NoSpace { .. })
     ));
 }
+
+#[test]
+fn since_linux_6_8_a_journal_discard_runs_to_the_end_of_the_free_space() {
+    // Two fallocated files side by side at the start of a group with free space after.
+    let run = |to_end: bool, delete: &[&str]| {
+        let mut cfg = FsConfig::new(512 << 20);
+        cfg.discard = DiscardMode::Journal;
+        cfg.discard_to_free_run_end = to_end;
+        let mut fs = SimFs::mkfs(Timed::new(ssd()), cfg).unwrap();
+        for name in ["a", "b"] {
+            let f = fs.create(name).unwrap();
+            fs.fallocate(f, 0, 1 << 20).unwrap();
+        }
+        fs.sync().unwrap();
+        let (a, b) = (blocks_of(&fs, "a"), blocks_of(&fs, "b"));
+        let before = fs.stats().discarded_bytes;
+        for name in delete {
+            fs.unlink(name).unwrap();
+        }
+        fs.sync().unwrap();
+        fs.check_invariants().unwrap();
+        (fs.stats().discarded_bytes - before, a, b)
+    };
+    // Up to 6.7: exactly what was freed.
+    let (bytes, _, _) = run(false, &["b"]);
+    assert_eq!(bytes, 1 << 20);
+    // Since 6.8: b's blocks are followed by free space to the end of the group, and the
+    // TRIM covers all of it.
+    let (bytes, _, b) = run(true, &["b"]);
+    let group_end = (b[0] / 32768 + 1) * 32768;
+    assert_eq!(bytes, (group_end - b[0]) * BLOCK, "to the end of the group");
+    // a is followed by b (still in use): exactly a.
+    let (bytes, _, _) = run(true, &["a"]);
+    assert_eq!(bytes, 1 << 20);
+}
+
+#[test]
+fn small_files_share_the_locality_group_window_and_large_ones_get_their_own() {
+    let mut cfg = FsConfig::new(512 << 20);
+    cfg.prealloc = true;
+    let mut fs = SimFs::mkfs(Timed::new(ssd()), cfg).unwrap();
+    let (a, b) = (fs.create("a").unwrap(), fs.create("b").unwrap());
+    // Two small files appended in turn, 8 KiB at a time, up to 64 KiB each: their blocks
+    // alternate within one shared window.
+    for i in 0..8u64 {
+        fs.write_at(a, i * 8192, 8192).unwrap();
+        fs.write_at(b, i * 8192, 8192).unwrap();
+    }
+    let (ea, eb) = (fs.extents(a).unwrap(), fs.extents(b).unwrap());
+    assert_eq!(ea.len(), 8, "one 2-block extent per append: {ea:?}");
+    assert_eq!(
+        eb[0].start_block,
+        ea[0].start_block + 2,
+        "b's first right after a's"
+    );
+    // Grown past 16 blocks, a file takes a window of its own: the next appends are
+    // contiguous however the two interleave.
+    for i in 8..24u64 {
+        fs.write_at(a, i * 8192, 8192).unwrap();
+        fs.write_at(b, i * 8192, 8192).unwrap();
+    }
+    let ea = fs.extents(a).unwrap();
+    assert!(
+        ea.len() <= 8 + 3,
+        "a few windows after the small part: {ea:?}"
+    );
+    fs.check_invariants().unwrap();
+}

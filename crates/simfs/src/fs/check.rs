@@ -42,7 +42,7 @@ impl<D: BlockDev> SimFs<D> {
                 }
             }
         }
-        for &(s, l) in &self.freed_uncommitted {
+        for &(s, l) in self.freed_uncommitted.iter().chain(&self.lg_pa) {
             for b in s..s + l {
                 claim(b, 0)?;
             }

@@ -17,16 +17,27 @@ impl<D: BlockDev> SimFs<D> {
     pub(super) fn discard_committed(&mut self) -> Result<u64, SimfsError> {
         let bpg = self.cfg.blocks_per_group as u64;
         let mut done = 0;
-        for (s, l) in merge_runs(std::mem::take(&mut self.freed_uncommitted)) {
+        let runs = merge_runs(std::mem::take(&mut self.freed_uncommitted));
+        // The commit's runs all go back to the free space first, then are discarded
+        // (ext4_process_freed_data, then its discard work).
+        for &(s, l) in &runs {
             self.release(s, l);
+        }
+        for (s, l) in runs {
             // Split at group boundaries: freed extents merge within a group only.
             let mut b = s;
             while b < s + l {
-                let n = (s + l - b).min(bpg - b % bpg);
+                let group_end = (b / bpg + 1) * bpg;
+                let mut n = (s + l - b).min(group_end - b);
+                if self.cfg.discard_to_free_run_end {
+                    // On to the end of the free run, within the group: the same free space
+                    // is discarded again for every run of the commit that lies in it.
+                    n = self.bitmap.free_run_len(b, group_end - b).max(n);
+                }
                 self.stats.trim_commands += 1;
                 self.stats.discarded_bytes += n * BLOCK;
                 done = self.dev.io(Command::trim(b * BLOCK, n * BLOCK))?;
-                b += n;
+                b = (s + l).min(group_end);
             }
         }
         Ok(done)

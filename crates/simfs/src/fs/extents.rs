@@ -170,9 +170,12 @@ impl<D: BlockDev> SimFs<D> {
         Ok(())
     }
 
-    /// mballoc-style inode preallocation: a file's appends are served from a window
-    /// reserved for it, sized to the next power of two of the file's blocks (16 blocks to
-    /// 8 MiB), so concurrent writers get few, growing extents instead of one per write.
+    /// mballoc-style preallocation (fs/ext4/mballoc.c): a file of at most
+    /// [`STREAM_REQUEST_BLOCKS`] takes its blocks from the locality-group window shared by
+    /// all small files (`ext4_mb_group_or_file`, [`GROUP_PREALLOC_BLOCKS`]); a larger one
+    /// from a window of its own that runs from its end to the end of its size bucket
+    /// (`ext4_mb_normalize_request`: 16 KiB, 32 KiB, ... 1 MiB, then 2, 4 or 8 MiB
+    /// aligned), so concurrent writers get few, growing extents instead of one per write.
     pub(super) fn alloc_preallocated(
         &mut self,
         ino: Ino,
@@ -180,23 +183,46 @@ impl<D: BlockDev> SimFs<D> {
         n: u64,
     ) -> Result<Vec<(u64, u64)>, SimfsError> {
         let mut runs: Vec<(u64, u64)> = Vec::new();
+        let push = |runs: &mut Vec<(u64, u64)>, s: u64, k: u64| match runs.last_mut() {
+            Some(last) if last.0 + last.1 == s => last.1 += k,
+            _ => runs.push((s, k)),
+        };
         let mut remaining = n;
+        let file_blocks: u64 = self.files[&ino].extents.iter().map(|e| e.len as u64).sum();
+        if file_blocks + n <= STREAM_REQUEST_BLOCKS {
+            // A small file: carved from the locality-group window.
+            while remaining > 0 {
+                if let Some((s, l)) = self.lg_pa {
+                    let k = l.min(remaining);
+                    push(&mut runs, s, k);
+                    self.lg_pa = (l > k).then_some((s + k, l - k));
+                    remaining -= k;
+                    continue;
+                }
+                let from = goal.unwrap_or(self.cursor);
+                match self.bitmap.find_run(from, GROUP_PREALLOC_BLOCKS) {
+                    Some(start) => {
+                        self.take(start, GROUP_PREALLOC_BLOCKS);
+                        self.lg_pa = Some((start, GROUP_PREALLOC_BLOCKS));
+                    }
+                    None => {
+                        runs.extend(self.alloc(goal, remaining)?);
+                        remaining = 0;
+                    }
+                }
+            }
+            return Ok(runs);
+        }
         while remaining > 0 {
             if let Some((s, l)) = self.files[&ino].pa {
                 let k = l.min(remaining);
-                match runs.last_mut() {
-                    Some(last) if last.0 + last.1 == s => last.1 += k,
-                    _ => runs.push((s, k)),
-                }
+                push(&mut runs, s, k);
                 self.files.get_mut(&ino).expect("exists").pa = (l > k).then_some((s + k, l - k));
                 remaining -= k;
                 continue;
             }
-            let file_blocks: u64 = self.files[&ino].extents.iter().map(|e| e.len as u64).sum();
-            let window = (file_blocks + remaining)
-                .next_power_of_two()
-                .clamp(16, PREALLOC_MAX_BLOCKS)
-                .max(remaining.min(PREALLOC_MAX_BLOCKS));
+            let have: u64 = file_blocks + runs.iter().map(|r| r.1).sum::<u64>();
+            let window = normalized_window(have, remaining);
             let from = runs
                 .last()
                 .map(|r| r.0 + r.1)
@@ -320,5 +346,49 @@ impl<D: BlockDev> SimFs<D> {
             },
             nodes,
         )
+    }
+}
+
+/// The window `ext4_mb_normalize_request` reserves for a file of `have` blocks asking for
+/// `want` more: from its end to the end of the size bucket its new size falls in (16 KiB
+/// up to 1 MiB by powers of two; then 2, 4 or 8 MiB, aligned in the file), never less
+/// than what it asked for.
+pub(super) fn normalized_window(have: u64, want: u64) -> u64 {
+    let size = have + want;
+    let blocks_per_mib = (1 << 20) / BLOCK;
+    let end = if size <= blocks_per_mib {
+        size.next_power_of_two().max(4)
+    } else {
+        let bucket = if size <= 4 * blocks_per_mib {
+            2 * blocks_per_mib
+        } else if size <= 8 * blocks_per_mib {
+            4 * blocks_per_mib
+        } else {
+            PREALLOC_MAX_BLOCKS
+        };
+        // The bucket-aligned stretch of the file that holds its first new block.
+        (have / bucket + 1) * bucket
+    };
+    end.saturating_sub(have).max(want)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalized_window;
+
+    #[test]
+    fn windows_run_to_the_end_of_ext4_s_size_buckets() {
+        // 20 blocks asking for 2: the 128 KiB bucket (32 blocks) ends 10 blocks on.
+        assert_eq!(normalized_window(20, 2), 12);
+        // 200 blocks + 2: the 1 MiB bucket (256 blocks).
+        assert_eq!(normalized_window(200, 2), 56);
+        // 300 blocks: past 1 MiB, 2 MiB-aligned stretches (512 blocks).
+        assert_eq!(normalized_window(300, 2), 212);
+        assert_eq!(normalized_window(600, 2), 424);
+        // Past 4 MiB: 4 MiB stretches; past 8 MiB: 8 MiB ones.
+        assert_eq!(normalized_window(1100, 2), 2048 - 1100);
+        assert_eq!(normalized_window(2100, 2), 4096 - 2100);
+        // Never less than asked for.
+        assert_eq!(normalized_window(0, 5000), 5000);
     }
 }

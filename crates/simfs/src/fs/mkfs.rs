@@ -81,6 +81,7 @@ impl<D: BlockDev> SimFs<D> {
             files: HashMap::new(),
             names: BTreeMap::new(),
             cursor,
+            lg_pa: None,
             deferred: Vec::new(),
             freed_uncommitted: Vec::new(),
             committing: false,

@@ -58,6 +58,9 @@ pub struct SimFs<D: BlockDev> {
     pub(crate) files: HashMap<Ino, FileState>,
     pub(crate) names: BTreeMap<String, Ino>,
     pub(crate) cursor: u64,
+    /// mballoc's locality-group preallocation (one CPU's): the window small files'
+    /// appends are carved from in turn, held as used.
+    pub(crate) lg_pa: Option<(u64, u64)>,
     pub(crate) deferred: Vec<(u64, u64)>,
     /// Journal mode: runs freed since the last commit (still marked used).
     pub(crate) freed_uncommitted: Vec<(u64, u64)>,

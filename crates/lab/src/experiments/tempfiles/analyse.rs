@@ -276,13 +276,13 @@ pub(super) fn analyse<'a>(
         format!(
             "{:.1}× (MX500), {:.1}× (840 Pro), {:.1}× (Cosmos+); {:.1}× without the host path (one TRIM per \
              extent at unlink). With fallocate every batch file is one extent and one TRIM ({:.0} per \
-             repetition); without it a file gets as many extents as writeback passes allocated for it, and \
-             journal discards merge what one commit freed. By work_mem (table `batch_files`): \
-             {ratio_by_batches}; {}. Keeping the paper's number of batch files at this scale makes each file \
-             small (the query is scaled down, the file count is not), so a file without fallocate gets only one \
-             or two extents; the paper's ~1,000-2,000 files of several MB each, written interleaved, got many. \
-             We believe the missing mechanism is the file size (a `--scale paper` run would show it) and \
-             ext4's mballoc as ext4 does it (preallocation windows: compare real ext4 in `tempfiles-real`)",
+             repetition). Without it, simfs allocates as ext4's mballoc does: a file of at most 64 KiB takes \
+             its blocks from the locality-group window all small files share (an extent per write while the \
+             files interleave), a larger one from windows of its own to the end of its size bucket; journal \
+             discards merge what one commit freed. By work_mem (table `batch_files`): {ratio_by_batches}; {}. \
+             The ratio falls as the files multiply and shrink; at this scale the paper's file count makes each \
+             file about 1/200 of the paper's size, so a `--scale paper` run is what would settle it. Real ext4 \
+             against simfs on this join: `tempfiles-real`",
             ratio(MX500),
             ratio(PRO),
             ratio(COSMOS),
