@@ -84,6 +84,9 @@ pub(crate) fn run(a: CaptureArgs) -> Result<()> {
         c.trace.bytes(flash::Op::Trim),
         c.trace.count(flash::Op::Flush)
     );
+    if let Some(n) = c.journal_commits {
+        println!("  {n} journal commits (jbd2)");
+    }
     if c.lost_events > 0 {
         println!(
             "  warning: the kernel dropped {} events (its trace buffer overflowed)",

@@ -122,7 +122,14 @@ pub struct Captured {
     /// The tracing clock (CLOCK_MONOTONIC) at the trace's first request, in ns: a
     /// request's `at_ns` plus this is when it was issued.
     pub start_ns: u64,
+    /// ext4: the journal commits jbd2 completed on the device during the command
+    /// (`jbd2:jbd2_end_commit` events); None for other file systems or a kernel without
+    /// the event.
+    pub journal_commits: Option<u64>,
 }
+
+/// The jbd2 event counted for ext4 captures.
+const JBD2_END_COMMIT: &str = "jbd2_end_commit";
 
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
@@ -247,8 +254,12 @@ impl Setup {
         };
         if let Some(inst) = self.instance.take() {
             let _ = std::fs::write(inst.join("tracing_on"), "0");
-            for ev in ["block_rq_issue", "block_rq_complete"] {
-                let _ = std::fs::write(inst.join("events/block").join(ev).join("enable"), "0");
+            for ev in [
+                "block/block_rq_issue",
+                "block/block_rq_complete",
+                "jbd2/jbd2_end_commit",
+            ] {
+                let _ = std::fs::write(inst.join("events").join(ev).join("enable"), "0");
             }
             // The kernel refuses to remove an instance while a reader holds it; the reader
             // has stopped by now, but give it a moment.
@@ -587,6 +598,13 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         write(&d.join("filter"), &format!("dev == {kdev}"))?;
         write(&d.join("enable"), "1")?;
     }
+    // ext4's journal commits, when the kernel has the event.
+    let jbd2 = inst.join("events/jbd2").join(JBD2_END_COMMIT);
+    let count_commits = spec.fs == FsKind::Ext4 && jbd2.is_dir();
+    if count_commits {
+        write(&jbd2.join("filter"), &format!("dev == {kdev}"))?;
+        write(&jbd2.join("enable"), "1")?;
+    }
     write(&inst.join("tracing_on"), "1")?;
     let stop = Arc::new(AtomicBool::new(false));
     let bytes_read = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -705,7 +723,15 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         })
         .min()
         .unwrap_or(0);
-    let trace = crate::formats::tracefs::parse(&format!("tracefs of {dev}"), &text)?;
+    let marker = format!(": {JBD2_END_COMMIT}: ");
+    let journal_commits =
+        count_commits.then(|| text.lines().filter(|l| l.contains(&marker)).count() as u64);
+    let block_text: String = text
+        .lines()
+        .filter(|l| !l.contains(": jbd2_"))
+        .flat_map(|l| [l, "\n"])
+        .collect();
+    let trace = crate::formats::tracefs::parse(&format!("tracefs of {dev}"), &block_text)?;
     // The trace is safe on disk before anything can fail in the teardown.
     if let Some(out) = &mut out_file {
         out.write(&trace)?;
@@ -727,6 +753,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         loop_device: dev,
         elapsed,
         start_ns,
+        journal_commits,
     })
 }
 
