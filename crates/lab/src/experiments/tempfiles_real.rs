@@ -353,12 +353,13 @@ fn one_run(
         .journal_commits
         .unwrap_or_else(|| t.count(flash::Op::Flush));
     let sim = joinrun::run(&spec, &mut |_| {})?;
-    let sim = if commits > 0 {
-        let total_ns: u64 = sim.repetitions.iter().map(|r| r.total_ns).sum();
-        spec.storage.host.journal_commit_ns = (total_ns / commits).max(1);
-        joinrun::run(&spec, &mut |_| {})?
-    } else {
-        sim
+    let total_ns: u64 = sim.repetitions.iter().map(|r| r.total_ns).sum();
+    let sim = match total_ns.checked_div(commits) {
+        Some(interval_ns) => {
+            spec.storage.host.journal_commit_ns = interval_ns.max(1);
+            joinrun::run(&spec, &mut |_| {})?
+        }
+        None => sim,
     };
     Ok(Run {
         fallocate,
