@@ -101,6 +101,7 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         alloc: a.alloc,
         discard: a.discard,
         discard_to_free_run_end: a.discard_to_free_run_end,
+        commit_each_repetition: true,
         prealloc: a.prealloc,
         inputs_on_device: a.inputs_on_device,
         host: match a.host {

@@ -30,6 +30,9 @@ pub struct JoinStorage {
     /// sim, journal discard: TRIMs run to the end of the free run (Linux >= 6.8); see
     /// [`simfs::FsConfig::discard_to_free_run_end`].
     pub discard_to_free_run_end: bool,
+    /// sim: every repetition ends with a journal commit (as a run ends with `sync`); off,
+    /// only the last one does (the repetitions of one real run of the join).
+    pub commit_each_repetition: bool,
     /// sim: simfs's mballoc-style preallocation (as ext4 gives buffered and O_DIRECT
     /// appends) or none.
     pub prealloc: bool,
@@ -50,6 +53,7 @@ impl Default for JoinStorage {
             alloc: AllocPolicy::Ext4Like,
             discard: DiscardMode::None,
             discard_to_free_run_end: false,
+            commit_each_repetition: true,
             prealloc: false,
             inputs_on_device: false,
             host: vfs::HostConfig::uncached(),
@@ -442,9 +446,14 @@ pub fn run(
                 // The run ends as `sync` or an unmount ends one: with the journal's final
                 // commit, which sends the discards of what the run freed since the last
                 // timed commit (journal discard mode); then deferred discards (fstrim).
+                // (With `commit_each_repetition` off, only the last repetition ends so: the
+                // repetitions of one real run, whose commits come on their own timer.)
+                let ends_run = st.commit_each_repetition || rep + 1 == spec.repeat;
                 let after = turns.with_vfs(|v| -> Result<flash::DeviceStats, crate::LabError> {
-                    v.fs_mut().sync().map_err(|x| x.to_string())?;
-                    v.fs_mut().fstrim().map_err(|x| x.to_string())?;
+                    if ends_run {
+                        v.fs_mut().sync().map_err(|x| x.to_string())?;
+                        v.fs_mut().fstrim().map_err(|x| x.to_string())?;
+                    }
                     Ok(v.fs().device().dev.stats())
                 })?;
                 let host = after.host_write_pages - before.host_write_pages;

@@ -126,6 +126,9 @@ pub struct Captured {
     /// (`jbd2:jbd2_end_commit` events); None for other file systems or a kernel without
     /// the event.
     pub journal_commits: Option<u64>,
+    /// ext4: when each of those commits ended, in the trace's time (ns after its first
+    /// request, as the requests' `at_ns`).
+    pub journal_commit_at_ns: Vec<u64>,
 }
 
 /// The jbd2 event counted for ext4 captures.
@@ -726,6 +729,14 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     let marker = format!(": {JBD2_END_COMMIT}: ");
     let journal_commits =
         count_commits.then(|| text.lines().filter(|l| l.contains(&marker)).count() as u64);
+    let journal_commit_at_ns: Vec<u64> = text
+        .lines()
+        .filter_map(|l| {
+            let head = &l[..l.find(&marker)?];
+            crate::formats::parse_seconds_ns(head.split_whitespace().last()?).ok()
+        })
+        .map(|t| t.saturating_sub(start_ns))
+        .collect();
     let block_text: String = text
         .lines()
         .filter(|l| !l.contains(": jbd2_"))
@@ -754,6 +765,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         elapsed,
         start_ns,
         journal_commits,
+        journal_commit_at_ns,
     })
 }
 

@@ -41,6 +41,11 @@ pub struct HostConfig {
     /// ext4.rst); with journal discards, freed extents are discarded after it. 0: only
     /// at syncs.
     pub journal_commit_ns: u64,
+    /// When not empty, the journal commits once the file system has sent this many data
+    /// requests (reads and writes, counted from when measuring starts), instead of every
+    /// `journal_commit_ns`: a real run's commits replayed at the same progress (a
+    /// capture's `jbd2_end_commit` events against its requests).
+    pub journal_commit_after_requests: Vec<u64>,
     /// The most requests in flight on the drive (32: SATA NCQ, `ATA_MAX_QUEUE` in
     /// include/linux/libata.h; NVMe queues are deeper); 0: no limit.
     pub queue_depth: usize,
@@ -58,6 +63,7 @@ impl HostConfig {
             writeback_interval_ns: 5_000_000_000,
             max_request_bytes: 1280 << 10,
             journal_commit_ns: 5_000_000_000,
+            journal_commit_after_requests: Vec::new(),
             read_ahead_pages: crate::readahead::DEFAULT_MAX_PAGES,
             queue_depth: 32,
         }

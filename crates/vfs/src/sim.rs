@@ -51,6 +51,10 @@ pub struct SimVfs {
     /// The flusher's last wake-up, and the journal's last timed commit.
     flusher_ns: u64,
     journal_ns: u64,
+    /// Data requests sent before measuring started, and how many scheduled commits have
+    /// been made since.
+    requests_at_start: u64,
+    scheduled_commits_done: usize,
     /// Writeback requests in flight: (completion time, pages), earliest first.
     writeback: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64)>>,
     writeback_pages: u64,
@@ -95,6 +99,8 @@ impl SimVfs {
             readahead: HashMap::new(),
             flusher_ns,
             journal_ns: flusher_ns,
+            requests_at_start: 0,
+            scheduled_commits_done: 0,
             writeback: std::collections::BinaryHeap::new(),
             writeback_pages: 0,
         }
@@ -108,6 +114,14 @@ impl SimVfs {
             dev.think(idle - dev.now_ns());
         }
         dev.dev.reset_stats();
+        self.requests_at_start = self.data_requests();
+        self.scheduled_commits_done = 0;
+    }
+
+    /// Data requests (reads and writes) the file system has sent.
+    fn data_requests(&self) -> u64 {
+        let st = self.fs.stats();
+        st.data_write_requests + st.data_read_requests
     }
 
     /// Dirty pages in the page cache.
@@ -228,7 +242,22 @@ impl SimVfs {
         // The journal's timed commits, in the background: metadata, then the discards of
         // the extents freed before it (journal discard mode).
         let interval = self.host.journal_commit_ns;
-        if interval > 0 && self.journal_ns + interval <= now {
+        let sent = self.data_requests() - self.requests_at_start;
+        let schedule = &self.host.journal_commit_after_requests;
+        if !schedule.is_empty() {
+            let mut due = false;
+            while let Some(&after) = schedule.get(self.scheduled_commits_done) {
+                if after > sent {
+                    break;
+                }
+                self.scheduled_commits_done += 1;
+                due = true;
+            }
+            if due {
+                self.journal_ns = now;
+                self.in_background(true, |v| v.timed("journal commit", |fs| fs.sync()))?;
+            }
+        } else if interval > 0 && self.journal_ns + interval <= now {
             self.journal_ns = now - (now - self.journal_ns) % interval;
             self.in_background(true, |v| v.timed("journal commit", |fs| fs.sync()))?;
         }

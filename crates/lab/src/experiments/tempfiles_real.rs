@@ -255,7 +255,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             },
             Provenance {
                 number: "simfs TRIM commands and bytes".into(),
-                role: "predicted by simfs with ext4's journal-time discard as this kernel does it (fs/ext4/mballoc.c: extents freed in a transaction are discarded after its commit, each to the end of its free run within the group; as many commits as ext4 made in the capture, counted by jbd2's jbd2_end_commit events), mballoc's preallocation (small files share the locality-group window, larger ones get windows to the end of their size bucket) and O_DIRECT batch files; the column beside it is one TRIM per extent at each unlink (the `tempfiles` experiment's `no host path` row). ext4 commits every 5 s of wall-clock time, so its number of commits follows the machine's speed; the model is given the same number (but not their moments). What the model lacks: given ext4's number of commits, simfs merges the extents one commit freed into far fewer TRIMs than ext4 sends (ext4 sends several per batch file even with one commit a repetition), so ext4's freed extents do not merge as the model's do — the next step is to trace ext4:ext4_mballoc_free against ext4:ext4_trim_extent; and ext4's placement (flex_bg metadata in group 0, files from group 1, the stream allocator's goal) is simplified, which changes where free runs end".into(),
+                role: "predicted by simfs with ext4's journal-time discard as this kernel does it (fs/ext4/mballoc.c: extents freed in a transaction are discarded after its commit, each to the end of its free run within the group; its commits where ext4 made them in the run's progress: after as many data requests as the capture shows before each jbd2_end_commit event), mballoc's preallocation (small files share the locality-group window, larger ones get windows to the end of their size bucket) and O_DIRECT batch files; the column beside it is one TRIM per extent at each unlink (the `tempfiles` experiment's `no host path` row). ext4 commits every 5 s of wall-clock time, so its number of commits follows the machine's speed; the model is given them at the same point of the run's progress (data requests sent). What the model lacks: given ext4's number of commits, simfs merges the extents one commit freed into far fewer TRIMs than ext4 sends (ext4 sends several per batch file even with one commit a repetition), so ext4's freed extents do not merge as the model's do — the next step is to trace ext4:ext4_mballoc_free against ext4:ext4_trim_extent; and ext4's placement (flex_bg metadata in group 0, files from group 1, the stream allocator's goal) is simplified, which changes where free runs end".into(),
             },
             Provenance {
                 number: "replayed times and WAF".into(),
@@ -342,25 +342,30 @@ fn one_run(
     // This machine's kernel discards to the end of each free run (Linux >= 6.8 and the
     // 2024 stable kernels).
     spec.storage.discard_to_free_run_end = true;
-    // ext4 commits every 5 s of wall-clock time, so how many commits a repetition makes
-    // (and how many freed extents share one) depends on how fast this machine ran it. The
-    // model commits as often as ext4 did in the capture (its flushes, one per commit):
-    // run once at the default interval to learn the model's duration, then at the
-    // interval that gives ext4's number of commits.
-    // jbd2's own count when the kernel has the event, else the flushes (one or two a
-    // commit).
+    // ext4 commits every 5 s of wall-clock time, so how many commits a run makes, and
+    // when they fall against its deletions (what a commit's discards can merge), follow
+    // how fast this machine ran it. The model commits where ext4 did in the run's
+    // progress: after as many data requests as the capture shows before each of jbd2's
+    // `jbd2_end_commit` events; only the run's end is a sync, as in the real run.
+    spec.storage.commit_each_repetition = false;
     let commits = c
         .journal_commits
         .unwrap_or_else(|| t.count(flash::Op::Flush));
+    if !c.journal_commit_at_ns.is_empty() {
+        let data = |r: &&trace::Request| matches!(r.cmd.op, flash::Op::Read | flash::Op::Write);
+        spec.storage.host.journal_commit_after_requests = c
+            .journal_commit_at_ns
+            .iter()
+            .map(|&at| {
+                t.requests
+                    .iter()
+                    .filter(data)
+                    .filter(|r| r.at_ns <= at)
+                    .count() as u64
+            })
+            .collect();
+    }
     let sim = joinrun::run(&spec, &mut |_| {})?;
-    let total_ns: u64 = sim.repetitions.iter().map(|r| r.total_ns).sum();
-    let sim = match total_ns.checked_div(commits) {
-        Some(interval_ns) => {
-            spec.storage.host.journal_commit_ns = interval_ns.max(1);
-            joinrun::run(&spec, &mut |_| {})?
-        }
-        None => sim,
-    };
     Ok(Run {
         fallocate,
         discard,

@@ -150,15 +150,15 @@ impl<D: BlockDev> SimFs<D> {
             let n = (b - a) as u64;
             let goal = self.goal_of(ino);
             let in_place = !self.allocator.out_of_place();
-            let single = if one_run && in_place && self.cfg.prealloc {
-                self.fallocate_normalized(ino, goal, n)
-            } else if one_run && in_place {
+            // A fallocate that fits one extent is not normalised and uses no
+            // preallocation (ext4_alloc_file_blocks: EXT4_GET_BLOCKS_NO_NORMALIZE, so
+            // EXT4_MB_HINT_NOPREALLOC): exactly its blocks, at the file's goal.
+            let single = if one_run && in_place {
                 self.bitmap.find_run(goal.unwrap_or(self.cursor), n)
             } else {
                 None
             };
             let runs = match single {
-                Some(start) if self.cfg.prealloc => vec![(start, n)],
                 Some(start) => {
                     self.take(start, n);
                     vec![(start, n)]
@@ -171,43 +171,6 @@ impl<D: BlockDev> SimFs<D> {
             self.add_mapping(ino, a, &runs);
         }
         Ok(())
-    }
-
-    /// A fallocate's one run as mballoc allocates it (its request is normalised like any
-    /// other): a small file's from the locality-group window when the run fits in it, a
-    /// larger one's at the start of a window to the end of its size bucket, the rest of
-    /// the window left as the file's preallocation (released when it is deleted, never
-    /// part of what the commit frees). Returns the run's start, already taken; None when
-    /// no such place exists (the caller falls back).
-    fn fallocate_normalized(&mut self, ino: Ino, goal: Option<u64>, n: u64) -> Option<u64> {
-        let file_blocks: u64 = self.files[&ino].extents.iter().map(|e| e.len as u64).sum();
-        if file_blocks + n <= STREAM_REQUEST_BLOCKS {
-            if !matches!(self.lg_pa, Some((_, l)) if l >= n) {
-                let start = self
-                    .bitmap
-                    .find_run(goal.unwrap_or(self.cursor), GROUP_PREALLOC_BLOCKS)?;
-                // The old window's rest stays held by the group (as ext4 keeps it on
-                // the locality group's list) only while it is the current one.
-                if let Some((s, l)) = self.lg_pa.take() {
-                    self.release(s, l);
-                }
-                self.take(start, GROUP_PREALLOC_BLOCKS);
-                self.lg_pa = Some((start, GROUP_PREALLOC_BLOCKS));
-            }
-            let (s, l) = self.lg_pa.expect("a window with room");
-            self.lg_pa = (l > n).then_some((s + n, l - n));
-            return Some(s);
-        }
-        if self.files[&ino].pa.is_some() {
-            return None;
-        }
-        let window = normalized_window(file_blocks, n);
-        let start = self.bitmap.find_run(goal.unwrap_or(self.cursor), window)?;
-        self.take(start, window);
-        if window > n {
-            self.files.get_mut(&ino).expect("exists").pa = Some((start + n, window - n));
-        }
-        Some(start)
     }
 
     /// mballoc-style preallocation (fs/ext4/mballoc.c): a file of at most
