@@ -764,6 +764,38 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn scheduled_commits_come_after_as_many_requests_as_asked() {
+        let dev = Preset::load("x25e")
+            .unwrap()
+            .with_capacity(1 << 30)
+            .build()
+            .unwrap();
+        let mut cfg = simfs::FsConfig::new(512 << 20);
+        cfg.discard = simfs::DiscardMode::Journal;
+        let fs = SimFs::mkfs(Timed::new(dev), cfg).unwrap();
+        let host = HostConfig {
+            journal_commit_after_requests: vec![4],
+            ..HostConfig::direct_io()
+        };
+        let mut v = SimVfs::with_host(fs, host);
+        v.start_measuring();
+        let fd = v.open("a", OpenMode::create()).unwrap();
+        v.write_at(fd, 0, &[1u8; 8192]).unwrap();
+        v.close(fd);
+        v.unlink("a").unwrap();
+        // However long it waits, no timed commit: only the schedule's.
+        v.think(60_000_000_000);
+        let g = v.open("b", OpenMode::create()).unwrap();
+        for i in 0..2 {
+            v.write_at(g, i * 8192, &[2u8; 8192]).unwrap();
+        }
+        assert_eq!(v.fs().stats().trim_commands, 0, "3 requests: not yet");
+        v.write_at(g, 2 * 8192, &[2u8; 8192]).unwrap();
+        v.write_at(g, 3 * 8192, &[2u8; 8192]).unwrap();
+        assert_eq!(v.fs().stats().trim_commands, 1, "after the 4th: a's blocks");
+    }
+
+    #[test]
     fn journal_commits_every_5_s_discard_what_was_freed_in_the_background() {
         let dev = Preset::load("x25e")
             .unwrap()
