@@ -441,6 +441,8 @@ fn html_escape(s: &str) -> String {
 
 /// A number for an axis label: whole numbers without a fraction ("2", not "2.0").
 fn axis_label(v: f64) -> String {
+    // A tick at zero reached by adding steps can be -1e-17: never "-0".
+    let v = if v.abs() < 1e-9 { 0.0 } else { v };
     if v == v.round() && v.abs() < 1e15 {
         format!("{v:.0}")
     } else {
@@ -952,6 +954,10 @@ mod tests {
         assert_eq!(
             (axis_label(2.0), axis_label(2.5)),
             ("2".into(), "2.5".into())
+        );
+        assert_eq!(
+            (axis_label(-0.0), axis_label(-1e-17)),
+            ("0".into(), "0".into())
         );
     }
 
