@@ -65,28 +65,7 @@ fn every_algorithm_and_memory_size_gives_the_right_answer() {
 #[test]
 fn skew_falls_back_to_nested_loops_without_running_out_of_memory() {
     // 8,000 orders and 8,000 lineitems on one key (64 million output rows), plus normal rows.
-    let mut orders: Vec<Record> = (0..8_000)
-        .map(|i| Record {
-            key: 7,
-            price_cents: i,
-        })
-        .collect();
-    orders.extend((100..5100).map(|k| Record {
-        key: k,
-        price_cents: 1,
-    }));
-    let mut lines: Vec<Record> = (0..8_000)
-        .map(|i| Record {
-            key: 7,
-            price_cents: i,
-        })
-        .collect();
-    lines.extend((100..5100).flat_map(|k| {
-        (0..4).map(move |_| Record {
-            key: k,
-            price_cents: 2,
-        })
-    }));
+    let (orders, lines) = hot_key(8_000, 8_000, 5_000);
     let want = expected(&orders, &lines);
     let mut store = MemStore::default();
     let o = store

@@ -89,28 +89,7 @@ fn a_batch_that_outgrows_work_mem_doubles_nbatch_until_it_cannot_split() {
     // 6,000 orders on one key (they can never be split) beside 20,000 ordinary ones:
     // batch 0 holds the hot key and overflows 256 kB, nbatch doubles while doubling
     // moves tuples out, then stops growing; the answer is still right.
-    let mut orders: Vec<Record> = (0..6_000)
-        .map(|i| Record {
-            key: 7,
-            price_cents: i,
-        })
-        .collect();
-    orders.extend((100..20_100).map(|k| Record {
-        key: k,
-        price_cents: 1,
-    }));
-    let mut lines: Vec<Record> = (0..3)
-        .map(|i| Record {
-            key: 7,
-            price_cents: i,
-        })
-        .collect();
-    lines.extend((100..20_100).flat_map(|k| {
-        (0..4).map(move |_| Record {
-            key: k,
-            price_cents: 2,
-        })
-    }));
+    let (orders, lines) = hot_key(6_000, 3, 20_000);
     let want = expected(&orders, &lines);
     let (r, store) = run(&orders, &lines, Layout::Columns, 256 << 10);
     check(&r, want);

@@ -763,8 +763,8 @@ pub(crate) mod tests {
         assert_eq!(v.dirty_pages(), 0);
     }
 
-    #[test]
-    fn scheduled_commits_come_after_as_many_requests_as_asked() {
+    /// simfs with ext4's journal-time discard on a 1 GiB X25-E, behind `host`.
+    fn journal_drive(host: HostConfig) -> SimVfs {
         let dev = Preset::load("x25e")
             .unwrap()
             .with_capacity(1 << 30)
@@ -772,12 +772,15 @@ pub(crate) mod tests {
             .unwrap();
         let mut cfg = simfs::FsConfig::new(512 << 20);
         cfg.discard = simfs::DiscardMode::Journal;
-        let fs = SimFs::mkfs(Timed::new(dev), cfg).unwrap();
-        let host = HostConfig {
+        SimVfs::with_host(SimFs::mkfs(Timed::new(dev), cfg).unwrap(), host)
+    }
+
+    #[test]
+    fn scheduled_commits_come_after_as_many_requests_as_asked() {
+        let mut v = journal_drive(HostConfig {
             journal_commit_after_requests: vec![4],
             ..HostConfig::direct_io()
-        };
-        let mut v = SimVfs::with_host(fs, host);
+        });
         v.start_measuring();
         let fd = v.open("a", OpenMode::create()).unwrap();
         v.write_at(fd, 0, &[1u8; 8192]).unwrap();
@@ -797,15 +800,7 @@ pub(crate) mod tests {
 
     #[test]
     fn journal_commits_every_5_s_discard_what_was_freed_in_the_background() {
-        let dev = Preset::load("x25e")
-            .unwrap()
-            .with_capacity(1 << 30)
-            .build()
-            .unwrap();
-        let mut cfg = simfs::FsConfig::new(512 << 20);
-        cfg.discard = simfs::DiscardMode::Journal;
-        let fs = SimFs::mkfs(Timed::new(dev), cfg).unwrap();
-        let mut v = SimVfs::with_host(fs, HostConfig::linux(1 << 30));
+        let mut v = journal_drive(HostConfig::linux(1 << 30));
         for name in ["a", "b"] {
             let fd = v.open(name, OpenMode::create()).unwrap();
             v.write_at(fd, 0, &[1u8; 1 << 20]).unwrap();

@@ -144,3 +144,31 @@ pub fn spill_files_in(dir: &std::path::Path) -> usize {
         })
         .count()
 }
+
+/// Skewed inputs: `hot_orders` orders and `hot_lines` lineitems on key 7 (prices 0, 1,
+/// ...), beside one order (price 1) and four lineitems (price 2) for each of `normal` keys
+/// from 100 on.
+pub fn hot_key(hot_orders: i64, hot_lines: i64, normal: u64) -> (Vec<Record>, Vec<Record>) {
+    let hot = |n: i64| {
+        (0..n).map(|i| Record {
+            key: 7,
+            price_cents: i,
+        })
+    };
+    let keys = 100..100 + normal;
+    let orders = hot(hot_orders)
+        .chain(keys.clone().map(|k| Record {
+            key: k,
+            price_cents: 1,
+        }))
+        .collect();
+    let lines = hot(hot_lines)
+        .chain(keys.flat_map(|k| {
+            (0..4).map(move |_| Record {
+                key: k,
+                price_cents: 2,
+            })
+        }))
+        .collect();
+    (orders, lines)
+}
