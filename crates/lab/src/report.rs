@@ -118,6 +118,7 @@ pub fn bar_plot_svg(p: &BarPlot) -> Result<String, crate::LabError> {
                 }
             })
             .y_desc(p.y_label.as_str())
+            .y_label_formatter(&|v| axis_label(*v))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(e)?;
