@@ -620,3 +620,133 @@ fn without_root_capture_refuses_with_a_clear_message() {
     assert!(err.contains("needs root"), "{err}");
     assert!(!Path::new("/tmp/flashlab-never.trace").exists());
 }
+
+/// The discards of each run of a capture of PostgreSQL's join (O_DIRECT batch files) on
+/// ext4 mounted with discard and `commit=600`, pinned to CPU 0, two runs each followed by
+/// a sync and the file system settling: (requests, bytes) per run.
+fn pinned_join_discards(dir: &Scratch, data: &Path, tag: &str) -> Vec<(u64, u64)> {
+    let out = dir.0.join(format!("{tag}.trace"));
+    let data = data.to_str().unwrap();
+    let o = flashlab(&[
+        "capture",
+        "--fs",
+        "ext4",
+        "--size",
+        "512MiB",
+        "--discard",
+        "--mount-opts",
+        "commit=600",
+        "--runs",
+        "2",
+        "--cpu",
+        "0",
+        "--image-dir",
+        dir.0.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--",
+        env!("CARGO_BIN_EXE_flashlab"),
+        "join",
+        "--sf",
+        "0.05",
+        "--layout",
+        "fixed128",
+        "--algorithm",
+        "postgres",
+        "--memory",
+        "65536",
+        "--read-buffer",
+        "256KiB",
+        "--dir",
+        "{}",
+        "--data-dir",
+        data,
+        "--direct-io",
+    ]);
+    assert!(
+        o.status.success(),
+        "capture failed: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    // "run 1 ended at 1.234 s" lines give the runs' ends in the trace's time.
+    let ends: Vec<u64> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("run "))
+        .filter_map(|l| l.split(" ended at ").nth(1))
+        .filter_map(|t| t.trim_end_matches(" s").parse::<f64>().ok())
+        .map(|s| (s * 1e9) as u64)
+        .collect();
+    assert_eq!(ends.len(), 2, "two runs reported: {text}");
+    let t = trace::formats::read_file(&out, trace::Format::Native).unwrap();
+    let mut from = 0;
+    ends.iter()
+        .map(|&end| {
+            let trims: Vec<&trace::Request> = t
+                .requests
+                .iter()
+                .filter(|r| r.at_ns >= from && r.at_ns < end && r.cmd.op == flash::Op::Trim)
+                .collect();
+            from = end;
+            (
+                trims.len() as u64,
+                trims.iter().map(|r| r.cmd.len_bytes).sum(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_pinned_settled_join_sends_the_same_discards_when_both_cores_are_busy() {
+    if skipped(
+        FsKind::Ext4,
+        "a_pinned_settled_join_sends_the_same_discards_when_both_cores_are_busy",
+    ) {
+        return;
+    }
+    let dir = Scratch::new("capture-busy");
+    let data = dir.0.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let gen = flashlab(&[
+        "join",
+        "--sf",
+        "0.05",
+        "--layout",
+        "fixed128",
+        "--memory",
+        "64MiB",
+        "--dir",
+        data.to_str().unwrap(),
+    ]);
+    assert!(
+        gen.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    let quiet = pinned_join_discards(&dir, &data, "quiet");
+    // Both cores busy with other work while the same capture runs.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hogs: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+            })
+        })
+        .collect();
+    let busy = pinned_join_discards(&dir, &data, "busy");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for h in hogs {
+        h.join().unwrap();
+    }
+    assert_nothing_left(&dir.0);
+    assert!(
+        quiet.iter().all(|&(n, _)| n > 100),
+        "the join's deletes were discarded: {quiet:?}"
+    );
+    assert_eq!(busy, quiet, "the same discards per run, busy or quiet");
+}

@@ -27,6 +27,15 @@ pub(crate) struct CaptureArgs {
     /// Where the image and mount point are made (a fresh directory inside, removed after).
     #[arg(long, default_value = "/tmp")]
     pub(crate) image_dir: PathBuf,
+    /// Run the command this many times in a row on the same file system, each run
+    /// followed by a sync and the file system settling (its background discards and
+    /// writeback done, at most a minute).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) runs: u32,
+    /// Run the command on this CPU only (ext4 lays small files out by per-CPU
+    /// preallocation, so a pinned command lays them out the same way every time).
+    #[arg(long)]
+    pub(crate) cpu: Option<usize>,
     /// The command, after `--`; `{}` in an argument becomes the mounted directory, which
     /// is also in FLASHLAB_DIR.
     #[arg(last = true, required = true)]
@@ -50,6 +59,8 @@ pub(crate) fn run(a: CaptureArgs) -> Result<()> {
         stdout: None,
         out: Some(a.out.clone()),
         cancel: crate::signals::cancel_token(),
+        runs: a.runs,
+        cpu: a.cpu,
     };
     let c = match trace::capture::capture(&spec) {
         Err(trace::capture::CaptureError::Interrupted) => {
@@ -86,6 +97,12 @@ pub(crate) fn run(a: CaptureArgs) -> Result<()> {
     );
     if let Some(n) = c.journal_commits {
         println!("  {n} journal commits (jbd2)");
+    }
+    if a.runs > 1 {
+        // Where each run ends in the trace's time (its requests come before).
+        for (i, end) in c.run_ends_ns.iter().enumerate() {
+            println!("  run {} ended at {:.6} s", i + 1, *end as f64 / 1e9);
+        }
     }
     if c.lost_events > 0 {
         println!(

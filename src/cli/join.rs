@@ -47,11 +47,13 @@ pub(crate) struct JoinArgs {
     /// deferred).
     #[arg(long, default_value = "none")]
     pub(crate) discard: ::simfs::DiscardMode,
-    /// sim, with --discard journal: each TRIM runs on to the end of the free space it lies
-    /// in, as ext4 does since Linux 6.8 (and the 2024 stable kernels); without it, exactly
-    /// the freed extents, as Linux up to 6.7 did.
-    #[arg(long)]
-    pub(crate) discard_to_free_run_end: bool,
+    /// sim, with --discard journal: which Linux kernel's ext4 online discard to follow:
+    /// 3.10 (each freed run discarded exactly at the commit, as paper 000's kernel), 5.15
+    /// (a background worker discards after the commit; blocks reused first are not
+    /// discarded), 6.8 (each discard runs to the end of its free run), 6.17 (adjacent
+    /// freed extents do not always merge). A kernel between two behaves as the earlier.
+    #[arg(long, default_value = "3.10")]
+    pub(crate) kernel: ::simfs::DiscardKernel,
     /// sim: keep the input tables on the simulated drive (reads are timed).
     #[arg(long)]
     pub(crate) inputs_on_device: bool,
@@ -100,7 +102,7 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         fs_bytes: None,
         alloc: a.alloc,
         discard: a.discard,
-        discard_to_free_run_end: a.discard_to_free_run_end,
+        kernel: a.kernel,
         commit_each_repetition: true,
         prealloc: a.prealloc,
         inputs_on_device: a.inputs_on_device,

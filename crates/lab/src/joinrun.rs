@@ -27,9 +27,10 @@ pub struct JoinStorage {
     pub fs_bytes: Option<u64>,
     pub alloc: AllocPolicy,
     pub discard: DiscardMode,
-    /// sim, journal discard: TRIMs run to the end of the free run (Linux >= 6.8); see
-    /// [`simfs::FsConfig::discard_to_free_run_end`].
-    pub discard_to_free_run_end: bool,
+    /// sim, journal discard: which Linux kernel's ext4 online discard to follow
+    /// ([`simfs::DiscardKernel`]). A repetition that ends with a commit ends when its
+    /// discards are done (as a file system left to settle).
+    pub kernel: simfs::DiscardKernel,
     /// sim: every repetition ends with a journal commit (as a run ends with `sync`); off,
     /// only the last one does (the repetitions of one real run of the join).
     pub commit_each_repetition: bool,
@@ -52,7 +53,7 @@ impl Default for JoinStorage {
             fs_bytes: None,
             alloc: AllocPolicy::Ext4Like,
             discard: DiscardMode::None,
-            discard_to_free_run_end: false,
+            kernel: simfs::DiscardKernel::Linux3_10,
             commit_each_repetition: true,
             prealloc: false,
             inputs_on_device: false,
@@ -365,7 +366,7 @@ pub fn run(
             cfg.alloc = st.alloc;
             cfg.discard = st.discard;
             cfg.prealloc = st.prealloc;
-            cfg.discard_to_free_run_end = st.discard_to_free_run_end;
+            cfg.kernel = st.kernel;
             let fs = simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg).map_err(|x| x.to_string())?;
             let mut drive = vfs::SimVfs::with_host(fs, st.host.clone());
             let od = table_data(Table::Orders, spec.sf, spec.layout);
@@ -453,6 +454,9 @@ pub fn run(
                     if ends_run {
                         v.fs_mut().sync().map_err(|x| x.to_string())?;
                         v.fs_mut().fstrim().map_err(|x| x.to_string())?;
+                        // And the file system settles: the discard worker's last TRIMs
+                        // (in the background) are done before anything else runs.
+                        v.fs_mut().finish_discards().map_err(|x| x.to_string())?;
                     }
                     Ok(v.fs().device().dev.stats())
                 })?;

@@ -12,6 +12,17 @@ pub trait BlockDev {
     fn io(&mut self, cmd: Command) -> Result<u64, SimfsError>;
     /// The device's user-visible size.
     fn capacity_bytes(&self) -> u64;
+    /// The host's clock (0 on devices without time).
+    fn now_ns(&self) -> u64 {
+        0
+    }
+    /// Issues `cmd` for a background worker of the file system at `at_ns` (or after the
+    /// last request issued, if that is later), without moving the host's clock; returns
+    /// its completion time.
+    fn io_background(&mut self, cmd: Command, at_ns: u64) -> Result<u64, SimfsError> {
+        let _ = at_ns;
+        self.io(cmd)
+    }
 }
 
 /// Collects every request in order, as a closed-loop trace of one stream.
@@ -170,6 +181,17 @@ impl<D: Device> BlockDev for Timed<D> {
     }
     fn capacity_bytes(&self) -> u64 {
         self.dev.logical_bytes()
+    }
+    fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+    fn io_background(&mut self, cmd: Command, at_ns: u64) -> Result<u64, SimfsError> {
+        let (now, hold) = (self.now_ns, self.hold_clock);
+        self.now_ns = at_ns;
+        self.hold_clock = true;
+        let done = self.io(cmd);
+        (self.now_ns, self.hold_clock) = (now, hold);
+        done
     }
 }
 

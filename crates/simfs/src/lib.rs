@@ -21,10 +21,11 @@ mod allocator;
 pub mod bitmap;
 pub mod device;
 pub mod error;
+pub mod freed;
 pub mod fs;
 pub mod lfs;
 pub mod types;
 
 pub use device::{BlockDev, Recorder, Timed};
 pub use error::SimfsError;
-pub use fs::{AllocPolicy, DiscardMode, FsConfig, FsStats, SimFs};
+pub use fs::{AllocPolicy, DiscardKernel, DiscardMode, FsConfig, FsStats, SimFs};

@@ -130,6 +130,90 @@ pub fn mke2fs_inodes_per_group(size_bytes: u64, blocks_per_group: u32) -> u32 {
     per_group.clamp(16, (BLOCK * 8).min(32768)) as u32
 }
 
+/// Which Linux kernel's ext4 online discard (`-o discard`) the journal discard mode
+/// follows (fs/ext4/mballoc.c and its history; docs/simfs.md):
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DiscardKernel {
+    /// 3.4 to 5.14 (paper 000's CentOS 7 ran 3.10): adjacent extents freed in one
+    /// transaction merge; after the commit each run is discarded exactly, before its
+    /// blocks are free again (4.13 sends the same ranges as chained bios).
+    #[default]
+    Linux3_10,
+    /// 5.15 (55cdd0af2bc5): the commit gives the runs back to the free space at once
+    /// and a background worker discards them afterwards, in the order they were freed,
+    /// one TRIM at a time: blocks allocated again before the worker reaches them are not
+    /// discarded, and the blocks of the TRIM in flight cannot be allocated
+    /// (`ext4_discard_work`, `ext4_try_to_trim_range`, `ext4_trim_extent`).
+    Linux5_15,
+    /// 6.8 and the 2024 stable kernels (68da4c44b994): as 5.15, and each TRIM runs on from
+    /// the run's first free block to the end of the free space it lies in, within its
+    /// group: the same free space is discarded again for every run a commit freed in it.
+    Linux6_8,
+    /// 6.17 (Baokun Li's 2025 series): as 6.8, and a freed extent merges only with the
+    /// entry its tree search ended at, so adjacent extents can stay separate entries, one
+    /// discard each ([`crate::freed`]).
+    Linux6_17,
+}
+
+impl DiscardKernel {
+    pub const ALL: [DiscardKernel; 4] = [
+        DiscardKernel::Linux3_10,
+        DiscardKernel::Linux5_15,
+        DiscardKernel::Linux6_8,
+        DiscardKernel::Linux6_17,
+    ];
+
+    /// The release, as a user writes it ("6.8").
+    pub fn version(self) -> &'static str {
+        match self {
+            DiscardKernel::Linux3_10 => "3.10",
+            DiscardKernel::Linux5_15 => "5.15",
+            DiscardKernel::Linux6_8 => "6.8",
+            DiscardKernel::Linux6_17 => "6.17",
+        }
+    }
+
+    /// A background worker discards after the commit.
+    pub fn worker(self) -> bool {
+        self != DiscardKernel::Linux3_10
+    }
+
+    /// Each TRIM runs to the end of its free run.
+    pub fn to_free_run_end(self) -> bool {
+        matches!(self, DiscardKernel::Linux6_8 | DiscardKernel::Linux6_17)
+    }
+
+    /// Freed extents merge only with the entry their tree search ends at.
+    pub fn merges_with_search_parent_only(self) -> bool {
+        self == DiscardKernel::Linux6_17
+    }
+}
+
+impl std::fmt::Display for DiscardKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Linux {}", self.version())
+    }
+}
+
+impl std::str::FromStr for DiscardKernel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let v = s
+            .trim()
+            .trim_start_matches("linux-")
+            .trim_start_matches("Linux ");
+        DiscardKernel::ALL
+            .into_iter()
+            .find(|k| k.version() == v)
+            .ok_or_else(|| {
+                format!(
+                    "unknown kernel {s:?}: give one of {} (the releases where ext4's online discard changed; a kernel between two behaves as the earlier)",
+                    DiscardKernel::ALL.map(|k| k.version()).join(", ")
+                )
+            })
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct FsConfig {
     pub size_bytes: u64,
@@ -141,12 +225,9 @@ pub struct FsConfig {
     /// small files share the locality-group window, larger ones get windows of their own
     /// to the end of their size bucket); off, every write allocates on its own.
     pub prealloc: bool,
-    /// With [`DiscardMode::Journal`]: each freed run's TRIM goes on from its start to the
-    /// end of the free space it lies in, within its block group, as ext4 does since Linux
-    /// 6.8 and the 2024 stable kernels (commit 68da4c44b994 made `ext4_try_to_trim_range`,
-    /// which online discard shares with fstrim since 5.15, trim to the end of the free
-    /// run); off, exactly the freed runs, as Linux up to 6.7 (and paper 000's 3.10) did.
-    pub discard_to_free_run_end: bool,
+    /// With [`DiscardMode::Journal`]: which Linux kernel's ext4 online discard to follow
+    /// (when and what a commit discards; [`DiscardKernel`]).
+    pub kernel: DiscardKernel,
 }
 
 impl FsConfig {
@@ -161,7 +242,7 @@ impl FsConfig {
             alloc: AllocPolicy::Ext4Like,
             discard: DiscardMode::None,
             prealloc: false,
-            discard_to_free_run_end: false,
+            kernel: DiscardKernel::Linux3_10,
         }
     }
 

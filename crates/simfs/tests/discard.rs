@@ -4,7 +4,7 @@
 
 use flash::{Device, Preset, Ssd};
 use simfs::fs::BLOCK;
-use simfs::{BlockDev, DiscardMode, FsConfig, SimFs, SimfsError, Timed};
+use simfs::{BlockDev, DiscardKernel, DiscardMode, FsConfig, SimFs, SimfsError, Timed};
 
 fn ssd() -> Ssd {
     let p = Preset::load("x25e").unwrap().with_capacity(1 << 30);
@@ -372,7 +372,11 @@ fn since_linux_6_8_a_journal_discard_runs_to_the_end_of_the_free_space() {
     let run = |to_end: bool, delete: &[&str]| {
         let mut cfg = FsConfig::new(512 << 20);
         cfg.discard = DiscardMode::Journal;
-        cfg.discard_to_free_run_end = to_end;
+        cfg.kernel = if to_end {
+            DiscardKernel::Linux6_8
+        } else {
+            DiscardKernel::Linux3_10
+        };
         let mut fs = SimFs::mkfs(Timed::new(ssd()), cfg).unwrap();
         for name in ["a", "b"] {
             let f = fs.create(name).unwrap();
@@ -385,6 +389,7 @@ fn since_linux_6_8_a_journal_discard_runs_to_the_end_of_the_free_space() {
             fs.unlink(name).unwrap();
         }
         fs.sync().unwrap();
+        fs.finish_discards().unwrap();
         fs.check_invariants().unwrap();
         (fs.stats().discarded_bytes - before, a, b)
     };
@@ -432,4 +437,115 @@ fn small_files_share_the_locality_group_window_and_large_ones_get_their_own() {
         "a few windows after the small part: {ea:?}"
     );
     fs.check_invariants().unwrap();
+}
+
+/// A file system on the SSD with journal discards as `kernel` does them, and `n` files of
+/// `blocks` blocks each, fallocated side by side and committed.
+fn side_by_side(
+    kernel: DiscardKernel,
+    n: usize,
+    blocks: u64,
+) -> (SimFs<Timed<flash::Ssd>>, Vec<String>) {
+    let mut cfg = FsConfig::new(512 << 20);
+    cfg.discard = DiscardMode::Journal;
+    cfg.kernel = kernel;
+    let mut fs = SimFs::mkfs(Timed::new(ssd()), cfg).unwrap();
+    let names: Vec<String> = (0..n).map(|i| format!("f{i}")).collect();
+    for name in &names {
+        let f = fs.create(name).unwrap();
+        fs.fallocate(f, 0, blocks * BLOCK).unwrap();
+    }
+    fs.sync().unwrap();
+    (fs, names)
+}
+
+#[test]
+fn since_linux_5_15_blocks_allocated_before_the_worker_reaches_them_are_not_discarded() {
+    // Two runs freed in one transaction (f0 and f2, f1 live between them). 3.10 discards
+    // both at the commit, before anything can reuse them. From 5.15 the worker takes one
+    // run at a time after the commit (f0's first); f1, appended meanwhile, continues
+    // into f2's blocks, and those are left out of f2's TRIM.
+    for kernel in [DiscardKernel::Linux3_10, DiscardKernel::Linux5_15] {
+        let (mut fs, _) = side_by_side(kernel, 3, 256);
+        let freed: Vec<u64> = ["f0", "f2"]
+            .iter()
+            .flat_map(|n| blocks_of(&fs, n))
+            .collect();
+        for name in ["f0", "f2"] {
+            fs.unlink(name).unwrap();
+        }
+        let before = fs.stats().discarded_bytes;
+        fs.sync().unwrap();
+        // f1 grows at once, at the host's clock, 8 KiB at a time.
+        let f1 = fs.lookup("f1").unwrap();
+        for i in 0..16 {
+            fs.write_at(f1, (256 + 2 * i) * BLOCK, 8192).unwrap();
+        }
+        let reused = blocks_of(&fs, "f1")
+            .iter()
+            .filter(|b| freed.contains(b))
+            .count() as u64;
+        fs.finish_discards().unwrap();
+        fs.check_invariants().unwrap();
+        let discarded = (fs.stats().discarded_bytes - before) / BLOCK;
+        match kernel {
+            DiscardKernel::Linux3_10 => assert_eq!(discarded, 512, "both runs, whole"),
+            _ => {
+                assert!(
+                    reused > 0,
+                    "the new file takes freed blocks before their TRIM"
+                );
+                assert_eq!(discarded, 512 - reused, "all but the reused blocks");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_discard_worker_trims_one_run_at_a_time_and_keeps_its_blocks_until_done() {
+    // Three files with a live one between each: three runs, so three TRIMs, issued one
+    // after another (each after the previous completes), in the background.
+    let (mut fs, _) = side_by_side(DiscardKernel::Linux5_15, 5, 256);
+    fs.device_mut().record = true;
+    for name in ["f0", "f2", "f4"] {
+        fs.unlink(name).unwrap();
+    }
+    let now = fs.device().now_ns();
+    fs.sync().unwrap();
+    assert_eq!(fs.device().now_ns(), now.max(fs.device().now_ns()));
+    fs.finish_discards().unwrap();
+    fs.check_invariants().unwrap();
+    let trims: Vec<&trace::Request> = fs
+        .device()
+        .requests
+        .iter()
+        .filter(|r| r.cmd.op == flash::Op::Trim)
+        .collect();
+    assert_eq!(trims.len(), 3, "one per run");
+    assert!(
+        trims.windows(2).all(|w| w[1].at_ns > w[0].at_ns),
+        "each TRIM after the one before: {:?}",
+        trims.iter().map(|r| r.at_ns).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn since_linux_6_17_adjacent_freed_extents_can_stay_apart() {
+    // Files side by side, freed in the order 4, 0, 7, 3: f3 is adjacent to f4, but its
+    // tree search goes left from f4 and ends at f0, which it does not touch. 6.8 merges
+    // f3 with f4 (three entries, three discards); 6.17 keeps all four.
+    let order = [4usize, 0, 7, 3];
+    let mut counts = Vec::new();
+    for kernel in [DiscardKernel::Linux6_8, DiscardKernel::Linux6_17] {
+        let (mut fs, names) = side_by_side(kernel, 8, 16);
+        let before = fs.stats().trim_commands;
+        for &i in &order {
+            fs.unlink(&names[i]).unwrap();
+        }
+        fs.sync().unwrap();
+        fs.finish_discards().unwrap();
+        fs.check_invariants().unwrap();
+        counts.push(fs.stats().trim_commands - before);
+    }
+    assert_eq!(counts, vec![3, 4], "6.8 and 6.17");
 }

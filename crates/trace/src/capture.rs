@@ -105,6 +105,13 @@ pub struct CaptureSpec {
     pub out: Option<PathBuf>,
     /// Set when the user interrupts: the command is stopped and everything cleaned up.
     pub cancel: Cancel,
+    /// How many times the command runs, one after another on the same file system; after
+    /// each run the file system is synced and left to settle (no block request for
+    /// 300 ms, at most a minute: its background discards and writeback done). A failed
+    /// run ends the capture. 0 counts as 1.
+    pub runs: u32,
+    /// Run the command on this CPU only (None: wherever the kernel puts it).
+    pub cpu: Option<usize>,
 }
 
 /// A finished capture.
@@ -129,6 +136,10 @@ pub struct Captured {
     /// ext4: when each of those commits ended, in the trace's time (ns after its first
     /// request, as the requests' `at_ns`).
     pub journal_commit_at_ns: Vec<u64>,
+    /// When each run of the command ended, the file system settled, in the trace's time
+    /// ([`CaptureSpec::runs`]): the requests of run `i` are those issued before
+    /// `run_ends_ns[i]` and not before `run_ends_ns[i - 1]`.
+    pub run_ends_ns: Vec<u64>,
 }
 
 /// The jbd2 event counted for ext4 captures.
@@ -485,6 +496,19 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
             "no command given (put it after --)",
         ));
     }
+    if let Some(cpu) = spec.cpu {
+        // SAFETY: sysconf has no memory preconditions.
+        let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+        if cpu >= cpus {
+            return Err(step(
+                "pin the command to a CPU",
+                format!(
+                    "CPU {cpu} is not online: this machine has CPUs 0 to {}",
+                    cpus - 1
+                ),
+            ));
+        }
+    }
     if spec.size_bytes < 64 << 20 {
         return Err(step(
             "make the image",
@@ -642,50 +666,22 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         })
     };
 
-    // The command.
+    // The command, `spec.runs` times: each run followed by a sync and the file system
+    // settling (its discards and writeback done) before the next.
     let started = Instant::now();
     let args: Vec<String> = spec.command[1..]
         .iter()
         .map(|a| a.replace("{}", &m))
         .collect();
-    let mut command = Command::new(&spec.command[0]);
-    // Its own process group: an interrupt or the end of the run stops all of it,
-    // background children included.
-    command.args(&args).env("FLASHLAB_DIR", &m).process_group(0);
-    if let Some(path) = &spec.stdout {
-        let f = std::fs::File::create(path)
-            .map_err(|e| step("run the command", format!("{}: {e}", path.display())))?;
-        command.stdout(f);
-    }
-    let status = command.spawn().and_then(|mut child| {
-        let status = loop {
-            if let Some(s) = child.try_wait()? {
-                break Ok(s);
-            }
-            if spec.cancel.is_cancelled() {
-                kill_group(child.id());
-                break child.wait();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        // Whatever it left running in the background would hold the mount.
-        kill_group(child.id());
-        status
-    });
-    // Whatever the command did, flush the file system's dirty data while tracing.
-    let synced = run("sync the file system", "sync", &["-f", &m]);
-    let elapsed = started.elapsed();
-    // Let the last requests arrive: XFS and btrfs send discards from a work queue after
-    // their log commits, so they can trail the sync, and extents still busy in one log
-    // checkpoint are discarded after the next. So: wait until no event has come for
-    // 300 ms (at most 5 s), force the log once more, and wait again; then stop tracing and
-    // drain the pipe.
+    // Let the last requests arrive: ext4 (since Linux 5.15), XFS and btrfs send discards
+    // from a work queue after their log commits, so they can trail the sync, and extents
+    // still busy in one log checkpoint are discarded after the next. So: wait until no
+    // event has come for 300 ms (at most a minute), force the log once more, and wait
+    // again.
     let wait_quiet = || {
         let since = Instant::now();
         let (mut last, mut last_change) = (bytes_read.load(Ordering::SeqCst), Instant::now());
-        while last_change.elapsed() < Duration::from_millis(300)
-            && since.elapsed() < Duration::from_secs(5)
-        {
+        while last_change.elapsed() < Duration::from_millis(300) && since.elapsed() < SETTLE_MAX {
             std::thread::sleep(Duration::from_millis(50));
             let now = bytes_read.load(Ordering::SeqCst);
             if now != last {
@@ -693,9 +689,54 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
             }
         }
     };
-    wait_quiet();
-    let synced = synced.and_then(|_| run("sync the file system", "sync", &["-f", &m]));
-    wait_quiet();
+    let mut status: std::io::Result<std::process::ExitStatus> =
+        Err(std::io::Error::other("the command did not run"));
+    let mut synced: Result<String, CaptureError> = Ok(String::new());
+    let mut run_ends_mono_ns = Vec::new();
+    for run_index in 0..spec.runs.max(1) {
+        let mut command = Command::new(&spec.command[0]);
+        // Its own process group: an interrupt or the end of the run stops all of it,
+        // background children included.
+        command.args(&args).env("FLASHLAB_DIR", &m).process_group(0);
+        if let Some(cpu) = spec.cpu {
+            pin_to_cpu(&mut command, cpu);
+        }
+        if let Some(path) = &spec.stdout {
+            let f = if run_index == 0 {
+                std::fs::File::create(path)
+            } else {
+                std::fs::OpenOptions::new().append(true).open(path)
+            }
+            .map_err(|e| step("run the command", format!("{}: {e}", path.display())))?;
+            command.stdout(f);
+        }
+        status = command.spawn().and_then(|mut child| {
+            let status = loop {
+                if let Some(s) = child.try_wait()? {
+                    break Ok(s);
+                }
+                if spec.cancel.is_cancelled() {
+                    kill_group(child.id());
+                    break child.wait();
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            // Whatever it left running in the background would hold the mount.
+            kill_group(child.id());
+            status
+        });
+        // Whatever the command did, flush the file system's dirty data while tracing.
+        synced = run("sync the file system", "sync", &["-f", &m]);
+        wait_quiet();
+        synced = synced.and_then(|_| run("sync the file system", "sync", &["-f", &m]));
+        wait_quiet();
+        run_ends_mono_ns.push(monotonic_ns());
+        let failed = !matches!(&status, Ok(s) if s.success());
+        if failed || synced.is_err() || spec.cancel.is_cancelled() {
+            break;
+        }
+    }
+    let elapsed = started.elapsed();
     let _ = std::fs::write(inst.join("tracing_on"), "0");
     stop.store(true, Ordering::SeqCst);
     let text = reader
@@ -766,7 +807,47 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         start_ns,
         journal_commits,
         journal_commit_at_ns,
+        run_ends_ns: run_ends_mono_ns
+            .iter()
+            .map(|t| t.saturating_sub(start_ns))
+            .collect(),
     })
+}
+
+/// Longest wait for a file system to settle after a run (its background discards and
+/// writeback).
+const SETTLE_MAX: Duration = Duration::from_secs(60);
+
+/// CLOCK_MONOTONIC now, in ns (the clock the tracing instance stamps events with).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given, which lives on this stack.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Makes `command` run on CPU `cpu` only (its children too): where the kernel's per-CPU
+/// state decides placement (ext4's per-CPU locality-group preallocation), a process that
+/// moves between CPUs lays its files out differently run to run.
+fn pin_to_cpu(command: &mut Command, cpu: usize) {
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // async-signal-safe functions (sched_setaffinity) on a set built on its own stack.
+    unsafe {
+        command.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_ZERO(&mut set);
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// The trace's output file: opened (and so checked) before the capture starts. A file this

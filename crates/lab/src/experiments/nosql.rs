@@ -314,6 +314,8 @@ fn one_run(
         stdout: Some(json_path.clone()),
         out: None,
         cancel: cancel.clone(),
+        runs: 1,
+        cpu: None,
     };
     let c = capture::capture(&spec).map_err(|e| format!("{} batch {batch}: {e}", fs.name()))?;
     if c.exit_code != Some(0) {

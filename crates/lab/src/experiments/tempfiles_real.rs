@@ -1,10 +1,16 @@
 //! Experiment `tempfiles-real` (paper 000 on a real kernel): the `tempfiles` experiment's
-//! hash join (grace, 128-byte rows, 2 MiB of memory, 8 KiB spill writes, each spill file
-//! deleted once read back) run for real with flashlab's `os` backend inside ext4 on a
-//! loop device, mounted with and without `discard`, fallocate on and off; each run is
-//! captured (`flashlab capture`) and replayed on the MX500 preset. The discard requests
-//! ext4 really sends and what they cost on the simulated drive stand beside the same
-//! join on simfs over the simulated MX500 (the `tempfiles` experiment's model).
+//! join (PostgreSQL 12's hash join at work_mem 64 kB, 128-byte rows, 8 KiB BufFile
+//! writes, each batch file deleted once read back) run for real with flashlab's `os`
+//! backend (O_DIRECT) inside ext4 on a loop device, mounted with and without `discard`,
+//! fallocate on and off; each run is captured (`flashlab capture`) and replayed on the
+//! MX500 preset. The discard requests ext4 really sends stand beside the same join on
+//! simfs with this kernel's online discard (`simfs::DiscardKernel::Linux6_17`).
+//!
+//! The real run is made repeatable: each repetition is one run of the join, committed
+//! once at its end (mount option `commit=600`, then the capture's sync) and left to
+//! settle (ext4's discard worker done) before the next, on one CPU (ext4's small-file
+//! preallocation is per CPU). Its discards are then the same, request for request,
+//! however busy the machine is.
 //!
 //! Needs root, loop devices and tracefs; without them the section says it was skipped
 //! and why.
@@ -36,6 +42,11 @@ struct Run {
     // TRIMs the older model (one per extent at each unlink) sends.
     sim_trim_commands: u64,
     sim_trim_bytes: u64,
+    /// Per repetition: ext4's discards and bytes, and simfs's.
+    ext4_rep_discards: Vec<u64>,
+    ext4_rep_discard_bytes: Vec<u64>,
+    sim_rep_trim_commands: Vec<u64>,
+    sim_rep_trim_bytes: Vec<u64>,
     sim_trims_per_unlink: u64,
     sim_s: f64,
     sim_waf: Option<f64>,
@@ -200,6 +211,10 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     // simfs against real ext4, per repetition: TRIM commands and bytes discarded, for each
     // combination with the discard mount (ours = simfs / ext4; 1 = the same).
     let per_rep = |n: u64| n as f64 / repeat as f64;
+    let spread = |v: &[u64]| match (v.iter().min(), v.iter().max()) {
+        (Some(lo), Some(hi)) => format!("{lo} to {hi}"),
+        _ => "-".into(),
+    };
     for (what, r) in [("trim-only", trim_only), ("fallocate-trim", both)] {
         for (measure, ext4, sim) in [
             ("count", r.discards, r.sim_trim_commands),
@@ -221,12 +236,14 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                     if measure == "count" { "commands" } else { "bytes" },
                     combo_name(r.fallocate, r.discard)
                 ),
-                reference: "real ext4 on this machine's kernel, captured; simfs with its journal-time discard to the end of each free run (Linux >= 6.8) , mballoc's preallocation, O_DIRECT batch files and as many journal commits as ext4 made; ours = simfs / ext4".into(),
+                reference: "real ext4 on this machine's kernel, captured (one commit and a settled file system per repetition); simfs with Linux 6.17's online discard (worker, to the end of each free run, freed extents merged with their search parent only), mballoc's preallocation and O_DIRECT batch files, one commit per repetition; ours = simfs / ext4".into(),
                 measured: format!(
-                    "per repetition: ext4 {:.0}, simfs {:.0} ({ratio:.2}×); ext4 committed {:.1} times a repetition, and so did the model",
+                    "per repetition: ext4 {:.0}, simfs {:.0} ({ratio:.2}×); ext4's repetitions {}, simfs's {}; jbd2 committed {} times in {repeat} repetitions",
                     per_rep(ext4),
                     per_rep(sim),
-                    per_rep(r.commits)
+                    spread(if measure == "count" { &r.ext4_rep_discards } else { &r.ext4_rep_discard_bytes }),
+                    spread(if measure == "count" { &r.sim_rep_trim_commands } else { &r.sim_rep_trim_bytes }),
+                    r.commits
                 ),
             });
         }
@@ -236,10 +253,11 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         title: TITLE.into(),
         question: format!(
             "Does a real kernel's ext4 send the TRIMs the simulated experiment assumes, and what do they cost? \
-             The grace hash join of SF {sf} (128-byte rows, 2 MiB of memory, 8 KiB spill writes) runs \
-             {repeat} times with flashlab's os backend (O_DIRECT, or the page cache would absorb the spill \
+             PostgreSQL 12's hash join of SF {sf} (128-byte rows, work_mem 64 kB, 8 KiB BufFile writes) runs \
+             {repeat} times with flashlab's os backend (O_DIRECT, or the page cache would absorb the batch \
              files) inside a {} MiB ext4 on a loop device, mounted with \
-             and without discard, fallocate on and off; its block I/O is captured and replayed (closed \
+             and without discard, fallocate on and off, each repetition committed once at its end and left \
+             to settle, on one CPU; its block I/O is captured and replayed (closed \
              loop per issuing task) on a fresh MX500 preset of the same size.",
             capacity >> 20
         ),
@@ -255,7 +273,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             },
             Provenance {
                 number: "simfs TRIM commands and bytes".into(),
-                role: "predicted by simfs with ext4's journal-time discard as this kernel does it (fs/ext4/mballoc.c: extents freed in a transaction are discarded after its commit, each to the end of its free run within the group; its commits where ext4 made them in the run's progress: after as many data requests as the capture shows before each jbd2_end_commit event), mballoc's preallocation (small files share the locality-group window, larger ones get windows to the end of their size bucket) and O_DIRECT batch files; the column beside it is one TRIM per extent at each unlink (the `tempfiles` experiment's `no host path` row). ext4 commits every 5 s of wall-clock time, so its number of commits follows the machine's speed; the model is given them at the same point of the run's progress (data requests sent). What the model lacks: given ext4's number of commits, simfs merges the extents one commit freed into far fewer TRIMs than ext4 sends (ext4 sends several per batch file even with one commit a repetition), so ext4's freed extents do not merge as the model's do — the next step is to trace ext4:ext4_mballoc_free against ext4:ext4_trim_extent; and ext4's placement (flex_bg metadata in group 0, files from group 1, the stream allocator's goal) is simplified, which changes where free runs end".into(),
+                role: "predicted by simfs with ext4's online discard as this machine's kernel does it (fs/ext4/mballoc.c, docs/simfs.md): the extents a transaction frees kept per group in a red-black tree where, since Linux 6.17 (Baokun Li's 2025 series), a freed extent merges only with the entry its search ends at, so adjacent extents can stay separate entries; after the commit a worker discards each entry from its first free block to the end of its free run within the group (Linux 6.8); mballoc's preallocation (small files share the locality-group window, larger ones get windows to the end of their size bucket); O_DIRECT batch files; one commit per repetition, as the real runs are made to commit. Found by tracing ext4:ext4_mballoc_free against ext4:ext4_trim_extent: for one repetition ext4 freed 18,260 extents (1,019 runs once merged) and sent 3,708 discards; the tree gives exactly 3,708 entries for the same extents in the same order. Not modelled: ext4's placement (flex_bg metadata in group 0, files from group 1, buddy-aligned windows), which moves where free runs end and so the bytes; the column beside it is one TRIM per extent at each unlink (the `tempfiles` experiment's `no host path` row)".into(),
             },
             Provenance {
                 number: "replayed times and WAF".into(),
@@ -265,6 +283,10 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         results: json!({"sf": sf, "repeat": repeat, "capacity_bytes": capacity, "runs": runs}),
     })
 }
+
+/// ext4's journal commit interval in the real runs (mount option `commit=`) and in the
+/// model: longer than a run, so each repetition commits once, at its end.
+const COMMIT_INTERVAL_S: u64 = 600;
 
 /// The PostgreSQL join's work_mem, as in `tempfiles` (PostgreSQL's 64 kB minimum).
 const WORK_MEM_BYTES: u64 = hashjoin::postgres::MIN_WORK_MEM_BYTES;
@@ -298,7 +320,7 @@ fn one_run(
         "--fallocate".into(),
         if fallocate { "on" } else { "off" }.into(),
         "--repeat".into(),
-        repeat.to_string(),
+        "1".into(),
         "--dir".into(),
         "{}".into(),
         "--data-dir".into(),
@@ -313,12 +335,19 @@ fn one_run(
         size_bytes: capacity,
         discard,
         mkfs_opts: vec![],
-        mount_opts: vec![],
+        // No timed commits: each repetition commits once, at its end (the capture's
+        // sync), as the model does.
+        mount_opts: vec![format!("commit={COMMIT_INTERVAL_S}")],
         command: cmd,
         work_dir: work.to_path_buf(),
         stdout: Some(work.join(format!("{name}.json"))),
         out: None,
         cancel: cancel.clone(),
+        // One run per repetition, each followed by a sync and ext4's discard worker
+        // finishing, on one CPU (ext4's small-file preallocation is per CPU): the same
+        // requests every time, however busy the machine.
+        runs: repeat,
+        cpu: Some(0),
     };
     let c = capture::capture(&spec).map_err(|e| format!("{name}: {e}"))?;
     if c.exit_code != Some(0) {
@@ -327,9 +356,10 @@ fn one_run(
     let t = &c.trace;
     let stats = super::replay_captured("mx500", capacity, t).map_err(|e| format!("{name}: {e}"))?;
     // The model of this run: simfs over the simulated MX500 with the spill files' O_DIRECT
-    // (no page cache) and ext4's discard as Linux does it: extents freed since the last
-    // journal commit (every 5 s) discarded after it, merged.
-    // The model runs the same join: PostgreSQL's, at the same work_mem.
+    // (no page cache) and ext4's discard as this machine's kernel does it: a commit at
+    // the end of each repetition, its freed extents then discarded by the background
+    // worker (Linux >= 5.15), each to the end of its free run (Linux >= 6.8), the worker
+    // done before the next repetition.
     let model = || -> Result<joinrun::JoinRunSpec, crate::LabError> {
         let mut spec = join_spec("mx500", sf, capacity, repeat, fallocate, discard)?;
         spec.join.algorithm = hashjoin::Algorithm::Postgres;
@@ -338,35 +368,35 @@ fn one_run(
     };
     let per_unlink = joinrun::run(&model()?, &mut |_| {})?;
     let mut spec = model()?;
-    super::tempfiles::set_host(&mut spec, vfs::HostConfig::direct_io(), discard);
-    // This machine's kernel discards to the end of each free run (Linux >= 6.8 and the
-    // 2024 stable kernels).
-    spec.storage.discard_to_free_run_end = true;
-    // ext4 commits every 5 s of wall-clock time, so how many commits a run makes, and
-    // when they fall against its deletions (what a commit's discards can merge), follow
-    // how fast this machine ran it. The model commits where ext4 did in the run's
-    // progress: after as many data requests as the capture shows before each of jbd2's
-    // `jbd2_end_commit` events; only the run's end is a sync, as in the real run.
-    spec.storage.commit_each_repetition = false;
+    let host = vfs::HostConfig {
+        journal_commit_ns: COMMIT_INTERVAL_S * 1_000_000_000,
+        ..vfs::HostConfig::direct_io()
+    };
+    super::tempfiles::set_host(&mut spec, host, discard);
+    spec.storage.kernel = simfs::DiscardKernel::Linux6_17;
+    spec.storage.commit_each_repetition = true;
     let commits = c
         .journal_commits
         .unwrap_or_else(|| t.count(flash::Op::Flush));
-    if !c.journal_commit_at_ns.is_empty() {
-        let data = |r: &&trace::Request| matches!(r.cmd.op, flash::Op::Read | flash::Op::Write);
-        spec.storage.host.journal_commit_after_requests = c
-            .journal_commit_at_ns
-            .iter()
-            .map(|&at| {
-                t.requests
-                    .iter()
-                    .filter(data)
-                    .filter(|r| r.at_ns <= at)
-                    .count() as u64
-            })
-            .collect();
-    }
     let sim = joinrun::run(&spec, &mut |_| {})?;
+    // ext4's discards of each repetition (the requests before its run's end).
+    let mut ext4_rep_discards = Vec::new();
+    let mut ext4_rep_discard_bytes = Vec::new();
+    let mut from = 0;
+    for &end in &c.run_ends_ns {
+        let rep = t
+            .requests
+            .iter()
+            .filter(|r| r.at_ns >= from && r.at_ns < end && r.cmd.op == flash::Op::Trim);
+        ext4_rep_discards.push(rep.clone().count() as u64);
+        ext4_rep_discard_bytes.push(rep.map(|r| r.cmd.len_bytes).sum());
+        from = end;
+    }
     Ok(Run {
+        ext4_rep_discards,
+        ext4_rep_discard_bytes,
+        sim_rep_trim_commands: sim.repetitions.iter().map(|r| r.trim_commands).collect(),
+        sim_rep_trim_bytes: sim.repetitions.iter().map(|r| r.trim_bytes).collect(),
         fallocate,
         discard,
         discards: t.count(flash::Op::Trim),

@@ -18,6 +18,9 @@ impl<D: BlockDev> SimFs<D> {
             self.sync()?; // as in fill_holes: the commit gives freed blocks back
         }
         if self.bitmap.free_blocks() < n {
+            self.drop_discards(); // as in fill_holes
+        }
+        if self.bitmap.free_blocks() < n {
             return Err(SimfsError::NoSpace {
                 needed_blocks: n,
                 free_blocks: self.bitmap.free_blocks(),
@@ -45,6 +48,9 @@ impl<D: BlockDev> SimFs<D> {
     }
 
     pub(crate) fn take(&mut self, start: u64, len: u64) {
+        if std::env::var_os("SIMFS_DBG").is_some() {
+            eprintln!("DBG take {} {}", start, len);
+        }
         self.allocator.on_take(start, len);
         self.bitmap.set_used(start, len);
         self.cursor = start + len;

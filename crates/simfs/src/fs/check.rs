@@ -42,7 +42,13 @@ impl<D: BlockDev> SimFs<D> {
                 }
             }
         }
-        for &(s, l) in self.freed_uncommitted.iter().chain(&self.lg_pa) {
+        let in_flight = self.discard_in_flight.map(|(s, l, _)| (s, l));
+        for &(s, l) in self
+            .freed_uncommitted
+            .iter()
+            .chain(&self.lg_pa)
+            .chain(&in_flight)
+        {
             for b in s..s + l {
                 claim(b, 0)?;
             }

@@ -107,6 +107,7 @@ impl<D: BlockDev> SimFs<D> {
     /// a journal commit (in journal discard mode, the extents freed since the last commit
     /// are then freed and discarded).
     pub fn sync(&mut self) -> Result<u64, SimfsError> {
+        self.run_discard_worker()?;
         self.committing = true;
         let done = self.commit_metadata();
         self.committing = false;

@@ -64,6 +64,15 @@ pub struct SimFs<D: BlockDev> {
     pub(crate) deferred: Vec<(u64, u64)>,
     /// Journal mode: runs freed since the last commit (still marked used).
     pub(crate) freed_uncommitted: Vec<(u64, u64)>,
+    /// Journal mode with the discard worker: runs committed and still to discard, in
+    /// the worker's order.
+    pub(crate) discard_queue: std::collections::VecDeque<(u64, u64)>,
+    /// The worker's TRIM in flight: its blocks (held as used) and completion time.
+    pub(crate) discard_in_flight: Option<(u64, u64, u64)>,
+    /// When the worker may issue its next TRIM.
+    pub(crate) worker_free_at_ns: u64,
+    /// The clock the worker catches up with, when not the host's ([`SimFs::finish_discards`]).
+    pub(crate) worker_clock_override: Option<u64>,
     /// A commit is running (an allocation inside it must not start another).
     committing: bool,
     pub(crate) dirty_groups: BTreeSet<u32>,
@@ -210,6 +219,7 @@ impl<D: BlockDev> SimFs<D> {
         len_bytes: u64,
     ) -> Result<u64, SimfsError> {
         self.file(ino)?;
+        self.run_discard_worker()?;
         if len_bytes == 0 {
             return Ok(0);
         }
@@ -250,6 +260,7 @@ impl<D: BlockDev> SimFs<D> {
         len_bytes: u64,
     ) -> Result<u64, SimfsError> {
         self.file(ino)?;
+        self.run_discard_worker()?;
         let (first, end) = Self::block_span(offset_bytes, len_bytes)?;
         let (runs, _) = self.map_range(ino, first, end);
         let mut done = 0;
@@ -271,6 +282,7 @@ impl<D: BlockDev> SimFs<D> {
         len_bytes: u64,
     ) -> Result<(), SimfsError> {
         self.file(ino)?;
+        self.run_discard_worker()?;
         let (first, end) = Self::block_span(offset_bytes, len_bytes)?;
         self.fill_holes(ino, first, end, true)?;
         let f = self.files.get_mut(&ino).expect("checked");
@@ -283,6 +295,7 @@ impl<D: BlockDev> SimFs<D> {
     /// of the last command it sent. On a device error the file is left in place.
     pub fn unlink(&mut self, name: &str) -> Result<u64, SimfsError> {
         let ino = self.lookup(name)?;
+        self.run_discard_worker()?;
         let f = &self.files[&ino];
         let runs = merge_runs(
             f.extents
@@ -326,8 +339,18 @@ impl<D: BlockDev> SimFs<D> {
             self.release(s, l);
         }
         if self.cfg.discard == DiscardMode::Journal && !self.allocator.out_of_place() {
-            // Free only at the next commit, and discard then.
-            self.freed_uncommitted.extend(runs.iter().copied());
+            // Free only at the next commit, and discard then. In ext4's order
+            // (ext4_ext_remove_space): the extents from the file's end back to its start,
+            // then the tree blocks they emptied.
+            let f = &self.files[&ino];
+            let freed: Vec<(u64, u64)> = f
+                .extents
+                .iter()
+                .rev()
+                .map(|e| (e.start_block, e.len as u64))
+                .chain(f.tree_blocks.iter().rev().map(|&b| (b, 1)))
+                .collect();
+            self.freed_uncommitted.extend(freed);
         } else {
             for &(s, l) in &runs {
                 self.release(s, l);
