@@ -107,8 +107,8 @@ pub struct CaptureSpec {
     pub cancel: Cancel,
     /// How many times the command runs, one after another on the same file system; after
     /// each run the file system is synced and left to settle (no block request for
-    /// 300 ms, at most a minute: its background discards and writeback done). A failed
-    /// run ends the capture. 0 counts as 1.
+    /// 300 ms and, on ext4 with discard, its discard worker done; at most a minute). A
+    /// failed run ends the capture. 0 counts as 1.
     pub runs: u32,
     /// Run the command on this CPU only (None: wherever the kernel puts it).
     pub cpu: Option<usize>,
@@ -141,6 +141,9 @@ pub struct Captured {
     /// `run_ends_ns[i]` and not before `run_ends_ns[i - 1]`.
     pub run_ends_ns: Vec<u64>,
 }
+
+/// The function of ext4's discard worker (fs/ext4/mballoc.c, Linux 5.15 and later).
+const EXT4_DISCARD_WORK: &str = "ext4_discard_work";
 
 /// The jbd2 event counted for ext4 captures.
 const JBD2_END_COMMIT: &str = "jbd2_end_commit";
@@ -272,6 +275,8 @@ impl Setup {
                 "block/block_rq_issue",
                 "block/block_rq_complete",
                 "jbd2/jbd2_end_commit",
+                "workqueue/workqueue_queue_work",
+                "workqueue/workqueue_execute_end",
             ] {
                 let _ = std::fs::write(inst.join("events").join(ev).join("enable"), "0");
             }
@@ -632,25 +637,58 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         write(&jbd2.join("filter"), &format!("dev == {kdev}"))?;
         write(&jbd2.join("enable"), "1")?;
     }
+    // ext4 with discard: its discard worker's runs (queued at a commit, ended when it has
+    // discarded what the commit freed), so that a run counts as settled only once the
+    // worker is done, however long the machine makes it wait.
+    // (A kernel that cannot filter on a function's name, or has no such worker, is left
+    // to the quiet time alone.)
+    if spec.fs == FsKind::Ext4 && spec.discard {
+        let filter = format!("function.function == {EXT4_DISCARD_WORK}");
+        let events = ["workqueue_queue_work", "workqueue_execute_end"]
+            .map(|ev| inst.join("events/workqueue").join(ev));
+        if events
+            .iter()
+            .all(|d| std::fs::write(d.join("filter"), &filter).is_ok())
+        {
+            for d in &events {
+                write(&d.join("enable"), "1")?;
+            }
+        }
+    }
     write(&inst.join("tracing_on"), "1")?;
     let stop = Arc::new(AtomicBool::new(false));
     let bytes_read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    // Discard work queued and not yet ended (queue events minus end events).
+    let discard_work_open = Arc::new(std::sync::atomic::AtomicI64::new(0));
     let reader = {
         let pipe = inst.join("trace_pipe");
         let stop = Arc::clone(&stop);
         let bytes_read = Arc::clone(&bytes_read);
+        let discard_work_open = Arc::clone(&discard_work_open);
         std::thread::spawn(move || -> std::io::Result<Vec<u8>> {
             let mut f = std::fs::OpenOptions::new()
                 .read(true)
                 .custom_flags(libc::O_NONBLOCK)
                 .open(&pipe)?;
             let mut out = Vec::new();
+            let mut line_start = 0;
             let mut buf = vec![0u8; 1 << 16];
             loop {
                 match f.read(&mut buf) {
                     Ok(0) => std::thread::sleep(Duration::from_millis(5)),
                     Ok(n) => {
                         out.extend_from_slice(&buf[..n]);
+                        // Complete lines since the last read: the discard work's events.
+                        if let Some(end) = out.iter().rposition(|&b| b == b'\n') {
+                            if end >= line_start {
+                                let text = String::from_utf8_lossy(&out[line_start..end]);
+                                let count = |m: &str| text.matches(m).count() as i64;
+                                let delta = count(": workqueue_queue_work:")
+                                    - count(": workqueue_execute_end:");
+                                discard_work_open.fetch_add(delta, Ordering::SeqCst);
+                                line_start = end + 1;
+                            }
+                        }
                         bytes_read.fetch_add(n as u64, Ordering::SeqCst);
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -681,7 +719,10 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     let wait_quiet = || {
         let since = Instant::now();
         let (mut last, mut last_change) = (bytes_read.load(Ordering::SeqCst), Instant::now());
-        while last_change.elapsed() < Duration::from_millis(300) && since.elapsed() < SETTLE_MAX {
+        while (last_change.elapsed() < Duration::from_millis(300)
+            || discard_work_open.load(Ordering::SeqCst) > 0)
+            && since.elapsed() < SETTLE_MAX
+        {
             std::thread::sleep(Duration::from_millis(50));
             let now = bytes_read.load(Ordering::SeqCst);
             if now != last {
@@ -780,7 +821,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         .collect();
     let block_text: String = text
         .lines()
-        .filter(|l| !l.contains(": jbd2_"))
+        .filter(|l| !l.contains(": jbd2_") && !l.contains(": workqueue_"))
         .flat_map(|l| [l, "\n"])
         .collect();
     let trace = crate::formats::tracefs::parse(&format!("tracefs of {dev}"), &block_text)?;
