@@ -57,6 +57,11 @@ pub(crate) struct JoinArgs {
     /// sim: keep the input tables on the simulated drive (reads are timed).
     #[arg(long)]
     pub(crate) inputs_on_device: bool,
+    /// sim: generate the input tables' rows as the join reads them instead of holding
+    /// them in memory (the same bytes and the same results; for tables larger than
+    /// memory, e.g. --sf 40).
+    #[arg(long, conflicts_with = "inputs_on_device")]
+    pub(crate) stream_inputs: bool,
     /// sim: simfs preallocates for appending files as ext4's mballoc does (small files
     /// share one window, larger ones get growing windows of their own); without it every
     /// write allocates on its own.
@@ -106,6 +111,7 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         commit_each_repetition: true,
         prealloc: a.prealloc,
         inputs_on_device: a.inputs_on_device,
+        stream_inputs: a.stream_inputs,
         host: match a.host {
             HostPath::Linux => vfs::HostConfig::linux(a.host_ram),
             HostPath::DirectIo => vfs::HostConfig::direct_io(),

@@ -4,7 +4,8 @@ use super::*;
 
 #[derive(clap::Args)]
 pub(crate) struct ReproduceArgs {
-    /// quick (minutes) or full.
+    /// quick (minutes), full, or paper (paper 000's own size, `--only tempfiles`; about a
+    /// day on 2 cores).
     #[arg(long, default_value = "quick")]
     pub(crate) scale: Scale,
     /// Run only these experiments (comma-separated ids).
@@ -16,6 +17,9 @@ pub(crate) struct ReproduceArgs {
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
 }
+
+/// The one experiment `--scale paper` runs.
+const PAPER_SCALE_EXPERIMENT: &str = "tempfiles";
 
 pub(crate) fn run(a: ReproduceArgs) -> Result<()> {
     for id in &a.only {
@@ -34,6 +38,14 @@ pub(crate) fn run(a: ReproduceArgs) -> Result<()> {
         .iter()
         .filter(|e| a.only.is_empty() || a.only.iter().any(|o| o == e.id))
         .collect();
+    if a.scale == Scale::Paper {
+        if let Some(e) = chosen.iter().find(|e| e.id != PAPER_SCALE_EXPERIMENT) {
+            bail!(
+                "--scale paper is paper 000's own size (a 40 GB query on 250 GB drives, about a day on 2 cores) and is defined for the {PAPER_SCALE_EXPERIMENT} experiment only, not {:?}: run `reproduce --scale paper --only {PAPER_SCALE_EXPERIMENT}`",
+                e.id
+            );
+        }
+    }
     eprintln!(
         "flashlab reproduce: scale {}, seed {}, {} experiment(s), report in {}",
         a.scale,

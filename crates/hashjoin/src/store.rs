@@ -371,6 +371,18 @@ impl<V: Vfs> VfsStore<V> {
         self.add_input_on(Box::new(shelf), name)
     }
 
+    /// Adds an input whose bytes are made as they are read (`factory` gives each open its
+    /// own [`vfs::FileSource`]), off the spill file system: for inputs larger than memory.
+    pub fn add_generated_input(
+        &mut self,
+        name: &str,
+        factory: vfs::SourceFactory,
+    ) -> Result<FileId, JoinError> {
+        let mut shelf = vfs::Shelf::new();
+        shelf.insert_source(name, factory);
+        self.add_input_on(Box::new(shelf), name)
+    }
+
     /// Measures from now on.
     pub fn restart_clock(&mut self) {
         self.start_ns = self.vfs.now_ns();

@@ -29,7 +29,7 @@ pub use mem::{CrashModel, CrashPlan, Fate, Image, MemVfs, SECTOR_BYTES};
 pub use os::OsVfs;
 pub use pagecache::HostConfig;
 pub use shared::Shared;
-pub use shelf::Shelf;
+pub use shelf::{FileSource, Shelf, SourceFactory};
 pub use sim::{SimDrive, SimVfs};
 pub use turns::{Turns, UserVfs, VirtualClock};
 

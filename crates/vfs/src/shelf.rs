@@ -1,16 +1,60 @@
 //! [`Shelf`]: read-only files held in memory and shared without copying (each file's bytes
 //! behind an `Arc`), e.g. a join's input tables kept off the simulated drive: every
-//! repetition and every user reads the same bytes, and none is copied to set it up.
+//! repetition and every user reads the same bytes, and none is copied to set it up. A file
+//! too large to hold can be a [`FileSource`] instead: its bytes made as they are read.
 
 use crate::{Fd, OpenMode, Vfs, VfsError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+/// A read-only file whose bytes are made when read (a generated table), for files larger
+/// than memory. Reads are expected mostly in order; each open gets its own source.
+pub trait FileSource: Send {
+    /// The file's length.
+    fn len_bytes(&self) -> u64;
+    /// Fills `buf` from `offset` (up to the end); returns the bytes filled.
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> usize;
+}
+
+/// Makes a fresh [`FileSource`] for each open.
+pub type SourceFactory = Arc<dyn Fn() -> Box<dyn FileSource> + Send + Sync>;
+
+/// A file on the shelf.
+#[derive(Clone)]
+enum Content {
+    Bytes(Arc<Vec<u8>>),
+    Source(SourceFactory),
+}
+
+impl std::fmt::Debug for Content {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Content::Bytes(b) => write!(f, "{} bytes", b.len()),
+            Content::Source(_) => f.write_str("a generated file"),
+        }
+    }
+}
+
+/// An open file.
+enum Open {
+    Bytes(Arc<Vec<u8>>),
+    Source(Box<dyn FileSource>),
+}
+
+impl std::fmt::Debug for Open {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Open::Bytes(b) => write!(f, "{} bytes", b.len()),
+            Open::Source(s) => write!(f, "a generated file of {} bytes", s.len_bytes()),
+        }
+    }
+}
+
 /// Read-only in-memory files; writing, resizing, renaming or removing one is an error.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Shelf {
-    files: BTreeMap<String, Arc<Vec<u8>>>,
-    fds: HashMap<Fd, Arc<Vec<u8>>>,
+    files: BTreeMap<String, Content>,
+    fds: HashMap<Fd, Open>,
     next_fd: Fd,
 }
 
@@ -21,14 +65,21 @@ impl Shelf {
 
     /// Puts `bytes` on the shelf as file `name` (replacing one of that name).
     pub fn insert(&mut self, name: &str, bytes: Arc<Vec<u8>>) {
-        self.files.insert(name.to_string(), bytes);
+        self.files.insert(name.to_string(), Content::Bytes(bytes));
+    }
+
+    /// Puts a generated file on the shelf as file `name`: each open reads from a fresh
+    /// source made by `factory`.
+    pub fn insert_source(&mut self, name: &str, factory: SourceFactory) {
+        self.files
+            .insert(name.to_string(), Content::Source(factory));
     }
 
     fn read_only(name: &str) -> VfsError {
         VfsError::Invalid(format!("{name}: a read-only in-memory file"))
     }
 
-    fn file(&self, fd: Fd) -> &Arc<Vec<u8>> {
+    fn file(&self, fd: Fd) -> &Open {
         self.fds.get(&fd).expect("an open file of this shelf")
     }
 }
@@ -38,28 +89,43 @@ impl Vfs for Shelf {
         if mode.create_new && self.files.contains_key(name) {
             return Err(VfsError::Exists(name.to_string()));
         }
-        let bytes = match self.files.get(name) {
-            Some(b) => b.clone(),
+        let open = match self.files.get(name) {
+            Some(Content::Bytes(b)) => Open::Bytes(b.clone()),
+            Some(Content::Source(factory)) => Open::Source(factory()),
             None if mode.create || mode.create_new => return Err(Self::read_only(name)),
             None => return Err(VfsError::NotFound(name.to_string())),
         };
         let fd = self.next_fd;
         self.next_fd += 1;
-        self.fds.insert(fd, bytes);
+        self.fds.insert(fd, open);
         Ok(fd)
     }
     fn close(&mut self, fd: Fd) {
         self.fds.remove(&fd);
     }
     fn len(&self, fd: Fd) -> u64 {
-        self.file(fd).len() as u64
+        match self.file(fd) {
+            Open::Bytes(b) => b.len() as u64,
+            Open::Source(s) => s.len_bytes(),
+        }
     }
     fn read_at(&mut self, fd: Fd, offset: u64, buf: &mut [u8]) -> Result<usize, VfsError> {
-        let data = self.file(fd);
-        let start = (offset.min(data.len() as u64)) as usize;
-        let n = buf.len().min(data.len() - start);
-        buf[..n].copy_from_slice(&data[start..start + n]);
-        Ok(n)
+        match self.fds.get_mut(&fd).expect("an open file of this shelf") {
+            Open::Bytes(data) => {
+                let start = (offset.min(data.len() as u64)) as usize;
+                let n = buf.len().min(data.len() - start);
+                buf[..n].copy_from_slice(&data[start..start + n]);
+                Ok(n)
+            }
+            Open::Source(s) => {
+                let len = s.len_bytes();
+                if offset >= len {
+                    return Ok(0);
+                }
+                let n = (buf.len() as u64).min(len - offset) as usize;
+                Ok(s.read_at(offset, &mut buf[..n]))
+            }
+        }
     }
     fn write_at(&mut self, _fd: Fd, _offset: u64, _data: &[u8]) -> Result<(), VfsError> {
         Err(Self::read_only("a shelf file"))

@@ -122,7 +122,7 @@ impl Record {
 }
 
 /// Rows of `table` at scale factor `sf`, as join records, in generation order.
-pub fn rows(table: Table, sf: f64) -> Box<dyn Iterator<Item = Record>> {
+pub fn rows(table: Table, sf: f64) -> Box<dyn Iterator<Item = Record> + Send> {
     match table {
         Table::Orders => Box::new(OrderGenerator::new(sf, 1, 1).iter().map(|o| Record {
             key: o.o_orderkey as u64,

@@ -132,7 +132,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     let started = std::time::Instant::now();
     let sf = match scale {
         Scale::Quick => 0.2,
-        Scale::Full => 1.0,
+        Scale::Full | Scale::Paper => 1.0,
     };
     // Read buffers scale with the data (whole pages), so every point has the paper's
     // partition count (SF 1: 184 partitions at 1 MB): the partition count is what the

@@ -61,7 +61,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         std::env::current_exe().map_err(|e| format!("cannot find the flashlab binary: {e}"))?;
     let (docs, max_ops) = match scale {
         Scale::Quick => (256_000u64, 16_000u64),
-        Scale::Full => (400_000, 400_000),
+        Scale::Full | Scale::Paper => (400_000, 400_000),
     };
     let work_dir = super::work_dir("flashlab-nosql-")?;
     let work = work_dir.path();

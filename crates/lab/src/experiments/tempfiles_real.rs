@@ -67,7 +67,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         std::env::current_exe().map_err(|e| format!("cannot find the flashlab binary: {e}"))?;
     let (sf, repeat, capacity) = match scale {
         Scale::Quick => (0.2, 3u32, 1u64 << 30),
-        Scale::Full => (0.5, 20, 4 << 30),
+        Scale::Full | Scale::Paper => (0.5, 20, 4 << 30),
     };
     let work_dir = super::work_dir("flashlab-tempfiles-real-")?;
     let work = work_dir.path();

@@ -258,7 +258,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
 
     // Part 2: delete + reads.
     let read_counts: Vec<u32> = match scale {
-        Scale::Quick | Scale::Full => vec![20, 100, 1000],
+        Scale::Quick | Scale::Full | Scale::Paper => vec![20, 100, 1000],
     };
     let mut mixed = Vec::new(); // (reads, [total per mode])
     for (k, &n) in read_counts.iter().enumerate() {

@@ -36,7 +36,7 @@ fn setup(scale: Scale) -> Setup {
             warmup_x: 2.0,
             measure_x: 2.0,
         },
-        Scale::Full => Setup {
+        Scale::Full | Scale::Paper => Setup {
             logical_bytes: 8 << 30,
             pages_per_block: 512,
             warmup_x: 4.0,

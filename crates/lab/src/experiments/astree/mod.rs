@@ -63,7 +63,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     let started = std::time::Instant::now();
     let (preload, ops) = match scale {
         Scale::Quick => (20_000, 5_000),
-        Scale::Full => (400_000, 100_000),
+        Scale::Full | Scale::Paper => (400_000, 100_000),
     };
     let preset = Preset::load("ssd2011")?.with_capacity(8 << 30);
     let backend = Backend::Sim {
@@ -103,7 +103,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     // leaves.
     let (study_fanout, study_preload) = match scale {
         Scale::Quick => (128, 100_000),
-        Scale::Full => (256, preload),
+        Scale::Full | Scale::Paper => (256, preload),
     };
     for &c in &CACHES {
         if c == 0 && study_fanout == 256 && study_preload == preload {
@@ -126,11 +126,11 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     // tree, at most 1.5× the live bytes), without cleaning, and the in-place B-tree.
     let cleaning_inserts: u64 = match scale {
         Scale::Quick => 100_000,
-        Scale::Full => 1_000_000,
+        Scale::Full | Scale::Paper => 1_000_000,
     };
     let paper_segment: u64 = match scale {
         Scale::Quick => 16 << 20,
-        Scale::Full => 128 << 20,
+        Scale::Full | Scale::Paper => 128 << 20,
     };
     // The uncleaned log grows faster than the inserts (711 MB at 100,000): at the full
     // scale's million it would outgrow the drive and the memory that holds the simulated

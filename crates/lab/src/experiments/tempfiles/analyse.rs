@@ -488,6 +488,17 @@ pub(super) mod tests {
     use joinrun::Repetition;
 
     #[test]
+    fn each_repetition_fills_the_share_of_the_drive_the_paper_s_did() {
+        // 40 GB of temp data per query on a 250 GB drive: 16%.
+        for sf in [0.2, 0.5, 30.0] {
+            let input = sf * 7_500_000.0 * 128.0;
+            let share = input / super::super::drive_bytes(sf) as f64;
+            assert!((share - 0.16).abs() < 0.001, "SF {sf}: {share}");
+        }
+        assert_eq!(super::super::drive_bytes(0.2), 1144 << 20);
+    }
+
+    #[test]
     fn the_paper_s_batch_files_are_postgres_s_rule_on_a_40_gb_database() {
         assert_eq!(
             PAPER_BATCH_FILES,

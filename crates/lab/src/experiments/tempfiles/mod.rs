@@ -57,17 +57,32 @@ struct Setup {
     work_mem_bytes: u64,
     capacity_bytes: u64,
     drives: Vec<Drive>,
+    /// `work_mem` of the batch-count runs, KiB ([`POSTGRES_WORK_MEM_KIB`] but at paper
+    /// scale).
+    batch_work_mem_kib: Vec<u64>,
+    /// Repetitions of the runs beside the judged ones (mechanisms, TRIM costs) when fewer
+    /// than the drive's (paper scale).
+    extra_repeat: Option<u32>,
+    /// The input tables generated as they are read (paper scale: larger than memory).
+    stream_inputs: bool,
 }
 
 fn setup(scale: Scale) -> Setup {
-    let (sf, capacity_bytes, long, short) = match scale {
-        Scale::Quick => (0.2, 1 << 30, 20, 12),
-        Scale::Full => (0.5, 4 << 30, 30, 20),
+    let (sf, long, short) = match scale {
+        Scale::Quick => (0.2, 20, 12),
+        Scale::Full => (0.5, 30, 20),
+        // A 40 GB database (TPC-H SF 40), 30 and 20 repetitions, as the paper ran.
+        Scale::Paper => (PAPER_SF, 30, 20),
     };
+    let paper = scale == Scale::Paper;
     Setup {
         sf,
-        work_mem_bytes: hashjoin::postgres::MIN_WORK_MEM_BYTES,
-        capacity_bytes,
+        work_mem_bytes: if paper {
+            PAPER_WORK_MEM_KIB << 10
+        } else {
+            hashjoin::postgres::MIN_WORK_MEM_BYTES
+        },
+        capacity_bytes: drive_bytes(sf),
         drives: vec![
             Drive {
                 preset: "mx500",
@@ -85,8 +100,22 @@ fn setup(scale: Scale) -> Setup {
                 repeat: short,
             },
         ],
+        batch_work_mem_kib: if paper {
+            vec![4 * PAPER_WORK_MEM_KIB, PAPER_WORK_MEM_KIB]
+        } else {
+            POSTGRES_WORK_MEM_KIB.to_vec()
+        },
+        extra_repeat: paper.then_some(PAPER_EXTRA_REPEAT),
+        stream_inputs: paper,
     }
 }
+
+/// Paper 000's database: 40 GB, TPC-H SF 40 (assumed: the paper gives the size only).
+const PAPER_SF: f64 = 40.0;
+/// Paper 000's work_mem (4 MB).
+const PAPER_WORK_MEM_KIB: u64 = 4096;
+/// At paper scale, repetitions of the runs beside the judged ones.
+const PAPER_EXTRA_REPEAT: u32 = 3;
 
 fn spec(s: &Setup, d: &Drive, fallocate: bool, trim: bool) -> Result<JoinRunSpec, crate::LabError> {
     Path::Host.spec(s, d, fallocate, trim)
@@ -174,6 +203,12 @@ impl Path {
         // PostgreSQL 12's hash join, as the paper ran it, at this scale's work_mem.
         spec.join.algorithm = Algorithm::Postgres;
         spec.memory_bytes = s.work_mem_bytes;
+        spec.storage.stream_inputs = s.stream_inputs;
+        if let (Some(r), Path::QueuedTrim | Path::NoHost | Path::TrimCostUs(_)) =
+            (s.extra_repeat, self)
+        {
+            spec.repeat = spec.repeat.min(r);
+        }
         match self {
             Path::Host => set_host(&mut spec, postgres_host(s.sf), trim),
             Path::QueuedTrim => {
@@ -208,8 +243,26 @@ impl Path {
     }
 }
 
-/// The paper's temporary data per query.
+/// The paper's temporary data per query: assumed the size of its database (40 GB), which
+/// is what an ORDERS-LINEITEM join spilling whole rows writes.
 const PAPER_QUERY_BYTES: f64 = 40e9;
+
+/// The paper's MX500 (250 GB): each repetition wrote `PAPER_QUERY_BYTES` of temp data to
+/// it, 16% of the drive.
+const PAPER_DRIVE_BYTES: f64 = 250e9;
+
+/// A query's input at SF `sf` with 128-byte rows (ORDERS and LINEITEM), bytes.
+fn input_bytes(sf: f64) -> f64 {
+    sf * 7_500_000.0 * 128.0
+}
+
+/// The simulated drive's capacity for SF `sf`: scaled with the query, so that each
+/// repetition fills the same share of it as the paper's 40 GB did of its 250 GB drive
+/// (rounded to whole MiB).
+pub(crate) fn drive_bytes(sf: f64) -> u64 {
+    let bytes = input_bytes(sf) * PAPER_DRIVE_BYTES / PAPER_QUERY_BYTES;
+    (bytes / (1 << 20) as f64).round() as u64 * (1 << 20)
+}
 
 /// The paper's host (Linux's defaults, 1 GB of DRAM), scaled down as the query is: the
 /// join spills `input / 40 GB` of the paper's data on a drive as fast as the paper's, so
@@ -219,7 +272,7 @@ const PAPER_QUERY_BYTES: f64 = 40e9;
 /// PostgreSQL writes its batch files through the page cache (buffered BufFiles of 8 KiB
 /// blocks).
 pub(crate) fn postgres_host(sf: f64) -> vfs::HostConfig {
-    let scale = sf * 7_500_000.0 * 128.0 / PAPER_QUERY_BYTES;
+    let scale = input_bytes(sf) / PAPER_QUERY_BYTES;
     let linux = vfs::HostConfig::linux(1 << 30);
     let shrink = |x: u64| (x as f64 * scale) as u64;
     vfs::HostConfig {
@@ -339,7 +392,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         }
     }
     // How the TRIM count and the join-phase penalty depend on the number of batch files.
-    for kib in POSTGRES_WORK_MEM_KIB {
+    for &kib in &s.batch_work_mem_kib {
         let path = Path::PostgresWorkMem(kib);
         for &(f, t) in &BATCH_COMBOS {
             jobs.push((path, MX500, f, t, path.spec(&s, &s.drives[MX500], f, t)?));
@@ -516,7 +569,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         // The same numbers as a plot, against the paper's two headline values.
         let x = |kib: u64| (postgres_batches(s.sf, kib) as f64).log2();
         let curve = |of: &ThreeRuns| {
-            POSTGRES_WORK_MEM_KIB
+            s.batch_work_mem_kib
                 .iter()
                 .map(|&kib| {
                     let path = Path::PostgresWorkMem(kib);
@@ -526,7 +579,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 .collect::<Vec<_>>()
         };
         let flat = |y: f64| {
-            POSTGRES_WORK_MEM_KIB
+            s.batch_work_mem_kib
                 .iter()
                 .map(|&kib| (x(kib), y))
                 .collect::<Vec<_>>()
@@ -565,7 +618,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         );
     }
     batches.headers[0] = "work_mem KiB: batch files per side".into();
-    for kib in POSTGRES_WORK_MEM_KIB {
+    for &kib in &s.batch_work_mem_kib {
         batches.rows.push(mechanism_row(
             Path::PostgresWorkMem(kib),
             format!("{kib}: {}", postgres_batches(s.sf, kib)),
@@ -629,7 +682,10 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     let verdicts = analyse(
         &reps,
         trim_ms,
-        &POSTGRES_WORK_MEM_KIB.map(|k| (k, postgres_batches(s.sf, k))),
+        &s.batch_work_mem_kib
+            .iter()
+            .map(|&k| (k, postgres_batches(s.sf, k)))
+            .collect::<Vec<_>>(),
     );
     // How each MX500 headline moves with the assumed TRIM cost.
     let sens = sensitivity(&reps, trim_ms);
@@ -754,20 +810,35 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 postgres_batches(s.sf, 4096),
                 postgres_nbatch(45_000_000, 16, 4 << 20),
                 postgres_nbatch(45_000_000, 110, 4 << 20),
-                POSTGRES_WORK_MEM_KIB,
-                POSTGRES_WORK_MEM_KIB.map(|k| postgres_batches(s.sf, k)),
+                s.batch_work_mem_kib,
+                s.batch_work_mem_kib
+                    .iter()
+                    .map(|&k| postgres_batches(s.sf, k))
+                    .collect::<Vec<_>>(),
             ),
         },
         Provenance {
             number: "the experiment's scale".into(),
-            role: format!(
-                "SF {} with 128-byte rows ({} MB of input per query) on {} MiB drives, so the temp data cycles through a drive within a few repetitions as 40 GB per query did on the paper's 250 GB drives; work_mem {} kB (PostgreSQL's minimum) so that the join makes {} batch files per side, within the ~1,024-2,048 of the paper's query: the number of files and their interleaving are the paper's, each file is smaller by the query's scale (scaled: the query, the drive, the host's memory and timers; kept: the file count); 100 ns of CPU per row (assumed)",
-                s.sf,
-                (s.sf * 7_500_000.0 * 128.0 / 1e6).round(),
-                s.capacity_bytes >> 20,
-                s.work_mem_bytes >> 10,
-                postgres_batches(s.sf, s.work_mem_bytes >> 10),
-            ),
+            role: if s.stream_inputs {
+                format!(
+                    "paper scale: SF {} with 128-byte rows ({} MB of input per query, the paper's 40 GB database; its rows generated as they are read) on {} MiB drives (each repetition fills 16% of a drive, as the paper's 40 GB did of its 250 GB MX500), the paper's work_mem of {} kB: {} batch files per side, the paper's 1 GB host and timers unscaled; the runs beside the judged ones (mechanisms, TRIM costs) repeat {} times; 100 ns of CPU per row (assumed)",
+                    s.sf,
+                    (s.sf * 7_500_000.0 * 128.0 / 1e6).round(),
+                    s.capacity_bytes >> 20,
+                    s.work_mem_bytes >> 10,
+                    postgres_batches(s.sf, s.work_mem_bytes >> 10),
+                    s.extra_repeat.unwrap_or(0),
+                )
+            } else {
+                format!(
+                    "SF {} with 128-byte rows ({} MB of input per query) on {} MiB drives: each repetition fills the same share of the drive (16%) as the paper's 40 GB of temp data per query (assumed: the database's size) did of its 250 GB MX500, the same share for every drive; work_mem {} kB (PostgreSQL's minimum) so that the join makes {} batch files per side, within the ~1,024-2,048 of the paper's query: the number of files and their interleaving are the paper's, each file is smaller by the query's scale (scaled: the query, the drive, the host's memory and timers; kept: the file count); 100 ns of CPU per row (assumed). `--scale paper` runs the paper's own size",
+                    s.sf,
+                    (s.sf * 7_500_000.0 * 128.0 / 1e6).round(),
+                    s.capacity_bytes >> 20,
+                    s.work_mem_bytes >> 10,
+                    postgres_batches(s.sf, s.work_mem_bytes >> 10),
+                )
+            },
         },
     ];
     let results_json = json!({
@@ -782,7 +853,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 json!({"fallocate": f, "trim": t, "repetitions": r.repetitions, "rows": r.rows, "bytes_spilled": r.bytes_spilled})
             }).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
-        "postgres_batch_files": POSTGRES_WORK_MEM_KIB.iter().map(|&kib| json!({
+        "postgres_batch_files": s.batch_work_mem_kib.iter().map(|&kib| json!({
             "work_mem_kib": kib,
             "files_per_side": postgres_batches(s.sf, kib),
             "combinations": BATCH_COMBOS.iter().map(|&(f, t)| {
