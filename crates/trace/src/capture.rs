@@ -277,6 +277,7 @@ impl Setup {
                 "jbd2/jbd2_end_commit",
                 "workqueue/workqueue_queue_work",
                 "workqueue/workqueue_execute_end",
+                "sched/sched_switch",
             ] {
                 let _ = std::fs::write(inst.join("events").join(ev).join("enable"), "0");
             }
@@ -629,6 +630,12 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         let d = inst.join("events/block").join(ev);
         write(&d.join("filter"), &format!("dev == {kdev}"))?;
         write(&d.join("enable"), "1")?;
+    }
+    // Context switches: a request's think time is then its task's time on a CPU, so a
+    // capture on a busy machine does not replay waits for a CPU as thinking.
+    let switch = inst.join("events/sched/sched_switch");
+    if switch.is_dir() {
+        write(&switch.join("enable"), "1")?;
     }
     // ext4's journal commits, when the kernel has the event.
     let jbd2 = inst.join("events/jbd2").join(JBD2_END_COMMIT);

@@ -10,7 +10,7 @@ pub(crate) mod tracefs;
 
 pub use native::write_native;
 
-use crate::request::{derive_think_times, Request};
+use crate::request::{derive_think_times_on_cpu, OnCpu, Request};
 use crate::{Trace, TraceError};
 use flash::{Command, Op};
 use std::str::FromStr;
@@ -291,6 +291,8 @@ pub(crate) struct KernelEvents {
     completions: Vec<KernelCompletion>,
     /// Block events that are neither (blkparse's Q, G, I, M, ... actions).
     pub(crate) other_events: u64,
+    /// The scheduler's context switches, where the trace has them (`sched_switch`).
+    pub(crate) on_cpu: OnCpu,
 }
 
 impl KernelEvents {
@@ -337,16 +339,19 @@ impl KernelEvents {
                 ),
             });
         }
-        assemble(origin, self.issues, self.completions)
+        let on_cpu = (!self.on_cpu.is_empty()).then_some(self.on_cpu);
+        assemble(origin, self.issues, self.completions, on_cpu)
     }
 }
 
 /// Turns kernel issue/complete events into a timestamped trace: completions are matched
-/// to the oldest unmatched issue of the same op and range; times start at zero.
+/// to the oldest unmatched issue of the same op and range; times start at zero. With the
+/// scheduler's switches (`on_cpu`), a think time is the issuing task's time on a CPU.
 pub(crate) fn assemble(
     origin: &str,
     issues: Vec<KernelIssue>,
     completions: Vec<KernelCompletion>,
+    mut on_cpu: Option<OnCpu>,
 ) -> Result<Trace, TraceError> {
     let to_cmd = |op: Op, sector: u64, sectors: u64| -> Option<Command> {
         let offset = sector.checked_mul(512)?;
@@ -406,7 +411,10 @@ pub(crate) fn assemble(
                 .push_back(i);
         }
     }
-    derive_think_times(&mut requests, &done);
+    if let Some(c) = &mut on_cpu {
+        c.shift(t0);
+    }
+    derive_think_times_on_cpu(&mut requests, &done, on_cpu.as_ref());
     Ok(Trace {
         requests,
         timestamped: true,

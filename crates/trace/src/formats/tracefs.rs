@@ -2,7 +2,9 @@
 //! `block_rq_complete` events enabled):
 //! `TASK-PID [CPU] FLAGS SECS.USECS: block_rq_issue: maj,min RWBS BYTES (CMD) SECTOR + NR [IOPRIO] [COMM]`
 //! and `... block_rq_complete: maj,min RWBS (CMD) SECTOR + NR [IOPRIO] [ERROR]`.
-//! Older kernels lack the ioprio field; both layouts parse. Other events are skipped.
+//! Older kernels lack the ioprio field; both layouts parse. With `sched_switch` events
+//! too, a request's think time is its task's time on a CPU (not the wall-clock gap, which
+//! on a busy machine includes waiting for a CPU). Other events are skipped.
 
 use super::{for_each_line, op_from_rwbs, parse_seconds_ns, parse_u64, KernelEvents};
 use crate::{Trace, TraceError};
@@ -12,6 +14,29 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
     for_each_line(origin, text, |line| {
         let t = line.trim();
         if t.is_empty() || t.starts_with('#') {
+            return Ok(true);
+        }
+        if let Some(p) = t.find(": sched_switch: ") {
+            // "... prev_pid=N ... ==> next_comm=... next_pid=M ...": who left the CPU, who
+            // came on.
+            let head = &t[..p];
+            let time_field = head.split_whitespace().last().ok_or("missing timestamp")?;
+            let time_ns = parse_seconds_ns(time_field)?;
+            let pid_after = |key: &str| -> Result<u32, String> {
+                let at = t[p..]
+                    .rfind(key)
+                    .ok_or_else(|| format!("sched_switch without {key}"))?;
+                let digits: String = t[p + at + key.len()..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits
+                    .parse::<u32>()
+                    .map_err(|_| format!("sched_switch: {key} is not a task id"))
+            };
+            events
+                .on_cpu
+                .switch(time_ns, pid_after(" prev_pid=")?, pid_after(" next_pid=")?);
             return Ok(true);
         }
         let (is_issue, marker) = if let Some(p) = t.find(": block_rq_issue: ") {
@@ -134,6 +159,30 @@ mod tests {
         );
         // dd's read came 500 µs after its write completed.
         assert_eq!(t.requests[2].think_ns, 500_000);
+    }
+
+    #[test]
+    fn with_context_switches_think_time_is_time_on_a_cpu() {
+        // dd's write completes at 100.000110; it waits for a CPU (a hog runs) from
+        // 100.000200 to 100.000500 and issues its read at 100.000610: 500 µs of wall gap,
+        // 200 µs on a CPU (110-200 and 500-610).
+        let text = "\
+              dd-4321    [001] d..1.   100.000010: block_rq_issue: 7,0 WS 4096 () 2048 + 8 none,0,0 [dd]
+          <idle>-0       [001] d.h1.   100.000110: block_rq_complete: 7,0 WS () 2048 + 8 none,0,0 [0]
+              dd-4321    [001] d..2.   100.000200: sched_switch: prev_comm=dd prev_pid=4321 prev_prio=120 prev_state=R+ ==> next_comm=hog next_pid=99 next_prio=120
+             hog-99      [001] d..2.   100.000500: sched_switch: prev_comm=hog prev_pid=99 prev_prio=120 prev_state=R ==> next_comm=dd next_pid=4321 next_prio=120
+              dd-4321    [001] d..1.   100.000610: block_rq_issue: 8,0 R 8192 () 4096 + 16 [dd]
+";
+        let t = parse("t", text).unwrap();
+        assert_eq!(t.requests.len(), 2);
+        assert_eq!(t.requests[1].think_ns, 200_000);
+        // Without the switches, the wall-clock gap.
+        let plain: String = text
+            .lines()
+            .filter(|l| !l.contains("sched_switch"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(parse("t", &plain).unwrap().requests[1].think_ns, 500_000);
     }
 
     #[test]
