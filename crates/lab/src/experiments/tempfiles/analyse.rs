@@ -447,27 +447,38 @@ pub(super) fn analyse<'a>(
     ));
 
     let cos_waf = waf_max(host(COSMOS, false, true)).max(waf_max(host(COSMOS, true, true)));
-    v.push(Verdict::numeric(
+    // Only beside a WAF that grows without TRIM does "stays 1.0" say anything: a model in
+    // which WAF never moves would pass it alone.
+    let cos_waf_without = waf_last(host(COSMOS, false, false));
+    let mut waf_verdict = Verdict::numeric(
         "tempfiles.cosmos-waf-with-trim",
-        "Cosmos+: with TRIM the WAF stays 1.0",
+        "Cosmos+: with TRIM the WAF stays 1.0, while without TRIM it grows (above 1.05)",
         "WAF 1.0",
         cos_waf,
         paper::COSMOS_WAF_WITH_TRIM,
         0.02,
-        format!("highest WAF of a repetition with TRIM: {cos_waf:.3}"),
-    ));
+        format!(
+            "highest WAF of a repetition with TRIM: {cos_waf:.3}; without TRIM (neither), last repetition: {cos_waf_without:.3}"
+        ),
+    );
+    waf_verdict.holds &= cos_waf_without > 1.05;
+    v.push(waf_verdict);
 
     let cos_ft = mean_of(host(COSMOS, false, true), |x| secs(x.total_ns))
         / mean_of(host(COSMOS, true, true), |x| secs(x.total_ns));
-    v.push(Verdict::numeric(
+    // ±30% of 1.3 reaches down to 0.91: "faster" must hold too, or a model with no effect
+    // (1.0) would pass.
+    let mut ft_verdict = Verdict::numeric(
         "tempfiles.cosmos-ft-vs-trim-only",
-        "Cosmos+: fallocate + TRIM is ~1.3× faster than TRIM only",
+        "Cosmos+: fallocate + TRIM is ~1.3× faster than TRIM only (within ±30%, and faster by more than 5%)",
         "~1.3×",
         cos_ft,
         paper::COSMOS_FT_VS_TRIM_ONLY,
         HEADLINE_TOLERANCE,
         format!("{cos_ft:.2}× (mean over repetitions)"),
-    ));
+    );
+    ft_verdict.holds &= cos_ft > 1.05;
+    v.push(ft_verdict);
 
     let cos_f = mean_of(host(COSMOS, true, false), |x| secs(x.total_ns))
         / mean_of(host(COSMOS, false, false), |x| secs(x.total_ns));
@@ -654,6 +665,30 @@ pub(super) mod tests {
                 "{id}"
             );
         }
+    }
+
+    #[test]
+    fn a_model_without_any_effect_fails_every_prediction() {
+        // The null model: every path, drive and combination the same run (3 s a
+        // repetition, WAF 1.0, as many TRIMs with fallocate as without, the same time with
+        // TRIM as without): no prediction may hold.
+        let null = reps(30, 3.0, 100, |_| 1.0);
+        let v = analyse(
+            &|_, _, _, _| null.as_slice(),
+            1.0,
+            &POSTGRES_WORK_MEM_KIB.map(|k| (k, 16 * 4096 / k)),
+        );
+        let holding: Vec<&str> = v
+            .iter()
+            .filter(|v| v.holds)
+            .filter_map(|v| v.score.as_ref())
+            .filter(|s| s.role == crate::report::Role::Predicted)
+            .map(|s| s.id.as_str())
+            .collect();
+        assert!(
+            holding.is_empty(),
+            "predictions a null model passes: {holding:?}"
+        );
     }
 
     #[test]
