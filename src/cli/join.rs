@@ -59,7 +59,7 @@ pub(crate) struct JoinArgs {
     pub(crate) inputs_on_device: bool,
     /// sim: generate the input tables' rows as the join reads them instead of holding
     /// them in memory (the same bytes and the same results; for tables larger than
-    /// memory, e.g. --sf 40).
+    /// memory, e.g. --sf 30).
     #[arg(long, conflicts_with = "inputs_on_device")]
     pub(crate) stream_inputs: bool,
     /// sim: simfs preallocates for appending files as ext4's mballoc does (small files
