@@ -278,6 +278,7 @@ impl Setup {
                 "workqueue/workqueue_queue_work",
                 "workqueue/workqueue_execute_end",
                 "sched/sched_switch",
+                "sched/sched_wakeup",
             ] {
                 let _ = std::fs::write(inst.join("events").join(ev).join("enable"), "0");
             }
@@ -631,11 +632,14 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         write(&d.join("filter"), &format!("dev == {kdev}"))?;
         write(&d.join("enable"), "1")?;
     }
-    // Context switches: a request's think time is then its task's time on a CPU, so a
-    // capture on a busy machine does not replay waits for a CPU as thinking.
-    let switch = inst.join("events/sched/sched_switch");
-    if switch.is_dir() {
-        write(&switch.join("enable"), "1")?;
+    // The scheduler's wake-ups and switches: the time a task waited for a CPU is then left
+    // out of its think time, so a capture on a busy machine does not replay waits for a
+    // CPU as thinking.
+    for ev in ["sched_switch", "sched_wakeup"] {
+        let d = inst.join("events/sched").join(ev);
+        if d.is_dir() {
+            write(&d.join("enable"), "1")?;
+        }
     }
     // ext4's journal commits, when the kernel has the event.
     let jbd2 = inst.join("events/jbd2").join(JBD2_END_COMMIT);

@@ -71,52 +71,68 @@ pub fn derive_think_times(requests: &mut [Request], completions_ns: &[Option<u64
     derive_think_times_on_cpu(requests, completions_ns, None);
 }
 
-/// As [`derive_think_times`], but where `on_cpu` knows a stream's task, its think time is
-/// the time the task spent on a CPU between its previous request's completion and this
-/// issue: waiting for a CPU on a busy machine is not thinking.
+/// As [`derive_think_times`], but with `waits` (the scheduler's record of when each task
+/// waited for a CPU) taken out of each think time: on a busy machine a task woken by its
+/// request's completion, or preempted, waits for a CPU, and that wait is not thinking.
+/// Sleeps (waiting for another task, e.g. fsync for the journal) stay in.
 pub fn derive_think_times_on_cpu(
     requests: &mut [Request],
     completions_ns: &[Option<u64>],
-    on_cpu: Option<&OnCpu>,
+    waits: Option<&CpuWaits>,
 ) {
     // Per stream, when its previous request completed.
     let mut last_done: HashMap<u32, u64> = HashMap::new();
     for (r, done) in requests.iter_mut().zip(completions_ns) {
         let end = done.unwrap_or(r.at_ns).max(r.at_ns);
         r.think_ns = match last_done.insert(r.stream, end) {
-            Some(t) if r.at_ns > t => on_cpu
-                .and_then(|c| c.time_on_cpu(r.stream, t, r.at_ns))
-                .unwrap_or(r.at_ns - t),
+            Some(t) if r.at_ns > t => {
+                let waited = waits.map_or(0, |w| w.waited(r.stream, t, r.at_ns));
+                (r.at_ns - t).saturating_sub(waited)
+            }
             _ => 0,
         };
     }
 }
 
-/// When each task was on a CPU (from the scheduler's `sched_switch` events): per task id,
-/// sorted, non-overlapping `[start, end)` intervals in the trace's time.
+/// When each task waited for a CPU (runnable but not running), from the scheduler's
+/// `sched_wakeup` and `sched_switch` events: from a wake-up, or a switch-out while still
+/// runnable (preempted, state R), to its next switch-in. Per task id, sorted
+/// `[start, end)` intervals in the trace's time.
 #[derive(Debug, Clone, Default)]
-pub struct OnCpu {
+pub struct CpuWaits {
     intervals: HashMap<u32, Vec<(u64, u64)>>,
-    /// Where a task was switched in and not yet out.
-    running: HashMap<u32, u64>,
-    /// Switches recorded.
-    switches: u64,
+    /// Runnable since, for tasks not on a CPU.
+    runnable: HashMap<u32, u64>,
+    /// Events recorded.
+    events: u64,
 }
 
-impl OnCpu {
-    /// Records a context switch at `at_ns` from task `prev` to task `next` (0: idle).
-    pub fn switch(&mut self, at_ns: u64, prev: u32, next: u32) {
-        self.switches += 1;
+impl CpuWaits {
+    /// Task `task` was woken at `at_ns` (it is runnable from then).
+    pub fn wakeup(&mut self, at_ns: u64, task: u32) {
+        self.events += 1;
+        if task != 0 {
+            self.runnable.entry(task).or_insert(at_ns);
+        }
+    }
+
+    /// A context switch at `at_ns` from `prev` (still runnable if `prev_runnable`: it was
+    /// preempted) to `next` (0: idle).
+    pub fn switch(&mut self, at_ns: u64, prev: u32, prev_runnable: bool, next: u32) {
+        self.events += 1;
         if prev != 0 {
-            // Switched out with no switch-in seen: on a CPU since before the trace began.
-            let start = self.running.remove(&prev).unwrap_or(0);
-            if at_ns > start {
-                self.intervals.entry(prev).or_default().push((start, at_ns));
+            if prev_runnable {
+                self.runnable.insert(prev, at_ns);
+            } else {
+                self.runnable.remove(&prev);
             }
         }
         if next != 0 {
-            self.running.insert(next, at_ns);
-            self.intervals.entry(next).or_default();
+            if let Some(since) = self.runnable.remove(&next) {
+                if at_ns > since {
+                    self.intervals.entry(next).or_default().push((since, at_ns));
+                }
+            }
         }
     }
 
@@ -128,34 +144,27 @@ impl OnCpu {
                 *b = b.saturating_sub(t0);
             }
         }
-        for t in self.running.values_mut() {
+        for t in self.runnable.values_mut() {
             *t = t.saturating_sub(t0);
         }
     }
 
-    /// Time task `task` spent on a CPU within `[from, to)`; None if no switch of it was
-    /// seen (nothing is known about it).
-    pub fn time_on_cpu(&self, task: u32, from: u64, to: u64) -> Option<u64> {
-        let v = self.intervals.get(&task)?;
+    /// How long task `task` waited for a CPU within `[from, to)`.
+    pub fn waited(&self, task: u32, from: u64, to: u64) -> u64 {
+        let Some(v) = self.intervals.get(&task) else {
+            return 0;
+        };
         let i = v.partition_point(|&(_, end)| end <= from);
-        let mut sum = 0;
-        for &(a, b) in &v[i..] {
-            if a >= to {
-                break;
-            }
-            sum += b.min(to) - a.max(from);
-        }
-        if let Some(&start) = self.running.get(&task) {
-            if start < to {
-                sum += to - start.max(from);
-            }
-        }
-        Some(sum)
+        v[i..]
+            .iter()
+            .take_while(|&&(a, _)| a < to)
+            .map(|&(a, b)| b.min(to) - a.max(from))
+            .sum()
     }
 
-    /// Whether any switch was recorded.
+    /// Whether any scheduler event was recorded.
     pub fn is_empty(&self) -> bool {
-        self.switches == 0
+        self.events == 0
     }
 }
 
@@ -164,16 +173,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn think_time_counts_only_time_on_a_cpu() {
-        // Task 7: on a CPU 0-10, off 10-50 (waiting for a CPU), on 50-60, then issues at
-        // 60; its previous request completed at 5. Wall gap 55, on-CPU time 5 + 10 = 15.
-        let mut c = OnCpu::default();
-        c.switch(0, 0, 7);
-        c.switch(10, 7, 9);
-        c.switch(50, 9, 7);
-        assert_eq!(c.time_on_cpu(7, 5, 60), Some(15));
-        assert_eq!(c.time_on_cpu(9, 0, 100), Some(40), "task 9 ran 10-50");
-        assert_eq!(c.time_on_cpu(3, 0, 100), None, "task 3 never seen");
+    fn think_time_leaves_out_waits_for_a_cpu_but_keeps_sleeps() {
+        // Task 7's request completes at 5 and wakes it, but a hog (9) holds the CPU until
+        // 30: 25 of waiting. It runs 30-40, sleeps 40-50 (waiting for another task),
+        // is woken at 50 and runs at once, is preempted at 55 (runnable) until 58, and
+        // issues at 60. Wall gap 55, of which 25 + 3 waiting for a CPU: think 27.
+        let mut w = CpuWaits::default();
+        w.wakeup(5, 7);
+        w.switch(30, 9, true, 7);
+        w.switch(40, 7, false, 9);
+        w.wakeup(50, 7);
+        w.switch(50, 9, true, 7);
+        w.switch(55, 7, true, 9);
+        w.switch(58, 9, true, 7);
+        assert_eq!(w.waited(7, 5, 60), 28);
+        assert_eq!(w.waited(3, 0, 100), 0, "task 3 never waited");
         let mut requests = vec![
             Request {
                 stream: 7,
@@ -189,8 +203,8 @@ mod tests {
             },
         ];
         let done = [Some(5), Some(70)];
-        derive_think_times_on_cpu(&mut requests, &done, Some(&c));
-        assert_eq!(requests[1].think_ns, 15);
+        derive_think_times_on_cpu(&mut requests, &done, Some(&w));
+        assert_eq!(requests[1].think_ns, 27);
         derive_think_times(&mut requests, &done);
         assert_eq!(
             requests[1].think_ns, 55,

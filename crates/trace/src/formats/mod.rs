@@ -10,7 +10,7 @@ pub(crate) mod tracefs;
 
 pub use native::write_native;
 
-use crate::request::{derive_think_times_on_cpu, OnCpu, Request};
+use crate::request::{derive_think_times_on_cpu, CpuWaits, Request};
 use crate::{Trace, TraceError};
 use flash::{Command, Op};
 use std::str::FromStr;
@@ -291,8 +291,9 @@ pub(crate) struct KernelEvents {
     completions: Vec<KernelCompletion>,
     /// Block events that are neither (blkparse's Q, G, I, M, ... actions).
     pub(crate) other_events: u64,
-    /// The scheduler's context switches, where the trace has them (`sched_switch`).
-    pub(crate) on_cpu: OnCpu,
+    /// When tasks waited for a CPU, where the trace has the scheduler's events
+    /// (`sched_wakeup`, `sched_switch`).
+    pub(crate) cpu_waits: CpuWaits,
 }
 
 impl KernelEvents {
@@ -339,19 +340,19 @@ impl KernelEvents {
                 ),
             });
         }
-        let on_cpu = (!self.on_cpu.is_empty()).then_some(self.on_cpu);
-        assemble(origin, self.issues, self.completions, on_cpu)
+        let waits = (!self.cpu_waits.is_empty()).then_some(self.cpu_waits);
+        assemble(origin, self.issues, self.completions, waits)
     }
 }
 
 /// Turns kernel issue/complete events into a timestamped trace: completions are matched
 /// to the oldest unmatched issue of the same op and range; times start at zero. With the
-/// scheduler's switches (`on_cpu`), a think time is the issuing task's time on a CPU.
+/// scheduler's record of waits for a CPU (`waits`), those are left out of think times.
 pub(crate) fn assemble(
     origin: &str,
     issues: Vec<KernelIssue>,
     completions: Vec<KernelCompletion>,
-    mut on_cpu: Option<OnCpu>,
+    mut waits: Option<CpuWaits>,
 ) -> Result<Trace, TraceError> {
     let to_cmd = |op: Op, sector: u64, sectors: u64| -> Option<Command> {
         let offset = sector.checked_mul(512)?;
@@ -411,10 +412,10 @@ pub(crate) fn assemble(
                 .push_back(i);
         }
     }
-    if let Some(c) = &mut on_cpu {
-        c.shift(t0);
+    if let Some(w) = &mut waits {
+        w.shift(t0);
     }
-    derive_think_times_on_cpu(&mut requests, &done, on_cpu.as_ref());
+    derive_think_times_on_cpu(&mut requests, &done, waits.as_ref());
     Ok(Trace {
         requests,
         timestamped: true,

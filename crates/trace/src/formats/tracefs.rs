@@ -2,9 +2,10 @@
 //! `block_rq_complete` events enabled):
 //! `TASK-PID [CPU] FLAGS SECS.USECS: block_rq_issue: maj,min RWBS BYTES (CMD) SECTOR + NR [IOPRIO] [COMM]`
 //! and `... block_rq_complete: maj,min RWBS (CMD) SECTOR + NR [IOPRIO] [ERROR]`.
-//! Older kernels lack the ioprio field; both layouts parse. With `sched_switch` events
-//! too, a request's think time is its task's time on a CPU (not the wall-clock gap, which
-//! on a busy machine includes waiting for a CPU). Other events are skipped.
+//! Older kernels lack the ioprio field; both layouts parse. With the scheduler's
+//! `sched_wakeup` and `sched_switch` events too, the time a task waited for a CPU (on a
+//! busy machine, after the wake-up its request's completion caused) is left out of its
+//! think time. Other events are skipped.
 
 use super::{for_each_line, op_from_rwbs, parse_seconds_ns, parse_u64, KernelEvents};
 use crate::{Trace, TraceError};
@@ -16,27 +17,45 @@ pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
         if t.is_empty() || t.starts_with('#') {
             return Ok(true);
         }
-        if let Some(p) = t.find(": sched_switch: ") {
-            // "... prev_pid=N ... ==> next_comm=... next_pid=M ...": who left the CPU, who
-            // came on.
+        let sched = [
+            ": sched_switch: ",
+            ": sched_wakeup: ",
+            ": sched_wakeup_new: ",
+        ]
+        .iter()
+        .find_map(|m| t.find(m).map(|p| (p, *m)));
+        if let Some((p, marker)) = sched {
             let head = &t[..p];
             let time_field = head.split_whitespace().last().ok_or("missing timestamp")?;
             let time_ns = parse_seconds_ns(time_field)?;
-            let pid_after = |key: &str| -> Result<u32, String> {
-                let at = t[p..]
+            let payload = &t[p + marker.len()..];
+            let field = |key: &str| -> Result<&str, String> {
+                let at = payload
                     .rfind(key)
-                    .ok_or_else(|| format!("sched_switch without {key}"))?;
-                let digits: String = t[p + at + key.len()..]
-                    .chars()
-                    .take_while(char::is_ascii_digit)
-                    .collect();
-                digits
-                    .parse::<u32>()
-                    .map_err(|_| format!("sched_switch: {key} is not a task id"))
+                    .ok_or_else(|| format!("{} without {key}", marker.trim_matches([':', ' '])))?;
+                Ok(payload[at + key.len()..]
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or(""))
             };
-            events
-                .on_cpu
-                .switch(time_ns, pid_after(" prev_pid=")?, pid_after(" next_pid=")?);
+            let task = |key: &str| -> Result<u32, String> {
+                let v = field(key)?;
+                v.parse::<u32>()
+                    .map_err(|_| format!("{key}{v:?} is not a task id"))
+            };
+            if marker == ": sched_switch: " {
+                // "prev_pid=N ... prev_state=R+ ==> next_comm=... next_pid=M": still
+                // runnable when its state is R (preempted).
+                let runnable = field("prev_state=")?.starts_with('R');
+                events.cpu_waits.switch(
+                    time_ns,
+                    task(" prev_pid=")?,
+                    runnable,
+                    task(" next_pid=")?,
+                );
+            } else {
+                events.cpu_waits.wakeup(time_ns, task(" pid=")?);
+            }
             return Ok(true);
         }
         let (is_issue, marker) = if let Some(p) = t.find(": block_rq_issue: ") {
@@ -162,24 +181,24 @@ mod tests {
     }
 
     #[test]
-    fn with_context_switches_think_time_is_time_on_a_cpu() {
-        // dd's write completes at 100.000110; it waits for a CPU (a hog runs) from
-        // 100.000200 to 100.000500 and issues its read at 100.000610: 500 µs of wall gap,
-        // 200 µs on a CPU (110-200 and 500-610).
+    fn with_the_scheduler_s_events_waits_for_a_cpu_are_not_think_time() {
+        // dd's write completes at 100.000110 and wakes it; a hog holds the CPU until
+        // 100.000500; dd issues its read at 100.000610: 500 µs of wall gap, 390 µs of it
+        // waiting for the CPU, 110 µs of think time.
         let text = "\
               dd-4321    [001] d..1.   100.000010: block_rq_issue: 7,0 WS 4096 () 2048 + 8 none,0,0 [dd]
           <idle>-0       [001] d.h1.   100.000110: block_rq_complete: 7,0 WS () 2048 + 8 none,0,0 [0]
-              dd-4321    [001] d..2.   100.000200: sched_switch: prev_comm=dd prev_pid=4321 prev_prio=120 prev_state=R+ ==> next_comm=hog next_pid=99 next_prio=120
+          <idle>-0       [001] d.h2.   100.000110: sched_wakeup: comm=dd pid=4321 prio=120 target_cpu=001
              hog-99      [001] d..2.   100.000500: sched_switch: prev_comm=hog prev_pid=99 prev_prio=120 prev_state=R ==> next_comm=dd next_pid=4321 next_prio=120
               dd-4321    [001] d..1.   100.000610: block_rq_issue: 8,0 R 8192 () 4096 + 16 [dd]
 ";
         let t = parse("t", text).unwrap();
         assert_eq!(t.requests.len(), 2);
-        assert_eq!(t.requests[1].think_ns, 200_000);
-        // Without the switches, the wall-clock gap.
+        assert_eq!(t.requests[1].think_ns, 110_000);
+        // Without the scheduler's events, the wall-clock gap.
         let plain: String = text
             .lines()
-            .filter(|l| !l.contains("sched_switch"))
+            .filter(|l| !l.contains("sched_"))
             .map(|l| format!("{l}\n"))
             .collect();
         assert_eq!(parse("t", &plain).unwrap().requests[1].think_ns, 500_000);
