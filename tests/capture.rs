@@ -34,6 +34,14 @@ fn capture_args<'a>(
     a
 }
 
+/// The tests of this file run one at a time: a `sync` in one test's command forces a
+/// journal commit on every mounted file system, another test's included (the pinned join's
+/// discards depend on its commits).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn skipped(fs: FsKind, test: &str) -> bool {
     match check_support(fs) {
         Ok(()) => false,
@@ -173,21 +181,25 @@ sync",
 
 #[test]
 fn ext4_capture_writes_and_discards_at_the_right_addresses() {
+    let _serial = serial();
     writes_and_discards_land_on_the_files_extents(FsKind::Ext4);
 }
 
 #[test]
 fn xfs_capture_writes_and_discards_at_the_right_addresses() {
+    let _serial = serial();
     writes_and_discards_land_on_the_files_extents(FsKind::Xfs);
 }
 
 #[test]
 fn btrfs_capture_writes_and_discards_at_the_right_addresses() {
+    let _serial = serial();
     writes_and_discards_land_on_the_files_extents(FsKind::Btrfs);
 }
 
 #[test]
 fn a_failing_command_still_leaves_nothing_mounted_or_attached() {
+    let _serial = serial();
     if skipped(
         FsKind::Ext4,
         "a_failing_command_still_leaves_nothing_mounted_or_attached",
@@ -216,6 +228,7 @@ fn a_failing_command_still_leaves_nothing_mounted_or_attached() {
 
 #[test]
 fn a_command_that_mounts_over_the_mount_point_leaves_nothing_behind() {
+    let _serial = serial();
     if skipped(
         FsKind::Ext4,
         "a_command_that_mounts_over_the_mount_point_leaves_nothing_behind",
@@ -281,6 +294,7 @@ fn a_command_that_mounts_over_the_mount_point_leaves_nothing_behind() {
 
 #[test]
 fn a_command_that_removes_or_replaces_the_output_loses_no_trace() {
+    let _serial = serial();
     if skipped(
         FsKind::Ext4,
         "a_command_that_removes_or_replaces_the_output_loses_no_trace",
@@ -315,6 +329,7 @@ fn a_command_that_removes_or_replaces_the_output_loses_no_trace() {
 
 #[test]
 fn ctrl_c_stops_the_command_and_cleans_up() {
+    let _serial = serial();
     if skipped(FsKind::Ext4, "ctrl_c_stops_the_command_and_cleans_up") {
         return;
     }
@@ -368,6 +383,7 @@ fn assert_background_child_gone(pid_file: &Path, when: &str) {
 
 #[test]
 fn sigterm_and_sighup_stop_the_whole_command_and_clean_up() {
+    let _serial = serial();
     if skipped(
         FsKind::Ext4,
         "sigterm_and_sighup_stop_the_whole_command_and_clean_up",
@@ -397,6 +413,7 @@ fn sigterm_and_sighup_stop_the_whole_command_and_clean_up() {
 
 #[test]
 fn a_background_child_holding_the_mount_loses_nothing() {
+    let _serial = serial();
     if skipped(
         FsKind::Ext4,
         "a_background_child_holding_the_mount_loses_nothing",
@@ -423,6 +440,7 @@ fn a_background_child_holding_the_mount_loses_nothing() {
 
 #[test]
 fn a_child_that_left_the_process_group_does_not_keep_the_loop_device() {
+    let _serial = serial();
     if skipped(
         FsKind::Ext4,
         "a_child_that_left_the_process_group_does_not_keep_the_loop_device",
@@ -447,6 +465,7 @@ fn a_child_that_left_the_process_group_does_not_keep_the_loop_device() {
 
 #[test]
 fn the_work_directory_is_private_fresh_and_never_a_planted_path() {
+    let _serial = serial();
     if skipped(
         FsKind::Ext4,
         "the_work_directory_is_private_fresh_and_never_a_planted_path",
@@ -496,6 +515,7 @@ fn the_work_directory_is_private_fresh_and_never_a_planted_path() {
 
 #[test]
 fn bad_outputs_options_and_image_dirs_fail_before_anything_runs() {
+    let _serial = serial();
     let dir = Scratch::new("capture-early");
     let marker = dir.0.join("ran");
     let script = format!("touch {}", marker.display());
@@ -579,6 +599,7 @@ fn bad_outputs_options_and_image_dirs_fail_before_anything_runs() {
 
 #[test]
 fn bad_arguments_are_clear_errors() {
+    let _serial = serial();
     let o = flashlab(&["capture", "--fs", "f2fs", "--out", "/tmp/x", "--", "true"]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
@@ -589,6 +610,7 @@ fn bad_arguments_are_clear_errors() {
 
 #[test]
 fn without_root_capture_refuses_with_a_clear_message() {
+    let _serial = serial();
     // As root, drop to `nobody` to see the refusal; as another user, run directly.
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
@@ -699,6 +721,7 @@ fn pinned_join_discards(dir: &Scratch, data: &Path, tag: &str) -> Vec<(u64, u64)
 
 #[test]
 fn a_pinned_settled_join_sends_the_same_discards_when_both_cores_are_busy() {
+    let _serial = serial();
     if skipped(
         FsKind::Ext4,
         "a_pinned_settled_join_sends_the_same_discards_when_both_cores_are_busy",

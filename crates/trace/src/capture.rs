@@ -668,13 +668,14 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     }
     write(&inst.join("tracing_on"), "1")?;
     let stop = Arc::new(AtomicBool::new(false));
-    let bytes_read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    // Block events read so far (what "quiet" watches: the scheduler's events never stop).
+    let block_events = Arc::new(std::sync::atomic::AtomicU64::new(0));
     // Discard work queued and not yet ended (queue events minus end events).
     let discard_work_open = Arc::new(std::sync::atomic::AtomicI64::new(0));
     let reader = {
         let pipe = inst.join("trace_pipe");
         let stop = Arc::clone(&stop);
-        let bytes_read = Arc::clone(&bytes_read);
+        let block_events = Arc::clone(&block_events);
         let discard_work_open = Arc::clone(&discard_work_open);
         std::thread::spawn(move || -> std::io::Result<Vec<u8>> {
             let mut f = std::fs::OpenOptions::new()
@@ -689,7 +690,8 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
                     Ok(0) => std::thread::sleep(Duration::from_millis(5)),
                     Ok(n) => {
                         out.extend_from_slice(&buf[..n]);
-                        // Complete lines since the last read: the discard work's events.
+                        // Complete lines since the last read: block events and the
+                        // discard work's.
                         if let Some(end) = out.iter().rposition(|&b| b == b'\n') {
                             if end >= line_start {
                                 let text = String::from_utf8_lossy(&out[line_start..end]);
@@ -697,10 +699,11 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
                                 let delta = count(": workqueue_queue_work:")
                                     - count(": workqueue_execute_end:");
                                 discard_work_open.fetch_add(delta, Ordering::SeqCst);
+                                block_events
+                                    .fetch_add(count(": block_rq_") as u64, Ordering::SeqCst);
                                 line_start = end + 1;
                             }
                         }
-                        bytes_read.fetch_add(n as u64, Ordering::SeqCst);
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                         if stop.load(Ordering::SeqCst) {
@@ -725,17 +728,17 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     // Let the last requests arrive: ext4 (since Linux 5.15), XFS and btrfs send discards
     // from a work queue after their log commits, so they can trail the sync, and extents
     // still busy in one log checkpoint are discarded after the next. So: wait until no
-    // event has come for 300 ms (at most a minute), force the log once more, and wait
+    // block event has come for 300 ms (at most a minute), force the log once more, and wait
     // again.
     let wait_quiet = || {
         let since = Instant::now();
-        let (mut last, mut last_change) = (bytes_read.load(Ordering::SeqCst), Instant::now());
+        let (mut last, mut last_change) = (block_events.load(Ordering::SeqCst), Instant::now());
         while (last_change.elapsed() < Duration::from_millis(300)
             || discard_work_open.load(Ordering::SeqCst) > 0)
             && since.elapsed() < SETTLE_MAX
         {
             std::thread::sleep(Duration::from_millis(50));
-            let now = bytes_read.load(Ordering::SeqCst);
+            let now = block_events.load(Ordering::SeqCst);
             if now != last {
                 (last, last_change) = (now, Instant::now());
             }

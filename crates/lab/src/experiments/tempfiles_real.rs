@@ -238,7 +238,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 ),
                 reference: "real ext4 on this machine's kernel, captured (one commit and a settled file system per repetition); simfs with Linux 6.17's online discard (worker, to the end of each free run, freed extents merged with their search parent only), mballoc's preallocation and O_DIRECT batch files, one commit per repetition; ours = simfs / ext4".into(),
                 measured: format!(
-                    "per repetition: ext4 {:.0}, simfs {:.0} ({ratio:.2}×); ext4's repetitions {}, simfs's {}; jbd2 committed {} times in {repeat} repetitions",
+                    "per repetition: ext4 {:.0}, simfs {:.0} ({ratio:.2}×); ext4's repetitions {}, simfs's {}; jbd2 committed {} times in {repeat} repetitions (the mount and each repetition's end commit; more means something forced commits mid-run, such as another process's sync(2), and ext4's freed extents then merge less)",
                     per_rep(ext4),
                     per_rep(sim),
                     spread(if measure == "count" { &r.ext4_rep_discards } else { &r.ext4_rep_discard_bytes }),
