@@ -281,7 +281,8 @@ pub(super) fn analyse<'a>(
              files interleave), a larger one from windows of its own to the end of its size bucket; journal \
              discards merge what one commit freed. By work_mem (table `batch_files`): {ratio_by_batches}; {}. \
              The ratio falls as the files multiply and shrink; at this scale the paper's file count makes each \
-             file about 1/200 of the paper's size, so a `--scale paper` run is what would settle it. Real ext4 \
+             file about 1/200 of the paper's size, so a `--scale paper` run is what would settle it (docs/commands.md: \
+             single repetitions at the paper's 4 MB work_mem and SF 6 and 12 give about 16×). Real ext4 \
              against simfs on this join: `tempfiles-real`",
             ratio(MX500),
             ratio(PRO),
