@@ -36,6 +36,11 @@ pub(crate) struct CaptureArgs {
     /// preallocation, so a pinned command lays them out the same way every time).
     #[arg(long)]
     pub(crate) cpu: Option<usize>,
+    /// Also trace the scheduler's wake-ups and switches, so that replayed think times
+    /// leave out the time a task waited for a CPU (a capture on a busy machine); costly:
+    /// every context switch of the machine is traced, which slows I/O-heavy commands.
+    #[arg(long)]
+    pub(crate) cpu_waits: bool,
     /// The command, after `--`; `{}` in an argument becomes the mounted directory, which
     /// is also in FLASHLAB_DIR.
     #[arg(last = true, required = true)]
@@ -61,6 +66,7 @@ pub(crate) fn run(a: CaptureArgs) -> Result<()> {
         cancel: crate::signals::cancel_token(),
         runs: a.runs,
         cpu: a.cpu,
+        cpu_waits: a.cpu_waits,
     };
     let c = match trace::capture::capture(&spec) {
         Err(trace::capture::CaptureError::Interrupted) => {

@@ -112,6 +112,9 @@ pub struct CaptureSpec {
     pub runs: u32,
     /// Run the command on this CPU only (None: wherever the kernel puts it).
     pub cpu: Option<usize>,
+    /// Also record the scheduler's wake-ups and switches, so that think times leave out
+    /// the waits for a CPU (costly: every context switch of the machine is traced).
+    pub cpu_waits: bool,
 }
 
 /// A finished capture.
@@ -632,13 +635,17 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         write(&d.join("filter"), &format!("dev == {kdev}"))?;
         write(&d.join("enable"), "1")?;
     }
-    // The scheduler's wake-ups and switches: the time a task waited for a CPU is then left
-    // out of its think time, so a capture on a busy machine does not replay waits for a
-    // CPU as thinking.
-    for ev in ["sched_switch", "sched_wakeup"] {
-        let d = inst.join("events/sched").join(ev);
-        if d.is_dir() {
-            write(&d.join("enable"), "1")?;
+    // On request, the scheduler's wake-ups and switches: the time a task waited for a CPU
+    // is then left out of its think time, so a capture on a busy machine does not replay
+    // waits for a CPU as thinking. Off by default: every context switch of the machine is
+    // traced, which slowed an fsync-heavy workload (paper 003's) to about 60% of its speed
+    // here, more than the waits it corrects.
+    if spec.cpu_waits {
+        for ev in ["sched_switch", "sched_wakeup"] {
+            let d = inst.join("events/sched").join(ev);
+            if d.is_dir() {
+                write(&d.join("enable"), "1")?;
+            }
         }
     }
     // ext4's journal commits, when the kernel has the event.

@@ -4,11 +4,22 @@
 //! chunks go back to the allocator's free lists rather than to the kernel, so file systems
 //! that create and remove many spill files do not fault fresh pages in for each.
 //!
-//! A chunk written to its end is kept LZ4-compressed (`lz4_flex`) when that saves at least
+//! Once the process holds more than [`PACK_ABOVE_BYTES`] of file bytes uncompressed, a
+//! chunk written to its end is kept LZ4-compressed (`lz4_flex`) when that saves at least
 //! half of it: spill files are written front to back and their records are mostly padding
 //! (a 128-byte row carries 12 bytes of data), so a simulated run holds its spill files in a
-//! fraction of their size — paper 000's 44 GB of batch files fit this machine's memory. A
+//! fraction of their size — paper 000's 33 GB of batch files fit this machine's memory. A
 //! compressed chunk is unpacked on access; the last one unpacked is kept for the next read.
+//! Below the threshold nothing is compressed, so runs that fit in memory (every quick and
+//! full experiment) pay nothing for it, random reads included.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Uncompressed chunk bytes held by all files of the process.
+static RAW_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Above this many uncompressed bytes held, full chunks are compressed.
+pub const PACK_ABOVE_BYTES: u64 = 4 << 30;
 
 /// Bytes per chunk.
 const CHUNK: usize = 64 << 10;
@@ -24,12 +35,39 @@ enum Chunk {
     Packed(Box<[u8]>),
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct FileBytes {
     len: u64,
     chunks: Vec<Chunk>,
     /// The last packed chunk read: its index and bytes.
     unpacked: Option<(usize, Box<[u8]>)>,
+}
+
+impl Clone for FileBytes {
+    fn clone(&self) -> Self {
+        let raw = self
+            .chunks
+            .iter()
+            .filter(|c| matches!(c, Chunk::Raw(_)))
+            .count();
+        RAW_BYTES.fetch_add((raw * CHUNK) as u64, Ordering::Relaxed);
+        FileBytes {
+            len: self.len,
+            chunks: self.chunks.clone(),
+            unpacked: None,
+        }
+    }
+}
+
+impl Drop for FileBytes {
+    fn drop(&mut self) {
+        let raw = self
+            .chunks
+            .iter()
+            .filter(|c| matches!(c, Chunk::Raw(_)))
+            .count();
+        RAW_BYTES.fetch_sub((raw * CHUNK) as u64, Ordering::Relaxed);
+    }
 }
 
 fn unpack(packed: &[u8]) -> Box<[u8]> {
@@ -54,6 +92,13 @@ impl FileBytes {
     pub fn set_len(&mut self, len: u64) {
         if len < self.len {
             let keep = (len as usize).div_ceil(CHUNK);
+            let dropped = self
+                .chunks
+                .iter()
+                .skip(keep)
+                .filter(|c| matches!(c, Chunk::Raw(_)))
+                .count();
+            RAW_BYTES.fetch_sub((dropped * CHUNK) as u64, Ordering::Relaxed);
             self.chunks.truncate(keep);
             let tail = len as usize % CHUNK;
             if tail != 0 {
@@ -72,6 +117,7 @@ impl FileBytes {
         if let Chunk::Packed(p) = &self.chunks[i] {
             let raw = unpack(p);
             self.chunks[i] = Chunk::Raw(raw);
+            RAW_BYTES.fetch_add(CHUNK as u64, Ordering::Relaxed);
         }
         if matches!(&self.unpacked, Some((j, _)) if *j == i) {
             self.unpacked = None;
@@ -120,6 +166,7 @@ impl FileBytes {
             let k = (CHUNK - o).min(data.len() - done);
             if matches!(self.chunks[i], Chunk::Empty) {
                 self.chunks[i] = Chunk::Raw(vec![0u8; CHUNK].into_boxed_slice());
+                RAW_BYTES.fetch_add(CHUNK as u64, Ordering::Relaxed);
             }
             let c = self.raw_mut(i).expect("written chunk");
             c[o..o + k].copy_from_slice(&data[done..done + k]);
@@ -131,12 +178,31 @@ impl FileBytes {
         self.len = self.len.max(end);
     }
 
-    /// Keeps chunk `i` compressed if that halves it at least.
+    /// Keeps chunk `i` compressed if that halves it at least, once the process holds more
+    /// than [`PACK_ABOVE_BYTES`] uncompressed.
     fn pack(&mut self, i: usize) {
+        if RAW_BYTES.load(Ordering::Relaxed) <= PACK_ABOVE_BYTES {
+            return;
+        }
         if let Chunk::Raw(c) = &self.chunks[i] {
             let packed = lz4_flex::block::compress(c);
             if packed.len() <= CHUNK / 2 {
                 self.chunks[i] = Chunk::Packed(packed.into_boxed_slice());
+                RAW_BYTES.fetch_sub(CHUNK as u64, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Compresses every full chunk worth it now, whatever the process holds (tests).
+    #[cfg(test)]
+    fn pack_all(&mut self) {
+        for i in 0..self.chunks.len() {
+            if let Chunk::Raw(c) = &self.chunks[i] {
+                let packed = lz4_flex::block::compress(c);
+                if packed.len() <= CHUNK / 2 {
+                    self.chunks[i] = Chunk::Packed(packed.into_boxed_slice());
+                    RAW_BYTES.fetch_sub(CHUNK as u64, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -182,6 +248,8 @@ mod tests {
         for (i, piece) in model.chunks(8192).enumerate() {
             f.write(i as u64 * 8192, piece);
         }
+        // As a run past PACK_ABOVE_BYTES would have it.
+        f.pack_all();
         assert!(
             f.held_bytes() < model.len() as u64 / 3,
             "{} bytes held for {}",

@@ -316,6 +316,7 @@ fn one_run(
         cancel: cancel.clone(),
         runs: 1,
         cpu: None,
+        cpu_waits: false,
     };
     let c = capture::capture(&spec).map_err(|e| format!("{} batch {batch}: {e}", fs.name()))?;
     if c.exit_code != Some(0) {
