@@ -63,6 +63,18 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         Scale::Quick => (256_000u64, 16_000u64),
         Scale::Full | Scale::Paper => (400_000, 400_000),
     };
+    // The captured file system (sparse: only what is written takes space) and the drive
+    // its run is replayed on, twice its size. Full scale's store outgrew 1 GiB (ENOSPC).
+    let sizes = match scale {
+        Scale::Quick => Sizes {
+            image_bytes: 1 << 30,
+            drive_bytes: 2 << 30,
+        },
+        Scale::Full | Scale::Paper => Sizes {
+            image_bytes: 4 << 30,
+            drive_bytes: 8 << 30,
+        },
+    };
     let work_dir = super::work_dir("flashlab-nosql-")?;
     let work = work_dir.path();
     let result = (|| {
@@ -80,6 +92,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                         batch,
                         docs,
                         ops,
+                        sizes,
                         derive_seed(seed, i as u64),
                     )
                 })?);
@@ -96,7 +109,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     let lfs_jobs: Vec<(usize, u64)> = BATCHES.iter().copied().enumerate().collect();
     points.extend(ctx.map(&lfs_jobs, |&(i, batch)| {
         let ops = (2_000 * batch).clamp(2_000, max_ops);
-        lfs_run(batch, docs, ops, derive_seed(seed, i as u64))
+        lfs_run(batch, docs, ops, sizes, derive_seed(seed, i as u64))
     })?);
     let get = |fs: &str, b: u64| {
         points
@@ -233,12 +246,25 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     })
 }
 
+/// The captured file system's size and the simulated drive's.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    image_bytes: u64,
+    drive_bytes: u64,
+}
+
 /// The workload on simfs's log-structured policy over the 840 Pro preset, all four
 /// databases on one file system, in virtual time (no CPU time: device time only).
-fn lfs_run(batch: u64, docs: u64, ops: u64, seed: u64) -> Result<Point, crate::LabError> {
+fn lfs_run(
+    batch: u64,
+    docs: u64,
+    ops: u64,
+    sizes: Sizes,
+    seed: u64,
+) -> Result<Point, crate::LabError> {
     use astree::segments::SharedSimSegments;
     let e = |e: astree::TreeError| format!("{LFS} batch {batch}: {e}");
-    let preset = Preset::load("840pro")?.with_capacity(2 << 30);
+    let preset = Preset::load("840pro")?.with_capacity(sizes.drive_bytes);
     let fs = crate::backend::simulated_fs(&preset, simfs::AllocPolicy::LogStructured)?;
     let shared = vfs::Shared::new(vfs::SimVfs::new(fs));
     let spec = kv::ycsb::UpdateSpec {
@@ -294,6 +320,7 @@ fn one_run(
     batch: u64,
     docs: u64,
     ops: u64,
+    sizes: Sizes,
     seed: u64,
 ) -> Result<Point, crate::LabError> {
     let json_path = work.join(format!("{}-{batch}.json", fs.name()));
@@ -305,7 +332,7 @@ fn one_run(
     );
     let spec = CaptureSpec {
         fs,
-        size_bytes: 1 << 30,
+        size_bytes: sizes.image_bytes,
         discard: false,
         mkfs_opts: vec![],
         mount_opts: vec![],
@@ -355,7 +382,7 @@ fn one_run(
         requests,
         timestamped: true,
     };
-    let stats = super::replay_captured("840pro", 2 << 30, &t)
+    let stats = super::replay_captured("840pro", sizes.drive_bytes, &t)
         .map_err(|e| format!("{} batch {batch}: {e}", fs.name()))?;
     let simulated_s = stats.simulated_ns as f64 / 1e9;
     Ok(Point {
