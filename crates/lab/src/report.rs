@@ -236,6 +236,23 @@ impl Verdict {
             .holds
     }
 
+    /// Test helper for null models: asserts that no `predicted` verdict of `verdicts`
+    /// holds (a model without the mechanism must fail every prediction).
+    #[cfg(test)]
+    pub(crate) fn assert_no_prediction_holds(verdicts: &[Verdict]) {
+        let holding: Vec<&str> = verdicts
+            .iter()
+            .filter(|v| v.holds)
+            .filter_map(|v| v.score.as_ref())
+            .filter(|s| s.role == Role::Predicted)
+            .map(|s| s.id.as_str())
+            .collect();
+        assert!(
+            holding.is_empty(),
+            "predictions a null model passes: {holding:?}"
+        );
+    }
+
     /// Test helper: every verdict holds and no two share an id; returns the ids.
     #[cfg(test)]
     pub(crate) fn all_hold_with_unique_ids(

@@ -623,17 +623,7 @@ mod tests {
         // Everything equal: no HDD gain, no gaps, no write-buffer effects. The null model
         // fails every prediction.
         let flat = analyse(&|_, _, _| 1.0);
-        let predicted_holding: Vec<&str> = flat
-            .iter()
-            .filter(|v| v.holds)
-            .filter_map(|v| v.score.as_ref())
-            .filter(|s| s.role == Role::Predicted)
-            .map(|s| s.id.as_str())
-            .collect();
-        assert!(
-            predicted_holding.is_empty(),
-            "predictions a null model passes: {predicted_holding:?}"
-        );
+        Verdict::assert_no_prediction_holds(&flat);
         for id in [
             "hdd-16mb-vs-1mb",
             "hdd-ssd-gap-4mb",

@@ -653,17 +653,7 @@ mod tests {
         let holds = |id: &str| Verdict::holds_in(&flat, id);
         // The null model fails every prediction (fTrim's −7% and −0.1% included: they need
         // fTrim's delete alone to gain).
-        let predicted_holding: Vec<&str> = flat
-            .iter()
-            .filter(|v| v.holds)
-            .filter_map(|v| v.score.as_ref())
-            .filter(|s| s.role == Role::Predicted)
-            .map(|s| s.id.as_str())
-            .collect();
-        assert!(
-            predicted_holding.is_empty(),
-            "predictions a null model passes: {predicted_holding:?}"
-        );
+        Verdict::assert_no_prediction_holds(&flat);
         for id in [
             "trim.vtrim-delete",
             "trim.ftrim-delete",

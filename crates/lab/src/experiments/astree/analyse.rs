@@ -568,17 +568,7 @@ mod tests {
             ..Default::default()
         };
         let v = analyse(&|_, _, _, _| &same, &|_, _| &same, &|_| &same, 128 << 20);
-        let holding: Vec<&str> = v
-            .iter()
-            .filter(|v| v.holds)
-            .filter_map(|v| v.score.as_ref())
-            .filter(|s| s.role == Role::Predicted)
-            .map(|s| s.id.as_str())
-            .collect();
-        assert!(
-            holding.is_empty(),
-            "predictions a null model passes: {holding:?}"
-        );
+        Verdict::assert_no_prediction_holds(&v);
     }
 
     #[test]

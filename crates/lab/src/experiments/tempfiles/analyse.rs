@@ -681,17 +681,7 @@ pub(super) mod tests {
             1.0,
             &POSTGRES_WORK_MEM_KIB.map(|k| (k, 16 * 4096 / k)),
         );
-        let holding: Vec<&str> = v
-            .iter()
-            .filter(|v| v.holds)
-            .filter_map(|v| v.score.as_ref())
-            .filter(|s| s.role == crate::report::Role::Predicted)
-            .map(|s| s.id.as_str())
-            .collect();
-        assert!(
-            holding.is_empty(),
-            "predictions a null model passes: {holding:?}"
-        );
+        Verdict::assert_no_prediction_holds(&v);
     }
 
     #[test]

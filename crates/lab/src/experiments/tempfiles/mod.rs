@@ -832,26 +832,26 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         },
         Provenance {
             number: "the experiment's scale".into(),
-            role: if s.stream_inputs {
+            role: {
+                let batches = postgres_batches(s.sf, s.work_mem_bytes >> 10);
+                let scaling = if s.stream_inputs {
+                    format!(
+                        "paper scale: the paper's 40 GB database as assumed, its rows generated as they are read; the paper's work_mem of {} kB: {batches} batch files per side, the paper's 1 GB host and timers unscaled; the runs beside the judged ones (mechanisms, TRIM costs) repeat {} times",
+                        s.work_mem_bytes >> 10,
+                        s.extra_repeat.unwrap_or(0),
+                    )
+                } else {
+                    format!(
+                        "work_mem {} kB (PostgreSQL's minimum) so that the join makes {batches} batch files per side, within the ~1,024-2,048 of the paper's query: the number of files and their interleaving are the paper's, each file is smaller by the query's scale (scaled: the query, the drive, the host's memory and timers; kept: the file count); `--scale paper` runs the paper's own size",
+                        s.work_mem_bytes >> 10,
+                    )
+                };
                 format!(
-                    "paper scale: SF {} with 128-byte rows ({} MB of input per query, the paper's 40 GB database as assumed; its rows generated as they are read) on {} MiB drives (each repetition writes {:.0}% of a drive, as the paper's query did of its 250 GB MX500), the paper's work_mem of {} kB: {} batch files per side, the paper's 1 GB host and timers unscaled; the runs beside the judged ones (mechanisms, TRIM costs) repeat {} times; 100 ns of CPU per row (assumed)",
+                    "SF {} with 128-byte rows ({} MB of input per query) on {} MiB drives: each repetition writes the same share of a drive ({:.0}%) as the paper's query did of its 250 GB MX500 (its 40 GB database assumed TPC-H SF 30, whole rows spilled), the same share for every drive; {scaling}; 100 ns of CPU per row (assumed)",
                     s.sf,
                     (s.sf * 7_500_000.0 * 128.0 / 1e6).round(),
                     s.capacity_bytes >> 20,
                     100.0 * spill_bytes(s.sf) / s.capacity_bytes as f64,
-                    s.work_mem_bytes >> 10,
-                    postgres_batches(s.sf, s.work_mem_bytes >> 10),
-                    s.extra_repeat.unwrap_or(0),
-                )
-            } else {
-                format!(
-                    "SF {} with 128-byte rows ({} MB of input per query) on {} MiB drives: each repetition writes the same share of the drive ({:.0}%) as the paper's query did of its 250 GB MX500 (its 40 GB database assumed TPC-H SF 30, whole rows spilled), the same share for every drive; work_mem {} kB (PostgreSQL's minimum) so that the join makes {} batch files per side, within the ~1,024-2,048 of the paper's query: the number of files and their interleaving are the paper's, each file is smaller by the query's scale (scaled: the query, the drive, the host's memory and timers; kept: the file count); 100 ns of CPU per row (assumed). `--scale paper` runs the paper's own size",
-                    s.sf,
-                    (s.sf * 7_500_000.0 * 128.0 / 1e6).round(),
-                    s.capacity_bytes >> 20,
-                    100.0 * spill_bytes(s.sf) / s.capacity_bytes as f64,
-                    s.work_mem_bytes >> 10,
-                    postgres_batches(s.sf, s.work_mem_bytes >> 10),
                 )
             },
         },
