@@ -223,6 +223,7 @@ fn bench_timing(million: u64) -> Result<serde_json::Value> {
         cmd: flash::Command::write(gen.next_slot() * 4096, 4096),
         think_ns: 0,
         at_ns: 0,
+        after: None,
     });
     let t = Instant::now();
     let summary = trace::replay_closed(&mut dev, vec![stream], 16, 0, &mut |_| {})?;

@@ -165,6 +165,7 @@ impl Iterator for Workload {
             cmd,
             think_ns: 0,
             at_ns: 0,
+            after: None,
         })
     }
 }

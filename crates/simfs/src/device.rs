@@ -58,6 +58,7 @@ impl BlockDev for Recorder {
             cmd,
             think_ns: 0,
             at_ns: 0,
+            after: None,
         });
         Ok(0)
     }
@@ -172,6 +173,7 @@ impl<D: Device> BlockDev for Timed<D> {
                 cmd,
                 think_ns: 0,
                 at_ns: at,
+                after: None,
             });
         }
         if !self.hold_clock {

@@ -22,5 +22,5 @@ pub use cancel::Cancel;
 pub use error::TraceError;
 pub use formats::{parse, Format};
 pub use replay::{replay_closed, replay_open, ReplaySummary};
-pub use request::{CpuWaits, Request, Trace};
+pub use request::{After, CpuWaits, Request, Trace};
 pub use stream::{replay_file, TraceFile, TraceInfo};

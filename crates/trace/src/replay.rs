@@ -11,7 +11,7 @@
 use crate::{Request, TraceError};
 use flash::Device;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReplaySummary {
@@ -104,30 +104,65 @@ where
             seq += 1;
         }
     }
+    // The stream id each iterator carries (its first request's), to find a dependency's.
+    let mut slot_of: HashMap<u32, usize> = HashMap::new();
+    for (s, a) in ahead.iter().enumerate() {
+        if let Some(r) = a.front() {
+            slot_of.entry(r.stream).or_insert(s);
+        }
+    }
+    // Dependencies between streams (`Request::after`): per stream, requests issued so far
+    // and the completion times of the latest ones. A request is issued only after the
+    // one before it that is `qd` back has completed, so completions older than the
+    // window were over before anything now waiting became ready.
+    let window = qd + 1;
+    let mut issued: Vec<u64> = vec![0; streams.len()];
+    let mut recent_done: Vec<VecDeque<u64>> = vec![VecDeque::new(); streams.len()];
+    // Requests waiting for a request not yet issued: (stream, nth) -> (their stream, slot
+    // in `waiting`).
+    let mut parked: HashMap<(usize, u64), Vec<(usize, usize)>> = HashMap::new();
     let mut summary = ReplaySummary {
         requests: 0,
         end_ns: start_ns,
     };
+    let park =
+        |r: Request, waiting: &mut Vec<Request>, reusable: &mut Vec<usize>| match reusable.pop() {
+            Some(i) => {
+                waiting[i] = r;
+                i
+            }
+            None => {
+                waiting.push(r);
+                waiting.len() - 1
+            }
+        };
     while let Some(Reverse((t, _, s, what))) = heap.pop() {
         let r = match what {
-            // A slot freed: the stream's next request, in order, after its think time.
+            // A slot freed: the stream's next request, in order, after its think time
+            // (counted from its dependency's completion when that is later).
             None => {
                 let Some(r) = ahead[s].pop_front() else {
                     continue;
                 };
                 refill(s, &mut ahead, &mut streams, dev);
-                if r.think_ns > 0 {
-                    let at = checked_time(t, r.think_ns, summary.requests, "think time")?;
-                    let i = match reusable.pop() {
-                        Some(i) => {
-                            waiting[i] = r;
-                            i
+                let mut from = t;
+                if let Some(a) = r.after {
+                    if let Some(&d) = slot_of.get(&a.stream).filter(|&&d| d != s) {
+                        if a.nth >= issued[d] {
+                            // Not issued yet: it is scheduled when its dependency is.
+                            let i = park(r, &mut waiting, &mut reusable);
+                            parked.entry((d, a.nth)).or_default().push((s, i));
+                            continue;
                         }
-                        None => {
-                            waiting.push(r);
-                            waiting.len() - 1
+                        let back = issued[d] - a.nth; // 1 = the latest issued
+                        if back as usize <= recent_done[d].len() {
+                            from = from.max(recent_done[d][recent_done[d].len() - back as usize]);
                         }
-                    };
+                    }
+                }
+                if r.think_ns > 0 || from > t {
+                    let at = checked_time(from, r.think_ns, summary.requests, "think time")?;
+                    let i = park(r, &mut waiting, &mut reusable);
                     heap.push(Reverse((at, seq, s, Some(i))));
                     seq += 1;
                     continue;
@@ -147,6 +182,19 @@ where
         }
         heap.push(Reverse((done, seq, s, None)));
         seq += 1;
+        // Requests that waited for this one: after their think times from its completion.
+        if let Some(woken) = parked.remove(&(s, issued[s])) {
+            for (ws, i) in woken {
+                let at = checked_time(done, waiting[i].think_ns, summary.requests, "think time")?;
+                heap.push(Reverse((at, seq, ws, Some(i))));
+                seq += 1;
+            }
+        }
+        issued[s] += 1;
+        if recent_done[s].len() == window {
+            recent_done[s].pop_front();
+        }
+        recent_done[s].push_back(done);
     }
     progress(summary.requests);
     Ok(summary)
@@ -219,6 +267,7 @@ mod tests {
             cmd: Command::read(0, 4096),
             think_ns,
             at_ns,
+            after: None,
         }
     }
 
@@ -238,6 +287,38 @@ mod tests {
                 end_ns: 35_000
             }
         );
+    }
+
+    #[test]
+    fn a_request_waits_for_its_dependency_then_thinks() {
+        // Stream 0 writes (done at 10), then its next request waits for stream 1's first
+        // (issued after 30 of thinking, done at 40) and thinks 5 more: issued at 45.
+        let mut d = Serial {
+            busy_until: 0,
+            log: vec![],
+        };
+        let mut dependent = req(0, 5_000, 0);
+        dependent.after = Some(crate::After { stream: 1, nth: 0 });
+        let s = vec![
+            vec![req(0, 0, 0), dependent].into_iter(),
+            vec![req(1, 30_000, 0)].into_iter(),
+        ];
+        replay_closed(&mut d, s, 1, 0, &mut |_| {}).unwrap();
+        assert_eq!(d.log, vec![(0, 10_000), (30_000, 40_000), (45_000, 55_000)]);
+        // A dependency already done: think time from the later of the two completions.
+        let mut d = Serial {
+            busy_until: 0,
+            log: vec![],
+        };
+        let mut dependent = req(0, 5_000, 0);
+        dependent.after = Some(crate::After { stream: 1, nth: 0 });
+        let s = vec![
+            vec![req(0, 20_000, 0), dependent].into_iter(),
+            vec![req(1, 0, 0)].into_iter(),
+        ];
+        replay_closed(&mut d, s, 1, 0, &mut |_| {}).unwrap();
+        // Stream 1 runs 0-10; stream 0's first issues at 20 (done 30), then its second at 35.
+        assert_eq!(d.log, vec![(0, 10_000), (20_000, 30_000), (35_000, 45_000)]);
     }
 
     #[test]

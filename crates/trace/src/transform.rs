@@ -11,7 +11,8 @@ pub const VTRIM_MAX_RANGES: usize = (4096 - 4) / 8;
 /// between, issued within `window_ns` of the run's previous TRIM) into one vectored TRIM
 /// addressed to `command_page_offset`, as if the file system had sent one vTrim per
 /// unlink. Runs longer than [`VTRIM_MAX_RANGES`] become several vTrims. The vTrim takes
-/// the place (and issue time) of the run's first TRIM.
+/// the place (and issue time) of the run's first TRIM. Dependencies on merged TRIMs point
+/// to the vTrim that took them in.
 pub fn coalesce_trims(
     requests: &[Request],
     window_ns: u64,
@@ -20,9 +21,20 @@ pub fn coalesce_trims(
     let mut out: Vec<Request> = Vec::with_capacity(requests.len());
     // Per stream: index in `out` of the open vTrim, and the issue time of its last TRIM.
     let mut open: HashMap<u32, (usize, u64)> = HashMap::new();
+    // Per stream: the new position (in the stream) of each of its old requests.
+    let mut renumbered: HashMap<u32, Vec<u64>> = HashMap::new();
+    let mut per_stream: HashMap<u32, u64> = HashMap::new();
+    let mut place = |stream: u32, merged: bool| {
+        let n = per_stream.entry(stream).or_insert(0);
+        if !merged {
+            *n += 1;
+        }
+        renumbered.entry(stream).or_default().push(*n - 1);
+    };
     for r in requests {
         if r.cmd.op != Op::Trim {
             open.remove(&r.stream);
+            place(r.stream, false);
             out.push(r.clone());
             continue;
         }
@@ -42,18 +54,33 @@ pub fn coalesce_trims(
                     cmd: Command::vtrim(command_page_offset, v),
                     think_ns: think,
                     at_ns,
+                    after: out[at].after,
                 };
+                place(r.stream, true);
                 open.insert(r.stream, (at, r.at_ns));
                 continue;
             }
         }
         open.insert(r.stream, (out.len(), r.at_ns));
+        place(r.stream, false);
         out.push(Request {
             stream: r.stream,
             cmd: Command::vtrim(command_page_offset, vec![range]),
             think_ns: r.think_ns,
             at_ns: r.at_ns,
+            after: r.after,
         });
+    }
+    for r in &mut out {
+        if let Some(a) = &mut r.after {
+            match renumbered
+                .get(&a.stream)
+                .and_then(|v| v.get(a.nth as usize))
+            {
+                Some(&n) => a.nth = n,
+                None => r.after = None,
+            }
+        }
     }
     out
 }
@@ -68,6 +95,7 @@ mod tests {
             cmd,
             think_ns: 0,
             at_ns,
+            after: None,
         }
     }
 

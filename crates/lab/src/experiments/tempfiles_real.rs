@@ -348,7 +348,8 @@ fn one_run(
         // requests every time, however busy the machine.
         runs: repeat,
         cpu: Some(0),
-        cpu_waits: false,
+        think_on_cpu: false,
+        realtime: false,
     };
     let c = capture::capture(&spec).map_err(|e| format!("{name}: {e}"))?;
     if c.exit_code != Some(0) {

@@ -10,7 +10,7 @@ pub(crate) mod tracefs;
 
 pub use native::write_native;
 
-use crate::request::{derive_think_times_on_cpu, CpuWaits, Request};
+use crate::request::{infer_dependencies, CpuWaits, Request};
 use crate::{Trace, TraceError};
 use flash::{Command, Op};
 use std::str::FromStr;
@@ -378,6 +378,7 @@ pub(crate) fn assemble(
             cmd,
             think_ns: 0,
             at_ns: i.time_ns - t0,
+            after: None,
         });
     }
     // Match completions in time order to the oldest open issue with the same key.
@@ -415,7 +416,7 @@ pub(crate) fn assemble(
     if let Some(w) = &mut waits {
         w.shift(t0);
     }
-    derive_think_times_on_cpu(&mut requests, &done, waits.as_ref());
+    infer_dependencies(&mut requests, &done, waits.as_ref());
     Ok(Trace {
         requests,
         timestamped: true,

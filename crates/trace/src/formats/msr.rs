@@ -268,6 +268,7 @@ impl MsrOrder {
             cmd: row.cmd,
             think_ns,
             at_ns,
+            after: None,
         })
     }
 }

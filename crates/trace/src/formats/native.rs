@@ -156,6 +156,7 @@ impl NativeLines {
             cmd,
             think_ns: if open { 0 } else { time },
             at_ns: if open { time } else { 0 },
+            after: None,
         }))
     }
 
@@ -277,6 +278,7 @@ mod tests {
                 cmd: Command::write_data(8192, data.into()),
                 think_ns: 0,
                 at_ns: 0,
+                after: None,
             }],
             timestamped: false,
         };
