@@ -32,6 +32,16 @@ pub(crate) struct JoinArgs {
     /// simulated run's numbers do not depend on the machine it runs on.
     #[arg(long)]
     pub(crate) threads: Option<u32>,
+    /// sim: the host's CPU cores, shared by every user's threads (their computation,
+    /// --cpu-per-row per row, waits for a free core). Default: a core for every thread.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) cores: Option<u32>,
+    /// sim: how the host's block layer orders the users' requests: fifo (as issued; what
+    /// none and mq-deadline do with one request per user in flight) or cfq (Linux
+    /// 2.6–4.x's default: a time slice per thread, idling for its next request; for hard
+    /// disks: CFQ never idles on an SSD with command queueing).
+    #[arg(long, default_value = "fifo", value_parser = ["fifo", "cfq"])]
+    pub(crate) io_scheduler: String,
     #[command(flatten)]
     pub(crate) storage: BackendArgs,
     /// os: where the input tables are generated and kept (default: --dir).
@@ -137,6 +147,12 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         } else {
             std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
         }),
+        host_cores: a.cores,
+        io_scheduler: if a.io_scheduler == "cfq" {
+            vfs::IoScheduler::CFQ
+        } else {
+            vfs::IoScheduler::Fifo
+        },
         repeat: a.repeat,
         backend: storage,
         storage: join_storage,

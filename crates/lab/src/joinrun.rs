@@ -75,6 +75,11 @@ pub struct JoinRunSpec {
     pub users: u32,
     /// Threads per user's join (1: the serial join).
     pub threads: u32,
+    /// Simulated host: its CPU cores, shared by every user's threads (None: a core for
+    /// each, so computation never waits for one). See `vfs::Turns::on_cores`.
+    pub host_cores: Option<u32>,
+    /// Simulated host: how its block layer orders the users' requests to the drive.
+    pub io_scheduler: vfs::IoScheduler,
     pub repeat: u32,
     pub backend: Backend,
     pub storage: JoinStorage,
@@ -503,7 +508,13 @@ pub fn run(
             let (a, b) = inputs(spec, (0, rows.0), (0, rows.1), 0);
             let threads =
                 planned_threads(&user_pools[0], &user_join, &a, &b, spec.threads as usize);
-            let turns = vfs::Turns::in_groups(drive, spec.users as usize, threads);
+            let turns = vfs::Turns::on_cores(
+                drive,
+                spec.users as usize,
+                threads,
+                spec.host_cores.map(|c| c as usize),
+            );
+            turns.set_scheduler(spec.io_scheduler);
             for rep in 0..spec.repeat {
                 let before = turns.with_vfs(|v| v.fs().device().dev.stats());
                 turns.start_round();

@@ -91,6 +91,11 @@ pub struct Timed<D: Device> {
     pub queue_depth: usize,
     /// Completion times of the requests in flight, earliest first.
     in_flight: std::collections::BinaryHeap<std::cmp::Reverse<u64>>,
+    /// Where requests went, `(offset_bytes, len_bytes)`, since [`Timed::take_positions`]
+    /// last took them (kept only if `track_positions` is set: an I/O scheduler that
+    /// watches how far each user seeks reads them).
+    pub track_positions: bool,
+    positions: Vec<(u64, u64)>,
 }
 
 impl<D: Device> Timed<D> {
@@ -105,7 +110,15 @@ impl<D: Device> Timed<D> {
             hold_clock: false,
             queue_depth: 0,
             in_flight: std::collections::BinaryHeap::new(),
+            track_positions: false,
+            positions: Vec::new(),
         }
+    }
+
+    /// The `(offset_bytes, len_bytes)` of the requests since the last call (see
+    /// `track_positions`).
+    pub fn take_positions(&mut self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.positions)
     }
 
     /// When a request submitted now would be dispatched: in order after the last one, and
@@ -164,6 +177,9 @@ impl<D: Device> BlockDev for Timed<D> {
         let at = self.dispatch_time();
         let done = self.dev.submit(&cmd, at)?;
         self.last_issue_ns = at;
+        if self.track_positions && matches!(cmd.op, flash::Op::Read | flash::Op::Write) {
+            self.positions.push((cmd.offset_bytes, cmd.len_bytes));
+        }
         if self.queue_depth > 0 {
             self.in_flight.push(std::cmp::Reverse(done));
         }

@@ -31,7 +31,7 @@ pub use pagecache::HostConfig;
 pub use shared::Shared;
 pub use shelf::{FileSource, Shelf, SourceFactory};
 pub use sim::{SimDrive, SimVfs};
-pub use turns::{Turns, UserVfs, VirtualClock};
+pub use turns::{IoScheduler, Turns, UserVfs, VirtualClock};
 
 use thiserror::Error;
 
@@ -161,6 +161,12 @@ pub trait Vfs {
     /// Host time passes without I/O (computation): virtual clocks move on by `ns`; real
     /// ones need nothing (the computation took real time).
     fn think(&mut self, _ns: u64) {}
+    /// Host time passes with the caller waiting, not computing (a thread waiting for its
+    /// siblings at a barrier): as [`Vfs::think`] except on a host with a limited number of
+    /// cores ([`Turns::on_cores`]), where only computation needs a core.
+    fn idle(&mut self, ns: u64) {
+        self.think(ns)
+    }
     /// The caller waits at a barrier of its group (a thread of a parallel join whose work
     /// is done): users taking turns in virtual time ([`UserVfs`]) of its group stop
     /// waiting for it. Nothing for everyone else.

@@ -582,6 +582,14 @@ impl crate::VirtualClock for SimVfs {
     fn issue_at(&mut self, t: u64) {
         self.fs.device_mut().issue_at(t);
     }
+
+    fn track_positions(&mut self) {
+        self.fs.device_mut().track_positions = true;
+    }
+
+    fn take_positions(&mut self) -> Vec<(u64, u64)> {
+        self.fs.device_mut().take_positions()
+    }
 }
 
 #[cfg(test)]

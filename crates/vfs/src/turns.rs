@@ -22,6 +22,16 @@
 //! One file-system call's I/Os are issued back to back: another user's call that would
 //! fall between them starts once the last of them is issued. (For users taking turns in
 //! one thread, [`crate::Shared`] is enough.)
+//!
+//! The host's cores ([`Turns::on_cores`]; unlimited by default): a user's computation
+//! ([`Vfs::think`]) since its last call is one burst, placed on a core when its next call
+//! (or its barrier, or its end) takes its turn — in the calls' deterministic order. The
+//! burst starts when it was ready or when a core frees, whichever is later (the core that
+//! freed last before it was ready, else the one that frees first), and everything the user
+//! does after it moves by the wait. So users compete for cores first come, first served at
+//! the grain of their bursts between calls (a join's bursts are a few buffers' rows: short
+//! against a time slice), not by the kernel's fair sharing within one; waiting at a barrier
+//! ([`Vfs::idle`]) takes no core.
 
 use crate::{read_slot, sync_slot, write_slot, Fd, IoTime, OpenMode, Vfs, VfsError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -34,6 +44,91 @@ pub trait VirtualClock {
     /// (it may lie before the clock's current value: another user's I/O ran ahead, and
     /// the drive keeps each resource's own timeline).
     fn issue_at(&mut self, t: u64);
+    /// From now on, remember where each read and write goes (for [`IoScheduler::Cfq`]).
+    fn track_positions(&mut self) {}
+    /// The `(offset_bytes, len_bytes)` of the reads and writes since the last call.
+    fn take_positions(&mut self) -> Vec<(u64, u64)> {
+        Vec::new()
+    }
+}
+
+/// How the host's block layer orders the users' requests to the drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IoScheduler {
+    /// In the order they are issued, in virtual time (no idling): `none`, and what
+    /// mq-deadline does with one request per user in flight.
+    #[default]
+    Fifo,
+    /// CFQ with idling, as Linux 2.6.33–4.x's block/cfq-iosched.c: each user (thread: an
+    /// io_context of its own) is a queue that owns the drive for a time slice; when its
+    /// request completes, the drive idles up to `idle_ns` for that user's next request
+    /// before another user's may go. A queue is not idled for when it seeks (more than 4
+    /// of its last 32 requests start over 800 sectors from where the previous one ended:
+    /// `CFQQ_SEEKY`, `CFQQ_SEEK_THR`) or thinks longer than `idle_ns` on average
+    /// (`cfq_update_idle_window`). Non-rotational drives with command queueing are never
+    /// idled for (`cfq_should_idle`): use it for hard disks.
+    Cfq { slice_ns: u64, idle_ns: u64 },
+}
+
+impl IoScheduler {
+    /// CFQ's defaults: `cfq_slice_sync = HZ / 10` (100 ms), `cfq_slice_idle = HZ / 125`
+    /// (8 ms).
+    pub const CFQ: IoScheduler = IoScheduler::Cfq {
+        slice_ns: 100_000_000,
+        idle_ns: 8_000_000,
+    };
+}
+
+/// CFQ's view of one user's queue (see [`IoScheduler::Cfq`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct CfqQueue {
+    /// One bit per request, newest lowest: it began over `CFQQ_SEEK_THR` from the end of
+    /// the one before.
+    seek_history: u32,
+    last_pos_bytes: Option<u64>,
+    /// When its last request completed (for its think time).
+    last_end_ns: Option<u64>,
+    /// Think time's running mean, as `cfq_update_io_thinktime` keeps it.
+    ttime_samples: u64,
+    ttime_total: u64,
+    ttime_mean: u64,
+}
+
+impl CfqQueue {
+    /// `CFQQ_SEEK_THR`: 8 * 100 sectors of 512 bytes.
+    const SEEK_THR_BYTES: u64 = 800 * 512;
+
+    fn seeky(&self) -> bool {
+        self.seek_history.count_ones() > 32 / 8
+    }
+
+    /// Whether CFQ would idle for this queue (`cfq_update_idle_window`, `sample_valid`:
+    /// more than 80 samples' weight before the think time counts).
+    fn idles(&self, idle_ns: u64) -> bool {
+        !self.seeky() && (self.ttime_samples <= 80 || self.ttime_mean <= idle_ns)
+    }
+
+    /// A request of this queue issued at `at_ns` to `[pos_bytes, pos_bytes + len_bytes)`.
+    fn request(&mut self, at_ns: u64, pos_bytes: u64, len_bytes: u64, idle_ns: u64) {
+        if let Some(end) = self.last_end_ns {
+            let ttime = at_ns.saturating_sub(end).min(2 * idle_ns);
+            self.ttime_samples = (7 * self.ttime_samples + 256) / 8;
+            self.ttime_total = (7 * self.ttime_total + 256 * ttime) / 8;
+            self.ttime_mean = (self.ttime_total + 128) / self.ttime_samples;
+        }
+        let sdist = self.last_pos_bytes.map_or(0, |p| p.abs_diff(pos_bytes));
+        self.seek_history = (self.seek_history << 1) | u32::from(sdist > Self::SEEK_THR_BYTES);
+        self.last_pos_bytes = Some(pos_bytes + len_bytes);
+    }
+}
+
+/// The queue that owns the drive under CFQ: until `slice_end_ns`, and while another
+/// user's request comes before `idle_until_ns`, the others wait.
+#[derive(Debug, Clone, Copy)]
+struct CfqSlice {
+    owner: usize,
+    slice_end_ns: u64,
+    idle_until_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,9 +148,37 @@ struct Inner<V> {
     clock_ns: Vec<u64>,
     state: Vec<UserState>,
     group: Vec<usize>,
+    /// When each of the host's cores is free from (None: as many cores as users).
+    core_free_ns: Option<Vec<u64>>,
+    scheduler: IoScheduler,
+    cfq_queues: Vec<CfqQueue>,
+    cfq_slice: Option<CfqSlice>,
 }
 
 impl<V> Inner<V> {
+    /// Places a burst of `ns` of computation ready at `ready_ns` on a core; returns how
+    /// long it waited for one (0 on a host without a core limit).
+    fn place_burst(&mut self, ready_ns: u64, ns: u64) -> u64 {
+        let Some(cores) = self.core_free_ns.as_mut() else {
+            return 0;
+        };
+        // The core that freed last before the burst was ready (keeping the others free
+        // for bursts ready earlier), else the one that frees first.
+        let pick = cores
+            .iter()
+            .enumerate()
+            .filter(|&(_, &f)| f <= ready_ns)
+            .max_by_key(|&(i, &f)| (f, std::cmp::Reverse(i)))
+            .or_else(|| cores.iter().enumerate().min_by_key(|&(i, &f)| (f, i)))
+            .map(|(i, _)| i);
+        let Some(c) = pick else {
+            return 0; // no cores at all: refused when made
+        };
+        let start = ready_ns.max(cores[c]);
+        cores[c] = start + ns;
+        start - ready_ns
+    }
+
     /// The earliest time group `g`'s parked members can call again: the latest clock of
     /// its members still in play.
     fn barrier_ns(&self, g: usize) -> u64 {
@@ -102,6 +225,17 @@ impl<V: Vfs + VirtualClock> Turns<V> {
     /// Shares `vfs` among `groups` groups of `per_group` users each (user `u` is in group
     /// `u / per_group`): the threads of one program that meet at barriers are one group.
     pub fn in_groups(vfs: V, groups: usize, per_group: usize) -> Arc<Turns<V>> {
+        Self::on_cores(vfs, groups, per_group, None)
+    }
+
+    /// As [`Turns::in_groups`], on a host with `cores` cores (None: a core for every user,
+    /// so computation never waits; `Some(0)` counts as one core).
+    pub fn on_cores(
+        vfs: V,
+        groups: usize,
+        per_group: usize,
+        cores: Option<usize>,
+    ) -> Arc<Turns<V>> {
         let now = vfs.now_ns();
         let users = groups * per_group.max(1);
         Arc::new(Turns {
@@ -110,9 +244,22 @@ impl<V: Vfs + VirtualClock> Turns<V> {
                 clock_ns: vec![now; users],
                 state: vec![UserState::Parked; users],
                 group: (0..users).map(|u| u / per_group.max(1)).collect(),
+                core_free_ns: cores.map(|c| vec![now; c.max(1)]),
+                scheduler: IoScheduler::Fifo,
+                cfq_queues: vec![CfqQueue::default(); users],
+                cfq_slice: None,
             }),
             turn: Condvar::new(),
         })
+    }
+
+    /// Orders the users' requests with `scheduler` (before any user's first call).
+    pub fn set_scheduler(&self, scheduler: IoScheduler) {
+        let mut g = self.lock();
+        if scheduler != IoScheduler::Fifo {
+            g.vfs.track_positions();
+        }
+        g.scheduler = scheduler;
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner<V>> {
@@ -129,6 +276,8 @@ impl<V: Vfs + VirtualClock> Turns<V> {
             user,
             clock_ns: g.clock_ns[user],
             io: IoTime::default(),
+            burst_ns: 0,
+            burst_ready_ns: 0,
         }
     }
 
@@ -177,9 +326,60 @@ pub struct UserVfs<V: Vfs + VirtualClock> {
     user: usize,
     clock_ns: u64,
     io: IoTime,
+    /// Computation since the burst was last placed on a core, and when it was ready.
+    burst_ns: u64,
+    burst_ready_ns: u64,
 }
 
 impl<V: Vfs + VirtualClock> UserVfs<V> {
+    /// Waits for this user's turn at its clock with `g` held, placing its pending burst of
+    /// computation on a core first (which may move its clock and so its turn).
+    fn wait_turn<'a>(
+        &mut self,
+        turns: &'a Turns<V>,
+        mut g: MutexGuard<'a, Inner<V>>,
+    ) -> MutexGuard<'a, Inner<V>> {
+        let u = self.user;
+        loop {
+            g.clock_ns[u] = self.clock_ns;
+            g.state[u] = UserState::Waiting;
+            turns.turn.notify_all();
+            while !g.may_go(u) {
+                g = turns
+                    .turn
+                    .wait(g)
+                    .expect("no user panicked holding the file system");
+            }
+            let burst = std::mem::take(&mut self.burst_ns);
+            let waited = if burst > 0 {
+                g.place_burst(self.burst_ready_ns, burst)
+            } else {
+                0
+            };
+            if waited == 0 {
+                return g;
+            }
+            // It waited for a core: its call comes later, maybe after others'.
+            self.clock_ns += waited;
+        }
+    }
+
+    /// Places a pending burst of computation on a core (at the barrier or the end: what
+    /// the user computed last must still take a core before its clock counts).
+    fn settle_burst(&mut self) {
+        if self.burst_ns == 0 {
+            return;
+        }
+        let turns = self.turns.clone();
+        let g = turns.lock();
+        if g.core_free_ns.is_none() {
+            self.burst_ns = 0;
+            return;
+        }
+        let g = self.wait_turn(&turns, g);
+        drop(g);
+    }
+
     /// Runs `f` when it is this user's turn, at its clock; adds the time it took to
     /// `slot` of this user's I/O time.
     fn with_turn<R>(
@@ -189,26 +389,55 @@ impl<V: Vfs + VirtualClock> UserVfs<V> {
     ) -> R {
         let u = self.user;
         let turns = self.turns.clone();
-        let mut g = turns.lock();
+        let g = turns.lock();
         if g.state[u] == UserState::Parked {
             // A call on behalf of a parked user (its group's coordinator working between
             // phases) comes after the group's barrier, which is what the group's bound
             // promised the other groups; this also puts a coordinator's calls in sequence.
             self.clock_ns = self.clock_ns.max(g.barrier_ns(g.group[u]));
         }
-        g.clock_ns[u] = self.clock_ns;
-        g.state[u] = UserState::Waiting;
-        turns.turn.notify_all();
-        while !g.may_go(u) {
-            g = turns
-                .turn
-                .wait(g)
-                .expect("no user panicked holding the file system");
+        let mut g = self.wait_turn(&turns, g);
+        // CFQ: another user's queue may own the drive (its slice, its idle window).
+        while let IoScheduler::Cfq { .. } = g.scheduler {
+            let Some(slice) = g.cfq_slice.filter(|s| {
+                s.owner != u
+                    && g.state[s.owner] != UserState::Done
+                    && self.clock_ns < s.slice_end_ns
+            }) else {
+                break;
+            };
+            if self.clock_ns >= slice.idle_until_ns {
+                break;
+            }
+            // Wait for the owner's next request or the end of its idling, whichever
+            // comes first (its request, with an earlier key, goes first).
+            self.clock_ns = slice.idle_until_ns.min(slice.slice_end_ns);
+            g = self.wait_turn(&turns, g);
         }
         let start = self.clock_ns.max(g.vfs.last_issue_ns());
         g.vfs.issue_at(start);
         let r = f(&mut g.vfs);
         let end = g.vfs.now_ns();
+        if let IoScheduler::Cfq { slice_ns, idle_ns } = g.scheduler {
+            let positions = g.vfs.take_positions();
+            if !positions.is_empty() {
+                let q = &mut g.cfq_queues[u];
+                for &(pos, len) in &positions {
+                    q.request(start, pos, len, idle_ns);
+                }
+                q.last_end_ns = Some(end);
+                let idles = q.idles(idle_ns);
+                let slice_end_ns = match g.cfq_slice {
+                    Some(s) if s.owner == u && start < s.slice_end_ns => s.slice_end_ns,
+                    _ => start + slice_ns,
+                };
+                g.cfq_slice = Some(CfqSlice {
+                    owner: u,
+                    slice_end_ns,
+                    idle_until_ns: if idles { end + idle_ns } else { end },
+                });
+            }
+        }
         if let Some(slot) = slot {
             *slot(&mut self.io) += end.saturating_sub(self.clock_ns);
         }
@@ -222,6 +451,7 @@ impl<V: Vfs + VirtualClock> UserVfs<V> {
 
 impl<V: Vfs + VirtualClock> Drop for UserVfs<V> {
     fn drop(&mut self) {
+        self.settle_burst();
         self.turns.set(self.user, self.clock_ns, UserState::Done);
     }
 }
@@ -273,11 +503,22 @@ impl<V: Vfs + VirtualClock> Vfs for UserVfs<V> {
     fn now_ns(&self) -> u64 {
         self.clock_ns
     }
+    /// Computation: on a host with a core limit, it takes a core when this user's next
+    /// call takes its turn (see the module's notes).
     fn think(&mut self, ns: u64) {
+        if self.burst_ns == 0 {
+            self.burst_ready_ns = self.clock_ns;
+        }
+        self.burst_ns += ns;
+        self.clock_ns += ns;
+    }
+    /// Waiting (at a barrier's time): needs no core.
+    fn idle(&mut self, ns: u64) {
         self.clock_ns += ns;
     }
     /// Waits at its group's barrier (see the module's notes).
     fn park(&mut self) {
+        self.settle_burst();
         self.turns.set(self.user, self.clock_ns, UserState::Parked);
     }
     /// Leaves the barrier: computing again from its clock.
@@ -336,6 +577,146 @@ mod tests {
         // The user that computes less finishes first; both spent at least their thinking.
         assert!(ends[0] < ends[1], "{ends:?}");
         assert!(ends[1] >= 50 * 100_000);
+    }
+
+    /// Two users in threads computing 100 µs before each of 20 writes, on a host with
+    /// `cores` cores (None: unlimited): each user's end time.
+    fn computing_users(cores: Option<usize>) -> Vec<u64> {
+        let turns = Turns::on_cores(drive(), 2, 1, cores);
+        let t0 = turns.user(0).now_ns();
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|u| {
+                    let mut v = turns.user(u);
+                    s.spawn(move || {
+                        v.resume();
+                        let fd = v.open(&format!("f{u}"), OpenMode::create()).unwrap();
+                        for i in 0..20u64 {
+                            v.think(100_000);
+                            v.write_at(fd, i * 4096, &[u as u8; 4096]).unwrap();
+                        }
+                        v.think(100_000);
+                        v.park();
+                        v.now_ns() - t0
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    #[test]
+    fn users_share_the_hosts_cores() {
+        let free = computing_users(None);
+        assert_eq!(computing_users(Some(2)), free, "a core each: no waiting");
+        let one = computing_users(Some(1));
+        for _ in 0..5 {
+            assert_eq!(computing_users(Some(1)), one, "same inputs, same run");
+        }
+        // 2 × 21 bursts of 100 µs on one core: the later user ends after 4.2 ms of
+        // computation, the earlier one waited for the other's bursts too.
+        let latest = *one.iter().max().unwrap();
+        assert!(latest >= 4_200_000, "{one:?}");
+        assert!(
+            one.iter().all(|&e| e > *free.iter().min().unwrap()),
+            "{one:?} vs {free:?}"
+        );
+        assert!(
+            latest < 2 * free.iter().max().unwrap() + 1_000_000,
+            "{one:?} vs {free:?}"
+        );
+    }
+
+    /// Two users in threads on one core: `a_idles` (else it computes) 1 ms, the other
+    /// computes 1 ms, then both park. Their times since the start.
+    fn one_core(a_idles: bool) -> [u64; 2] {
+        let turns = Turns::on_cores(drive(), 2, 1, Some(1));
+        let t0 = turns.user(0).now_ns();
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|u| {
+                    let mut v = turns.user(u);
+                    s.spawn(move || {
+                        v.resume();
+                        if u == 0 && a_idles {
+                            v.idle(1_000_000);
+                        } else {
+                            v.think(1_000_000);
+                        }
+                        v.park();
+                        v.now_ns() - t0
+                    })
+                })
+                .collect();
+            let ends: Vec<u64> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+            [ends[0], ends[1]]
+        })
+    }
+
+    #[test]
+    fn waiting_takes_no_core() {
+        assert_eq!(one_core(true), [1_000_000, 1_000_000]);
+        // Two computing users on it: the second in the calls' order waits for the first.
+        assert_eq!(one_core(false), [1_000_000, 2_000_000]);
+    }
+
+    /// Two users in threads on a 7,200 rpm disk, each writing 64 KiB pieces of its own
+    /// preallocated 32 MiB file (`sequential` in order, else scattered over it), with
+    /// `scheduler`: how often the drive went from one user's write to the other's.
+    fn two_writers_on_a_disk(scheduler: IoScheduler, sequential: bool) -> usize {
+        use flash::Preset;
+        use simfs::{SimFs, Timed};
+        let dev = Preset::load("hdd7200")
+            .unwrap()
+            .with_capacity(4 << 30)
+            .build()
+            .unwrap();
+        let fs = SimFs::mkfs(Timed::new(dev), simfs::FsConfig::new(2 << 30)).unwrap();
+        let turns = Turns::new(crate::SimVfs::new(fs), 2);
+        turns.set_scheduler(scheduler);
+        let mut ends: Vec<(u64, usize)> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|u| {
+                    let mut v = turns.user(u);
+                    s.spawn(move || {
+                        v.resume();
+                        let fd = v.open(&format!("f{u}"), OpenMode::create()).unwrap();
+                        v.fallocate(fd, 0, 32 << 20).unwrap();
+                        let mut ends = Vec::new();
+                        for i in 0..256u64 {
+                            let piece = if sequential { i } else { i * 97 % 256 };
+                            v.think(20_000);
+                            v.write_at(fd, piece * 65536, &[u as u8; 65536]).unwrap();
+                            ends.push((v.now_ns(), u));
+                        }
+                        v.park();
+                        ends
+                    })
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        ends.sort();
+        ends.windows(2).filter(|w| w[0].1 != w[1].1).count()
+    }
+
+    #[test]
+    fn cfq_idles_for_a_sequential_user_but_not_for_a_seeky_one() {
+        // Two sequential writers: without idling the drive takes their writes in turn;
+        // CFQ lets each run for its 100 ms slice.
+        let fifo = two_writers_on_a_disk(IoScheduler::Fifo, true);
+        let cfq = two_writers_on_a_disk(IoScheduler::CFQ, true);
+        assert_eq!(
+            cfq,
+            two_writers_on_a_disk(IoScheduler::CFQ, true),
+            "deterministic"
+        );
+        assert!(fifo > 100, "FIFO alternates: {fifo} switches");
+        assert!(cfq < 20, "CFQ keeps a user's slice: {cfq} switches");
+        // Scattered writers are seeky: after their first requests CFQ stops idling for
+        // them and they alternate as without it.
+        let cfq = two_writers_on_a_disk(IoScheduler::CFQ, false);
+        assert!(cfq > 300, "{cfq} switches");
     }
 
     #[test]

@@ -62,7 +62,9 @@ struct Job {
 pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
     let started = std::time::Instant::now();
     let (preload, ops) = match scale {
-        Scale::Quick => (20_000, 5_000),
+        // 100,000 keys give the F=256 tree the paper's three levels (20,000 gave two, and
+        // its insert-time cut flipped against the full scale's).
+        Scale::Quick => (100_000, 5_000),
         Scale::Full | Scale::Paper => (400_000, 100_000),
     };
     let preset = Preset::load("ssd2011")?.with_capacity(8 << 30);
@@ -98,8 +100,8 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     // The cache study (and the write buffer's hit ratios) need the paper's tree shape: at
     // F=256 after 400,000 keys a root, ~13 inner nodes and ~2,300 leaves, so 16–32 cached
     // nodes hold every inner node and more only add leaves, and a 32-node write buffer is
-    // small against the leaves. The quick scale's 20,000 keys make ~140 leaves under the
-    // root; its study uses F=128 after 100,000 keys instead: ~12 inner nodes and ~1,100
+    // small against the leaves. The quick scale's 100,000 keys make ~565 leaves under ~3
+    // inner nodes at F=256; its study uses F=128 instead: ~12 inner nodes and ~1,100
     // leaves.
     let (study_fanout, study_preload) = match scale {
         Scale::Quick => (128, 100_000),

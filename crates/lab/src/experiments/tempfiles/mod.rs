@@ -329,6 +329,9 @@ pub(crate) fn join_spec(
         users: 1,
         // The paper's PostgreSQL ran the join in one backend process.
         threads: 1,
+        // One user, one thread: it never waits for a core.
+        host_cores: None,
+        io_scheduler: vfs::IoScheduler::Fifo,
         repeat,
         backend: Backend::Sim {
             preset: Box::new(preset),
