@@ -273,7 +273,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
              matter, and does the file system? {docs} documents of 1 KiB in 4 databases, one writer each, \
              updating random documents (YCSB F style) with 1–256 updates per commit, run for real on ext4, \
              XFS and btrfs on loop devices (O_DIRECT), captured, and the update phase replayed on the 840 Pro preset \
-             (closed loop per issuing task, captured think times, a fresh drive). This kernel has no F2FS: \
+             (closed loop per issuing task; think times are each task's time on a CPU, and a writer's wait for the journal's commit is the simulated commit; a fresh drive). This kernel has no F2FS: \
              simfs's log-structured policy stands in for it, with the four databases on one simulated \
              840 Pro taking turns a batch at a time, in virtual time (device time only, no CPU time). \
              Scaled: the paper's 100 M documents were far beyond its memory, so updates read from the drive; \
