@@ -318,23 +318,31 @@ pub(super) fn analyse<'a>(
     ));
 
     let grows = |r: &[joinrun::Repetition]| last3(r) / first3(r);
-    let g = grows(neither).min(grows(f_only));
-    v.push(Verdict::ordering(
-"tempfiles.mx500-no-trim-grows",
-        "Without TRIM, time per repetition and WAF grow run after run (with or without fallocate, MX500): an ordering, read as last three repetitions over the first three > 1.1 with WAF > 1.05",
-        "grows with WAF",
-        g,
-        g > 1.1 && waf_last(neither) > 1.05 && waf_last(f_only) > 1.05,
-        format!(
-            "neither: {:.2} s → {:.2} s, WAF {:.2}; fallocate only: {:.2} s → {:.2} s, WAF {:.2}",
-            first3(neither),
-            last3(neither),
-            waf_last(neither),
-            first3(f_only),
-            last3(f_only),
-            waf_last(f_only)
-        ),
-    ));
+    // Figs. 6-7 (MX500), 8 (840 Pro), 9-10 (Cosmos+): without TRIM, time and WAF grow.
+    for (di, id, name, figs) in [
+        (MX500, "tempfiles.mx500-no-trim-grows", "MX500", "Figs. 6-7"),
+        (PRO, "tempfiles.840pro-no-trim-grows", "840 Pro", "Fig. 8"),
+        (COSMOS, "tempfiles.cosmos-no-trim-grows", "Cosmos+", "Figs. 9-10"),
+    ] {
+        let (neither, f_only) = (host(di, false, false), host(di, true, false));
+        let g = grows(neither).min(grows(f_only));
+        v.push(Verdict::ordering(
+            id,
+            &format!("Without TRIM, time per repetition and WAF grow run after run (with or without fallocate, {name}; {figs}): an ordering, read as last three repetitions over the first three > 1.1 with WAF > 1.05"),
+            "grows with WAF",
+            g,
+            g > 1.1 && waf_last(neither) > 1.05 && waf_last(f_only) > 1.05,
+            format!(
+                "neither: {:.2} s → {:.2} s, WAF {:.2}; fallocate only: {:.2} s → {:.2} s, WAF {:.2}",
+                first3(neither),
+                last3(neither),
+                waf_last(neither),
+                first3(f_only),
+                last3(f_only),
+                waf_last(f_only)
+            ),
+        ));
+    }
 
     let up_neither = best_speedup(neither, both);
     v.push(Verdict::numeric(
