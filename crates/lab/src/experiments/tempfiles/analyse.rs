@@ -322,7 +322,12 @@ pub(super) fn analyse<'a>(
     for (di, id, name, figs) in [
         (MX500, "tempfiles.mx500-no-trim-grows", "MX500", "Figs. 6-7"),
         (PRO, "tempfiles.840pro-no-trim-grows", "840 Pro", "Fig. 8"),
-        (COSMOS, "tempfiles.cosmos-no-trim-grows", "Cosmos+", "Figs. 9-10"),
+        (
+            COSMOS,
+            "tempfiles.cosmos-no-trim-grows",
+            "Cosmos+",
+            "Figs. 9-10",
+        ),
     ] {
         let (neither, f_only) = (host(di, false, false), host(di, true, false));
         let g = grows(neither).min(grows(f_only));
