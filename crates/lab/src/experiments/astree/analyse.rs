@@ -344,6 +344,64 @@ pub(super) fn analyse<'a>(
         a16 < b48,
         format!("{a16:.2} s vs {b48:.2} s"),
     ));
+    // Section 4's cache study at 32 nodes ("root and inner nodes all fit"): insert times
+    // AS 34 s, B-tree 46 s (−26%), BFTL 117 s (−70%); the AS tree without a cache takes
+    // 32% longer than the B-tree with 32 nodes; searches AS = B-tree 28 s, BFTL 44 s (−36%).
+    let c32 = |k| study(k, 32);
+    let (a32, b32, f32_) = (
+        c32(StoreKind::As),
+        c32(StoreKind::InPlace),
+        c32(StoreKind::Bftl),
+    );
+    for (id, claim, reference, ours, paper) in [
+        (
+            "astree.as-vs-btree-cache32",
+            "With a 32-node cache the AS B-tree cuts the B-tree's insert time by ~26%",
+            "34 s vs 46 s",
+            1.0 - a32.insert_s / b32.insert_s.max(1e-12),
+            1.0 - 34.0 / 46.0,
+        ),
+        (
+            "astree.as-vs-bftl-cache32",
+            "With a 32-node cache the AS B-tree cuts BFTL's insert time by ~70%",
+            "34 s vs 117 s",
+            1.0 - a32.insert_s / f32_.insert_s.max(1e-12),
+            1.0 - 34.0 / 117.0,
+        ),
+        (
+            "astree.as-nocache-vs-btree-cache32",
+            "The AS B-tree without a cache takes ~32% longer to insert than the B-tree with a 32-node cache (the cache holds every inner node)",
+            "61 s vs 46 s",
+            as0.insert_s / b32.insert_s.max(1e-12) - 1.0,
+            61.0 / 46.0 - 1.0,
+        ),
+        (
+            "astree.bftl-search-cache32",
+            "With a 32-node cache the B-tree (and AS) search ~36% faster than BFTL",
+            "28 s vs 44 s",
+            1.0 - b32.search_s / f32_.search_s.max(1e-12),
+            1.0 - 28.0 / 44.0,
+        ),
+    ] {
+        v.push(Verdict::numeric(
+            id,
+            claim,
+            reference,
+            ours,
+            paper,
+            HEADLINE_TOLERANCE,
+            format!(
+                "{:.0}% (cache 32: inserts AS {:.2} s, B-tree {:.2} s, BFTL {:.2} s; searches B-tree {:.2} s, BFTL {:.2} s; AS without a cache {:.2} s)",
+                ours * 100.0,
+                a32.insert_s,
+                b32.insert_s,
+                f32_.insert_s,
+                b32.search_s,
+                f32_.search_s,
+                as0.insert_s
+            ),
+        ));
+    }
     // File sizes on the file-size runs (F=256, the same inserts), where the AS log is
     // cleaned by the paper's sliding window, with BFTL beside them.
     let (b, a, f) = (
@@ -358,6 +416,23 @@ pub(super) fn analyse<'a>(
         a as f64 / b.max(1) as f64,
         b < a && a < f,
         format!("{:.1} / {:.1} / {:.1} MB", mb(b), mb(a), mb(f)),
+    ));
+    v.push(Verdict::numeric(
+        "astree.bftl-file-vs-btree",
+        "BFTL's file is ~72× the in-place B-tree's after the same inserts (1,615 MB vs 22.4 MB)",
+        "1615 MB / 22.4 MB",
+        f as f64 / b.max(1) as f64,
+        1615.0 / 22.4,
+        HEADLINE_TOLERANCE,
+        format!(
+            "{:.1}× ({:.1} MB vs {:.1} MB). BFTL appends every node change as index units packed into \
+             512-byte sectors and compacts a node when its sector list passes C = 3 (Wu, Kuo & Chang); its log \
+             is never cleaned here. The paper's larger file points to a different packing or list limit in its \
+             BFTL, which it does not give",
+            f as f64 / b.max(1) as f64,
+            mb(f),
+            mb(b)
+        ),
     ));
     // The sliding window keeps a few segments: compared in segments, which does not depend
     // on the segment size the run's length called for.
@@ -422,7 +497,6 @@ mod tests {
     fn paperlike(as_f256: f64) -> impl Fn(StoreKind, usize, usize, usize) -> BtreeResult {
         move |store, fanout, buffer, cache| {
             let fi = FANOUTS.iter().position(|&f| f == fanout).unwrap_or(2);
-            let cached = if cache > 0 { 0.5 } else { 1.0 };
             let (insert, search, write, file, requests) = match store {
                 StoreKind::As => {
                     let base = if fi == 2 {
@@ -436,16 +510,20 @@ mod tests {
                 StoreKind::InPlace => (paper::BTREE_INSERT_S[fi], 56.0, 10.0, 22.4e6, 1000),
                 StoreKind::Bftl => (paper::BFTL_INSERT_S[fi], 88.0, 1.0, 1615e6, 1370),
             };
-            // Cache gains as Table 6: large up to 32 nodes, none after.
-            let cached = match cache {
-                0 => 1.0,
-                16 => 0.6,
-                _ => cached,
+            // Cache gains as Tables 5-6: large up to 32 nodes, none after (B-tree 78 → 49 →
+            // 46 s, the AS tree by the same factors, BFTL 143 → 117 s; searches halve at 32).
+            let cached = match (cache, store) {
+                (0, _) => 1.0,
+                (16, StoreKind::Bftl) => 0.9,
+                (16, _) => 49.0 / 78.0,
+                (_, StoreKind::Bftl) => 117.0 / 143.0,
+                (_, _) => 46.0 / 78.0,
             };
+            let search_cached = if cache >= 32 { 0.5 } else { 1.0 };
             BtreeResult {
                 insert_s: insert * cached,
                 insert_read_s: (insert - write) * cached,
-                search_s: search,
+                search_s: search * search_cached,
                 insert_write_s: write,
                 file_bytes: file as u64,
                 search_node_reads: if store == StoreKind::Bftl { 920 } else { 1000 },
