@@ -583,7 +583,7 @@ mod tests {
     /// `cores` cores (None: unlimited): each user's end time.
     fn computing_users(cores: Option<usize>) -> Vec<u64> {
         let turns = Turns::on_cores(drive(), 2, 1, cores);
-        let t0 = turns.user(0).now_ns();
+        let t0 = turns.start_round();
         std::thread::scope(|s| {
             let hs: Vec<_> = (0..2)
                 .map(|u| {
@@ -631,7 +631,7 @@ mod tests {
     /// computes 1 ms, then both park. Their times since the start.
     fn one_core(a_idles: bool) -> [u64; 2] {
         let turns = Turns::on_cores(drive(), 2, 1, Some(1));
-        let t0 = turns.user(0).now_ns();
+        let t0 = turns.start_round();
         std::thread::scope(|s| {
             let hs: Vec<_> = (0..2)
                 .map(|u| {
