@@ -196,6 +196,19 @@ where
         }
         recent_done[s].push_back(done);
     }
+    // A request still waiting waits for one its stream never issued: refuse, rather than
+    // end with requests silently left out.
+    if let Some((&(d, nth), waiting_requests)) = parked.iter().min_by_key(|(k, _)| **k) {
+        let stream_id = slot_of
+            .iter()
+            .find(|&(_, &slot)| slot == d)
+            .map_or(0, |(&id, _)| id);
+        return Err(TraceError::Config(format!(
+            "{} request(s) depend on request {nth} of stream {stream_id}, which has only {} requests: the trace's dependencies do not match its requests",
+            waiting_requests.len(),
+            issued[d]
+        )));
+    }
     progress(summary.requests);
     Ok(summary)
 }
@@ -319,6 +332,27 @@ mod tests {
         replay_closed(&mut d, s, 1, 0, &mut |_| {}).unwrap();
         // Stream 1 runs 0-10; stream 0's first issues at 20 (done 30), then its second at 35.
         assert_eq!(d.log, vec![(0, 10_000), (20_000, 30_000), (35_000, 45_000)]);
+    }
+
+    #[test]
+    fn a_dependency_on_a_request_that_never_comes_is_an_error() {
+        let mut d = Serial {
+            busy_until: 0,
+            log: vec![],
+        };
+        let mut dependent = req(0, 0, 0);
+        dependent.after = Some(crate::After { stream: 1, nth: 5 });
+        let s = vec![
+            vec![req(0, 0, 0), dependent].into_iter(),
+            vec![req(1, 0, 0)].into_iter(),
+        ];
+        let e = replay_closed(&mut d, s, 1, 0, &mut |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("request 5 of stream 1") && e.contains("only 1"),
+            "{e}"
+        );
     }
 
     #[test]
