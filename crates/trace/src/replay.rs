@@ -254,6 +254,15 @@ mod tests {
         busy_until: u64,
         log: Vec<(u64, u64)>,
     }
+    impl Serial {
+        fn new() -> Self {
+            Serial {
+                busy_until: 0,
+                log: vec![],
+            }
+        }
+    }
+
     impl Device for Serial {
         fn submit(&mut self, cmd: &Command, now_ns: u64) -> Result<u64, FlashError> {
             cmd.check_range(1 << 30)?;
@@ -286,10 +295,7 @@ mod tests {
 
     #[test]
     fn closed_loop_waits_for_completion_plus_think_time() {
-        let mut d = Serial {
-            busy_until: 0,
-            log: vec![],
-        };
+        let mut d = Serial::new();
         let s = vec![vec![req(0, 0, 0), req(0, 5_000, 0), req(0, 0, 0)].into_iter()];
         let sum = replay_closed(&mut d, s, 1, 0, &mut |_| {}).unwrap();
         assert_eq!(d.log, vec![(0, 10_000), (15_000, 25_000), (25_000, 35_000)]);
@@ -306,10 +312,7 @@ mod tests {
     fn a_request_waits_for_its_dependency_then_thinks() {
         // Stream 0 writes (done at 10), then its next request waits for stream 1's first
         // (issued after 30 of thinking, done at 40) and thinks 5 more: issued at 45.
-        let mut d = Serial {
-            busy_until: 0,
-            log: vec![],
-        };
+        let mut d = Serial::new();
         let mut dependent = req(0, 5_000, 0);
         dependent.after = Some(crate::After { stream: 1, nth: 0 });
         let s = vec![
@@ -319,10 +322,7 @@ mod tests {
         replay_closed(&mut d, s, 1, 0, &mut |_| {}).unwrap();
         assert_eq!(d.log, vec![(0, 10_000), (30_000, 40_000), (45_000, 55_000)]);
         // A dependency already done: think time from the later of the two completions.
-        let mut d = Serial {
-            busy_until: 0,
-            log: vec![],
-        };
+        let mut d = Serial::new();
         let mut dependent = req(0, 5_000, 0);
         dependent.after = Some(crate::After { stream: 1, nth: 0 });
         let s = vec![
@@ -336,10 +336,7 @@ mod tests {
 
     #[test]
     fn a_dependency_on_a_request_that_never_comes_is_an_error() {
-        let mut d = Serial {
-            busy_until: 0,
-            log: vec![],
-        };
+        let mut d = Serial::new();
         let mut dependent = req(0, 0, 0);
         dependent.after = Some(crate::After { stream: 1, nth: 5 });
         let s = vec![
@@ -357,10 +354,7 @@ mod tests {
 
     #[test]
     fn queue_depth_keeps_requests_in_flight() {
-        let mut d = Serial {
-            busy_until: 0,
-            log: vec![],
-        };
+        let mut d = Serial::new();
         let s = vec![(0..4).map(|_| req(0, 0, 0)).collect::<Vec<_>>().into_iter()];
         replay_closed(&mut d, s, 2, 0, &mut |_| {}).unwrap();
         let issue: Vec<u64> = d.log.iter().map(|l| l.0).collect();
@@ -372,10 +366,7 @@ mod tests {
         // A queue deeper than the stream: the same schedule as a queue of its length (the
         // slots were allocated up front before: 2^32 of them aborted the process).
         let run = |qd: u32| {
-            let mut d = Serial {
-                busy_until: 0,
-                log: vec![],
-            };
+            let mut d = Serial::new();
             let s = vec![(0..3).map(|_| req(0, 0, 0)).collect::<Vec<_>>().into_iter()];
             replay_closed(&mut d, s, qd, 0, &mut |_| {}).map(|_| d.log)
         };
@@ -386,10 +377,7 @@ mod tests {
 
     #[test]
     fn times_past_the_end_of_virtual_time_are_errors_not_wraps() {
-        let mut d = Serial {
-            busy_until: 0,
-            log: vec![],
-        };
+        let mut d = Serial::new();
         let rs = vec![req(0, 0, 0), req(0, 0, u64::MAX - 5)];
         let e = replay_open(&mut d, rs.into_iter().map(Ok), 0, &mut |_| {})
             .unwrap_err()
@@ -404,10 +392,7 @@ mod tests {
 
     #[test]
     fn open_loop_issues_at_timestamps() {
-        let mut d = Serial {
-            busy_until: 0,
-            log: vec![],
-        };
+        let mut d = Serial::new();
         let rs = vec![req(0, 0, 0), req(1, 0, 1_000), req(0, 0, 50_000)];
         let sum = replay_open(&mut d, rs.into_iter().map(Ok), 0, &mut |_| {}).unwrap();
         assert_eq!(d.log, vec![(0, 10_000), (1_000, 20_000), (50_000, 60_000)]);
@@ -416,10 +401,7 @@ mod tests {
 
     #[test]
     fn device_errors_name_the_request() {
-        let mut d = Serial {
-            busy_until: 0,
-            log: vec![],
-        };
+        let mut d = Serial::new();
         let mut bad = req(3, 0, 0);
         bad.cmd = Command::write(2 << 30, 4096);
         let err = replay_open(

@@ -579,29 +579,41 @@ mod tests {
         assert!(ends[1] >= 50 * 100_000);
     }
 
-    /// Two users in threads computing 100 µs before each of 20 writes, on a host with
-    /// `cores` cores (None: unlimited): each user's end time.
-    fn computing_users(cores: Option<usize>) -> Vec<u64> {
+    /// Two users in threads on a host with `cores` cores (None: unlimited), each
+    /// resumed, running `work(user, vfs)`, then parked: each user's time since the start.
+    fn two_users(
+        cores: Option<usize>,
+        work: impl Fn(usize, &mut UserVfs<crate::SimVfs>) + Sync,
+    ) -> Vec<u64> {
         let turns = Turns::on_cores(drive(), 2, 1, cores);
         let t0 = turns.start_round();
         std::thread::scope(|s| {
             let hs: Vec<_> = (0..2)
                 .map(|u| {
                     let mut v = turns.user(u);
+                    let work = &work;
                     s.spawn(move || {
                         v.resume();
-                        let fd = v.open(&format!("f{u}"), OpenMode::create()).unwrap();
-                        for i in 0..20u64 {
-                            v.think(100_000);
-                            v.write_at(fd, i * 4096, &[u as u8; 4096]).unwrap();
-                        }
-                        v.think(100_000);
+                        work(u, &mut v);
                         v.park();
                         v.now_ns() - t0
                     })
                 })
                 .collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    /// Two users computing 100 µs before each of 20 writes and once more after, on a
+    /// host with `cores` cores: each user's end time.
+    fn computing_users(cores: Option<usize>) -> Vec<u64> {
+        two_users(cores, |u, v| {
+            let fd = v.open(&format!("f{u}"), OpenMode::create()).unwrap();
+            for i in 0..20u64 {
+                v.think(100_000);
+                v.write_at(fd, i * 4096, &[u as u8; 4096]).unwrap();
+            }
+            v.think(100_000);
         })
     }
 
@@ -627,30 +639,17 @@ mod tests {
         );
     }
 
-    /// Two users in threads on one core: `a_idles` (else it computes) 1 ms, the other
-    /// computes 1 ms, then both park. Their times since the start.
+    /// Two users on one core: user 0 idles (`a_idles`, else computes) 1 ms, the other
+    /// computes 1 ms. Their times since the start.
     fn one_core(a_idles: bool) -> [u64; 2] {
-        let turns = Turns::on_cores(drive(), 2, 1, Some(1));
-        let t0 = turns.start_round();
-        std::thread::scope(|s| {
-            let hs: Vec<_> = (0..2)
-                .map(|u| {
-                    let mut v = turns.user(u);
-                    s.spawn(move || {
-                        v.resume();
-                        if u == 0 && a_idles {
-                            v.idle(1_000_000);
-                        } else {
-                            v.think(1_000_000);
-                        }
-                        v.park();
-                        v.now_ns() - t0
-                    })
-                })
-                .collect();
-            let ends: Vec<u64> = hs.into_iter().map(|h| h.join().unwrap()).collect();
-            [ends[0], ends[1]]
-        })
+        let ends = two_users(Some(1), |u, v| {
+            if u == 0 && a_idles {
+                v.idle(1_000_000);
+            } else {
+                v.think(1_000_000);
+            }
+        });
+        [ends[0], ends[1]]
     }
 
     #[test]

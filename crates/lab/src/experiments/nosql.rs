@@ -73,22 +73,8 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     }
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the flashlab binary: {e}"))?;
-    let (docs, max_ops) = match scale {
-        Scale::Quick => (256_000u64, 16_000u64),
-        Scale::Full | Scale::Paper => (400_000, 400_000),
-    };
-    // The captured file system (sparse: only what is written takes space) and the drive
-    // its run is replayed on, twice its size. Full scale's store outgrew 1 GiB (ENOSPC).
-    let sizes = match scale {
-        Scale::Quick => Sizes {
-            image_bytes: 1 << 30,
-            drive_bytes: 2 << 30,
-        },
-        Scale::Full | Scale::Paper => Sizes {
-            image_bytes: 4 << 30,
-            drive_bytes: 8 << 30,
-        },
-    };
+    let (docs, max_ops) = docs_and_max_updates(scale);
+    let sizes = Sizes::at(scale);
     let work_dir = super::work_dir("flashlab-nosql-")?;
     let work = work_dir.path();
     let result = (|| {
@@ -96,8 +82,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         for repetition in 0..REPETITIONS {
             for fs in FILE_SYSTEMS {
                 for (i, &batch) in BATCHES.iter().enumerate() {
-                    // Bounded commits per run: small batches get fewer updates.
-                    let ops = (2_000 * batch).clamp(2_000, max_ops);
+                    let ops = updates(batch, max_ops);
                     points.push(ctx.step(|| {
                         one_run(
                             &exe,
@@ -125,7 +110,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     // time: their think times are measured).
     let lfs_jobs: Vec<(usize, u64)> = BATCHES.iter().copied().enumerate().collect();
     points.extend(ctx.map(&lfs_jobs, |&(i, batch)| {
-        let ops = (2_000 * batch).clamp(2_000, max_ops);
+        let ops = updates(batch, max_ops);
         lfs_run(batch, docs, ops, sizes, derive_seed(seed, i as u64))
     })?);
     // Per file system and batch size, the median over its repetitions.
@@ -312,6 +297,37 @@ struct Sizes {
     drive_bytes: u64,
 }
 
+impl Sizes {
+    /// The captured file system (sparse: only what is written takes space) and the drive
+    /// its run is replayed on, twice its size. Full scale's store outgrew 1 GiB (ENOSPC).
+    fn at(scale: Scale) -> Sizes {
+        match scale {
+            Scale::Quick => Sizes {
+                image_bytes: 1 << 30,
+                drive_bytes: 2 << 30,
+            },
+            Scale::Full | Scale::Paper => Sizes {
+                image_bytes: 4 << 30,
+                drive_bytes: 8 << 30,
+            },
+        }
+    }
+}
+
+/// Documents in the store, and the most updates a run makes.
+fn docs_and_max_updates(scale: Scale) -> (u64, u64) {
+    match scale {
+        Scale::Quick => (256_000, 16_000),
+        Scale::Full | Scale::Paper => (400_000, 400_000),
+    }
+}
+
+/// Updates of a run at `batch` documents per commit: bounded commits, so small batches get
+/// fewer updates.
+fn updates(batch: u64, max_updates: u64) -> u64 {
+    (2_000 * batch).clamp(2_000, max_updates)
+}
+
 /// The workload on simfs's log-structured policy over the 840 Pro preset, all four
 /// databases on one file system, in virtual time (no CPU time: device time only).
 fn lfs_run(
@@ -457,20 +473,18 @@ pub fn quick_batch_rise(
     fs: FsKind,
     seed: u64,
 ) -> Result<(f64, bool), crate::LabError> {
-    let sizes = Sizes {
-        image_bytes: 1 << 30,
-        drive_bytes: 2 << 30,
-    };
+    let sizes = Sizes::at(Scale::Quick);
+    let (docs, max_ops) = docs_and_max_updates(Scale::Quick);
     let cancel = trace::Cancel::default();
     let at = |i: usize, batch: u64| {
-        let ops = (2_000 * batch).clamp(2_000, 16_000);
+        let ops = updates(batch, max_ops);
         one_run(
             exe,
             work,
             &cancel,
             fs,
             batch,
-            256_000,
+            docs,
             ops,
             sizes,
             derive_seed(seed, i as u64),
