@@ -129,23 +129,27 @@ impl experiments::Watcher for Bars {
 
 /// One experiment's outcome, for people: time and claims, or why it failed or was skipped.
 pub(crate) fn print_section_summary(s: &lab::report::Section) {
-    let held = s.verdicts.iter().filter(|v| v.holds).count();
     if let Some(error) = s.failed_with() {
         eprintln!("  {:<14} FAILED: {error}", s.id);
     } else if let Some(why) = s.results.get("skipped").and_then(|w| w.as_str()) {
         eprintln!("  {:<14} skipped: {why}", s.id);
     } else {
         eprintln!(
-            "  {:<14} {:>6.1} s  {held}/{} claims hold",
+            "  {:<14} {:>6.1} s  {}",
             s.id,
             s.runtime_s,
-            s.verdicts.len()
+            s.claims_summary()
         );
     }
     for v in &s.verdicts {
         eprintln!(
             "      [{}] {}",
-            if v.holds { "holds" } else { "FAILS" },
+            match (&v.preview, v.holds) {
+                (Some(_), true) => "preview, holds",
+                (Some(_), false) => "preview, FAILS",
+                (None, true) => "holds",
+                (None, false) => "FAILS",
+            },
             v.claim
         );
     }

@@ -31,7 +31,7 @@ pub use command::{ByteRange, Command, Op, Payload};
 pub use error::FlashError;
 pub use gc::GcPolicy;
 pub use geometry::Geometry;
-pub use hdd::{Hdd, HddConfig};
+pub use hdd::{DestageOrder, Hdd, HddConfig};
 pub use preset::{AnyDevice, DeviceConfig, Preset};
 pub use slc::SlcCacheConfig;
 pub use ssd::{Ssd, SsdConfig};

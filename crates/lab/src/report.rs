@@ -197,6 +197,11 @@ pub struct Verdict {
     pub reference: String,
     pub measured: String,
     pub holds: bool,
+    /// Set where this scale is only a preview of the verdict: the claim is judged at the
+    /// paper's size (`--scale full`), and the text says why this scale cannot keep it.
+    /// `holds` is still what this run measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preview: Option<String>,
 }
 
 impl Verdict {
@@ -223,6 +228,7 @@ impl Verdict {
             claim: claim.into(),
             reference: reference.into(),
             measured,
+            preview: None,
         }
     }
 
@@ -277,6 +283,11 @@ impl Verdict {
         self
     }
 
+    /// The id of the verdict (empty for one without a score).
+    pub fn id(&self) -> &str {
+        self.score.as_ref().map_or("", |s| s.id.as_str())
+    }
+
     /// A predicted ordering the paper states (no number to be near): `ours` is the number
     /// the ordering is read from, `holds` whether it goes the paper's way.
     pub fn ordering(
@@ -299,6 +310,7 @@ impl Verdict {
             reference: reference.into(),
             measured,
             holds,
+            preview: None,
         }
     }
 }
@@ -373,6 +385,36 @@ impl Section {
             seed,
             serde_json::json!({ "failed": error }),
         )
+    }
+
+    /// Marks the verdicts `ids` as previews at a scale that cannot keep them (`why`
+    /// says what the scale changes); the claims are judged at `--scale full`.
+    /// An id that names no verdict is an error (a renamed verdict would otherwise
+    /// silently stop being marked).
+    pub fn mark_previews(&mut self, ids: &[&str], why: &str) -> Result<(), crate::LabError> {
+        for id in ids {
+            let v = self
+                .verdicts
+                .iter_mut()
+                .find(|v| v.id() == *id)
+                .ok_or_else(|| format!("{}: no verdict {id} to mark as a preview", self.id))?;
+            v.preview = Some(why.to_string());
+        }
+        Ok(())
+    }
+
+    /// How many verdicts hold, and how many of all are previews: "12/14 claims hold",
+    /// "12/14 claims hold (3 of them previews)".
+    pub fn claims_summary(&self) -> String {
+        let held = self.verdicts.iter().filter(|v| v.holds).count();
+        let previews = self.verdicts.iter().filter(|v| v.preview.is_some()).count();
+        let mut s = format!("{held}/{} claims hold", self.verdicts.len());
+        if previews > 0 {
+            s.push_str(&format!(
+                " ({previews} of them previews, judged at --scale full)"
+            ));
+        }
+        s
     }
 
     /// A section that says why it has no numbers.
@@ -743,10 +785,9 @@ pub fn write_report(
     for s in sections {
         let sdir = dir.join(&s.id);
         std::fs::create_dir_all(&sdir).map_err(|e| io(&sdir, e))?;
-        let held = s.verdicts.iter().filter(|v| v.holds).count();
         let status = match s.failed_with() {
             Some(_) => "<b class=\"fails\">failed</b>".to_string(),
-            None => format!("{held}/{} claims hold", s.verdicts.len()),
+            None => html_escape(&s.claims_summary()),
         };
         let _ = writeln!(
             toc,
@@ -788,8 +829,20 @@ pub fn write_report(
                 )),
                 prose(&v.reference),
                 ours_cell(v.score.as_ref().and_then(|sc| sc.ours), &v.measured),
-                if v.holds { "holds" } else { "fails" },
-                if v.holds { "holds" } else { "does not hold" }
+                match (&v.preview, v.holds) {
+                    (Some(_), _) => "preview",
+                    (None, true) => "holds",
+                    (None, false) => "fails",
+                },
+                match (&v.preview, v.holds) {
+                    (Some(why), held) => format!(
+                        "preview: {} at this scale<br><span class=\"meta\">judged at <code>--scale full</code>; {}</span>",
+                        if held { "holds" } else { "does not hold" },
+                        prose(why)
+                    ),
+                    (None, true) => "holds".into(),
+                    (None, false) => "does not hold".into(),
+                }
             );
         }
         body.push_str("</table>\n");
@@ -881,6 +934,7 @@ th {{ background: #f3f3f3; }}
 td:first-child {{ text-align: left; }}
 .verdicts td {{ text-align: left; }}
 td.holds {{ background: #e3f6e3; font-weight: bold; }}
+td.preview {{ background: #f3f0e0; }}
 td.fails {{ background: #fbe3e3; font-weight: bold; }}
 p.fails, b.fails {{ color: #a00000; font-weight: bold; }}
 .meta {{ color: #666; font-size: 0.9em; }}
@@ -950,6 +1004,7 @@ mod tests {
             reference: "r".into(),
             measured: "m".into(),
             holds: false,
+            preview: None,
         };
         let j = serde_json::to_value(&v).unwrap();
         assert_eq!(j["id"], "x.y");

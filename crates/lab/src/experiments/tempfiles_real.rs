@@ -229,6 +229,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 tolerance: Some(HEADLINE_TOLERANCE),
             };
             verdicts.push(Verdict {
+                preview: None,
                 holds: score.within(),
                 score: Some(score),
                 claim: format!(
