@@ -981,6 +981,28 @@ mod tests {
     }
 
     #[test]
+    fn a_preview_is_marked_counted_and_serialised_and_an_unknown_id_is_an_error() {
+        let mut s = Section::without_numbers("x", "X", "q".into(), 1, serde_json::json!({}));
+        s.verdicts = vec![
+            Verdict::numeric("x.a", "a", "r", 1.0, 1.0, 0.1, "m".into()),
+            Verdict::numeric("x.b", "b", "r", 3.0, 1.0, 0.1, "m".into()),
+        ];
+        assert_eq!(s.claims_summary(), "1/2 claims hold");
+        s.mark_previews(&["x.b"], "quick is smaller").unwrap();
+        assert_eq!(
+            s.claims_summary(),
+            "1/2 claims hold (1 of them previews, judged at --scale full)"
+        );
+        let b = serde_json::to_value(&s.verdicts[1]).unwrap();
+        assert_eq!(b["preview"], "quick is smaller");
+        assert_eq!(b["holds"], false, "a preview keeps what this run measured");
+        let a = serde_json::to_value(&s.verdicts[0]).unwrap();
+        assert!(a.get("preview").is_none());
+        let e = s.mark_previews(&["x.renamed"], "w").unwrap_err();
+        assert!(e.to_string().contains("x.renamed"), "{e}");
+    }
+
+    #[test]
     fn a_score_holds_within_its_tolerance_of_the_paper_and_serialises_flat() {
         let score = |ours: Option<f64>| Score {
             id: "x.y".into(),

@@ -730,7 +730,9 @@ mod tests {
     /// 4 MB, the SSD flat; `gap2` the HDD / SSD ratio with 2 users.
     fn paperlike(gap2: f64) -> impl Fn(Sweep, usize, u64) -> f64 {
         move |sweep, d, x| match (sweep, d) {
-            (Sweep::ReadBufferLog, _) => f64::NAN, // not judged: never read
+            (Sweep::ReadBufferLog | Sweep::HddCacheReadBuffer(_) | Sweep::HddCacheUsers(_), _) => {
+                f64::NAN // not judged: never read
+            }
             (Sweep::CpuOneUser | Sweep::CpuFourUsers, _) => 1.0, // detail only
             (Sweep::ReadBuffer, SSD) => 1.0,
             (Sweep::ReadBuffer, _) => match x {
