@@ -12,6 +12,7 @@ use super::{derive_seed, Scale};
 use crate::backend::Backend;
 use crate::btreerun::{self, BtreeResult, BtreeSpec, StoreKind};
 mod analyse;
+mod table1;
 
 use crate::report::{LinePlot, Plot, Provenance, Section, Series, Table};
 use analyse::analyse;
@@ -483,7 +484,9 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         }
         .into(),
     ];
-    let verdicts = analyse(&get, &study, &cleaning_result, paper_segment);
+    let mut verdicts = analyse(&get, &study, &cleaning_result, paper_segment);
+    let table1 = table1::measure(ctx, seed)?;
+    verdicts.extend(table1.verdicts());
     Ok(Section {
         id: "astree".into(),
         title: "AS B-tree, in-place B+tree and BFTL (paper 004)".into(),
@@ -498,7 +501,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         seed,
         runtime_s: started.elapsed().as_secs_f64(),
         plots,
-        tables: vec![insert, other, cache, files],
+        tables: vec![insert, other, cache, files, table1.table()],
         verdicts,
         provenance: vec![
             Provenance {
