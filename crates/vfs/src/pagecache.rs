@@ -108,6 +108,8 @@ pub struct PageCache {
     dirty: BTreeMap<(Ino, u64), u64>,
     /// Each dirty file's oldest dirty time (writeback takes the oldest file first).
     file_dirtied: BTreeMap<Ino, u64>,
+    /// The same, ordered by that time (then file): the order `take_until` writes in.
+    files_by_age: BTreeSet<(u64, Ino)>,
     /// Clean cached pages, and their last use (for eviction, least recent first).
     clean: BTreeMap<(Ino, u64), u64>,
     by_use: BTreeSet<(u64, Ino, u64)>,
@@ -165,7 +167,10 @@ impl PageCache {
             self.forget_clean(ino, p);
             self.dirty.entry((ino, p)).or_insert(now_ns);
         }
-        self.file_dirtied.entry(ino).or_insert(now_ns);
+        if let std::collections::btree_map::Entry::Vacant(e) = self.file_dirtied.entry(ino) {
+            e.insert(now_ns);
+            self.files_by_age.insert((now_ns, ino));
+        }
         self.evict();
     }
 
@@ -269,10 +274,8 @@ impl PageCache {
     /// most `target_pages` stay dirty.
     pub fn take_until(&mut self, target_pages: u64, max_pages: u64) -> Vec<Run> {
         let mut excess = self.dirty_pages().saturating_sub(target_pages);
-        let mut files: Vec<(u64, Ino)> = self.file_dirtied.iter().map(|(&i, &t)| (t, i)).collect();
-        files.sort_unstable();
         let mut pages = Vec::new();
-        for (_, ino) in files {
+        for &(_, ino) in &self.files_by_age {
             if excess == 0 {
                 break;
             }
@@ -322,10 +325,16 @@ impl PageCache {
             .range((ino, 0)..(ino + 1, 0))
             .map(|(_, &t)| t)
             .min();
-        match oldest {
+        let before = match oldest {
             Some(t) => self.file_dirtied.insert(ino, t),
             None => self.file_dirtied.remove(&ino),
         };
+        if let Some(t) = before {
+            self.files_by_age.remove(&(t, ino));
+        }
+        if let Some(t) = oldest {
+            self.files_by_age.insert((t, ino));
+        }
     }
 }
 
