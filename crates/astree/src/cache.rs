@@ -208,6 +208,9 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
     fn file_bytes(&self) -> u64 {
         self.inner.file_bytes()
     }
+    fn segment_live_nodes(&self) -> Vec<(u64, u64)> {
+        self.inner.segment_live_nodes()
+    }
     fn io_time(&self) -> crate::storage::IoTime {
         self.inner.io_time()
     }

@@ -90,4 +90,9 @@ pub trait NodeStore {
     fn io_time(&self) -> crate::storage::IoTime;
     /// Its storage's clock (wall or virtual).
     fn now_ns(&self) -> u64;
+    /// A log-structured store's segments in log order, with their live node counts
+    /// (empty for a store that writes in place).
+    fn segment_live_nodes(&self) -> Vec<(u64, u64)> {
+        Vec::new()
+    }
 }

@@ -138,6 +138,9 @@ pub struct BtreeResult {
     pub nodes_moved: u64,
     pub segments_removed: u64,
     pub file_samples: Vec<FileSample>,
+    /// AS store at the end of the run: its segments in log order, with their live nodes
+    /// (paper 004's Fig. 6).
+    pub segment_live_nodes: Vec<(u64, u64)>,
 }
 
 fn diff(a: &StoreStats, b: &StoreStats) -> StoreStats {
@@ -273,6 +276,7 @@ fn measure<S: NodeStore>(
     out.segments_cleaned = all.segments_cleaned;
     out.nodes_moved = all.nodes_moved;
     out.segments_removed = all.segments_removed;
+    out.segment_live_nodes = tree.store().segment_live_nodes();
     Ok(())
 }
 

@@ -492,4 +492,7 @@ impl<S: Segments> NodeStore for AsStore<S> {
     fn file_bytes(&self) -> u64 {
         self.storage.total_bytes()
     }
+    fn segment_live_nodes(&self) -> Vec<(u64, u64)> {
+        self.segments()
+    }
 }

@@ -471,6 +471,24 @@ pub(super) fn analyse<'a>(
         )
         .with_role(Role::Check),
     );
+    // Fig. 6: valid nodes per 128 MB section of the uncleaned AS file; "most nodes lie
+    // within 1/6 of the file from its end".
+    let (tail_share, tail_segments) = share_in_last_sixth(&none.segment_live_nodes);
+    v.push(Verdict::numeric(
+        "astree.valid-nodes-in-last-sixth",
+        "Without cleaning most valid nodes of the AS file lie in its last sixth (Fig. 6)",
+        "\"most\" (judged as more than half)",
+        tail_share,
+        1.0,
+        0.5,
+        format!(
+            "{:.0}% of the live nodes in the last {tail_segments} of {} segments ({} MiB each); a file \
+             whose live nodes were spread evenly would hold a sixth there",
+            tail_share * 100.0,
+            none.segment_live_nodes.len(),
+            segment_bytes >> 20
+        ),
+    ));
     let cb = cleaning("AS, cost-benefit ≤1.5×");
     v.push(
         Verdict::numeric(
@@ -485,6 +503,15 @@ pub(super) fn analyse<'a>(
         .with_role(Role::Check),
     );
     v
+}
+
+/// The share of live nodes in the segments that make the last sixth of the log (at least
+/// one), and how many segments that is.
+pub(super) fn share_in_last_sixth(segments: &[(u64, u64)]) -> (f64, usize) {
+    let tail = segments.len().div_ceil(6).max(1).min(segments.len());
+    let total: u64 = segments.iter().map(|s| s.1).sum();
+    let in_tail: u64 = segments[segments.len() - tail..].iter().map(|s| s.1).sum();
+    (in_tail as f64 / total.max(1) as f64, tail)
 }
 
 #[cfg(test)]
@@ -564,6 +591,10 @@ mod tests {
             "AS, no cleaning" => BtreeResult {
                 file_bytes: 2000 << 20,
                 file_samples: samples(900 << 20, 2000 << 20),
+                // Fig. 6's shape: few live nodes in the old sections, most in the newest.
+                segment_live_nodes: (0..12)
+                    .map(|s| (s, if s < 10 { 20 } else { 400 }))
+                    .collect(),
                 ..Default::default()
             },
             _ => BtreeResult {
@@ -615,6 +646,14 @@ mod tests {
     }
 
     #[test]
+    fn the_last_sixth_is_the_newest_segments() {
+        let even: Vec<(u64, u64)> = (0..12).map(|s| (s, 100)).collect();
+        assert_eq!(share_in_last_sixth(&even), (2.0 / 12.0, 2));
+        assert_eq!(share_in_last_sixth(&[(0, 5), (1, 15)]), (0.75, 1));
+        assert_eq!(share_in_last_sixth(&[]), (0.0, 0));
+    }
+
+    #[test]
     fn paper_shaped_results_hold_every_claim() {
         let v = verdicts(61.0);
         let ids = Verdict::all_hold_with_unique_ids(&v);
@@ -633,6 +672,8 @@ mod tests {
             search_node_reads: 1000,
             search_read_requests: 1000,
             space_amplification: 1.0,
+            // Live nodes spread evenly over the log.
+            segment_live_nodes: (0..12).map(|s| (s, 100)).collect(),
             file_samples: vec![
                 FileSample {
                     inserts: 500,

@@ -483,6 +483,25 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 .collect(),
         }
         .into(),
+        LinePlot {
+            file_stem: "valid_nodes".into(),
+            title: format!(
+                "Valid nodes per {} MiB segment of the AS file without cleaning, oldest first (Fig. 6)",
+                paper_segment >> 20
+            ),
+            x_label: "segment".into(),
+            y_label: "valid nodes".into(),
+            series: vec![line(
+                "AS, no cleaning",
+                cleaning_result("AS, no cleaning")
+                    .segment_live_nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(_, live))| (i as f64, live as f64))
+                    .collect(),
+            )],
+        }
+        .into(),
     ];
     let mut verdicts = analyse(&get, &study, &cleaning_result, paper_segment);
     let table1 = table1::measure(ctx, seed)?;
