@@ -770,6 +770,14 @@ mod tests {
     }
 
     #[test]
+    fn every_quick_preview_names_a_verdict() {
+        let v = analyse(&paperlike(12.0));
+        for id in QUICK_PREVIEWS {
+            assert!(v.iter().any(|v| v.id() == id), "{id}");
+        }
+    }
+
+    #[test]
     fn paper_shaped_times_hold_every_claim() {
         let v = analyse(&paperlike(9.5));
         for v in &v {

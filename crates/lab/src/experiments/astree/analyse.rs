@@ -646,6 +646,14 @@ mod tests {
     }
 
     #[test]
+    fn every_quick_preview_names_a_verdict() {
+        let v = verdicts(61.0);
+        for id in super::super::QUICK_PREVIEWS {
+            assert!(v.iter().any(|v| v.id() == id), "{id}");
+        }
+    }
+
+    #[test]
     fn the_last_sixth_is_the_newest_segments() {
         let even: Vec<(u64, u64)> = (0..12).map(|s| (s, 100)).collect();
         assert_eq!(share_in_last_sixth(&even), (2.0 / 12.0, 2));
