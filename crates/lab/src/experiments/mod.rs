@@ -100,13 +100,16 @@ pub struct RunCtx {
     /// Stops the run: jobs not started yet are not run.
     pub cancel: Cancel,
     pub progress: Progress,
+    /// Wall seconds of every job `map` ran, in job order (map after map): where an
+    /// experiment's time goes, in its results (`job_wall_s`).
+    pub job_wall_s: std::sync::Arc<std::sync::Mutex<Vec<f64>>>,
 }
 
 impl RunCtx {
     pub fn new(cancel: Cancel) -> RunCtx {
         RunCtx {
             cancel,
-            progress: Progress::default(),
+            ..RunCtx::default()
         }
     }
 
@@ -119,16 +122,20 @@ impl RunCtx {
         f: impl Fn(&J) -> Result<R, crate::LabError> + Sync,
     ) -> Result<Vec<R>, crate::LabError> {
         self.progress.plan(jobs.len() as u64);
-        parallel_map(jobs, threads(), |j| {
+        let timed = parallel_map(jobs, threads(), |j| {
             if self.cancel.is_cancelled() {
-                return Err("interrupted".into());
+                return (Err("interrupted".into()), 0.0);
             }
+            let started = std::time::Instant::now();
             let r = f(j);
             self.progress.done();
-            r
-        })
-        .into_iter()
-        .collect()
+            (r, started.elapsed().as_secs_f64())
+        });
+        self.job_wall_s
+            .lock()
+            .expect("no job panicked while holding the lock")
+            .extend(timed.iter().map(|(_, s)| *s));
+        timed.into_iter().map(|(r, _)| r).collect()
     }
 
     /// Runs one step of a sequential experiment, counted as one job.
@@ -152,7 +159,16 @@ pub fn run_experiment(e: &Experiment, scale: Scale, seed: u64, ctx: &RunCtx) -> 
     let started = std::time::Instant::now();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (e.run)(scale, seed, ctx)));
     let error = match r {
-        Ok(Ok(section)) => return section,
+        Ok(Ok(mut section)) => {
+            let wall = ctx.job_wall_s.lock().map(|w| w.clone()).unwrap_or_default();
+            if let Some(results) = section.results.as_object_mut() {
+                results.insert(
+                    "job_wall_s".into(),
+                    wall.iter().map(|s| (s * 10.0).round() / 10.0).collect(),
+                );
+            }
+            return section;
+        }
         Ok(Err(e)) => e.to_string(),
         Err(panic) => {
             let what = panic
