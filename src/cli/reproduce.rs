@@ -59,7 +59,7 @@ pub(crate) fn run(a: ReproduceArgs) -> Result<()> {
         version: env!("CARGO_PKG_VERSION").to_string(),
         total_runtime_s: 0.0,
     };
-    let mut bars = Bars(None);
+    let mut bars = Bars::new();
     let r = experiments::reproduce(
         &chosen,
         a.scale,
@@ -85,28 +85,45 @@ pub(crate) fn run(a: ReproduceArgs) -> Result<()> {
     Ok(())
 }
 
-/// A progress bar per experiment (on a terminal): jobs done of jobs planned, redrawn by a
-/// ticker thread until the experiment ends.
-pub(crate) struct Bars(Option<(ProgressBar, std::sync::Arc<std::sync::atomic::AtomicBool>)>);
+/// A progress bar per running experiment (on a terminal): jobs done of jobs planned,
+/// redrawn by a ticker thread until the experiment ends. Experiments that run at the same
+/// time each have their own line.
+pub(crate) struct Bars {
+    multi: indicatif::MultiProgress,
+    running: std::collections::HashMap<String, Bar>,
+}
+
+type Bar = (ProgressBar, std::sync::Arc<std::sync::atomic::AtomicBool>);
 
 impl Bars {
+    pub(crate) fn new() -> Bars {
+        Bars {
+            multi: indicatif::MultiProgress::new(),
+            running: Default::default(),
+        }
+    }
+
+    fn stop_one((pb, stop): Bar) {
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        pb.finish_and_clear();
+    }
+
     fn stop(&mut self) {
-        if let Some((pb, stop)) = self.0.take() {
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            pb.finish_and_clear();
+        for (_, bar) in self.running.drain() {
+            Self::stop_one(bar);
         }
     }
 }
 
 impl experiments::Watcher for Bars {
     fn started(&mut self, e: &experiments::Experiment, progress: &experiments::Progress) {
-        let pb = ProgressBar::new(0);
+        let pb = self.multi.add(ProgressBar::new(0));
         pb.set_style(
             ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} jobs, {elapsed}")
                 .expect("valid template")
                 .progress_chars("=> "),
         );
-        pb.set_message(e.id.to_string());
+        pb.set_message(format!("{:<14}", e.id));
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (pb2, stop2, progress) = (pb.clone(), stop.clone(), progress.clone());
         std::thread::spawn(move || {
@@ -118,12 +135,16 @@ impl experiments::Watcher for Bars {
                 std::thread::sleep(std::time::Duration::from_millis(200));
             }
         });
-        self.0 = Some((pb, stop));
+        if let Some(old) = self.running.insert(e.id.to_string(), (pb, stop)) {
+            Self::stop_one(old);
+        }
     }
 
     fn finished(&mut self, s: &lab::report::Section) {
-        self.stop();
-        print_section_summary(s);
+        if let Some(bar) = self.running.remove(&s.id) {
+            Self::stop_one(bar);
+        }
+        self.multi.suspend(|| print_section_summary(s));
     }
 }
 

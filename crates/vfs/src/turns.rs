@@ -153,6 +153,9 @@ struct Inner<V> {
     scheduler: IoScheduler,
     cfq_queues: Vec<CfqQueue>,
     cfq_slice: Option<CfqSlice>,
+    /// Users blocked on the condition variable: with none, a change wakes no one (and
+    /// costs no system call).
+    sleepers: usize,
 }
 
 impl<V> Inner<V> {
@@ -248,6 +251,7 @@ impl<V: Vfs + VirtualClock> Turns<V> {
                 scheduler: IoScheduler::Fifo,
                 cfq_queues: vec![CfqQueue::default(); users],
                 cfq_slice: None,
+                sleepers: 0,
             }),
             turn: Condvar::new(),
         })
@@ -310,13 +314,19 @@ impl<V: Vfs + VirtualClock> Turns<V> {
 
     /// Sets user `u`'s state and shared clock, and wakes the others to look again.
     fn set(&self, u: usize, clock_ns: u64, state: UserState) {
-        if let Ok(mut g) = self.inner.lock() {
-            if g.state[u] != UserState::Done {
-                g.state[u] = state;
+        let wake = match self.inner.lock() {
+            Ok(mut g) => {
+                if g.state[u] != UserState::Done {
+                    g.state[u] = state;
+                }
+                g.clock_ns[u] = clock_ns;
+                g.sleepers > 0
             }
-            g.clock_ns[u] = clock_ns;
+            Err(_) => true,
+        };
+        if wake {
+            self.turn.notify_all();
         }
-        self.turn.notify_all();
     }
 }
 
@@ -343,12 +353,16 @@ impl<V: Vfs + VirtualClock> UserVfs<V> {
         loop {
             g.clock_ns[u] = self.clock_ns;
             g.state[u] = UserState::Waiting;
-            turns.turn.notify_all();
+            if g.sleepers > 0 {
+                turns.turn.notify_all();
+            }
             while !g.may_go(u) {
+                g.sleepers += 1;
                 g = turns
                     .turn
                     .wait(g)
                     .expect("no user panicked holding the file system");
+                g.sleepers -= 1;
             }
             let burst = std::mem::take(&mut self.burst_ns);
             let waited = if burst > 0 {
@@ -444,7 +458,9 @@ impl<V: Vfs + VirtualClock> UserVfs<V> {
         self.clock_ns = end.max(self.clock_ns);
         g.clock_ns[u] = self.clock_ns;
         g.state[u] = UserState::Running;
-        turns.turn.notify_all();
+        if g.sleepers > 0 {
+            turns.turn.notify_all();
+        }
         r
     }
 }

@@ -138,7 +138,6 @@ fn job_spec(
     users: u32,
     layout: PartitionLayout,
     cpu_ns_per_row: u64,
-    hdd_cache: Option<HddCache>,
 ) -> Result<JoinRunSpec, crate::LabError> {
     let build_rows = (sf * 1_500_000.0).round() as u64;
     let build_bytes = build_rows * 128;
@@ -147,11 +146,7 @@ fn job_spec(
     // and one write buffer per partition.
     let per_user = table_bytes(build_rows.div_ceil(n as u64) * 13 / 10, 128) + r + n as u64 * w;
     let rotational = preset == "hdd7200";
-    let mut preset = Preset::load(preset)?.with_capacity(32_000_000_000);
-    if let (Some(cache), flash::DeviceConfig::Hdd(hdd)) = (hdd_cache, &mut preset.device) {
-        hdd.write_cache_bytes = cache.mib * MIB;
-        hdd.destage_order = cache.order;
-    }
+    let preset = Preset::load(preset)?.with_capacity(32_000_000_000);
     Ok(JoinRunSpec {
         sf,
         layout: Layout::Fixed128,
@@ -223,7 +218,6 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                     1,
                     PartitionLayout::Regions,
                     CPU_NS,
-                    None,
                 )?,
             });
             jobs.push(Job {
@@ -238,7 +232,6 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                     1,
                     PartitionLayout::Log,
                     CPU_NS,
-                    None,
                 )?,
             });
         }
@@ -255,7 +248,6 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                     1,
                     PartitionLayout::Regions,
                     CPU_NS,
-                    None,
                 )?,
             });
         }
@@ -272,7 +264,6 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                     u,
                     PartitionLayout::Regions,
                     CPU_NS,
-                    None,
                 )?,
             });
         }
@@ -291,7 +282,6 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                     users,
                     PartitionLayout::Regions,
                     cpu,
-                    None,
                 )?,
             });
         }
@@ -303,20 +293,26 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             (Sweep::HddCacheReadBuffer(cache), 16, 16, 1),
             (Sweep::HddCacheUsers(cache), 2, 4, 2),
         ] {
+            let mut spec = job_spec(
+                sf,
+                DEVICES[HDD].0,
+                read_buffer(r),
+                4 * KIB,
+                users,
+                PartitionLayout::Regions,
+                CPU_NS,
+            )?;
+            if let Backend::Sim { preset } = &mut spec.backend {
+                if let flash::DeviceConfig::Hdd(hdd) = &mut preset.device {
+                    hdd.write_cache_bytes = cache.mib * MIB;
+                    hdd.destage_order = cache.order;
+                }
+            }
             jobs.push(Job {
                 sweep,
                 device: HDD,
                 x,
-                spec: job_spec(
-                    sf,
-                    DEVICES[HDD].0,
-                    read_buffer(r),
-                    4 * KIB,
-                    users,
-                    PartitionLayout::Regions,
-                    CPU_NS,
-                    Some(cache),
-                )?,
+                spec,
             });
         }
     }

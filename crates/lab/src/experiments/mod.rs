@@ -67,6 +67,47 @@ pub struct Experiment {
     /// Runs it at a scale with a seed; stops early (with an error) once the context's
     /// token is cancelled, and counts its jobs in the context's progress.
     pub run: fn(Scale, u64, &RunCtx) -> Result<Section, crate::LabError>,
+    /// It measures this machine (real file systems, real time): it runs alone, never
+    /// beside another experiment.
+    pub exclusive: bool,
+}
+
+/// Job slots shared by experiments that run at the same time: a job holds one while it
+/// runs, so the machine runs at most as many jobs as it has cores, whichever experiment
+/// they come from.
+#[derive(Debug)]
+pub struct Slots {
+    free: std::sync::Mutex<usize>,
+    freed: std::sync::Condvar,
+}
+
+impl Slots {
+    pub fn new(n: usize) -> Slots {
+        Slots {
+            free: std::sync::Mutex::new(n.max(1)),
+            freed: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Runs `f` holding a slot.
+    fn with<R>(&self, f: impl FnOnce() -> R) -> R {
+        {
+            let mut free = self.free.lock().expect("slots lock");
+            while *free == 0 {
+                free = self.freed.wait(free).expect("slots lock");
+            }
+            *free -= 1;
+        }
+        struct Release<'a>(&'a Slots);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                *self.0.free.lock().expect("slots lock") += 1;
+                self.0.freed.notify_one();
+            }
+        }
+        let _release = Release(self);
+        f()
+    }
 }
 
 /// How far an experiment is: jobs done of jobs planned (shared with whoever draws a
@@ -103,6 +144,9 @@ pub struct RunCtx {
     /// Wall seconds of every job `map` ran, in job order (map after map): where an
     /// experiment's time goes, in its results (`job_wall_s`).
     pub job_wall_s: std::sync::Arc<std::sync::Mutex<Vec<f64>>>,
+    /// Shared with the experiments that run beside this one (none: a job runs as soon as
+    /// a worker takes it).
+    pub slots: Option<std::sync::Arc<Slots>>,
 }
 
 impl RunCtx {
@@ -126,10 +170,17 @@ impl RunCtx {
             if self.cancel.is_cancelled() {
                 return (Err("interrupted".into()), 0.0);
             }
-            let started = std::time::Instant::now();
-            let r = f(j);
+            let run = || {
+                let started = std::time::Instant::now();
+                let r = f(j);
+                (r, started.elapsed().as_secs_f64())
+            };
+            let (r, secs) = match &self.slots {
+                Some(slots) => slots.with(run),
+                None => run(),
+            };
             self.progress.done();
-            (r, started.elapsed().as_secs_f64())
+            (r, secs)
         });
         self.job_wall_s
             .lock()
@@ -189,36 +240,43 @@ pub const ALL: &[Experiment] = &[
         id: "waf",
         about: "WAF versus over-provisioning for greedy, cost-benefit and FIFO GC, against Desnoyers's analytic FIFO model; hot/cold skew",
         run: waf::run,
+        exclusive: false,
     },
     Experiment {
         id: "tempfiles",
         about: "paper 000: fallocate and TRIM for hash-join temp files, repeated on MX500, 840 Pro and Cosmos+",
         run: tempfiles::run,
+        exclusive: false,
     },
     Experiment {
         id: "gracejoin",
         about: "paper 001: grace hash join on SSD vs HDD: read buffer, write buffer, concurrent users",
         run: gracejoin::run,
+        exclusive: false,
     },
     Experiment {
         id: "astree",
         about: "paper 004: AS B-tree vs in-place B+tree vs BFTL on a 2011 drive with a FAST FTL",
         run: astree::run,
+        exclusive: false,
     },
     Experiment {
         id: "nosql",
         about: "paper 003: an append-only key-value store's write batches on real ext4, XFS and btrfs (captured on loop devices, replayed on the 840 Pro; needs root)",
         run: nosql::run,
+        exclusive: true,
     },
     Experiment {
         id: "tempfiles-real",
         about: "paper 000 on a real kernel: the hash join's spill files on ext4 with and without discard, fallocate on and off, captured and replayed on the MX500 (needs root)",
         run: tempfiles_real::run,
+        exclusive: true,
     },
     Experiment {
         id: "trim",
         about: "paper 002: deleting a fragmented file with TRIM, vTrim, fTrim and fTrim with preemption",
         run: trim::run,
+        exclusive: false,
     },
 ];
 
@@ -241,9 +299,12 @@ pub trait Watcher {
     fn finished(&mut self, _section: &Section) {}
 }
 
-/// Runs `chosen` in order and writes the report of what ran to `out`. An experiment that
-/// fails (an error or a panic) gets a section saying so and the others still run; once
-/// `cancel` is cancelled no further experiment starts, and the report holds what finished.
+/// Runs `chosen` and writes the report of what ran to `out`, sections in `chosen`'s order.
+/// The experiments that only simulate run at the same time, sharing one job slot per core
+/// (so the cores stay busy while one experiment finishes its last long jobs); then each
+/// exclusive one runs alone. An experiment that fails (an error or a panic) gets a section
+/// saying so and the others still run; once `cancel` is cancelled no further experiment
+/// starts, and the report holds what finished.
 pub fn reproduce(
     chosen: &[&Experiment],
     scale: Scale,
@@ -251,22 +312,45 @@ pub fn reproduce(
     cancel: &Cancel,
     out: &std::path::Path,
     mut info: crate::report::RunInfo,
-    watcher: &mut dyn Watcher,
+    watcher: &mut (dyn Watcher + Send),
 ) -> Result<Reproduced, crate::LabError> {
     let started = std::time::Instant::now();
-    let mut sections = Vec::new();
-    let mut interrupted = false;
-    for e in chosen {
+    let mut done: Vec<Option<Section>> = chosen.iter().map(|_| None).collect();
+    let watcher = std::sync::Mutex::new(watcher);
+    let slots = std::sync::Arc::new(Slots::new(threads()));
+    let run_one = |e: &Experiment, slots: Option<std::sync::Arc<Slots>>| -> Option<Section> {
         if cancel.is_cancelled() {
-            interrupted = true;
-            break;
+            return None;
         }
-        let ctx = RunCtx::new(cancel.clone());
-        watcher.started(e, &ctx.progress);
+        let ctx = RunCtx {
+            slots,
+            ..RunCtx::new(cancel.clone())
+        };
+        watcher.lock().expect("watcher").started(e, &ctx.progress);
         let s = run_experiment(e, scale, seed, &ctx);
-        watcher.finished(&s);
-        sections.push(s);
+        watcher.lock().expect("watcher").finished(&s);
+        Some(s)
+    };
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = chosen
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !e.exclusive)
+            .map(|(i, e)| {
+                let slots = slots.clone();
+                let run_one = &run_one;
+                (i, scope.spawn(move || run_one(e, Some(slots))))
+            })
+            .collect();
+        for (i, h) in handles {
+            done[i] = h.join().expect("run_experiment catches panics");
+        }
+    });
+    for (i, e) in chosen.iter().enumerate().filter(|(_, e)| e.exclusive) {
+        done[i] = run_one(e, None);
     }
+    let interrupted = done.iter().any(Option::is_none);
+    let sections: Vec<Section> = done.into_iter().flatten().collect();
     info.total_runtime_s = started.elapsed().as_secs_f64();
     let index = crate::report::write_report(out, &info, &sections)?;
     let failed = sections
@@ -388,16 +472,19 @@ mod tests {
                 id: "broken",
                 about: "fails",
                 run: broken,
+                exclusive: false,
             },
             Experiment {
                 id: "panicking",
                 about: "panics",
                 run: panicking,
+                exclusive: false,
             },
             Experiment {
                 id: "fine",
                 about: "works",
                 run: fine,
+                exclusive: true,
             },
         ];
         let chosen: Vec<&Experiment> = exps.iter().collect();
@@ -425,7 +512,12 @@ mod tests {
             vec!["broken".to_string(), "panicking".to_string()]
         );
         assert!(!r.interrupted);
-        assert_eq!(progress, vec!["broken", "panicking", "fine"]);
+        // The two that only simulate ran side by side (either may end first); the
+        // exclusive one after them; the report keeps the chosen order.
+        assert_eq!(progress.len(), 3);
+        assert_eq!(progress[2], "fine");
+        let ids: Vec<&str> = r.sections.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["broken", "panicking", "fine"]);
         let html = std::fs::read_to_string(&r.index).unwrap();
         assert!(html.contains("disk on fire") && html.contains("index out of bounds"));
         assert!(html.contains("A fine experiment"));
@@ -443,6 +535,68 @@ mod tests {
         );
     }
 
+    static RUNNING_JOBS: AtomicU64 = AtomicU64::new(0);
+    static MOST_JOBS: AtomicU64 = AtomicU64::new(0);
+    static RUNNING_EXPERIMENTS: AtomicU64 = AtomicU64::new(0);
+    static OVERLAPPED_EXCLUSIVE: AtomicU64 = AtomicU64::new(0);
+
+    fn counting(_: Scale, seed: u64, ctx: &RunCtx) -> Result<Section, crate::LabError> {
+        RUNNING_EXPERIMENTS.fetch_add(1, Ordering::SeqCst);
+        ctx.map(&[0u8; 6], |_| {
+            let now = RUNNING_JOBS.fetch_add(1, Ordering::SeqCst) + 1;
+            MOST_JOBS.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            RUNNING_JOBS.fetch_sub(1, Ordering::SeqCst);
+            Ok(())
+        })?;
+        RUNNING_EXPERIMENTS.fetch_sub(1, Ordering::SeqCst);
+        Ok(Section::failed("counting", "", "", seed))
+    }
+
+    fn alone(_: Scale, seed: u64, _: &RunCtx) -> Result<Section, crate::LabError> {
+        if RUNNING_EXPERIMENTS.load(Ordering::SeqCst) > 0 {
+            OVERLAPPED_EXCLUSIVE.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(Section::failed("alone", "", "", seed))
+    }
+
+    #[test]
+    fn experiments_side_by_side_share_one_slot_per_core_and_an_exclusive_one_runs_alone() {
+        let exps: Vec<Experiment> = (0..3)
+            .map(|_| Experiment {
+                id: "counting",
+                about: "",
+                run: counting,
+                exclusive: false,
+            })
+            .chain([Experiment {
+                id: "alone",
+                about: "",
+                run: alone,
+                exclusive: true,
+            }])
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let r = reproduce(
+            &exps.iter().collect::<Vec<_>>(),
+            Scale::Quick,
+            1,
+            &Cancel::new(),
+            dir.path(),
+            crate::report::RunInfo::default(),
+            &mut Quiet,
+        )
+        .unwrap();
+        assert_eq!(r.sections.len(), 4);
+        let most = MOST_JOBS.load(Ordering::SeqCst);
+        assert!(
+            most >= 1 && most as usize <= threads(),
+            "{most} jobs at once on {} cores",
+            threads()
+        );
+        assert_eq!(OVERLAPPED_EXCLUSIVE.load(Ordering::SeqCst), 0);
+    }
+
     #[test]
     fn once_cancelled_no_experiment_starts_and_jobs_stop() {
         let cancel = Cancel::new();
@@ -456,6 +610,7 @@ mod tests {
             id: "fine",
             about: "works",
             run: fine,
+            exclusive: false,
         }];
         let dir = tempfile::tempdir().unwrap();
         let r = reproduce(
