@@ -712,6 +712,14 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn every_quick_preview_names_a_verdict() {
+        let v = verdicts(700.0);
+        for id in super::super::QUICK_PREVIEWS {
+            assert!(v.iter().any(|v| v.id() == id), "{id}");
+        }
+    }
+
+    #[test]
     fn paper_shaped_runs_hold_every_claim() {
         let v = verdicts(10.0);
         Verdict::all_hold_with_unique_ids(&v);
