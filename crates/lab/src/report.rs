@@ -812,6 +812,19 @@ pub fn write_report(
             "<p class=\"meta\">seed {} · run time {:.1} s · reproduce: <code>flashlab reproduce --only {} --scale {}</code></p>",
             s.seed, s.runtime_s, s.id, info.scale
         );
+        let mut whys: Vec<&str> = s
+            .verdicts
+            .iter()
+            .filter_map(|v| v.preview.as_deref())
+            .collect();
+        whys.dedup();
+        for why in whys {
+            let _ = writeln!(
+                body,
+                "<p class=\"meta\"><b>Previews.</b> The verdicts marked preview are judged at <code>--scale full</code>: {}.</p>",
+                prose(why)
+            );
+        }
         body.push_str("<table class=\"verdicts\"><tr><th>claim</th><th>reference</th><th>ours</th><th>verdict</th></tr>\n");
         for v in &s.verdicts {
             let _ = writeln!(
@@ -835,10 +848,9 @@ pub fn write_report(
                     (None, false) => "fails",
                 },
                 match (&v.preview, v.holds) {
-                    (Some(why), held) => format!(
-                        "preview: {} at this scale<br><span class=\"meta\">judged at <code>--scale full</code>; {}</span>",
+                    (Some(_), held) => format!(
+                        "preview: {} at this scale<br><span class=\"meta\">judged at <code>--scale full</code> (see above)</span>",
                         if held { "holds" } else { "does not hold" },
-                        prose(why)
                     ),
                     (None, true) => "holds".into(),
                     (None, false) => "does not hold".into(),
@@ -1000,6 +1012,13 @@ mod tests {
         assert!(a.get("preview").is_none());
         let e = s.mark_previews(&["x.renamed"], "w").unwrap_err();
         assert!(e.to_string().contains("x.renamed"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let index = write_report(dir.path(), &RunInfo::default(), &[s]).unwrap();
+        let html = std::fs::read_to_string(index).unwrap();
+        assert_eq!(html.matches("<b>Previews.</b>").count(), 1, "the why once");
+        assert!(html.contains("quick is smaller"));
+        assert!(html.contains("preview: does not hold at this scale"));
+        assert!(html.contains("1 of them previews"));
     }
 
     #[test]
