@@ -73,7 +73,7 @@ const QUICK_PREVIEWS: [&str; 3] = [
 const QUICK_PREVIEW_WHY: &str = "quick scale keeps 256,000 documents and makes at most 16,000 updates per \
     run (full: 400,000 and up to 400,000, ~3 GB written at 256 documents per commit against ~70 MB): measured, \
     each update of a full-scale large batch costs the simulated drive more (about 80 µs against 46 µs on ext4 at \
-    256 per commit), so the rise from 1 to 256 is about half the quick scale's";
+    256 per commit), so the rise from 1 to 256 is a third to a half of the quick scale's";
 
 pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
     let cancel = &ctx.cancel;
