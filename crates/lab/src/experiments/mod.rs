@@ -141,8 +141,8 @@ pub struct RunCtx {
     /// Stops the run: jobs not started yet are not run.
     pub cancel: Cancel,
     pub progress: Progress,
-    /// Wall seconds of every job `map` ran, in job order (map after map): where an
-    /// experiment's time goes, in its results (`job_wall_s`).
+    /// Wall seconds of every job `map` and `step` ran, in job order (call after call):
+    /// where an experiment's time goes, in its results (`job_wall_s`).
     pub job_wall_s: std::sync::Arc<std::sync::Mutex<Vec<f64>>>,
     /// Shared with the experiments that run beside this one (none: a job runs as soon as
     /// a worker takes it).
@@ -198,7 +198,19 @@ impl RunCtx {
             return Err("interrupted".into());
         }
         self.progress.plan(1);
-        let r = f();
+        let run = || {
+            let started = std::time::Instant::now();
+            let r = f();
+            (r, started.elapsed().as_secs_f64())
+        };
+        let (r, secs) = match &self.slots {
+            Some(slots) => slots.with(run),
+            None => run(),
+        };
+        self.job_wall_s
+            .lock()
+            .expect("no job panicked while holding the lock")
+            .push(secs);
         self.progress.done();
         r
     }
@@ -632,6 +644,11 @@ mod tests {
         ctx.map(&[1, 2, 3, 4], |&x| Ok(x)).unwrap();
         ctx.step(|| Ok(())).unwrap();
         assert_eq!(ctx.progress.get(), (5, 5));
+        assert_eq!(
+            ctx.job_wall_s.lock().unwrap().len(),
+            5,
+            "every job's wall time, map's and step's"
+        );
     }
 
     #[test]
