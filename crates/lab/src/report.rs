@@ -242,6 +242,15 @@ impl Verdict {
             .holds
     }
 
+    /// Test helper: asserts that every id of `ids` names a verdict of `verdicts` (a list of
+    /// ids kept beside the verdicts, such as an experiment's quick-scale previews).
+    #[cfg(test)]
+    pub(crate) fn assert_ids_exist(verdicts: &[Verdict], ids: &[&str]) {
+        for id in ids {
+            assert!(verdicts.iter().any(|v| v.id() == *id), "no verdict {id}");
+        }
+    }
+
     /// Test helper for null models: asserts that no `predicted` verdict of `verdicts`
     /// holds (a model without the mechanism must fail every prediction).
     #[cfg(test)]

@@ -768,9 +768,7 @@ mod tests {
     #[test]
     fn every_quick_preview_names_a_verdict() {
         let v = analyse(&paperlike(12.0));
-        for id in QUICK_PREVIEWS {
-            assert!(v.iter().any(|v| v.id() == id), "{id}");
-        }
+        Verdict::assert_ids_exist(&v, &QUICK_PREVIEWS);
     }
 
     #[test]

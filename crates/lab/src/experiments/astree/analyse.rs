@@ -648,9 +648,7 @@ mod tests {
     #[test]
     fn every_quick_preview_names_a_verdict() {
         let v = verdicts(61.0);
-        for id in super::super::QUICK_PREVIEWS {
-            assert!(v.iter().any(|v| v.id() == id), "{id}");
-        }
+        Verdict::assert_ids_exist(&v, &super::super::QUICK_PREVIEWS);
     }
 
     #[test]
