@@ -118,7 +118,8 @@ impl Rates {
                 0.05,
                 format!(
                     "{write_us:.1} µs: the firmware's work before a buffered write is acknowledged \
-                     (write_ack_ns) was set to meet it; the buffer's size (8 MiB) is assumed"
+                     (write_ack_ns) was set to meet it; the buffer's size (8 MiB) is assumed, and 1 or \
+                     64 MiB give the F=256 inserts the same times (each write drains before the next)"
                 ),
             )
             .with_role(Role::Calibrated),
