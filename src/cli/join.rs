@@ -127,6 +127,7 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
             HostPath::DirectIo => vfs::HostConfig::direct_io(),
             HostPath::None => vfs::HostConfig::uncached(),
         },
+        replay_repetitions: true,
     };
     let spec = lab::joinrun::JoinRunSpec {
         sf: a.sf,

@@ -7,6 +7,8 @@
 //! - [`store`]: the spill-file backends ([`store::OsStore`], [`store::SimStore`]).
 //! - [`postgres`]: PostgreSQL 12's hash join, its batch files as PostgreSQL writes them.
 //! - [`parallel`]: the same join on several threads sharing the budget and the files.
+//! - [`recorded`]: a serial join's storage calls recorded once and replayed for its
+//!   repetitions.
 //! - [`memory`]: the memory budget and its reservations.
 //! - [`table`]: the in-memory hash table.
 
@@ -15,6 +17,7 @@ pub mod join;
 pub mod memory;
 pub mod parallel;
 pub mod postgres;
+pub mod recorded;
 pub mod store;
 pub mod table;
 

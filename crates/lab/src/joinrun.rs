@@ -44,6 +44,10 @@ pub struct JoinStorage {
     pub stream_inputs: bool,
     /// sim: the host path the spill files go through.
     pub host: vfs::HostConfig,
+    /// sim, one user on one thread: the repetitions after the first replay its storage
+    /// calls instead of computing the join again (`hashjoin::recorded`; the same simulated
+    /// numbers, checked by a test). Off: the join runs every time.
+    pub replay_repetitions: bool,
 }
 
 impl Default for JoinStorage {
@@ -62,6 +66,7 @@ impl Default for JoinStorage {
             inputs_on_device: false,
             stream_inputs: false,
             host: vfs::HostConfig::uncached(),
+            replay_repetitions: true,
         }
     }
 }
@@ -138,6 +143,11 @@ pub struct JoinRunResult {
     pub peak_memory_bytes: u64,
     pub stale_spill_files_removed: u64,
     pub repetitions: Vec<Repetition>,
+    /// Repetitions that replayed the first one's storage calls (see
+    /// [`JoinStorage::replay_repetitions`]); not in the output, whose numbers it does not
+    /// change.
+    #[serde(skip)]
+    pub replayed_repetitions: u32,
 }
 
 /// Runs `f(user)` for every user in its own thread; results in user order.
@@ -515,60 +525,100 @@ pub fn run(
                 spec.host_cores.map(|c| c as usize),
             );
             turns.set_scheduler(spec.io_scheduler);
+            // A store of user `u`'s thread `t`, its inputs added, parked: as every
+            // repetition starts.
+            let setup = |u: usize, t: usize| -> Result<_, crate::LabError> {
+                let mut store =
+                    VfsStore::on(turns.user(u * threads + t), "the simulated drive", None)
+                        .with_prefix(&format!("flashlab-spill-user{u}-thread{t}-"));
+                let (o, l) = if st.inputs_on_device {
+                    (
+                        store.open_input("orders").map_err(e)?,
+                        store.open_input("lineitem").map_err(e)?,
+                    )
+                } else if st.stream_inputs {
+                    let source = |table: Table| -> vfs::SourceFactory {
+                        let (sf, layout) = (spec.sf, spec.layout);
+                        Arc::new(move || {
+                            Box::new(GeneratedTable::new(table, sf, layout))
+                                as Box<dyn vfs::FileSource>
+                        })
+                    };
+                    (
+                        store
+                            .add_generated_input("orders", source(Table::Orders))
+                            .map_err(e)?,
+                        store
+                            .add_generated_input("lineitem", source(Table::Lineitem))
+                            .map_err(e)?,
+                    )
+                } else {
+                    (
+                        store.add_memory_input("orders", od.clone()).map_err(e)?,
+                        store.add_memory_input("lineitem", ld.clone()).map_err(e)?,
+                    )
+                };
+                let pair = inputs(spec, (o, rows.0), (l, rows.1), 0);
+                store.park();
+                Ok((store, pair))
+            };
+            // One user on one thread: the join makes the same storage calls every
+            // repetition, so the first one's are recorded and the later repetitions replay
+            // them (`hashjoin::recorded`: the same simulated I/O and times, without
+            // computing the join again).
+            let serial =
+                st.replay_repetitions && spec.users == 1 && threads == 1 && spec.repeat > 1;
+            let mut recording: Option<hashjoin::recorded::Recording> = None;
             for rep in 0..spec.repeat {
                 let before = turns.with_vfs(|v| v.fs().device().dev.stats());
                 turns.start_round();
-                // Each user joins in its own thread with its own store; the shared drive
-                // orders their I/O in virtual time, so the result does not depend on
-                // thread scheduling.
                 let results: Vec<Result<(JoinResult, u64), crate::LabError>> =
-                    for_each_user(spec.users, |u| {
-                        // The user's threads are one group of the drive's users, all
-                        // parked after setting up: the join resumes them together.
-                        let mut stores = Vec::new();
-                        let mut pairs = Vec::new();
-                        for t in 0..threads {
-                            let mut store = VfsStore::on(
-                                turns.user(u * threads + t),
-                                "the simulated drive",
-                                None,
-                            )
-                            .with_prefix(&format!("flashlab-spill-user{u}-thread{t}-"));
-                            let (o, l) = if st.inputs_on_device {
-                                (
-                                    store.open_input("orders").map_err(e)?,
-                                    store.open_input("lineitem").map_err(e)?,
-                                )
-                            } else if st.stream_inputs {
-                                let source = |table: Table| -> vfs::SourceFactory {
-                                    let (sf, layout) = (spec.sf, spec.layout);
-                                    Arc::new(move || {
-                                        Box::new(GeneratedTable::new(table, sf, layout))
-                                            as Box<dyn vfs::FileSource>
-                                    })
-                                };
-                                (
-                                    store
-                                        .add_generated_input("orders", source(Table::Orders))
-                                        .map_err(e)?,
-                                    store
-                                        .add_generated_input("lineitem", source(Table::Lineitem))
-                                        .map_err(e)?,
-                                )
-                            } else {
-                                (
-                                    store.add_memory_input("orders", od.clone()).map_err(e)?,
-                                    store.add_memory_input("lineitem", ld.clone()).map_err(e)?,
-                                )
-                            };
-                            pairs.push(inputs(spec, (o, rows.0), (l, rows.1), 0));
-                            store.park();
-                            stores.push(store);
-                        }
-                        let r = parallel_hash_join(&mut stores, &user_pools[u], &user_join, &pairs)
-                            .map_err(e)?;
-                        Ok((r, stores.iter().map(|s| s.elapsed_ns()).max().unwrap_or(0)))
-                    });
+                    if let Some(recorded) = &recording {
+                        let (mut store, _) = setup(0, 0)?;
+                        let replayed = recorded.replay(&mut store).map_err(e)?;
+                        out.replayed_repetitions += 1;
+                        let (partition_ns, join_ns) =
+                            hashjoin::recorded::Recording::phases(&replayed);
+                        let r = JoinResult {
+                            partition_ns,
+                            join_ns,
+                            ..JoinResult::default()
+                        };
+                        vec![Ok((r, store.elapsed_ns()))]
+                    } else if serial {
+                        let (store, pair) = setup(0, 0)?;
+                        let mut stores = [hashjoin::recorded::Recorder::new(store)];
+                        let r =
+                            parallel_hash_join(&mut stores, &user_pools[0], &user_join, &[pair])
+                                .map_err(e)?;
+                        let [rec] = stores;
+                        let (rec, store) = rec.finish();
+                        // Replayed only if its phase times come out as the join's do.
+                        recording = rec
+                            .check_phases(r.partition_ns, r.join_ns)
+                            .ok()
+                            .map(|()| rec);
+                        vec![Ok((r, store.elapsed_ns()))]
+                    } else {
+                        // Each user joins in its own thread with its own store; the shared
+                        // drive orders their I/O in virtual time, so the result does not
+                        // depend on thread scheduling.
+                        for_each_user(spec.users, |u| {
+                            // The user's threads are one group of the drive's users, all
+                            // parked after setting up: the join resumes them together.
+                            let mut stores = Vec::new();
+                            let mut pairs = Vec::new();
+                            for t in 0..threads {
+                                let (store, pair) = setup(u, t)?;
+                                pairs.push(pair);
+                                stores.push(store);
+                            }
+                            let r =
+                                parallel_hash_join(&mut stores, &user_pools[u], &user_join, &pairs)
+                                    .map_err(e)?;
+                            Ok((r, stores.iter().map(|s| s.elapsed_ns()).max().unwrap_or(0)))
+                        })
+                    };
                 let mut repetition = Repetition::default();
                 for r in results {
                     let (r, elapsed) = r?;
@@ -676,6 +726,72 @@ mod tests {
             let n = g.read_at(130, &mut buf[..300]);
             assert_eq!(&buf[..n], &bytes[130..430]);
             assert_eq!(g.read_at(g.len_bytes(), &mut buf), 0);
+        }
+    }
+
+    #[test]
+    fn replayed_repetitions_give_the_numbers_of_joins_run_again() {
+        // Paper 000's join on the simulated MX500 through each host path, with and without
+        // TRIM and fallocate, and the grace join: every repetition's numbers the same
+        // whether the join runs again or its first run's calls are replayed.
+        let cases: [(hashjoin::Algorithm, vfs::HostConfig, DiscardMode, bool); 4] = [
+            (
+                hashjoin::Algorithm::Postgres,
+                crate::experiments::tempfiles::postgres_host(0.01),
+                DiscardMode::Journal,
+                false,
+            ),
+            (
+                hashjoin::Algorithm::Postgres,
+                vfs::HostConfig::direct_io(),
+                DiscardMode::Journal,
+                true,
+            ),
+            (
+                hashjoin::Algorithm::Postgres,
+                vfs::HostConfig::uncached(),
+                DiscardMode::Online,
+                true,
+            ),
+            (
+                hashjoin::Algorithm::Grace,
+                vfs::HostConfig::linux(64 << 20),
+                DiscardMode::None,
+                false,
+            ),
+        ];
+        for (algorithm, host, discard, fallocate) in cases {
+            let run = |replay: bool| {
+                let mut spec = crate::experiments::tempfiles::join_spec(
+                    "mx500",
+                    0.01,
+                    256 << 20,
+                    3,
+                    fallocate,
+                    true,
+                )
+                .unwrap();
+                spec.join.algorithm = algorithm;
+                if algorithm == hashjoin::Algorithm::Postgres {
+                    spec.memory_bytes = 64 << 10;
+                }
+                spec.storage.host = host.clone();
+                spec.storage.discard = discard;
+                spec.storage.replay_repetitions = replay;
+                run(&spec, &mut |_| {}).unwrap()
+            };
+            let (again, replayed) = (run(false), run(true));
+            assert_eq!(
+                (again.replayed_repetitions, replayed.replayed_repetitions),
+                (0, 2)
+            );
+            assert!(again.bytes_spilled > 0 && again.repetitions[2].total_ns > 0);
+            assert!(again.repetitions[1].partition_ns > 0 && again.repetitions[1].join_ns > 0);
+            assert_eq!(
+                serde_json::to_value(&again).unwrap(),
+                serde_json::to_value(&replayed).unwrap(),
+                "{algorithm:?} {discard:?} fallocate {fallocate}"
+            );
         }
     }
 
