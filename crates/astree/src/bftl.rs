@@ -51,17 +51,17 @@ impl Iu {
     }
 }
 
-/// A node as a map (the form IUs replay into).
+/// A node as a map (the form IUs replay into): its entries sorted by key, each key once.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Content {
     leaf: bool,
-    entries: BTreeMap<Vec<u8>, Vec<u8>>,
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
     link: NodeId,
 }
 
 impl Content {
     fn of(node: &Node) -> Content {
-        match node {
+        let c = match node {
             Node::Leaf { keys, values, next } => Content {
                 leaf: true,
                 entries: keys
@@ -80,68 +80,108 @@ impl Content {
                     .collect(),
                 link: children[0],
             },
-        }
+        };
+        debug_assert!(c.entries.windows(2).all(|w| w[0].0 < w[1].0), "a node's keys are sorted");
+        c
     }
 
     fn node(&self) -> Node {
+        let keys = self.entries.iter().map(|(k, _)| k.clone()).collect();
         if self.leaf {
             Node::Leaf {
-                keys: self.entries.keys().cloned().collect(),
-                values: self.entries.values().cloned().collect(),
+                keys,
+                values: self.entries.iter().map(|(_, v)| v.clone()).collect(),
                 next: self.link,
             }
         } else {
             let mut children = vec![self.link];
             children.extend(
                 self.entries
-                    .values()
-                    .map(|v| u64::from_le_bytes(v.as_slice().try_into().expect("8-byte child"))),
+                    .iter()
+                    .map(|(_, v)| u64::from_le_bytes(v.as_slice().try_into().expect("8-byte child"))),
             );
-            Node::Internal {
-                keys: self.entries.keys().cloned().collect(),
-                children,
-            }
+            Node::Internal { keys, children }
         }
     }
 
-    fn apply(&mut self, iu: &Iu) {
+    /// Where `key` is, or would go.
+    fn find(&self, key: &[u8]) -> Result<usize, usize> {
+        self.entries.binary_search_by(|(k, _)| k.as_slice().cmp(key))
+    }
+
+    fn apply(&mut self, iu: Iu) {
         match iu {
             Iu::Reset { leaf } => {
-                *self = Content {
-                    leaf: *leaf,
-                    entries: BTreeMap::new(),
-                    link: NONE,
-                }
+                self.leaf = leaf;
+                self.entries.clear();
+                self.link = NONE;
             }
             Iu::Put { key, value } => {
-                self.entries.insert(key.clone(), value.clone());
+                // A node's IUs mostly come in key order (a compaction writes them so).
+                if self.entries.last().is_none_or(|(last, _)| *last < key) {
+                    self.entries.push((key, value));
+                    return;
+                }
+                match self.find(&key) {
+                    Ok(i) => self.entries[i].1 = value,
+                    Err(i) => self.entries.insert(i, (key, value)),
+                }
             }
             Iu::Del { key } => {
-                self.entries.remove(key);
+                if let Ok(i) = self.find(&key) {
+                    self.entries.remove(i);
+                }
             }
-            Iu::Link(l) => self.link = *l,
+            Iu::Link(l) => self.link = l,
         }
     }
 
-    /// IUs turning `self` into `new`.
+    /// IUs turning `self` into `new`: the puts of new or changed entries in key order,
+    /// then the deletes of entries gone in key order, then the link if it changed (one
+    /// merge of the two sorted lists).
     fn diff(&self, new: &Content) -> Vec<Iu> {
         if self.leaf != new.leaf {
             return new.full();
         }
         let mut out = Vec::new();
-        for (k, v) in &new.entries {
-            if self.entries.get(k) != Some(v) {
-                out.push(Iu::Put {
-                    key: k.clone(),
-                    value: v.clone(),
-                });
+        let mut gone = Vec::new();
+        let (old, new_entries) = (&self.entries, &new.entries);
+        let (mut i, mut j) = (0, 0);
+        while i < old.len() || j < new_entries.len() {
+            let order = match (old.get(i), new_entries.get(j)) {
+                (Some(o), Some(n)) => o.0.cmp(&n.0),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                _ => std::cmp::Ordering::Greater,
+            };
+            match order {
+                std::cmp::Ordering::Less => {
+                    gone.push(Iu::Del {
+                        key: old[i].0.clone(),
+                    });
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    let (k, v) = &new_entries[j];
+                    out.push(Iu::Put {
+                        key: k.clone(),
+                        value: v.clone(),
+                    });
+                    j += 1;
+                }
+                std::cmp::Ordering::Equal => {
+                    if old[i].1 != new_entries[j].1 {
+                        let (k, v) = &new_entries[j];
+                        out.push(Iu::Put {
+                            key: k.clone(),
+                            value: v.clone(),
+                        });
+                    }
+                    i += 1;
+                    j += 1;
+                }
             }
         }
-        for k in self.entries.keys() {
-            if !new.entries.contains_key(k) {
-                out.push(Iu::Del { key: k.clone() });
-            }
-        }
+        out.extend(gone);
         if self.link != new.link {
             out.push(Iu::Link(new.link));
         }
@@ -231,7 +271,9 @@ impl<S: Storage> BftlStore<S> {
         out.extend_from_slice(&b);
     }
 
-    fn decode_ius(sector: &[u8], sector_no: u64) -> Result<Vec<(NodeId, Iu)>, TreeError> {
+    /// The IUs of node `only` in `sector` (sector number `sector_no`), in order; every IU's
+    /// frame is checked, the others' bodies are skipped.
+    fn decode_ius(sector: &[u8], sector_no: u64, only: NodeId) -> Result<Vec<Iu>, TreeError> {
         let mut out = Vec::new();
         let mut at = 0;
         while at + IU_HEADER <= sector.len() {
@@ -258,6 +300,10 @@ impl<S: Storage> BftlStore<S> {
                     msg: "index unit runs past its sector".into(),
                 });
             }
+            if node != only && (1..=5).contains(&op) {
+                at = body + al + bl;
+                continue;
+            }
             let (a, b) = (
                 sector[body..body + al].to_vec(),
                 sector[body + al..body + al + bl].to_vec(),
@@ -281,7 +327,7 @@ impl<S: Storage> BftlStore<S> {
                     })
                 }
             };
-            out.push((node, iu));
+            out.push(iu);
             at = body + al + bl;
         }
         Ok(out)
@@ -366,14 +412,12 @@ impl<S: Storage> BftlStore<S> {
             self.storage.read_at(s * SECTOR_BYTES as u64, &mut sector)?;
             self.stats.read_requests += 1;
             self.stats.bytes_read += sector.len() as u64;
-            for (n, iu) in Self::decode_ius(&sector, s)? {
-                if n == id {
-                    c.apply(&iu);
-                }
+            for iu in Self::decode_ius(&sector, s, id)? {
+                c.apply(iu);
             }
         }
         for iu in self.pending.get(&id).into_iter().flatten() {
-            c.apply(iu);
+            c.apply(iu.clone());
         }
         Ok(c)
     }
