@@ -81,7 +81,10 @@ impl Content {
                 link: children[0],
             },
         };
-        debug_assert!(c.entries.windows(2).all(|w| w[0].0 < w[1].0), "a node's keys are sorted");
+        debug_assert!(
+            c.entries.windows(2).all(|w| w[0].0 < w[1].0),
+            "a node's keys are sorted"
+        );
         c
     }
 
@@ -96,9 +99,9 @@ impl Content {
         } else {
             let mut children = vec![self.link];
             children.extend(
-                self.entries
-                    .iter()
-                    .map(|(_, v)| u64::from_le_bytes(v.as_slice().try_into().expect("8-byte child"))),
+                self.entries.iter().map(|(_, v)| {
+                    u64::from_le_bytes(v.as_slice().try_into().expect("8-byte child"))
+                }),
             );
             Node::Internal { keys, children }
         }
@@ -106,7 +109,8 @@ impl Content {
 
     /// Where `key` is, or would go.
     fn find(&self, key: &[u8]) -> Result<usize, usize> {
-        self.entries.binary_search_by(|(k, _)| k.as_slice().cmp(key))
+        self.entries
+            .binary_search_by(|(k, _)| k.as_slice().cmp(key))
     }
 
     fn apply(&mut self, iu: Iu) {

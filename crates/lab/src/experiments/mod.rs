@@ -67,9 +67,21 @@ pub struct Experiment {
     /// Runs it at a scale with a seed; stops early (with an error) once the context's
     /// token is cancelled, and counts its jobs in the context's progress.
     pub run: fn(Scale, u64, &RunCtx) -> Result<Section, crate::LabError>,
-    /// It measures this machine (real file systems, real time): it runs alone, never
-    /// beside another experiment.
-    pub exclusive: bool,
+    /// How it shares the machine with the others in `reproduce`.
+    pub kind: Kind,
+}
+
+/// How an experiment shares the machine in `reproduce`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// It only simulates: its jobs share one slot per core with the other experiments'.
+    Simulated,
+    /// It runs workloads on this machine's real file systems and captures their block I/O
+    /// ([`RunCtx::capture_step`]). What its verdicts rest on does not depend on how busy the
+    /// machine is (tests/capture.rs runs its captures with every core busy and gets the
+    /// same requests and verdicts), so it runs beside the others: its captures hold no slot
+    /// (they wait on the disk most of the time), its simulation jobs hold one.
+    Captures,
 }
 
 /// Job slots shared by experiments that run at the same time: a job holds one while it
@@ -194,6 +206,24 @@ impl RunCtx {
         &self,
         f: impl FnOnce() -> Result<R, crate::LabError>,
     ) -> Result<R, crate::LabError> {
+        self.step_in(true, f)
+    }
+
+    /// Runs one capture of a real workload (an experiment of [`Kind::Captures`]), counted
+    /// as one job; it holds no job slot: it mostly waits on the disk, and what it records
+    /// does not depend on the machine's load.
+    pub fn capture_step<R>(
+        &self,
+        f: impl FnOnce() -> Result<R, crate::LabError>,
+    ) -> Result<R, crate::LabError> {
+        self.step_in(false, f)
+    }
+
+    fn step_in<R>(
+        &self,
+        slot: bool,
+        f: impl FnOnce() -> Result<R, crate::LabError>,
+    ) -> Result<R, crate::LabError> {
         if self.cancel.is_cancelled() {
             return Err("interrupted".into());
         }
@@ -204,8 +234,8 @@ impl RunCtx {
             (r, started.elapsed().as_secs_f64())
         };
         let (r, secs) = match &self.slots {
-            Some(slots) => slots.with(run),
-            None => run(),
+            Some(slots) if slot => slots.with(run),
+            _ => run(),
         };
         self.job_wall_s
             .lock()
@@ -252,43 +282,43 @@ pub const ALL: &[Experiment] = &[
         id: "waf",
         about: "WAF versus over-provisioning for greedy, cost-benefit and FIFO GC, against Desnoyers's analytic FIFO model; hot/cold skew",
         run: waf::run,
-        exclusive: false,
+        kind: Kind::Simulated,
     },
     Experiment {
         id: "tempfiles",
         about: "paper 000: fallocate and TRIM for hash-join temp files, repeated on MX500, 840 Pro and Cosmos+",
         run: tempfiles::run,
-        exclusive: false,
+        kind: Kind::Simulated,
     },
     Experiment {
         id: "gracejoin",
         about: "paper 001: grace hash join on SSD vs HDD: read buffer, write buffer, concurrent users",
         run: gracejoin::run,
-        exclusive: false,
+        kind: Kind::Simulated,
     },
     Experiment {
         id: "astree",
         about: "paper 004: AS B-tree vs in-place B+tree vs BFTL on a 2011 drive with a FAST FTL",
         run: astree::run,
-        exclusive: false,
+        kind: Kind::Simulated,
     },
     Experiment {
         id: "nosql",
         about: "paper 003: an append-only key-value store's write batches on real ext4, XFS and btrfs (captured on loop devices, replayed on the 840 Pro; needs root)",
         run: nosql::run,
-        exclusive: true,
+        kind: Kind::Captures,
     },
     Experiment {
         id: "tempfiles-real",
         about: "paper 000 on a real kernel: the hash join's spill files on ext4 with and without discard, fallocate on and off, captured and replayed on the MX500 (needs root)",
         run: tempfiles_real::run,
-        exclusive: true,
+        kind: Kind::Captures,
     },
     Experiment {
         id: "trim",
         about: "paper 002: deleting a fragmented file with TRIM, vTrim, fTrim and fTrim with preemption",
         run: trim::run,
-        exclusive: false,
+        kind: Kind::Simulated,
     },
 ];
 
@@ -312,11 +342,11 @@ pub trait Watcher {
 }
 
 /// Runs `chosen` and writes the report of what ran to `out`, sections in `chosen`'s order.
-/// The experiments that only simulate run at the same time, sharing one job slot per core
-/// (so the cores stay busy while one experiment finishes its last long jobs); then each
-/// exclusive one runs alone. An experiment that fails (an error or a panic) gets a section
-/// saying so and the others still run; once `cancel` is cancelled no further experiment
-/// starts, and the report holds what finished.
+/// Every experiment runs at the same time as the others, their jobs sharing one slot per
+/// core (so the cores stay busy while one experiment finishes its last long jobs); the
+/// captures of [`Kind::Captures`] experiments hold no slot. An experiment that fails (an
+/// error or a panic) gets a section saying so and the others still run; once `cancel` is
+/// cancelled no further experiment starts, and the report holds what finished.
 pub fn reproduce(
     chosen: &[&Experiment],
     scale: Scale,
@@ -347,7 +377,6 @@ pub fn reproduce(
         let handles: Vec<_> = chosen
             .iter()
             .enumerate()
-            .filter(|(_, e)| !e.exclusive)
             .map(|(i, e)| {
                 let slots = slots.clone();
                 let run_one = &run_one;
@@ -358,9 +387,6 @@ pub fn reproduce(
             done[i] = h.join().expect("run_experiment catches panics");
         }
     });
-    for (i, e) in chosen.iter().enumerate().filter(|(_, e)| e.exclusive) {
-        done[i] = run_one(e, None);
-    }
     let interrupted = done.iter().any(Option::is_none);
     let sections: Vec<Section> = done.into_iter().flatten().collect();
     info.total_runtime_s = started.elapsed().as_secs_f64();
@@ -484,19 +510,19 @@ mod tests {
                 id: "broken",
                 about: "fails",
                 run: broken,
-                exclusive: false,
+                kind: Kind::Simulated,
             },
             Experiment {
                 id: "panicking",
                 about: "panics",
                 run: panicking,
-                exclusive: false,
+                kind: Kind::Simulated,
             },
             Experiment {
                 id: "fine",
                 about: "works",
                 run: fine,
-                exclusive: true,
+                kind: Kind::Captures,
             },
         ];
         let chosen: Vec<&Experiment> = exps.iter().collect();
@@ -524,10 +550,9 @@ mod tests {
             vec!["broken".to_string(), "panicking".to_string()]
         );
         assert!(!r.interrupted);
-        // The two that only simulate ran side by side (either may end first); the
-        // exclusive one after them; the report keeps the chosen order.
+        // All three ran side by side (any may end first); the report keeps the chosen
+        // order.
         assert_eq!(progress.len(), 3);
-        assert_eq!(progress[2], "fine");
         let ids: Vec<&str> = r.sections.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids, ["broken", "panicking", "fine"]);
         let html = std::fs::read_to_string(&r.index).unwrap();
@@ -549,11 +574,8 @@ mod tests {
 
     static RUNNING_JOBS: AtomicU64 = AtomicU64::new(0);
     static MOST_JOBS: AtomicU64 = AtomicU64::new(0);
-    static RUNNING_EXPERIMENTS: AtomicU64 = AtomicU64::new(0);
-    static OVERLAPPED_EXCLUSIVE: AtomicU64 = AtomicU64::new(0);
 
     fn counting(_: Scale, seed: u64, ctx: &RunCtx) -> Result<Section, crate::LabError> {
-        RUNNING_EXPERIMENTS.fetch_add(1, Ordering::SeqCst);
         ctx.map(&[0u8; 6], |_| {
             let now = RUNNING_JOBS.fetch_add(1, Ordering::SeqCst) + 1;
             MOST_JOBS.fetch_max(now, Ordering::SeqCst);
@@ -561,32 +583,18 @@ mod tests {
             RUNNING_JOBS.fetch_sub(1, Ordering::SeqCst);
             Ok(())
         })?;
-        RUNNING_EXPERIMENTS.fetch_sub(1, Ordering::SeqCst);
         Ok(Section::failed("counting", "", "", seed))
     }
 
-    fn alone(_: Scale, seed: u64, _: &RunCtx) -> Result<Section, crate::LabError> {
-        if RUNNING_EXPERIMENTS.load(Ordering::SeqCst) > 0 {
-            OVERLAPPED_EXCLUSIVE.fetch_add(1, Ordering::SeqCst);
-        }
-        Ok(Section::failed("alone", "", "", seed))
-    }
-
     #[test]
-    fn experiments_side_by_side_share_one_slot_per_core_and_an_exclusive_one_runs_alone() {
-        let exps: Vec<Experiment> = (0..3)
+    fn experiments_side_by_side_share_one_slot_per_core() {
+        let exps: Vec<Experiment> = (0..4)
             .map(|_| Experiment {
                 id: "counting",
                 about: "",
                 run: counting,
-                exclusive: false,
+                kind: Kind::Simulated,
             })
-            .chain([Experiment {
-                id: "alone",
-                about: "",
-                run: alone,
-                exclusive: true,
-            }])
             .collect();
         let dir = tempfile::tempdir().unwrap();
         let r = reproduce(
@@ -606,7 +614,42 @@ mod tests {
             "{most} jobs at once on {} cores",
             threads()
         );
-        assert_eq!(OVERLAPPED_EXCLUSIVE.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_capture_runs_while_every_slot_is_taken_and_a_step_waits_for_one() {
+        let slots = std::sync::Arc::new(Slots::new(1));
+        let ctx = RunCtx {
+            slots: Some(slots.clone()),
+            ..RunCtx::default()
+        };
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            slots.with(|| {
+                held_tx.send(()).unwrap();
+                release_rx.recv().unwrap();
+            })
+        });
+        held_rx.recv().unwrap();
+        // The only slot is held: a capture still runs.
+        assert_eq!(ctx.capture_step(|| Ok(7)).unwrap(), 7);
+        // A step waits until the slot is free.
+        let stepped = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let step = s.spawn(|| {
+                ctx.step(|| {
+                    stepped.store(true, Ordering::SeqCst);
+                    Ok(())
+                })
+            });
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            assert!(!stepped.load(Ordering::SeqCst), "a step ran without a slot");
+            release_tx.send(()).unwrap();
+            step.join().unwrap().unwrap();
+        });
+        holder.join().unwrap();
+        assert!(stepped.load(Ordering::SeqCst));
     }
 
     #[test]
@@ -622,7 +665,7 @@ mod tests {
             id: "fine",
             about: "works",
             run: fine,
-            exclusive: false,
+            kind: Kind::Simulated,
         }];
         let dir = tempfile::tempdir().unwrap();
         let r = reproduce(

@@ -95,7 +95,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             for fs in FILE_SYSTEMS {
                 for (i, &batch) in BATCHES.iter().enumerate() {
                     let ops = updates(batch, max_ops);
-                    points.push(ctx.step(|| {
+                    points.push(ctx.capture_step(|| {
                         one_run(
                             &exe,
                             work,
@@ -119,7 +119,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     // simfs's log-structured policy stands in for F2FS: the same workload on one simulated
     // 840 Pro, the four writers taking turns a batch at a time, timed in virtual time.
     // Pure simulation, so the five runs share the cores (the captures above run one at a
-    // time: their think times are measured).
+    // time, holding no core: their think times are measured).
     let lfs_jobs: Vec<(usize, u64)> = BATCHES.iter().copied().enumerate().collect();
     points.extend(ctx.map(&lfs_jobs, |&(i, batch)| {
         let ops = updates(batch, max_ops);

@@ -97,13 +97,46 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             )
             .into());
         }
+        // The captures one at a time, each on a settled file system of its own; then the
+        // model runs, pure simulation, on the cores.
         let mut runs = Vec::new();
         for &(fallocate, discard) in &COMBOS {
-            runs.push(ctx.step(|| {
+            runs.push(ctx.capture_step(|| {
                 one_run(
                     &exe, work, cancel, &data, sf, repeat, capacity, fallocate, discard,
                 )
             })?);
+        }
+        let models: Vec<(usize, bool)> = (0..runs.len())
+            .flat_map(|i| [(i, false), (i, true)])
+            .collect();
+        let modelled = ctx.map(&models, |&(i, journal)| {
+            model_run(
+                sf,
+                repeat,
+                capacity,
+                runs[i].fallocate,
+                runs[i].discard,
+                journal,
+            )
+        })?;
+        for (&(i, journal), m) in models.iter().zip(modelled) {
+            let r = &mut runs[i];
+            if journal {
+                r.sim_rep_trim_commands = m.repetitions.iter().map(|r| r.trim_commands).collect();
+                r.sim_rep_trim_bytes = m.repetitions.iter().map(|r| r.trim_bytes).collect();
+                r.sim_trim_commands = m.repetitions.iter().map(|r| r.trim_commands).sum();
+                r.sim_trim_bytes = m.repetitions.iter().map(|r| r.trim_bytes).sum();
+                r.sim_s = m.repetitions.iter().map(|r| r.total_ns).sum::<u64>() as f64 / 1e9;
+                r.sim_waf = {
+                    let (h, f) = m.repetitions.iter().fold((0, 0), |(h, f), r| {
+                        (h + r.host_write_pages, f + r.flash_write_pages)
+                    });
+                    (h > 0).then(|| f as f64 / h as f64)
+                };
+            } else {
+                r.sim_trims_per_unlink = m.repetitions.iter().map(|r| r.trim_commands).sum();
+            }
         }
         Ok(runs)
     })();
@@ -358,30 +391,9 @@ fn one_run(
     }
     let t = &c.trace;
     let stats = super::replay_captured("mx500", capacity, t).map_err(|e| format!("{name}: {e}"))?;
-    // The model of this run: simfs over the simulated MX500 with the spill files' O_DIRECT
-    // (no page cache) and ext4's discard as this machine's kernel does it: a commit at
-    // the end of each repetition, its freed extents then discarded by the background
-    // worker (Linux >= 5.15), each to the end of its free run (Linux >= 6.8), the worker
-    // done before the next repetition.
-    let model = || -> Result<joinrun::JoinRunSpec, crate::LabError> {
-        let mut spec = join_spec("mx500", sf, capacity, repeat, fallocate, discard)?;
-        spec.join.algorithm = hashjoin::Algorithm::Postgres;
-        spec.memory_bytes = WORK_MEM_BYTES;
-        Ok(spec)
-    };
-    let per_unlink = joinrun::run(&model()?, &mut |_| {})?;
-    let mut spec = model()?;
-    let host = vfs::HostConfig {
-        journal_commit_ns: COMMIT_INTERVAL_S * 1_000_000_000,
-        ..vfs::HostConfig::direct_io()
-    };
-    super::tempfiles::set_host(&mut spec, host, discard);
-    spec.storage.kernel = simfs::DiscardKernel::Linux6_17;
-    spec.storage.commit_each_repetition = true;
     let commits = c
         .journal_commits
         .unwrap_or_else(|| t.count(flash::Op::Flush));
-    let sim = joinrun::run(&spec, &mut |_| {})?;
     // ext4's discards of each repetition (the requests before its run's end).
     let mut ext4_rep_discards = Vec::new();
     let mut ext4_rep_discard_bytes = Vec::new();
@@ -398,8 +410,6 @@ fn one_run(
     Ok(Run {
         ext4_rep_discards,
         ext4_rep_discard_bytes,
-        sim_rep_trim_commands: sim.repetitions.iter().map(|r| r.trim_commands).collect(),
-        sim_rep_trim_bytes: sim.repetitions.iter().map(|r| r.trim_bytes).collect(),
         fallocate,
         discard,
         discards: t.count(flash::Op::Trim),
@@ -410,15 +420,42 @@ fn one_run(
         commits,
         replayed_s: stats.simulated_ns as f64 / 1e9,
         replayed_waf: stats.waf,
-        sim_trim_commands: sim.repetitions.iter().map(|r| r.trim_commands).sum(),
-        sim_trim_bytes: sim.repetitions.iter().map(|r| r.trim_bytes).sum(),
-        sim_trims_per_unlink: per_unlink.repetitions.iter().map(|r| r.trim_commands).sum(),
-        sim_s: sim.repetitions.iter().map(|r| r.total_ns).sum::<u64>() as f64 / 1e9,
-        sim_waf: {
-            let (h, f) = sim.repetitions.iter().fold((0, 0), |(h, f), r| {
-                (h + r.host_write_pages, f + r.flash_write_pages)
-            });
-            (h > 0).then(|| f as f64 / h as f64)
-        },
+        // Filled in by the model runs (`model_run`).
+        sim_rep_trim_commands: vec![],
+        sim_rep_trim_bytes: vec![],
+        sim_trim_commands: 0,
+        sim_trim_bytes: 0,
+        sim_trims_per_unlink: 0,
+        sim_s: 0.0,
+        sim_waf: None,
     })
+}
+
+/// The model of a run: simfs over the simulated MX500 with the spill files' O_DIRECT (no
+/// page cache). With `journal`, ext4's discard as this machine's kernel does it: a commit
+/// at the end of each repetition, its freed extents then discarded by the background
+/// worker (Linux >= 5.15), each to the end of its free run (Linux >= 6.8), the worker
+/// done before the next repetition. Without, the older model: a TRIM per extent at each
+/// unlink.
+fn model_run(
+    sf: f64,
+    repeat: u32,
+    capacity: u64,
+    fallocate: bool,
+    discard: bool,
+    journal: bool,
+) -> Result<joinrun::JoinRunResult, crate::LabError> {
+    let mut spec = join_spec("mx500", sf, capacity, repeat, fallocate, discard)?;
+    spec.join.algorithm = hashjoin::Algorithm::Postgres;
+    spec.memory_bytes = WORK_MEM_BYTES;
+    if journal {
+        let host = vfs::HostConfig {
+            journal_commit_ns: COMMIT_INTERVAL_S * 1_000_000_000,
+            ..vfs::HostConfig::direct_io()
+        };
+        super::tempfiles::set_host(&mut spec, host, discard);
+        spec.storage.kernel = simfs::DiscardKernel::Linux6_17;
+        spec.storage.commit_each_repetition = true;
+    }
+    joinrun::run(&spec, &mut |_| {})
 }
