@@ -40,6 +40,8 @@ pub struct SimVfs {
     /// Each inode's bytes.
     data: HashMap<Ino, crate::bytes::FileBytes>,
     fds: HashMap<Fd, Ino>,
+    /// Open handles per inode (those with any).
+    open_handles: HashMap<Ino, u32>,
     next_fd: Fd,
     io: IoTime,
     host: HostConfig,
@@ -91,6 +93,7 @@ impl SimVfs {
             fs,
             data: HashMap::new(),
             fds: HashMap::new(),
+            open_handles: HashMap::new(),
             next_fd: 0,
             io: IoTime::default(),
             cache: PageCache::new(host.ram_bytes),
@@ -399,6 +402,7 @@ impl Vfs for SimVfs {
         let fd = self.next_fd;
         self.next_fd += 1;
         self.fds.insert(fd, ino);
+        *self.open_handles.entry(ino).or_default() += 1;
         if mode.direct {
             self.direct.insert(fd);
         }
@@ -406,7 +410,15 @@ impl Vfs for SimVfs {
     }
 
     fn close(&mut self, fd: Fd) {
-        self.fds.remove(&fd);
+        if let Some(ino) = self.fds.remove(&fd) {
+            if let std::collections::hash_map::Entry::Occupied(mut e) = self.open_handles.entry(ino)
+            {
+                *e.get_mut() -= 1;
+                if *e.get() == 0 {
+                    e.remove();
+                }
+            }
+        }
         self.direct.remove(&fd);
         self.readahead.remove(&fd);
     }
@@ -540,7 +552,7 @@ impl Vfs for SimVfs {
         self.cache.drop_file(ino);
         let (_, ns) = self.timed(name, |fs| fs.unlink(name))?;
         self.io.write_ns += ns;
-        if !self.fds.values().any(|&i| i == ino) {
+        if !self.open_handles.contains_key(&ino) {
             self.data.remove(&ino);
         }
         Ok(())

@@ -56,6 +56,7 @@ impl<D: BlockDev> SimFs<D> {
             }
         }
         f.dirty = true;
+        self.dirty_files.insert(ino);
     }
 
     /// Physical runs backing logical blocks `[first, end)`, and the unmapped holes.

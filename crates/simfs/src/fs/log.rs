@@ -118,6 +118,7 @@ impl<D: BlockDev> SimFs<D> {
         }
         f.extents = kept;
         f.dirty = true;
+        self.dirty_files.insert(ino);
         freed
     }
 
@@ -180,6 +181,7 @@ impl<D: BlockDev> SimFs<D> {
                         *b = new;
                     }
                     f.dirty = true;
+                    self.dirty_files.insert(ino);
                 }
                 self.log_mut().set_owner(new, ino, TREE_BLOCK);
             } else {

@@ -119,16 +119,22 @@ impl<D: BlockDev> SimFs<D> {
     }
 
     pub(super) fn commit_metadata(&mut self) -> Result<u64, SimfsError> {
-        let dirty: Vec<Ino> = self
-            .files
-            .iter()
-            .filter(|(_, f)| f.dirty)
-            .map(|(&i, _)| i)
-            .collect();
-        let mut dirty = dirty;
-        dirty.sort_unstable();
+        // The files marked dirty that still exist (a removed one may be in the set).
+        // (Each leaves the set once written: after an error the rest are still in it.)
+        let dirty: Vec<Ino> = self.dirty_files.iter().copied().collect();
+        debug_assert_eq!(
+            dirty
+                .iter()
+                .filter(|i| self.files.get(i).is_some_and(|f| f.dirty))
+                .count(),
+            self.files.values().filter(|f| f.dirty).count(),
+            "every dirty file is in dirty_files"
+        );
         for ino in dirty {
-            self.write_file_meta(ino)?;
+            if self.files.get(&ino).is_some_and(|f| f.dirty) {
+                self.write_file_meta(ino)?;
+            }
+            self.dirty_files.remove(&ino);
         }
         for b in std::mem::take(&mut self.dirty_itable) {
             let bytes = self.itable_bytes(b);

@@ -90,6 +90,7 @@ impl<D: BlockDev> SimFs<D> {
             worker_clock_override: None,
             committing: false,
             dirty_groups: (0..groups).collect(),
+            dirty_files: BTreeSet::new(),
             dirty_itable: BTreeSet::new(),
             command_page,
             stats: FsStats::default(),

@@ -76,6 +76,9 @@ pub struct SimFs<D: BlockDev> {
     /// A commit is running (an allocation inside it must not start another).
     committing: bool,
     pub(crate) dirty_groups: BTreeSet<u32>,
+    /// Files whose inode or extent tree changed since the last commit (`FileState::dirty`
+    /// set), in inode order: what a commit writes, without scanning every file.
+    pub(crate) dirty_files: BTreeSet<Ino>,
     pub(crate) dirty_itable: BTreeSet<u64>,
     pub(crate) command_page: u64,
     pub(crate) stats: FsStats,
@@ -205,6 +208,7 @@ impl<D: BlockDev> SimFs<D> {
                 pa: None,
             },
         );
+        self.dirty_files.insert(ino);
         self.dirty_groups
             .insert((ino - 1) / self.sb.inodes_per_group);
         Ok(ino)
@@ -248,6 +252,7 @@ impl<D: BlockDev> SimFs<D> {
         if offset_bytes + len_bytes > f.size_bytes {
             f.size_bytes = offset_bytes + len_bytes;
             f.dirty = true;
+            self.dirty_files.insert(ino);
         }
         Ok(done)
     }
@@ -288,6 +293,7 @@ impl<D: BlockDev> SimFs<D> {
         let f = self.files.get_mut(&ino).expect("checked");
         f.size_bytes = f.size_bytes.max(offset_bytes + len_bytes);
         f.dirty = true;
+        self.dirty_files.insert(ino);
         Ok(())
     }
 
