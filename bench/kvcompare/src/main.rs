@@ -10,6 +10,7 @@ use astree::asstore::{AsConfig, AsStore};
 use astree::cache::LruCache;
 use astree::segments::FileSegments;
 use astree::store::NodeStore;
+use astree::tree::BatchOp;
 use astree::BTree;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -82,9 +83,13 @@ impl Engine for As {
         self.1
     }
     fn bulk(&mut self, es: &[(Vec<u8>, Vec<u8>)]) {
-        for (k, v) in es {
-            self.0.insert(k, v).unwrap();
-        }
+        // One transaction's changes as a batch: applied in key order (built bottom-up
+        // into an empty tree).
+        let ops: Vec<BatchOp> = es
+            .iter()
+            .map(|(k, v)| (k.as_slice(), Some(v.as_slice())))
+            .collect();
+        self.0.apply_batch(&ops).unwrap();
         self.0.sync().unwrap();
     }
     fn durable_one(&mut self, k: &[u8], v: &[u8]) {
@@ -99,9 +104,8 @@ impl Engine for As {
         self.0.get_with(k, |v| !v.is_empty()).unwrap().is_some()
     }
     fn remove_all(&mut self, ks: &[Vec<u8>]) {
-        for k in ks {
-            self.0.remove(k).unwrap();
-        }
+        let ops: Vec<BatchOp> = ks.iter().map(|k| (k.as_slice(), None)).collect();
+        self.0.apply_batch(&ops).unwrap();
         self.0.sync().unwrap();
     }
     fn file_bytes(&self) -> u64 {

@@ -36,6 +36,8 @@ impl std::hash::Hasher for IdHasher {
     }
 }
 const HEADER: usize = 16;
+/// Bytes of a node image's header (kind, count, link).
+pub(crate) const NODE_HEADER: usize = HEADER;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node {

@@ -14,6 +14,10 @@ use crate::store::{LoggedOp, NodeStore};
 use crate::TreeError;
 use std::sync::Arc;
 
+mod batch;
+
+pub use batch::BatchOp;
+
 /// Key-value pairs in key order.
 pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
