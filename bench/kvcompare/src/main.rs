@@ -7,7 +7,7 @@
 //!     cargo run --release --manifest-path bench/kvcompare/Cargo.toml -- [N] [DIR]
 
 use astree::asstore::{AsConfig, AsStore};
-use astree::cache::LruCache;
+use astree::cache::{LruCache, DEFAULT_CACHE_BYTES};
 use astree::segments::FileSegments;
 use astree::store::NodeStore;
 use astree::tree::BatchOp;
@@ -22,10 +22,10 @@ const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("bench");
 const INDIVIDUAL: usize = 1_000;
 /// AS store: 4 KiB nodes (the page size of LMDB and redb), a write buffer of 8,192 nodes
 /// (32 MiB: a transaction's dirty nodes are written once, at commit) and a cache of
-/// 16,384 decoded nodes (64 MiB; redb's default cache is 1 GiB, LMDB uses the page cache).
+/// decoded nodes of `--cache-bytes` (default `DEFAULT_CACHE_BYTES`, 1 GiB: redb's
+/// default; LMDB and fjall use the page cache).
 const NODE_BYTES: usize = 4096;
 const WRITE_BUFFER: usize = 8192;
-const CACHE: usize = 16384;
 const BATCHES: usize = 20;
 const BATCH: usize = 1_000;
 
@@ -57,10 +57,10 @@ struct As(BTree<LruCache<AsStore<FileSegments>>>, &'static str);
 impl As {
     /// NODE_BYTES nodes, fanout 64, 4 MiB segments (the data set is tens of MB, so
     /// cleaning has room to work), a write buffer of WRITE_BUFFER nodes and a cache of
-    /// CACHE nodes.
+    /// `cache_bytes` of decoded nodes.
     /// `logical`: commits log the operations and dirty nodes are written when the buffer
     /// fills (else every commit writes the nodes it changed, as the paper's store does).
-    fn open(dir: &Path, logical: bool) -> Self {
+    fn open(dir: &Path, logical: bool, cache_bytes: usize) -> Self {
         let cfg = AsConfig {
             segment_bytes: 4 << 20,
             logical_commits: logical,
@@ -69,7 +69,7 @@ impl As {
         std::fs::create_dir_all(dir).unwrap();
         let store = AsStore::open_with(FileSegments::open(dir, "as", false).unwrap(), cfg).unwrap();
         As(
-            BTree::new(LruCache::new(store, CACHE), 64).unwrap(),
+            BTree::new(LruCache::with_bytes(store, cache_bytes), 64).unwrap(),
             if logical {
                 "AS B-tree, logical"
             } else {
@@ -200,7 +200,11 @@ impl Engine for Sled {
     }
 }
 
-struct Lmdb(heed::Env, heed::Database<heed::types::Bytes, heed::types::Bytes>, PathBuf);
+struct Lmdb(
+    heed::Env,
+    heed::Database<heed::types::Bytes, heed::types::Bytes>,
+    PathBuf,
+);
 impl Lmdb {
     fn open(p: &Path) -> Self {
         std::fs::create_dir_all(p).unwrap();
@@ -362,28 +366,65 @@ fn run(e: &mut dyn Engine, n: usize) {
     }
 }
 
+/// Command-line options besides the three positional arguments.
+struct Options {
+    /// The cache of the engines that keep their own (AS, redb): None = each one's default.
+    cache_bytes: Option<usize>,
+}
+
 fn main() {
+    let mut positional = Vec::new();
+    let mut opts = Options { cache_bytes: None };
     let mut args = std::env::args().skip(1);
-    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--cache-bytes" => {
+                let v = args.next().unwrap_or_default();
+                opts.cache_bytes = Some(v.parse().unwrap_or_else(|_| {
+                    eprintln!("--cache-bytes wants a number of bytes, not {v:?}");
+                    std::process::exit(2)
+                }));
+            }
+            _ if a.starts_with("--") => {
+                eprintln!("unknown option {a} (known: --cache-bytes BYTES)");
+                std::process::exit(2)
+            }
+            _ => positional.push(a),
+        }
+    }
+    let mut positional = positional.into_iter();
+    let n: usize = positional
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(100_000);
     let dir = PathBuf::from(
-        args.next()
+        positional
+            .next()
             .unwrap_or_else(|| "/tmp/flashlab-kvcompare".into()),
     );
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    // Optional third argument: a comma-separated subset of as,redb,lmdb,sled,fjall.
-    let only: Vec<String> = args
+    // Optional third argument: a comma-separated subset of
+    // as (both AS runs),as-logical,as-nodes,redb,lmdb,sled,fjall.
+    let only: Vec<String> = positional
         .next()
         .map(|a| a.split(',').map(String::from).collect())
         .unwrap_or_default();
     let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
-    if wanted("as") {
-        run(&mut As::open(&dir.join("as-logical"), true), n);
-        run(&mut As::open(&dir.join("as-nodes"), false), n);
+    let as_cache = opts.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES);
+    if wanted("as") || wanted("as-logical") {
+        run(&mut As::open(&dir.join("as-logical"), true, as_cache), n);
+    }
+    if wanted("as") || wanted("as-nodes") {
+        run(&mut As::open(&dir.join("as-nodes"), false, as_cache), n);
     }
     if wanted("redb") {
         let p = dir.join("redb.db");
-        run(&mut Redb(redb::Database::create(&p).unwrap(), p), n);
+        let mut b = redb::Database::builder();
+        if let Some(c) = opts.cache_bytes {
+            b.set_cache_size(c);
+        }
+        run(&mut Redb(b.create(&p).unwrap(), p), n);
     }
     if wanted("lmdb") {
         run(&mut Lmdb::open(&dir.join("lmdb")), n);

@@ -1,6 +1,8 @@
 //! An LRU cache of decoded nodes in front of any store (paper 004's buffer cache):
 //! reads of cached nodes cost nothing; writes go through to the store and refresh the
-//! cache; `capacity` nodes at most (0 = no cache).
+//! cache. Bounded in nodes ([`LruCache::new`]: paper 004 counts its cache in nodes; 0 = no
+//! cache) or in bytes ([`LruCache::with_bytes`]: each node charged what it holds in
+//! memory, [`memory_bytes`]), as other engines size their caches.
 
 use crate::node::{IdMap, Node, NodeId};
 use crate::store::{NodeStore, StoreStats};
@@ -9,18 +11,42 @@ use std::sync::Arc;
 
 const NIL: u32 = u32::MAX;
 
+/// The default of a cache bounded in bytes: 1 GiB, redb's default cache size (LMDB and
+/// fjall use the OS page cache instead, unbounded).
+pub const DEFAULT_CACHE_BYTES: usize = 1 << 30;
+
+/// What a decoded node holds in memory, as a byte-bounded cache charges it: its keys' and
+/// values' bytes, a 4-byte offset per string (`Packed`), 8 bytes per child, and about 96
+/// bytes of fixed parts (the `Arc`, the enum and its vectors' headers) — the encoded image
+/// bytes less the per-entry length fields, plus those.
+pub fn memory_bytes(node: &Node) -> usize {
+    96 + match node {
+        Node::Leaf { keys, values, .. } => {
+            keys.bytes() + values.bytes() + 4 * (keys.len() + values.len())
+        }
+        Node::Internal { keys, children } => keys.bytes() + 4 * keys.len() + 8 * children.len(),
+    }
+}
+
 /// A cached node in the recency list (most recent at the head).
 struct Entry {
     id: NodeId,
     /// None once the slot is free.
     node: Option<Arc<Node>>,
+    /// Its [`memory_bytes`] (a byte-bounded cache).
+    charge: usize,
     prev: u32,
     next: u32,
 }
 
 pub struct LruCache<S: NodeStore> {
     inner: S,
+    /// Nodes at most (a cache bounded in nodes).
     capacity: usize,
+    /// Bytes at most (a cache bounded in bytes; then `capacity` is unbounded).
+    capacity_bytes: Option<usize>,
+    /// [`memory_bytes`] of the cached nodes.
+    cached_bytes: usize,
     /// Cached nodes: NodeID → slot in `entries`.
     index: IdMap<u32>,
     /// Slots of a doubly linked recency list; `free` holds unused slots.
@@ -33,10 +59,13 @@ pub struct LruCache<S: NodeStore> {
 }
 
 impl<S: NodeStore> LruCache<S> {
+    /// At most `capacity` nodes (0: no cache).
     pub fn new(inner: S, capacity: usize) -> Self {
         LruCache {
             inner,
             capacity,
+            capacity_bytes: None,
+            cached_bytes: 0,
             index: IdMap::default(),
             entries: Vec::new(),
             free: Vec::new(),
@@ -45,6 +74,20 @@ impl<S: NodeStore> LruCache<S> {
             hits: 0,
             lookups: 0,
         }
+    }
+
+    /// At most `bytes` of decoded nodes (each charged its [`memory_bytes`]; 0: no cache).
+    pub fn with_bytes(inner: S, bytes: usize) -> Self {
+        LruCache {
+            capacity: if bytes == 0 { 0 } else { usize::MAX },
+            capacity_bytes: Some(bytes),
+            ..LruCache::new(inner, 0)
+        }
+    }
+
+    /// [`memory_bytes`] of the nodes cached now.
+    pub fn cached_bytes(&self) -> usize {
+        self.cached_bytes
     }
 
     pub fn inner(&self) -> &S {
@@ -95,37 +138,46 @@ impl<S: NodeStore> LruCache<S> {
         if self.capacity == 0 {
             return;
         }
+        let charge = if self.capacity_bytes.is_some() {
+            memory_bytes(&node)
+        } else {
+            0
+        };
         if let Some(&i) = self.index.get(&id) {
-            self.entries[i as usize].node = Some(node);
+            let e = &mut self.entries[i as usize];
+            self.cached_bytes = self.cached_bytes - e.charge + charge;
+            (e.node, e.charge) = (Some(node), charge);
             self.unlink(i);
             self.push_front(i);
-            return;
-        }
-        if self.index.len() >= self.capacity {
-            let victim = self.tail;
-            self.unlink(victim);
-            self.index.remove(&self.entries[victim as usize].id);
-            self.entries[victim as usize].node = None;
-            self.free.push(victim);
-        }
-        let entry = Entry {
-            id,
-            node: Some(node),
-            prev: NIL,
-            next: NIL,
-        };
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.entries[i as usize] = entry;
-                i
+        } else {
+            if self.index.len() >= self.capacity {
+                self.remove(self.entries[self.tail as usize].id);
             }
-            None => {
-                self.entries.push(entry);
-                (self.entries.len() - 1) as u32
-            }
-        };
-        self.index.insert(id, i);
-        self.push_front(i);
+            let entry = Entry {
+                id,
+                node: Some(node),
+                charge,
+                prev: NIL,
+                next: NIL,
+            };
+            let i = match self.free.pop() {
+                Some(i) => {
+                    self.entries[i as usize] = entry;
+                    i
+                }
+                None => {
+                    self.entries.push(entry);
+                    (self.entries.len() - 1) as u32
+                }
+            };
+            self.index.insert(id, i);
+            self.cached_bytes += charge;
+            self.push_front(i);
+        }
+        // A byte bound: evict from the cold end (never the node just cached).
+        while self.tail != self.head && self.capacity_bytes.is_some_and(|b| self.cached_bytes > b) {
+            self.remove(self.entries[self.tail as usize].id);
+        }
     }
 
     /// Drops `id` from the cache, returning its node.
@@ -133,6 +185,7 @@ impl<S: NodeStore> LruCache<S> {
         let i = self.index.remove(&id)?;
         self.unlink(i);
         self.free.push(i);
+        self.cached_bytes -= std::mem::take(&mut self.entries[i as usize].charge);
         self.entries[i as usize].node.take()
     }
 }
@@ -196,6 +249,9 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
     fn log_remove(&mut self, key: &[u8]) -> Result<(), TreeError> {
         self.inner.log_remove(key)
     }
+    fn commit_nodes_next(&mut self) {
+        self.inner.commit_nodes_next()
+    }
     fn recovered_ops(&mut self) -> Vec<crate::store::LoggedOp> {
         self.inner.recovered_ops()
     }
@@ -247,5 +303,42 @@ mod tests {
         }
         assert_eq!(c.len(), 2);
         assert_eq!(c.entries.len(), 2, "slots are reused");
+    }
+
+    #[test]
+    fn a_byte_bound_keeps_the_cached_nodes_within_it() {
+        let store = InPlaceStore::open(MemStorage::new(), 1024).unwrap();
+        let leaf = |n: u8| Node::Leaf {
+            keys: (0..n)
+                .map(|i| vec![i; 10])
+                .collect::<Vec<_>>()
+                .iter()
+                .collect(),
+            values: (0..n)
+                .map(|i| vec![i; 20])
+                .collect::<Vec<_>>()
+                .iter()
+                .collect(),
+            next: crate::node::NONE,
+        };
+        // Each 10-entry leaf holds 300 bytes of keys and values, 80 of offsets, 96 fixed.
+        assert_eq!(memory_bytes(&leaf(10)), 476);
+        let mut c = LruCache::with_bytes(store, 1000);
+        let ids: Vec<NodeId> = (0..5).map(|_| c.allocate().unwrap()).collect();
+        for &id in &ids {
+            c.write(id, &leaf(10)).unwrap();
+            assert!(c.cached_bytes() <= 1000);
+        }
+        assert_eq!((c.len(), c.cached_bytes()), (2, 952));
+        // The two most recent stay: reading them hits.
+        let hits = c.stats().cache_hits;
+        c.read(ids[3]).unwrap();
+        c.read(ids[4]).unwrap();
+        assert_eq!(c.stats().cache_hits, hits + 2);
+        // A node larger than the bound is still cached alone (the newest is never evicted).
+        c.write(ids[0], &leaf(25)).unwrap();
+        assert_eq!(c.len(), 1);
+        c.free(ids[0]).unwrap();
+        assert_eq!((c.len(), c.cached_bytes()), (0, 0));
     }
 }

@@ -78,6 +78,10 @@ pub trait NodeStore {
     fn log_remove(&mut self, _key: &[u8]) -> Result<(), TreeError> {
         Ok(())
     }
+    /// The changes since the last commit are to be committed as nodes, not as logged
+    /// operations (a bulk change whose operations would be larger than its nodes): what
+    /// was logged since is dropped and nothing more is logged until that commit.
+    fn commit_nodes_next(&mut self) {}
     /// Operations committed after the store's last node-level commit, found at open; the
     /// tree replays them.
     fn recovered_ops(&mut self) -> Vec<LoggedOp> {

@@ -222,3 +222,54 @@ fn a_batch_into_an_empty_tree_is_built_of_full_nodes() {
     }
     assert!(one_by_one.node_count().unwrap() > 200);
 }
+
+#[test]
+fn a_bulk_build_is_committed_as_nodes_and_later_logical_commits_replay_on_it() {
+    // Logical commits: the build drops its operations and asks for a node-level commit;
+    // changes made in the same transaction after it, and logical commits after that,
+    // must come back after reopening from what is durable.
+    let cfg = AsConfig {
+        segment_bytes: 64 * 1024,
+        logical_commits: true,
+        ..AsConfig::new(1024, 64)
+    };
+    let mut tree = BTree::new(
+        AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap(),
+        8,
+    )
+    .unwrap();
+    let owned: Vec<(Vec<u8>, Vec<u8>)> = (0..500u16).map(|k| (key(k), value(k, 1))).collect();
+    let ops: Vec<astree::tree::BatchOp> = owned
+        .iter()
+        .map(|(k, v)| (k.as_slice(), Some(v.as_slice())))
+        .collect();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = owned.iter().cloned().collect();
+    // Not committed yet: nothing survives.
+    tree.apply_batch(&ops).unwrap();
+    let image = tree.store().storage().durable_image();
+    let mut again = BTree::new(
+        AsStore::open_with(MemSegments::from_image(image), cfg.clone()).unwrap(),
+        8,
+    )
+    .unwrap();
+    assert_eq!(again.check().unwrap(), 0);
+    // The same transaction goes on, then commits; then a logical commit of one change.
+    tree.insert(&key(9000), b"after the build").unwrap();
+    model.insert(key(9000), b"after the build".to_vec());
+    tree.sync().unwrap();
+    tree.insert(&key(9001), b"logical").unwrap();
+    model.insert(key(9001), b"logical".to_vec());
+    tree.remove(&key(3)).unwrap();
+    model.remove(&key(3));
+    tree.sync().unwrap();
+    assert!(tree.store().stats().syncs >= 2);
+    let image = tree.store().storage().durable_image();
+    let mut again = BTree::new(
+        AsStore::open_with(MemSegments::from_image(image), cfg).unwrap(),
+        8,
+    )
+    .unwrap();
+    assert_eq!(again.check().unwrap(), model.len() as u64);
+    let all = again.range(&[], None).unwrap();
+    assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+}

@@ -119,6 +119,7 @@ impl<S: Segments> AsStore<S> {
         self.flush(true)?;
         self.ops.clear();
         self.ops_since_node_commit = 0;
+        self.node_commit_required = false;
         self.sync_storage()?;
         self.commits_since_checkpoint += 1;
         if self.clean()? || self.commits_since_checkpoint >= self.cfg.checkpoint_every {

@@ -178,6 +178,8 @@ pub struct AsStore<S: Segments> {
     root: Option<NodeId>,
     next_id: NodeId,
     stats: StoreStats,
+    /// The buffer node reads go through.
+    read_slot: Vec<u8>,
     pub recovery: Recovery,
     commits_since_checkpoint: u64,
     superblock_seq: u64,
@@ -192,6 +194,8 @@ pub struct AsStore<S: Segments> {
     /// operation slots written since the last node-level commit.
     ops: Vec<u8>,
     ops_since_node_commit: u64,
+    /// The next commit must write the nodes ([`NodeStore::commit_nodes_next`]).
+    node_commit_required: bool,
     /// Operations recovered at open, for the tree to replay.
     recovered_ops: Vec<LoggedOp>,
     /// Set when a sync failed: what reached the medium is unknown from then on (Linux
@@ -254,6 +258,7 @@ impl<S: Segments> AsStore<S> {
             root: None,
             next_id: 0,
             stats: StoreStats::default(),
+            read_slot: Vec::new(),
             recovery: Recovery::default(),
             commits_since_checkpoint: 0,
             superblock_seq: 0,
@@ -262,6 +267,7 @@ impl<S: Segments> AsStore<S> {
             recycled: Vec::new(),
             ops: Vec::new(),
             ops_since_node_commit: 0,
+            node_commit_required: false,
             recovered_ops: Vec::new(),
             sync_failed: None,
             written_seq: 0,
@@ -382,13 +388,18 @@ impl<S: Segments> NodeStore for AsStore<S> {
             };
         }
         let at = *self.map.get(&id).ok_or(TreeError::MissingNode(id))?;
-        let mut s = vec![0u8; self.slot_bytes];
-        self.storage
-            .read_at(seg_of(at), slot_of(at) * self.slot_bytes as u64, &mut s)?;
+        // One slot buffer, reused (a read that succeeds overwrites every byte).
+        self.read_slot.resize(self.slot_bytes, 0);
+        self.storage.read_at(
+            seg_of(at),
+            slot_of(at) * self.slot_bytes as u64,
+            &mut self.read_slot,
+        )?;
+        let s = &self.read_slot;
         self.stats.node_reads += 1;
         self.stats.read_requests += 1;
         self.stats.bytes_read += self.slot_bytes as u64;
-        match Self::check(&s) {
+        match Self::check(s) {
             Some((kind, sid, _)) if kind & !COMMIT_FLAG == KIND_NODE && sid == id => {
                 Node::decode(&s[HEADER..], id, at).map(Arc::new)
             }
@@ -462,17 +473,22 @@ impl<S: Segments> NodeStore for AsStore<S> {
     }
 
     fn log_insert(&mut self, key: &[u8], value: &[u8]) -> Result<(), TreeError> {
-        if self.cfg.logical_commits {
+        if self.cfg.logical_commits && !self.node_commit_required {
             encode_op(&mut self.ops, 1, key, value);
         }
         Ok(())
     }
 
     fn log_remove(&mut self, key: &[u8]) -> Result<(), TreeError> {
-        if self.cfg.logical_commits {
+        if self.cfg.logical_commits && !self.node_commit_required {
             encode_op(&mut self.ops, 2, key, &[]);
         }
         Ok(())
+    }
+
+    fn commit_nodes_next(&mut self) {
+        self.node_commit_required = true;
+        self.ops.clear();
     }
 
     fn recovered_ops(&mut self) -> Vec<LoggedOp> {

@@ -6,7 +6,8 @@
 //!
 //! A batch means exactly what the same changes made one after another mean: a stable sort
 //! keeps the changes to one key in their order, so the last wins. Each change is logged
-//! (logical commits) in the order it is applied, so replaying the log gives the same tree.
+//! (logical commits) in the order it is applied, so replaying the log gives the same tree;
+//! a bottom-up build is committed as nodes instead ([`NodeStore::commit_nodes_next`]).
 
 use super::BTree;
 use crate::node::{Node, NodeId, NODE_HEADER, NONE};
@@ -14,8 +15,42 @@ use crate::packed::Packed;
 use crate::store::NodeStore;
 use crate::TreeError;
 
+/// What a change does to a leaf ([`BTree::apply_batch`]'s fast path).
+enum Effect {
+    /// Nothing (a remove of a key the leaf does not hold).
+    None,
+    /// A change that leaves the leaf within its limits.
+    Fits,
+    /// A change that would split or merge the leaf.
+    Breaks,
+}
+
 /// One change of a batch: `(key, Some(value))` inserts or updates, `(key, None)` removes.
 pub type BatchOp<'a> = (&'a [u8], Option<&'a [u8]>);
+
+/// The positions of `ops` in key order, equal keys in their order in `ops`. Sorted on each
+/// key's first eight bytes held beside its position (most comparisons end there, without
+/// following the key's pointer), then the key, then the position: unstable sorting of
+/// distinct tuples, so stable in effect.
+fn key_order(ops: &[BatchOp]) -> Vec<usize> {
+    let prefix = |k: &[u8]| {
+        let mut b = [0u8; 8];
+        let n = k.len().min(8);
+        b[..n].copy_from_slice(&k[..n]);
+        u64::from_be_bytes(b)
+    };
+    let mut order: Vec<(u64, usize)> = ops
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (prefix(o.0), i))
+        .collect();
+    order.sort_unstable_by(|&(pa, a), &(pb, b)| {
+        pa.cmp(&pb)
+            .then_with(|| ops[a].0.cmp(ops[b].0))
+            .then(a.cmp(&b))
+    });
+    order.into_iter().map(|(_, i)| i).collect()
+}
 
 impl<S: NodeStore> BTree<S> {
     /// Applies `ops` as if one after another (see the module's note), in key order. Into
@@ -25,8 +60,7 @@ impl<S: NodeStore> BTree<S> {
         for &(k, v) in ops {
             self.check_entry(k, v.unwrap_or(&[]))?;
         }
-        let mut order: Vec<usize> = (0..ops.len()).collect();
-        order.sort_by(|&a, &b| ops[a].0.cmp(ops[b].0));
+        let order = key_order(ops);
         if ops.iter().all(|o| o.1.is_some()) && self.is_empty()? {
             let mut entries: Vec<(&[u8], &[u8])> = Vec::with_capacity(ops.len());
             for &i in &order {
@@ -38,17 +72,113 @@ impl<S: NodeStore> BTree<S> {
             }
             return self.build(&entries);
         }
-        for &i in &order {
-            match ops[i] {
-                (k, Some(v)) => {
-                    self.insert(k, v)?;
+        // Leaf by leaf: the changes that fall in one leaf and leave it neither overfull nor
+        // underfull are made to it at once (one descent, one write); a change that would
+        // split or merge takes the general path.
+        let mut at = 0;
+        while at < order.len() {
+            let (leaf_id, hi) = self.leaf_for(ops[order[at]].0)?;
+            let mut shared = Some(self.store.read(leaf_id)?);
+            let mut owned: Option<Node> = None;
+            let first = at;
+            while let Some(&i) = order.get(at) {
+                let (k, v) = ops[i];
+                if hi.as_deref().is_some_and(|h| k >= h) {
+                    break;
                 }
-                (k, None) => {
-                    self.remove(k)?;
+                let leaf = owned.as_ref().or(shared.as_deref()).expect("one of them");
+                match self.effect(leaf, k, v) {
+                    Effect::None => {}
+                    Effect::Breaks => break,
+                    Effect::Fits => {
+                        if owned.is_none() {
+                            let s = shared.take().expect("not taken yet");
+                            owned = Some(self.store.take(leaf_id, s));
+                        }
+                        let Some(Node::Leaf { keys, values, .. }) = owned.as_mut() else {
+                            unreachable!("leaf_for ends at a leaf")
+                        };
+                        match (keys.binary_search(k), v) {
+                            (Ok(j), Some(v)) => {
+                                values.replace(j, v);
+                            }
+                            (Err(j), Some(v)) => {
+                                keys.insert(j, k);
+                                values.insert(j, v);
+                            }
+                            (Ok(j), None) => {
+                                keys.remove(j);
+                                values.remove(j);
+                            }
+                            (Err(_), None) => {
+                                unreachable!("a remove of a missing key changes nothing")
+                            }
+                        }
+                        match v {
+                            Some(v) => self.store.log_insert(k, v)?,
+                            None => self.store.log_remove(k)?,
+                        }
+                    }
                 }
+                at += 1;
+            }
+            drop(shared);
+            if let Some(node) = owned {
+                self.store.write_owned(leaf_id, node)?;
+            }
+            if at == first {
+                // The first change splits or merges: the general path.
+                match ops[order[at]] {
+                    (k, Some(v)) => {
+                        self.insert(k, v)?;
+                    }
+                    (k, None) => {
+                        self.remove(k)?;
+                    }
+                }
+                at += 1;
             }
         }
         Ok(())
+    }
+
+    /// The leaf whose range holds `key`, and the range's end (exclusive; None: the last
+    /// leaf).
+    fn leaf_for(&mut self, key: &[u8]) -> Result<(NodeId, Option<Vec<u8>>), TreeError> {
+        let (mut id, mut hi) = (self.root(), None);
+        loop {
+            match &*self.store.read(id)? {
+                Node::Internal { keys, children } => {
+                    let c = keys.partition_point(|k| k <= key);
+                    if c < keys.len() {
+                        hi = Some(keys[c].to_vec());
+                    }
+                    id = children[c];
+                }
+                Node::Leaf { .. } => return Ok((id, hi)),
+            }
+        }
+    }
+
+    /// What a change does to `leaf`: nothing (a remove of a missing key), or leaves it
+    /// within its limits, or would split or merge it.
+    fn effect(&self, leaf: &Node, key: &[u8], value: Option<&[u8]>) -> Effect {
+        let Node::Leaf { keys, values, .. } = leaf else {
+            return Effect::Breaks;
+        };
+        let (len, bytes) = (keys.len(), leaf.encoded_bytes());
+        // An entry's share of the image: its two lengths (2 + 4 bytes), key and value.
+        let (len, bytes) = match (keys.binary_search(key), value) {
+            (Ok(j), Some(v)) => (len, bytes - values[j].len() + v.len()),
+            (Err(_), Some(v)) => (len + 1, bytes + 6 + key.len() + v.len()),
+            (Ok(j), None) => (len - 1, bytes - 6 - key.len() - values[j].len()),
+            (Err(_), None) => return Effect::None,
+        };
+        if self.overfull_at(len, bytes) || (value.is_none() && self.underfull_at(len, bytes)) {
+            Effect::Breaks
+        } else {
+            Effect::Fits
+        }
     }
 
     /// The tree holds no entry (its root is an empty leaf).
@@ -66,9 +196,8 @@ impl<S: NodeStore> BTree<S> {
         if entries.is_empty() {
             return Ok(());
         }
-        for &(k, v) in entries {
-            self.store.log_insert(k, v)?;
-        }
+        // Its nodes are fewer bytes than its operations: committed as nodes.
+        self.store.commit_nodes_next();
         let node_bytes = self.store.node_bytes();
         let leaf_cost = |i: usize| 2 + entries[i].0.len() + 4 + entries[i].1.len();
         let leaves = self.chunks(entries.len(), false, leaf_cost);

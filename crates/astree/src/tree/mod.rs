@@ -1,10 +1,11 @@
 //! The B+tree: sorted byte-string keys to byte-string values over any [`NodeStore`].
 //!
 //! A node splits when it holds more than `fanout` keys or its image outgrows the store's
-//! node size; after a delete, a node with fewer than a quarter of the fanout's keys (or
-//! under a quarter of the node size) borrows from a sibling or merges with it. (Half
+//! node size; after a delete, a node with fewer than a quarter of the fanout's keys and
+//! under a quarter of the node size borrows from a sibling or merges with it. (Half
 //! would be the textbook bound, but a node split by bytes can hold fewer than half the
-//! fanout's keys, and would then merge again at the next delete.) Nodes on the path that
+//! fanout's keys, and would then merge again at the next delete; and a node full by
+//! bytes at a third of the fanout's keys is not underfull at a sixth.) Nodes on the path that
 //! do not change are only read, never copied. Leaves are linked
 //! for range scans. Every modified node is written back through the store, which decides
 //! where it goes (in place, or appended).
@@ -89,11 +90,24 @@ impl<S: NodeStore> BTree<S> {
     }
 
     fn overfull(&self, n: &Node) -> bool {
-        n.len() > self.fanout || n.encoded_bytes() > self.store.node_bytes()
+        self.overfull_at(n.len(), n.encoded_bytes())
     }
 
     fn underfull(&self, n: &Node) -> bool {
-        n.len() < self.fanout / 4 || n.encoded_bytes() < self.store.node_bytes() / 4
+        self.underfull_at(n.len(), n.encoded_bytes())
+    }
+
+    /// A node of `len` keys and `bytes` encoded bytes breaks a limit.
+    fn overfull_at(&self, len: usize, bytes: usize) -> bool {
+        len > self.fanout || bytes > self.store.node_bytes()
+    }
+
+    /// A node of `len` keys and `bytes` encoded bytes holds less than a quarter of what
+    /// it may: of the fanout's keys and of the node size (a node whose entries fill it by
+    /// bytes long before the fanout is not underfull while it holds a quarter of the
+    /// bytes).
+    fn underfull_at(&self, len: usize, bytes: usize) -> bool {
+        len < self.fanout / 4 && bytes < self.store.node_bytes() / 4
     }
 
     /// Checks that one entry can live in a node with room for its neighbours.
