@@ -4,7 +4,14 @@
 //! the AS store cleans at commits), batches of 1,000 writes, random point reads and
 //! removals; time of each phase and the bytes on disk after the reads.
 //!
-//!     cargo run --release --manifest-path bench/kvcompare/Cargo.toml -- [N] [DIR]
+//!     cargo run --release --manifest-path bench/kvcompare/Cargo.toml -- [N] [DIR] [ENGINES]
+//!         [--cache-bytes BYTES] [--json]
+//!
+//! `--cache-bytes` sets the cache of the engines that keep one (AS, redb, fjall's block
+//! cache; default: each engine's own, the AS store's 1 GiB as redb's); `--json` prints one
+//! JSON object per run. `bench/kvcompare/medians.py` runs it N times per engine, at
+//! defaults and at equal memory (a memory cgroup), and prints the tables of
+//! docs/comparisons.md.
 
 use astree::asstore::{AsConfig, AsStore};
 use astree::cache::{LruCache, DEFAULT_CACHE_BYTES};
@@ -260,8 +267,12 @@ impl Engine for Lmdb {
 
 struct Fjall(fjall::Keyspace, fjall::PartitionHandle, PathBuf);
 impl Fjall {
-    fn open(p: &Path) -> Self {
-        let ks = fjall::Config::new(p).open().unwrap();
+    fn open(p: &Path, cache_bytes: Option<usize>) -> Self {
+        let mut cfg = fjall::Config::new(p);
+        if let Some(c) = cache_bytes {
+            cfg = cfg.cache_size(c as u64);
+        }
+        let ks = cfg.open().unwrap();
         let part = ks
             .open_partition("bench", fjall::PartitionCreateOptions::default())
             .unwrap();
@@ -319,7 +330,7 @@ fn dir_bytes(p: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-fn run(e: &mut dyn Engine, n: usize) {
+fn run(e: &mut dyn Engine, n: usize, json: bool) {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
     let es: Vec<_> = (0..n).map(|_| entry(&mut rng)).collect();
     let t = Instant::now();
@@ -355,6 +366,15 @@ fn run(e: &mut dyn Engine, n: usize) {
     let ks: Vec<Vec<u8>> = es.iter().take(n / 2).map(|(k, _)| k.clone()).collect();
     e.remove_all(&ks);
     let removals = t.elapsed().as_secs_f64();
+    if json {
+        // One line per run, for bench/kvcompare/medians.py.
+        println!(
+            "{{\"engine\":\"{}\",\"entries\":{n},\"bulk_s\":{bulk},\"durable_s\":{one},\"durable_p99_us\":{p99_us},\"batches_s\":{batch},\"reads_s\":{reads},\"removals_s\":{removals},\"file_mb\":{}}}",
+            e.name(),
+            size as f64 / 1e6
+        );
+        return;
+    }
     println!(
         "{:<20} bulk {bulk:>6.2} s | {INDIVIDUAL} durable writes {one:>6.2} s, p99 {p99_us:>7.0} µs | {BATCHES}x{BATCH} batches {batch:>6.2} s | {n} reads {reads:>6.2} s | removals {removals:>6.2} s | file {:>6.1} MB",
         e.name(),
@@ -368,13 +388,19 @@ fn run(e: &mut dyn Engine, n: usize) {
 
 /// Command-line options besides the three positional arguments.
 struct Options {
-    /// The cache of the engines that keep their own (AS, redb): None = each one's default.
+    /// The cache of the engines that keep their own (AS, redb, fjall's block cache): None =
+    /// each one's default.
     cache_bytes: Option<usize>,
+    /// One JSON object per engine run instead of the text line.
+    json: bool,
 }
 
 fn main() {
     let mut positional = Vec::new();
-    let mut opts = Options { cache_bytes: None };
+    let mut opts = Options {
+        cache_bytes: None,
+        json: false,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -385,8 +411,9 @@ fn main() {
                     std::process::exit(2)
                 }));
             }
+            "--json" => opts.json = true,
             _ if a.starts_with("--") => {
-                eprintln!("unknown option {a} (known: --cache-bytes BYTES)");
+                eprintln!("unknown option {a} (known: --cache-bytes BYTES, --json)");
                 std::process::exit(2)
             }
             _ => positional.push(a),
@@ -413,10 +440,18 @@ fn main() {
     let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
     let as_cache = opts.cache_bytes.unwrap_or(DEFAULT_CACHE_BYTES);
     if wanted("as") || wanted("as-logical") {
-        run(&mut As::open(&dir.join("as-logical"), true, as_cache), n);
+        run(
+            &mut As::open(&dir.join("as-logical"), true, as_cache),
+            n,
+            opts.json,
+        );
     }
     if wanted("as") || wanted("as-nodes") {
-        run(&mut As::open(&dir.join("as-nodes"), false, as_cache), n);
+        run(
+            &mut As::open(&dir.join("as-nodes"), false, as_cache),
+            n,
+            opts.json,
+        );
     }
     if wanted("redb") {
         let p = dir.join("redb.db");
@@ -424,17 +459,21 @@ fn main() {
         if let Some(c) = opts.cache_bytes {
             b.set_cache_size(c);
         }
-        run(&mut Redb(b.create(&p).unwrap(), p), n);
+        run(&mut Redb(b.create(&p).unwrap(), p), n, opts.json);
     }
     if wanted("lmdb") {
-        run(&mut Lmdb::open(&dir.join("lmdb")), n);
+        run(&mut Lmdb::open(&dir.join("lmdb")), n, opts.json);
     }
     if wanted("sled") {
         let p = dir.join("sled");
-        run(&mut Sled(sled::open(&p).unwrap(), p.clone()), n);
+        run(&mut Sled(sled::open(&p).unwrap(), p.clone()), n, opts.json);
     }
     if wanted("fjall") {
-        run(&mut Fjall::open(&dir.join("fjall")), n);
+        run(
+            &mut Fjall::open(&dir.join("fjall"), opts.cache_bytes),
+            n,
+            opts.json,
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

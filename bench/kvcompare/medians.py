@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Runs bench/kvcompare several times per engine and prints medians with ranges, as the
+tables of docs/comparisons.md.
+
+Each run is a fresh process for one engine (engines take turns, run after run, so a slow
+spell of the machine falls on all of them). Two memory settings:
+
+- defaults: every engine as it comes (the AS store's node cache 1 GiB, redb's cache
+  1 GiB, LMDB and fjall on the OS page cache);
+- equal memory (--memory BYTES): each run inside a memory cgroup of BYTES (cgroup v2
+  `memory.max` or v1 `memory.limit_in_bytes`; the limit counts the process's heap and
+  the page cache of its files), and the engines with a cache of their own (AS, redb,
+  fjall's block cache) given half of it. The benchmark's own input (the entries it loads,
+  about 220 bytes each) counts against the limit too, the same for every engine.
+
+    python3 bench/kvcompare/medians.py --entries 100000,1000000 --runs 5
+    python3 bench/kvcompare/medians.py --entries 1000000 --runs 5 --memory 1GiB
+
+Needs root for --memory (it makes and removes a cgroup).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ENGINES = ["as-logical", "as-nodes", "redb", "lmdb", "fjall"]
+COLUMNS = [
+    ("bulk_s", "bulk (s)"),
+    ("durable_s", "1,000 durable (s)"),
+    ("durable_p99_us", "durable p99 (ms)"),
+    ("batches_s", "20×1,000 batches (s)"),
+    ("reads_s", "reads (s)"),
+    ("removals_s", "removals (s)"),
+    ("file_mb", "MB on disk"),
+]
+CGROUP_NAME = "flashlab-kvcompare"
+
+
+def parse_bytes(text):
+    units = {"KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper()
+    for u, m in units.items():
+        if t.endswith(u):
+            return int(float(t[: -len(u)]) * m)
+    return int(t)
+
+
+class Cgroup:
+    """A memory cgroup for the runs (v2 if mounted, else v1), removed at the end."""
+
+    def __init__(self, limit):
+        v2 = "/sys/fs/cgroup/cgroup.controllers"
+        v2_unified = "/sys/fs/cgroup/unified/cgroup.controllers"
+        if os.path.exists(v2):
+            self.path, self.limit_file = f"/sys/fs/cgroup/{CGROUP_NAME}", "memory.max"
+        elif os.path.isdir("/sys/fs/cgroup/memory"):
+            self.path, self.limit_file = f"/sys/fs/cgroup/memory/{CGROUP_NAME}", "memory.limit_in_bytes"
+        elif os.path.exists(v2_unified) and "memory" in open(v2_unified).read():
+            self.path, self.limit_file = f"/sys/fs/cgroup/unified/{CGROUP_NAME}", "memory.max"
+        else:
+            sys.exit("--memory needs a memory cgroup (v2 memory.max or v1 memory.limit_in_bytes): none found")
+        try:
+            os.makedirs(self.path, exist_ok=True)
+            with open(os.path.join(self.path, self.limit_file), "w") as f:
+                f.write(str(limit))
+        except OSError as e:
+            sys.exit(f"cannot set up the memory cgroup {self.path}: {e} (root needed)")
+
+    def command(self, argv):
+        # The shell joins the cgroup, then becomes the benchmark.
+        procs = os.path.join(self.path, "cgroup.procs")
+        return ["sh", "-c", f'echo $$ > {procs} && exec "$@"', "sh"] + argv
+
+    def remove(self):
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
+
+
+def run_once(binary, entries, engine, workdir, cache_bytes, cgroup):
+    argv = [binary, str(entries), workdir, engine, "--json"]
+    if cache_bytes is not None:
+        argv += ["--cache-bytes", str(cache_bytes)]
+    if cgroup is not None:
+        argv = cgroup.command(argv)
+    out = subprocess.run(argv, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{engine} at {entries} entries failed ({out.returncode}): {out.stderr.strip()[-500:]}")
+    lines = [l for l in out.stdout.splitlines() if l.startswith("{")]
+    if len(lines) != 1:
+        sys.exit(f"{engine}: expected one JSON line, got: {out.stdout[-500:]}")
+    return json.loads(lines[0])
+
+
+def table(entries, results, runs, title):
+    print(f"\n{title}: {entries:,} entries, median of {runs} runs (range)\n")
+    print("| engine | " + " | ".join(c[1] for c in COLUMNS) + " |")
+    print("|---" * (len(COLUMNS) + 1) + "|")
+    best = {}
+    for key, _ in COLUMNS:
+        best[key] = min(statistics.median(r[key] for r in rs) for rs in results.values())
+    for engine, rs in results.items():
+        cells = []
+        for key, _ in COLUMNS:
+            vals = [r[key] / 1000 if key == "durable_p99_us" else r[key] for r in rs]
+            med = statistics.median(vals)
+            b = best[key] / 1000 if key == "durable_p99_us" else best[key]
+            mark = "**" if med <= b * 1.10 else ""
+            rng = f" ({min(vals):.2f}–{max(vals):.2f})" if len(vals) > 1 else ""
+            fmt = f"{med:.1f}" if key == "file_mb" else f"{med:.2f}"
+            cells.append(f"{mark}{fmt}{mark}{rng}")
+        print(f"| {rs[0]['engine']} | " + " | ".join(cells) + " |")
+    print("\n(bold: first, or within 10% of the best median)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--entries", default="100000,1000000", help="comma-separated entry counts")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--memory", help="equal memory: a cgroup limit for every run (e.g. 1GiB)")
+    ap.add_argument("--dir", default="/tmp/flashlab-kvcompare-medians", help="scratch directory (removed per run)")
+    ap.add_argument("--binary", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "target/release/kvcompare"))
+    a = ap.parse_args()
+    if not os.path.exists(a.binary):
+        sys.exit(f"{a.binary} is missing: cargo build --release --manifest-path bench/kvcompare/Cargo.toml")
+    engines = [e for e in a.engines.split(",") if e]
+    for e in engines:
+        if e not in ENGINES + ["sled"]:
+            sys.exit(f"unknown engine {e!r} (known: {', '.join(ENGINES + ['sled'])})")
+    limit = parse_bytes(a.memory) if a.memory else None
+    cgroup = Cgroup(limit) if limit else None
+    try:
+        for n in [int(x) for x in a.entries.split(",")]:
+            results = {e: [] for e in engines}
+            for i in range(a.runs):
+                for e in engines:
+                    r = run_once(a.binary, n, e, a.dir, limit // 2 if limit else None, cgroup)
+                    results[e].append(r)
+                    print(f"  run {i + 1}/{a.runs} {e}: {json.dumps(r)}", file=sys.stderr)
+            title = f"equal memory ({a.memory} per run, caches {limit // 2 >> 20} MiB)" if limit else "defaults"
+            table(n, results, a.runs, title)
+    finally:
+        if cgroup:
+            cgroup.remove()
+
+
+if __name__ == "__main__":
+    main()
