@@ -1,8 +1,8 @@
 //! Changes applied as a batch: in key order, so that neighbouring keys share the path and
 //! the leaf they change (each read and written once while it stays in the cache, where
 //! the same changes in arrival order would touch the tree at random); into an empty tree,
-//! a bottom-up build of full nodes written in key order (as LMDB's append mode and redb's
-//! bulk paths do).
+//! a bottom-up build of nodes filled as PostgreSQL's index build fills them, written in
+//! key order (as LMDB's append mode and redb's bulk paths do).
 //!
 //! A batch means exactly what the same changes made one after another mean: a stable sort
 //! keeps the changes to one key in their order, so the last wins. Each change is logged
@@ -14,6 +14,13 @@ use crate::node::{Node, NodeId, NODE_HEADER, NONE};
 use crate::packed::Packed;
 use crate::store::NodeStore;
 use crate::TreeError;
+
+/// How full a bottom-up build fills leaves and internal nodes, in percent of their limits
+/// (keys and bytes): PostgreSQL's B-tree index build (`BTREE_DEFAULT_FILLFACTOR` 90 and
+/// `BTREE_NONLEAF_FILLFACTOR` 70 in src/include/access/nbtree.h), so that inserts after
+/// the build find room instead of splitting every node they reach.
+pub const LEAF_FILL_PERCENT: usize = 90;
+pub const INTERNAL_FILL_PERCENT: usize = 70;
 
 /// What a change does to a leaf ([`BTree::apply_batch`]'s fast path).
 enum Effect {
@@ -54,7 +61,7 @@ fn key_order(ops: &[BatchOp]) -> Vec<usize> {
 
 impl<S: NodeStore> BTree<S> {
     /// Applies `ops` as if one after another (see the module's note), in key order. Into
-    /// an empty tree, a batch of inserts only is built bottom-up with full nodes. Checks
+    /// an empty tree, a batch of inserts only is built bottom-up. Checks
     /// every entry's size before changing anything.
     pub fn apply_batch(&mut self, ops: &[BatchOp]) -> Result<(), TreeError> {
         for &(k, v) in ops {
@@ -188,7 +195,8 @@ impl<S: NodeStore> BTree<S> {
     }
 
     /// Replaces the empty tree by one holding `entries` (sorted, keys unique): leaves
-    /// filled as far as a node may be (at most `fanout` keys and the store's node size),
+    /// filled to [`LEAF_FILL_PERCENT`] of what a node may hold (`fanout` keys, the store's
+    /// node size),
     /// then each level of internal nodes above them, every node written once, in key
     /// order. The last two nodes of a level share their entries when the last alone would
     /// be underfull, so no node starts out needing a merge.
@@ -256,36 +264,46 @@ impl<S: NodeStore> BTree<S> {
     }
 
     /// Splits items `0..n` (a leaf level's entries, or an internal level's children) into
-    /// consecutive nodes, each as full as it may be: at most `fanout` keys and the node
-    /// size, item `i` taking `cost(i)` bytes (an internal node's first child's key is not
-    /// in it: counting it anyway errs on the safe side). When the last node would be
-    /// underfull, the last two split their items evenly (if both halves fit).
+    /// consecutive nodes, each filled to [`LEAF_FILL_PERCENT`] or [`INTERNAL_FILL_PERCENT`]
+    /// of the fanout's keys and the node size (but never fewer than one entry or two
+    /// children, which fit a node: entries are checked), item `i` taking `cost(i)` bytes
+    /// (an internal node's first child's key is not in it: counting it anyway errs on the
+    /// safe side). When the last node would be underfull, the last two split their items
+    /// evenly (if both halves fit).
     fn chunks(
         &self,
         n: usize,
         internal: bool,
         cost: impl Fn(usize) -> usize,
     ) -> Vec<std::ops::Range<usize>> {
-        let (limit_bytes, fanout) = (self.store.node_bytes(), self.fanout);
+        let (node_bytes, fanout) = (self.store.node_bytes(), self.fanout);
+        let fill = if internal {
+            INTERNAL_FILL_PERCENT
+        } else {
+            LEAF_FILL_PERCENT
+        };
+        // Filled to `fill` percent of the limits (at least two children, one entry).
+        let (limit_bytes, limit_keys) = (node_bytes * fill / 100, (fanout * fill / 100).max(1));
         // An internal node's keys are its children but one.
         let keys = |r: &std::ops::Range<usize>| r.len() - usize::from(internal);
         let bytes = |r: &std::ops::Range<usize>| NODE_HEADER + r.clone().map(&cost).sum::<usize>();
-        let fits = |r: &std::ops::Range<usize>| keys(r) <= fanout && bytes(r) <= limit_bytes;
+        let fits = |r: &std::ops::Range<usize>| keys(r) <= limit_keys && bytes(r) <= limit_bytes;
         let mut out = Vec::new();
         let mut start = 0;
         while start < n {
             let (mut end, mut used) = (start, NODE_HEADER);
-            while end < n && keys(&(start..end + 1)) <= fanout && used + cost(end) <= limit_bytes {
+            while end < n
+                && (keys(&(start..end + 1)) <= limit_keys && used + cost(end) <= limit_bytes
+                    || end - start < 1 + usize::from(internal))
+            {
                 used += cost(end);
                 end += 1;
             }
-            // (Entries are checked to fit a node: at least one item always does.)
-            let end = end.max(start + 1);
             out.push(start..end);
             start = end;
         }
         if let [.., before, last] = &mut out[..] {
-            if keys(last) < fanout / 4 || bytes(last) < limit_bytes / 4 {
+            if self.underfull_at(keys(last), bytes(last)) {
                 let (from, to) = (before.start, last.end);
                 let mid = from + (to - from).div_ceil(2);
                 if fits(&(from..mid)) && fits(&(mid..to)) {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 mod batch;
 
-pub use batch::BatchOp;
+pub use batch::{BatchOp, INTERNAL_FILL_PERCENT, LEAF_FILL_PERCENT};
 
 /// Key-value pairs in key order.
 pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
