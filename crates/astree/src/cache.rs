@@ -1,8 +1,11 @@
 //! An LRU cache of decoded nodes in front of any store (paper 004's buffer cache):
 //! reads of cached nodes cost nothing; writes go through to the store and refresh the
 //! cache. Bounded in nodes ([`LruCache::new`]: paper 004 counts its cache in nodes; 0 = no
-//! cache) or in bytes ([`LruCache::with_bytes`]: each node charged what it holds in
-//! memory, [`memory_bytes`]), as other engines size their caches.
+//! cache; exact LRU) or in bytes ([`LruCache::with_bytes`]: each node charged what it holds
+//! in memory, [`memory_bytes`], as other engines size their caches). A byte-bounded cache
+//! approximates LRU by second chance (CLOCK, as PostgreSQL's buffer manager does): a hit
+//! only marks the node referenced, so reads of cached nodes touch no other entry; eviction
+//! passes over referenced nodes once, clearing their mark.
 
 use crate::node::{IdMap, Node, NodeId};
 use crate::store::{NodeStore, StoreStats};
@@ -35,6 +38,8 @@ struct Entry {
     node: Option<Arc<Node>>,
     /// Its [`memory_bytes`] (a byte-bounded cache).
     charge: usize,
+    /// Read since it was cached or last passed over (second chance; a byte-bounded cache).
+    referenced: bool,
     prev: u32,
     next: u32,
 }
@@ -47,6 +52,8 @@ pub struct LruCache<S: NodeStore> {
     capacity_bytes: Option<usize>,
     /// [`memory_bytes`] of the cached nodes.
     cached_bytes: usize,
+    /// Second chance instead of exact LRU (a byte-bounded cache).
+    clock: bool,
     /// Cached nodes: NodeID → slot in `entries`.
     index: IdMap<u32>,
     /// Slots of a doubly linked recency list; `free` holds unused slots.
@@ -66,6 +73,7 @@ impl<S: NodeStore> LruCache<S> {
             capacity,
             capacity_bytes: None,
             cached_bytes: 0,
+            clock: false,
             index: IdMap::default(),
             entries: Vec::new(),
             free: Vec::new(),
@@ -81,6 +89,7 @@ impl<S: NodeStore> LruCache<S> {
         LruCache {
             capacity: if bytes == 0 { 0 } else { usize::MAX },
             capacity_bytes: Some(bytes),
+            clock: true,
             ..LruCache::new(inner, 0)
         }
     }
@@ -146,9 +155,11 @@ impl<S: NodeStore> LruCache<S> {
         if let Some(&i) = self.index.get(&id) {
             let e = &mut self.entries[i as usize];
             self.cached_bytes = self.cached_bytes - e.charge + charge;
-            (e.node, e.charge) = (Some(node), charge);
-            self.unlink(i);
-            self.push_front(i);
+            (e.node, e.charge, e.referenced) = (Some(node), charge, true);
+            if !self.clock {
+                self.unlink(i);
+                self.push_front(i);
+            }
         } else {
             if self.index.len() >= self.capacity {
                 self.remove(self.entries[self.tail as usize].id);
@@ -157,6 +168,7 @@ impl<S: NodeStore> LruCache<S> {
                 id,
                 node: Some(node),
                 charge,
+                referenced: false,
                 prev: NIL,
                 next: NIL,
             };
@@ -176,7 +188,17 @@ impl<S: NodeStore> LruCache<S> {
         }
         // A byte bound: evict from the cold end (never the node just cached).
         while self.tail != self.head && self.capacity_bytes.is_some_and(|b| self.cached_bytes > b) {
-            self.remove(self.entries[self.tail as usize].id);
+            let t = self.tail;
+            if std::mem::take(&mut self.entries[t as usize].referenced)
+                || self.entries[t as usize].id == id
+            {
+                // Its second chance (the node just cached always gets one): to the
+                // front, unmarked.
+                self.unlink(t);
+                self.push_front(t);
+            } else {
+                self.remove(self.entries[t as usize].id);
+            }
         }
     }
 
@@ -198,8 +220,12 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
         self.lookups += 1;
         if let Some(&i) = self.index.get(&id) {
             self.hits += 1;
-            self.unlink(i);
-            self.push_front(i);
+            if self.clock {
+                self.entries[i as usize].referenced = true;
+            } else {
+                self.unlink(i);
+                self.push_front(i);
+            }
             let node = self.entries[i as usize]
                 .node
                 .as_ref()
@@ -335,6 +361,23 @@ mod tests {
         c.read(ids[3]).unwrap();
         c.read(ids[4]).unwrap();
         assert_eq!(c.stats().cache_hits, hits + 2);
+        // Second chance: a node read between the writes of others stays while they stream
+        // through (first in, first out would evict it at the second write).
+        let hot = ids[0];
+        c.write(hot, &leaf(10)).unwrap();
+        for &cold in &ids[1..] {
+            c.write(cold, &leaf(10)).unwrap();
+            let hits = c.stats().cache_hits;
+            c.read(hot).unwrap();
+            assert_eq!(c.stats().cache_hits, hits + 1, "the node read stayed");
+        }
+        let hits = c.stats().cache_hits;
+        c.read(ids[1]).unwrap();
+        assert_eq!(
+            c.stats().cache_hits,
+            hits,
+            "an older one not read again was evicted"
+        );
         // A node larger than the bound is still cached alone (the newest is never evicted).
         c.write(ids[0], &leaf(25)).unwrap();
         assert_eq!(c.len(), 1);

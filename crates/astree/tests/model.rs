@@ -188,7 +188,9 @@ proptest! {
     ) {
         let mut model = BTreeMap::new();
         let cfg = AsConfig { segment_bytes: 16 * 1024, logical_commits: logical, ..AsConfig::new(1024, buffer) };
-        let store = LruCache::new(AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap(), cache);
+        let inner = AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap();
+        // Odd sizes: a cache bounded in nodes (LRU); even: in bytes (second chance).
+        let store = if cache % 2 == 1 { LruCache::new(inner, cache) } else { LruCache::with_bytes(inner, cache * 300) };
         let mut tree = run_batches(BTree::new(store, 8).unwrap(), &first, &batches, &mut model)?;
         tree.sync().unwrap();
         let image = tree.into_store().into_inner().storage().durable_image();
