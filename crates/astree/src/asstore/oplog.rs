@@ -48,7 +48,8 @@ pub(super) fn decode_ops(mut b: &[u8]) -> Result<Vec<LoggedOp>, TreeError> {
 
 impl<S: Segments> AsStore<S> {
     /// Logical commits: whether this commit should write the dirty nodes instead (they are
-    /// fewer bytes than the operations, a bulk change asked for it, the operation log since
+    /// fewer bytes than the operations — at equal bytes the operations go, since a node
+    /// commit also brings the next checkpoint closer —, a bulk change asked for it, the operation log since
     /// the last node-level commit would outgrow the write buffer, or cleaning is due,
     /// which needs one).
     pub(super) fn node_commit_due(&self) -> bool {
@@ -58,7 +59,7 @@ impl<S: Segments> AsStore<S> {
         let dirty_bytes = self.buffer.len() as u64 * slot;
         self.ops.is_empty()
             || self.node_commit_required
-            || ops_bytes >= dirty_bytes
+            || ops_bytes > dirty_bytes
             || self.ops_since_node_commit + ops_bytes > self.cfg.buffer_nodes as u64 * slot
             || self.over_space_limit()
     }
