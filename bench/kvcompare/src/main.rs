@@ -27,12 +27,13 @@ use std::time::Instant;
 
 const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("bench");
 const INDIVIDUAL: usize = 1_000;
-/// AS store: 4 KiB nodes (the page size of LMDB and redb), a write buffer of 8,192 nodes
-/// (32 MiB: a transaction's dirty nodes are written once, at commit) and a cache of
+/// AS store: 4 KiB nodes (the page size of LMDB and redb), a write buffer of 16,384 nodes
+/// (64 MiB, fjall's default memtable budget `max_write_buffer_size`: a transaction's dirty
+/// nodes are written once, at commit) and a cache of
 /// decoded nodes of `--cache-bytes` (default `DEFAULT_CACHE_BYTES`, 1 GiB: redb's
 /// default; LMDB and fjall use the page cache).
 const NODE_BYTES: usize = 4096;
-const WRITE_BUFFER: usize = 8192;
+const WRITE_BUFFER: usize = 16384;
 const BATCHES: usize = 20;
 const BATCH: usize = 1_000;
 
