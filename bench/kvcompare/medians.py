@@ -2,8 +2,9 @@
 """Runs bench/kvcompare several times per engine and prints medians with ranges, as the
 tables of docs/comparisons.md.
 
-Each run is a fresh process for one engine (engines take turns, run after run, so a slow
-spell of the machine falls on all of them). Two memory settings:
+Each run is a fresh process for one engine, started on a synced file system (engines take
+turns, each round starting with the next one, so a slow spell of the machine falls on all
+of them and none always follows the same engine). Two memory settings:
 
 - defaults: every engine as it comes (the AS store's node cache 1 GiB, redb's cache
   1 GiB, LMDB and fjall on the OS page cache);
@@ -138,7 +139,11 @@ def main():
         for n in [int(x) for x in a.entries.split(",")]:
             results = {e: [] for e in engines}
             for i in range(a.runs):
-                for e in engines:
+                # Each round starts with another engine, so none always follows the same
+                # one; and every run starts on a synced file system (a run right after
+                # another engine's would otherwise share the machine with its writeback).
+                for e in engines[i % len(engines):] + engines[: i % len(engines)]:
+                    os.sync()
                     r = run_once(a.binary, n, e, a.dir, limit // 2 if limit else None, cgroup)
                     results[e].append(r)
                     print(f"  run {i + 1}/{a.runs} {e}: {json.dumps(r)}", file=sys.stderr)
