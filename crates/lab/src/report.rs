@@ -816,10 +816,26 @@ pub fn write_report(
             ""
         };
         let _ = writeln!(body, "<p{class}>{}</p>", prose(&s.question));
+        // Experiments run side by side, their jobs sharing the cores: the time one ended
+        // after says little of its own work, so its jobs' time goes beside it.
+        let jobs_s: f64 = s
+            .results
+            .get("job_wall_s")
+            .and_then(|v| v.as_array())
+            .map(|a| a.iter().filter_map(|x| x.as_f64()).sum())
+            .unwrap_or(0.0);
+        let time = if jobs_s > 0.0 {
+            format!(
+                "ended after {:.1} s (its jobs: {jobs_s:.1} s on the cores it shared)",
+                s.runtime_s
+            )
+        } else {
+            format!("ended after {:.1} s", s.runtime_s)
+        };
         let _ = writeln!(
             body,
-            "<p class=\"meta\">seed {} · run time {:.1} s · reproduce: <code>flashlab reproduce --only {} --scale {}</code></p>",
-            s.seed, s.runtime_s, s.id, info.scale
+            "<p class=\"meta\">seed {} · {time} · reproduce: <code>flashlab reproduce --only {} --scale {}</code></p>",
+            s.seed, s.id, info.scale
         );
         let mut whys: Vec<&str> = s
             .verdicts
