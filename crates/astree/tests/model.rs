@@ -72,6 +72,35 @@ fn run<S: NodeStore>(
     Ok(tree)
 }
 
+/// Syncs an AS tree, reopens a store from what is durable, and checks its structure and
+/// contents against the model.
+fn synced_and_reopened_match(
+    mut tree: BTree<LruCache<AsStore<MemSegments>>>,
+    cfg: AsConfig,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+) -> Result<(), TestCaseError> {
+    tree.sync().unwrap();
+    let image = tree.into_store().into_inner().storage().durable_image();
+    let mut again = BTree::new(
+        AsStore::open_with(MemSegments::from_image(image), cfg).unwrap(),
+        8,
+    )
+    .unwrap();
+    prop_assert_eq!(
+        again.check().map_err(TestCaseError::fail)?,
+        model.len() as u64
+    );
+    let all = again.range(&[], None).unwrap();
+    prop_assert_eq!(
+        all,
+        model
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
@@ -102,13 +131,8 @@ proptest! {
         let mut model = BTreeMap::new();
         let cfg = AsConfig { segment_bytes: 16 * 1024, logical_commits: logical, ..AsConfig::new(1024, buffer) };
         let store = LruCache::new(AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap(), cache);
-        let mut tree = run(BTree::new(store, 8).unwrap(), &ops, &mut model)?;
-        tree.sync().unwrap();
-        let image = tree.into_store().into_inner().storage().durable_image();
-        let mut again = BTree::new(AsStore::open_with(MemSegments::from_image(image), cfg).unwrap(), 8).unwrap();
-        prop_assert_eq!(again.check().map_err(TestCaseError::fail)?, model.len() as u64);
-        let all = again.range(&[], None).unwrap();
-        prop_assert_eq!(all, model.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>());
+        let tree = run(BTree::new(store, 8).unwrap(), &ops, &mut model)?;
+        synced_and_reopened_match(tree, cfg, &model)?;
     }
 }
 
@@ -191,13 +215,8 @@ proptest! {
         let inner = AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap();
         // Odd sizes: a cache bounded in nodes (LRU); even: in bytes (second chance).
         let store = if cache % 2 == 1 { LruCache::new(inner, cache) } else { LruCache::with_bytes(inner, cache * 300) };
-        let mut tree = run_batches(BTree::new(store, 8).unwrap(), &first, &batches, &mut model)?;
-        tree.sync().unwrap();
-        let image = tree.into_store().into_inner().storage().durable_image();
-        let mut again = BTree::new(AsStore::open_with(MemSegments::from_image(image), cfg).unwrap(), 8).unwrap();
-        prop_assert_eq!(again.check().map_err(TestCaseError::fail)?, model.len() as u64);
-        let all = again.range(&[], None).unwrap();
-        prop_assert_eq!(all, model.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>());
+        let tree = run_batches(BTree::new(store, 8).unwrap(), &first, &batches, &mut model)?;
+        synced_and_reopened_match(tree, cfg, &model)?;
     }
 }
 

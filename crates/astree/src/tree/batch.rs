@@ -26,10 +26,33 @@ pub const INTERNAL_FILL_PERCENT: usize = 70;
 enum Effect {
     /// Nothing (a remove of a key the leaf does not hold).
     None,
-    /// A change that leaves the leaf within its limits.
-    Fits,
+    /// A change that leaves the leaf within its limits; the key's place in it
+    /// (`binary_search`'s answer).
+    Fits(Result<usize, usize>),
     /// A change that would split or merge the leaf.
     Breaks,
+}
+
+/// Makes change `(key, value)` to `leaf`, the key's place in it being `at_key`
+/// (`binary_search`'s answer; a remove only of a key the leaf holds).
+fn change_leaf(leaf: &mut Node, at_key: Result<usize, usize>, key: &[u8], value: Option<&[u8]>) {
+    let Node::Leaf { keys, values, .. } = leaf else {
+        unreachable!("only leaves are changed here")
+    };
+    match (at_key, value) {
+        (Ok(j), Some(v)) => {
+            values.replace(j, v);
+        }
+        (Err(j), Some(v)) => {
+            keys.insert(j, key);
+            values.insert(j, v);
+        }
+        (Ok(j), None) => {
+            keys.remove(j);
+            values.remove(j);
+        }
+        (Err(_), None) => {}
+    }
 }
 
 /// One change of a batch: `(key, Some(value))` inserts or updates, `(key, None)` removes.
@@ -97,30 +120,12 @@ impl<S: NodeStore> BTree<S> {
                 match self.effect(leaf, k, v) {
                     Effect::None => {}
                     Effect::Breaks => break,
-                    Effect::Fits => {
+                    Effect::Fits(at_key) => {
                         if owned.is_none() {
                             let s = shared.take().expect("not taken yet");
                             owned = Some(self.store.take(leaf_id, s));
                         }
-                        let Some(Node::Leaf { keys, values, .. }) = owned.as_mut() else {
-                            unreachable!("leaf_for ends at a leaf")
-                        };
-                        match (keys.binary_search(k), v) {
-                            (Ok(j), Some(v)) => {
-                                values.replace(j, v);
-                            }
-                            (Err(j), Some(v)) => {
-                                keys.insert(j, k);
-                                values.insert(j, v);
-                            }
-                            (Ok(j), None) => {
-                                keys.remove(j);
-                                values.remove(j);
-                            }
-                            (Err(_), None) => {
-                                unreachable!("a remove of a missing key changes nothing")
-                            }
-                        }
+                        change_leaf(owned.as_mut().expect("taken above"), at_key, k, v);
                         match v {
                             Some(v) => self.store.log_insert(k, v)?,
                             None => self.store.log_remove(k)?,
@@ -175,7 +180,8 @@ impl<S: NodeStore> BTree<S> {
         };
         let (len, bytes) = (keys.len(), leaf.encoded_bytes());
         // An entry's share of the image: its two lengths (2 + 4 bytes), key and value.
-        let (len, bytes) = match (keys.binary_search(key), value) {
+        let at_key = keys.binary_search(key);
+        let (len, bytes) = match (at_key, value) {
             (Ok(j), Some(v)) => (len, bytes - values[j].len() + v.len()),
             (Err(_), Some(v)) => (len + 1, bytes + 6 + key.len() + v.len()),
             (Ok(j), None) => (len - 1, bytes - 6 - key.len() - values[j].len()),
@@ -184,7 +190,7 @@ impl<S: NodeStore> BTree<S> {
         if self.overfull_at(len, bytes) || (value.is_none() && self.underfull_at(len, bytes)) {
             Effect::Breaks
         } else {
-            Effect::Fits
+            Effect::Fits(at_key)
         }
     }
 
