@@ -40,7 +40,8 @@ pub(crate) struct CaptureArgs {
     /// the issuing task spent on a CPU (waits for a CPU and sleeps left out; what it slept
     /// for is another task's request, kept as a dependency): think times that do not
     /// depend on how busy the machine was. Every context switch of the machine is traced
-    /// (about 12% slower for paper 003's fsync-heavy workload here).
+    /// (paper 003's fsync-heavy workload at 256 documents per commit ran ~5% slower for it
+    /// here).
     #[arg(long)]
     pub(crate) think_on_cpu: bool,
     /// Run the command at real-time priority (SCHED_FIFO 10), so that other work on the

@@ -5,16 +5,19 @@
 //! MSR Cambridge CSV and our own native format; [`replay`] feeds requests to any
 //! [`flash::Device`], closed loop per stream with a queue depth or open loop by timestamp.
 //! [`stream`] reads a trace file a request at a time, so replays of long traces stay in
-//! bounded memory. [`capture`] records a real file system's block I/O on a loop device; [`Cancel`] is how
+//! bounded memory. [`capture`] records a real file system's block I/O on a loop device (reading the kernel's
+//! binary [`ring_buffer`]); [`Cancel`] is how
 //! the binary tells long-running library code that the user interrupted.
 
 pub mod cancel;
 pub mod capture;
+mod capture_events;
 pub mod error;
 pub mod formats;
 pub mod mkfs_opts;
 pub mod replay;
 pub mod request;
+pub mod ring_buffer;
 pub mod stream;
 pub mod transform;
 

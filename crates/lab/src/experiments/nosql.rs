@@ -87,7 +87,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         std::env::current_exe().map_err(|e| format!("cannot find the flashlab binary: {e}"))?;
     let (docs, max_ops) = docs_and_max_updates(scale);
     let sizes = Sizes::at(scale);
-    let work_dir = super::work_dir("flashlab-nosql-")?;
+    let (work_dir, images_at) = super::capture_dir("flashlab-nosql-", sizes.image_bytes)?;
     let work = work_dir.path();
     let result = (|| {
         let mut points = Vec::new();
@@ -269,7 +269,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             "How much does the write batch size (documents per commit) of an append-only key-value store \
              matter, and does the file system? {docs} documents of 1 KiB in 4 databases, one writer each, \
              updating random documents (YCSB F style) with 1–256 updates per commit, run for real on ext4, \
-             XFS and btrfs on loop devices (O_DIRECT), captured, and the update phase replayed on the 840 Pro preset \
+             XFS and btrfs on loop devices (images {images_at}; O_DIRECT), captured, and the update phase replayed on the 840 Pro preset \
              (closed loop per issuing task; think times are each task's time on a CPU, and a writer's wait for the journal's commit is the simulated commit; a fresh drive). This kernel has no F2FS: \
              simfs's log-structured policy stands in for it, with the four databases on one simulated \
              840 Pro taking turns a batch at a time, in virtual time (device time only, no CPU time). \
@@ -296,6 +296,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         ],
         results: json!({
             "docs": docs,
+            "images": images_at,
             "points": points,
             "paper": PAPER.iter().map(|(f, v)| json!({"fs": f, "ops_per_s": v})).collect::<Vec<_>>(),
         }),

@@ -72,8 +72,9 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         Scale::Full | Scale::Paper => (0.5, 20, 4 << 30),
     };
     let work_dir = super::work_dir("flashlab-tempfiles-real-")?;
-    let work = work_dir.path();
-    let data = work.join("data");
+    let data = work_dir.path().join("data");
+    let (images_dir, images_at) = super::capture_dir("flashlab-tempfiles-real-", capacity)?;
+    let work = images_dir.path();
     std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
     let result = (|| -> Result<Vec<Run>, crate::LabError> {
         // The input tables, generated once outside the captured file system (as the
@@ -142,6 +143,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         }
         Ok(runs)
     })();
+    drop(images_dir);
     drop(work_dir);
     let runs = result?;
     let get = |f: bool, d: bool| {
@@ -291,7 +293,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             "Does a real kernel's ext4 send the TRIMs the simulated experiment assumes, and what do they cost? \
              PostgreSQL 12's hash join of SF {sf} (128-byte rows, work_mem 64 kB, 8 KiB BufFile writes) runs \
              {repeat} times with flashlab's os backend (O_DIRECT, or the page cache would absorb the batch \
-             files) inside a {} MiB ext4 on a loop device, mounted with \
+             files) inside a {} MiB ext4 on a loop device (its image {images_at}), mounted with \
              and without discard, fallocate on and off, each repetition committed once at its end and left \
              to settle, on one CPU; its block I/O is captured and replayed (closed \
              loop per issuing task) on a fresh MX500 preset of the same size.",
@@ -316,7 +318,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 role: "predicted by the MX500 preset's model (TRIM cost an assumption, see `tempfiles`); think times are this machine's".into(),
             },
         ],
-        results: json!({"sf": sf, "repeat": repeat, "capacity_bytes": capacity, "runs": runs}),
+        results: json!({"sf": sf, "repeat": repeat, "capacity_bytes": capacity, "images": images_at, "runs": runs}),
     })
 }
 
