@@ -36,6 +36,33 @@ impl Bitmap {
         self.words[(b / 64) as usize] >> (b % 64) & 1 == 1
     }
 
+    /// Blocks `start..start + 8 * out.len()` as an on-disk bitmap (bit `i` of byte `j` is
+    /// block `start + 8j + i`; blocks past the end count as used), a word at a time where
+    /// `start` is a multiple of 64: the word's little-endian bytes are those bytes.
+    pub fn to_disk_bytes(&self, start: u64, out: &mut [u8]) {
+        if start % 64 != 0 {
+            out.fill(0);
+            for i in 0..out.len() as u64 * 8 {
+                let b = start + i;
+                if b >= self.blocks || self.is_used(b) {
+                    out[(i / 8) as usize] |= 1 << (i % 8);
+                }
+            }
+            return;
+        }
+        let w0 = (start / 64) as usize;
+        for (k, bytes) in out.chunks_mut(8).enumerate() {
+            let w = w0 + k;
+            let first = w as u64 * 64;
+            let word = match self.words.get(w) {
+                Some(&x) if first + 64 > self.blocks => x | (!0u64 << (self.blocks - first)),
+                Some(&x) => x,
+                None => !0,
+            };
+            bytes.copy_from_slice(&word.to_le_bytes()[..bytes.len()]);
+        }
+    }
+
     /// Marks `[start, start + len)` used; every block must be free.
     pub fn set_used(&mut self, start: u64, len: u64) {
         for b in start..start + len {
@@ -137,6 +164,30 @@ impl Bitmap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn disk_bytes_match_a_bit_by_bit_encoding() {
+        for blocks in [1000u64, 4096, 64 * 7 + 5] {
+            let mut b = Bitmap::new(blocks);
+            for (s, l) in [(3, 5), (64, 1), (100, 130), (400, 64), (blocks - 10, 10)] {
+                b.set_used(s, l);
+            }
+            for start in [0u64, 64, 128, 320, 3, 100, 960, 4096] {
+                for len in [8usize, 16, 13, 512] {
+                    let mut got = vec![0xAAu8; len];
+                    b.to_disk_bytes(start, &mut got);
+                    let mut want = vec![0u8; len];
+                    for i in 0..len as u64 * 8 {
+                        let blk = start + i;
+                        if blk >= blocks || b.is_used(blk) {
+                            want[(i / 8) as usize] |= 1 << (i % 8);
+                        }
+                    }
+                    assert_eq!(got, want, "blocks {blocks}, start {start}, {len} bytes");
+                }
+            }
+        }
+    }
 
     #[test]
     fn free_run_len_matches_a_block_by_block_count() {

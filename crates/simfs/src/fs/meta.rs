@@ -72,8 +72,12 @@ impl<D: BlockDev> SimFs<D> {
 
     pub(super) fn bitmap_bytes(&self, g: u32) -> (Vec<u8>, Vec<u8>) {
         let mut blocks = vec![0u8; BLOCK_BYTES];
-        let start = g as u64 * self.cfg.blocks_per_group as u64;
-        for i in 0..self.cfg.blocks_per_group as u64 {
+        let bpg = self.cfg.blocks_per_group as u64;
+        let start = g as u64 * bpg;
+        // Whole bytes from the bitmap's words; a last partial byte bit by bit.
+        let whole = (bpg / 8) as usize;
+        self.bitmap.to_disk_bytes(start, &mut blocks[..whole]);
+        for i in whole as u64 * 8..bpg {
             let b = start + i;
             if b >= self.bitmap.blocks() || self.bitmap.is_used(b) {
                 blocks[(i / 8) as usize] |= 1 << (i % 8);
@@ -81,10 +85,12 @@ impl<D: BlockDev> SimFs<D> {
         }
         let mut inodes = vec![0u8; BLOCK_BYTES];
         let ipg = self.sb.inodes_per_group as usize;
-        for i in 0..ipg {
-            if self.inode_used[g as usize * ipg + i] {
-                inodes[i / 8] |= 1 << (i % 8);
-            }
+        let used = &self.inode_used[g as usize * ipg..(g as usize + 1) * ipg];
+        for (byte, bits) in inodes.iter_mut().zip(used.chunks(8)) {
+            *byte = bits
+                .iter()
+                .enumerate()
+                .fold(0u8, |a, (k, &u)| a | (u8::from(u) << k));
         }
         (blocks, inodes)
     }
