@@ -40,7 +40,7 @@ impl Bitmap {
     /// block `start + 8j + i`; blocks past the end count as used), a word at a time where
     /// `start` is a multiple of 64: the word's little-endian bytes are those bytes.
     pub fn to_disk_bytes(&self, start: u64, out: &mut [u8]) {
-        if start % 64 != 0 {
+        if !start.is_multiple_of(64) {
             out.fill(0);
             for i in 0..out.len() as u64 * 8 {
                 let b = start + i;
