@@ -133,7 +133,7 @@ pub const REALTIME_PRIORITY: i32 = 10;
 #[derive(Debug)]
 pub struct Captured {
     pub trace: Trace,
-    /// Raw tracepoint lines read.
+    /// Block events read (issues and completions of the loop device).
     pub event_lines: u64,
     /// Events the kernel dropped because its buffer was full (0 when all were kept).
     pub lost_events: u64,
