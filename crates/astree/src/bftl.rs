@@ -216,6 +216,8 @@ pub struct BftlStore<S: Storage> {
     sectors_written: u64,
     /// Latest content of recently read or written nodes, for diffing.
     recent: IdMap<Content>,
+    /// The sectors of the last run read (reused: a read allocates nothing).
+    sector_buf: Vec<u8>,
     root: Option<NodeId>,
     next_id: NodeId,
     compactions: u64,
@@ -249,6 +251,7 @@ impl<S: Storage> BftlStore<S> {
             ntt: IdMap::default(),
             sectors_written: 0,
             recent: IdMap::default(),
+            sector_buf: Vec::new(),
             root: None,
             next_id: 0,
             compactions: 0,
@@ -277,8 +280,13 @@ impl<S: Storage> BftlStore<S> {
 
     /// The IUs of node `only` in `sector` (sector number `sector_no`), in order; every IU's
     /// frame is checked, the others' bodies are skipped.
-    fn decode_ius(sector: &[u8], sector_no: u64, only: NodeId) -> Result<Vec<Iu>, TreeError> {
-        let mut out = Vec::new();
+    /// The IUs of node `only` in `sector` (sectors from `sector_no` on), in order, to `out`.
+    fn decode_ius(
+        sector: &[u8],
+        sector_no: u64,
+        only: NodeId,
+        mut out: impl FnMut(Iu),
+    ) -> Result<(), TreeError> {
         let mut at = 0;
         while at + IU_HEADER <= sector.len() {
             // An IU never starts where its header would cross into the next sector.
@@ -331,10 +339,10 @@ impl<S: Storage> BftlStore<S> {
                     })
                 }
             };
-            out.push(iu);
+            out(iu);
             at = body + al + bl;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Writes the reservation buffer as sectors, each node's IUs packed together.
@@ -410,15 +418,14 @@ impl<S: Storage> BftlStore<S> {
     /// Replays a node's sectors and pending IUs.
     fn load(&mut self, id: NodeId) -> Result<Content, TreeError> {
         let mut c = Content::default();
-        let list = self.ntt.get(&id).cloned().unwrap_or_default();
-        for (s, count) in list {
-            let mut sector = vec![0u8; SECTOR_BYTES * count as usize];
-            self.storage.read_at(s * SECTOR_BYTES as u64, &mut sector)?;
+        let list = self.ntt.get(&id).map_or(&[][..], Vec::as_slice);
+        for &(s, count) in list {
+            let sector = &mut self.sector_buf;
+            sector.resize(SECTOR_BYTES * count as usize, 0);
+            self.storage.read_at(s * SECTOR_BYTES as u64, sector)?;
             self.stats.read_requests += 1;
             self.stats.bytes_read += sector.len() as u64;
-            for iu in Self::decode_ius(&sector, s, id)? {
-                c.apply(iu);
-            }
+            Self::decode_ius(sector, s, id, |iu| c.apply(iu))?;
         }
         for iu in self.pending.get(&id).into_iter().flatten() {
             c.apply(iu.clone());
