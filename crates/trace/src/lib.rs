@@ -14,6 +14,7 @@ pub mod capture;
 mod capture_events;
 pub mod error;
 pub mod formats;
+mod input;
 pub mod mkfs_opts;
 pub mod replay;
 pub mod request;
