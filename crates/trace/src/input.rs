@@ -6,8 +6,8 @@
 //! Decompression streams: memory does not grow with the file. gzip is read with flate2's
 //! `MultiGzDecoder` (every member, as `zcat` reads `pigz` and `bgzip` output), zstd with
 //! the `zstd` crate, which binds the reference libzstd: it decodes every frame of a file
-//! (concatenated frames, as `pzstd` writes, and skippable frames) and is the fastest
-//! decoder there is.
+//! (concatenated frames, as `pzstd` writes, and skippable frames), where the pure-Rust
+//! `ruzstd`'s streaming decoder reads one frame.
 
 use crate::TraceError;
 use std::fs::File;
