@@ -45,9 +45,9 @@ impl RowLines for AlibabaLines {
             return Ok(None);
         }
         parse_u64(f[0], "device_id")?;
-        if !self.devices.keep(f[0]) {
+        let Some(stream) = self.devices.keep(f[0]) else {
             return Ok(None);
-        }
+        };
         let write = match f[1] {
             "R" => false,
             "W" => true,
@@ -58,7 +58,7 @@ impl RowLines for AlibabaLines {
         let us = parse_u64(f[4], "timestamp")?;
         Ok(Some(Row {
             at_ns: scaled(us, 1_000, "timestamp (µs)")?,
-            stream: self.devices.number(f[0]),
+            stream,
             cmd: data_command(write, offset, length)?,
             response_ns: 0,
         }))

@@ -113,16 +113,16 @@ impl RowLines for DiskSimLines {
         }
         let f = fields(t)?;
         parse_u64(f[1], "device number")?;
-        if !self.devices.keep(f[1]) {
+        let Some(stream) = self.devices.keep(f[1]) else {
             return Ok(None);
-        }
+        };
         let at_ns = time_ns(self.variant, f[0])?;
         let offset = scaled(parse_u64(f[2], "block")?, 512, "block (sectors)")?;
         let size = scaled(parse_u64(f[3], "size")?, 512, "size (sectors)")?;
         let write = is_write(self.variant, f[4])?;
         Ok(Some(Row {
             at_ns,
-            stream: self.devices.number(f[1]),
+            stream,
             cmd: data_command(write, offset, size)?,
             response_ns: 0,
         }))

@@ -138,16 +138,16 @@ impl RowLines for FioLines {
                 ))
             }
         };
-        if !self.devices.keep(file) {
+        let Some(stream) = self.devices.keep(file) else {
             return Ok(None);
-        }
+        };
         let at_ns = match at_us {
             Some(us) => scaled(us, 1_000, "timestamp (µs)")?,
             None => self.clock_ns,
         };
         Ok(Some(Row {
             at_ns,
-            stream: self.devices.number(file),
+            stream,
             cmd,
             response_ns: 0,
         }))

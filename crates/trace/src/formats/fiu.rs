@@ -73,7 +73,7 @@ impl RowLines for FiuLines {
         self.device.clear();
         use std::fmt::Write;
         let _ = write!(self.device, "{major}:{minor}");
-        if !self.devices.keep(&self.device) {
+        if self.devices.keep(&self.device).is_none() {
             return Ok(None);
         }
         let at_ns = parse_u64(f[0], "timestamp (ns)")?;

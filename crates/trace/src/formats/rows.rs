@@ -121,8 +121,8 @@ pub(crate) struct Devices {
     /// Every device seen, in order of first appearance.
     seen: Vec<String>,
     index: HashMap<String, u32>,
-    /// The device of the previous row and whether it was kept (most rows repeat it).
-    last: Option<(String, bool)>,
+    /// The device of the previous row and its number if kept (most rows repeat it).
+    last: Option<(String, Option<u32>)>,
 }
 
 impl Devices {
@@ -136,26 +136,37 @@ impl Devices {
         }
     }
 
-    /// Records a row of device `name`; whether its rows are kept.
-    pub(crate) fn keep(&mut self, name: &str) -> bool {
+    /// Records a row of device `name`; its number (in order of first appearance: its
+    /// stream, where a device is one stream) if its rows are kept.
+    pub(crate) fn keep(&mut self, name: &str) -> Option<u32> {
         if let Some((last, kept)) = &self.last {
             if last == name {
                 return *kept;
             }
         }
-        if !self.index.contains_key(name) {
-            self.index.insert(name.to_string(), self.seen.len() as u32);
-            self.seen.push(name.to_string());
+        let number = match self.index.get(name) {
+            Some(&n) => n,
+            None => {
+                let n = self.seen.len() as u32;
+                self.index.insert(name.to_string(), n);
+                self.seen.push(name.to_string());
+                n
+            }
+        };
+        let kept = self
+            .wanted
+            .as_deref()
+            .is_none_or(|w| w == name)
+            .then_some(number);
+        match &mut self.last {
+            Some((last, k)) => {
+                last.clear();
+                last.push_str(name);
+                *k = kept;
+            }
+            None => self.last = Some((name.to_string(), kept)),
         }
-        let kept = self.wanted.as_deref().is_none_or(|w| w == name);
-        self.last = Some((name.to_string(), kept));
         kept
-    }
-
-    /// The device's number, in order of first appearance (its stream, where a device is
-    /// one stream).
-    pub(crate) fn number(&self, name: &str) -> u32 {
-        self.index.get(name).copied().unwrap_or(0)
     }
 
     /// Whether several devices were seen and one is replayed.
@@ -342,17 +353,18 @@ mod tests {
     #[test]
     fn devices_pick_one_and_list_them_all() {
         let mut d = Devices::new("volume", None);
-        for name in ["7", "7", "3", "7"] {
-            assert!(d.keep(name));
-        }
-        assert_eq!((d.number("7"), d.number("3")), (0, 1));
+        let numbers: Vec<_> = ["7", "7", "3", "7"].iter().map(|n| d.keep(n)).collect();
+        assert_eq!(numbers, [Some(0), Some(0), Some(1), Some(0)]);
         let e = d.finish("t").unwrap_err().to_string();
         assert!(
             e.contains("2 volumes (7, 3)") && e.contains("--disk 7"),
             "{e}"
         );
         let mut d = Devices::new("volume", Some("3"));
-        assert!(!d.keep("7") && d.keep("3") && !d.keep("7"));
+        assert_eq!(
+            [d.keep("7"), d.keep("3"), d.keep("7")],
+            [None, Some(1), None]
+        );
         d.finish("t").unwrap();
         let mut d = Devices::new("ASU", Some("99"));
         for i in 0..30 {

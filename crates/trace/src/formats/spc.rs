@@ -63,9 +63,9 @@ impl RowLines for SpcLines {
         }
         let f = fields(t)?;
         parse_u64(f[0], "ASU")?;
-        if !self.devices.keep(f[0]) {
+        let Some(stream) = self.devices.keep(f[0]) else {
             return Ok(None);
-        }
+        };
         let offset = scaled(parse_u64(f[1], "LBA")?, BLOCK_BYTES, "LBA")?;
         let size = parse_u64(f[2], "size")?;
         let write = match f[3] {
@@ -75,7 +75,7 @@ impl RowLines for SpcLines {
         };
         Ok(Some(Row {
             at_ns: parse_seconds_ns(f[4])?,
-            stream: self.devices.number(f[0]),
+            stream,
             cmd: data_command(write, offset, size)?,
             response_ns: 0,
         }))

@@ -46,9 +46,9 @@ impl RowLines for TencentLines {
             return Ok(None);
         }
         parse_u64(f[4], "volume id")?;
-        if !self.devices.keep(f[4]) {
+        let Some(stream) = self.devices.keep(f[4]) else {
             return Ok(None);
-        }
+        };
         let at_ns = parse_seconds_ns(f[0])?;
         let offset = scaled(parse_u64(f[1], "offset")?, 512, "offset (sectors)")?;
         let size = scaled(parse_u64(f[2], "size")?, 512, "size (sectors)")?;
@@ -63,7 +63,7 @@ impl RowLines for TencentLines {
         };
         Ok(Some(Row {
             at_ns,
-            stream: self.devices.number(f[4]),
+            stream,
             cmd: data_command(write, offset, size)?,
             response_ns: 0,
         }))
