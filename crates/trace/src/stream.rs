@@ -3,7 +3,8 @@
 //!
 //! [`TraceFile::open`] reads the file once to learn what a replay needs before it starts
 //! (how many requests, which streams, the highest byte, whether it is timestamped) and to
-//! check it (an MSR file's disks, a native file's header, open-loop times that go back);
+//! check it (an archive file's devices, a native file's header, open-loop times that go
+//! back);
 //! [`TraceFile::requests`] then reads it again, one request at a time, as often as asked (a
 //! replay with `--repeat` reads it once per pass). [`replay_file`] replays it open or closed
 //! loop.
@@ -61,8 +62,9 @@ pub struct TraceFile {
 }
 
 impl TraceFile {
-    /// Opens `path` in `format` (`Auto`: from its first lines), keeping only `disk` of an
-    /// MSR trace of several and only the first `limit` requests; reads it through once.
+    /// Opens `path` (plain, gzip or zstd) in `format` (`Auto`: from its first lines),
+    /// keeping only `disk` of a trace of several devices and only the first `limit`
+    /// requests; reads it through once.
     pub fn open(
         path: &Path,
         format: Format,
