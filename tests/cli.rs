@@ -153,6 +153,135 @@ fn an_msr_trace_of_several_disks_replays_one_disk_at_a_time() {
 }
 
 #[test]
+fn replays_every_archive_format_plain_gzip_or_zstd_one_device_at_a_time() {
+    use std::io::Write;
+    let dir = Scratch::new("archives");
+    // (format, --disk, two devices' rows: each format's columns as its documentation has them)
+    let samples = [
+        ("alibaba", "3", "device_id,opcode,offset,length,timestamp\n3,W,0,4096,1577808000000626\n3,R,0,4096,1577808000001626\n8,W,0,4096,1577808000002000\n"),
+        ("tencent", "1063", "Timestamp,Offset,Size,IOType,VolumeID\n1538323200,0,8,1,1063\n1538323201,0,8,0,1063\n1538323201,8,8,1,77\n"),
+        ("spc", "0", "0,0,4096,W,0.551706\n0,0,4096,r,0.554041,opt\n1,8,4096,W,0.556202\n"),
+        ("fiu", "8:0", "89968195792462 20782 gzip 0 8 W 8 0 56f1\n89968196792462 20782 gzip 0 8 R 8 0 56f1\n89968197792462 1 cp 0 8 W 8 16 56f1\n"),
+        ("disksim", "0", "13.191135 0 0 8 0\n17.829285 0 0 8 1\n18.0 1 0 8 0\n"),
+        ("fio", "/dev/sdb", "fio version 3 iolog\n0 /dev/sdb add\n878 /dev/sdb write 0 4096\n888 /dev/sdb read 0 4096\n890 /dev/sdc write 0 4096\n"),
+    ];
+    for (format, disk, text) in samples {
+        let plain = dir.0.join(format!("{format}.txt"));
+        std::fs::write(&plain, text).unwrap();
+        let gz = dir.0.join(format!("{format}.txt.gz"));
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(text.as_bytes()).unwrap();
+        std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+        let zst = dir.0.join(format!("{format}.txt.zst"));
+        std::fs::write(&zst, zstd::stream::encode_all(text.as_bytes(), 3).unwrap()).unwrap();
+        let run = |path: &std::path::Path, extra: &[&str]| {
+            let mut a = vec![
+                "replay",
+                path.to_str().unwrap(),
+                "--preset",
+                "nvme",
+                "--capacity",
+                "16GiB",
+            ];
+            a.extend_from_slice(extra);
+            flashlab(&a)
+        };
+        // Auto-detected, from each file: the same replay.
+        let mut seen = Vec::new();
+        for path in [&plain, &gz, &zst] {
+            let mut v = stdout_json(&run(path, &["--disk", disk, "--json"]));
+            assert_eq!(v["requests"], 2, "{format} {}", path.display());
+            assert_eq!(v["mode"], "open", "{format}");
+            v.as_object_mut()
+                .unwrap()
+                .retain(|k, _| k != "wall_s" && k != "trace" && k != "peak_rss_bytes");
+            seen.push(v);
+        }
+        assert!(seen.windows(2).all(|w| w[0] == w[1]), "{format}: {seen:?}");
+        // Named explicitly, too; and without --disk, an error naming both devices.
+        let v = stdout_json(&run(&zst, &["--format", format, "--disk", disk, "--json"]));
+        assert_eq!(v["requests"], 2, "{format}");
+        let o = run(&zst, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("2 ") && err.contains("--disk"),
+            "{format}: {err}"
+        );
+    }
+    // MQSim's and SSDSim's rows fit DiskSim's three readings: auto refuses, naming them.
+    let mq = dir.0.join("mqsim.trace");
+    std::fs::write(&mq, "4851300 1 524288 16 0\n4864300 1 524304 16 1\n").unwrap();
+    let o = flashlab(&["replay", mq.to_str().unwrap(), "--preset", "nvme"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("(disksim, disksim-mqsim, disksim-ssdsim)"),
+        "{err}"
+    );
+    for f in ["disksim-mqsim", "disksim-ssdsim"] {
+        let v = stdout_json(&flashlab(&[
+            "replay",
+            mq.to_str().unwrap(),
+            "--format",
+            f,
+            "--preset",
+            "nvme",
+            "--capacity",
+            "16GiB",
+            "--json",
+        ]));
+        assert_eq!(
+            (v["requests"].as_u64(), v["host_write_pages"].as_u64()),
+            (Some(2), Some(2)),
+            "{f}"
+        );
+    }
+    // fio's version 2 has no times: closed loop.
+    let v2 = dir.0.join("v2.log");
+    std::fs::write(&v2, "fio version 2 iolog\n/dev/sdb add\n/dev/sdb write 0 4096\n/dev/sdb wait 1000 0\n/dev/sdb sync 0 0\n").unwrap();
+    let v = stdout_json(&flashlab(&[
+        "replay",
+        v2.to_str().unwrap(),
+        "--preset",
+        "nvme",
+        "--json",
+    ]));
+    assert_eq!(
+        (v["requests"].as_u64(), v["mode"].as_str()),
+        (Some(2), Some("closed"))
+    );
+    // --disk with a format of one device, and an unknown format, say what works.
+    let native = dir.0.join("n.trace");
+    std::fs::write(&native, "flashlab-trace v1 closed\n0 W 0 4096 0\n").unwrap();
+    let o = flashlab(&[
+        "replay",
+        native.to_str().unwrap(),
+        "--disk",
+        "0",
+        "--preset",
+        "nvme",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains("--disk picks a device of a trace that holds several (msr, alibaba"),
+        "{err}"
+    );
+    let o = flashlab(&[
+        "replay",
+        v2.to_str().unwrap(),
+        "--format",
+        "zip",
+        "--preset",
+        "nvme",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("disksim-ssdsim, fio"),
+        "{err}"
+    );
+}
+
+#[test]
 fn preconditioning_ages_the_drive_before_a_trace_and_is_not_measured() {
     let dir = Scratch::new("precondition");
     let path = dir.0.join("w.trace");

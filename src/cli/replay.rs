@@ -24,11 +24,17 @@ pub(crate) enum TrimAs {
 pub(crate) struct ReplayArgs {
     /// Trace file.
     pub(crate) trace: PathBuf,
-    /// auto, blkparse, tracefs, msr or native.
+    /// auto (from the first lines), blkparse, tracefs, native, msr (MSR Cambridge),
+    /// alibaba (Alibaba 2020), tencent (Tencent CBS 2018), spc (SPC / UMass), fiu (FIU
+    /// IODedup), disksim, disksim-mqsim, disksim-ssdsim (DiskSim's ASCII trace as DiskSim,
+    /// MQSim or SSDSim read it; auto picks one only where the rows tell) or fio (iolog v2 or
+    /// v3). gzip and zstd files are read as they are.
     #[arg(long, default_value = "auto")]
     pub(crate) format: Format,
-    /// MSR Cambridge traces: replay only this disk (`N`, or `HOST:N`); a trace of several
-    /// disks needs one (their blocks would collide in one address space).
+    /// Replay only this device of a trace that holds several (their blocks would collide
+    /// in one address space): an MSR disk (`N` or `HOST:N`), an Alibaba device_id, a
+    /// Tencent volume, an SPC ASU, a FIU device (`MAJOR:MINOR`), a DiskSim device number or
+    /// a fio filename.
     #[arg(long)]
     pub(crate) disk: Option<String>,
     #[command(flatten)]

@@ -2,7 +2,8 @@
 //!
 //! A [`Trace`] is a list of [`Request`]s, each belonging to a stream (an issuing process,
 //! a disk, a generator). Parsers in [`formats`] read blkparse text, kernel tracefs text,
-//! MSR Cambridge CSV and our own native format; [`replay`] feeds requests to any
+//! our own native format and public archives (MSR Cambridge, Alibaba, Tencent, SPC/UMass,
+//! FIU, DiskSim/MQSim/SSDSim, fio iologs; gzip or zstd); [`replay`] feeds requests to any
 //! [`flash::Device`], closed loop per stream with a queue depth or open loop by timestamp.
 //! [`stream`] reads a trace file a request at a time, so replays of long traces stay in
 //! bounded memory. [`capture`] records a real file system's block I/O on a loop device (reading the kernel's
@@ -14,6 +15,7 @@ pub mod capture;
 mod capture_events;
 pub mod error;
 pub mod formats;
+mod input;
 pub mod mkfs_opts;
 pub mod replay;
 pub mod request;

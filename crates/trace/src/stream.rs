@@ -3,34 +3,36 @@
 //!
 //! [`TraceFile::open`] reads the file once to learn what a replay needs before it starts
 //! (how many requests, which streams, the highest byte, whether it is timestamped) and to
-//! check it (an MSR file's disks, a native file's header, open-loop times that go back);
+//! check it (an archive file's devices, a native file's header, open-loop times that go
+//! back);
 //! [`TraceFile::requests`] then reads it again, one request at a time, as often as asked (a
 //! replay with `--repeat` reads it once per pass). [`replay_file`] replays it open or closed
 //! loop.
 //!
-//! Native traces and MSR Cambridge CSV stream. MSR rows go into time order through a
-//! window of [`REORDER_WINDOW`] rows, which gives exactly the order of a whole-file stable
-//! sort; a row further out of order is an error that says to sort the file first. In
-//! closed loop, one reading of the file feeds every stream: a stream's requests read ahead
-//! of its turn wait in memory, so memory is bounded by how far apart the streams' requests
-//! lie in the file, not by its length. blkparse and tracefs captures are read whole:
-//! pairing each issue with its completion looks across the file (they are captures of a
-//! run on this machine, not archives of billions of requests).
+//! Native traces and the archive formats (MSR Cambridge, Alibaba, Tencent, SPC, FIU,
+//! DiskSim, fio iologs) stream, plain or gzip- or zstd-compressed. Their rows go into time
+//! order through a window of [`REORDER_WINDOW`] rows, which gives exactly the order of a
+//! whole-file stable sort; a row further out of order is an error that names its line and
+//! says to sort the file first. In closed loop, one reading of the file feeds every
+//! stream: a stream's requests read ahead of its turn wait in memory, so memory is bounded
+//! by how far apart the streams' requests lie in the file, not by its length. blkparse and
+//! tracefs captures are read whole: pairing each issue with its completion looks across
+//! the file (they are captures of a run on this machine, not archives of billions of
+//! requests).
 
-use crate::formats::msr::{MsrLines, MsrOrder};
 use crate::formats::native::NativeLines;
+use crate::formats::rows::{Order, RowLines};
 use crate::formats::{self, Format};
+use crate::input::{open_lines, LineReader};
 use crate::replay::{replay_closed, replay_open, ReplaySummary};
 use crate::{Request, TraceError};
 use flash::Device;
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-/// Rows an MSR trace may be out of time order by.
+/// Rows an archive trace (MSR, Alibaba, ...) may be out of time order by.
 pub const REORDER_WINDOW: usize = 1 << 16;
 
 /// Lines read to recognise a file's format.
@@ -60,8 +62,9 @@ pub struct TraceFile {
 }
 
 impl TraceFile {
-    /// Opens `path` in `format` (`Auto`: from its first lines), keeping only `disk` of an
-    /// MSR trace of several and only the first `limit` requests; reads it through once.
+    /// Opens `path` (plain, gzip or zstd) in `format` (`Auto`: from its first lines),
+    /// keeping only `disk` of a trace of several devices and only the first `limit`
+    /// requests; reads it through once.
     pub fn open(
         path: &Path,
         format: Format,
@@ -69,28 +72,22 @@ impl TraceFile {
         limit: Option<u64>,
     ) -> Result<TraceFile, TraceError> {
         let origin = path.display().to_string();
-        let format = match format {
-            Format::Auto => {
-                let mut head = String::new();
-                for line in lines(path, &origin)?.take(DETECT_LINES) {
-                    head.push_str(&line.map_err(|e| read_error(&origin, e))?);
-                    head.push('\n');
+        let format = if format == Format::Auto {
+            let mut head = String::new();
+            let mut lines = open_lines(path, &origin)?;
+            for _ in 0..DETECT_LINES {
+                match lines.next_line() {
+                    None => break,
+                    Some(line) => head.push_str(line?),
                 }
-                formats::detect(&head).ok_or_else(|| TraceError::Format {
-                    origin: origin.clone(),
-                    msg: "cannot tell the trace format from its first lines; pass --format blkparse, tracefs, msr or native".into(),
-                })?
+                head.push('\n');
             }
-            f => f,
+            formats::resolve(&origin, &head, format)?
+        } else {
+            format
         };
-        if disk.is_some() && format != Format::Msr {
-            return Err(TraceError::Format {
-                origin,
-                msg: format!(
-                    "--disk picks a disk of an MSR Cambridge trace; this is a {} trace of one device",
-                    format.name()
-                ),
-            });
+        if disk.is_some() && format.row_lines(None).is_none() {
+            return Err(formats::refuse_disk(&origin, format));
         }
         let mut file = TraceFile {
             path: path.to_path_buf(),
@@ -133,18 +130,18 @@ impl TraceFile {
 
     /// The requests, read from the file from its start on this thread.
     fn reader(&self) -> Result<Reader, TraceError> {
-        let source = match self.format {
-            Format::Native => Source::Native {
-                lines: lines(&self.path, &self.origin)?,
-                parser: NativeLines::default(),
-            },
-            Format::Msr => Source::Msr(Box::new(MsrSource {
-                lines: lines(&self.path, &self.origin)?,
-                parser: MsrLines::new(self.disk.as_deref()),
-                order: MsrOrder::new(REORDER_WINDOW),
+        let source = match (self.format, self.format.row_lines(self.disk.as_deref())) {
+            (_, Some(parser)) => Source::Rows(Box::new(RowSource {
+                lines: open_lines(&self.path, &self.origin)?,
+                order: Order::new(REORDER_WINDOW, parser.sort_hint()),
+                parser,
                 eof: false,
             })),
-            f => {
+            (Format::Native, None) => Source::Native {
+                lines: open_lines(&self.path, &self.origin)?,
+                parser: NativeLines::default(),
+            },
+            (f, None) => {
                 let t = formats::read_file_disk(&self.path, f, self.disk.as_deref())?;
                 Source::Whole {
                     requests: t.requests.into_iter(),
@@ -161,74 +158,11 @@ impl TraceFile {
     }
 }
 
-fn read_error(origin: &str, e: std::io::Error) -> TraceError {
-    if e.kind() == std::io::ErrorKind::InvalidData {
-        TraceError::Format {
-            origin: origin.to_string(),
-            msg: "not UTF-8 text".into(),
-        }
-    } else {
-        TraceError::Io {
-            origin: origin.to_string(),
-            source: e,
-        }
-    }
-}
-
-fn lines(path: &Path, origin: &str) -> Result<LineReader, TraceError> {
-    let f = formats::open_regular(path, origin)?;
-    Ok(LineReader {
-        reader: BufReader::with_capacity(1 << 16, f),
-        line: String::new(),
-        line_no: 0,
-    })
-}
-
-/// A file's lines, read into one reused buffer.
-struct LineReader {
-    reader: BufReader<File>,
-    line: String,
-    /// The number of the line last read (from 1).
-    line_no: usize,
-}
-
-impl LineReader {
-    /// The next line (without its end), `None` at the end of the file.
-    /// A line longer than [`formats::MAX_LINE_BYTES`] is an error quoting its start.
-    fn next_line(&mut self) -> Option<std::io::Result<&str>> {
-        self.line.clear();
-        let limit = formats::MAX_LINE_BYTES as u64 + 2; // the line and its "\r\n"
-        match (&mut self.reader).take(limit).read_line(&mut self.line) {
-            Ok(0) => None,
-            Ok(n) if n as u64 == limit && !self.line.ends_with('\n') => {
-                Some(Err(std::io::Error::other(format!(
-                    "line {}: {}",
-                    self.line_no + 1,
-                    formats::long_line(self.line.as_bytes())
-                ))))
-            }
-            Ok(_) => {
-                self.line_no += 1;
-                Some(Ok(self.line.trim_end_matches(['\n', '\r'])))
-            }
-            Err(e) => Some(Err(e)),
-        }
-    }
-}
-
-impl Iterator for LineReader {
-    type Item = std::io::Result<String>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.next_line().map(|r| r.map(str::to_string))
-    }
-}
-
-/// An MSR file being read: its lines, parser and reorder window.
-struct MsrSource {
+/// An archive file being read: its lines, parser and reorder window.
+struct RowSource {
     lines: LineReader,
-    parser: MsrLines,
-    order: MsrOrder,
+    parser: Box<dyn RowLines>,
+    order: Order,
     eof: bool,
 }
 
@@ -327,7 +261,7 @@ enum Source {
         lines: LineReader,
         parser: NativeLines,
     },
-    Msr(Box<MsrSource>),
+    Rows(Box<RowSource>),
     Whole {
         requests: std::vec::IntoIter<Request>,
         timestamped: bool,
@@ -339,7 +273,7 @@ impl Reader {
     pub fn timestamped(&self) -> bool {
         match &self.source {
             Source::Native { parser, .. } => parser.open() == Some(true),
-            Source::Msr(_) => true,
+            Source::Rows(r) => r.parser.timestamped(),
             Source::Whole { timestamped, .. } => *timestamped,
         }
     }
@@ -355,17 +289,17 @@ impl Reader {
             Source::Native { lines, parser } => loop {
                 let line = match lines.next_line() {
                     None => return parser.finish(origin).err().map(Err),
-                    Some(Err(e)) => return Some(Err(read_error(origin, e))),
+                    Some(Err(e)) => return Some(Err(e)),
                     Some(Ok(l)) => l,
                 };
                 match parser.line(line) {
                     Ok(Some(r)) => return Some(Ok(r)),
                     Ok(None) => {}
-                    Err(msg) => return Some(Err(parse_error(lines.line_no, msg))),
+                    Err(msg) => return Some(Err(parse_error(lines.line_no(), msg))),
                 }
             },
-            Source::Msr(m) => loop {
-                let MsrSource {
+            Source::Rows(m) => loop {
+                let RowSource {
                     lines,
                     parser,
                     order,
@@ -382,17 +316,17 @@ impl Reader {
                         }
                         continue;
                     }
-                    Some(Err(e)) => return Some(Err(read_error(origin, e))),
+                    Some(Err(e)) => return Some(Err(e)),
                     Some(Ok(l)) => l,
                 };
                 match parser.line(line) {
                     Ok(Some(row)) => {
                         if let Err(msg) = order.push(row) {
-                            return Some(Err(parse_error(lines.line_no, msg)));
+                            return Some(Err(parse_error(lines.line_no(), msg)));
                         }
                     }
                     Ok(None) => {}
-                    Err(msg) => return Some(Err(parse_error(lines.line_no, msg))),
+                    Err(msg) => return Some(Err(parse_error(lines.line_no(), msg))),
                 }
             },
             Source::Whole { requests, .. } => requests.next().map(Ok),

@@ -5,7 +5,7 @@
 
 use rand::{Rng, RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use trace::formats::{parse, Format};
+use trace::formats::{parse, FORMATS};
 use trace::TraceError;
 
 const VALID: &[&str] = &[
@@ -25,6 +25,20 @@ const VALID: &[&str] = &[
     "0 W 0 4096 0",
     "3 T 1048576 65536 100",
     "0 F 0 0 0",
+    "device_id,opcode,offset,length,timestamp",
+    "0,R,126703644672,4096,1577808000000626",
+    "Timestamp,Offset,Size,IOType,VolumeID",
+    "1538323200,2048,8,1,1063",
+    "0,20941264,8192,W,0.551706,Alpha/NT",
+    "89968195792462 20782 gzip 283193184 8 R 8 0 56f11b711d91a065a2b6458eca924523",
+    "13.191135 0 1024 5 0x1",
+    "4851300 1 524288 16 0",
+    "fio version 2 iolog",
+    "fio version 3 iolog",
+    "/dev/sdb write 0 4096",
+    "/dev/sdb wait 2000 0",
+    "878 /dev/sdb trim 0 16384",
+    "2 /dev/sdb add",
 ];
 
 const ALPHABET: &[&str] = &[
@@ -59,6 +73,10 @@ const ALPHABET: &[&str] = &[
     "Write",
     "flashlab-trace",
     "v1",
+    "0x",
+    "wait",
+    "sync",
+    "fio version 3 iolog",
 ];
 
 fn mutate(rng: &mut Xoshiro256PlusPlus, line: &str) -> String {
@@ -132,13 +150,7 @@ fn parsers_never_panic_on_random_and_mutated_lines() {
         .unwrap_or(1);
     eprintln!("fuzzing parsers with {total} lines, seed {seed} (FLASHLAB_FUZZ_LINES / FLASHLAB_FUZZ_SEED)");
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let formats = [
-        Format::Auto,
-        Format::Blkparse,
-        Format::Tracefs,
-        Format::Msr,
-        Format::Native,
-    ];
+    let formats = FORMATS;
     let (mut lines, mut ok, mut errors) = (0u64, 0u64, 0u64);
     while lines < total {
         // A small document: sometimes led by a valid header so later lines get parsed.

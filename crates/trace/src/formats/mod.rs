@@ -1,18 +1,31 @@
 //! Trace file formats: detection, and the parsers of each format.
 //!
 //! Every parser is line-based and total: any input gives either a trace or an error
-//! naming the input, the line and the problem, never a panic.
+//! naming the input, the line and the problem, never a panic. The archive formats (MSR
+//! Cambridge, Alibaba, Tencent, SPC, FIU, DiskSim, fio) share their row handling in
+//! [`rows`]; each module's first lines name the document its format was checked against.
 
+mod alibaba;
 mod blkparse;
+pub mod disksim;
+mod fio;
+mod fiu;
 pub(crate) mod msr;
 pub(crate) mod native;
+pub(crate) mod rows;
+mod spc;
+mod tencent;
 pub(crate) mod tracefs;
 
+pub use crate::input::{open_regular, MAX_LINE_BYTES};
 pub use native::write_native;
 
+use crate::input::long_line;
 use crate::request::{infer_dependencies, CpuWaits, Request};
 use crate::{Trace, TraceError};
+use disksim::Variant;
 use flash::{Command, Op};
+use rows::RowLines;
 use std::str::FromStr;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +35,44 @@ pub enum Format {
     Tracefs,
     Msr,
     Native,
+    Alibaba,
+    Tencent,
+    Spc,
+    Fiu,
+    Disksim,
+    DisksimMqsim,
+    DisksimSsdsim,
+    Fio,
 }
+
+/// Every format `--format` takes, in the order messages list them.
+pub const FORMATS: [Format; 13] = [
+    Format::Auto,
+    Format::Blkparse,
+    Format::Tracefs,
+    Format::Msr,
+    Format::Native,
+    Format::Alibaba,
+    Format::Tencent,
+    Format::Spc,
+    Format::Fiu,
+    Format::Disksim,
+    Format::DisksimMqsim,
+    Format::DisksimSsdsim,
+    Format::Fio,
+];
+
+/// The formats told apart by their rows' content (a row of each fits only its own
+/// format, except DiskSim's variants, which no row tells apart).
+const ROW_FORMATS: [Format; 7] = [
+    Format::Alibaba,
+    Format::Tencent,
+    Format::Spc,
+    Format::Fiu,
+    Format::Disksim,
+    Format::DisksimMqsim,
+    Format::DisksimSsdsim,
+];
 
 impl Format {
     /// The name `--format` takes.
@@ -33,30 +83,83 @@ impl Format {
             Format::Tracefs => "tracefs",
             Format::Msr => "msr",
             Format::Native => "native",
+            Format::Alibaba => "alibaba",
+            Format::Tencent => "tencent",
+            Format::Spc => "spc",
+            Format::Fiu => "fiu",
+            Format::Disksim => "disksim",
+            Format::DisksimMqsim => "disksim-mqsim",
+            Format::DisksimSsdsim => "disksim-ssdsim",
+            Format::Fio => "fio",
         }
     }
+
+    /// The parser of a format whose files may hold several devices (`--disk` picks one),
+    /// a line at a time; `None` for the others.
+    pub(crate) fn row_lines(self, disk: Option<&str>) -> Option<Box<dyn RowLines>> {
+        Some(match self {
+            Format::Msr => Box::new(msr::MsrLines::new(disk)),
+            Format::Alibaba => Box::new(alibaba::AlibabaLines::new(disk)),
+            Format::Tencent => Box::new(tencent::TencentLines::new(disk)),
+            Format::Spc => Box::new(spc::SpcLines::new(disk)),
+            Format::Fiu => Box::new(fiu::FiuLines::new(disk)),
+            Format::Disksim => Box::new(disksim::DiskSimLines::new(Variant::DiskSim, disk)),
+            Format::DisksimMqsim => Box::new(disksim::DiskSimLines::new(Variant::MqSim, disk)),
+            Format::DisksimSsdsim => Box::new(disksim::DiskSimLines::new(Variant::SsdSim, disk)),
+            Format::Fio => Box::new(fio::FioLines::new(disk)),
+            Format::Auto | Format::Blkparse | Format::Tracefs | Format::Native => return None,
+        })
+    }
+
+    /// Whether `line` is a row (or header) of this format, for detection.
+    fn fits(self, line: &str) -> bool {
+        match self {
+            Format::Alibaba => alibaba::looks_like(line),
+            Format::Tencent => tencent::looks_like(line),
+            Format::Spc => spc::looks_like(line),
+            Format::Fiu => fiu::looks_like(line),
+            Format::Disksim => disksim::looks_like(Variant::DiskSim, line),
+            Format::DisksimMqsim => disksim::looks_like(Variant::MqSim, line),
+            Format::DisksimSsdsim => disksim::looks_like(Variant::SsdSim, line),
+            _ => false,
+        }
+    }
+}
+
+/// The names of `formats`, comma-separated.
+fn names(formats: &[Format]) -> String {
+    formats
+        .iter()
+        .map(|f| f.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl FromStr for Format {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "auto" => Format::Auto,
-            "blkparse" => Format::Blkparse,
-            "tracefs" => Format::Tracefs,
-            "msr" => Format::Msr,
-            "native" => Format::Native,
-            _ => {
-                return Err(format!(
-                    "unknown trace format {s:?}: expected auto, blkparse, tracefs, msr or native"
-                ))
-            }
+        FORMATS.into_iter().find(|f| f.name() == s).ok_or_else(|| {
+            format!(
+                "unknown trace format {s:?}: expected one of {}",
+                names(&FORMATS)
+            )
         })
     }
 }
 
-/// Guesses the format from the first meaningful lines.
-pub fn detect(text: &str) -> Option<Format> {
+/// What the first lines of a trace say its format is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Detected {
+    One(Format),
+    /// Every line read fits each of these: the user must say which.
+    Several(Vec<Format>),
+    Unknown,
+}
+
+/// Guesses the format from the first meaningful lines: by a line only one format has
+/// (a header, a kernel event), else by which formats' rows the lines fit.
+pub fn detect(text: &str) -> Detected {
+    let mut fit: Vec<Format> = Vec::new();
     for line in text
         .lines()
         .map(str::trim)
@@ -64,10 +167,13 @@ pub fn detect(text: &str) -> Option<Format> {
         .take(50)
     {
         if line.starts_with("flashlab-trace") {
-            return Some(Format::Native);
+            return Detected::One(Format::Native);
         }
         if line.contains("block_rq_") {
-            return Some(Format::Tracefs);
+            return Detected::One(Format::Tracefs);
+        }
+        if fio::header_version(line).is_some() {
+            return Detected::One(Format::Fio);
         }
         if line.starts_with('#') {
             continue;
@@ -77,14 +183,61 @@ pub fn detect(text: &str) -> Option<Format> {
                 t.eq_ignore_ascii_case("read") || t.eq_ignore_ascii_case("write") || t == "Type"
             })
         {
-            return Some(Format::Msr);
+            return Detected::One(Format::Msr);
         }
         let first = line.split_whitespace().next().unwrap_or("");
         if first.split(',').count() == 2 && first.split(',').all(|p| p.parse::<u32>().is_ok()) {
-            return Some(Format::Blkparse);
+            return Detected::One(Format::Blkparse);
+        }
+        // The formats every line so far fits; a line that fits none of them (a bad row)
+        // is left for the parser to report.
+        let here: Vec<Format> = ROW_FORMATS.into_iter().filter(|f| f.fits(line)).collect();
+        let both: Vec<Format> = fit.iter().copied().filter(|f| here.contains(f)).collect();
+        fit = if fit.is_empty() {
+            here
+        } else if both.is_empty() {
+            fit
+        } else {
+            both
+        };
+    }
+    match fit.as_slice() {
+        [] => Detected::Unknown,
+        [one] => Detected::One(*one),
+        _ => Detected::Several(fit),
+    }
+}
+
+/// The format of the trace from `origin` whose first lines are `head`: `format`, or when
+/// it is `Auto`, the one they show; an error naming the candidates when they fit several.
+pub fn resolve(origin: &str, head: &str, format: Format) -> Result<Format, TraceError> {
+    if format != Format::Auto {
+        return Ok(format);
+    }
+    let err = |msg: String| TraceError::Format {
+        origin: origin.to_string(),
+        msg,
+    };
+    match detect(head) {
+        Detected::One(f) => Ok(f),
+        Detected::Unknown => Err(err(format!(
+            "cannot tell the trace format from its first lines; pass --format (one of {})",
+            names(&FORMATS[1..])
+        ))),
+        Detected::Several(fs) => {
+            let why = if fs.iter().all(|f| f.name().starts_with("disksim")) {
+                " (DiskSim's variants differ in the time's unit and the type's code, which its \
+                 rows do not show: disksim counts milliseconds with flags bit 0 set for a read; \
+                 disksim-mqsim and disksim-ssdsim count nanoseconds with 0 for a write, 1 for a read)"
+            } else {
+                ""
+            };
+            Err(err(format!(
+                "its first lines fit several trace formats ({}); pass --format with the one it is{why}",
+                names(&fs)
+            )))
         }
     }
-    None
 }
 
 /// Parses `text` (read from `origin`, named in errors) in `format`.
@@ -92,29 +245,35 @@ pub fn parse(origin: &str, text: &str, format: Format) -> Result<Trace, TraceErr
     parse_disk(origin, text, format, None)
 }
 
-/// [`parse`], keeping only `disk` of a trace that holds several (MSR Cambridge: `N` or
-/// `HOST:N`); other formats hold one device and refuse it.
+/// The error for `--disk` given with a format whose files hold one device.
+pub(crate) fn refuse_disk(origin: &str, format: Format) -> TraceError {
+    let several: Vec<Format> = FORMATS
+        .into_iter()
+        .filter(|f| f.row_lines(None).is_some())
+        .collect();
+    TraceError::Format {
+        origin: origin.to_string(),
+        msg: format!(
+            "--disk picks a device of a trace that holds several ({}); this is a {} trace of one device",
+            names(&several),
+            format.name()
+        ),
+    }
+}
+
+/// [`parse`], keeping only `disk` of a trace that holds several (an MSR disk `N` or
+/// `HOST:N`, an Alibaba device, a Tencent volume, an SPC ASU, a FIU `MAJOR:MINOR`, a
+/// DiskSim device number, a fio filename); formats of one device refuse it.
 pub fn parse_disk(
     origin: &str,
     text: &str,
     format: Format,
     disk: Option<&str>,
 ) -> Result<Trace, TraceError> {
-    let format = match format {
-        Format::Auto => detect(text).ok_or_else(|| TraceError::Format {
-            origin: origin.to_string(),
-            msg: "cannot tell the trace format from its first lines; pass --format blkparse, tracefs, msr or native".into(),
-        })?,
-        f => f,
-    };
-    if disk.is_some() && format != Format::Msr {
-        return Err(TraceError::Format {
-            origin: origin.to_string(),
-            msg: format!(
-                "--disk picks a disk of an MSR Cambridge trace; this is a {} trace of one device",
-                format.name()
-            ),
-        });
+    let format = resolve(origin, text, format)?;
+    let lines = format.row_lines(disk);
+    if disk.is_some() && lines.is_none() {
+        return Err(refuse_disk(origin, format));
     }
     if let Some((i, line)) = text
         .lines()
@@ -127,12 +286,14 @@ pub fn parse_disk(
             msg: long_line(line.as_bytes()),
         });
     }
+    if let Some(lines) = lines {
+        return rows::parse_rows(origin, text, lines);
+    }
     match format {
         Format::Blkparse => blkparse::parse(origin, text),
         Format::Tracefs => tracefs::parse(origin, text),
-        Format::Msr => msr::parse(origin, text, disk),
         Format::Native => native::parse(origin, text),
-        Format::Auto => unreachable!("resolved above"),
+        _ => unreachable!("auto is resolved above, the row formats parse above"),
     }
 }
 
@@ -141,82 +302,16 @@ pub fn read_file(path: &std::path::Path, format: Format) -> Result<Trace, TraceE
     read_file_disk(path, format, None)
 }
 
-/// [`read_file`], keeping only `disk` (see [`parse_disk`]).
+/// [`read_file`], keeping only `disk` (see [`parse_disk`]). A gzip or zstd file is
+/// decompressed.
 pub fn read_file_disk(
     path: &std::path::Path,
     format: Format,
     disk: Option<&str>,
 ) -> Result<Trace, TraceError> {
     let origin = path.display().to_string();
-    // Read a line at a time, each at most MAX_LINE_BYTES: a file of one endless line is an
-    // error as soon as the line passes the limit, not after it is all in memory.
-    let mut reader = std::io::BufReader::with_capacity(1 << 16, open_regular(path, &origin)?);
-    let mut text = String::new();
-    let mut line_no = 0usize;
-    loop {
-        let before = text.len();
-        let limit = MAX_LINE_BYTES as u64 + 2; // the line and its "\r\n"
-        let n =
-            std::io::BufRead::read_line(&mut std::io::Read::take(&mut reader, limit), &mut text)
-                .map_err(|e| {
-                    if e.kind() == std::io::ErrorKind::InvalidData {
-                        TraceError::Format {
-                            origin: origin.clone(),
-                            msg: format!("not UTF-8 text (line {})", line_no + 1),
-                        }
-                    } else {
-                        TraceError::Io {
-                            origin: origin.clone(),
-                            source: e,
-                        }
-                    }
-                })?;
-        if n == 0 {
-            break;
-        }
-        line_no += 1;
-        if n as u64 == limit && !text.ends_with('\n') {
-            return Err(TraceError::Parse {
-                origin: origin.clone(),
-                line: line_no,
-                msg: long_line(&text.as_bytes()[before..]),
-            });
-        }
-    }
+    let text = crate::input::read_text(path, &origin)?;
     parse_disk(&origin, &text, format, disk)
-}
-
-/// The longest trace line read: far beyond any format's rows, short enough that a file
-/// of one endless line is an error, not a memory hog.
-pub const MAX_LINE_BYTES: usize = 64 << 10;
-
-/// The message for a line longer than [`MAX_LINE_BYTES`], quoting its start.
-pub(crate) fn long_line(start: &[u8]) -> String {
-    let head = String::from_utf8_lossy(&start[..start.len().min(40)]).into_owned();
-    format!("the line is longer than {MAX_LINE_BYTES} bytes (it starts {head:?}); is this a trace?")
-}
-
-/// Opens `path` for reading if it is a regular file. A trace is read twice (once to check
-/// it, once to replay it), which a pipe, FIFO or device cannot give: those are refused
-/// before they are opened (opening a FIFO would wait for a writer).
-pub fn open_regular(path: &std::path::Path, origin: &str) -> Result<std::fs::File, TraceError> {
-    let io = |source| TraceError::Io {
-        origin: origin.to_string(),
-        source,
-    };
-    let meta = std::fs::metadata(path).map_err(io)?;
-    if !meta.is_file() {
-        let what = if meta.is_dir() {
-            "a directory"
-        } else {
-            "not a regular file (a pipe, FIFO, socket or device)"
-        };
-        return Err(TraceError::Format {
-            origin: origin.to_string(),
-            msg: format!("{what}: a trace is read twice (to check it, then to replay it), so it must be a file; save it first (e.g. `cat > trace.csv`)"),
-        });
-    }
-    std::fs::File::open(path).map_err(io)
 }
 
 pub(crate) fn parse_u64(field: &str, what: &str) -> Result<u64, String> {
@@ -227,23 +322,32 @@ pub(crate) fn parse_u64(field: &str, what: &str) -> Result<u64, String> {
 
 /// Parses decimal seconds ("123.456789") into nanoseconds without floating point.
 pub(crate) fn parse_seconds_ns(field: &str) -> Result<u64, String> {
-    let bad = || format!("timestamp {field:?} is not decimal seconds");
-    let (secs, frac) = field.split_once('.').unwrap_or((field, ""));
-    if secs.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+    parse_decimal_ns(field, 1_000_000_000, "seconds")
+}
+
+/// Parses a decimal time in a unit of `unit_ns` nanoseconds (a power of ten, named
+/// `unit`) into nanoseconds without floating point.
+pub(crate) fn parse_decimal_ns(field: &str, unit_ns: u64, unit: &str) -> Result<u64, String> {
+    let bad = || format!("timestamp {field:?} is not decimal {unit}");
+    let digits = unit_ns.ilog10();
+    let (whole, frac) = field.split_once('.').unwrap_or((field, ""));
+    let is_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !is_digits(whole) || frac.len() > digits as usize || !is_digits(frac) {
         return Err(bad());
     }
-    let secs: u64 = secs.parse().map_err(|_| bad())?;
+    let whole: u64 = whole.parse().map_err(|_| bad())?;
     let frac_ns: u64 = if frac.is_empty() {
         0
     } else {
-        frac.parse::<u64>().map_err(|_| bad())? * 10u64.pow(9 - frac.len() as u32)
+        frac.parse::<u64>().map_err(|_| bad())? * 10u64.pow(digits - frac.len() as u32)
     };
-    secs.checked_mul(1_000_000_000)
+    whole
+        .checked_mul(unit_ns)
         .and_then(|n| n.checked_add(frac_ns))
         .ok_or_else(|| {
             format!(
-                "timestamp {field} s is past the latest time flashlab can hold ({} s, u64 nanoseconds)",
-                u64::MAX / 1_000_000_000
+                "timestamp {field} {unit} is past the latest time flashlab can hold ({} {unit}, u64 nanoseconds)",
+                u64::MAX / unit_ns
             )
         })
 }
@@ -475,19 +579,113 @@ mod tests {
 
     #[test]
     fn detects_each_format() {
-        assert_eq!(detect("flashlab-trace v1 closed\n"), Some(Format::Native));
+        let one = |f| Detected::One(f);
+        assert_eq!(detect("flashlab-trace v1 closed\n"), one(Format::Native));
         assert_eq!(
             detect("  8,0    1        3     0.000002000  1234  D  WS 123456 + 8 [dd]\n"),
-            Some(Format::Blkparse)
+            one(Format::Blkparse)
         );
         assert_eq!(
             detect("# tracer: nop\n dd-1 [000] ..... 1.0: block_rq_issue: 7,0 W 4096 () 0 + 8 none,0,0 [dd]\n"),
-            Some(Format::Tracefs)
+            one(Format::Tracefs)
         );
         assert_eq!(
             detect("128166372003061629,wdev,0,Read,3154509824,4096,1331\n"),
-            Some(Format::Msr)
+            one(Format::Msr)
         );
-        assert_eq!(detect("hello world\n"), None);
+        assert_eq!(detect("hello world\n"), Detected::Unknown);
+    }
+
+    #[test]
+    fn five_column_csvs_are_told_apart_by_their_columns() {
+        // Alibaba: the opcode letter second; Tencent: 0/1 fourth; SPC: a letter fourth and
+        // decimal seconds fifth.
+        assert_eq!(
+            detect("0,R,126703644672,4096,1577808000000626\n"),
+            Detected::One(Format::Alibaba)
+        );
+        assert_eq!(
+            detect("1538323200,2048,8,0,1063\n"),
+            Detected::One(Format::Tencent)
+        );
+        assert_eq!(
+            detect("0,20941264,8192,W,0.551706\n"),
+            Detected::One(Format::Spc)
+        );
+        // Headers name their format.
+        assert_eq!(
+            detect("device_id,opcode,offset,length,timestamp\n"),
+            Detected::One(Format::Alibaba)
+        );
+        assert_eq!(
+            detect("Timestamp,Offset,Size,IOType,VolumeID\n"),
+            Detected::One(Format::Tencent)
+        );
+        // Five columns that fit none.
+        assert_eq!(detect("a,b,c,d,e\n0,X,1,2,3\n"), Detected::Unknown);
+    }
+
+    #[test]
+    fn disksim_variants_are_never_guessed() {
+        let rows = "4851300 1 524288 16 0\n4864300 1 524304 16 1\n";
+        assert_eq!(
+            detect(rows),
+            Detected::Several(vec![
+                Format::Disksim,
+                Format::DisksimMqsim,
+                Format::DisksimSsdsim
+            ])
+        );
+        let e = resolve("t", rows, Format::Auto).unwrap_err().to_string();
+        assert!(
+            e.contains("fit several trace formats (disksim, disksim-mqsim, disksim-ssdsim)")
+                && e.contains("--format"),
+            "{e}"
+        );
+        // A decimal time in milliseconds fits DiskSim alone.
+        assert_eq!(
+            detect("0 0 8 8 1\n13.191135 0 1024 5 1\n"),
+            Detected::One(Format::Disksim)
+        );
+    }
+
+    #[test]
+    fn fiu_and_fio_are_detected() {
+        assert_eq!(
+            detect(
+                "89968195792462 20782 gzip 283193184 8 R 6 0 56f11b711d91a065a2b6458eca924523\n"
+            ),
+            Detected::One(Format::Fiu)
+        );
+        assert_eq!(
+            detect("fio version 2 iolog\n/dev/sdb add\n"),
+            Detected::One(Format::Fio)
+        );
+        assert_eq!(
+            detect("fio version 3 iolog\n0 /dev/sdb add\n"),
+            Detected::One(Format::Fio)
+        );
+    }
+
+    #[test]
+    fn every_format_name_parses_back_and_the_error_lists_them() {
+        for f in FORMATS {
+            assert_eq!(f.name().parse::<Format>(), Ok(f));
+        }
+        let e = "zip".parse::<Format>().unwrap_err();
+        assert!(
+            e.contains("auto, blkparse, tracefs, msr, native, alibaba, tencent, spc, fiu, disksim, disksim-mqsim, disksim-ssdsim, fio"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn decimal_times_parse_in_their_unit() {
+        assert_eq!(
+            parse_decimal_ns("13.191135", 1_000_000, "ms"),
+            Ok(13_191_135)
+        );
+        assert_eq!(parse_decimal_ns("2", 1_000_000, "ms"), Ok(2_000_000));
+        assert!(parse_decimal_ns("1.0000001", 1_000_000, "ms").is_err());
     }
 }

@@ -3,53 +3,16 @@
 //! Windows filetime ticks (100 ns) and the response time in ticks too. One stream per
 //! host and disk.
 
-use super::{for_each_line, parse_u64};
-use crate::request::Request;
-use crate::{Trace, TraceError};
+use super::parse_u64;
+use super::rows::{Row, RowLines};
+use crate::TraceError;
 use flash::Command;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
-/// Parses an MSR Cambridge CSV. Each (host, disk number) is its own address space: a file
-/// holding several is an error naming them unless `disk` picks one (`N`, or `HOST:N` when
-/// several hosts have a disk N); only its rows are kept.
-pub fn parse(origin: &str, text: &str, disk: Option<&str>) -> Result<Trace, TraceError> {
-    let mut lines = MsrLines::new(disk);
-    let mut rows = Vec::new();
-    for_each_line(origin, text, |line| {
-        if let Some(row) = lines.line(line)? {
-            rows.push(row);
-        }
-        Ok(true)
-    })?;
-    lines.finish(origin)?;
-    // Whole in memory: any disorder is sorted (a stable sort, as the window below).
-    let mut order = MsrOrder::new(usize::MAX);
-    let mut requests = Vec::with_capacity(rows.len());
-    for row in rows {
-        order.push(row).map_err(|msg| TraceError::Format {
-            origin: origin.to_string(),
-            msg,
-        })?;
-    }
-    while let Some(r) = order.pop() {
-        requests.push(r);
-    }
-    Ok(Trace {
-        requests,
-        timestamped: true,
-    })
-}
-
-/// One row: issue time (ns, absolute), stream, command, response time (ns).
-pub(crate) struct MsrRow {
-    at_ns: u64,
-    stream: u32,
-    cmd: Command,
-    response_ns: u64,
-}
-
-/// The MSR parser, a line at a time: rows of the wanted disk, and every disk seen.
+/// The MSR parser, a line at a time: rows of the wanted disk, and every disk seen. Each
+/// (host, disk number) is its own address space: a file holding several is an error
+/// naming them unless `--disk` picks one (`N`, or `HOST:N` when several hosts have a disk
+/// N); only its rows are kept.
 pub(crate) struct MsrLines {
     wanted: Option<(Option<String>, String)>,
     /// The option as given, for messages.
@@ -72,9 +35,11 @@ impl MsrLines {
             streams: HashMap::new(),
         }
     }
+}
 
+impl RowLines for MsrLines {
     /// The row on `line`, if it holds one of the wanted disk.
-    pub(crate) fn line(&mut self, line: &str) -> Result<Option<MsrRow>, String> {
+    fn line(&mut self, line: &str) -> Result<Option<Row>, String> {
         let t = line.trim();
         if t.is_empty() || t.starts_with('#') || t.starts_with("Timestamp") {
             return Ok(None);
@@ -114,7 +79,7 @@ impl MsrLines {
         let at_ns = ticks
             .checked_mul(100)
             .ok_or("timestamp overflows nanoseconds")?;
-        Ok(Some(MsrRow {
+        Ok(Some(Row {
             at_ns,
             stream,
             cmd,
@@ -124,7 +89,7 @@ impl MsrLines {
 
     /// At the end of the input: an error if the disks seen cannot be replayed as asked
     /// (several without `--disk`, or `--disk` naming none or an ambiguous one).
-    pub(crate) fn finish(&self, origin: &str) -> Result<(), TraceError> {
+    fn finish(&self, origin: &str) -> Result<(), TraceError> {
         let names = |v: &[(String, String)]| {
             v.iter()
                 .map(|(h, d)| format!("{h}:{d}"))
@@ -169,114 +134,21 @@ impl MsrLines {
             None => Ok(()),
         }
     }
-}
 
-/// Puts rows in time order through a window of `window` rows (ties keep the file's order,
-/// as a stable sort) and turns them into requests: times from the first request, think
-/// times per stream from the previous request's completion (issue + response time).
-/// A row waiting in the window, ordered by time, then by arrival (a stable sort's order).
-struct Pending {
-    seq: u64,
-    row: MsrRow,
-}
-
-impl Pending {
-    fn key(&self) -> (u64, u64) {
-        (self.row.at_ns, self.seq)
-    }
-}
-
-impl PartialEq for Pending {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-
-impl Eq for Pending {}
-
-impl PartialOrd for Pending {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Pending {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.key().cmp(&other.key())
-    }
-}
-
-pub(crate) struct MsrOrder {
-    window: usize,
-    /// Rows waiting, earliest (time, then arrival) first.
-    pending: BinaryHeap<Reverse<Pending>>,
-    seq: u64,
-    /// Time of the first request out (times start there), and of the latest.
-    t0_ns: Option<u64>,
-    last_out_ns: u64,
-    /// Per stream, when its previous request completed (from t0).
-    last_done_ns: HashMap<u32, u64>,
-}
-
-impl MsrOrder {
-    pub(crate) fn new(window: usize) -> MsrOrder {
-        MsrOrder {
-            window,
-            pending: BinaryHeap::new(),
-            seq: 0,
-            t0_ns: None,
-            last_out_ns: 0,
-            last_done_ns: HashMap::new(),
-        }
-    }
-
-    /// Adds a row; an error if it is earlier than a row already out (the file is out of
-    /// order by more than the window).
-    pub(crate) fn push(&mut self, row: MsrRow) -> Result<(), String> {
-        if self.t0_ns.is_some() && row.at_ns < self.last_out_ns {
-            return Err(format!(
-                "a row at timestamp {} (100 ns ticks) comes more than {} rows after later ones: \
-                 sort the file by its first column first (sort -t, -k1,1n)",
-                row.at_ns / 100,
-                self.window
-            ));
-        }
-        self.pending.push(Reverse(Pending { seq: self.seq, row }));
-        self.seq += 1;
-        Ok(())
-    }
-
-    /// Whether the window is full (the earliest row may go out).
-    pub(crate) fn full(&self) -> bool {
-        self.pending.len() > self.window
-    }
-
-    /// The earliest pending row as a request.
-    pub(crate) fn pop(&mut self) -> Option<Request> {
-        let Reverse(Pending { row, .. }) = self.pending.pop()?;
-        let at = row.at_ns;
-        let t0 = *self.t0_ns.get_or_insert(at);
-        self.last_out_ns = at;
-        let at_ns = at - t0;
-        let done = at_ns + row.response_ns;
-        let think_ns = match self.last_done_ns.insert(row.stream, done) {
-            Some(prev) => at_ns.saturating_sub(prev),
-            None => 0,
-        };
-        Some(Request {
-            stream: row.stream,
-            cmd: row.cmd,
-            think_ns,
-            at_ns,
-            after: None,
-        })
+    fn sort_hint(&self) -> &'static str {
+        "sort -t, -k1,1n"
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::rows::parse_rows;
     use super::*;
     use flash::Op;
+
+    fn parse(origin: &str, text: &str, disk: Option<&str>) -> Result<crate::Trace, TraceError> {
+        parse_rows(origin, text, Box::new(MsrLines::new(disk)))
+    }
 
     #[test]
     fn parses_msr_rows() {
