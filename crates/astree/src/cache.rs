@@ -19,15 +19,15 @@ const NIL: u32 = u32::MAX;
 pub const DEFAULT_CACHE_BYTES: usize = 1 << 30;
 
 /// What a decoded node holds in memory, as a byte-bounded cache charges it: its keys' and
-/// values' bytes, a 4-byte offset per string (`Packed`), 8 bytes per child, and about 96
-/// bytes of fixed parts (the `Arc`, the enum and its vectors' headers) — the encoded image
-/// bytes less the per-entry length fields, plus those.
+/// values' bytes, a 4-byte offset and an 8-byte head per string (`Packed`), 8 bytes per
+/// child, and about 120 bytes of fixed parts (the `Arc`, the enum and its vectors'
+/// headers) — the encoded image bytes less the per-entry length fields, plus those.
 pub fn memory_bytes(node: &Node) -> usize {
-    96 + match node {
+    120 + match node {
         Node::Leaf { keys, values, .. } => {
-            keys.bytes() + values.bytes() + 4 * (keys.len() + values.len())
+            keys.bytes() + values.bytes() + 12 * (keys.len() + values.len())
         }
-        Node::Internal { keys, children } => keys.bytes() + 4 * keys.len() + 8 * children.len(),
+        Node::Internal { keys, children } => keys.bytes() + 12 * keys.len() + 8 * children.len(),
     }
 }
 
@@ -347,15 +347,16 @@ mod tests {
                 .collect(),
             next: crate::node::NONE,
         };
-        // Each 10-entry leaf holds 300 bytes of keys and values, 80 of offsets, 96 fixed.
-        assert_eq!(memory_bytes(&leaf(10)), 476);
-        let mut c = LruCache::with_bytes(store, 1000);
+        // Each 10-entry leaf holds 300 bytes of keys and values, 80 of offsets, 160 of
+        // heads, 120 fixed.
+        assert_eq!(memory_bytes(&leaf(10)), 660);
+        let mut c = LruCache::with_bytes(store, 1400);
         let ids: Vec<NodeId> = (0..5).map(|_| c.allocate().unwrap()).collect();
         for &id in &ids {
             c.write(id, &leaf(10)).unwrap();
-            assert!(c.cached_bytes() <= 1000);
+            assert!(c.cached_bytes() <= 1400);
         }
-        assert_eq!((c.len(), c.cached_bytes()), (2, 952));
+        assert_eq!((c.len(), c.cached_bytes()), (2, 1320));
         // The two most recent stay: reading them hits.
         let hits = c.stats().cache_hits;
         c.read(ids[3]).unwrap();

@@ -1,6 +1,12 @@
 //! A list of byte strings kept in one buffer: a node's keys or values. Lookups compare
-//! bytes that lie next to each other in memory, and copying a node copies two buffers,
+//! bytes that lie next to each other in memory, and copying a node copies three buffers,
 //! not one allocation per entry.
+//!
+//! Beside each string its head: its first 8 bytes as a big-endian number, zero-padded. Two
+//! strings whose heads differ are ordered as their heads are (the bytes before the first
+//! difference are equal, and a string that ends there pads with zeros, below any byte the
+//! other may have), so a search compares numbers in one small array and reads a string's
+//! bytes only where heads tie: for keys of 8 random bytes or more, once per search.
 
 use std::ops::Index;
 
@@ -9,6 +15,16 @@ pub struct Packed {
     data: Vec<u8>,
     /// `ends[i]` is where string `i` ends in `data`.
     ends: Vec<u32>,
+    /// `heads[i]` is string `i`'s [`head`].
+    heads: Vec<u64>,
+}
+
+/// A string's first 8 bytes as a big-endian number, zero-padded.
+pub fn head(b: &[u8]) -> u64 {
+    let mut h = [0u8; 8];
+    let n = b.len().min(8);
+    h[..n].copy_from_slice(&b[..n]);
+    u64::from_be_bytes(h)
 }
 
 impl Packed {
@@ -20,6 +36,7 @@ impl Packed {
         Packed {
             data: Vec::with_capacity(bytes),
             ends: Vec::with_capacity(strings),
+            heads: Vec::with_capacity(strings),
         }
     }
 
@@ -51,6 +68,7 @@ impl Packed {
     pub fn push(&mut self, b: &[u8]) {
         self.data.extend_from_slice(b);
         self.ends.push(self.data.len() as u32);
+        self.heads.push(head(b));
     }
 
     pub fn insert(&mut self, i: usize, b: &[u8]) {
@@ -63,6 +81,7 @@ impl Packed {
             *e += b.len() as u32;
         }
         self.ends.insert(i, (at + b.len()) as u32);
+        self.heads.insert(i, head(b));
     }
 
     pub fn remove(&mut self, i: usize) -> Vec<u8> {
@@ -71,6 +90,7 @@ impl Packed {
         self.data.copy_within(e.., s);
         self.data.truncate(self.data.len() - old.len());
         self.ends.remove(i);
+        self.heads.remove(i);
         for x in &mut self.ends[i..] {
             *x -= old.len() as u32;
         }
@@ -94,6 +114,7 @@ impl Packed {
         for x in &mut self.ends[i..] {
             *x = (*x as i64 + delta) as u32;
         }
+        self.heads[i] = head(b);
         old
     }
 
@@ -107,7 +128,8 @@ impl Packed {
             .into_iter()
             .map(|e| e - at as u32)
             .collect();
-        Packed { data, ends }
+        let heads = self.heads.split_off(i);
+        Packed { data, ends, heads }
     }
 
     /// Appends all of `other`'s strings.
@@ -115,24 +137,47 @@ impl Packed {
         let base = self.data.len() as u32;
         self.data.extend_from_slice(&other.data);
         self.ends.extend(other.ends.iter().map(|e| e + base));
+        self.heads.extend_from_slice(&other.heads);
     }
 
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + ExactSizeIterator + '_ {
         (0..self.len()).map(|i| &self[i])
     }
 
+    /// String `i` against `key` (whose head is `key_head`): by heads, by bytes on a tie.
+    fn cmp_at(&self, i: usize, key: &[u8], key_head: u64) -> std::cmp::Ordering {
+        self.heads[i].cmp(&key_head).then_with(|| self[i].cmp(key))
+    }
+
     /// Binary search of a sorted list.
     pub fn binary_search(&self, key: &[u8]) -> Result<usize, usize> {
+        let key_head = head(key);
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            match self[mid].cmp(key) {
+            match self.cmp_at(mid, key, key_head) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => return Ok(mid),
             }
         }
         Err(lo)
+    }
+
+    /// The first index whose string is greater than `key` (of a sorted list):
+    /// `partition_point(|s| s <= key)`, comparing heads first.
+    pub fn upper_bound(&self, key: &[u8]) -> usize {
+        let key_head = head(key);
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.cmp_at(mid, key, key_head) != std::cmp::Ordering::Greater {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     /// The first index whose string fails `pred` (the list is partitioned by it).
@@ -198,6 +243,7 @@ mod tests {
         assert_eq!(p.binary_search(b"bbb"), Ok(1));
         assert_eq!(p.binary_search(b"c"), Err(2));
         assert_eq!(p.partition_point(|k| k <= &b"bbb"[..]), 2);
+        assert_eq!(p.upper_bound(b"bbb"), 2);
         let tail = p.split_off(1);
         assert_eq!(
             tail.iter().collect::<Vec<_>>(),
@@ -207,5 +253,49 @@ mod tests {
         assert_eq!(p.iter().collect::<Vec<_>>(), v);
         assert_eq!(p.bytes(), 5);
         assert_eq!(p.get(9), None);
+    }
+
+    #[test]
+    fn searches_by_heads_agree_with_byte_order() {
+        // Short strings, zero bytes and shared 8-byte prefixes: where heads tie or pad.
+        let mut x = 12345u64;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 33
+        };
+        for _ in 0..200 {
+            let mut strings: Vec<Vec<u8>> = (0..(next() % 40))
+                .map(|_| {
+                    let len = (next() % 12) as usize;
+                    let prefix = next() % 3 == 0;
+                    (0..len)
+                        .map(|i| {
+                            if prefix && i < 8 {
+                                1
+                            } else {
+                                (next() % 3) as u8
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            strings.sort();
+            strings.dedup();
+            let p: Packed = strings.iter().collect();
+            for _ in 0..30 {
+                let key: Vec<u8> = (0..next() % 12).map(|_| (next() % 3) as u8).collect();
+                assert_eq!(
+                    p.binary_search(&key),
+                    strings.binary_search(&key),
+                    "{key:?} in {strings:?}"
+                );
+                assert_eq!(p.upper_bound(&key), strings.partition_point(|s| s <= &key));
+            }
+            for (i, s) in strings.iter().enumerate() {
+                assert_eq!(p.binary_search(s), Ok(i));
+            }
+        }
     }
 }

@@ -161,7 +161,7 @@ impl<S: NodeStore> BTree<S> {
         loop {
             match &*self.store.read(id)? {
                 Node::Internal { keys, children } => {
-                    let c = keys.partition_point(|k| k <= key);
+                    let c = keys.upper_bound(key);
                     if c < keys.len() {
                         hi = Some(keys[c].to_vec());
                     }

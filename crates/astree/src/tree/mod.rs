@@ -137,9 +137,7 @@ impl<S: NodeStore> BTree<S> {
         let mut id = self.root();
         loop {
             match &*self.store.read(id)? {
-                Node::Internal { keys, children } => {
-                    id = children[keys.partition_point(|k| k <= key)]
-                }
+                Node::Internal { keys, children } => id = children[keys.upper_bound(key)],
                 Node::Leaf { keys, values, .. } => {
                     return Ok(keys.binary_search(key).ok().map(|i| f(&values[i])));
                 }
@@ -182,7 +180,7 @@ impl<S: NodeStore> BTree<S> {
         let shared = self.store.read(id)?;
         let step = match &*shared {
             Node::Internal { keys, children } => {
-                let i = keys.partition_point(|k| k <= key);
+                let i = keys.upper_bound(key);
                 Some((i, children[i]))
             }
             Node::Leaf { .. } => None,
@@ -297,7 +295,7 @@ impl<S: NodeStore> BTree<S> {
         let shared = self.store.read(id)?;
         let step = match &*shared {
             Node::Internal { keys, children } => {
-                let i = keys.partition_point(|k| k <= key);
+                let i = keys.upper_bound(key);
                 Some((i, children[i]))
             }
             Node::Leaf { keys, .. } => {
@@ -474,7 +472,7 @@ impl<S: NodeStore> BTree<S> {
     pub fn range(&mut self, lo: &[u8], hi: Option<&[u8]>) -> Result<Entries, TreeError> {
         let mut id = self.root();
         while let Node::Internal { keys, children } = &*self.store.read(id)? {
-            id = children[keys.partition_point(|k| k <= lo)];
+            id = children[keys.upper_bound(lo)];
         }
         let mut out = Vec::new();
         while id != NONE {
