@@ -99,7 +99,11 @@ where
     D: Device,
     I: Iterator<Item = Request>,
 {
-    assert_eq!(queue_depths.len(), streams.len(), "a queue depth per stream");
+    assert_eq!(
+        queue_depths.len(),
+        streams.len(),
+        "a queue depth per stream"
+    );
     if let Some(&queue_depth) = queue_depths.iter().find(|&&q| q > MAX_QUEUE_DEPTH) {
         return Err(TraceError::Config(format!(
             "queue depth {queue_depth} is above {MAX_QUEUE_DEPTH}, the most commands an NVMe queue holds"
