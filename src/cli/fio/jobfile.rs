@@ -56,7 +56,8 @@ pub(crate) const ACCEPTED: &[&str] = &[
     "group_reporting",
 ];
 
-/// Options fio's job gets from flashlab, never from the job file.
+/// Options fio's job gets from flashlab, never from the job file (`filename` is kept: see
+/// [`fio_job_text`]).
 const REPLACED: &[&str] = &[
     "iodepth",
     "numjobs",
@@ -65,7 +66,6 @@ const REPLACED: &[&str] = &[
     "ioengine",
     "direct",
     "buffered",
-    "filename",
     "directory",
     "thread",
     "group_reporting",
@@ -97,10 +97,9 @@ impl Opt {
 /// A job section, with the options of the `[global]` sections before it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Job {
-    /// The name in the report: the section's, or its `name` option's.
+    /// The job's name: its section's, or its `name` option's (fio's job file gets it as
+    /// the section's name, so fio's errors name the job).
     pub(crate) name: String,
-    /// The section's name (fio's job file gets it, so fio's errors name the job).
-    pub(crate) section: String,
     /// The global options, then the job's own, in order (a later one wins in fio).
     pub(crate) options: Vec<Opt>,
     /// The job's own options (fio's JSON lists them as "job options").
@@ -312,6 +311,12 @@ pub(crate) fn parse(origin: &str, text: &str) -> Result<JobFile> {
         };
         if let Some(o) = get("name") {
             j.name = o.value.clone().unwrap_or_default();
+            if j.name.is_empty() || j.name.contains(['[', ']']) {
+                return Err(format!(
+                    "name={}: a job name is not empty and has no [ or ]",
+                    j.name
+                ));
+            }
         }
         j.has_size = get("size").is_some();
         if !j.has_size && get("offset").is_some() {
@@ -352,7 +357,6 @@ pub(crate) fn parse(origin: &str, text: &str) -> Result<JobFile> {
                 .map_err(|m| anyhow::anyhow!("{origin}: {m}"))?;
             section = Some((name != "global").then(|| Job {
                 name: name.to_string(),
-                section: name.to_string(),
                 options: global.clone(),
                 own: Vec::new(),
                 iodepth: 1,
@@ -430,8 +434,14 @@ pub(crate) struct Instance {
 /// iolog: fio's clones would share one and interleave it), in fio's order (a job, then
 /// its clones), so each gets the random seeds fio gives it. The null engine writes the
 /// log, at iodepth 1: at higher depths it reports requests busy and fio logs their retry
-/// a second time; the job's iodepth applies in the replay. A job without size covers
-/// `drive_bytes`.
+/// a second time; the job's iodepth applies in the replay. The jobs run as threads (the
+/// I/O is the same; one process to stop). A job without size covers `drive_bytes`.
+///
+/// fio seeds its zipf, pareto and normal distributions from the file's name, so each
+/// job keeps its `filename` (the null engine never opens it) or gets the name fio would
+/// give it, `JOB.CLONE.0` (relative to fio's working directory, `dir`): a name that
+/// changed from run to run would change the I/O. `directory` is dropped (fio checks that
+/// it exists); with it, fio's own run would see `DIR/JOB.CLONE.0` and draw other offsets.
 pub(crate) fn fio_job_text(
     file: &JobFile,
     dir: &Path,
@@ -441,10 +451,11 @@ pub(crate) fn fio_job_text(
         String::from("; written by flashlab fio: fio's null engine writes the I/O log\n");
     let mut instances = Vec::new();
     for (j, job) in file.jobs.iter().enumerate() {
-        for _ in 0..job.numjobs {
+        let own_file = job.options.iter().any(|o| o.key == "filename");
+        for clone in 0..job.numjobs {
             let k = instances.len();
             let iolog = dir.join(format!("job{k}.iolog"));
-            let _ = writeln!(text, "\n[{}]", job.section);
+            let _ = writeln!(text, "\n[{}]", job.name);
             for o in job
                 .options
                 .iter()
@@ -458,7 +469,11 @@ pub(crate) fn fio_job_text(
             let _ = writeln!(text, "ioengine=null");
             let _ = writeln!(text, "iodepth=1");
             let _ = writeln!(text, "numjobs=1");
-            let _ = writeln!(text, "filename={}", dir.join(format!("job{k}")).display());
+            // Threads of one process: stopping fio stops every job.
+            let _ = writeln!(text, "thread");
+            if !own_file {
+                let _ = writeln!(text, "filename={}.{clone}.0", job.name);
+            }
             let _ = writeln!(text, "write_iolog={}", iolog.display());
             instances.push(Instance { job: j, iolog });
         }
@@ -568,7 +583,7 @@ mod tests {
         let f = parse(
             "j.fio",
             "[global]\nioengine=libaio\ndirect=1\n[a]\nrw=randwrite\niodepth=8\nnumjobs=2\nsize=1m\n\
-             [b]\nrw=read\ngroup_reporting\n",
+             [b]\nrw=read\ngroup_reporting\nfilename=/dev/sdb\nname=bee\n",
         )
         .unwrap();
         assert!(f.group_reporting);
@@ -583,11 +598,11 @@ mod tests {
         assert_eq!(sections.len(), 3, "{text}");
         assert_eq!(
             sections[1],
-            "[a]\nrw=randwrite\nsize=1m\nioengine=null\niodepth=1\nnumjobs=1\nfilename=/t/job1\nwrite_iolog=/t/job1.iolog"
+            "[a]\nrw=randwrite\nsize=1m\nioengine=null\niodepth=1\nnumjobs=1\nthread\nfilename=a.1.0\nwrite_iolog=/t/job1.iolog"
         );
-        assert!(
-            sections[2].starts_with("[b]\nrw=read\nsize=4096\nioengine=null"),
-            "{text}"
+        assert_eq!(
+            sections[2],
+            "[bee]\nrw=read\nfilename=/dev/sdb\nsize=4096\nioengine=null\niodepth=1\nnumjobs=1\nthread\nwrite_iolog=/t/job2.iolog"
         );
         assert!(!text.contains("libaio") && !text.contains("direct"));
     }

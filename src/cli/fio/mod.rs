@@ -44,6 +44,19 @@ pub(crate) struct FioArgs {
     /// The fio program, which writes the jobs' I/O (with its null engine).
     #[arg(long, default_value = "fio")]
     pub(crate) fio: PathBuf,
+    /// Before the jobs: none (a fresh drive, whose unwritten blocks read without touching
+    /// flash), fill (sequential writes up to --occupancy), steady[:Nx] (fill, then random
+    /// 4 KiB writes until WAF is steady by SNIA PTS's rule, at most N times the filled
+    /// bytes; default 5x). Not measured.
+    #[arg(long, default_value = "none")]
+    pub(crate) precondition: lab::precondition::Precondition,
+    /// Share of the logical space preconditioning fills (0 < F <= 1; default 1); only with
+    /// --precondition fill or steady.
+    #[arg(long)]
+    pub(crate) occupancy: Option<f64>,
+    /// Seed of preconditioning's random writes (fio's own seeds are the job's randseed).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
 }
 
 pub(crate) fn run(a: FioArgs) -> Result<()> {
@@ -59,6 +72,15 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
         .tempdir()
         .context("creating a temporary directory for fio's I/O logs")?;
     let instances = iolog::write_iologs(&a.fio, &jobs, dir.path(), drive_bytes, &cancel)?;
+    if let (Some(f), lab::precondition::Precondition::None) = (a.occupancy, a.precondition) {
+        bail!("--occupancy {f} has no effect without --precondition fill or steady");
+    }
+    let pre = lab::precondition::precondition(
+        &mut dev,
+        a.precondition,
+        a.occupancy.unwrap_or(1.0),
+        a.seed,
+    )?;
 
     let error = Rc::new(RefCell::new(None));
     let mut streams = Vec::new();
@@ -153,6 +175,7 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
                 "logical_bytes": drive_bytes,
                 "requests": summary.requests,
                 "simulated_ns": summary.end_ns,
+                "precondition": pre,
                 "latency": "the simulated drive's, from issue to completion (no host software stack: slat is 0, lat equals clat)",
                 "percentiles": "exact, nearest rank over every request (fio estimates them from histogram buckets)",
                 "drive": stats,
@@ -166,7 +189,10 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
             preset.name
         );
         for n in &preset.notes {
-            println!("  note: {n}");
+            println!("  note              {n}");
+        }
+        if a.precondition != lab::precondition::Precondition::None {
+            print_precondition(&pre);
         }
         println!();
         print!("{}", report::text(&units));
