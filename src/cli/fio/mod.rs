@@ -25,14 +25,22 @@ pub(crate) enum OutputFormat {
     Json,
 }
 
-/// Honoured job options: rw/readwrite (with the trim variants trim, randtrim, trimwrite),
-/// bs/blocksize, bssplit, bsrange, blockalign, size, io_size, offset, number_ios, loops,
-/// rwmixread, rwmixwrite, random_distribution, norandommap, randseed, randrepeat, fsync,
-/// fdatasync (fio writes all of these into its I/O log), iodepth and numjobs (the replay).
-/// Accepted and replaced: name, description, ioengine (the simulated drive), direct=1 (no
-/// page cache), filename and directory (the drive, as a raw device), thread,
-/// group_reporting. Any other option is refused by name.
+/// What `flashlab fio --help` says of job options (docs/commands.md has the reasons).
+const JOB_OPTIONS_HELP: &str = "\
+Job options honoured (fio writes them into the I/O log): rw/readwrite (trim, randtrim and
+trimwrite as TRIMs), bs/blocksize, bssplit, bsrange/blocksize_range, blockalign/ba, size,
+io_size/io_limit, offset, number_ios, loops, rwmixread, rwmixwrite, random_distribution, norandommap, randseed,
+randrepeat, fsync, fdatasync; by the replay: iodepth, numjobs; in the report:
+group_reporting. Accepted and replaced: name, description, ioengine (the simulated drive),
+direct=1 and buffered=0 (no page cache), filename and directory (the drive, as a raw device), thread.
+Any other option is refused by name, with the reason.
+
+The real fio (its null engine) writes each job's I/O; install it with `apt-get install
+fio`. Latencies are the simulated drive's (no host software stack); percentiles are
+exact.";
+
 #[derive(clap::Args)]
+#[command(after_help = JOB_OPTIONS_HELP)]
 pub(crate) struct FioArgs {
     /// fio job file.
     pub(crate) jobfile: PathBuf,
@@ -198,4 +206,20 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
         print!("{}", report::text(&units));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn help_names_every_option_taken() {
+        let words: Vec<&str> = super::JOB_OPTIONS_HELP
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .collect();
+        for o in super::jobfile::HONOURED
+            .iter()
+            .chain(super::jobfile::ACCEPTED)
+        {
+            assert!(words.contains(o), "--help does not name {o}");
+        }
+    }
 }
