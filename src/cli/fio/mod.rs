@@ -68,6 +68,9 @@ pub(crate) struct FioArgs {
 }
 
 pub(crate) fn run(a: FioArgs) -> Result<()> {
+    if let (Some(f), lab::precondition::Precondition::None) = (a.occupancy, a.precondition) {
+        bail!("--occupancy {f} has no effect without --precondition fill or steady");
+    }
     let jobs = jobfile::read(&a.jobfile)?;
     let preset = a.device.preset()?;
     let mut dev = preset.build()?;
@@ -80,9 +83,6 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
         .tempdir()
         .context("creating a temporary directory for fio's I/O logs")?;
     let instances = iolog::write_iologs(&a.fio, &jobs, dir.path(), drive_bytes, &cancel)?;
-    if let (Some(f), lab::precondition::Precondition::None) = (a.occupancy, a.precondition) {
-        bail!("--occupancy {f} has no effect without --precondition fill or steady");
-    }
     let pre = lab::precondition::precondition(
         &mut dev,
         a.precondition,
@@ -143,11 +143,12 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
                 flash::Op::Read => 0,
                 flash::Op::Write => 1,
                 flash::Op::Trim => 2,
-                _ => {
+                flash::Op::Flush => {
                     // fio's sync and datasync.
                     u.sync.push(clat_ns);
                     return;
                 }
+                other => unreachable!("fio's I/O log holds no {other:?} commands"),
             };
             u.dirs[d].bytes += r.cmd.len_bytes;
             u.dirs[d].clat.push(clat_ns);
