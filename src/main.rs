@@ -44,6 +44,8 @@ enum Command {
     Sim(sim::SimArgs),
     /// Replay a block trace on a simulated drive.
     Replay(replay::ReplayArgs),
+    /// Run a fio job file's I/O on a simulated drive; report as fio does (text or JSON).
+    Fio(fio::FioArgs),
     /// Run the papers' experiments and write the HTML report.
     Reproduce(reproduce::ReproduceArgs),
     /// simfs on a simulated drive: delete a fragmented file with a discard mode, then read.
@@ -81,7 +83,8 @@ fn main() {
         | Command::Join(_)
         | Command::Reproduce(_)
         | Command::Bench(_)
-        | Command::Sweep(_) => true,
+        | Command::Sweep(_)
+        | Command::Fio(_) => true,
         Command::Btree(a) => a.cmd.is_none() && a.run.storage.backend == Some(BackendKind::Os),
         Command::Kv(a) => a.cmd.is_none() && a.run.storage.backend == Some(BackendKind::Os),
         _ => false,
@@ -92,6 +95,7 @@ fn main() {
     let r = match cli.command {
         Command::Sim(a) => sim::run(a),
         Command::Replay(a) => replay::run(a),
+        Command::Fio(a) => fio::run(a),
         Command::Reproduce(a) => reproduce::run(a),
         Command::Simfs(a) => simfs::run(a),
         Command::Join(a) => join::run(a),

@@ -5,6 +5,7 @@
 pub(crate) mod bench;
 pub(crate) mod btree;
 pub(crate) mod capture;
+pub(crate) mod fio;
 pub(crate) mod join;
 pub(crate) mod kv;
 pub(crate) mod presets;

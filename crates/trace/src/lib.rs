@@ -26,6 +26,6 @@ pub mod transform;
 pub use cancel::Cancel;
 pub use error::TraceError;
 pub use formats::{parse, Format};
-pub use replay::{replay_closed, replay_open, ReplaySummary};
+pub use replay::{replay_closed, replay_closed_each, replay_open, Issued, ReplaySummary};
 pub use request::{After, CpuWaits, Request, Trace};
 pub use stream::{replay_file, TraceFile, TraceInfo};

@@ -2,6 +2,8 @@
 //!
 //! - Closed loop ([`replay_closed`]): each stream keeps up to `queue_depth` requests in
 //!   flight; when one completes, the stream's next request is issued after its think time.
+//!   [`replay_closed_each`] takes a depth per stream and reports each request's issue and
+//!   completion times.
 //! - Open loop ([`replay_open`]): each request is issued at its timestamp, whatever the
 //!   device's state; queueing shows up as latency.
 //!
@@ -57,6 +59,15 @@ fn submit<D: Device>(dev: &mut D, r: &Request, at_ns: u64, index: u64) -> Result
         })
 }
 
+/// A request a closed-loop replay issued: its stream (the position in `streams`), when it
+/// was issued and when the device completed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Issued {
+    pub stream: usize,
+    pub issue_ns: u64,
+    pub done_ns: u64,
+}
+
 /// Closed-loop replay of `streams`, starting at virtual time `start_ns`.
 pub fn replay_closed<D, I>(
     dev: &mut D,
@@ -69,18 +80,42 @@ where
     D: Device,
     I: Iterator<Item = Request>,
 {
-    if queue_depth > MAX_QUEUE_DEPTH {
+    let depths = vec![queue_depth; streams.len()];
+    replay_closed_each(dev, streams, &depths, start_ns, progress, &mut |_, _| {})
+}
+
+/// [`replay_closed`] with a queue depth per stream (`queue_depths[i]` for `streams[i]`),
+/// telling `issued_to` about every request with its issue and completion times (`flashlab
+/// fio` keeps them for per-job latency percentiles).
+pub fn replay_closed_each<D, I>(
+    dev: &mut D,
+    streams: Vec<I>,
+    queue_depths: &[u32],
+    start_ns: u64,
+    progress: &mut dyn FnMut(u64),
+    issued_to: &mut dyn FnMut(&Request, Issued),
+) -> Result<ReplaySummary, TraceError>
+where
+    D: Device,
+    I: Iterator<Item = Request>,
+{
+    assert_eq!(
+        queue_depths.len(),
+        streams.len(),
+        "a queue depth per stream"
+    );
+    if let Some(&queue_depth) = queue_depths.iter().find(|&&q| q > MAX_QUEUE_DEPTH) {
         return Err(TraceError::Config(format!(
             "queue depth {queue_depth} is above {MAX_QUEUE_DEPTH}, the most commands an NVMe queue holds"
         )));
     }
-    let qd = queue_depth.max(1) as usize;
+    let qd: Vec<usize> = queue_depths.iter().map(|&q| q.max(1) as usize).collect();
     let mut streams = streams;
     // Per stream, the next requests in order (pulled early so the device can prefetch);
     // each grows to at most the queue depth or the stream's length, whichever is less.
     let mut ahead: Vec<VecDeque<Request>> = vec![VecDeque::new(); streams.len()];
     let refill = |s: usize, ahead: &mut Vec<VecDeque<Request>>, streams: &mut Vec<I>, dev: &D| {
-        while ahead[s].len() < qd {
+        while ahead[s].len() < qd[s] {
             match streams[s].next() {
                 Some(r) => {
                     dev.prefetch(&r.cmd);
@@ -115,7 +150,7 @@ where
     // and the completion times of the latest ones. A request is issued only after the
     // one before it that is `qd` back has completed, so completions older than the
     // window were over before anything now waiting became ready.
-    let window = qd + 1;
+    let window: Vec<usize> = qd.iter().map(|q| q + 1).collect();
     let mut issued: Vec<u64> = vec![0; streams.len()];
     let mut recent_done: Vec<VecDeque<u64>> = vec![VecDeque::new(); streams.len()];
     // Requests waiting for a request not yet issued: (stream, nth) -> (their stream, slot
@@ -175,6 +210,14 @@ where
             }
         };
         let done = submit(dev, &r, t, summary.requests)?;
+        issued_to(
+            &r,
+            Issued {
+                stream: s,
+                issue_ns: t,
+                done_ns: done,
+            },
+        );
         summary.requests += 1;
         summary.end_ns = summary.end_ns.max(done);
         if summary.requests.is_multiple_of(PROGRESS_EVERY) {
@@ -191,7 +234,7 @@ where
             }
         }
         issued[s] += 1;
-        if recent_done[s].len() == window {
+        if recent_done[s].len() == window[s] {
             recent_done[s].pop_front();
         }
         recent_done[s].push_back(done);
@@ -359,6 +402,31 @@ mod tests {
         replay_closed(&mut d, s, 2, 0, &mut |_| {}).unwrap();
         let issue: Vec<u64> = d.log.iter().map(|l| l.0).collect();
         assert_eq!(issue, vec![0, 0, 10_000, 20_000]);
+    }
+
+    #[test]
+    fn each_stream_keeps_its_own_depth_and_every_request_is_reported() {
+        // Stream 0 at depth 2, stream 1 at depth 1, on a device serving one at a time.
+        let mut d = Serial::new();
+        let s = vec![
+            vec![req(0, 0, 0), req(0, 0, 0), req(0, 0, 0)].into_iter(),
+            vec![req(1, 0, 0), req(1, 0, 0)].into_iter(),
+        ];
+        let mut seen = Vec::new();
+        replay_closed_each(&mut d, s, &[2, 1], 0, &mut |_| {}, &mut |r, i| {
+            seen.push((r.stream, i.stream, i.issue_ns, i.done_ns))
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (0, 0, 0, 10_000),
+                (0, 0, 0, 20_000),
+                (1, 1, 0, 30_000),
+                (0, 0, 10_000, 40_000),
+                (1, 1, 30_000, 50_000),
+            ]
+        );
     }
 
     #[test]

@@ -1,0 +1,226 @@
+//! `flashlab fio`: a fio job file's I/O on a simulated drive, reported as fio reports it.
+//!
+//! The real fio defines the I/O: its null engine runs the job file (checked first by
+//! [`jobfile`]) and writes each job's I/O log ([`iolog`]). The logs are replayed together
+//! on one simulated drive in virtual time, each job (and each numjobs clone) a closed-loop
+//! stream keeping its iodepth requests in flight, and every request's latency is kept for
+//! the [`report`] ([`latency`]).
+
+mod iolog;
+mod jobfile;
+mod latency;
+mod report;
+
+use super::*;
+use report::Unit;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// How the report is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum OutputFormat {
+    /// fio's text report.
+    Normal,
+    /// fio's JSON shape: `jobs[].read.iops`, `jobs[].write.clat_ns.percentile`, ...
+    Json,
+}
+
+/// What `flashlab fio --help` says of job options (docs/commands.md has the reasons).
+const JOB_OPTIONS_HELP: &str = "\
+Job options honoured (fio writes them into the I/O log): rw/readwrite (trim, randtrim and
+trimwrite as TRIMs), bs/blocksize, bssplit, bsrange/blocksize_range, blockalign/ba, size,
+io_size/io_limit, offset, number_ios, loops, rwmixread, rwmixwrite, random_distribution, norandommap, randseed,
+randrepeat, fsync, fdatasync; by the replay: iodepth, numjobs; in the report:
+group_reporting. Accepted and replaced: name, description, ioengine (the simulated drive),
+direct=1 and buffered=0 (no page cache), filename and directory (the drive, as a raw device), thread.
+Any other option is refused by name, with the reason.
+
+The real fio (its null engine) writes each job's I/O; install it with `apt-get install
+fio`. Latencies are the simulated drive's (no host software stack); percentiles are
+exact.";
+
+#[derive(clap::Args)]
+#[command(after_help = JOB_OPTIONS_HELP)]
+pub(crate) struct FioArgs {
+    /// fio job file.
+    pub(crate) jobfile: PathBuf,
+    #[command(flatten)]
+    pub(crate) device: DeviceArgs,
+    /// normal: fio's text report; json: fio's JSON shape.
+    #[arg(long, value_enum, default_value = "normal")]
+    pub(crate) output_format: OutputFormat,
+    /// The fio program, which writes the jobs' I/O (with its null engine).
+    #[arg(long, default_value = "fio")]
+    pub(crate) fio: PathBuf,
+    /// Before the jobs: none (a fresh drive, whose unwritten blocks read without touching
+    /// flash), fill (sequential writes up to --occupancy), steady[:Nx] (fill, then random
+    /// 4 KiB writes until WAF is steady by SNIA PTS's rule, at most N times the filled
+    /// bytes; default 5x). Not measured.
+    #[arg(long, default_value = "none")]
+    pub(crate) precondition: lab::precondition::Precondition,
+    /// Share of the logical space preconditioning fills (0 < F <= 1; default 1); only with
+    /// --precondition fill or steady.
+    #[arg(long)]
+    pub(crate) occupancy: Option<f64>,
+    /// Seed of preconditioning's random writes (fio's own seeds are the job's randseed).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+}
+
+pub(crate) fn run(a: FioArgs) -> Result<()> {
+    if let (Some(f), lab::precondition::Precondition::None) = (a.occupancy, a.precondition) {
+        bail!("--occupancy {f} has no effect without --precondition fill or steady");
+    }
+    let jobs = jobfile::read(&a.jobfile)?;
+    let preset = a.device.preset()?;
+    let mut dev = preset.build()?;
+    let drive_bytes = dev.logical_bytes();
+    let fio_version = iolog::version(&a.fio)?;
+    let cancel = crate::signals::cancel_token();
+    // fio's job file, its output and the I/O logs: removed when this returns.
+    let dir = tempfile::Builder::new()
+        .prefix("flashlab-fio-")
+        .tempdir()
+        .context("creating a temporary directory for fio's I/O logs")?;
+    let instances = iolog::write_iologs(&a.fio, &jobs, dir.path(), drive_bytes, &cancel)?;
+    let pre = lab::precondition::precondition(
+        &mut dev,
+        a.precondition,
+        a.occupancy.unwrap_or(1.0),
+        a.seed,
+    )?;
+
+    let error = Rc::new(RefCell::new(None));
+    let mut streams = Vec::new();
+    let mut depths = Vec::new();
+    let mut requests = 0u64;
+    for (k, inst) in instances.iter().enumerate() {
+        let job = &jobs.jobs[inst.job];
+        let file = trace::TraceFile::open(&inst.iolog, trace::Format::Fio, None, None)
+            .with_context(|| format!("reading the I/O log fio wrote for job {}", job.name))?;
+        let end = file.info().max_end_bytes;
+        if end > drive_bytes {
+            bail!(
+                "job {} reaches byte {end} but the drive ({}) holds {drive_bytes} bytes: pass --capacity with at least {end} bytes, or give the job a smaller size or offset",
+                job.name,
+                preset.name
+            );
+        }
+        requests += file.info().requests;
+        streams.push(iolog::JobStream::open(
+            &file,
+            k as u32,
+            Rc::clone(&error),
+            cancel.clone(),
+        )?);
+        depths.push(job.iodepth);
+    }
+
+    // One report entry per job and clone, or one for all with group_reporting.
+    let mut units: Vec<Unit> = Vec::new();
+    let mut unit_of: Vec<usize> = Vec::new();
+    for inst in &instances {
+        let job = &jobs.jobs[inst.job];
+        if jobs.group_reporting && !units.is_empty() {
+            units[0].jobs += 1;
+        } else {
+            units.push(Unit::new(&job.name, job.iodepth, job.own.clone()));
+        }
+        unit_of.push(units.len() - 1);
+    }
+    let pb = progress_bar(requests, "fio");
+    let summary = trace::replay_closed_each(
+        &mut dev,
+        streams,
+        &depths,
+        0,
+        &mut |n| pb.set_position(n),
+        &mut |r, issued| {
+            let u = &mut units[unit_of[issued.stream]];
+            let clat_ns = issued.done_ns - issued.issue_ns;
+            u.runtime_ns = u.runtime_ns.max(issued.done_ns);
+            let d = match r.cmd.op {
+                flash::Op::Read => 0,
+                flash::Op::Write => 1,
+                flash::Op::Trim => 2,
+                flash::Op::Flush => {
+                    // fio's sync and datasync.
+                    u.sync.push(clat_ns);
+                    return;
+                }
+                other => unreachable!("fio's I/O log holds no {other:?} commands"),
+            };
+            u.dirs[d].bytes += r.cmd.len_bytes;
+            u.dirs[d].clat.push(clat_ns);
+        },
+    );
+    pb.finish_and_clear();
+    if let Some(e) = error.borrow_mut().take() {
+        return Err(e.context("replaying fio's I/O logs"));
+    }
+    let summary = summary?;
+    dev.settle();
+    let stats = dev.stats();
+
+    if a.output_format == OutputFormat::Json {
+        let global: serde_json::Map<String, serde_json::Value> = jobs
+            .global
+            .iter()
+            .map(|o| {
+                (
+                    o.key.clone(),
+                    serde_json::json!(o.value.clone().unwrap_or_default()),
+                )
+            })
+            .collect();
+        let v = serde_json::json!({
+            "fio version": fio_version,
+            "global options": global,
+            "jobs": units.iter().map(report::job_json).collect::<Vec<_>>(),
+            "flashlab": {
+                "jobfile": a.jobfile.display().to_string(),
+                "preset": preset.name,
+                "preset_notes": preset.notes,
+                "logical_bytes": drive_bytes,
+                "requests": summary.requests,
+                "simulated_ns": summary.end_ns,
+                "precondition": pre,
+                "latency": "the simulated drive's, from issue to completion (no host software stack: slat is 0, lat equals clat)",
+                "percentiles": "exact, nearest rank over every request (fio estimates them from histogram buckets)",
+                "drive": stats,
+            },
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "flashlab fio: {} on {} ({drive_bytes} bytes): the I/O {fio_version}'s null engine wrote, replayed in virtual time; latencies are the simulated drive's (no host software stack), percentiles exact",
+            a.jobfile.display(),
+            preset.name
+        );
+        for n in &preset.notes {
+            println!("  note              {n}");
+        }
+        if a.precondition != lab::precondition::Precondition::None {
+            print_precondition(&pre);
+        }
+        println!();
+        print!("{}", report::text(&units));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn help_names_every_option_taken() {
+        let words: Vec<&str> = super::JOB_OPTIONS_HELP
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .collect();
+        for o in super::jobfile::HONOURED
+            .iter()
+            .chain(super::jobfile::ACCEPTED)
+        {
+            assert!(words.contains(o), "--help does not name {o}");
+        }
+    }
+}
