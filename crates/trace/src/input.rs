@@ -147,6 +147,12 @@ impl LineReader {
         let Ok(line) = std::str::from_utf8(bytes) else {
             return error("not UTF-8 text".into());
         };
+        // A byte-order mark (spreadsheets write one) is not part of the first line.
+        let line = if self.line_no == 1 {
+            line.strip_prefix('\u{feff}').unwrap_or(line)
+        } else {
+            line
+        };
         if line.contains('\0') {
             return error(
                 "NUL bytes: not a text trace (an archive such as a .tgz? unpack it first, e.g. `tar xzf FILE`)"

@@ -71,6 +71,18 @@ impl TraceFile {
         disk: Option<&str>,
         limit: Option<u64>,
     ) -> Result<TraceFile, TraceError> {
+        Self::open_cancellable(path, format, disk, limit, &crate::Cancel::new())
+    }
+
+    /// [`TraceFile::open`], stopping with an error soon after `cancel` is cancelled (a
+    /// read-through of a large file takes seconds).
+    pub fn open_cancellable(
+        path: &Path,
+        format: Format,
+        disk: Option<&str>,
+        limit: Option<u64>,
+        cancel: &crate::Cancel,
+    ) -> Result<TraceFile, TraceError> {
         let origin = path.display().to_string();
         let format = if format == Format::Auto {
             let mut head = String::new();
@@ -102,6 +114,12 @@ impl TraceFile {
         let mut requests = file.reader()?;
         for r in &mut requests {
             let r = r?;
+            if info.requests % 65_536 == 0 && cancel.is_cancelled() {
+                return Err(TraceError::Format {
+                    origin: file.origin.clone(),
+                    msg: "interrupted while reading the trace".into(),
+                });
+            }
             info.requests += 1;
             info.max_end_bytes = info
                 .max_end_bytes
@@ -111,6 +129,15 @@ impl TraceFile {
             }
         }
         info.timestamped = requests.timestamped();
+        if info.requests == 0 && file.format.row_lines(None).is_some() {
+            return Err(TraceError::Format {
+                origin: file.origin.clone(),
+                msg: format!(
+                    "no requests{}: the file holds only headers, comments or blank lines, and would replay as nothing",
+                    file.disk.as_deref().map(|d| format!(" of device {d}")).unwrap_or_default()
+                ),
+            });
+        }
         file.info = info;
         Ok(file)
     }
@@ -338,7 +365,19 @@ impl Iterator for Reader {
     type Item = Result<Request, TraceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done || self.remaining == Some(0) {
+        if self.done {
+            return None;
+        }
+        if self.remaining == Some(0) {
+            self.done = true;
+            // Stopped before the end of the file: the devices read so far (the requests
+            // given and those waiting in the reorder window) must still be one, or the
+            // one picked; a limit must not merge several into one address space.
+            if let Source::Rows(m) = &self.source {
+                if let Err(e) = m.parser.finish(&self.origin) {
+                    return Some(Err(e));
+                }
+            }
             return None;
         }
         let r = self.read();

@@ -254,3 +254,52 @@ fn a_device_error_mid_stream_ends_the_replay_with_the_request_named() {
     assert!(e.contains("request") && e.contains("1099511627776"), "{e}");
     let _ = dev.logical_bytes();
 }
+
+/// Writes `text` to a temporary file.
+fn file_of(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f
+}
+
+#[test]
+fn a_request_limit_does_not_merge_devices() {
+    // Two Alibaba devices interleaved over more rows than the reorder window holds: a
+    // limit stops the reading early, and the devices read so far must still be refused
+    // as one address space.
+    let mut text = String::from("device_id,opcode,offset,length,timestamp\n");
+    for i in 0..100_000u64 {
+        let _ = writeln!(
+            text,
+            "{},W,{},4096,{}",
+            3 + 2 * (i % 2),
+            (i % 1000) * 4096,
+            i
+        );
+    }
+    let f = file_of(&text);
+    let e = TraceFile::open(f.path(), Format::Alibaba, None, Some(100))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("2 devices (3, 5)") && e.contains("--disk"),
+        "{e}"
+    );
+    let one = TraceFile::open(f.path(), Format::Alibaba, Some("5"), Some(100)).unwrap();
+    assert_eq!((one.info().requests, one.info().streams.len()), (100, 1));
+}
+
+#[test]
+fn a_byte_order_mark_is_not_part_of_the_header_and_an_empty_trace_is_an_error() {
+    let f = file_of("\u{feff}device_id,opcode,offset,length,timestamp\r\n0,R,0,4096,1\r\n");
+    let t = TraceFile::open(f.path(), Format::Auto, None, None).unwrap();
+    assert_eq!(t.info().requests, 1);
+    let f = file_of("device_id,opcode,offset,length,timestamp\n# nothing else\n");
+    let e = TraceFile::open(f.path(), Format::Alibaba, None, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no requests") && e.contains("replay as nothing"),
+        "{e}"
+    );
+}

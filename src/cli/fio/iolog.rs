@@ -48,12 +48,18 @@ pub(crate) fn write_iologs(
     drive_bytes: u64,
     cancel: &trace::Cancel,
 ) -> Result<Vec<Instance>> {
+    // fio runs in `dir`: a relative path to it (`./fio`) must not be looked up there.
+    let fio = if fio.components().count() > 1 {
+        std::path::absolute(fio).with_context(|| format!("resolving {}", fio.display()))?
+    } else {
+        fio.to_path_buf()
+    };
     let (text, instances) = fio_job_text(file, dir, drive_bytes);
     let job_path = dir.join("flashlab.fio");
     std::fs::write(&job_path, text).context("writing the job file for fio")?;
     let out_path = dir.join("fio.out");
     let err_path = dir.join("fio.err");
-    let mut child = Command::new(fio)
+    let mut child = Command::new(&fio)
         .arg(format!("--output={}", out_path.display()))
         .arg(&job_path)
         .current_dir(dir)

@@ -319,6 +319,23 @@ pub(crate) fn parse(origin: &str, text: &str) -> Result<JobFile> {
                 ));
             }
         }
+        // fio's I/O log separates its fields by whitespace, and a job's file is named
+        // after the job unless it gives one.
+        match get("filename").and_then(|o| o.value.clone()) {
+            Some(f) if f.contains(char::is_whitespace) => {
+                return Err(format!(
+                    "job {}: filename={f:?} holds whitespace, which fio's I/O log cannot carry (its fields are separated by spaces); give a name without spaces",
+                    j.name
+                ))
+            }
+            None if j.name.contains(char::is_whitespace) => {
+                return Err(format!(
+                    "job {:?}: the name holds whitespace, and fio names the job's file after it in its I/O log (whose fields are separated by spaces); rename the job or give it filename= without spaces",
+                    j.name
+                ))
+            }
+            _ => {}
+        }
         j.has_size = get("size").is_some();
         if !j.has_size && get("offset").is_some() {
             return Err(format!(
@@ -551,6 +568,9 @@ mod tests {
             "{e}"
         );
         assert!(err("[a]\nsize=1m\ninclude other.fio\n").contains("`include`"));
+        assert!(err("[my job]\nsize=1m\n").contains("the name holds whitespace"));
+        assert!(err("[a]\nsize=1m\nfilename=/tmp/has space\n").contains("holds whitespace"));
+        assert!(parse("j.fio", "[my job]\nsize=1m\nfilename=/dev/x\n").is_ok());
     }
 
     #[test]

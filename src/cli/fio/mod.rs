@@ -96,8 +96,14 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
     let mut requests = 0u64;
     for (k, inst) in instances.iter().enumerate() {
         let job = &jobs.jobs[inst.job];
-        let file = trace::TraceFile::open(&inst.iolog, trace::Format::Fio, None, None)
-            .with_context(|| format!("reading the I/O log fio wrote for job {}", job.name))?;
+        let file = trace::TraceFile::open_cancellable(
+            &inst.iolog,
+            trace::Format::Fio,
+            None,
+            None,
+            &cancel,
+        )
+        .with_context(|| format!("reading the I/O log fio wrote for job {}", job.name))?;
         let end = file.info().max_end_bytes;
         if end > drive_bytes {
             bail!(
