@@ -1,0 +1,883 @@
+//! From calibrate's measurements to a drive's parameters, through the simulator's own
+//! timing model (`flash::ssd`): each fitted value inverts the equation the model uses for
+//! what the probe saw, and says which probe set it, or that it is only a bound, or that no
+//! probe can see it (an assumption).
+//!
+//! The model's equations (`oh` command overhead, `tR` array read, `tP` program, `ch` and
+//! `host` channel and link rates, `S` superpage bytes, `D` dies, `u` = 4 KiB):
+//! - a flush with nothing pending takes `oh`;
+//! - a read of `k` units inside one superpage takes `oh + tR + k·u/ch + k·u/host`;
+//! - a 4 KiB write completes when its data has crossed the link, unless it fills a
+//!   superpage: then it also waits for the superpage's transfer and program, `X = S/ch + tP`
+//!   (with a write buffer, the flush after it waits instead); one write in `S/u` does;
+//! - sustained writes run at `min(link, D·S/X)`: each die transfers and programs a
+//!   superpage at a time;
+//! - a discard of `n` units takes `oh + trim overhead + n·per unit`; a non-queued one waits
+//!   for the commands before it and holds back those after.
+
+use super::probe::{Measurements, Series, UNIT_BYTES};
+use flash::mapping::FtlKind;
+use flash::ssd::{GcConfig, SsdTiming, TrimConfig};
+use flash::{DeviceConfig, GcPolicy, Geometry, Preset, SlcCacheConfig, SsdConfig};
+
+/// A sustained rate at or above this share of the link rate is taken as link-bound: what
+/// is behind the link could be faster, so values fitted from it are lower bounds.
+const LINK_BOUND_SHARE: f64 = 0.9;
+/// A rate falling below this share of the rate before it is a drop...
+const DROP_SHARE: f64 = 0.9;
+/// ...if two lines explain the series this much better than one (a step, not noise).
+const DROP_ERROR_SHARE: f64 = 0.25;
+/// Assumed values, for what no probe sees (each says why where it is written).
+const ASSUMED_PAGES_PER_BLOCK: u32 = 256;
+const ASSUMED_OP: f64 = 0.07;
+const ASSUMED_ERASE_NS: u64 = 3_500_000;
+const ASSUMED_SUPERPAGE_BYTES: u64 = 16 << 10;
+const ASSUMED_DIES: u32 = 8;
+const ASSUMED_BITS_PER_CELL: u32 = 3;
+const ASSUMED_FOLD_IDLE_NS: u64 = 1_000_000;
+const MAX_CHANNELS: u32 = 8;
+/// The smallest array read or program time a fit gives (a measured value below it means the
+/// probe saw nothing of it).
+const MIN_FLASH_NS: u64 = 1_000;
+
+/// Where a fitted value comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Basis {
+    /// Set by this probe (as the model explains its numbers).
+    Measured(String),
+    /// The probe gives a bound only; the value is that bound. (probe, why)
+    Bound(String, String),
+    /// No probe sees it: an assumption, and why.
+    Assumed(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param<T> {
+    pub value: T,
+    pub basis: Basis,
+}
+
+fn measured<T>(value: T, probe: &str) -> Param<T> {
+    Param {
+        value,
+        basis: Basis::Measured(probe.to_string()),
+    }
+}
+
+fn bound<T>(value: T, probe: &str, why: String) -> Param<T> {
+    Param {
+        value,
+        basis: Basis::Bound(probe.to_string(), why),
+    }
+}
+
+fn assumed<T>(value: T, why: impl Into<String>) -> Param<T> {
+    Param {
+        value,
+        basis: Basis::Assumed(why.into()),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlcFit {
+    pub program_ns: Param<u64>,
+    pub cache_bytes: u64,
+    pub max_fraction: Param<f64>,
+    pub bits_per_cell: Param<u32>,
+    pub fold_idle_ns: Param<u64>,
+}
+
+/// A drive as calibrate sees it: every field of an SSD preset with its basis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fitted {
+    pub logical_bytes: Param<u64>,
+    pub op: Param<f64>,
+    pub dies: Param<u32>,
+    pub channels: Param<u32>,
+    pub superpage_bytes: Param<u64>,
+    pub pages_per_block: Param<u32>,
+    pub mapping_unit_bytes: Param<u32>,
+    pub read_ns: Param<u64>,
+    pub program_ns: Param<u64>,
+    pub erase_ns: Param<u64>,
+    pub channel_bytes_per_s: Param<u64>,
+    pub host_bytes_per_s: Param<u64>,
+    pub command_overhead_ns: Param<u64>,
+    pub write_ack_ns: Param<u64>,
+    pub write_cache_bytes: Param<u64>,
+    /// `None`: no drop in the sequential write rate (the basis says so).
+    pub slc: Result<SlcFit, Basis>,
+    pub gc: Param<GcPolicy>,
+    pub gc_free_blocks: Param<u32>,
+    pub trim_queued: Param<bool>,
+    pub trim_command_overhead_ns: Param<u64>,
+    pub trim_per_page_ns: Param<u64>,
+    /// Measured but not part of the model: (what, value), for the report.
+    pub observations: Vec<(String, String)>,
+}
+
+// ---- statistics -------------------------------------------------------------------------
+
+/// The `q` quantile (0..=1) of `v`, nearest rank; 0 for an empty slice.
+pub fn quantile(v: &[u64], q: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    let i = ((s.len() - 1) as f64 * q).round() as usize;
+    s[i.min(s.len() - 1)]
+}
+
+pub fn median(v: &[u64]) -> u64 {
+    quantile(v, 0.5)
+}
+
+/// Least-squares line `y = a + b·x`; `None` with fewer than two distinct x.
+pub fn line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(a, b), &(x, y)| (a + x, b + y));
+    let (mx, my) = (sx / n, sy / n);
+    let sxx: f64 = points.iter().map(|&(x, _)| (x - mx) * (x - mx)).sum();
+    let sxy: f64 = points.iter().map(|&(x, y)| (x - mx) * (y - my)).sum();
+    if points.len() < 2 || sxx <= 0.0 {
+        return None;
+    }
+    let b = sxy / sxx;
+    Some((my - b * mx, b))
+}
+
+/// Bytes per second of the last three quarters of a series (the first quarter holds the
+/// queue filling up).
+pub fn series_rate(s: &Series) -> f64 {
+    rate_between(s, s.completions_ns.len() / 4, s.completions_ns.len())
+}
+
+/// Bytes per second over the last quarter of a series.
+pub fn tail_rate(s: &Series) -> f64 {
+    let n = s.completions_ns.len();
+    rate_between(s, n.saturating_sub(n / 4 + 1), n)
+}
+
+fn rate_between(s: &Series, from: usize, to: usize) -> f64 {
+    if to < from + 2 {
+        return 0.0;
+    }
+    let t = &s.completions_ns;
+    let dt = t[to - 1].saturating_sub(t[from]) as f64;
+    if dt <= 0.0 {
+        return 0.0;
+    }
+    ((to - 1 - from) as u64 * s.request_bytes) as f64 * 1e9 / dt
+}
+
+/// A series' rate, and where it drops if it does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateFit {
+    /// Bytes per second before the drop (or throughout).
+    pub before: f64,
+    /// After the drop, if there is one.
+    pub drop: Option<Drop>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Drop {
+    pub after: f64,
+    /// Bytes completed when the rate dropped, and when.
+    pub at_bytes: u64,
+    pub at_ns: u64,
+}
+
+/// Fits two lines to (bytes completed, time) at every split leaving at least a sixteenth of
+/// the points on each side, and keeps the split with the least squared error. The second
+/// line is a drop if its rate is below [`DROP_SHARE`] of the first's and the two lines'
+/// error is at most [`DROP_ERROR_SHARE`] of one line's; otherwise the series has one rate.
+pub fn rate_drop(s: &Series) -> RateFit {
+    let p = s.points();
+    let n = p.len();
+    let one_rate = RateFit {
+        before: series_rate(s),
+        drop: None,
+    };
+    let min = (n / 16).max(3);
+    if n < 2 * min {
+        return one_rate;
+    }
+    // Prefix sums for O(1) least squares of any prefix and suffix.
+    let mut pre = vec![[0.0f64; 5]; n + 1];
+    for (i, &(x, y)) in p.iter().enumerate() {
+        let (x, y) = (x / 1e6, y / 1e6); // MB and ms keep the sums well scaled
+        for (k, v) in [1.0, x, y, x * x, x * y].into_iter().enumerate() {
+            pre[i + 1][k] = pre[i][k] + v;
+        }
+    }
+    let sq_y: Vec<f64> = std::iter::once(0.0)
+        .chain(p.iter().scan(0.0, |acc, &(_, y)| {
+            *acc += (y / 1e6) * (y / 1e6);
+            Some(*acc)
+        }))
+        .collect();
+    // (intercept, slope, squared error) of points lo..hi.
+    let fit = |lo: usize, hi: usize| {
+        let d = |k: usize| pre[hi][k] - pre[lo][k];
+        let (c, sx, sy, sxx, sxy) = (d(0), d(1), d(2), d(3), d(4));
+        let syy = sq_y[hi] - sq_y[lo];
+        let den = c * sxx - sx * sx;
+        if den <= 0.0 {
+            return None;
+        }
+        let b = (c * sxy - sx * sy) / den;
+        let a = (sy - b * sx) / c;
+        let sse = syy - 2.0 * a * sy - 2.0 * b * sxy + c * a * a + 2.0 * a * b * sx + b * b * sxx;
+        Some((a, b, sse.max(0.0)))
+    };
+    let mut best: Option<(f64, (f64, f64), (f64, f64))> = None;
+    for k in min..=n - min {
+        let (Some((a1, b1, e1)), Some((a2, b2, e2))) = (fit(0, k), fit(k, n)) else {
+            continue;
+        };
+        if best.is_none_or(|(e, ..)| e1 + e2 < e) {
+            best = Some((e1 + e2, (a1, b1), (a2, b2)));
+        }
+    }
+    let Some((two_lines_error, (a1, b1), (a2, b2))) = best else {
+        return one_rate;
+    };
+    let one_line_error = fit(0, n).map_or(0.0, |f| f.2);
+    // Slopes are ms per MB, that is ns per byte.
+    let rate = |slope: f64| if slope > 0.0 { 1e9 / slope } else { 0.0 };
+    let (before, after) = (rate(b1), rate(b2));
+    if !(before > 0.0
+        && after > 0.0
+        && after < DROP_SHARE * before
+        && two_lines_error <= DROP_ERROR_SHARE * one_line_error)
+    {
+        return one_rate;
+    }
+    // The drop is where the two lines meet (in MB and ms), within the points.
+    let x = ((a2 - a1) / (b1 - b2)).clamp(p[0].0 / 1e6, p[n - 1].0 / 1e6);
+    RateFit {
+        before,
+        drop: Some(Drop {
+            after,
+            at_bytes: (x * 1e6).round() as u64,
+            at_ns: ((a1 + b1 * x) * 1e6).round() as u64,
+        }),
+    }
+}
+
+// ---- the sync-write probe ---------------------------------------------------------------
+
+/// What the 4 KiB write + flush pairs show.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SyncWrites {
+    /// One write in this many filled a superpage and waited for its program.
+    pub units_per_superpage: u64,
+    /// Without a buffer: how much longer such a write took than the others, the wait
+    /// `X = S/ch + tP`. With one: how long the flush after it waited, `X` less the time from
+    /// the write's data crossing the link to its acknowledgement.
+    pub wait_ns: u64,
+    /// The wait fell on the flush, not the write: writes are acknowledged from a buffer.
+    pub buffered: bool,
+    /// A write that waited for nothing.
+    pub fast_write_ns: u64,
+}
+
+/// Splits latencies into those that waited for something and those that did not: above
+/// the lower quartile by half of it (at least 20 µs). `None` unless at least 4 and at most
+/// half waited (a superpage of 2 to 64 units among 256 writes).
+fn waited(v: &[u64]) -> Option<(Vec<u64>, Vec<u64>)> {
+    let base = quantile(v, 0.25);
+    let cut = base + (base / 2).max(20_000);
+    let (slow, fast): (Vec<u64>, Vec<u64>) = v.iter().partition(|&&l| l > cut);
+    (slow.len() >= 4 && 2 * slow.len() <= v.len()).then_some((slow, fast))
+}
+
+/// What the pairs show. Without a buffer, one write in a superpage's worth waits for the
+/// program; with one, the flush after it does. Writes are looked at first: a flush waits
+/// for every die, so other work (an SLC cache folding in idle time) delays some flushes
+/// too, and with a buffer and such a cache the superpage may come out too small. `None`
+/// when neither writes nor flushes stand out: every write waited (a superpage of one unit)
+/// or none did.
+pub fn sync_writes(pairs: &[(u64, u64)]) -> Option<SyncWrites> {
+    let writes: Vec<u64> = pairs.iter().map(|p| p.0).collect();
+    let flushes: Vec<u64> = pairs.iter().map(|p| p.1).collect();
+    let units = |slow: usize| ((pairs.len() as f64 / slow as f64).round() as u64).max(2);
+    if let Some((slow, fast)) = waited(&writes) {
+        return Some(SyncWrites {
+            units_per_superpage: units(slow.len()),
+            wait_ns: median(&slow).saturating_sub(median(&fast)),
+            buffered: false,
+            fast_write_ns: median(&fast),
+        });
+    }
+    let (slow, _) = waited(&flushes)?;
+    // The lower quartile of the waits: the flushes that waited for nothing else.
+    Some(SyncWrites {
+        units_per_superpage: units(slow.len()),
+        wait_ns: quantile(&slow, 0.25),
+        buffered: true,
+        fast_write_ns: median(&writes),
+    })
+}
+
+/// Units per superpage as the sync-write probe shows it (for the probe's own layout).
+pub fn superpage_units(pairs: &[(u64, u64)]) -> Option<u64> {
+    sync_writes(pairs).map(|s| s.units_per_superpage)
+}
+
+// ---- the fit ----------------------------------------------------------------------------
+
+const P_IDLE_FLUSH: &str = "flushes of an idle drive";
+const P_SYNC: &str = "4 KiB writes each followed by a flush, QD1";
+const P_SEQ_WRITE: &str = "sequential 1 MiB writes at QD8 over the region";
+const P_READ_SIZES: &str = "reads of 4 KiB up to a superpage, QD1";
+const P_SEQ_READ: &str = "sequential 1 MiB reads at QD8";
+const P_BURST: &str = "burst of 64 KiB writes at QD32";
+const P_DISCARDS: &str = "discards of several sizes, QD1";
+const P_DISCARD_UNDER_READS: &str = "a discard while QD1 reads run";
+
+fn ns(s: f64) -> u64 {
+    (s * 1e9).round().max(0.0) as u64
+}
+
+/// Fits the drive's parameters to `m`.
+pub fn fit(m: &Measurements) -> Fitted {
+    let u = UNIT_BYTES as f64;
+    let mut obs: Vec<(String, String)> = Vec::new();
+
+    // Command overhead: a flush with nothing to wait for.
+    let oh_ns = median(&m.idle_flush_ns);
+    let command_overhead_ns = measured(oh_ns, P_IDLE_FLUSH);
+    let oh = oh_ns as f64 / 1e9;
+
+    // The link: sequential reads run at the link's rate when the flash behind it is faster.
+    let host = series_rate(&m.seq_read).max(1.0);
+    let host_bytes_per_s = measured(host as u64, P_SEQ_READ);
+
+    // Superpage size, program wait and write buffer from the write + flush pairs.
+    let sync = sync_writes(&m.sync_writes_ns);
+    let superpage_bytes = match sync {
+        Some(s) => measured(s.units_per_superpage * UNIT_BYTES, P_SYNC),
+        None => assumed(
+            ASSUMED_SUPERPAGE_BYTES,
+            "no 4 KiB write stood out as waiting for a program (a buffer hid every program, or every write waited)",
+        ),
+    };
+    let sp = superpage_bytes.value as f64;
+
+    // Channel and array read from reads of 1..superpage units.
+    let medians: Vec<(f64, f64)> = m
+        .read_by_size_ns
+        .iter()
+        .map(|(b, l)| (*b as f64, median(l) as f64 / 1e9))
+        .collect();
+    let slope = line(&medians);
+    let channel_bytes_per_s = match slope {
+        Some((_, b)) if b - 1.0 / host > 0.05 * b => {
+            measured((1.0 / (b - 1.0 / host)) as u64, P_READ_SIZES)
+        }
+        _ => assumed(
+            host as u64,
+            "read latency does not grow with size faster than the link explains (superpage of one unit or a fast channel): set to the link rate",
+        ),
+    };
+    let ch = channel_bytes_per_s.value.max(1) as f64;
+    let read_1 = median(&m.reads_qd1.latencies_ns) as f64 / 1e9;
+    let tr = match (slope, &channel_bytes_per_s.basis) {
+        (Some((a, _)), Basis::Measured(_)) => a - oh,
+        _ => read_1 - oh - u / ch - u / host,
+    };
+    let read_ns = if ns(tr) >= MIN_FLASH_NS {
+        measured(
+            ns(tr),
+            "random 4 KiB reads at QD1 and reads up to a superpage, less overhead and transfers",
+        )
+    } else {
+        assumed(
+            MIN_FLASH_NS,
+            format!(
+                "a 4 KiB read took {:.1} µs, no more than the command overhead and transfers: the array read is not visible",
+                read_1 * 1e6
+            ),
+        )
+    };
+
+    // Sustained writes: dies and program times.
+    let seq = rate_drop(&m.seq_write);
+    // The program wait X: with a buffer, the flush's wait plus the write's time from its
+    // data crossing the link (oh + u/host after submission) to its acknowledgement.
+    let x = sync.map(|s| {
+        let wait = s.wait_ns as f64 / 1e9;
+        if s.buffered {
+            wait + (s.fast_write_ns as f64 / 1e9 - oh - u / host).max(0.0)
+        } else {
+            wait
+        }
+    });
+    let link_bound = |rate: f64| rate >= LINK_BOUND_SHARE * host;
+    let first_rate = seq.before;
+    let (dies, program_ns, slc) = fit_writes(m, &seq, x, sp, ch, host, link_bound(first_rate));
+    obs.push((
+        "sequential write".into(),
+        match seq.drop {
+            Some(d) => format!(
+                "{:.0} MB/s for the first {} MiB, then {:.0} MB/s",
+                seq.before / 1e6,
+                d.at_bytes >> 20,
+                d.after / 1e6
+            ),
+            None => format!(
+                "{:.0} MB/s over {} MiB, no drop",
+                seq.before / 1e6,
+                m.region_bytes >> 20
+            ),
+        },
+    ));
+
+    // Channels are not visible: every probe sees dies, not how they share buses.
+    let d = dies.value;
+    let channels = (1..=d.min(MAX_CHANNELS))
+        .rev()
+        .find(|c| d % c == 0)
+        .unwrap_or(1);
+    let channels = assumed(
+        channels,
+        format!("how the dies share buses is not visible: the largest divisor of the dies up to {MAX_CHANNELS}"),
+    );
+
+    // Write buffer.
+    let (write_cache_bytes, write_ack_ns) = fit_buffer(m, sync, oh, host);
+
+    // Discards.
+    let (trim_command_overhead_ns, trim_per_page_ns) = fit_discards(m, oh_ns);
+    let trim_queued = fit_queued(m);
+
+    // Report-only observations.
+    let r1 = &m.reads_qd1;
+    let r32 = &m.reads_qd32;
+    obs.push((
+        "random 4 KiB reads".into(),
+        format!(
+            "QD1 {:.0} IOPS (p50 {:.1} µs, p99 {:.1} µs); QD32 {:.0} IOPS (p50 {:.1} µs): parallelism {:.1}x",
+            r1.ops_per_s(),
+            median(&r1.latencies_ns) as f64 / 1e3,
+            quantile(&r1.latencies_ns, 0.99) as f64 / 1e3,
+            r32.ops_per_s(),
+            median(&r32.latencies_ns) as f64 / 1e3,
+            r32.ops_per_s() / r1.ops_per_s().max(1e-9)
+        ),
+    ));
+    let w1 = &m.writes_qd1;
+    let w32 = &m.writes_qd32;
+    obs.push((
+        "random 4 KiB writes".into(),
+        format!(
+            "QD1 {:.0} IOPS (p50 {:.1} µs, p99 {:.1} µs); QD32 {:.0} IOPS",
+            w1.ops_per_s(),
+            median(&w1.latencies_ns) as f64 / 1e3,
+            quantile(&w1.latencies_ns, 0.99) as f64 / 1e3,
+            w32.ops_per_s()
+        ),
+    ));
+    obs.push(("sequential read".into(), format!("{:.0} MB/s", host / 1e6)));
+    obs.push((
+        "reads of data just written".into(),
+        format!(
+            "p50 {:.1} µs vs {:.1} µs for older data (the model reads everything from flash: not fitted)",
+            median(&m.read_after_write_ns) as f64 / 1e3,
+            median(&r1.latencies_ns) as f64 / 1e3
+        ),
+    ));
+    obs.push(("discards".into(), m.discard_kind.clone()));
+
+    Fitted {
+        logical_bytes: measured(
+            m.capacity_bytes / UNIT_BYTES * UNIT_BYTES,
+            "the drive's size",
+        ),
+        op: assumed(
+            ASSUMED_OP,
+            "spare space shows only once garbage collection runs, after the drive is full",
+        ),
+        dies,
+        channels,
+        superpage_bytes,
+        pages_per_block: assumed(
+            ASSUMED_PAGES_PER_BLOCK,
+            "block size shows only through garbage collection",
+        ),
+        mapping_unit_bytes: assumed(
+            UNIT_BYTES as u32,
+            "the probes write whole 4 KiB units; a larger mapping unit is not probed",
+        ),
+        read_ns,
+        program_ns,
+        erase_ns: assumed(
+            ASSUMED_ERASE_NS,
+            "erases happen only in garbage collection, which the probes do not reach",
+        ),
+        channel_bytes_per_s,
+        host_bytes_per_s,
+        command_overhead_ns,
+        write_ack_ns,
+        write_cache_bytes,
+        slc,
+        gc: assumed(GcPolicy::Greedy, "garbage collection is not probed"),
+        gc_free_blocks: assumed(2, "garbage collection is not probed"),
+        trim_queued,
+        trim_command_overhead_ns,
+        trim_per_page_ns,
+        observations: obs,
+    }
+}
+
+/// Dies, native program time and the SLC cache from the sustained write rates and the
+/// program wait `x` (seconds) of the sync writes, which ran on the fresh drive (in SLC mode
+/// if it has a cache with room).
+#[allow(clippy::too_many_arguments)]
+fn fit_writes(
+    m: &Measurements,
+    seq: &RateFit,
+    x: Option<f64>,
+    sp: f64,
+    ch: f64,
+    host: f64,
+    first_link_bound: bool,
+) -> (Param<u32>, Param<u64>, Result<SlcFit, Basis>) {
+    let xfer = sp / ch;
+    let Some(x) = x else {
+        // No program wait seen: only the rates' products are known.
+        let d = ASSUMED_DIES;
+        let rate = seq.drop.map_or(seq.before, |dr| dr.after);
+        let tp = (d as f64 * sp / rate - xfer).max(MIN_FLASH_NS as f64 / 1e9);
+        return (
+            assumed(
+                d,
+                "no write showed a program's wait, so dies and program time are not separable",
+            ),
+            bound(
+                ns(tp),
+                P_SEQ_WRITE,
+                format!("with the assumed {d} dies, it gives the sustained write rate"),
+            ),
+            Err(Basis::Assumed(
+                "not probed: no program time to compare".into(),
+            )),
+        );
+    };
+    let d_est = seq.before * x / sp;
+    let dies = if first_link_bound {
+        bound(
+            d_est.ceil().max(1.0) as u32,
+            P_SEQ_WRITE,
+            format!(
+                "the write rate ({:.0} MB/s) is the link's ({:.0} MB/s), so more dies would not show",
+                seq.before / 1e6,
+                host / 1e6
+            ),
+        )
+    } else {
+        measured(
+            d_est.round().max(1.0) as u32,
+            "sequential write rate times the program wait of the writes + flush, over the superpage",
+        )
+    };
+    let d = dies.value as f64;
+    let tp_first = ns(x - xfer).max(MIN_FLASH_NS);
+    match seq.drop {
+        None => (
+            dies,
+            measured(
+                tp_first,
+                "program wait of the 4 KiB writes + flush, less the superpage's transfer",
+            ),
+            Err(Basis::Measured(format!(
+                "{P_SEQ_WRITE}: no drop in {} MiB (no SLC cache, or one larger than the region)",
+                m.region_bytes >> 20
+            ))),
+        ),
+        Some(dr) => {
+            let x_native = d * sp / dr.after;
+            let native = ns(x_native - xfer).max(MIN_FLASH_NS);
+            let program_ns = match &dies.basis {
+                Basis::Measured(_) => measured(native, "rate after the drop, with the dies: D·S/rate less the superpage's transfer"),
+                _ => bound(
+                    native,
+                    P_SEQ_WRITE,
+                    "computed with the dies' lower bound: together they give the rate after the drop".into(),
+                ),
+            };
+            let fraction = (dr.at_bytes as f64 / m.capacity_bytes as f64).clamp(1e-6, 1.0);
+            let slc = SlcFit {
+                program_ns: measured(tp_first, "program wait of the 4 KiB writes + flush on the fresh drive, less the superpage's transfer"),
+                cache_bytes: dr.at_bytes,
+                max_fraction: measured(
+                    (fraction * 1e4).round() / 1e4,
+                    "bytes written before the sequential write rate dropped, over the capacity",
+                ),
+                bits_per_cell: assumed(
+                    ASSUMED_BITS_PER_CELL,
+                    "TLC; the cache's shrinking as the drive fills is not probed",
+                ),
+                fold_idle_ns: assumed(
+                    ASSUMED_FOLD_IDLE_NS,
+                    "when folding starts in idle time is not probed",
+                ),
+            };
+            (dies, program_ns, Ok(slc))
+        }
+    }
+}
+
+/// The write buffer's size and acknowledgement time.
+fn fit_buffer(
+    m: &Measurements,
+    sync: Option<SyncWrites>,
+    oh: f64,
+    host: f64,
+) -> (Param<u64>, Param<u64>) {
+    let Some(s) = sync.filter(|s| s.buffered) else {
+        return (
+            match sync {
+                Some(_) => measured(0, "4 KiB writes waited for their programs: no write buffer"),
+                None => assumed(0, "no write showed a program's wait either way"),
+            },
+            assumed(0, "used only with a write buffer"),
+        );
+    };
+    let ack = (s.fast_write_ns as f64 / 1e9 - oh - UNIT_BYTES as f64 / host).max(0.0);
+    let ack = measured(
+        ns(ack),
+        "4 KiB write latency at QD1 less the command overhead and the link transfer",
+    );
+    let burst = rate_drop(&m.burst);
+    let size = match burst.drop {
+        Some(d) => {
+            // Bytes acknowledged when the buffer filled, less what the flash wrote meanwhile.
+            let programmed = d.after * d.at_ns as f64 / 1e9;
+            let bytes = (d.at_bytes as f64 - programmed).max(UNIT_BYTES as f64);
+            Some(bytes as u64 / UNIT_BYTES * UNIT_BYTES)
+        }
+        None => None,
+    };
+    let in_flight = m.burst.request_bytes * m.burst.queue_depth as u64;
+    let cache = match size {
+        Some(b) => measured(
+            b,
+            "burst of 64 KiB writes at QD32: bytes acknowledged before the rate dropped, less what the flash wrote meanwhile",
+        ),
+        None => assumed(
+            in_flight,
+            format!("writes are acknowledged before their programs, but the {P_BURST} never filled the buffer (the flash keeps up with the link), so its size does not show: set to the burst's writes in flight"),
+        ),
+    };
+    (cache, ack)
+}
+
+/// TRIM's fixed and per-unit cost from discards of several sizes.
+fn fit_discards(m: &Measurements, oh_ns: u64) -> (Param<u64>, Param<u64>) {
+    let mut sizes: Vec<u64> = m.discards_ns.iter().map(|d| d.0).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let points: Vec<(f64, f64)> = sizes
+        .iter()
+        .map(|&s| {
+            let lat: Vec<u64> = m
+                .discards_ns
+                .iter()
+                .filter(|d| d.0 == s)
+                .map(|d| d.1)
+                .collect();
+            ((s / UNIT_BYTES) as f64, median(&lat) as f64)
+        })
+        .collect();
+    match line(&points) {
+        Some((a, b)) => (
+            measured(
+                (a - oh_ns as f64).max(0.0).round() as u64,
+                &format!("{P_DISCARDS}: latency at zero size less the command overhead"),
+            ),
+            measured(
+                b.max(0.0).round() as u64,
+                &format!("{P_DISCARDS}: latency per 4 KiB unit"),
+            ),
+        ),
+        None => (
+            assumed(0, "fewer than two discard sizes fit in the region"),
+            assumed(0, "fewer than two discard sizes fit in the region"),
+        ),
+    }
+}
+
+/// Whether a discard holds back reads issued while it runs (a non-queued TRIM does).
+fn fit_queued(m: &Measurements) -> Param<bool> {
+    let d = &m.discard_under_reads;
+    let base = median(&m.reads_qd1.latencies_ns);
+    let during: Vec<u64> = d
+        .reads
+        .iter()
+        .filter(|r| r.submit_ns < d.discard.complete_ns && r.complete_ns > d.discard.submit_ns)
+        .map(|r| r.latency_ns())
+        .collect();
+    if during.is_empty() {
+        return assumed(
+            false,
+            "no read ran while the discard did; taken as non-queued, the cautious choice",
+        );
+    }
+    let worst = *during.iter().max().expect("not empty");
+    let held = worst > (3 * base).max(base + d.discard.latency_ns() / 2);
+    measured(
+        !held,
+        &format!(
+            "{P_DISCARD_UNDER_READS}: the slowest of {} reads during a {:.2} ms discard of {} MiB took {:.1} µs (reads otherwise {:.1} µs)",
+            during.len(),
+            d.discard.latency_ns() as f64 / 1e6,
+            d.discard_bytes >> 20,
+            worst as f64 / 1e3,
+            base as f64 / 1e3
+        ),
+    )
+}
+
+impl Fitted {
+    /// The preset these values describe.
+    pub fn preset(&self, name: &str, description: &str) -> Preset {
+        let d = self.dies.value;
+        let c = self.channels.value;
+        let geometry = Geometry {
+            channels: c,
+            chips_per_channel: d / c,
+            dies_per_chip: 1,
+            planes_per_die: 1,
+            pages_per_block: self.pages_per_block.value,
+            page_size_bytes: self.superpage_bytes.value as u32,
+            mapping_unit_bytes: self.mapping_unit_bytes.value,
+            logical_bytes: self.logical_bytes.value,
+            op: self.op.value,
+        };
+        let timing = SsdTiming {
+            read_ns: self.read_ns.value,
+            program_ns: self.program_ns.value,
+            erase_ns: self.erase_ns.value,
+            channel_bytes_per_s: self.channel_bytes_per_s.value.max(1),
+            host_bytes_per_s: self.host_bytes_per_s.value.max(1),
+            command_overhead_ns: self.command_overhead_ns.value,
+            write_ack_ns: self.write_ack_ns.value,
+        };
+        let ssd = SsdConfig {
+            geometry,
+            timing,
+            gc: GcConfig {
+                policy: self.gc.value,
+                free_blocks: self.gc_free_blocks.value,
+                background: false,
+                background_free_blocks: 0,
+                background_idle_ns: 0,
+                paced: true,
+            },
+            trim: TrimConfig {
+                queued: self.trim_queued.value,
+                command_overhead_ns: self.trim_command_overhead_ns.value,
+                per_page_ns: self.trim_per_page_ns.value,
+                ..TrimConfig::default()
+            },
+            write_cache_bytes: self.write_cache_bytes.value,
+            ftl: FtlKind::Page,
+            log_blocks: 0,
+            slc_cache: self.slc.as_ref().ok().map(|s| SlcCacheConfig {
+                program_ns: s.program_ns.value,
+                max_fraction: s.max_fraction.value,
+                bits_per_cell: s.bits_per_cell.value,
+                fold_idle_ns: s.fold_idle_ns.value,
+            }),
+        };
+        Preset {
+            name: name.to_string(),
+            description: description.to_string(),
+            device: DeviceConfig::Ssd(ssd),
+            notes: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(request_bytes: u64, times: Vec<u64>) -> Series {
+        Series {
+            request_bytes,
+            queue_depth: 1,
+            completions_ns: times,
+        }
+    }
+
+    #[test]
+    fn a_rate_that_drops_is_found_where_it_drops() {
+        // 100 MB at 1 GB/s, then 300 MB at 250 MB/s, in 1 MB requests.
+        let mut t = Vec::new();
+        let mut now = 0u64;
+        for i in 0..400u64 {
+            now += if i < 100 { 1_000_000 } else { 4_000_000 };
+            t.push(now);
+        }
+        let f = rate_drop(&series(1_000_000, t));
+        let d = f.drop.expect("a drop");
+        assert!((f.before - 1e9).abs() < 1e6, "{f:?}");
+        assert!((d.after - 250e6).abs() < 1e5, "{f:?}");
+        assert_eq!(d.at_bytes, 100_000_000);
+        assert_eq!(d.at_ns, 100_000_000);
+        // A steady rate has no drop.
+        let steady: Vec<u64> = (1..=400).map(|i| i * 2_000_000).collect();
+        let f = rate_drop(&series(1_000_000, steady));
+        assert!(f.drop.is_none());
+        assert!((f.before - 500e6).abs() < 1e5, "{f:?}");
+    }
+
+    #[test]
+    fn write_flush_pairs_give_the_superpage_and_the_wait() {
+        // One write in four waits 500 µs for its program (no buffer) ...
+        let pairs: Vec<(u64, u64)> = (0..256)
+            .map(|i| {
+                if i % 4 == 3 {
+                    (520_000, 10_000)
+                } else {
+                    (20_000, 10_000)
+                }
+            })
+            .collect();
+        let s = sync_writes(&pairs).unwrap();
+        assert_eq!(s.units_per_superpage, 4);
+        assert_eq!(s.wait_ns, 500_000);
+        assert!(!s.buffered);
+        // ... or the flush after it does (a buffer), for what is left after the write's
+        // acknowledgement.
+        let pairs: Vec<(u64, u64)> = (0..256)
+            .map(|i| {
+                if i % 8 == 7 {
+                    (20_000, 510_000)
+                } else {
+                    (20_000, 10_000)
+                }
+            })
+            .collect();
+        let s = sync_writes(&pairs).unwrap();
+        assert_eq!((s.units_per_superpage, s.wait_ns), (8, 510_000));
+        assert!(s.buffered);
+        // Nothing stands out: not identifiable.
+        assert!(sync_writes(&vec![(20_000, 10_000); 256]).is_none());
+    }
+
+    #[test]
+    fn lines_and_quantiles() {
+        let (a, b) = line(&[(1.0, 3.0), (2.0, 5.0), (3.0, 7.0)]).unwrap();
+        assert!((a - 1.0).abs() < 1e-12 && (b - 2.0).abs() < 1e-12);
+        assert!(line(&[(1.0, 3.0)]).is_none());
+        assert_eq!(median(&[5, 1, 3]), 3);
+        assert_eq!(quantile(&[], 0.5), 0);
+    }
+}
