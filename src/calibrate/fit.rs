@@ -15,7 +15,8 @@
 //! - a discard of `n` units takes `oh + trim overhead + n·per unit`; a non-queued one waits
 //!   for the commands before it and holds back those after.
 
-use super::probe::{Measurements, Series, UNIT_BYTES};
+use super::probe::{self, Measurements, Series, UNIT_BYTES};
+use super::sim_target::SimTarget;
 use flash::mapping::FtlKind;
 use flash::ssd::{GcConfig, SsdTiming, TrimConfig};
 use flash::{DeviceConfig, GcPolicy, Geometry, Preset, SlcCacheConfig, SsdConfig};
@@ -32,10 +33,8 @@ const ASSUMED_PAGES_PER_BLOCK: u32 = 256;
 const ASSUMED_OP: f64 = 0.07;
 const ASSUMED_ERASE_NS: u64 = 3_500_000;
 const ASSUMED_SUPERPAGE_BYTES: u64 = 16 << 10;
-const ASSUMED_DIES: u32 = 8;
 const ASSUMED_BITS_PER_CELL: u32 = 3;
 const ASSUMED_FOLD_IDLE_NS: u64 = 1_000_000;
-const MAX_CHANNELS: u32 = 8;
 /// The smallest array read or program time a fit gives (a measured value below it means the
 /// probe saw nothing of it).
 const MIN_FLASH_NS: u64 = 1_000;
@@ -47,6 +46,9 @@ pub enum Basis {
     Measured(String),
     /// The probe gives a bound only; the value is that bound. (probe, why)
     Bound(String, String),
+    /// Measured together with a value that is assumed or only bounded: the two together
+    /// give what the probe saw, this one alone may not be the drive's. (probe, why)
+    Tied(String, String),
     /// No probe sees it: an assumption, and why.
     Assumed(String),
 }
@@ -68,6 +70,13 @@ fn bound<T>(value: T, probe: &str, why: String) -> Param<T> {
     Param {
         value,
         basis: Basis::Bound(probe.to_string(), why),
+    }
+}
+
+fn tied<T>(value: T, probe: &str, why: &str) -> Param<T> {
+    Param {
+        value,
+        basis: Basis::Tied(probe.to_string(), why.to_string()),
     }
 }
 
@@ -335,6 +344,8 @@ const P_SYNC: &str = "4 KiB writes each followed by a flush, QD1";
 const P_SEQ_WRITE: &str = "sequential 1 MiB writes at QD8 over the region";
 const P_READ_SIZES: &str = "reads of 4 KiB up to a superpage, QD1";
 const P_SEQ_READ: &str = "sequential 1 MiB reads at QD8";
+const P_READS_QD1: &str = "random 4 KiB reads, QD1";
+const P_READS_QD32: &str = "random 4 KiB reads, QD32";
 const P_BURST: &str = "burst of 64 KiB writes at QD32";
 const P_DISCARDS: &str = "discards of several sizes, QD1";
 const P_DISCARD_UNDER_READS: &str = "a discard while QD1 reads run";
@@ -350,17 +361,27 @@ pub fn fit(m: &Measurements) -> Fitted {
 
     // Command overhead: a flush with nothing to wait for.
     let oh_ns = median(&m.idle_flush_ns);
-    let command_overhead_ns = measured(oh_ns, P_IDLE_FLUSH);
+    let command_overhead_ns = measured(oh_ns, &format!("{P_IDLE_FLUSH}: median latency"));
     let oh = oh_ns as f64 / 1e9;
 
     // The link: sequential reads run at the link's rate when the flash behind it is faster.
     let host = series_rate(&m.seq_read).max(1.0);
-    let host_bytes_per_s = measured(host as u64, P_SEQ_READ);
+    let host_bytes_per_s = bound(
+        host as u64,
+        P_SEQ_READ,
+        "sequential reads run at the slowest of the link, the channels and the dies, so the link is at least this fast (and this fast where it is the slowest, as on most drives)".into(),
+    );
 
     // Superpage size, program wait and write buffer from the write + flush pairs.
     let sync = sync_writes(&m.sync_writes_ns);
     let superpage_bytes = match sync {
-        Some(s) => measured(s.units_per_superpage * UNIT_BYTES, P_SYNC),
+        Some(s) => measured(
+            s.units_per_superpage * UNIT_BYTES,
+            &format!(
+                "{P_SYNC}: one write in {} waited for a program",
+                s.units_per_superpage
+            ),
+        ),
         None => assumed(
             ASSUMED_SUPERPAGE_BYTES,
             "no 4 KiB write stood out as waiting for a program (a buffer hid every program, or every write waited)",
@@ -377,7 +398,10 @@ pub fn fit(m: &Measurements) -> Fitted {
     let slope = line(&medians);
     let channel_bytes_per_s = match slope {
         Some((_, b)) if b - 1.0 / host > 0.05 * b => {
-            measured((1.0 / (b - 1.0 / host)) as u64, P_READ_SIZES)
+            measured(
+                (1.0 / (b - 1.0 / host)) as u64,
+                &format!("{P_READ_SIZES}: latency per byte less the link's"),
+            )
         }
         _ => assumed(
             host as u64,
@@ -390,18 +414,24 @@ pub fn fit(m: &Measurements) -> Fitted {
         (Some((a, _)), Basis::Measured(_)) => a - oh,
         _ => read_1 - oh - u / ch - u / host,
     };
-    let read_ns = if ns(tr) >= MIN_FLASH_NS {
-        measured(
-            ns(tr),
-            "random 4 KiB reads at QD1 and reads up to a superpage, less overhead and transfers",
-        )
-    } else {
+    let read_ns = if ns(tr) < MIN_FLASH_NS {
         assumed(
             MIN_FLASH_NS,
             format!(
                 "a 4 KiB read took {:.1} µs, no more than the command overhead and transfers: the array read is not visible",
                 read_1 * 1e6
             ),
+        )
+    } else if let Basis::Measured(_) = channel_bytes_per_s.basis {
+        measured(
+            ns(tr),
+            &format!("{P_READ_SIZES}: latency at zero size less the command overhead"),
+        )
+    } else {
+        tied(
+            ns(tr),
+            P_READS_QD1,
+            "with the channel rate assumed, this holds the array read and any channel time beyond the link's: their sum is what the probe measured",
         )
     };
 
@@ -417,9 +447,15 @@ pub fn fit(m: &Measurements) -> Fitted {
             wait
         }
     });
-    let link_bound = |rate: f64| rate >= LINK_BOUND_SHARE * host;
-    let first_rate = seq.before;
-    let (dies, program_ns, slc) = fit_writes(m, &seq, x, sp, ch, host, link_bound(first_rate));
+    let reads = ReadPath {
+        command_overhead_ns: oh_ns,
+        read_ns: read_ns.value,
+        channel_bytes_per_s: channel_bytes_per_s.value,
+        host_bytes_per_s: host_bytes_per_s.value,
+        superpage_bytes: superpage_bytes.value,
+    };
+    let dies = fit_dies(m, &seq, x, sp, host, &reads, &mut obs);
+    let (program_ns, slc) = fit_programs(m, &seq, x, sp, ch, &dies);
     obs.push((
         "sequential write".into(),
         match seq.drop {
@@ -439,13 +475,10 @@ pub fn fit(m: &Measurements) -> Fitted {
 
     // Channels are not visible: every probe sees dies, not how they share buses.
     let d = dies.value;
-    let channels = (1..=d.min(MAX_CHANNELS))
-        .rev()
-        .find(|c| d % c == 0)
-        .unwrap_or(1);
+    let ppb = pages_per_block(m.capacity_bytes, d, superpage_bytes.value);
     let channels = assumed(
-        channels,
-        format!("how the dies share buses is not visible: the largest divisor of the dies up to {MAX_CHANNELS}"),
+        d,
+        "how the dies share buses does not show (the channel rate is one read's transfer; sharing would show only as less parallelism, which the die count then holds): a bus per die",
     );
 
     // Write buffer.
@@ -506,8 +539,8 @@ pub fn fit(m: &Measurements) -> Fitted {
         channels,
         superpage_bytes,
         pages_per_block: assumed(
-            ASSUMED_PAGES_PER_BLOCK,
-            "block size shows only through garbage collection",
+            ppb,
+            format!("block size shows only through garbage collection: {ASSUMED_PAGES_PER_BLOCK} pages, or fewer (down to {}) where the drive would have under {} blocks per die", flash::preset::MIN_PAGES_PER_BLOCK, flash::preset::MIN_BLOCKS_PER_DIE),
         ),
         mapping_unit_bytes: assumed(
             UNIT_BYTES as u32,
@@ -534,102 +567,200 @@ pub fn fit(m: &Measurements) -> Fitted {
     }
 }
 
-/// Dies, native program time and the SLC cache from the sustained write rates and the
-/// program wait `x` (seconds) of the sync writes, which ran on the fresh drive (in SLC mode
-/// if it has a cache with room).
+/// [`ASSUMED_PAGES_PER_BLOCK`], halved while the drive would have fewer than
+/// [`flash::preset::MIN_BLOCKS_PER_DIE`] blocks per die (as scaling a preset down does), so
+/// that GC's reserve stays a small part of the spare space.
+fn pages_per_block(capacity_bytes: u64, dies: u32, superpage_bytes: u64) -> u32 {
+    let mut ppb = ASSUMED_PAGES_PER_BLOCK;
+    let per_die = capacity_bytes as f64 * (1.0 + ASSUMED_OP) / dies.max(1) as f64;
+    while per_die / (superpage_bytes as f64 * ppb as f64) < flash::preset::MIN_BLOCKS_PER_DIE as f64
+        && ppb / 2 >= flash::preset::MIN_PAGES_PER_BLOCK
+    {
+        ppb /= 2;
+    }
+    ppb
+}
+
+/// What the model needs to time a random read: the fitted read path.
+struct ReadPath {
+    command_overhead_ns: u64,
+    read_ns: u64,
+    channel_bytes_per_s: u64,
+    host_bytes_per_s: u64,
+    superpage_bytes: u64,
+}
+
+/// The QD32 random-read rate the model gives a drive with `dies` dies and the fitted read
+/// path, over the probe's read area (`region_bytes / 2`, written first).
+fn model_read_rate(dies: u32, r: &ReadPath, region_bytes: u64) -> Option<f64> {
+    let fitted = Fitted::for_reads(dies, r, 2 * region_bytes);
+    let preset = fitted.preset("read-model", "dies from QD32 reads");
+    let mut t = SimTarget::new(&preset, region_bytes).ok()?;
+    probe::read_parallelism(&mut t).ok().map(|b| b.ops_per_s())
+}
+
+/// The die count for which the model's QD32 random-read rate is nearest `measured` (the
+/// rate grows with the dies until the channels or the link cap it).
+fn dies_from_reads(measured: f64, r: &ReadPath, region_bytes: u64) -> Option<u32> {
+    const MAX_DIES: u32 = 1024;
+    let rate = |d: u32| model_read_rate(d, r, region_bytes);
+    let mut hi = 1;
+    while rate(hi)? < measured {
+        if hi >= MAX_DIES {
+            return Some(MAX_DIES);
+        }
+        hi *= 2;
+    }
+    let mut lo = hi / 2; // rate(lo) < measured, or lo = 0
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if rate(mid)? < measured {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    if lo == 0 {
+        return Some(hi);
+    }
+    let (below, above) = (rate(lo)?, rate(hi)?);
+    Some(if measured - below < above - measured {
+        lo
+    } else {
+        hi
+    })
+}
+
+/// The dies: from the sustained write rate and a program's wait `x` (seconds), where the
+/// writes are not link-bound; otherwise from QD32 random reads, where those are not; else
+/// the larger lower bound of the two.
 #[allow(clippy::too_many_arguments)]
-fn fit_writes(
+fn fit_dies(
+    m: &Measurements,
+    seq: &RateFit,
+    x: Option<f64>,
+    sp: f64,
+    host: f64,
+    reads: &ReadPath,
+    obs: &mut Vec<(String, String)>,
+) -> Param<u32> {
+    let writes_bound = seq.before >= LINK_BOUND_SHARE * host;
+    let from_writes = x.map(|x| seq.before * x / sp);
+    if let (Some(d), false) = (from_writes, writes_bound) {
+        return measured(
+            d.round().max(1.0) as u32,
+            &format!(
+                "{P_SEQ_WRITE} and {P_SYNC}: write rate times a program's wait, over the superpage"
+            ),
+        );
+    }
+    let read_rate = m.reads_qd32.ops_per_s();
+    let reads_bound = read_rate * UNIT_BYTES as f64 >= LINK_BOUND_SHARE * host;
+    let from_reads = dies_from_reads(read_rate, reads, m.region_bytes);
+    if let Some(d) = from_reads {
+        obs.push((
+            "dies from QD32 reads".into(),
+            format!("{d}: the model with the fitted read timings reaches {read_rate:.0} IOPS with this many"),
+        ));
+    }
+    let write_floor = from_writes.map_or(1, |d| d.ceil().max(1.0) as u32);
+    match from_reads {
+        Some(d) if !reads_bound && d >= write_floor => measured(
+            d,
+            &format!("{P_READS_QD32}: the die count at which the model, with the fitted read timings, reaches the measured rate"),
+        ),
+        _ => {
+            let d = write_floor.max(from_reads.unwrap_or(1));
+            bound(
+                d,
+                &format!("{P_SEQ_WRITE} and {P_READS_QD32}"),
+                format!(
+                    "writes ({:.0} MB/s) and QD32 reads ({:.0} MB/s) run at or near the link's rate ({:.0} MB/s), so more dies would not show",
+                    seq.before / 1e6,
+                    read_rate * UNIT_BYTES as f64 / 1e6,
+                    host / 1e6
+                ),
+            )
+        }
+    }
+}
+
+/// The native program time and the SLC cache, from the sustained write rates, the dies
+/// and a program's wait `x` (seconds) in the write + flush pairs, which ran on the fresh
+/// drive (in SLC mode if it has a cache with room).
+fn fit_programs(
     m: &Measurements,
     seq: &RateFit,
     x: Option<f64>,
     sp: f64,
     ch: f64,
-    host: f64,
-    first_link_bound: bool,
-) -> (Param<u32>, Param<u64>, Result<SlcFit, Basis>) {
+    dies: &Param<u32>,
+) -> (Param<u64>, Result<SlcFit, Basis>) {
     let xfer = sp / ch;
+    let d = dies.value as f64;
+    let dies_measured = matches!(dies.basis, Basis::Measured(_));
     let Some(x) = x else {
-        // No program wait seen: only the rates' products are known.
-        let d = ASSUMED_DIES;
+        // No program wait seen: the dies and the rate give the program time together.
         let rate = seq.drop.map_or(seq.before, |dr| dr.after);
-        let tp = (d as f64 * sp / rate - xfer).max(MIN_FLASH_NS as f64 / 1e9);
+        let tp = (d * sp / rate - xfer).max(MIN_FLASH_NS as f64 / 1e9);
         return (
-            assumed(
-                d,
-                "no write showed a program's wait, so dies and program time are not separable",
-            ),
-            bound(
+            tied(
                 ns(tp),
                 P_SEQ_WRITE,
-                format!("with the assumed {d} dies, it gives the sustained write rate"),
+                "no write showed a program's wait: with the dies, it gives the sustained write rate",
             ),
             Err(Basis::Assumed(
-                "not probed: no program time to compare".into(),
+                "no write showed a program's wait to tell SLC from native programs".into(),
             )),
         );
     };
-    let d_est = seq.before * x / sp;
-    let dies = if first_link_bound {
-        bound(
-            d_est.ceil().max(1.0) as u32,
-            P_SEQ_WRITE,
-            format!(
-                "the write rate ({:.0} MB/s) is the link's ({:.0} MB/s), so more dies would not show",
-                seq.before / 1e6,
-                host / 1e6
-            ),
-        )
-    } else {
-        measured(
-            d_est.round().max(1.0) as u32,
-            "sequential write rate times the program wait of the writes + flush, over the superpage",
-        )
-    };
-    let d = dies.value as f64;
     let tp_first = ns(x - xfer).max(MIN_FLASH_NS);
-    match seq.drop {
-        None => (
-            dies,
+    let Some(dr) = seq.drop else {
+        return (
             measured(
                 tp_first,
-                "program wait of the 4 KiB writes + flush, less the superpage's transfer",
+                &format!("{P_SYNC}: a write's wait for its program, less the superpage's transfer"),
             ),
             Err(Basis::Measured(format!(
                 "{P_SEQ_WRITE}: no drop in {} MiB (no SLC cache, or one larger than the region)",
                 m.region_bytes >> 20
             ))),
+        );
+    };
+    let native = ns(d * sp / dr.after - xfer).max(MIN_FLASH_NS);
+    let program_ns = if dies_measured {
+        measured(
+            native,
+            &format!("{P_SEQ_WRITE}: dies times superpage over the rate after the drop, less the superpage's transfer"),
+        )
+    } else {
+        tied(
+            native,
+            P_SEQ_WRITE,
+            "computed with the dies' lower bound: together they give the rate after the drop",
+        )
+    };
+    let fraction = (dr.at_bytes as f64 / m.capacity_bytes as f64).clamp(1e-6, 1.0);
+    let slc = SlcFit {
+        program_ns: measured(
+            tp_first,
+            &format!("{P_SYNC}, on the fresh drive: a write's wait for its program, less the superpage's transfer"),
         ),
-        Some(dr) => {
-            let x_native = d * sp / dr.after;
-            let native = ns(x_native - xfer).max(MIN_FLASH_NS);
-            let program_ns = match &dies.basis {
-                Basis::Measured(_) => measured(native, "rate after the drop, with the dies: D·S/rate less the superpage's transfer"),
-                _ => bound(
-                    native,
-                    P_SEQ_WRITE,
-                    "computed with the dies' lower bound: together they give the rate after the drop".into(),
-                ),
-            };
-            let fraction = (dr.at_bytes as f64 / m.capacity_bytes as f64).clamp(1e-6, 1.0);
-            let slc = SlcFit {
-                program_ns: measured(tp_first, "program wait of the 4 KiB writes + flush on the fresh drive, less the superpage's transfer"),
-                cache_bytes: dr.at_bytes,
-                max_fraction: measured(
-                    (fraction * 1e4).round() / 1e4,
-                    "bytes written before the sequential write rate dropped, over the capacity",
-                ),
-                bits_per_cell: assumed(
-                    ASSUMED_BITS_PER_CELL,
-                    "TLC; the cache's shrinking as the drive fills is not probed",
-                ),
-                fold_idle_ns: assumed(
-                    ASSUMED_FOLD_IDLE_NS,
-                    "when folding starts in idle time is not probed",
-                ),
-            };
-            (dies, program_ns, Ok(slc))
-        }
-    }
+        cache_bytes: dr.at_bytes,
+        max_fraction: measured(
+            (fraction * 1e4).round() / 1e4,
+            &format!("{P_SEQ_WRITE}: bytes written before the rate dropped, over the capacity"),
+        ),
+        bits_per_cell: assumed(
+            ASSUMED_BITS_PER_CELL,
+            "TLC; the cache's shrinking as the drive fills is not probed",
+        ),
+        fold_idle_ns: assumed(
+            ASSUMED_FOLD_IDLE_NS,
+            "when folding starts in idle time is not probed",
+        ),
+    };
+    (program_ns, Ok(slc))
 }
 
 /// The write buffer's size and acknowledgement time.
@@ -642,7 +773,10 @@ fn fit_buffer(
     let Some(s) = sync.filter(|s| s.buffered) else {
         return (
             match sync {
-                Some(_) => measured(0, "4 KiB writes waited for their programs: no write buffer"),
+                Some(_) => measured(
+                    0,
+                    &format!("{P_SYNC}: writes waited for their programs, so no write buffer"),
+                ),
                 None => assumed(0, "no write showed a program's wait either way"),
             },
             assumed(0, "used only with a write buffer"),
@@ -651,7 +785,7 @@ fn fit_buffer(
     let ack = (s.fast_write_ns as f64 / 1e9 - oh - UNIT_BYTES as f64 / host).max(0.0);
     let ack = measured(
         ns(ack),
-        "4 KiB write latency at QD1 less the command overhead and the link transfer",
+        &format!("{P_SYNC}: write latency less the command overhead and the link transfer"),
     );
     let burst = rate_drop(&m.burst);
     let size = match burst.drop {
@@ -667,7 +801,7 @@ fn fit_buffer(
     let cache = match size {
         Some(b) => measured(
             b,
-            "burst of 64 KiB writes at QD32: bytes acknowledged before the rate dropped, less what the flash wrote meanwhile",
+            &format!("{P_BURST}: bytes acknowledged before the rate dropped, less what the flash wrote meanwhile"),
         ),
         None => assumed(
             in_flight,
@@ -744,6 +878,65 @@ fn fit_queued(m: &Measurements) -> Param<bool> {
 }
 
 impl Fitted {
+    /// A drive with `dies` dies and the given read path; the rest as assumed (for the
+    /// model's read rate only).
+    fn for_reads(dies: u32, r: &ReadPath, capacity_bytes: u64) -> Fitted {
+        let why = || Basis::Assumed("a model for reads only".into());
+        let p = |v: u64| Param {
+            value: v,
+            basis: why(),
+        };
+        let channels = dies;
+        Fitted {
+            logical_bytes: p(capacity_bytes),
+            op: Param {
+                value: ASSUMED_OP,
+                basis: why(),
+            },
+            dies: Param {
+                value: dies,
+                basis: why(),
+            },
+            channels: Param {
+                value: channels,
+                basis: why(),
+            },
+            superpage_bytes: p(r.superpage_bytes),
+            pages_per_block: Param {
+                value: pages_per_block(capacity_bytes, dies, r.superpage_bytes),
+                basis: why(),
+            },
+            mapping_unit_bytes: Param {
+                value: UNIT_BYTES as u32,
+                basis: why(),
+            },
+            read_ns: p(r.read_ns),
+            program_ns: p(1_000_000),
+            erase_ns: p(ASSUMED_ERASE_NS),
+            channel_bytes_per_s: p(r.channel_bytes_per_s),
+            host_bytes_per_s: p(r.host_bytes_per_s),
+            command_overhead_ns: p(r.command_overhead_ns),
+            write_ack_ns: p(0),
+            write_cache_bytes: p(0),
+            slc: Err(why()),
+            gc: Param {
+                value: GcPolicy::Greedy,
+                basis: why(),
+            },
+            gc_free_blocks: Param {
+                value: 2,
+                basis: why(),
+            },
+            trim_queued: Param {
+                value: true,
+                basis: why(),
+            },
+            trim_command_overhead_ns: p(0),
+            trim_per_page_ns: p(0),
+            observations: Vec::new(),
+        }
+    }
+
     /// The preset these values describe.
     pub fn preset(&self, name: &str, description: &str) -> Preset {
         let d = self.dies.value;

@@ -194,6 +194,25 @@ fn fold_pause_ns(written_bytes: u64, rate_bytes_per_s: f64) -> u64 {
     (PAUSE_MIN_NS + fold_ns as u64).min(PAUSE_MAX_NS)
 }
 
+fn random_reads_qd32(target: &mut dyn ProbeTarget, end: u64, rng: &mut Offsets) -> Result<Batch> {
+    let ops: Vec<ProbeOp> = (0..READS_QD32)
+        .map(|_| read(rng.aligned(end, UNIT_BYTES, UNIT_BYTES), UNIT_BYTES))
+        .collect();
+    Ok(Batch::new(&one(target, Stream::new(ops, DEEP_QUEUE))?))
+}
+
+/// The QD32 random-read probe alone, after writing the read area (the first half of the
+/// region) as the sequence does: for the fit, which runs it on model drives.
+pub fn read_parallelism(target: &mut dyn ProbeTarget) -> Result<Batch> {
+    let half = target.region_bytes() / SEQ_REQUEST_BYTES * SEQ_REQUEST_BYTES / 2;
+    one(
+        target,
+        Stream::new(sequential(half, SEQ_REQUEST_BYTES, true), SEQ_QUEUE_DEPTH),
+    )?;
+    target.idle(PAUSE_MIN_NS)?;
+    random_reads_qd32(target, half, &mut Offsets(1))
+}
+
 /// Runs the sequence; `say` hears each probe's name as it starts.
 pub fn run(
     target: &mut dyn ProbeTarget,
@@ -288,10 +307,7 @@ pub fn run(
         .collect();
     m.reads_qd1 = Batch::new(&one(target, Stream::new(ops, 1))?);
     say("random 4 KiB reads, QD32 (internal parallelism)");
-    let ops: Vec<ProbeOp> = (0..READS_QD32)
-        .map(|_| read(rng.aligned(half, u, u), u))
-        .collect();
-    m.reads_qd32 = Batch::new(&one(target, Stream::new(ops, DEEP_QUEUE))?);
+    m.reads_qd32 = random_reads_qd32(target, half, &mut rng)?;
     say("sequential 1 MiB reads, QD8 (link rate)");
     let bytes = region.min(SEQ_READ_MAX_BYTES);
     let t = one(

@@ -24,6 +24,10 @@ impl Provenance {
                 "measured by calibrate {}, {}, probe: {probe}; a bound, not the value: {why}",
                 self.date, self.what
             ),
+            Basis::Tied(probe, why) => format!(
+                "measured by calibrate {}, {}, probe: {probe}; not alone: {why}",
+                self.date, self.what
+            ),
             Basis::Assumed(why) => format!("assumed (not identifiable by calibrate): {why}"),
         };
         // A comment ends at the line's end: no line breaks from a model string.
@@ -110,6 +114,10 @@ pub fn preset_toml(f: &Fitted, name: &str, description: &str, who: &Provenance) 
         }
         Basis::Bound(p, why) => Basis::Bound(
             format!("{p} (at least {} dies, over the channels)", f.dies.value),
+            why.clone(),
+        ),
+        Basis::Tied(p, why) => Basis::Tied(
+            format!("{p} ({} dies over the channels)", f.dies.value),
             why.clone(),
         ),
         Basis::Assumed(why) => {

@@ -160,6 +160,7 @@ fn basis_word(b: &Basis) -> &'static str {
     match b {
         Basis::Measured(_) => "measured",
         Basis::Bound(..) => "bound",
+        Basis::Tied(..) => "tied",
         Basis::Assumed(_) => "assumed",
     }
 }
