@@ -33,6 +33,9 @@ const ASSUMED_PAGES_PER_BLOCK: u32 = 256;
 const ASSUMED_OP: f64 = 0.07;
 const ASSUMED_ERASE_NS: u64 = 3_500_000;
 const ASSUMED_SUPERPAGE_BYTES: u64 = 16 << 10;
+const ASSUMED_DIES: u32 = 8;
+/// The most dies the fit considers.
+const MAX_DIES: u32 = 1024;
 const ASSUMED_BITS_PER_CELL: u32 = 3;
 const ASSUMED_FOLD_IDLE_NS: u64 = 1_000_000;
 /// The smallest array read or program time a fit gives (a measured value below it means the
@@ -295,37 +298,50 @@ pub struct SyncWrites {
 }
 
 /// Splits latencies into those that waited for something and those that did not: above
-/// the lower quartile by half of it (at least 20 µs). `None` unless at least 4 and at most
-/// half waited (a superpage of 2 to 64 units among 256 writes).
-fn waited(v: &[u64]) -> Option<(Vec<u64>, Vec<u64>)> {
+/// the lower quartile by half of it (at least 20 µs). A page-mapped drive fills its
+/// superpages in the order writes arrive, wherever they land, so the waits come
+/// periodically: one in every superpage's worth. Returns (the period, slow, fast), or
+/// `None` unless at least 4 and at most half waited, three quarters of them exactly one
+/// period after the one before (waits that come at random are something else: a file
+/// system's journal, a host's cache).
+fn periodic_waits(v: &[u64]) -> Option<(u64, Vec<u64>, Vec<u64>)> {
     let base = quantile(v, 0.25);
     let cut = base + (base / 2).max(20_000);
+    let slow_at: Vec<usize> = (0..v.len()).filter(|&i| v[i] > cut).collect();
+    if slow_at.len() < 4 || 2 * slow_at.len() > v.len() {
+        return None;
+    }
+    let gaps: Vec<u64> = slow_at.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
+    let period = median(&gaps);
+    let regular = gaps.iter().filter(|&&g| g == period).count();
+    if period < 2 || 4 * regular < 3 * gaps.len() {
+        return None;
+    }
     let (slow, fast): (Vec<u64>, Vec<u64>) = v.iter().partition(|&&l| l > cut);
-    (slow.len() >= 4 && 2 * slow.len() <= v.len()).then_some((slow, fast))
+    Some((period, slow, fast))
 }
 
 /// What the pairs show. Without a buffer, one write in a superpage's worth waits for the
 /// program; with one, the flush after it does. Writes are looked at first: a flush waits
 /// for every die, so other work (an SLC cache folding in idle time) delays some flushes
-/// too, and with a buffer and such a cache the superpage may come out too small. `None`
-/// when neither writes nor flushes stand out: every write waited (a superpage of one unit)
-/// or none did.
+/// too, and with both a buffer and such a cache the waits may not be regular enough to
+/// read. `None` when neither writes nor flushes wait regularly: every write waited (a
+/// superpage of one unit), none did, or they waited for something else.
 pub fn sync_writes(pairs: &[(u64, u64)]) -> Option<SyncWrites> {
     let writes: Vec<u64> = pairs.iter().map(|p| p.0).collect();
     let flushes: Vec<u64> = pairs.iter().map(|p| p.1).collect();
-    let units = |slow: usize| ((pairs.len() as f64 / slow as f64).round() as u64).max(2);
-    if let Some((slow, fast)) = waited(&writes) {
+    if let Some((period, slow, fast)) = periodic_waits(&writes) {
         return Some(SyncWrites {
-            units_per_superpage: units(slow.len()),
+            units_per_superpage: period,
             wait_ns: median(&slow).saturating_sub(median(&fast)),
             buffered: false,
             fast_write_ns: median(&fast),
         });
     }
-    let (slow, _) = waited(&flushes)?;
+    let (period, slow, _) = periodic_waits(&flushes)?;
     // The lower quartile of the waits: the flushes that waited for nothing else.
     Some(SyncWrites {
-        units_per_superpage: units(slow.len()),
+        units_per_superpage: period,
         wait_ns: quantile(&slow, 0.25),
         buffered: true,
         fast_write_ns: median(&writes),
@@ -346,6 +362,7 @@ const P_READ_SIZES: &str = "reads of 4 KiB up to a superpage, QD1";
 const P_SEQ_READ: &str = "sequential 1 MiB reads at QD8";
 const P_READS_QD1: &str = "random 4 KiB reads, QD1";
 const P_READS_QD32: &str = "random 4 KiB reads, QD32";
+const P_WRITES_QD1: &str = "random 4 KiB writes, QD1";
 const P_BURST: &str = "burst of 64 KiB writes at QD32";
 const P_DISCARDS: &str = "discards of several sizes, QD1";
 const P_DISCARD_UNDER_READS: &str = "a discard while QD1 reads run";
@@ -359,11 +376,6 @@ pub fn fit(m: &Measurements) -> Fitted {
     let u = UNIT_BYTES as f64;
     let mut obs: Vec<(String, String)> = Vec::new();
 
-    // Command overhead: a flush with nothing to wait for.
-    let oh_ns = median(&m.idle_flush_ns);
-    let command_overhead_ns = measured(oh_ns, &format!("{P_IDLE_FLUSH}: median latency"));
-    let oh = oh_ns as f64 / 1e9;
-
     // The link: sequential reads run at the link's rate when the flash behind it is faster.
     let host = series_rate(&m.seq_read).max(1.0);
     let host_bytes_per_s = bound(
@@ -371,6 +383,25 @@ pub fn fit(m: &Measurements) -> Fitted {
         P_SEQ_READ,
         "sequential reads run at the slowest of the link, the channels and the dies, so the link is at least this fast (and this fast where it is the slowest, as on most drives)".into(),
     );
+
+    // Command overhead: all a flush with nothing to wait for takes, and all a write that
+    // waits for no program takes besides its transfer. Each is at least the overhead (a
+    // real flush may do more, a real write may be buffered): the smaller is taken.
+    let writes: Vec<u64> = m.sync_writes_ns.iter().map(|p| p.0).collect();
+    let by_flush = median(&m.idle_flush_ns);
+    let by_write = quantile(&writes, 0.25)
+        .min(quantile(&m.writes_qd1.latencies_ns, 0.25))
+        .saturating_sub(ns(u / host));
+    let oh_ns = by_flush.min(by_write);
+    let command_overhead_ns = measured(
+        oh_ns,
+        &if by_flush <= by_write {
+            format!("{P_IDLE_FLUSH}: median latency (less than a write's, {by_write} ns)")
+        } else {
+            format!("{P_SYNC} and {P_WRITES_QD1}: lower-quartile write latency less the link transfer (less than an idle flush's, {by_flush} ns)")
+        },
+    );
+    let oh = oh_ns as f64 / 1e9;
 
     // Superpage size, program wait and write buffer from the write + flush pairs.
     let sync = sync_writes(&m.sync_writes_ns);
@@ -600,16 +631,20 @@ fn model_read_rate(dies: u32, r: &ReadPath, region_bytes: u64) -> Option<f64> {
 }
 
 /// The die count for which the model's QD32 random-read rate is nearest `measured` (the
-/// rate grows with the dies until the channels or the link cap it).
+/// rate grows with the dies until the channels or the link cap it). `None` if no count
+/// fits: the model is faster than the drive with one die (more than 10%: the drive is not
+/// like the model there), or slower with [`MAX_DIES`].
 fn dies_from_reads(measured: f64, r: &ReadPath, region_bytes: u64) -> Option<u32> {
-    const MAX_DIES: u32 = 1024;
     let rate = |d: u32| model_read_rate(d, r, region_bytes);
+    if rate(1)? > 1.1 * measured {
+        return None;
+    }
     let mut hi = 1;
     while rate(hi)? < measured {
         if hi >= MAX_DIES {
-            return Some(MAX_DIES);
+            return None;
         }
-        hi *= 2;
+        hi = (2 * hi).min(MAX_DIES);
     }
     let mut lo = hi / 2; // rate(lo) < measured, or lo = 0
     while hi - lo > 1 {
@@ -633,7 +668,7 @@ fn dies_from_reads(measured: f64, r: &ReadPath, region_bytes: u64) -> Option<u32
 
 /// The dies: from the sustained write rate and a program's wait `x` (seconds), where the
 /// writes are not link-bound; otherwise from QD32 random reads, where those are not; else
-/// the larger lower bound of the two.
+/// the larger lower bound of the two; else an assumption.
 #[allow(clippy::too_many_arguments)]
 fn fit_dies(
     m: &Measurements,
@@ -657,31 +692,39 @@ fn fit_dies(
     let read_rate = m.reads_qd32.ops_per_s();
     let reads_bound = read_rate * UNIT_BYTES as f64 >= LINK_BOUND_SHARE * host;
     let from_reads = dies_from_reads(read_rate, reads, m.region_bytes);
-    if let Some(d) = from_reads {
-        obs.push((
-            "dies from QD32 reads".into(),
-            format!("{d}: the model with the fitted read timings reaches {read_rate:.0} IOPS with this many"),
-        ));
-    }
-    let write_floor = from_writes.map_or(1, |d| d.ceil().max(1.0) as u32);
-    match from_reads {
-        Some(d) if !reads_bound && d >= write_floor => measured(
+    obs.push((
+        "dies from QD32 reads".into(),
+        match from_reads {
+            Some(d) => format!("{d}: the model with the fitted read timings reaches {read_rate:.0} IOPS with this many"),
+            None => format!("none: the model with the fitted read timings does not come to {read_rate:.0} IOPS with 1 to {MAX_DIES} dies"),
+        },
+    ));
+    let write_floor = from_writes.map(|d| d.ceil().max(1.0) as u32);
+    if let Some(d) = from_reads.filter(|&d| !reads_bound && d >= write_floor.unwrap_or(1)) {
+        return measured(
             d,
             &format!("{P_READS_QD32}: the die count at which the model, with the fitted read timings, reaches the measured rate"),
+        );
+    }
+    let floors = [
+        write_floor.map(|d| (d, P_SEQ_WRITE)),
+        from_reads.map(|d| (d, P_READS_QD32)),
+    ];
+    match floors.into_iter().flatten().max_by_key(|f| f.0) {
+        Some((d, probe)) => bound(
+            d,
+            probe,
+            format!(
+                "writes ({:.0} MB/s) and QD32 reads ({:.0} MB/s) run at or near the link's rate ({:.0} MB/s), so more dies would not show",
+                seq.before / 1e6,
+                read_rate * UNIT_BYTES as f64 / 1e6,
+                host / 1e6
+            ),
         ),
-        _ => {
-            let d = write_floor.max(from_reads.unwrap_or(1));
-            bound(
-                d,
-                &format!("{P_SEQ_WRITE} and {P_READS_QD32}"),
-                format!(
-                    "writes ({:.0} MB/s) and QD32 reads ({:.0} MB/s) run at or near the link's rate ({:.0} MB/s), so more dies would not show",
-                    seq.before / 1e6,
-                    read_rate * UNIT_BYTES as f64 / 1e6,
-                    host / 1e6
-                ),
-            )
-        }
+        None => assumed(
+            ASSUMED_DIES,
+            "no write showed a program's wait and the QD32 reads fit the model at no die count",
+        ),
     }
 }
 
@@ -1063,6 +1106,17 @@ mod tests {
         assert!(s.buffered);
         // Nothing stands out: not identifiable.
         assert!(sync_writes(&vec![(20_000, 10_000); 256]).is_none());
+        // Waits at random (a journal, a host's cache): not a superpage either.
+        let mut x = 7u64;
+        let pairs: Vec<(u64, u64)> = (0..256)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (if x >> 61 == 0 { 900_000 } else { 20_000 }, 10_000)
+            })
+            .collect();
+        assert!(sync_writes(&pairs).is_none());
     }
 
     #[test]

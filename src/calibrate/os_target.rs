@@ -484,7 +484,14 @@ impl ProbeTarget for OsTarget {
         let done: Vec<Vec<(usize, OpTime)>> = std::thread::scope(|s| {
             let mut handles = Vec::new();
             for (si, stream) in streams.iter().enumerate() {
-                let buf_len = stream.ops.iter().map(ProbeOp::len_bytes).max().unwrap_or(0);
+                // Reads and writes move data; discards and flushes need no buffer.
+                let buf_len = stream
+                    .ops
+                    .iter()
+                    .filter(|o| matches!(o, ProbeOp::Read { .. } | ProbeOp::Write { .. }))
+                    .map(ProbeOp::len_bytes)
+                    .max()
+                    .unwrap_or(0);
                 let workers = (stream.queue_depth.max(1) as usize).min(stream.ops.len());
                 for w in 0..workers {
                     let (next, failed, first_error) = (&next[si], &failed, &first_error);

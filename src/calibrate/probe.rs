@@ -392,7 +392,10 @@ pub fn run(
 
     say("a discard while reads run (queued or not)");
     let largest = *sizes.last().expect("64 MiB holds the smallest discards");
+    // Reads run from before the discard to well after it would end alone, counted at the
+    // fastest reads' pace (the reads must not run out first).
     let read_ns = fit::median(&m.reads_qd1.latencies_ns).max(1);
+    let fast_read_ns = fit::quantile(&m.reads_qd1.latencies_ns, 0.1).max(1);
     let discard_ns = m
         .discards_ns
         .iter()
@@ -400,8 +403,8 @@ pub fn run(
         .map(|(_, l)| *l)
         .max()
         .unwrap_or(0);
-    let delay_ns = 50 * read_ns;
-    let reads = ((delay_ns + 3 * discard_ns) / read_ns + 50).min(20_000) as usize;
+    let delay_ns = 20 * read_ns;
+    let reads = (2 * (delay_ns + 3 * discard_ns) / fast_read_ns + 100).min(50_000) as usize;
     let ops: Vec<ProbeOp> = (0..reads)
         .map(|_| read(rng.aligned(half, u, u), u))
         .collect();

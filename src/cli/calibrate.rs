@@ -13,6 +13,8 @@ use flash::SsdConfig;
 
 const DEFAULT_SIM_CAPACITY: u64 = 4 << 30;
 const DEFAULT_SIM_SIZE: u64 = 1 << 30;
+/// The preset written is built at this capacity (or its own, if smaller) as a check.
+const CHECK_CAPACITY_BYTES: u64 = 16 << 30;
 
 #[derive(clap::Args)]
 #[command(group(ArgGroup::new("target").required(true).args(["file", "device", "sim_preset"])))]
@@ -123,17 +125,21 @@ pub(crate) fn run(a: CalibrateArgs) -> Result<()> {
         who.date, m.target
     );
     let text = render::preset_toml(&f, &name, &description, &who);
-    // What is written must load and build as a preset (at a small capacity: the probed
-    // drive may be large).
+    // What is written must load as a preset and say what the fit says.
     let loaded = Preset::from_toml(&name, &text)
         .context("calibrate's own preset does not load (a bug; nothing written)")?;
     if loaded != f.preset(&name, &description) {
         bail!("calibrate's preset text says other than its fit (a bug; nothing written)");
     }
-    loaded
-        .with_capacity(1 << 30)
-        .build()
-        .context("calibrate's preset does not build at 1 GiB (a bug; nothing written)")?;
+    // Scaled down, a drive with many dies or large superpages may have too few blocks per
+    // die for its spare space: say so rather than leave it to the first `sim`.
+    let check_bytes = loaded.logical_bytes().min(CHECK_CAPACITY_BYTES);
+    if let Err(e) = loaded.clone().with_capacity(check_bytes).build() {
+        println!(
+            "  note: the preset does not build at {} MiB ({e}); simulate it at a larger --capacity",
+            check_bytes >> 20
+        );
+    }
     if let Some(out) = &a.out {
         std::fs::write(out, &text).with_context(|| format!("writing {}", out.display()))?;
         println!(
