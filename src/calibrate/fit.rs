@@ -185,6 +185,9 @@ fn rate_between(s: &Series, from: usize, to: usize) -> f64 {
     ((to - 1 - from) as u64 * s.request_bytes) as f64 * 1e9 / dt
 }
 
+/// A line's (intercept, slope).
+type Line = (f64, f64);
+
 /// A series' rate, and where it drops if it does.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RateFit {
@@ -217,25 +220,18 @@ pub fn rate_drop(s: &Series) -> RateFit {
     if n < 2 * min {
         return one_rate;
     }
-    // Prefix sums for O(1) least squares of any prefix and suffix.
-    let mut pre = vec![[0.0f64; 5]; n + 1];
+    // Prefix sums (count, x, y, x², xy, y²) for least squares of any prefix and suffix.
+    let mut pre = vec![[0.0f64; 6]; n + 1];
     for (i, &(x, y)) in p.iter().enumerate() {
         let (x, y) = (x / 1e6, y / 1e6); // MB and ms keep the sums well scaled
-        for (k, v) in [1.0, x, y, x * x, x * y].into_iter().enumerate() {
+        for (k, v) in [1.0, x, y, x * x, x * y, y * y].into_iter().enumerate() {
             pre[i + 1][k] = pre[i][k] + v;
         }
     }
-    let sq_y: Vec<f64> = std::iter::once(0.0)
-        .chain(p.iter().scan(0.0, |acc, &(_, y)| {
-            *acc += (y / 1e6) * (y / 1e6);
-            Some(*acc)
-        }))
-        .collect();
-    // (intercept, slope, squared error) of points lo..hi.
-    let fit = |lo: usize, hi: usize| {
+    // The line (intercept, slope) through points lo..hi, and its squared error.
+    let fit = |lo: usize, hi: usize| -> Option<(Line, f64)> {
         let d = |k: usize| pre[hi][k] - pre[lo][k];
-        let (c, sx, sy, sxx, sxy) = (d(0), d(1), d(2), d(3), d(4));
-        let syy = sq_y[hi] - sq_y[lo];
+        let (c, sx, sy, sxx, sxy, syy) = (d(0), d(1), d(2), d(3), d(4), d(5));
         let den = c * sxx - sx * sx;
         if den <= 0.0 {
             return None;
@@ -243,21 +239,21 @@ pub fn rate_drop(s: &Series) -> RateFit {
         let b = (c * sxy - sx * sy) / den;
         let a = (sy - b * sx) / c;
         let sse = syy - 2.0 * a * sy - 2.0 * b * sxy + c * a * a + 2.0 * a * b * sx + b * b * sxx;
-        Some((a, b, sse.max(0.0)))
+        Some(((a, b), sse.max(0.0)))
     };
-    let mut best: Option<(f64, (f64, f64), (f64, f64))> = None;
+    let mut best: Option<(f64, Line, Line)> = None;
     for k in min..=n - min {
-        let (Some((a1, b1, e1)), Some((a2, b2, e2))) = (fit(0, k), fit(k, n)) else {
+        let (Some((l1, e1)), Some((l2, e2))) = (fit(0, k), fit(k, n)) else {
             continue;
         };
         if best.is_none_or(|(e, ..)| e1 + e2 < e) {
-            best = Some((e1 + e2, (a1, b1), (a2, b2)));
+            best = Some((e1 + e2, l1, l2));
         }
     }
     let Some((two_lines_error, (a1, b1), (a2, b2))) = best else {
         return one_rate;
     };
-    let one_line_error = fit(0, n).map_or(0.0, |f| f.2);
+    let one_line_error = fit(0, n).map_or(0.0, |f| f.1);
     // Slopes are ms per MB, that is ns per byte.
     let rate = |slope: f64| if slope > 0.0 { 1e9 / slope } else { 0.0 };
     let (before, after) = (rate(b1), rate(b2));

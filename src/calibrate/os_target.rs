@@ -28,6 +28,20 @@ const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
 /// `_IO(0x12, 119)` from linux/fs.h: discard a byte range `[offset, length]`.
 const BLKDISCARD: libc::c_ulong = 0x1277;
 
+/// File systems that keep files in memory: nothing there is a drive.
+const MEMORY_FILE_SYSTEMS: [&str; 2] = ["tmpfs", "ramfs"];
+
+/// The size of the file system holding `path`.
+fn fs_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: a zeroed statvfs is a valid value for statvfs(3) to fill.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs reads a NUL-terminated path and fills the struct it is given.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    (rc == 0).then(|| st.f_blocks as u64 * st.f_frsize as u64)
+}
+
 /// Removes the probe's file when dropped: after the probe, on an error, on an interrupt.
 struct RemoveOnDrop(PathBuf);
 
@@ -285,10 +299,21 @@ impl OsTarget {
         let fs = mount.map_or("an unknown file system".to_string(), |m| m.fs.clone());
         let discard_mount_option =
             mount.is_some_and(|m| m.options.split(',').any(|o| o == "discard"));
+        if MEMORY_FILE_SYSTEMS.contains(&fs.as_str()) {
+            bail!(
+                "{} is on {fs}, in memory: calibrate measures a drive, put the file on a disk's file system",
+                path.display()
+            );
+        }
         let disk = block_name(major, minor).map(|n| disk_of(&n));
         let (what, capacity) = match &disk {
             Some(d) => (format!("file on {fs} ({})", disk_model(d)), disk_bytes(d)),
-            None => (format!("file on {fs} (no block device found for it)"), None),
+            // btrfs, overlay and network file systems have no one block device behind
+            // them: the file system's size stands for the drive's.
+            None => (
+                format!("file on {fs} (no single block device behind it)"),
+                fs_bytes(path),
+            ),
         };
         Ok(OsTarget {
             file,

@@ -156,7 +156,7 @@ fn check_size(size: u64) -> Result<()> {
     if size < MIN_REGION_BYTES {
         bail!("--size {size}: calibrate needs at least 64MiB to probe");
     }
-    if size % (1 << 20) != 0 {
+    if !size.is_multiple_of(1 << 20) {
         bail!("--size {size}: give a whole number of MiB");
     }
     Ok(())
