@@ -93,7 +93,6 @@ fn assumed<T>(value: T, why: impl Into<String>) -> Param<T> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlcFit {
     pub program_ns: Param<u64>,
-    pub cache_bytes: u64,
     pub max_fraction: Param<f64>,
     pub bits_per_cell: Param<u32>,
     pub fold_idle_ns: Param<u64>,
@@ -552,6 +551,17 @@ pub fn fit(m: &Measurements) -> Fitted {
         ),
     ));
     obs.push(("discards".into(), m.discard_kind.clone()));
+    obs.push((
+        "pauses".into(),
+        format!(
+            "{} s idle between probes, for the drive to fold or drain",
+            m.pauses_ns
+                .iter()
+                .map(|p| format!("{:.1}", *p as f64 / 1e9))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ));
 
     Fitted {
         logical_bytes: measured(
@@ -726,7 +736,8 @@ fn fit_dies(
 
 /// The native program time and the SLC cache, from the sustained write rates, the dies
 /// and a program's wait `x` (seconds) in the write + flush pairs, which ran on the fresh
-/// drive (in SLC mode if it has a cache with room).
+/// drive (in SLC mode if it has a cache with room): where no wait showed, the dies and a
+/// sustained rate give the program time together.
 fn fit_programs(
     m: &Measurements,
     seq: &RateFit,
@@ -736,56 +747,45 @@ fn fit_programs(
     dies: &Param<u32>,
 ) -> (Param<u64>, Result<SlcFit, Basis>) {
     let xfer = sp / ch;
-    let d = dies.value as f64;
-    let dies_measured = matches!(dies.basis, Basis::Measured(_));
-    let Some(x) = x else {
-        // No program wait seen: the dies and the rate give the program time together.
-        let rate = seq.drop.map_or(seq.before, |dr| dr.after);
-        let tp = (d * sp / rate - xfer).max(MIN_FLASH_NS as f64 / 1e9);
-        return (
-            tied(
-                ns(tp),
-                P_SEQ_WRITE,
-                "no write showed a program's wait: with the dies, it gives the sustained write rate",
-            ),
-            Err(Basis::Assumed(
-                "no write showed a program's wait to tell SLC from native programs".into(),
-            )),
-        );
-    };
-    let tp_first = ns(x - xfer).max(MIN_FLASH_NS);
-    let Some(dr) = seq.drop else {
-        return (
-            measured(
-                tp_first,
-                &format!("{P_SYNC}: a write's wait for its program, less the superpage's transfer"),
-            ),
-            Err(Basis::Measured(format!(
-                "{P_SEQ_WRITE}: no drop in {} MiB (no SLC cache, or one larger than the region)",
-                m.region_bytes >> 20
-            ))),
-        );
-    };
-    let native = ns(d * sp / dr.after - xfer).max(MIN_FLASH_NS);
-    let program_ns = if dies_measured {
+    let flash_ns = |s: f64| ns(s - xfer).max(MIN_FLASH_NS);
+    let from_wait = |x: f64, when: &str| {
         measured(
-            native,
-            &format!("{P_SEQ_WRITE}: dies times superpage over the rate after the drop, less the superpage's transfer"),
+            flash_ns(x),
+            &format!(
+                "{P_SYNC}{when}: a write's wait for its program, less the superpage's transfer"
+            ),
         )
-    } else {
-        tied(
-            native,
-            P_SEQ_WRITE,
-            "computed with the dies' lower bound: together they give the rate after the drop",
-        )
+    };
+    // The program time at which the dies give `rate`: D superpages per program and transfer.
+    let from_rate = |rate: f64, which: &str| {
+        let v = flash_ns(dies.value as f64 * sp / rate);
+        let how = format!("dies times superpage over the {which}, less the superpage's transfer");
+        match dies.basis {
+            Basis::Measured(_) => measured(v, &format!("{P_SEQ_WRITE}: {how}")),
+            _ => tied(
+                v,
+                P_SEQ_WRITE,
+                &format!("{how}, with dies that are not measured: together they give that rate"),
+            ),
+        }
+    };
+    let Some(dr) = seq.drop else {
+        let program_ns = match x {
+            Some(x) => from_wait(x, ""),
+            None => from_rate(seq.before, "sustained write rate"),
+        };
+        let none = Basis::Measured(format!(
+            "{P_SEQ_WRITE}: no drop in {} MiB (no SLC cache, or one larger than the region)",
+            m.region_bytes >> 20
+        ));
+        return (program_ns, Err(none));
     };
     let fraction = (dr.at_bytes as f64 / m.capacity_bytes as f64).clamp(1e-6, 1.0);
     let slc = SlcFit {
-        program_ns: measured(
-            tp_first,
-            &format!("{P_SYNC}, on the fresh drive: a write's wait for its program, less the superpage's transfer"),
-        ),
-        cache_bytes: dr.at_bytes,
+        program_ns: match x {
+            Some(x) => from_wait(x, ", on the fresh drive"),
+            None => from_rate(seq.before, "rate before the drop"),
+        },
         max_fraction: measured(
             (fraction * 1e4).round() / 1e4,
             &format!("{P_SEQ_WRITE}: bytes written before the rate dropped, over the capacity"),
@@ -799,7 +799,7 @@ fn fit_programs(
             "when folding starts in idle time is not probed",
         ),
     };
-    (program_ns, Ok(slc))
+    (from_rate(dr.after, "rate after the drop"), Ok(slc))
 }
 
 /// The write buffer's size and acknowledgement time.
