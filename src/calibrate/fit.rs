@@ -116,7 +116,7 @@ pub struct Fitted {
     pub command_overhead_ns: Param<u64>,
     pub write_ack_ns: Param<u64>,
     pub write_cache_bytes: Param<u64>,
-    /// `None`: no drop in the sequential write rate (the basis says so).
+    /// `Err`: no SLC cache in the preset, and why (no drop in the sequential write rate).
     pub slc: Result<SlcFit, Basis>,
     pub gc: Param<GcPolicy>,
     pub gc_free_blocks: Param<u32>,
@@ -410,7 +410,7 @@ pub fn fit(m: &Measurements) -> Fitted {
         ),
         None => assumed(
             ASSUMED_SUPERPAGE_BYTES,
-            "no 4 KiB write stood out as waiting for a program (a buffer hid every program, or every write waited)",
+            "no 4 KiB write or flush waited at regular intervals, as a superpage's program makes them (every write waited, none did, or they waited for something else)",
         ),
     };
     let sp = superpage_bytes.value as f64;
@@ -480,8 +480,6 @@ pub fn fit(m: &Measurements) -> Fitted {
         host_bytes_per_s: host_bytes_per_s.value,
         superpage_bytes: superpage_bytes.value,
     };
-    let dies = fit_dies(m, &seq, x, sp, host, &reads, &mut obs);
-    let (program_ns, slc) = fit_programs(m, &seq, x, sp, ch, &dies);
     obs.push((
         "sequential write".into(),
         match seq.drop {
@@ -498,7 +496,8 @@ pub fn fit(m: &Measurements) -> Fitted {
             ),
         },
     ));
-
+    let dies = fit_dies(m, &seq, x, sp, host, &reads, &mut obs);
+    let (program_ns, slc) = fit_programs(m, &seq, x, sp, ch, &dies);
     // Channels are not visible: every probe sees dies, not how they share buses.
     let d = dies.value;
     let ppb = pages_per_block(m.capacity_bytes, d, superpage_bytes.value);

@@ -17,7 +17,17 @@ const DEFAULT_SIM_SIZE: u64 = 1 << 30;
 const CHECK_CAPACITY_BYTES: u64 = 16 << 30;
 
 #[derive(clap::Args)]
-#[command(group(ArgGroup::new("target").required(true).args(["file", "device", "sim_preset"])))]
+#[command(
+    group(ArgGroup::new("target").required(true).args(["file", "device", "sim_preset"])),
+    after_help = "The probes, in order: flushes of the idle drive; 256 writes of 4 KiB, each followed \
+by a flush; sequential 1 MiB writes at queue depth 8 over --size (the rate, and where it drops); \
+reads of 4 KiB up to a superpage; random 4 KiB reads at queue depth 1 and 32; sequential 1 MiB \
+reads; random 4 KiB writes at queue depth 1 and 32; a burst of 64 KiB writes at queue depth 32; \
+reads of data just written; discards of 4 KiB to 64 MiB; one discard while reads run. Every value \
+of the preset says which probe measured it, that it is only a bound, or that it is assumed. On a \
+file, a discard is a punched hole: the file system's work, not the drive's TRIM. See \
+docs/commands.md, `flashlab calibrate`."
+)]
 pub(crate) struct CalibrateArgs {
     /// Probe a new file at PATH on a disk's file system (O_DIRECT): created, used and
     /// removed, also on an error or Ctrl-C; a PATH that exists is refused.
