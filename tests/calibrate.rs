@@ -237,6 +237,19 @@ fn refusals_name_what_was_wrong() {
         "ends in .toml",
     );
     fails(&["calibrate", "--file", n, "--out", o], "needs --size");
+    let nowhere = d.0.join("no-such-dir").join("p.toml");
+    fails(
+        &[
+            "calibrate",
+            "--file",
+            n,
+            "--size",
+            "64MiB",
+            "--out",
+            nowhere.to_str().unwrap(),
+        ],
+        "not a file in an existing directory",
+    );
     fails(&["calibrate", "--size", "64MiB"], "required");
     assert!(!new.exists());
 }

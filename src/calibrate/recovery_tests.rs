@@ -10,6 +10,7 @@
 //! | channel rate, array read, program times (native and SLC) | 10% |
 //! | superpage size, dies (when measured from writes), TRIM queued or not | exact |
 //! | dies measured from QD32 reads (random collisions make the rate a slow function of the count) | ±1 |
+//! | native program time computed with dies from reads | 10% + 1/dies |
 //! | SLC cache fraction, write buffer size, acknowledgement time, TRIM per unit | 10% |
 //!
 //! A value the fit calls a bound must be on the right side of the truth; one it calls tied
