@@ -36,6 +36,9 @@ const ASSUMED_SUPERPAGE_BYTES: u64 = 16 << 10;
 const ASSUMED_DIES: u32 = 8;
 /// The most dies the fit considers.
 const MAX_DIES: u32 = 1024;
+/// The over-provisioning of the model drives the fit times reads on (at most the 10 a
+/// geometry allows): enough free blocks per die with [`MAX_DIES`] dies.
+const READ_MODEL_OP: f64 = 4.0;
 const ASSUMED_BITS_PER_CELL: u32 = 3;
 const ASSUMED_FOLD_IDLE_NS: u64 = 1_000_000;
 /// The smallest array read or program time a fit gives (a measured value below it means the
@@ -629,7 +632,11 @@ struct ReadPath {
 /// The QD32 random-read rate the model gives a drive with `dies` dies and the fitted read
 /// path, over the probe's read area (`region_bytes / 2`, written first).
 fn model_read_rate(dies: u32, r: &ReadPath, region_bytes: u64) -> Option<f64> {
-    let fitted = Fitted::for_reads(dies, r, 2 * region_bytes);
+    // Room for the region, and for 16 of the smallest blocks on every die.
+    let min_block_bytes = r.superpage_bytes * flash::preset::MIN_PAGES_PER_BLOCK as u64;
+    let blocks_bytes = (dies as u64 * 16 * min_block_bytes) as f64 / (1.0 + READ_MODEL_OP);
+    let capacity = (2 * region_bytes).max((blocks_bytes as u64).next_multiple_of(UNIT_BYTES));
+    let fitted = Fitted::for_reads(dies, r, capacity);
     let preset = fitted.preset("read-model", "dies from QD32 reads");
     let mut t = SimTarget::new(&preset, region_bytes).ok()?;
     probe::read_parallelism(&mut t).ok().map(|b| b.ops_per_s())
@@ -917,7 +924,8 @@ fn fit_queued(m: &Measurements) -> Param<bool> {
 
 impl Fitted {
     /// A drive with `dies` dies and the given read path; the rest as assumed (for the
-    /// model's read rate only).
+    /// model's read rate only). Its spare space is large ([`READ_MODEL_OP`]): reads do not
+    /// see it, and with many dies on a small drive the FTL needs it for its free blocks.
     fn for_reads(dies: u32, r: &ReadPath, capacity_bytes: u64) -> Fitted {
         let why = || Basis::Assumed("a model for reads only".into());
         let p = |v: u64| Param {
@@ -928,7 +936,7 @@ impl Fitted {
         Fitted {
             logical_bytes: p(capacity_bytes),
             op: Param {
-                value: ASSUMED_OP,
+                value: READ_MODEL_OP,
                 basis: why(),
             },
             dies: Param {
@@ -1112,6 +1120,25 @@ mod tests {
             })
             .collect();
         assert!(sync_writes(&pairs).is_none());
+    }
+
+    #[test]
+    fn the_read_model_builds_with_any_die_count() {
+        let r = ReadPath {
+            command_overhead_ns: 10_000,
+            read_ns: 50_000,
+            channel_bytes_per_s: 400_000_000,
+            host_bytes_per_s: 550_000_000,
+            superpage_bytes: 64 << 10,
+        };
+        for d in [1, 7, MAX_DIES] {
+            let rate = model_read_rate(d, &r, 64 << 20).unwrap_or_else(|| panic!("{d} dies"));
+            assert!(rate > 0.0);
+        }
+        // More dies, more reads at once, up to the link (550 MB/s = 134 K 4 KiB reads/s).
+        let one = model_read_rate(1, &r, 64 << 20).unwrap();
+        let many = model_read_rate(MAX_DIES, &r, 64 << 20).unwrap();
+        assert!(one < 25_000.0 && many > 100_000.0, "{one} {many}");
     }
 
     #[test]
