@@ -287,7 +287,7 @@ impl OsTarget {
         drop(created);
         let file = open_direct(path, 0).map_err(|e| {
             anyhow!(
-                "{}: O_DIRECT is not available here ({e}); calibrate needs it to measure the drive, not the page cache (tmpfs, for one, has none): put the file on a disk's file system",
+                "{}: O_DIRECT is not available here ({e}); calibrate needs it to measure the drive, not the page cache: put the file on a file system that has it",
                 path.display()
             )
         })?;
