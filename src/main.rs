@@ -1,5 +1,6 @@
 //! The `flashlab` command line: simulate drives, replay traces, reproduce the papers.
 
+mod calibrate;
 mod cli;
 mod signals;
 mod units;
@@ -64,6 +65,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// `sim` over a grid: any sim flag with comma-separated values, points on all cores.
     Sweep(sweep::SweepArgs),
+    /// Probe a drive (a new file, a block device, or a simulated drive) and write a preset
+    /// fitted to it, every value saying which probe set it.
+    Calibrate(cli::calibrate::CalibrateArgs),
 }
 
 fn main() {
@@ -85,6 +89,7 @@ fn main() {
         | Command::Bench(_)
         | Command::Sweep(_)
         | Command::Fio(_) => true,
+        Command::Calibrate(a) => a.sim_preset.is_none(),
         Command::Btree(a) => a.cmd.is_none() && a.run.storage.backend == Some(BackendKind::Os),
         Command::Kv(a) => a.cmd.is_none() && a.run.storage.backend == Some(BackendKind::Os),
         _ => false,
@@ -105,6 +110,7 @@ fn main() {
         Command::Presets => presets::run(),
         Command::Bench(a) => bench::run(a),
         Command::Sweep(a) => sweep::run(a),
+        Command::Calibrate(a) => cli::calibrate::run(a),
     };
     if let Err(e) = r {
         if signals::cancel_token().is_cancelled() {

@@ -4,6 +4,7 @@
 
 pub(crate) mod bench;
 pub(crate) mod btree;
+pub(crate) mod calibrate;
 pub(crate) mod capture;
 pub(crate) mod fio;
 pub(crate) mod join;

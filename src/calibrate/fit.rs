@@ -1,0 +1,1152 @@
+//! From calibrate's measurements to a drive's parameters, through the simulator's own
+//! timing model (`flash::ssd`): each fitted value inverts the equation the model uses for
+//! what the probe saw, and says which probe set it, or that it is only a bound, or that no
+//! probe can see it (an assumption).
+//!
+//! The model's equations (`oh` command overhead, `tR` array read, `tP` program, `ch` and
+//! `host` channel and link rates, `S` superpage bytes, `D` dies, `u` = 4 KiB):
+//! - a flush with nothing pending takes `oh`;
+//! - a read of `k` units inside one superpage takes `oh + tR + k·u/ch + k·u/host`;
+//! - a 4 KiB write completes when its data has crossed the link, unless it fills a
+//!   superpage: then it also waits for the superpage's transfer and program, `X = S/ch + tP`
+//!   (with a write buffer, the flush after it waits instead); one write in `S/u` does;
+//! - sustained writes run at `min(link, D·S/X)`: each die transfers and programs a
+//!   superpage at a time;
+//! - a discard of `n` units takes `oh + trim overhead + n·per unit`; a non-queued one waits
+//!   for the commands before it and holds back those after.
+
+use super::probe::{self, Measurements, Series, UNIT_BYTES};
+use super::sim_target::SimTarget;
+use flash::mapping::FtlKind;
+use flash::ssd::{GcConfig, SsdTiming, TrimConfig};
+use flash::{DeviceConfig, GcPolicy, Geometry, Preset, SlcCacheConfig, SsdConfig};
+
+/// A sustained rate at or above this share of the link rate is taken as link-bound: what
+/// is behind the link could be faster, so values fitted from it are lower bounds.
+const LINK_BOUND_SHARE: f64 = 0.9;
+/// A rate falling below this share of the rate before it is a drop...
+const DROP_SHARE: f64 = 0.9;
+/// ...if two lines explain the series this much better than one (a step, not noise).
+const DROP_ERROR_SHARE: f64 = 0.25;
+/// Assumed values, for what no probe sees (each says why where it is written).
+const ASSUMED_PAGES_PER_BLOCK: u32 = 256;
+const ASSUMED_OP: f64 = 0.07;
+const ASSUMED_ERASE_NS: u64 = 3_500_000;
+const ASSUMED_SUPERPAGE_BYTES: u64 = 16 << 10;
+const ASSUMED_DIES: u32 = 8;
+/// The most dies the fit considers.
+const MAX_DIES: u32 = 1024;
+/// The over-provisioning of the model drives the fit times reads on (at most the 10 a
+/// geometry allows): enough free blocks per die with [`MAX_DIES`] dies.
+const READ_MODEL_OP: f64 = 4.0;
+const ASSUMED_BITS_PER_CELL: u32 = 3;
+const ASSUMED_FOLD_IDLE_NS: u64 = 1_000_000;
+/// The smallest array read or program time a fit gives (a measured value below it means the
+/// probe saw nothing of it).
+const MIN_FLASH_NS: u64 = 1_000;
+
+/// Where a fitted value comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Basis {
+    /// Set by this probe (as the model explains its numbers).
+    Measured(String),
+    /// The probe gives a bound only; the value is that bound. (probe, why)
+    Bound(String, String),
+    /// Measured together with a value that is assumed or only bounded: the two together
+    /// give what the probe saw, this one alone may not be the drive's. (probe, why)
+    Tied(String, String),
+    /// No probe sees it: an assumption, and why.
+    Assumed(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param<T> {
+    pub value: T,
+    pub basis: Basis,
+}
+
+fn measured<T>(value: T, probe: &str) -> Param<T> {
+    Param {
+        value,
+        basis: Basis::Measured(probe.to_string()),
+    }
+}
+
+fn bound<T>(value: T, probe: &str, why: String) -> Param<T> {
+    Param {
+        value,
+        basis: Basis::Bound(probe.to_string(), why),
+    }
+}
+
+fn tied<T>(value: T, probe: &str, why: &str) -> Param<T> {
+    Param {
+        value,
+        basis: Basis::Tied(probe.to_string(), why.to_string()),
+    }
+}
+
+fn assumed<T>(value: T, why: impl Into<String>) -> Param<T> {
+    Param {
+        value,
+        basis: Basis::Assumed(why.into()),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SlcFit {
+    pub program_ns: Param<u64>,
+    pub max_fraction: Param<f64>,
+    pub bits_per_cell: Param<u32>,
+    pub fold_idle_ns: Param<u64>,
+}
+
+/// A drive as calibrate sees it: every field of an SSD preset with its basis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fitted {
+    pub logical_bytes: Param<u64>,
+    pub op: Param<f64>,
+    pub dies: Param<u32>,
+    pub channels: Param<u32>,
+    pub superpage_bytes: Param<u64>,
+    pub pages_per_block: Param<u32>,
+    pub mapping_unit_bytes: Param<u32>,
+    pub read_ns: Param<u64>,
+    pub program_ns: Param<u64>,
+    pub erase_ns: Param<u64>,
+    pub channel_bytes_per_s: Param<u64>,
+    pub host_bytes_per_s: Param<u64>,
+    pub command_overhead_ns: Param<u64>,
+    pub write_ack_ns: Param<u64>,
+    pub write_cache_bytes: Param<u64>,
+    /// `Err`: no SLC cache in the preset, and why (no drop in the sequential write rate).
+    pub slc: Result<SlcFit, Basis>,
+    pub gc: Param<GcPolicy>,
+    pub gc_free_blocks: Param<u32>,
+    pub trim_queued: Param<bool>,
+    pub trim_command_overhead_ns: Param<u64>,
+    pub trim_per_page_ns: Param<u64>,
+    /// Measured but not part of the model: (what, value), for the report.
+    pub observations: Vec<(String, String)>,
+}
+
+// ---- statistics -------------------------------------------------------------------------
+
+/// The `q` quantile (0..=1) of `v`, nearest rank; 0 for an empty slice.
+pub fn quantile(v: &[u64], q: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    let i = ((s.len() - 1) as f64 * q).round() as usize;
+    s[i.min(s.len() - 1)]
+}
+
+pub fn median(v: &[u64]) -> u64 {
+    quantile(v, 0.5)
+}
+
+/// Least-squares line `y = a + b·x`; `None` with fewer than two distinct x.
+pub fn line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(a, b), &(x, y)| (a + x, b + y));
+    let (mx, my) = (sx / n, sy / n);
+    let sxx: f64 = points.iter().map(|&(x, _)| (x - mx) * (x - mx)).sum();
+    let sxy: f64 = points.iter().map(|&(x, y)| (x - mx) * (y - my)).sum();
+    if points.len() < 2 || sxx <= 0.0 {
+        return None;
+    }
+    let b = sxy / sxx;
+    Some((my - b * mx, b))
+}
+
+/// Bytes per second of the last three quarters of a series (the first quarter holds the
+/// queue filling up).
+pub fn series_rate(s: &Series) -> f64 {
+    rate_between(s, s.completions_ns.len() / 4, s.completions_ns.len())
+}
+
+/// Bytes per second over the last quarter of a series.
+pub fn tail_rate(s: &Series) -> f64 {
+    let n = s.completions_ns.len();
+    rate_between(s, n.saturating_sub(n / 4 + 1), n)
+}
+
+fn rate_between(s: &Series, from: usize, to: usize) -> f64 {
+    if to < from + 2 {
+        return 0.0;
+    }
+    let t = &s.completions_ns;
+    let dt = t[to - 1].saturating_sub(t[from]) as f64;
+    if dt <= 0.0 {
+        return 0.0;
+    }
+    ((to - 1 - from) as u64 * s.request_bytes) as f64 * 1e9 / dt
+}
+
+/// A line's (intercept, slope).
+type Line = (f64, f64);
+
+/// A series' rate, and where it drops if it does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateFit {
+    /// Bytes per second before the drop (or throughout).
+    pub before: f64,
+    /// After the drop, if there is one.
+    pub drop: Option<Drop>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Drop {
+    pub after: f64,
+    /// Bytes completed when the rate dropped, and when.
+    pub at_bytes: u64,
+    pub at_ns: u64,
+}
+
+/// Fits two lines to (bytes completed, time) at every split leaving at least a sixteenth of
+/// the points on each side, and keeps the split with the least squared error. The second
+/// line is a drop if its rate is below [`DROP_SHARE`] of the first's and the two lines'
+/// error is at most [`DROP_ERROR_SHARE`] of one line's; otherwise the series has one rate.
+pub fn rate_drop(s: &Series) -> RateFit {
+    let p = s.points();
+    let n = p.len();
+    let one_rate = RateFit {
+        before: series_rate(s),
+        drop: None,
+    };
+    let min = (n / 16).max(3);
+    if n < 2 * min {
+        return one_rate;
+    }
+    // Prefix sums (count, x, y, x², xy, y²) for least squares of any prefix and suffix.
+    let mut pre = vec![[0.0f64; 6]; n + 1];
+    for (i, &(x, y)) in p.iter().enumerate() {
+        let (x, y) = (x / 1e6, y / 1e6); // MB and ms keep the sums well scaled
+        for (k, v) in [1.0, x, y, x * x, x * y, y * y].into_iter().enumerate() {
+            pre[i + 1][k] = pre[i][k] + v;
+        }
+    }
+    // The line (intercept, slope) through points lo..hi, and its squared error.
+    let fit = |lo: usize, hi: usize| -> Option<(Line, f64)> {
+        let d = |k: usize| pre[hi][k] - pre[lo][k];
+        let (c, sx, sy, sxx, sxy, syy) = (d(0), d(1), d(2), d(3), d(4), d(5));
+        let den = c * sxx - sx * sx;
+        if den <= 0.0 {
+            return None;
+        }
+        let b = (c * sxy - sx * sy) / den;
+        let a = (sy - b * sx) / c;
+        let sse = syy - 2.0 * a * sy - 2.0 * b * sxy + c * a * a + 2.0 * a * b * sx + b * b * sxx;
+        Some(((a, b), sse.max(0.0)))
+    };
+    let mut best: Option<(f64, Line, Line)> = None;
+    for k in min..=n - min {
+        let (Some((l1, e1)), Some((l2, e2))) = (fit(0, k), fit(k, n)) else {
+            continue;
+        };
+        if best.is_none_or(|(e, ..)| e1 + e2 < e) {
+            best = Some((e1 + e2, l1, l2));
+        }
+    }
+    let Some((two_lines_error, (a1, b1), (a2, b2))) = best else {
+        return one_rate;
+    };
+    let one_line_error = fit(0, n).map_or(0.0, |f| f.1);
+    // Slopes are ms per MB, that is ns per byte.
+    let rate = |slope: f64| if slope > 0.0 { 1e9 / slope } else { 0.0 };
+    let (before, after) = (rate(b1), rate(b2));
+    if !(before > 0.0
+        && after > 0.0
+        && after < DROP_SHARE * before
+        && two_lines_error <= DROP_ERROR_SHARE * one_line_error)
+    {
+        return one_rate;
+    }
+    // The drop is where the two lines meet (in MB and ms), within the points.
+    let x = ((a2 - a1) / (b1 - b2)).clamp(p[0].0 / 1e6, p[n - 1].0 / 1e6);
+    RateFit {
+        before,
+        drop: Some(Drop {
+            after,
+            at_bytes: (x * 1e6).round() as u64,
+            at_ns: ((a1 + b1 * x) * 1e6).round() as u64,
+        }),
+    }
+}
+
+// ---- the sync-write probe ---------------------------------------------------------------
+
+/// What the 4 KiB write + flush pairs show.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SyncWrites {
+    /// One write in this many filled a superpage and waited for its program.
+    pub units_per_superpage: u64,
+    /// Without a buffer: how much longer such a write took than the others, the wait
+    /// `X = S/ch + tP`. With one: how long the flush after it waited, `X` less the time from
+    /// the write's data crossing the link to its acknowledgement.
+    pub wait_ns: u64,
+    /// The wait fell on the flush, not the write: writes are acknowledged from a buffer.
+    pub buffered: bool,
+    /// A write that waited for nothing.
+    pub fast_write_ns: u64,
+}
+
+/// Splits latencies into those that waited for something and those that did not: above
+/// the lower quartile by half of it (at least 20 µs). A page-mapped drive fills its
+/// superpages in the order writes arrive, wherever they land, so the waits come
+/// periodically: one in every superpage's worth. Returns (the period, slow, fast), or
+/// `None` unless at least 4 and at most half waited, three quarters of them exactly one
+/// period after the one before (waits that come at random are something else: a file
+/// system's journal, a host's cache).
+fn periodic_waits(v: &[u64]) -> Option<(u64, Vec<u64>, Vec<u64>)> {
+    let base = quantile(v, 0.25);
+    let cut = base + (base / 2).max(20_000);
+    let slow_at: Vec<usize> = (0..v.len()).filter(|&i| v[i] > cut).collect();
+    if slow_at.len() < 4 || 2 * slow_at.len() > v.len() {
+        return None;
+    }
+    let gaps: Vec<u64> = slow_at.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
+    let period = median(&gaps);
+    let regular = gaps.iter().filter(|&&g| g == period).count();
+    if period < 2 || 4 * regular < 3 * gaps.len() {
+        return None;
+    }
+    let (slow, fast): (Vec<u64>, Vec<u64>) = v.iter().partition(|&&l| l > cut);
+    Some((period, slow, fast))
+}
+
+/// What the pairs show. Without a buffer, one write in a superpage's worth waits for the
+/// program; with one, the flush after it does. Writes are looked at first: a flush waits
+/// for every die, so other work (an SLC cache folding in idle time) delays some flushes
+/// too, and with both a buffer and such a cache the waits may not be regular enough to
+/// read. `None` when neither writes nor flushes wait regularly: every write waited (a
+/// superpage of one unit), none did, or they waited for something else.
+pub fn sync_writes(pairs: &[(u64, u64)]) -> Option<SyncWrites> {
+    let writes: Vec<u64> = pairs.iter().map(|p| p.0).collect();
+    let flushes: Vec<u64> = pairs.iter().map(|p| p.1).collect();
+    if let Some((period, slow, fast)) = periodic_waits(&writes) {
+        return Some(SyncWrites {
+            units_per_superpage: period,
+            wait_ns: median(&slow).saturating_sub(median(&fast)),
+            buffered: false,
+            fast_write_ns: median(&fast),
+        });
+    }
+    let (period, slow, _) = periodic_waits(&flushes)?;
+    // The lower quartile of the waits: the flushes that waited for nothing else.
+    Some(SyncWrites {
+        units_per_superpage: period,
+        wait_ns: quantile(&slow, 0.25),
+        buffered: true,
+        fast_write_ns: median(&writes),
+    })
+}
+
+/// Units per superpage as the sync-write probe shows it (for the probe's own layout).
+pub fn superpage_units(pairs: &[(u64, u64)]) -> Option<u64> {
+    sync_writes(pairs).map(|s| s.units_per_superpage)
+}
+
+// ---- the fit ----------------------------------------------------------------------------
+
+const P_IDLE_FLUSH: &str = "flushes of an idle drive";
+const P_SYNC: &str = "4 KiB writes each followed by a flush, QD1";
+const P_SEQ_WRITE: &str = "sequential 1 MiB writes at QD8 over the region";
+const P_READ_SIZES: &str = "reads of 4 KiB up to a superpage, QD1";
+const P_SEQ_READ: &str = "sequential 1 MiB reads at QD8";
+const P_READS_QD1: &str = "random 4 KiB reads, QD1";
+const P_READS_QD32: &str = "random 4 KiB reads, QD32";
+const P_WRITES_QD1: &str = "random 4 KiB writes, QD1";
+const P_BURST: &str = "burst of 64 KiB writes at QD32";
+const P_DISCARDS: &str = "discards of several sizes, QD1";
+const P_DISCARD_UNDER_READS: &str = "a discard while QD1 reads run";
+
+fn ns(s: f64) -> u64 {
+    (s * 1e9).round().max(0.0) as u64
+}
+
+/// Fits the drive's parameters to `m`.
+pub fn fit(m: &Measurements) -> Fitted {
+    let u = UNIT_BYTES as f64;
+    let mut obs: Vec<(String, String)> = Vec::new();
+
+    // The link: sequential reads run at the link's rate when the flash behind it is faster.
+    let host = series_rate(&m.seq_read).max(1.0);
+    let host_bytes_per_s = bound(
+        host as u64,
+        P_SEQ_READ,
+        "sequential reads run at the slowest of the link, the channels and the dies, so the link is at least this fast (and this fast where it is the slowest, as on most drives)".into(),
+    );
+
+    // Command overhead: all a flush with nothing to wait for takes, and all a write that
+    // waits for no program takes besides its transfer. Each is at least the overhead (a
+    // real flush may do more, a real write may be buffered): the smaller is taken.
+    let writes: Vec<u64> = m.sync_writes_ns.iter().map(|p| p.0).collect();
+    let by_flush = median(&m.idle_flush_ns);
+    let by_write = quantile(&writes, 0.25)
+        .min(quantile(&m.writes_qd1.latencies_ns, 0.25))
+        .saturating_sub(ns(u / host));
+    let oh_ns = by_flush.min(by_write);
+    let command_overhead_ns = measured(
+        oh_ns,
+        &if by_flush <= by_write {
+            format!("{P_IDLE_FLUSH}: median latency (less than a write's, {by_write} ns)")
+        } else {
+            format!("{P_SYNC} and {P_WRITES_QD1}: lower-quartile write latency less the link transfer (less than an idle flush's, {by_flush} ns)")
+        },
+    );
+    let oh = oh_ns as f64 / 1e9;
+
+    // Superpage size, program wait and write buffer from the write + flush pairs.
+    let sync = sync_writes(&m.sync_writes_ns);
+    let superpage_bytes = match sync {
+        Some(s) => measured(
+            s.units_per_superpage * UNIT_BYTES,
+            &format!(
+                "{P_SYNC}: one write in {} waited for a program",
+                s.units_per_superpage
+            ),
+        ),
+        None => assumed(
+            ASSUMED_SUPERPAGE_BYTES,
+            "no 4 KiB write or flush waited at regular intervals, as a superpage's program makes them (every write waited, none did, or they waited for something else)",
+        ),
+    };
+    let sp = superpage_bytes.value as f64;
+
+    // Channel and array read from reads of 1..superpage units.
+    let medians: Vec<(f64, f64)> = m
+        .read_by_size_ns
+        .iter()
+        .map(|(b, l)| (*b as f64, median(l) as f64 / 1e9))
+        .collect();
+    let slope = line(&medians);
+    let channel_bytes_per_s = match slope {
+        Some((_, b)) if b - 1.0 / host > 0.05 * b => {
+            measured(
+                (1.0 / (b - 1.0 / host)) as u64,
+                &format!("{P_READ_SIZES}: latency per byte less the link's"),
+            )
+        }
+        _ => assumed(
+            host as u64,
+            "read latency does not grow with size faster than the link explains (superpage of one unit or a fast channel): set to the link rate",
+        ),
+    };
+    let ch = channel_bytes_per_s.value.max(1) as f64;
+    let read_1 = median(&m.reads_qd1.latencies_ns) as f64 / 1e9;
+    let tr = match (slope, &channel_bytes_per_s.basis) {
+        (Some((a, _)), Basis::Measured(_)) => a - oh,
+        _ => read_1 - oh - u / ch - u / host,
+    };
+    let read_ns = if ns(tr) < MIN_FLASH_NS {
+        assumed(
+            MIN_FLASH_NS,
+            format!(
+                "a 4 KiB read took {:.1} µs, no more than the command overhead and transfers: the array read is not visible",
+                read_1 * 1e6
+            ),
+        )
+    } else if let Basis::Measured(_) = channel_bytes_per_s.basis {
+        measured(
+            ns(tr),
+            &format!("{P_READ_SIZES}: latency at zero size less the command overhead"),
+        )
+    } else {
+        tied(
+            ns(tr),
+            P_READS_QD1,
+            "with the channel rate assumed, this holds the array read and any channel time beyond the link's: their sum is what the probe measured",
+        )
+    };
+
+    // Sustained writes: dies and program times.
+    let seq = rate_drop(&m.seq_write);
+    // The program wait X: with a buffer, the flush's wait plus the write's time from its
+    // data crossing the link (oh + u/host after submission) to its acknowledgement.
+    let x = sync.map(|s| {
+        let wait = s.wait_ns as f64 / 1e9;
+        if s.buffered {
+            wait + (s.fast_write_ns as f64 / 1e9 - oh - u / host).max(0.0)
+        } else {
+            wait
+        }
+    });
+    let reads = ReadPath {
+        command_overhead_ns: oh_ns,
+        read_ns: read_ns.value,
+        channel_bytes_per_s: channel_bytes_per_s.value,
+        host_bytes_per_s: host_bytes_per_s.value,
+        superpage_bytes: superpage_bytes.value,
+    };
+    obs.push((
+        "sequential write".into(),
+        match seq.drop {
+            Some(d) => format!(
+                "{:.0} MB/s for the first {} MiB, then {:.0} MB/s",
+                seq.before / 1e6,
+                d.at_bytes >> 20,
+                d.after / 1e6
+            ),
+            None => format!(
+                "{:.0} MB/s over {} MiB, no drop",
+                seq.before / 1e6,
+                m.region_bytes >> 20
+            ),
+        },
+    ));
+    let dies = fit_dies(m, &seq, x, sp, host, &reads, &mut obs);
+    let (program_ns, slc) = fit_programs(m, &seq, x, sp, ch, &dies);
+    // Channels are not visible: every probe sees dies, not how they share buses.
+    let d = dies.value;
+    let ppb = pages_per_block(m.capacity_bytes, d, superpage_bytes.value);
+    let channels = assumed(
+        d,
+        "how the dies share buses does not show (the channel rate is one read's transfer; sharing would show only as less parallelism, which the die count then holds): a bus per die",
+    );
+
+    // Write buffer.
+    let (write_cache_bytes, write_ack_ns) = fit_buffer(m, sync, oh, host);
+
+    // Discards.
+    let (trim_command_overhead_ns, trim_per_page_ns) = fit_discards(m, oh_ns);
+    let trim_queued = fit_queued(m);
+
+    // Report-only observations.
+    let r1 = &m.reads_qd1;
+    let r32 = &m.reads_qd32;
+    obs.push((
+        "random 4 KiB reads".into(),
+        format!(
+            "QD1 {:.0} IOPS (p50 {:.1} µs, p99 {:.1} µs); QD32 {:.0} IOPS (p50 {:.1} µs): parallelism {:.1}x",
+            r1.ops_per_s(),
+            median(&r1.latencies_ns) as f64 / 1e3,
+            quantile(&r1.latencies_ns, 0.99) as f64 / 1e3,
+            r32.ops_per_s(),
+            median(&r32.latencies_ns) as f64 / 1e3,
+            r32.ops_per_s() / r1.ops_per_s().max(1e-9)
+        ),
+    ));
+    let w1 = &m.writes_qd1;
+    let w32 = &m.writes_qd32;
+    obs.push((
+        "random 4 KiB writes".into(),
+        format!(
+            "QD1 {:.0} IOPS (p50 {:.1} µs, p99 {:.1} µs); QD32 {:.0} IOPS",
+            w1.ops_per_s(),
+            median(&w1.latencies_ns) as f64 / 1e3,
+            quantile(&w1.latencies_ns, 0.99) as f64 / 1e3,
+            w32.ops_per_s()
+        ),
+    ));
+    obs.push(("sequential read".into(), format!("{:.0} MB/s", host / 1e6)));
+    obs.push((
+        "reads of data just written".into(),
+        format!(
+            "p50 {:.1} µs vs {:.1} µs for older data (the model reads everything from flash: not fitted)",
+            median(&m.read_after_write_ns) as f64 / 1e3,
+            median(&r1.latencies_ns) as f64 / 1e3
+        ),
+    ));
+    obs.push(("discards".into(), m.discard_kind.clone()));
+    obs.push((
+        "pauses".into(),
+        format!(
+            "{} s idle between probes, for the drive to fold or drain",
+            m.pauses_ns
+                .iter()
+                .map(|p| format!("{:.1}", *p as f64 / 1e9))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    ));
+
+    Fitted {
+        logical_bytes: measured(
+            m.capacity_bytes / UNIT_BYTES * UNIT_BYTES,
+            "the drive's size",
+        ),
+        op: assumed(
+            ASSUMED_OP,
+            "spare space shows only once garbage collection runs, after the drive is full",
+        ),
+        dies,
+        channels,
+        superpage_bytes,
+        pages_per_block: assumed(
+            ppb,
+            format!("block size shows only through garbage collection: {ASSUMED_PAGES_PER_BLOCK} pages, or fewer (down to {}) where the drive would have under {} blocks per die", flash::preset::MIN_PAGES_PER_BLOCK, flash::preset::MIN_BLOCKS_PER_DIE),
+        ),
+        mapping_unit_bytes: assumed(
+            UNIT_BYTES as u32,
+            "the probes write whole 4 KiB units; a larger mapping unit is not probed",
+        ),
+        read_ns,
+        program_ns,
+        erase_ns: assumed(
+            ASSUMED_ERASE_NS,
+            "erases happen only in garbage collection, which the probes do not reach",
+        ),
+        channel_bytes_per_s,
+        host_bytes_per_s,
+        command_overhead_ns,
+        write_ack_ns,
+        write_cache_bytes,
+        slc,
+        gc: assumed(GcPolicy::Greedy, "garbage collection is not probed"),
+        gc_free_blocks: assumed(2, "garbage collection is not probed"),
+        trim_queued,
+        trim_command_overhead_ns,
+        trim_per_page_ns,
+        observations: obs,
+    }
+}
+
+/// [`ASSUMED_PAGES_PER_BLOCK`], halved while the drive would have fewer than
+/// [`flash::preset::MIN_BLOCKS_PER_DIE`] blocks per die (as scaling a preset down does), so
+/// that GC's reserve stays a small part of the spare space.
+fn pages_per_block(capacity_bytes: u64, dies: u32, superpage_bytes: u64) -> u32 {
+    let mut ppb = ASSUMED_PAGES_PER_BLOCK;
+    let per_die = capacity_bytes as f64 * (1.0 + ASSUMED_OP) / dies.max(1) as f64;
+    while per_die / (superpage_bytes as f64 * ppb as f64) < flash::preset::MIN_BLOCKS_PER_DIE as f64
+        && ppb / 2 >= flash::preset::MIN_PAGES_PER_BLOCK
+    {
+        ppb /= 2;
+    }
+    ppb
+}
+
+/// What the model needs to time a random read: the fitted read path.
+struct ReadPath {
+    command_overhead_ns: u64,
+    read_ns: u64,
+    channel_bytes_per_s: u64,
+    host_bytes_per_s: u64,
+    superpage_bytes: u64,
+}
+
+/// The QD32 random-read rate the model gives a drive with `dies` dies and the fitted read
+/// path, over the probe's read area (`region_bytes / 2`, written first).
+fn model_read_rate(dies: u32, r: &ReadPath, region_bytes: u64) -> Option<f64> {
+    // Room for the region, and for 16 of the smallest blocks on every die.
+    let min_block_bytes = r.superpage_bytes * flash::preset::MIN_PAGES_PER_BLOCK as u64;
+    let blocks_bytes = (dies as u64 * 16 * min_block_bytes) as f64 / (1.0 + READ_MODEL_OP);
+    let capacity = (2 * region_bytes).max((blocks_bytes as u64).next_multiple_of(UNIT_BYTES));
+    let fitted = Fitted::for_reads(dies, r, capacity);
+    let preset = fitted.preset("read-model", "dies from QD32 reads");
+    let mut t = SimTarget::new(&preset, region_bytes).ok()?;
+    probe::read_parallelism(&mut t).ok().map(|b| b.ops_per_s())
+}
+
+/// The die count for which the model's QD32 random-read rate is nearest `measured` (the
+/// rate grows with the dies until the channels or the link cap it). `None` if no count
+/// fits: the model is faster than the drive with one die (more than 10%: the drive is not
+/// like the model there), or slower with [`MAX_DIES`].
+fn dies_from_reads(measured: f64, r: &ReadPath, region_bytes: u64) -> Option<u32> {
+    let rate = |d: u32| model_read_rate(d, r, region_bytes);
+    if rate(1)? > 1.1 * measured {
+        return None;
+    }
+    let mut hi = 1;
+    while rate(hi)? < measured {
+        if hi >= MAX_DIES {
+            return None;
+        }
+        hi = (2 * hi).min(MAX_DIES);
+    }
+    let mut lo = hi / 2; // rate(lo) < measured, or lo = 0
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if rate(mid)? < measured {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    if lo == 0 {
+        return Some(hi);
+    }
+    let (below, above) = (rate(lo)?, rate(hi)?);
+    Some(if measured - below < above - measured {
+        lo
+    } else {
+        hi
+    })
+}
+
+/// The dies: from the sustained write rate and a program's wait `x` (seconds), where the
+/// writes are not link-bound; otherwise from QD32 random reads, where those are not; else
+/// the larger lower bound of the two; else an assumption.
+#[allow(clippy::too_many_arguments)]
+fn fit_dies(
+    m: &Measurements,
+    seq: &RateFit,
+    x: Option<f64>,
+    sp: f64,
+    host: f64,
+    reads: &ReadPath,
+    obs: &mut Vec<(String, String)>,
+) -> Param<u32> {
+    let writes_bound = seq.before >= LINK_BOUND_SHARE * host;
+    let from_writes = x.map(|x| seq.before * x / sp);
+    if let (Some(d), false) = (from_writes, writes_bound) {
+        return measured(
+            d.round().max(1.0) as u32,
+            &format!(
+                "{P_SEQ_WRITE} and {P_SYNC}: write rate times a program's wait, over the superpage"
+            ),
+        );
+    }
+    let read_rate = m.reads_qd32.ops_per_s();
+    let reads_bound = read_rate * UNIT_BYTES as f64 >= LINK_BOUND_SHARE * host;
+    let from_reads = dies_from_reads(read_rate, reads, m.region_bytes);
+    obs.push((
+        "dies from QD32 reads".into(),
+        match from_reads {
+            Some(d) => format!("{d}: the model with the fitted read timings reaches {read_rate:.0} IOPS with this many"),
+            None => format!("none: the model with the fitted read timings does not come to {read_rate:.0} IOPS with 1 to {MAX_DIES} dies"),
+        },
+    ));
+    let write_floor = from_writes.map(|d| d.ceil().max(1.0) as u32);
+    if let Some(d) = from_reads.filter(|&d| !reads_bound && d >= write_floor.unwrap_or(1)) {
+        return measured(
+            d,
+            &format!("{P_READS_QD32}: the die count at which the model, with the fitted read timings, reaches the measured rate"),
+        );
+    }
+    let floors = [
+        write_floor.map(|d| (d, P_SEQ_WRITE)),
+        from_reads.map(|d| (d, P_READS_QD32)),
+    ];
+    match floors.into_iter().flatten().max_by_key(|f| f.0) {
+        Some((d, probe)) => bound(
+            d,
+            probe,
+            format!(
+                "writes ({:.0} MB/s) and QD32 reads ({:.0} MB/s) run at or near the link's rate ({:.0} MB/s), so more dies would not show",
+                seq.before / 1e6,
+                read_rate * UNIT_BYTES as f64 / 1e6,
+                host / 1e6
+            ),
+        ),
+        None => assumed(
+            ASSUMED_DIES,
+            "no write showed a program's wait and the QD32 reads fit the model at no die count",
+        ),
+    }
+}
+
+/// The native program time and the SLC cache, from the sustained write rates, the dies
+/// and a program's wait `x` (seconds) in the write + flush pairs, which ran on the fresh
+/// drive (in SLC mode if it has a cache with room): where no wait showed, the dies and a
+/// sustained rate give the program time together.
+fn fit_programs(
+    m: &Measurements,
+    seq: &RateFit,
+    x: Option<f64>,
+    sp: f64,
+    ch: f64,
+    dies: &Param<u32>,
+) -> (Param<u64>, Result<SlcFit, Basis>) {
+    let xfer = sp / ch;
+    let flash_ns = |s: f64| ns(s - xfer).max(MIN_FLASH_NS);
+    let from_wait = |x: f64, when: &str| {
+        measured(
+            flash_ns(x),
+            &format!(
+                "{P_SYNC}{when}: a write's wait for its program, less the superpage's transfer"
+            ),
+        )
+    };
+    // The program time at which the dies give `rate`: D superpages per program and transfer.
+    let from_rate = |rate: f64, which: &str| {
+        let v = flash_ns(dies.value as f64 * sp / rate);
+        let how = format!("dies times superpage over the {which}, less the superpage's transfer");
+        match dies.basis {
+            Basis::Measured(_) => measured(v, &format!("{P_SEQ_WRITE}: {how}")),
+            _ => tied(
+                v,
+                P_SEQ_WRITE,
+                &format!("{how}, with dies that are not measured: together they give that rate"),
+            ),
+        }
+    };
+    let Some(dr) = seq.drop else {
+        let program_ns = match x {
+            Some(x) => from_wait(x, ""),
+            None => from_rate(seq.before, "sustained write rate"),
+        };
+        let none = Basis::Measured(format!(
+            "{P_SEQ_WRITE}: no drop in {} MiB (no SLC cache, or one larger than the region)",
+            m.region_bytes >> 20
+        ));
+        return (program_ns, Err(none));
+    };
+    let fraction = (dr.at_bytes as f64 / m.capacity_bytes as f64).clamp(1e-6, 1.0);
+    let slc = SlcFit {
+        program_ns: match x {
+            Some(x) => from_wait(x, ", on the fresh drive"),
+            None => from_rate(seq.before, "rate before the drop"),
+        },
+        max_fraction: measured(
+            (fraction * 1e4).round() / 1e4,
+            &format!("{P_SEQ_WRITE}: bytes written before the rate dropped, over the capacity"),
+        ),
+        bits_per_cell: assumed(
+            ASSUMED_BITS_PER_CELL,
+            "TLC; the cache's shrinking as the drive fills is not probed",
+        ),
+        fold_idle_ns: assumed(
+            ASSUMED_FOLD_IDLE_NS,
+            "when folding starts in idle time is not probed",
+        ),
+    };
+    (from_rate(dr.after, "rate after the drop"), Ok(slc))
+}
+
+/// The write buffer's size and acknowledgement time.
+fn fit_buffer(
+    m: &Measurements,
+    sync: Option<SyncWrites>,
+    oh: f64,
+    host: f64,
+) -> (Param<u64>, Param<u64>) {
+    let Some(s) = sync.filter(|s| s.buffered) else {
+        return (
+            match sync {
+                Some(_) => measured(
+                    0,
+                    &format!("{P_SYNC}: writes waited for their programs, so no write buffer"),
+                ),
+                None => assumed(0, "no write showed a program's wait either way"),
+            },
+            assumed(0, "used only with a write buffer"),
+        );
+    };
+    let ack = (s.fast_write_ns as f64 / 1e9 - oh - UNIT_BYTES as f64 / host).max(0.0);
+    let ack = measured(
+        ns(ack),
+        &format!("{P_SYNC}: write latency less the command overhead and the link transfer"),
+    );
+    let burst = rate_drop(&m.burst);
+    let size = match burst.drop {
+        Some(d) => {
+            // Bytes acknowledged when the buffer filled, less what the flash wrote meanwhile.
+            let programmed = d.after * d.at_ns as f64 / 1e9;
+            let bytes = (d.at_bytes as f64 - programmed).max(UNIT_BYTES as f64);
+            Some(bytes as u64 / UNIT_BYTES * UNIT_BYTES)
+        }
+        None => None,
+    };
+    let in_flight = m.burst.request_bytes * m.burst.queue_depth as u64;
+    let cache = match size {
+        Some(b) => measured(
+            b,
+            &format!("{P_BURST}: bytes acknowledged before the rate dropped, less what the flash wrote meanwhile"),
+        ),
+        None => assumed(
+            in_flight,
+            format!("writes are acknowledged before their programs, but the {P_BURST} never filled the buffer (the flash keeps up with the link), so its size does not show: set to the burst's writes in flight"),
+        ),
+    };
+    (cache, ack)
+}
+
+/// TRIM's fixed and per-unit cost from discards of several sizes.
+fn fit_discards(m: &Measurements, oh_ns: u64) -> (Param<u64>, Param<u64>) {
+    let mut sizes: Vec<u64> = m.discards_ns.iter().map(|d| d.0).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let points: Vec<(f64, f64)> = sizes
+        .iter()
+        .map(|&s| {
+            let lat: Vec<u64> = m
+                .discards_ns
+                .iter()
+                .filter(|d| d.0 == s)
+                .map(|d| d.1)
+                .collect();
+            ((s / UNIT_BYTES) as f64, median(&lat) as f64)
+        })
+        .collect();
+    match line(&points) {
+        Some((a, b)) => (
+            measured(
+                (a - oh_ns as f64).max(0.0).round() as u64,
+                &format!("{P_DISCARDS}: latency at zero size less the command overhead"),
+            ),
+            measured(
+                b.max(0.0).round() as u64,
+                &format!("{P_DISCARDS}: latency per 4 KiB unit"),
+            ),
+        ),
+        None => (
+            assumed(0, "fewer than two discard sizes fit in the region"),
+            assumed(0, "fewer than two discard sizes fit in the region"),
+        ),
+    }
+}
+
+/// Whether a discard holds back reads issued while it runs (a non-queued TRIM does).
+fn fit_queued(m: &Measurements) -> Param<bool> {
+    let d = &m.discard_under_reads;
+    let base = median(&m.reads_qd1.latencies_ns);
+    let during: Vec<u64> = d
+        .reads
+        .iter()
+        .filter(|r| r.submit_ns < d.discard.complete_ns && r.complete_ns > d.discard.submit_ns)
+        .map(|r| r.latency_ns())
+        .collect();
+    if during.is_empty() {
+        return assumed(
+            false,
+            "no read ran while the discard did; taken as non-queued, the cautious choice",
+        );
+    }
+    let worst = *during.iter().max().expect("not empty");
+    let held = worst > (3 * base).max(base + d.discard.latency_ns() / 2);
+    measured(
+        !held,
+        &format!(
+            "{P_DISCARD_UNDER_READS}: the slowest of {} reads during a {:.2} ms discard of {} MiB took {:.1} µs (reads otherwise {:.1} µs)",
+            during.len(),
+            d.discard.latency_ns() as f64 / 1e6,
+            d.discard_bytes >> 20,
+            worst as f64 / 1e3,
+            base as f64 / 1e3
+        ),
+    )
+}
+
+impl Fitted {
+    /// A drive with `dies` dies and the given read path; the rest as assumed (for the
+    /// model's read rate only). Its spare space is large ([`READ_MODEL_OP`]): reads do not
+    /// see it, and with many dies on a small drive the FTL needs it for its free blocks.
+    fn for_reads(dies: u32, r: &ReadPath, capacity_bytes: u64) -> Fitted {
+        let why = || Basis::Assumed("a model for reads only".into());
+        let p = |v: u64| Param {
+            value: v,
+            basis: why(),
+        };
+        let channels = dies;
+        Fitted {
+            logical_bytes: p(capacity_bytes),
+            op: Param {
+                value: READ_MODEL_OP,
+                basis: why(),
+            },
+            dies: Param {
+                value: dies,
+                basis: why(),
+            },
+            channels: Param {
+                value: channels,
+                basis: why(),
+            },
+            superpage_bytes: p(r.superpage_bytes),
+            pages_per_block: Param {
+                value: pages_per_block(capacity_bytes, dies, r.superpage_bytes),
+                basis: why(),
+            },
+            mapping_unit_bytes: Param {
+                value: UNIT_BYTES as u32,
+                basis: why(),
+            },
+            read_ns: p(r.read_ns),
+            program_ns: p(1_000_000),
+            erase_ns: p(ASSUMED_ERASE_NS),
+            channel_bytes_per_s: p(r.channel_bytes_per_s),
+            host_bytes_per_s: p(r.host_bytes_per_s),
+            command_overhead_ns: p(r.command_overhead_ns),
+            write_ack_ns: p(0),
+            write_cache_bytes: p(0),
+            slc: Err(why()),
+            gc: Param {
+                value: GcPolicy::Greedy,
+                basis: why(),
+            },
+            gc_free_blocks: Param {
+                value: 2,
+                basis: why(),
+            },
+            trim_queued: Param {
+                value: true,
+                basis: why(),
+            },
+            trim_command_overhead_ns: p(0),
+            trim_per_page_ns: p(0),
+            observations: Vec::new(),
+        }
+    }
+
+    /// The preset these values describe.
+    pub fn preset(&self, name: &str, description: &str) -> Preset {
+        let d = self.dies.value;
+        let c = self.channels.value;
+        let geometry = Geometry {
+            channels: c,
+            chips_per_channel: d / c,
+            dies_per_chip: 1,
+            planes_per_die: 1,
+            pages_per_block: self.pages_per_block.value,
+            page_size_bytes: self.superpage_bytes.value as u32,
+            mapping_unit_bytes: self.mapping_unit_bytes.value,
+            logical_bytes: self.logical_bytes.value,
+            op: self.op.value,
+        };
+        let timing = SsdTiming {
+            read_ns: self.read_ns.value,
+            program_ns: self.program_ns.value,
+            erase_ns: self.erase_ns.value,
+            channel_bytes_per_s: self.channel_bytes_per_s.value.max(1),
+            host_bytes_per_s: self.host_bytes_per_s.value.max(1),
+            command_overhead_ns: self.command_overhead_ns.value,
+            write_ack_ns: self.write_ack_ns.value,
+        };
+        let ssd = SsdConfig {
+            geometry,
+            timing,
+            gc: GcConfig {
+                policy: self.gc.value,
+                free_blocks: self.gc_free_blocks.value,
+                background: false,
+                background_free_blocks: 0,
+                background_idle_ns: 0,
+                paced: true,
+            },
+            trim: TrimConfig {
+                queued: self.trim_queued.value,
+                command_overhead_ns: self.trim_command_overhead_ns.value,
+                per_page_ns: self.trim_per_page_ns.value,
+                ..TrimConfig::default()
+            },
+            write_cache_bytes: self.write_cache_bytes.value,
+            ftl: FtlKind::Page,
+            log_blocks: 0,
+            slc_cache: self.slc.as_ref().ok().map(|s| SlcCacheConfig {
+                program_ns: s.program_ns.value,
+                max_fraction: s.max_fraction.value,
+                bits_per_cell: s.bits_per_cell.value,
+                fold_idle_ns: s.fold_idle_ns.value,
+            }),
+        };
+        Preset {
+            name: name.to_string(),
+            description: description.to_string(),
+            device: DeviceConfig::Ssd(ssd),
+            notes: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(request_bytes: u64, times: Vec<u64>) -> Series {
+        Series {
+            request_bytes,
+            queue_depth: 1,
+            completions_ns: times,
+        }
+    }
+
+    #[test]
+    fn a_rate_that_drops_is_found_where_it_drops() {
+        // 100 MB at 1 GB/s, then 300 MB at 250 MB/s, in 1 MB requests.
+        let mut t = Vec::new();
+        let mut now = 0u64;
+        for i in 0..400u64 {
+            now += if i < 100 { 1_000_000 } else { 4_000_000 };
+            t.push(now);
+        }
+        let f = rate_drop(&series(1_000_000, t));
+        let d = f.drop.expect("a drop");
+        assert!((f.before - 1e9).abs() < 1e6, "{f:?}");
+        assert!((d.after - 250e6).abs() < 1e5, "{f:?}");
+        assert_eq!(d.at_bytes, 100_000_000);
+        assert_eq!(d.at_ns, 100_000_000);
+        // A steady rate has no drop.
+        let steady: Vec<u64> = (1..=400).map(|i| i * 2_000_000).collect();
+        let f = rate_drop(&series(1_000_000, steady));
+        assert!(f.drop.is_none());
+        assert!((f.before - 500e6).abs() < 1e5, "{f:?}");
+    }
+
+    #[test]
+    fn write_flush_pairs_give_the_superpage_and_the_wait() {
+        // One write in four waits 500 µs for its program (no buffer) ...
+        let pairs: Vec<(u64, u64)> = (0..256)
+            .map(|i| {
+                if i % 4 == 3 {
+                    (520_000, 10_000)
+                } else {
+                    (20_000, 10_000)
+                }
+            })
+            .collect();
+        let s = sync_writes(&pairs).unwrap();
+        assert_eq!(s.units_per_superpage, 4);
+        assert_eq!(s.wait_ns, 500_000);
+        assert!(!s.buffered);
+        // ... or the flush after it does (a buffer), for what is left after the write's
+        // acknowledgement.
+        let pairs: Vec<(u64, u64)> = (0..256)
+            .map(|i| {
+                if i % 8 == 7 {
+                    (20_000, 510_000)
+                } else {
+                    (20_000, 10_000)
+                }
+            })
+            .collect();
+        let s = sync_writes(&pairs).unwrap();
+        assert_eq!((s.units_per_superpage, s.wait_ns), (8, 510_000));
+        assert!(s.buffered);
+        // Nothing stands out: not identifiable.
+        assert!(sync_writes(&vec![(20_000, 10_000); 256]).is_none());
+        // Waits at random (a journal, a host's cache): not a superpage either.
+        let mut x = 7u64;
+        let pairs: Vec<(u64, u64)> = (0..256)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (if x >> 61 == 0 { 900_000 } else { 20_000 }, 10_000)
+            })
+            .collect();
+        assert!(sync_writes(&pairs).is_none());
+    }
+
+    #[test]
+    fn the_read_model_builds_with_any_die_count() {
+        let r = ReadPath {
+            command_overhead_ns: 10_000,
+            read_ns: 50_000,
+            channel_bytes_per_s: 400_000_000,
+            host_bytes_per_s: 550_000_000,
+            superpage_bytes: 64 << 10,
+        };
+        for d in [1, 7, MAX_DIES] {
+            let rate = model_read_rate(d, &r, 64 << 20).unwrap_or_else(|| panic!("{d} dies"));
+            assert!(rate > 0.0);
+        }
+        // More dies, more reads at once, up to the link (550 MB/s = 134 K 4 KiB reads/s).
+        let one = model_read_rate(1, &r, 64 << 20).unwrap();
+        let many = model_read_rate(MAX_DIES, &r, 64 << 20).unwrap();
+        assert!(one < 25_000.0 && many > 100_000.0, "{one} {many}");
+    }
+
+    #[test]
+    fn lines_and_quantiles() {
+        let (a, b) = line(&[(1.0, 3.0), (2.0, 5.0), (3.0, 7.0)]).unwrap();
+        assert!((a - 1.0).abs() < 1e-12 && (b - 2.0).abs() < 1e-12);
+        assert!(line(&[(1.0, 3.0)]).is_none());
+        assert_eq!(median(&[5, 1, 3]), 3);
+        assert_eq!(quantile(&[], 0.5), 0);
+    }
+}
