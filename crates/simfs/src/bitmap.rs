@@ -169,7 +169,9 @@ mod tests {
     fn disk_bytes_match_a_bit_by_bit_encoding() {
         for blocks in [1000u64, 4096, 64 * 7 + 5] {
             let mut b = Bitmap::new(blocks);
-            for (s, l) in [(3, 5), (64, 1), (100, 130), (400, 64), (blocks - 10, 10)] {
+            // Disjoint runs (allocating a block twice is a bug the bitmap's debug checks
+            // catch): the last one ends the bitmap, the 400 one stops before it.
+            for (s, l) in [(3, 5), (64, 1), (100, 130), (400, 30), (blocks - 10, 10)] {
                 b.set_used(s, l);
             }
             for start in [0u64, 64, 128, 320, 3, 100, 960, 4096] {
