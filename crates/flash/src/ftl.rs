@@ -435,7 +435,7 @@ impl PageFtl {
     }
 
     /// Writes logical unit `lpn` out of place. Returns the die it was written to.
-    #[inline]
+    #[inline(always)]
     pub fn write<S: FlashSink>(&mut self, lpn: u32, sink: &mut S) -> Result<u32, FlashError> {
         debug_assert!(lpn < self.logical_units);
         let old = self.l2p[lpn as usize];
@@ -452,7 +452,7 @@ impl PageFtl {
         } else {
             d
         };
-        let page_done = self.append(d, lpn, Stream::Host);
+        let page_done = self.append::<false>(d, lpn);
         if page_done {
             sink.page_program(d, ProgramKind::Host);
             self.host_die = (d + 1) % self.dies;
@@ -476,13 +476,20 @@ impl PageFtl {
 
     /// Paced GC after a host unit on `die`: with the pool at the threshold or below, a
     /// victim each time the host has used up what the last one freed.
-    #[inline]
+    #[inline(always)]
     fn pace<S: FlashSink>(&mut self, die: u32, sink: &mut S) {
         let d = die as usize;
         if self.die[d].free.len() > self.gc_free_blocks as usize {
             self.gc_credit[d] = 0;
             return;
         }
+        self.pace_low(die, sink);
+    }
+
+    /// [`PageFtl::pace`] with the pool at the threshold or below.
+    #[inline(never)]
+    fn pace_low<S: FlashSink>(&mut self, die: u32, sink: &mut S) {
+        let d = die as usize;
         self.gc_credit[d] += 1;
         if self.gc_credit[d] > 0 {
             match self.collect(die, sink) {
@@ -557,7 +564,7 @@ impl PageFtl {
         } else {
             d
         };
-        if self.append(d, unit, Stream::Map) {
+        if self.append::<true>(d, unit) {
             sink.page_program(d, ProgramKind::Map);
             self.map_die = (d + 1) % self.dies;
         }
@@ -642,12 +649,13 @@ impl PageFtl {
         }
     }
 
-    /// Appends `lpn` at `die`'s `stream` frontier (which must be open). Returns whether
-    /// the unit completed a superpage.
-    #[inline(always)]
-    fn append(&mut self, die: u32, lpn: u32, stream: Stream) -> bool {
+    /// Appends `lpn` at `die`'s host frontier, or with `MAP` its translation frontier
+    /// (which must be open). Returns whether the unit completed a superpage.
+    #[inline]
+    fn append<const MAP: bool>(&mut self, die: u32, lpn: u32) -> bool {
         let upb = self.units_per_block;
-        let f = self.die[die as usize].frontier(stream);
+        let dstate = &mut self.die[die as usize];
+        let f = if MAP { &mut dstate.map } else { &mut dstate.host };
         let block = f.block;
         let ppn = block * upb + f.next_unit;
         f.next_unit += 1;

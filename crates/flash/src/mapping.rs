@@ -72,6 +72,19 @@ impl Ftl {
     pub fn write<S: FlashSink>(&mut self, lpn: u32, sink: &mut S) -> Result<u32, FlashError> {
         both!(self, f => f.write(lpn, sink))
     }
+    /// Writes the logical units `lpns` in order (one dispatch for the whole range, so the
+    /// loop over a large write stays the page FTL's own).
+    pub fn write_range<S: FlashSink>(
+        &mut self,
+        lpns: std::ops::Range<u32>,
+        sink: &mut S,
+    ) -> Result<(), FlashError> {
+        match self {
+            Ftl::Page(f) => lpns.into_iter().try_for_each(|l| f.write(l, sink).map(drop)),
+            Ftl::Cached(f) => lpns.into_iter().try_for_each(|l| f.write(l, sink).map(drop)),
+            Ftl::Fast(f) => lpns.into_iter().try_for_each(|l| f.write(l, sink).map(drop)),
+        }
+    }
     pub fn write_batch<S: FlashSink>(
         &mut self,
         lpns: &[u32],

@@ -261,6 +261,8 @@ impl CachedFtl {
     }
 
     /// Writes `lpn` (its entry looked up first, as DFTL does to find the page it replaces).
+    /// Never inlined: callers that dispatch between FTLs keep the page FTL's path small.
+    #[inline(never)]
     pub fn write<S: FlashSink>(&mut self, lpn: u32, sink: &mut S) -> Result<u32, FlashError> {
         let (_, read_die) = self.access(lpn, sink)?;
         if let Some(d) = read_die {

@@ -394,16 +394,9 @@ impl Ssd {
         match &mut self.slc {
             Some(slc) => {
                 slc.resize(self.ftl.mapped_units() * self.unit_bytes);
-                let mut sink = UntimedSlc(slc);
-                for lpn in first..end {
-                    self.ftl.write(lpn, &mut sink)?;
-                }
+                self.ftl.write_range(first..end, &mut UntimedSlc(slc))?;
             }
-            None => {
-                for lpn in first..end {
-                    self.ftl.write(lpn, &mut NoTiming)?;
-                }
-            }
+            None => self.ftl.write_range(first..end, &mut NoTiming)?,
         }
         Ok(())
     }
@@ -515,9 +508,7 @@ impl Ssd {
             self.unit_transfer_ns,
             data_ready,
         );
-        for lpn in first..end {
-            self.ftl.write(lpn, &mut sink)?;
-        }
+        self.ftl.write_range(first..end, &mut sink)?;
         let programs_done = sink.host_done_ns;
         if self.cfg.write_cache_bytes == 0 {
             return Ok(data_ready.max(programs_done));
