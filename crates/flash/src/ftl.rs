@@ -655,7 +655,11 @@ impl PageFtl {
     fn append<const MAP: bool>(&mut self, die: u32, lpn: u32) -> bool {
         let upb = self.units_per_block;
         let dstate = &mut self.die[die as usize];
-        let f = if MAP { &mut dstate.map } else { &mut dstate.host };
+        let f = if MAP {
+            &mut dstate.map
+        } else {
+            &mut dstate.host
+        };
         let block = f.block;
         let ppn = block * upb + f.next_unit;
         f.next_unit += 1;

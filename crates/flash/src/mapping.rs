@@ -80,9 +80,15 @@ impl Ftl {
         sink: &mut S,
     ) -> Result<(), FlashError> {
         match self {
-            Ftl::Page(f) => lpns.into_iter().try_for_each(|l| f.write(l, sink).map(drop)),
-            Ftl::Cached(f) => lpns.into_iter().try_for_each(|l| f.write(l, sink).map(drop)),
-            Ftl::Fast(f) => lpns.into_iter().try_for_each(|l| f.write(l, sink).map(drop)),
+            Ftl::Page(f) => lpns
+                .into_iter()
+                .try_for_each(|l| f.write(l, sink).map(drop)),
+            Ftl::Cached(f) => lpns
+                .into_iter()
+                .try_for_each(|l| f.write(l, sink).map(drop)),
+            Ftl::Fast(f) => lpns
+                .into_iter()
+                .try_for_each(|l| f.write(l, sink).map(drop)),
         }
     }
     pub fn write_batch<S: FlashSink>(
