@@ -71,6 +71,55 @@ fn sim_json_is_deterministic_and_complete() {
 }
 
 #[test]
+fn the_dram_less_preset_caches_its_map_and_the_flag_sets_or_removes_a_cache() {
+    let help = flashlab(&["sim", "--help"]);
+    assert!(String::from_utf8_lossy(&help.stdout).contains("--mapping-cache"));
+    let presets = String::from_utf8_lossy(&flashlab(&["presets"]).stdout).into_owned();
+    assert!(presets.contains("980") && presets.contains("mapping cache 64 MiB in hmb"));
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "sim",
+            "--preset",
+            "980",
+            "--capacity",
+            "1GiB",
+            "--workload",
+            "uniform",
+            "--read-fraction",
+            "0.5",
+            "--writes",
+            "0.2x",
+            "--queue-depth",
+            "4",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let mut v = stdout_json(&flashlab(&args));
+        v.as_object_mut().unwrap().remove("wall_s");
+        v
+    };
+    let hmb = run(&[]);
+    assert_eq!(hmb, run(&[]), "same arguments, same numbers");
+    let m = &hmb["mapping_cache"];
+    assert_eq!(m["location"], "hmb");
+    // The preset's 64 MiB for 1 TB keeps its share of the map at 1 GiB (6.9%), and uniform
+    // lookups over the whole drive hit in that proportion (LRU: C/F).
+    let entries = (64u64 << 20) / 4 * (1 << 30) / 1_000_000_000_000;
+    assert_eq!(m["cache_entries"], entries);
+    let hit = m["hit_ratio"].as_f64().unwrap();
+    let share = entries as f64 / ((1u64 << 30) / 4096) as f64;
+    assert!((hit - share).abs() < 0.01, "hit ratio {hit}, C/F {share}");
+    assert!(m["translation_writes"].as_u64().unwrap() > 0);
+    let dram = run(&["--mapping-cache", "0"]);
+    assert!(dram.get("mapping_cache").is_none());
+    assert!(
+        dram["read_latency_ns"]["p50"].as_u64() < hmb["read_latency_ns"]["p50"].as_u64(),
+        "misses read a translation page first"
+    );
+    assert!(dram["waf"].as_f64() < hmb["waf"].as_f64());
+}
+
+#[test]
 fn replays_a_native_trace_with_trims() {
     let dir = Scratch::new("replay");
     let path = dir.0.join("t.trace");

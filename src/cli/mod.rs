@@ -88,6 +88,11 @@ pub(crate) struct DeviceArgs {
     /// Background TRIM work pauses when a host command arrives.
     #[arg(long)]
     pub(crate) trim_preemptive: bool,
+    /// Mapping cache (DFTL): cache this many bytes of mapping entries (4 bytes per 4 KiB)
+    /// and keep the map on flash in translation pages; 0 = the whole map in DRAM. Replaces
+    /// the preset's (the 980's HMB) or adds one in controller DRAM.
+    #[arg(long, value_name = "SIZE", value_parser = units::parse_size)]
+    pub(crate) mapping_cache: Option<u64>,
 }
 
 impl DeviceArgs {
@@ -109,6 +114,7 @@ impl DeviceArgs {
             trim_queued: self.trim.map(|t| t == TrimKind::Queued),
             trim_background: self.trim_background.then_some(true),
             trim_preemptive: self.trim_preemptive.then_some(true),
+            mapping_cache_bytes: self.mapping_cache,
         };
         Ok(o.apply(p)?)
     }
@@ -187,6 +193,29 @@ pub(crate) fn print_stats(s: &flash::DeviceStats) {
             println!(
                 "  note              {} host pages are fewer than one GC cycle of this drive ({} pages: a block on every die): this WAF and latency depend on where in the cycle the window fell and are not the drive's steady state; measure at least {} pages",
                 s.host_write_pages, s.gc_cycle_pages, s.gc_cycle_pages
+            );
+        }
+    }
+    if let Some(m) = &s.mapping_cache {
+        println!(
+            "  mapping cache     {} entries of {} bytes ({} bytes in {}) for {} translation pages: hit ratio {} ({} hits, {} misses), {} translation pages read, {} written, {} copied by GC",
+            m.cache_entries,
+            m.entry_bytes,
+            m.cache_bytes,
+            m.location,
+            m.translation_pages,
+            m.hit_ratio.map_or("-".into(), |r| format!("{r:.4}")),
+            m.hits,
+            m.misses,
+            m.translation_reads,
+            m.translation_writes,
+            m.translation_gc_copies
+        );
+        if s.flash_write_pages > 0 {
+            println!(
+                "  translation pages {:.1}% of flash writes (written and GC-copied)",
+                100.0 * (m.translation_writes + m.translation_gc_copies) as f64
+                    / s.flash_write_pages as f64
             );
         }
     }

@@ -7,13 +7,18 @@ pub(crate) fn run() -> Result<()> {
         let p = Preset::load(name)?;
         let kind = match &p.device {
             flash::DeviceConfig::Ssd(c) => format!(
-                "SSD {} GB, op {:.1}%, {} dies, {} KiB pages, {} pages/block, {} GC",
+                "SSD {} GB, op {:.1}%, {} dies, {} KiB pages, {} pages/block, {} GC{}",
                 c.geometry.logical_bytes / 1_000_000_000,
                 c.geometry.op * 100.0,
                 c.geometry.dies(),
                 c.geometry.page_size_bytes / 1024,
                 c.geometry.pages_per_block,
-                c.gc.policy
+                c.gc.policy,
+                c.mapping_cache.as_ref().map_or(String::new(), |m| format!(
+                    ", mapping cache {} MiB in {}",
+                    m.cache_bytes >> 20,
+                    m.location
+                ))
             ),
             flash::DeviceConfig::Hdd(c) => format!(
                 "HDD {} GB, {} rpm, {:.1} ms average seek",

@@ -19,6 +19,16 @@
 //!
 //! Flash operations are reported to a [`FlashSink`]; the timing model in `ssd` schedules
 //! them, and [`NoTiming`] discards them for the WAF-only fast path.
+//!
+//! With translation pages ([`PageFtl::with_translation_pages`], for the cached mapping
+//! table of [`crate::mapcache`]), the FTL also stores the drive's mapping table on flash:
+//! translation page `t` is unit `logical_units + t` of the same tables, written through a
+//! third frontier per die (its own blocks, as DFTL keeps translation blocks apart from
+//! data blocks), so its `l2p` entry is the global translation directory. GC cleans
+//! translation blocks like data blocks (the same victim policy) and copies their valid
+//! pages to the translation frontier; the logical units of data GC relocates are logged
+//! for the cache to update their entries. Without translation pages that frontier never
+//! opens and nothing is logged.
 
 use crate::gc::{self, Candidates, CostBenefitIndex, GcPolicy, GreedyIndex};
 use crate::{FlashError, Geometry};
@@ -55,6 +65,9 @@ fn prefetch<T>(slice: &[T], i: usize) {
 pub enum ProgramKind {
     Host,
     GcCopy,
+    /// A superpage of translation pages (the mapping table on flash), written from
+    /// controller memory.
+    Map,
 }
 
 /// Receives the flash operations the FTL performs, in order.
@@ -65,6 +78,12 @@ pub trait FlashSink {
     fn page_program(&mut self, die: u32, kind: ProgramKind);
     /// A superblock of `die` is erased.
     fn block_erase(&mut self, die: u32);
+    /// A translation page (one mapping unit) of `die` is read into controller memory: a
+    /// mapping-cache miss, or the read half of a translation page's read-modify-write.
+    #[inline]
+    fn map_read(&mut self, die: u32) {
+        self.page_read(die);
+    }
     /// GC moved the data of physical unit `from_ppn` to `to_ppn` (lets tests carry
     /// payloads through GC; timing ignores it).
     #[inline(always)]
@@ -108,6 +127,8 @@ struct Die {
     free: VecDeque<u32>,
     host: Frontier,
     gc: Frontier,
+    /// Translation pages (host-time writes and GC copies alike); never opens without them.
+    map: Frontier,
     /// Closed blocks in the order they were closed (kept for FIFO only).
     closed_order: VecDeque<u32>,
     /// Closed blocks by valid count (kept for greedy only).
@@ -121,15 +142,40 @@ struct Die {
 pub struct FtlCounters {
     pub host_write_units: u64,
     pub host_read_units: u64,
+    /// GC copies of data and translation pages alike.
     pub gc_copied_units: u64,
     pub erases: u64,
     pub gc_victims: u64,
     pub trimmed_units: u64,
+    /// Translation pages written by the mapping cache (evictions, batch updates).
+    pub map_write_units: u64,
+    /// Of `gc_copied_units`: translation pages GC copied.
+    pub gc_copied_map_units: u64,
 }
 
 impl FtlCounters {
+    /// Every unit programmed: host data, GC copies and translation pages.
     pub fn flash_write_units(&self) -> u64 {
-        self.host_write_units + self.gc_copied_units
+        self.host_write_units + self.gc_copied_units + self.map_write_units
+    }
+}
+
+/// Which frontier of a die a unit is appended to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    Host,
+    Gc,
+    Map,
+}
+
+impl Die {
+    #[inline(always)]
+    fn frontier(&mut self, stream: Stream) -> &mut Frontier {
+        match stream {
+            Stream::Host => &mut self.host,
+            Stream::Gc => &mut self.gc,
+            Stream::Map => &mut self.map,
+        }
     }
 }
 
@@ -221,8 +267,16 @@ pub struct PageFtl {
     erase_count: Vec<u32>,
     die: Vec<Die>,
     host_die: u32,
+    /// Translation pages stored after the logical units (0: the map is not on flash).
+    translation_pages: u32,
+    /// The die whose translation frontier takes the next host-time translation page.
+    map_die: u32,
+    /// With translation pages: the logical units of data GC relocated since the last
+    /// [`PageFtl::take_moved`], for the mapping cache to update their entries.
+    moved: Option<Vec<u32>>,
     /// Host units written since creation: the clock for block ages.
     clock: u64,
+    /// Units that hold data: logical units written and not trimmed, and translation pages.
     mapped_units: u64,
     counters: FtlCounters,
 }
@@ -231,6 +285,17 @@ impl PageFtl {
     /// Builds an empty FTL. `gc_free_blocks` is the per-die free-pool size below which GC
     /// runs (at least 1).
     pub fn new(g: &Geometry, policy: GcPolicy, gc_free_blocks: u32) -> Result<Self, FlashError> {
+        Self::with_translation_pages(g, policy, gc_free_blocks, 0)
+    }
+
+    /// An empty FTL that also stores `translation_pages` translation pages of one mapping
+    /// unit each (see the module's notes); 0 is [`PageFtl::new`].
+    pub fn with_translation_pages(
+        g: &Geometry,
+        policy: GcPolicy,
+        gc_free_blocks: u32,
+        translation_pages: u32,
+    ) -> Result<Self, FlashError> {
         g.validate()?;
         if gc_free_blocks == 0 {
             return Err(FlashError::Config(
@@ -240,12 +305,21 @@ impl PageFtl {
         let dies = g.dies();
         let blocks_per_die = g.blocks_per_die() as u32;
         let upb = g.units_per_block();
-        // Per die, up to gc_free_blocks free blocks and the two open frontiers hold no
-        // reclaimable data; the rest must hold more than the logical capacity, or GC could
-        // find every block full of valid data.
-        let reserved = gc_free_blocks as u64 + 2;
+        // Per die, up to gc_free_blocks free blocks and the open frontiers (two, three with
+        // translation pages) hold no reclaimable data; the rest must hold more than the
+        // logical capacity and the translation pages, or GC could find every block full of
+        // valid data.
+        let frontiers = if translation_pages > 0 { 3 } else { 2 };
+        let reserved = gc_free_blocks as u64 + frontiers;
+        let stored_units = g.logical_units() + translation_pages as u64;
+        if stored_units >= u32::MAX as u64 {
+            return Err(FlashError::Geometry(format!(
+                "{} logical units and {translation_pages} translation pages do not fit 32-bit unit numbers (raise the mapping unit or lower the capacity)",
+                g.logical_units()
+            )));
+        }
         if (blocks_per_die as u64) <= reserved
-            || (blocks_per_die as u64 - reserved) * dies as u64 * upb as u64 <= g.logical_units()
+            || (blocks_per_die as u64 - reserved) * dies as u64 * upb as u64 <= stored_units
         {
             return Err(FlashError::Geometry(format!(
                 "{blocks_per_die} blocks per die leave too little spare space: over-provisioning {:.3} \
@@ -260,6 +334,7 @@ impl PageFtl {
                 free: (d * blocks_per_die..(d + 1) * blocks_per_die).collect(),
                 host: Frontier::CLOSED,
                 gc: Frontier::CLOSED,
+                map: Frontier::CLOSED,
                 closed_order: VecDeque::new(),
                 greedy: (policy == GcPolicy::Greedy)
                     .then(|| GreedyIndex::new(blocks_per_die as usize, upb)),
@@ -281,7 +356,7 @@ impl PageFtl {
             gc_free_blocks,
             paced: false,
             gc_credit: vec![0; dies as usize],
-            l2p: table(g.logical_units() as usize, UNMAPPED),
+            l2p: table(stored_units as usize, UNMAPPED),
             p2l: table(total_blocks * upb as usize, INVALID),
             valid_units: vec![0; total_blocks],
             closed: vec![false; total_blocks],
@@ -289,6 +364,9 @@ impl PageFtl {
             erase_count: vec![0; total_blocks],
             die,
             host_die: 0,
+            translation_pages,
+            map_die: 0,
+            moved: (translation_pages > 0).then(Vec::new),
             clock: 0,
             mapped_units: 0,
             counters: FtlCounters::default(),
@@ -357,7 +435,7 @@ impl PageFtl {
     }
 
     /// Writes logical unit `lpn` out of place. Returns the die it was written to.
-    #[inline]
+    #[inline(always)]
     pub fn write<S: FlashSink>(&mut self, lpn: u32, sink: &mut S) -> Result<u32, FlashError> {
         debug_assert!(lpn < self.logical_units);
         let old = self.l2p[lpn as usize];
@@ -370,11 +448,11 @@ impl PageFtl {
         self.clock += 1;
         let d = self.host_die;
         let d = if self.die[d as usize].host.block == NO_BLOCK {
-            self.open_host_block(d, sink)?
+            self.open_block(d, Stream::Host, sink)?
         } else {
             d
         };
-        let page_done = self.append_host(d, lpn);
+        let page_done = self.append::<false>(d, lpn);
         if page_done {
             sink.page_program(d, ProgramKind::Host);
             self.host_die = (d + 1) % self.dies;
@@ -398,13 +476,20 @@ impl PageFtl {
 
     /// Paced GC after a host unit on `die`: with the pool at the threshold or below, a
     /// victim each time the host has used up what the last one freed.
-    #[inline]
+    #[inline(always)]
     fn pace<S: FlashSink>(&mut self, die: u32, sink: &mut S) {
         let d = die as usize;
         if self.die[d].free.len() > self.gc_free_blocks as usize {
             self.gc_credit[d] = 0;
             return;
         }
+        self.pace_low(die, sink);
+    }
+
+    /// [`PageFtl::pace`] with the pool at the threshold or below.
+    #[inline(never)]
+    fn pace_low<S: FlashSink>(&mut self, die: u32, sink: &mut S) {
+        let d = die as usize;
         self.gc_credit[d] += 1;
         if self.gc_credit[d] > 0 {
             match self.collect(die, sink) {
@@ -438,6 +523,64 @@ impl PageFtl {
             self.write(lpns[i], sink)?;
         }
         Ok(())
+    }
+
+    /// Translation pages this FTL stores (0: the map is not on flash).
+    pub fn translation_pages(&self) -> u32 {
+        self.translation_pages
+    }
+
+    /// Where translation page `tpage` lives (the global translation directory's entry),
+    /// if it has been written.
+    #[inline]
+    pub fn lookup_translation_page(&self, tpage: u32) -> Option<u32> {
+        debug_assert!(tpage < self.translation_pages);
+        self.lookup(self.logical_units + tpage)
+    }
+
+    /// Writes translation page `tpage` out of place at a die's translation frontier (dies
+    /// in turn, a superpage each, as host writes stripe). Returns the die.
+    pub fn write_translation_page<S: FlashSink>(
+        &mut self,
+        tpage: u32,
+        sink: &mut S,
+    ) -> Result<u32, FlashError> {
+        assert!(
+            tpage < self.translation_pages,
+            "translation page {tpage} of {}",
+            self.translation_pages
+        );
+        let unit = self.logical_units + tpage;
+        let old = self.l2p[unit as usize];
+        if old != UNMAPPED {
+            self.invalidate(old);
+        } else {
+            self.mapped_units += 1;
+        }
+        self.counters.map_write_units += 1;
+        let d = self.map_die;
+        let d = if self.die[d as usize].map.block == NO_BLOCK {
+            self.open_block(d, Stream::Map, sink)?
+        } else {
+            d
+        };
+        if self.append::<true>(d, unit) {
+            sink.page_program(d, ProgramKind::Map);
+            self.map_die = (d + 1) % self.dies;
+        }
+        if self.paced {
+            self.pace(d, sink);
+        }
+        Ok(d)
+    }
+
+    /// Moves the logical units of data GC relocated since the last call into `out`
+    /// (cleared first); nothing without translation pages.
+    pub fn take_moved(&mut self, out: &mut Vec<u32>) {
+        out.clear();
+        if let Some(moved) = &mut self.moved {
+            std::mem::swap(moved, out);
+        }
     }
 
     /// Declares logical unit `lpn` dead. Returns whether it held data.
@@ -506,12 +649,17 @@ impl PageFtl {
         }
     }
 
-    /// Appends `lpn` at `die`'s host frontier (which must be open). Returns whether the
-    /// unit completed a superpage.
+    /// Appends `lpn` at `die`'s host frontier, or with `MAP` its translation frontier
+    /// (which must be open). Returns whether the unit completed a superpage.
     #[inline]
-    fn append_host(&mut self, die: u32, lpn: u32) -> bool {
+    fn append<const MAP: bool>(&mut self, die: u32, lpn: u32) -> bool {
         let upb = self.units_per_block;
-        let f = &mut self.die[die as usize].host;
+        let dstate = &mut self.die[die as usize];
+        let f = if MAP {
+            &mut dstate.map
+        } else {
+            &mut dstate.host
+        };
         let block = f.block;
         let ppn = block * upb + f.next_unit;
         f.next_unit += 1;
@@ -549,22 +697,28 @@ impl PageFtl {
         self.written_stamp[block as usize] = self.clock;
     }
 
-    /// Appends GC's `moves` (from physical unit, logical unit) to `die`'s GC frontier, a
-    /// frontier block at a time: what [`PageFtl::append_host`] does per unit, with the block's
-    /// bookkeeping once per block.
-    fn append_moves<S: FlashSink>(&mut self, die: u32, moves: &[(u32, u32)], sink: &mut S) {
+    /// Appends GC's `moves` (from physical unit, logical unit) to `die`'s `stream` frontier
+    /// (GC's, or the translation pages'), a frontier block at a time: what
+    /// [`PageFtl::append`] does per unit, with the block's bookkeeping once per block.
+    fn append_moves<S: FlashSink>(
+        &mut self,
+        die: u32,
+        moves: &[(u32, u32)],
+        stream: Stream,
+        sink: &mut S,
+    ) {
         let upb = self.units_per_block;
         let mut done = 0;
         while done < moves.len() {
             let dstate = &mut self.die[die as usize];
-            if dstate.gc.block == NO_BLOCK {
+            if dstate.frontier(stream).block == NO_BLOCK {
                 let b = dstate
                     .free
                     .pop_front()
                     .expect("GC always keeps a free block to copy into");
-                dstate.gc = Frontier::at(b);
+                *dstate.frontier(stream) = Frontier::at(b);
             }
-            let Frontier { block, next_unit } = dstate.gc;
+            let Frontier { block, next_unit } = *dstate.frontier(stream);
             let take = ((upb - next_unit) as usize).min(moves.len() - done);
             let base = block * upb + next_unit;
             for (i, &(from, lpn)) in moves[done..done + take].iter().enumerate() {
@@ -580,22 +734,37 @@ impl PageFtl {
             self.valid_units[block as usize] += take as u32;
             let next = next_unit + take as u32;
             if next == upb {
-                self.die[die as usize].gc = Frontier::CLOSED;
+                *self.die[die as usize].frontier(stream) = Frontier::CLOSED;
                 self.close_block(die, block);
             } else {
-                self.die[die as usize].gc.next_unit = next;
+                self.die[die as usize].frontier(stream).next_unit = next;
             }
         }
     }
 
-    /// Opens a host frontier block on `die`, cleaning first if its pool is low. If the die
-    /// cannot free space (all its blocks hold valid data), the next die that can is used.
+    /// The die `stream`'s next unit goes to now is `d`.
+    fn set_stream_die(&mut self, stream: Stream, d: u32) {
+        match stream {
+            Stream::Host => self.host_die = d,
+            Stream::Map => self.map_die = d,
+            Stream::Gc => unreachable!("GC copies stay on their victim's die"),
+        }
+    }
+
+    /// Opens a `stream` (host or translation) frontier block on `die`, cleaning first if
+    /// its pool is low. If the die cannot free space (all its blocks hold valid data), the
+    /// next die that can is used.
     #[cold]
-    fn open_host_block<S: FlashSink>(&mut self, die: u32, sink: &mut S) -> Result<u32, FlashError> {
+    fn open_block<S: FlashSink>(
+        &mut self,
+        die: u32,
+        stream: Stream,
+        sink: &mut S,
+    ) -> Result<u32, FlashError> {
         for step in 0..self.dies {
             let d = (die + step) % self.dies;
-            if self.die[d as usize].host.block != NO_BLOCK {
-                self.host_die = d;
+            if self.die[d as usize].frontier(stream).block != NO_BLOCK {
+                self.set_stream_die(stream, d);
                 return Ok(d);
             }
             // Bounded: one pass over the die's blocks is enough for any policy to find a
@@ -608,15 +777,21 @@ impl PageFtl {
                 }
                 attempts += 1;
             }
+            // Cleaning translation blocks copies into the translation frontier: if that
+            // opened it, it takes the page.
+            if self.die[d as usize].frontier(stream).block != NO_BLOCK {
+                self.set_stream_die(stream, d);
+                return Ok(d);
+            }
             let dstate = &mut self.die[d as usize];
             if dstate.free.len() > hard {
                 let b = dstate
                     .free
                     .pop_front()
                     .expect("pool holds more than the threshold");
-                dstate.host = Frontier::at(b);
+                *dstate.frontier(stream) = Frontier::at(b);
                 self.closed[b as usize] = false;
-                self.host_die = d;
+                self.set_stream_die(stream, d);
                 return Ok(d);
             }
         }
@@ -706,7 +881,23 @@ impl PageFtl {
         }
         debug_assert_eq!(self.valid_units[victim as usize], moves.len() as u32);
         self.valid_units[victim as usize] = 0;
-        self.append_moves(die, &moves, sink);
+        // A block holds data or translation pages, never both (they have their own
+        // frontiers): translation pages go back to the translation frontier.
+        let translation = moves
+            .first()
+            .is_some_and(|&(_, lpn)| lpn >= self.logical_units);
+        debug_assert!(moves
+            .iter()
+            .all(|&(_, lpn)| (lpn >= self.logical_units) == translation));
+        if translation {
+            self.append_moves(die, &moves, Stream::Map, sink);
+            self.counters.gc_copied_map_units += moves.len() as u64;
+        } else {
+            self.append_moves(die, &moves, Stream::Gc, sink);
+            if let Some(moved) = &mut self.moved {
+                moved.extend(moves.iter().map(|&(_, lpn)| lpn));
+            }
+        }
         let copied = moves.len() as u32;
         self.gc_moves = moves;
         self.counters.gc_copied_units += copied as u64;
@@ -744,7 +935,7 @@ impl PageFtl {
                 .iter()
                 .filter(|&&c| c)
                 .count();
-            let open = [die.host, die.gc]
+            let open = [die.host, die.gc, die.map]
                 .iter()
                 .filter(|f| f.block != NO_BLOCK)
                 .count();
@@ -811,7 +1002,7 @@ impl PageFtl {
                 }
                 seen[(b - lo) as usize] += 1;
             }
-            for f in [die.host, die.gc] {
+            for f in [die.host, die.gc, die.map] {
                 if f.block != NO_BLOCK {
                     seen[(f.block - lo) as usize] += 1;
                 }

@@ -8,6 +8,8 @@
 //! - [`ftl::PageFtl`]: page-mapped flash translation layer (L2P/P2L, valid counts, write
 //!   frontiers, free pools, garbage collection with a [`gc::GcPolicy`], TRIM). Used alone it
 //!   is the fast WAF-only path.
+//! - [`mapcache::CachedFtl`]: the page-mapped FTL with a cached mapping table (DFTL) and
+//!   translation pages on flash, for DRAM-less drives.
 //! - [`ssd::Ssd`]: the FTL plus timing (dies, channels, host interface, write cache, TRIM
 //!   command costs, background GC, a dynamic [`slc`] cache for TLC drives).
 //! - [`hdd::Hdd`]: a disk with seek curve, rotational position and read-ahead.
@@ -21,6 +23,7 @@ pub mod ftl;
 pub mod gc;
 pub mod geometry;
 pub mod hdd;
+pub mod mapcache;
 pub mod mapping;
 pub mod preset;
 pub mod slc;
@@ -32,6 +35,7 @@ pub use error::FlashError;
 pub use gc::GcPolicy;
 pub use geometry::Geometry;
 pub use hdd::{DestageOrder, Hdd, HddConfig};
+pub use mapcache::{CacheLocation, MappingCacheConfig};
 pub use preset::{AnyDevice, DeviceConfig, Preset};
 pub use slc::SlcCacheConfig;
 pub use ssd::{Ssd, SsdConfig};

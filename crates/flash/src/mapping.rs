@@ -1,8 +1,9 @@
-//! The SSD's mapping scheme: the page-mapped FTL or the FAST hybrid log-block FTL, behind
-//! one type the timing model calls.
+//! The SSD's mapping scheme: the page-mapped FTL (its whole map in DRAM, or cached with the
+//! map on flash) or the FAST hybrid log-block FTL, behind one type the timing model calls.
 
 use crate::fast::FastFtl;
 use crate::ftl::{FlashSink, FtlCounters, PageFtl};
+use crate::mapcache::CachedFtl;
 use crate::FlashError;
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +20,8 @@ pub enum FtlKind {
 
 pub enum Ftl {
     Page(PageFtl),
+    /// The page-mapped FTL with a cached mapping table ([`crate::mapcache`]).
+    Cached(Box<CachedFtl>),
     Fast(FastFtl),
 }
 
@@ -26,6 +29,7 @@ macro_rules! both {
     ($self:ident, $f:ident => $e:expr) => {
         match $self {
             Ftl::Page($f) => $e,
+            Ftl::Cached($f) => $e,
             Ftl::Fast($f) => $e,
         }
     };
@@ -68,6 +72,25 @@ impl Ftl {
     pub fn write<S: FlashSink>(&mut self, lpn: u32, sink: &mut S) -> Result<u32, FlashError> {
         both!(self, f => f.write(lpn, sink))
     }
+    /// Writes the logical units `lpns` in order (one dispatch for the whole range, so the
+    /// loop over a large write stays the page FTL's own).
+    pub fn write_range<S: FlashSink>(
+        &mut self,
+        lpns: std::ops::Range<u32>,
+        sink: &mut S,
+    ) -> Result<(), FlashError> {
+        match self {
+            Ftl::Page(f) => lpns
+                .into_iter()
+                .try_for_each(|l| f.write(l, sink).map(drop)),
+            Ftl::Cached(f) => lpns
+                .into_iter()
+                .try_for_each(|l| f.write(l, sink).map(drop)),
+            Ftl::Fast(f) => lpns
+                .into_iter()
+                .try_for_each(|l| f.write(l, sink).map(drop)),
+        }
+    }
     pub fn write_batch<S: FlashSink>(
         &mut self,
         lpns: &[u32],
@@ -75,6 +98,7 @@ impl Ftl {
     ) -> Result<(), FlashError> {
         match self {
             Ftl::Page(f) => f.write_batch(lpns, sink),
+            Ftl::Cached(f) => lpns.iter().try_for_each(|&l| f.write(l, sink).map(|_| ())),
             Ftl::Fast(f) => lpns.iter().try_for_each(|&l| f.write(l, sink).map(|_| ())),
         }
     }
@@ -83,8 +107,17 @@ impl Ftl {
         both!(self, f => f.trim(lpn))
     }
     pub fn prefetch_lpn(&self, lpn: u32) {
-        if let Ftl::Page(f) = self {
-            f.prefetch_lpn(lpn);
+        match self {
+            Ftl::Page(f) => f.prefetch_lpn(lpn),
+            Ftl::Cached(f) => f.page_ftl().prefetch_lpn(lpn),
+            Ftl::Fast(_) => {}
+        }
+    }
+    /// The cached mapping table, if the drive has one.
+    pub fn mapping_cache(&self) -> Option<&CachedFtl> {
+        match self {
+            Ftl::Cached(f) => Some(f),
+            _ => None,
         }
     }
     /// Host units of one GC cycle, and whether GC is in play now (the page FTL; FAST
@@ -92,12 +125,14 @@ impl Ftl {
     pub fn gc_cycle(&self) -> Option<(u64, bool)> {
         match self {
             Ftl::Page(f) => Some((f.gc_cycle_units(), f.in_gc_regime())),
+            Ftl::Cached(f) => Some((f.page_ftl().gc_cycle_units(), f.page_ftl().in_gc_regime())),
             Ftl::Fast(_) => None,
         }
     }
     pub fn free_blocks(&self, die: u32) -> usize {
         match self {
             Ftl::Page(f) => f.free_blocks(die),
+            Ftl::Cached(f) => f.page_ftl().free_blocks(die),
             Ftl::Fast(_) => usize::MAX,
         }
     }
@@ -110,12 +145,14 @@ impl Ftl {
     ) -> bool {
         match self {
             Ftl::Page(f) => f.background_collect(die, target, sink),
+            Ftl::Cached(f) => f.background_collect(die, target, sink),
             Ftl::Fast(_) => false,
         }
     }
     pub fn check_counts(&self) -> Result<(), String> {
         match self {
             Ftl::Page(f) => f.check_counts(),
+            Ftl::Cached(f) => f.page_ftl().check_counts(),
             Ftl::Fast(f) => f.check_invariants(),
         }
     }

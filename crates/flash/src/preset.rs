@@ -43,6 +43,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("ssd2011", include_str!("../../../presets/ssd2011.toml")),
     ("hdd7200", include_str!("../../../presets/hdd7200.toml")),
     ("nvme", include_str!("../../../presets/nvme.toml")),
+    ("980", include_str!("../../../presets/980.toml")),
 ];
 
 impl Preset {
@@ -120,7 +121,8 @@ impl Preset {
     /// over-provisioning and timing are kept. If the smaller drive would have fewer than
     /// [`MIN_BLOCKS_PER_DIE`] blocks per die, pages per block are halved (down to
     /// [`MIN_PAGES_PER_BLOCK`]) so GC's per-die reserve does not eat the spare space;
-    /// `notes` records the change.
+    /// a mapping cache keeps its share of the map (so a scaled-down DRAM-less drive still
+    /// misses as often); `notes` records the changes.
     pub fn with_capacity(self, logical_bytes: u64) -> Preset {
         self.resized(logical_bytes, true)
     }
@@ -135,7 +137,20 @@ impl Preset {
         match &mut self.device {
             DeviceConfig::Ssd(c) => {
                 let g = &mut c.geometry;
+                let before_bytes = g.logical_bytes;
                 g.logical_bytes = logical_bytes;
+                if let Some(mc) = &mut c.mapping_cache {
+                    let scaled = (mc.cache_bytes as u128 * logical_bytes as u128
+                        / before_bytes.max(1) as u128) as u64;
+                    let scaled = scaled.max(mc.entry_bytes as u64);
+                    if scaled != mc.cache_bytes {
+                        self.notes.push(format!(
+                            "scaled to {logical_bytes} bytes: mapping cache {} -> {scaled} bytes, the same share of the map",
+                            mc.cache_bytes
+                        ));
+                        mc.cache_bytes = scaled;
+                    }
+                }
                 if !scale_blocks {
                     return self;
                 }
@@ -258,6 +273,24 @@ mod tests {
             .unwrap()
             .with_capacity(256_000_000_000);
         assert!(full.notes.is_empty());
+    }
+
+    #[test]
+    fn scaling_down_keeps_the_mapping_caches_share_of_the_map() {
+        let full = Preset::load("980").unwrap();
+        let DeviceConfig::Ssd(c) = &full.device else {
+            panic!("980 is an SSD")
+        };
+        let full_bytes = c.mapping_cache.as_ref().unwrap().cache_bytes;
+        let small = full.clone().with_capacity(c.geometry.logical_bytes / 100);
+        let DeviceConfig::Ssd(s) = &small.device else {
+            panic!("980 is an SSD")
+        };
+        assert_eq!(
+            s.mapping_cache.as_ref().unwrap().cache_bytes,
+            full_bytes / 100
+        );
+        assert!(small.notes.iter().any(|n| n.contains("mapping cache")));
     }
 
     #[test]

@@ -140,7 +140,9 @@ pub struct DeviceStats {
     pub trim_latency_ns: LatencySummary,
     pub flush_latency_ns: LatencySummary,
     pub mapping_unit_bytes: u64,
-    /// Flash units written / host units written; `None` before any host write (and on an HDD).
+    /// Flash units written (host data, GC copies, translation pages of a cached mapping
+    /// table, SLC-mode programs) / host units written; `None` before any host write (and on
+    /// an HDD).
     pub waf: Option<f64>,
     pub host_write_pages: u64,
     pub flash_write_pages: u64,
@@ -177,6 +179,33 @@ pub struct DeviceStats {
     /// play: their WAF and latency depend on where in the cycle the window fell, and are
     /// not the drive's steady state.
     pub window_shorter_than_gc_cycle: bool,
+    /// On drives with a cached mapping table (`[ssd.mapping_cache]`): its lookups and
+    /// translation page traffic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mapping_cache: Option<MappingCacheStats>,
+}
+
+/// A cached mapping table's counters. Translation pages are mapping units.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MappingCacheStats {
+    /// `dram` or `hmb`.
+    pub location: String,
+    pub cache_bytes: u64,
+    pub cache_entries: u64,
+    pub entry_bytes: u32,
+    pub translation_pages: u64,
+    /// Lookups of host reads and writes.
+    pub hits: u64,
+    pub misses: u64,
+    /// hits / (hits + misses); `None` without lookups.
+    pub hit_ratio: Option<f64>,
+    /// Translation pages read from flash: misses and read-modify-writes.
+    pub translation_reads: u64,
+    /// Translation pages written (dirty evictions, batch updates): part of
+    /// `flash_write_pages`.
+    pub translation_writes: u64,
+    /// Translation pages GC copied: part of `gc_copied_pages`.
+    pub translation_gc_copies: u64,
 }
 
 impl DeviceStats {

@@ -44,6 +44,9 @@ pub struct SsdOverrides {
     /// vTrim/fTrim work in idle time, and whether host commands preempt it.
     pub trim_background: Option<bool>,
     pub trim_preemptive: Option<bool>,
+    /// Bytes of a cached mapping table (`[ssd.mapping_cache]`, with the map on flash);
+    /// 0 = the whole map in DRAM. A preset without one gets one in controller DRAM.
+    pub mapping_cache_bytes: Option<u64>,
 }
 
 impl SsdOverrides {
@@ -64,7 +67,8 @@ impl SsdOverrides {
             || self.write_cache_bytes.is_some()
             || self.trim_queued.is_some()
             || self.trim_background.is_some()
-            || self.trim_preemptive.is_some();
+            || self.trim_preemptive.is_some()
+            || self.mapping_cache_bytes.is_some();
         match p.ssd_config_mut() {
             Some(c) => {
                 let g = &mut c.geometry;
@@ -106,10 +110,16 @@ impl SsdOverrides {
                 if let Some(p) = self.trim_preemptive {
                     c.trim.preemptive = p;
                 }
+                match (self.mapping_cache_bytes, &mut c.mapping_cache) {
+                    (None, _) => {}
+                    (Some(0), mc) => *mc = None,
+                    (Some(b), Some(mc)) => mc.cache_bytes = b,
+                    (Some(b), mc) => *mc = Some(flash::MappingCacheConfig::dram(b)),
+                }
             }
             None if ssd_only => {
                 return Err(FlashError::Config(format!(
-                    "preset {} is a disk: --op, --page-size, --pages-per-block, --gc, --gc-free-blocks, --background-gc, --write-cache and --trim apply to SSDs only",
+                    "preset {} is a disk: --op, --page-size, --pages-per-block, --gc, --gc-free-blocks, --background-gc, --write-cache, --trim and --mapping-cache apply to SSDs only",
                     p.name
                 )))
             }
@@ -445,6 +455,63 @@ mod tests {
         let f = run(&spec(false), &mut |_, _| {}).unwrap();
         assert_eq!(t.stats.flash_write_pages, f.stats.flash_write_pages);
         assert_eq!(f.stats.simulated_ns, 0);
+    }
+
+    #[test]
+    fn a_mapping_cache_is_set_scaled_and_removed_by_the_override() {
+        let small = |bytes: Option<u64>| {
+            let o = SsdOverrides {
+                capacity_bytes: Some(1 << 30),
+                mapping_cache_bytes: bytes,
+                ..Default::default()
+            };
+            let p = o.apply(Preset::load("980").unwrap()).unwrap();
+            p.ssd_config().unwrap().mapping_cache.clone()
+        };
+        // 64 MiB of HMB for 1 TB keeps its share at 1 GiB.
+        let scaled = small(None).unwrap();
+        assert_eq!(
+            scaled.cache_bytes,
+            (64u64 << 20) * (1 << 30) / 1_000_000_000_000
+        );
+        assert_eq!(scaled.location, flash::CacheLocation::Hmb);
+        assert_eq!(small(Some(4096)).unwrap().cache_bytes, 4096);
+        assert_eq!(small(Some(0)), None);
+        // A preset without one gets one in DRAM.
+        let o = SsdOverrides {
+            mapping_cache_bytes: Some(1 << 20),
+            ..Default::default()
+        };
+        let p = o.apply(Preset::load("nvme").unwrap()).unwrap();
+        let mc = p.ssd_config().unwrap().mapping_cache.clone().unwrap();
+        assert_eq!(mc.location, flash::CacheLocation::Dram);
+    }
+
+    #[test]
+    fn a_cached_mapping_table_gives_the_same_numbers_and_the_same_waf_untimed() {
+        let cached = |timing: bool| {
+            let mut s = spec(timing);
+            s.queue_depth = 1;
+            s.preset = SsdOverrides {
+                mapping_cache_bytes: Some(16 << 10),
+                ..Default::default()
+            }
+            .apply(s.preset)
+            .unwrap();
+            run(&s, &mut |_, _| {}).unwrap()
+        };
+        let (a, b) = (cached(true), cached(true));
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            serde_json::to_string(&b).unwrap()
+        );
+        let m = a.stats.mapping_cache.as_ref().unwrap();
+        assert!(
+            m.translation_writes > 0 && m.hit_ratio.unwrap() < 0.2,
+            "{m:?}"
+        );
+        let f = cached(false);
+        assert_eq!(a.stats.flash_write_pages, f.stats.flash_write_pages);
     }
 
     #[test]

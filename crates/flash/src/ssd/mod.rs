@@ -26,9 +26,10 @@ use crate::command::{ByteRange, Payload};
 use crate::fast::FastFtl;
 use crate::fslayout::{self, LayoutError};
 use crate::ftl::{FlashSink, NoTiming, PageFtl, ProgramKind};
+use crate::mapcache::{CachedFtl, MappingCacheConfig};
 use crate::mapping::{Ftl, FtlKind};
 use crate::slc::{SlcCache, SlcCacheConfig};
-use crate::stats::{DeviceStats, HostRecorder};
+use crate::stats::{DeviceStats, HostRecorder, MappingCacheStats};
 use crate::{Command, Device, FlashError, GcPolicy, Geometry, Op};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
@@ -133,6 +134,10 @@ pub struct SsdConfig {
     /// A dynamic SLC cache in front of TLC flash ([`crate::slc`]); none if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slc_cache: Option<SlcCacheConfig>,
+    /// A cached mapping table with the map on flash ([`crate::mapcache`]); absent, the
+    /// whole map is in DRAM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapping_cache: Option<MappingCacheConfig>,
 }
 
 impl SsdConfig {
@@ -153,6 +158,15 @@ impl SsdConfig {
         if let Some(slc) = &self.slc_cache {
             slc.validate().map_err(FlashError::Config)?;
         }
+        if let Some(mc) = &self.mapping_cache {
+            if self.ftl != FtlKind::Page {
+                return Err(FlashError::Config(
+                    "mapping_cache needs ftl = \"page\" (the FAST FTL's block map has no cached-table model)".into(),
+                ));
+            }
+            mc.validate(self.geometry.mapping_unit_bytes)
+                .map_err(FlashError::Config)?;
+        }
         Ok(())
     }
 }
@@ -169,6 +183,8 @@ struct TimingSink<'a> {
     channels: u32,
     timing: &'a SsdTiming,
     page_transfer_ns: u64,
+    /// One mapping unit over a channel (a translation page read).
+    unit_transfer_ns: u64,
     /// Earliest start of any operation (data arrival for host programs, now for GC).
     not_before_ns: u64,
     /// Latest completion of a host program scheduled through this sink.
@@ -228,7 +244,29 @@ impl FlashSink for TimingSink<'_> {
                 self.die_free_ns[d] =
                     self.die_free_ns[d].max(self.not_before_ns) + self.timing.program_ns;
             }
+            // Translation pages come from controller memory like host data, but no host
+            // command waits for them (only for the die and channel they occupy).
+            ProgramKind::Map => {
+                let ch = (die % self.channels) as usize;
+                let start = self
+                    .not_before_ns
+                    .max(self.channel_free_ns[ch])
+                    .max(self.die_free_ns[d]);
+                let transferred = start + self.page_transfer_ns;
+                self.channel_free_ns[ch] = transferred;
+                self.die_free_ns[d] = transferred + self.timing.program_ns;
+            }
         }
+    }
+
+    #[inline]
+    fn map_read(&mut self, die: u32) {
+        let d = die as usize;
+        let start = self.die_free_ns[d].max(self.not_before_ns);
+        self.die_free_ns[d] = start + self.timing.read_ns;
+        let ch = (die % self.channels) as usize;
+        let xfer = self.die_free_ns[d].max(self.channel_free_ns[ch]);
+        self.channel_free_ns[ch] = xfer + self.unit_transfer_ns;
     }
 
     #[inline]
@@ -272,11 +310,18 @@ impl Ssd {
     pub fn new(cfg: SsdConfig) -> Result<Self, FlashError> {
         cfg.validate()?;
         let g = &cfg.geometry;
-        let ftl = match cfg.ftl {
-            FtlKind::Page => Ftl::Page(
+        let ftl = match (cfg.ftl, &cfg.mapping_cache) {
+            (FtlKind::Page, None) => Ftl::Page(
                 PageFtl::new(g, cfg.gc.policy, cfg.gc.free_blocks)?.with_pacing(cfg.gc.paced),
             ),
-            FtlKind::Fast => Ftl::Fast(FastFtl::new(g, cfg.log_blocks)?),
+            (FtlKind::Page, Some(mc)) => Ftl::Cached(Box::new(CachedFtl::new(
+                g,
+                cfg.gc.policy,
+                cfg.gc.free_blocks,
+                cfg.gc.paced,
+                mc,
+            )?)),
+            (FtlKind::Fast, _) => Ftl::Fast(FastFtl::new(g, cfg.log_blocks)?),
         };
         Ok(Ssd {
             unit_bytes: g.mapping_unit_bytes as u64,
@@ -349,16 +394,9 @@ impl Ssd {
         match &mut self.slc {
             Some(slc) => {
                 slc.resize(self.ftl.mapped_units() * self.unit_bytes);
-                let mut sink = UntimedSlc(slc);
-                for lpn in first..end {
-                    self.ftl.write(lpn, &mut sink)?;
-                }
+                self.ftl.write_range(first..end, &mut UntimedSlc(slc))?;
             }
-            None => {
-                for lpn in first..end {
-                    self.ftl.write(lpn, &mut NoTiming)?;
-                }
-            }
+            None => self.ftl.write_range(first..end, &mut NoTiming)?,
         }
         Ok(())
     }
@@ -397,6 +435,7 @@ impl Ssd {
 
     /// A sink scheduling flash operations on this drive's timelines, none before
     /// `not_before_ns`. A free function over the fields so the FTL can be borrowed beside it.
+    #[allow(clippy::too_many_arguments)]
     fn sink<'a>(
         cfg: &'a SsdConfig,
         die_free_ns: &'a mut [u64],
@@ -404,6 +443,7 @@ impl Ssd {
         cache: &'a mut BinaryHeap<Reverse<(u64, u64)>>,
         slc: Option<&'a mut SlcCache>,
         page_transfer_ns: u64,
+        unit_transfer_ns: u64,
         not_before_ns: u64,
     ) -> TimingSink<'a> {
         TimingSink {
@@ -412,6 +452,7 @@ impl Ssd {
             channels: cfg.geometry.channels,
             timing: &cfg.timing,
             page_transfer_ns,
+            unit_transfer_ns,
             not_before_ns,
             host_done_ns: 0,
             cache: (cfg.write_cache_bytes > 0).then_some(cache),
@@ -436,6 +477,7 @@ impl Ssd {
                     &mut self.cache,
                     None,
                     self.page_transfer_ns,
+                    self.unit_transfer_ns,
                     idle_since + idle_ns,
                 );
                 sink.cache = None;
@@ -463,11 +505,10 @@ impl Ssd {
             &mut self.cache,
             self.slc.as_mut(),
             self.page_transfer_ns,
+            self.unit_transfer_ns,
             data_ready,
         );
-        for lpn in first..end {
-            self.ftl.write(lpn, &mut sink)?;
-        }
+        self.ftl.write_range(first..end, &mut sink)?;
         let programs_done = sink.host_done_ns;
         if self.cfg.write_cache_bytes == 0 {
             return Ok(data_ready.max(programs_done));
@@ -529,6 +570,92 @@ impl Ssd {
         self.host_free_ns
     }
 
+    /// A read on a drive with a cached mapping table ([`crate::mapcache`]): each unit's
+    /// entry is looked up first (an HMB round trip, or on a miss its translation page read
+    /// from flash) and the unit's flash read starts once its entry is known. Units of one
+    /// superpage are read together, as in [`Ssd::read`].
+    fn read_cached(&mut self, cmd: &Command, start_ns: u64) -> Result<u64, FlashError> {
+        let cmd_ready = start_ns + self.cfg.timing.command_overhead_ns;
+        let lookup_ns = self
+            .cfg
+            .mapping_cache
+            .as_ref()
+            .map_or(0, MappingCacheConfig::lookup_ns);
+        let (first, end) = self.touched_units(cmd);
+        let mut data_done = cmd_ready;
+        // The translation page this command read last and when it arrived: later misses
+        // on it wait for that read, not another.
+        let mut tpage_ready: Option<(u32, u64)> = None;
+        // Units of one superpage in a row: (superpage, die, units, entries known).
+        let mut group: Option<(u32, u32, u64, u64)> = None;
+        for lpn in first..end {
+            self.ftl.note_read();
+            let Ftl::Cached(ftl) = &mut self.ftl else {
+                unreachable!("read_cached runs on drives with a mapping cache");
+            };
+            let mut sink = Self::sink(
+                &self.cfg,
+                &mut self.die_free_ns,
+                &mut self.channel_free_ns,
+                &mut self.cache,
+                None,
+                self.page_transfer_ns,
+                self.unit_transfer_ns,
+                cmd_ready,
+            );
+            let t = ftl.translate(lpn, &mut sink)?;
+            let page = t.ppn.map(|p| ftl.page_of(p));
+            let die = t.ppn.map(|p| ftl.die_of(p));
+            let mut known = cmd_ready + lookup_ns;
+            if let Some(d) = t.read_die {
+                let d = d as usize;
+                let read_start = known.max(self.die_free_ns[d]);
+                self.die_free_ns[d] = read_start + self.cfg.timing.read_ns;
+                let ch = d % self.channel_free_ns.len();
+                let xfer_start = self.die_free_ns[d].max(self.channel_free_ns[ch]);
+                self.channel_free_ns[ch] = xfer_start + self.unit_transfer_ns;
+                known = self.channel_free_ns[ch];
+                tpage_ready = Some((t.tpage, known));
+            } else if let Some((tp, at)) = tpage_ready.filter(|_| !t.hit) {
+                if tp == t.tpage {
+                    known = known.max(at);
+                }
+            }
+            match (&mut group, page, die) {
+                (Some((p, _, units, k)), Some(page), _) if *p == page => {
+                    *units += 1;
+                    *k = (*k).max(known);
+                }
+                _ => {
+                    if let Some(g) = group.take() {
+                        data_done = data_done.max(self.read_units(g.1, g.2, g.3));
+                    }
+                    // Never written or trimmed: zeros without flash I/O.
+                    group = page.zip(die).map(|(p, d)| (p, d, 1, known));
+                }
+            }
+        }
+        if let Some(g) = group {
+            data_done = data_done.max(self.read_units(g.1, g.2, g.3));
+        }
+        let host_start = data_done.max(self.host_free_ns);
+        self.host_free_ns =
+            host_start + transfer_ns(cmd.len_bytes, self.cfg.timing.host_bytes_per_s);
+        Ok(self.host_free_ns)
+    }
+
+    /// Reads `units` units of one superpage on `die`, starting no earlier than `ready_ns`;
+    /// returns when their data has crossed the channel.
+    fn read_units(&mut self, die: u32, units: u64, ready_ns: u64) -> u64 {
+        let die = die as usize;
+        let read_start = ready_ns.max(self.die_free_ns[die]);
+        self.die_free_ns[die] = read_start + self.cfg.timing.read_ns;
+        let ch = die % self.channel_free_ns.len();
+        let xfer_start = self.die_free_ns[die].max(self.channel_free_ns[ch]);
+        self.channel_free_ns[ch] = xfer_start + units * self.unit_transfer_ns;
+        self.channel_free_ns[ch]
+    }
+
     /// What a block of the device holds: `None` if its unit is unmapped (never written or
     /// trimmed: reads return zeros), `Some(None)` if written without content the model
     /// keeps, `Some(Some(bytes))` for content written with [`Payload::Data`].
@@ -574,6 +701,7 @@ impl Device for Ssd {
                 self.store_data(cmd)?;
                 self.write(cmd, start_ns)?
             }
+            Op::Read if matches!(self.ftl, Ftl::Cached(_)) => self.read_cached(cmd, start_ns)?,
             Op::Read => self.read(cmd, start_ns),
             Op::Trim | Op::VTrim | Op::FTrim => self.trim_family(cmd, start_ns)?,
             Op::Flush => self.flush(start_ns),
@@ -589,7 +717,7 @@ impl Device for Ssd {
         let c = self.ftl.counters();
         s.mapping_unit_bytes = self.unit_bytes;
         s.host_write_pages = c.host_write_units;
-        s.host_program_pages = c.flash_write_units() - c.gc_copied_units;
+        s.host_program_pages = c.host_write_units;
         s.gc_copied_pages = c.gc_copied_units;
         s.erases = c.erases;
         if let Some(slc) = &self.slc {
@@ -609,6 +737,24 @@ impl Device for Ssd {
             s.slc_folded_bytes = slc.folded_pages * slc.superpage_bytes;
         }
         s.set_erase_spread(self.ftl.erase_counts());
+        if let Some(mc) = self.ftl.mapping_cache() {
+            let k = mc.cache_counters();
+            let cfg = mc.config();
+            let lookups = k.hits + k.misses;
+            s.mapping_cache = Some(MappingCacheStats {
+                location: cfg.location.to_string(),
+                cache_bytes: cfg.cache_bytes,
+                cache_entries: mc.cache_entries(),
+                entry_bytes: cfg.entry_bytes,
+                translation_pages: mc.page_ftl().translation_pages() as u64,
+                hits: k.hits,
+                misses: k.misses,
+                hit_ratio: (lookups > 0).then(|| k.hits as f64 / lookups as f64),
+                translation_reads: k.translation_reads,
+                translation_writes: c.map_write_units,
+                translation_gc_copies: c.gc_copied_map_units,
+            });
+        }
         if let Some((cycle, in_play)) = self.ftl.gc_cycle() {
             s.gc_cycle_pages = cycle;
             s.window_shorter_than_gc_cycle =
@@ -690,6 +836,7 @@ pub(crate) mod tests {
             },
             write_cache_bytes: 0,
             slc_cache: None,
+            mapping_cache: None,
             ftl: FtlKind::Page,
             log_blocks: 0,
         }
