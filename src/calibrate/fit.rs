@@ -1033,6 +1033,9 @@ impl Fitted {
                 bits_per_cell: s.bits_per_cell.value,
                 fold_idle_ns: s.fold_idle_ns.value,
             }),
+            // Not probed: the whole map in DRAM (a DRAM-less drive's map misses would show
+            // only as slower random reads over a footprint larger than its cache).
+            mapping_cache: None,
         };
         Preset {
             name: name.to_string(),
