@@ -210,6 +210,22 @@ impl FlashSink for UntimedSlc<'_> {
     fn block_erase(&mut self, _die: u32) {}
 }
 
+impl TimingSink<'_> {
+    /// A page's transfer from controller memory over `die`'s channel, once the channel
+    /// and the die are free: returns when it ends (the channel is busy until then).
+    #[inline]
+    fn transfer_to_die(&mut self, die: u32) -> u64 {
+        let ch = (die % self.channels) as usize;
+        let start = self
+            .not_before_ns
+            .max(self.channel_free_ns[ch])
+            .max(self.die_free_ns[die as usize]);
+        let transferred = start + self.page_transfer_ns;
+        self.channel_free_ns[ch] = transferred;
+        transferred
+    }
+}
+
 impl FlashSink for TimingSink<'_> {
     #[inline]
     fn page_read(&mut self, die: u32) {
@@ -222,13 +238,7 @@ impl FlashSink for TimingSink<'_> {
         let d = die as usize;
         match kind {
             ProgramKind::Host => {
-                let ch = (die % self.channels) as usize;
-                let start = self
-                    .not_before_ns
-                    .max(self.channel_free_ns[ch])
-                    .max(self.die_free_ns[d]);
-                let transferred = start + self.page_transfer_ns;
-                self.channel_free_ns[ch] = transferred;
+                let transferred = self.transfer_to_die(die);
                 let program_ns = match self.slc.as_deref_mut() {
                     Some(slc) => slc.host_program_ns(die, self.timing.program_ns),
                     None => self.timing.program_ns,
@@ -247,13 +257,7 @@ impl FlashSink for TimingSink<'_> {
             // Translation pages come from controller memory like host data, but no host
             // command waits for them (only for the die and channel they occupy).
             ProgramKind::Map => {
-                let ch = (die % self.channels) as usize;
-                let start = self
-                    .not_before_ns
-                    .max(self.channel_free_ns[ch])
-                    .max(self.die_free_ns[d]);
-                let transferred = start + self.page_transfer_ns;
-                self.channel_free_ns[ch] = transferred;
+                let transferred = self.transfer_to_die(die);
                 self.die_free_ns[d] = transferred + self.timing.program_ns;
             }
         }
