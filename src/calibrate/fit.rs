@@ -792,8 +792,11 @@ fn fit_programs(
             Some(x) => from_wait(x, ", on the fresh drive"),
             None => from_rate(seq.before, "rate before the drop"),
         },
+        // Rounded to a millionth, never to 0: a drop early in a large drive (a file's
+        // file system stands for the drive) is a small share of it, and a preset's cache
+        // must have one.
         max_fraction: measured(
-            (fraction * 1e4).round() / 1e4,
+            ((fraction * 1e6).round() / 1e6).max(1e-6),
             &format!("{P_SEQ_WRITE}: bytes written before the rate dropped, over the capacity"),
         ),
         bits_per_cell: assumed(
