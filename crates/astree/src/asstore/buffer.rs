@@ -54,53 +54,35 @@ impl<S: Segments> AsStore<S> {
             };
         // Sequence numbers follow log order (a buffered node replaced in memory keeps its
         // place in the buffer, so it is numbered here, not when written).
-        let slot = self.slot_bytes;
-        let mut out = vec![0u8; self.buffer.len() * slot];
         let first_seq = self.seq;
-        for k in 0..self.buffer.len() {
-            let seq = self.next_seq();
-            let s = &mut out[k * slot..(k + 1) * slot];
-            s[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-            s[8..16].copy_from_slice(&self.buffer[k].0.to_le_bytes());
-            match &self.buffer[k].1 {
+        let buffer = std::mem::take(&mut self.buffer);
+        let mut b = self.batch();
+        let mut locs = Vec::with_capacity(buffer.len());
+        for (id, change) in &buffer {
+            locs.push(match change {
                 Pending::Node(n) => {
-                    s[4] = KIND_NODE;
-                    n.encode(&mut s[HEADER..]);
+                    self.put(&mut b, KIND_NODE, *id, n.encoded_bytes(), |p| n.encode(p))
                 }
-                Pending::Free => s[4] = KIND_FREE,
+                Pending::Free => self.put(&mut b, KIND_FREE, *id, 0, |_| {}),
                 Pending::Taken => unreachable!("taken nodes were set aside"),
-            }
-            self.stamp(s, seq);
+            });
         }
-        if commit {
-            if out.is_empty() {
-                let seq = self.next_seq();
-                out = self.commit_slot(seq);
-            } else {
-                let at = out.len() - slot;
-                let seq = self.seq;
-                let mut last = out.split_off(at);
-                self.mark_commit(&mut last, seq);
-                out.extend_from_slice(&last);
-            }
-        }
-        let first = self.end;
-        if let Err(e) = self.append(&out) {
+        let last = self.finish(&mut b, commit);
+        if let Err(e) = self.append(&b) {
             // Nothing is lost: the buffer stays, and the numbers are handed out again.
             self.seq = first_seq;
+            self.buffer = buffer;
             self.buffer.extend(taken);
             return Err(e);
         }
         if commit {
-            self.last_commit = Some(self.advance(first, (out.len() / slot) as u64 - 1));
+            self.last_commit = last.map(|l| l.at);
         }
-        let buffer = std::mem::take(&mut self.buffer);
-        for (i, (id, change)) in buffer.iter().enumerate() {
+        for ((id, change), loc) in buffer.iter().zip(locs) {
             if matches!(change, Pending::Free) {
                 self.map_remove(*id);
             } else {
-                let a = self.advance(first, i as u64);
-                self.map_set(*id, a);
+                self.map_set(*id, loc);
                 self.stats.node_writes += 1;
             }
         }
@@ -128,14 +110,21 @@ impl<S: Segments> AsStore<S> {
         Ok(())
     }
 
-    pub(super) fn append(&mut self, out: &[u8]) -> Result<(), TreeError> {
+    /// Writes a batch at the log's end, split at segment boundaries (records never cross
+    /// one).
+    pub(super) fn append(&mut self, b: &Batch) -> Result<(), TreeError> {
         self.check_usable()?;
-        let slot = self.slot_bytes;
-        let n = (out.len() / slot) as u64;
+        debug_assert_eq!(
+            b.start, self.end,
+            "a batch is written where it was laid out"
+        );
+        let g = self.layout;
+        let unit = g.unit as usize;
+        let n = (b.out.len() / unit) as u64;
         let mut done = 0;
         while done < n {
-            let p = self.advance(self.end, done);
-            let k = (self.segment_slots - slot_of(p)).min(n - done);
+            let p = g.after(self.end, done);
+            let k = (g.seg_units - slot_of(p)).min(n - done);
             if slot_of(p) == 0 && !self.seg_live.contains_key(&seg_of(p)) {
                 if let Some(old) = self.recycled.pop() {
                     self.storage.rename(old, seg_of(p))?;
@@ -147,55 +136,71 @@ impl<S: Segments> AsStore<S> {
                     self.stats.segments_recycled += 1;
                 }
             }
-            let chunk = &out[done as usize * slot..(done + k) as usize * slot];
+            let chunk = &b.out[done as usize * unit..(done + k) as usize * unit];
             self.storage
-                .write_at(seg_of(p), slot_of(p) * slot as u64, chunk)?;
-            self.written_seq = u64_at(&chunk[chunk.len() - slot..], 16);
+                .write_at(seg_of(p), slot_of(p) * g.unit, chunk)?;
+            self.written_seq = g.last_seq(chunk);
             self.seg_live.entry(seg_of(p)).or_insert(0);
             self.stats.write_requests += 1;
             done += k;
         }
-        self.stats.bytes_written += out.len() as u64;
-        self.end = self.advance(self.end, n);
+        self.stats.bytes_written += b.out.len() as u64;
+        self.end = b.next;
         Ok(())
     }
 
     /// Appends the mapping table as a checkpoint (then a commit), makes it durable, points
     /// the next superblock at it, and removes the segments nothing reads any more.
     pub(super) fn checkpoint(&mut self) -> Result<(), TreeError> {
-        let per_slot = (self.slot_bytes - HEADER - 8) / 16;
-        let mut entries: Vec<(NodeId, u64)> = self.map.iter().map(|(&k, &v)| (k, v)).collect();
-        entries.sort_unstable();
-        let start = self.end;
-        let chunks: Vec<&[(NodeId, u64)]> = if entries.is_empty() {
+        let per_record = (self.slot_bytes - HEADER - 8) / self.checkpoint_entry_bytes();
+        let mut entries: Vec<(NodeId, Loc)> = self.map.iter().map(|(&k, &v)| (k, v)).collect();
+        entries.sort_unstable_by_key(|e| e.0);
+        let chunks: Vec<&[(NodeId, Loc)]> = if entries.is_empty() {
             vec![&[][..]]
         } else {
-            entries.chunks(per_slot).collect()
+            entries.chunks(per_record).collect()
         };
-        let mut out = Vec::with_capacity((chunks.len() + 1) * self.slot_bytes);
+        let eb = self.checkpoint_entry_bytes();
+        let mut b = self.batch();
+        let mut start = None;
         for chunk in &chunks {
-            let mut payload = vec![0u8; 8 + chunk.len() * 16];
-            payload[0..4].copy_from_slice(&(chunk.len() as u32).to_le_bytes());
-            for (k, (id, at)) in chunk.iter().enumerate() {
-                payload[8 + k * 16..16 + k * 16].copy_from_slice(&id.to_le_bytes());
-                payload[16 + k * 16..24 + k * 16].copy_from_slice(&at.to_le_bytes());
-            }
-            let seq = self.next_seq();
-            out.extend_from_slice(&self.slot(KIND_CHECKPOINT, NONE, seq, &payload));
+            let loc = self.put(&mut b, KIND_CHECKPOINT, NONE, 8 + chunk.len() * eb, |p| {
+                p[0..4].copy_from_slice(&(chunk.len() as u32).to_le_bytes());
+                for (k, (id, loc)) in chunk.iter().enumerate() {
+                    let e = &mut p[8 + k * eb..8 + (k + 1) * eb];
+                    e[0..8].copy_from_slice(&id.to_le_bytes());
+                    e[8..16].copy_from_slice(&loc.at.to_le_bytes());
+                    if eb > 16 {
+                        e[16..20].copy_from_slice(&(loc.units as u32).to_le_bytes());
+                    }
+                }
+            });
+            start.get_or_insert(loc.at);
         }
-        let seq = self.next_seq();
-        out.extend_from_slice(&self.commit_slot(seq));
-        self.append(&out)?;
+        self.put(&mut b, KIND_COMMIT, NONE, 0, |_| {});
+        self.finish(&mut b, true);
+        let start = start.expect("at least one checkpoint record");
+        self.append(&b)?;
         self.sync_storage()?;
         // Only a durable checkpoint may be named by a superblock.
+        self.write_superblock(start, chunks.len() as u64)?;
+        self.commits_since_checkpoint = 0;
+        self.checkpoint_segment = seg_of(start);
+        self.remove_dead_segments()
+    }
+
+    /// Points the next superblock at the checkpoint at `start` (`records` checkpoint
+    /// records and a commit; NONE: none yet) and makes it durable.
+    pub(super) fn write_superblock(&mut self, start: u64, records: u64) -> Result<(), TreeError> {
         self.superblock_seq += 1;
         let mut sb = vec![0u8; SUPERBLOCK_BYTES];
         sb[0..4].copy_from_slice(&SB_MAGIC.to_le_bytes());
         sb[8..16].copy_from_slice(&self.superblock_seq.to_le_bytes());
         sb[16..24].copy_from_slice(&start.to_le_bytes());
-        sb[24..32].copy_from_slice(&(chunks.len() as u64).to_le_bytes());
-        sb[40..48].copy_from_slice(&(self.slot_bytes as u64).to_le_bytes());
-        sb[48..56].copy_from_slice(&self.segment_slots.to_le_bytes());
+        sb[24..32].copy_from_slice(&records.to_le_bytes());
+        sb[36..40].copy_from_slice(&self.format().to_le_bytes());
+        sb[40..48].copy_from_slice(&self.layout.unit.to_le_bytes());
+        sb[48..56].copy_from_slice(&self.layout.seg_units.to_le_bytes());
         let c = Self::superblock_crc(&sb);
         sb[32..36].copy_from_slice(&c.to_le_bytes());
         self.storage.write_at(
@@ -204,9 +209,25 @@ impl<S: Segments> AsStore<S> {
             &sb,
         )?;
         self.stats.write_requests += 1;
-        self.sync_storage()?;
-        self.commits_since_checkpoint = 0;
-        self.checkpoint_segment = seg_of(start);
-        self.remove_dead_segments()
+        self.sync_storage()
+    }
+
+    /// Bytes of one mapping entry in a checkpoint: NodeID and address, and for packed
+    /// records the record's units.
+    pub(super) fn checkpoint_entry_bytes(&self) -> usize {
+        if self.layout.packed {
+            20
+        } else {
+            16
+        }
+    }
+
+    /// The superblock's format field.
+    pub(super) fn format(&self) -> u32 {
+        if self.layout.packed {
+            FORMAT_PACKED
+        } else {
+            FORMAT_FIXED
+        }
     }
 }

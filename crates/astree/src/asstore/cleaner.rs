@@ -43,8 +43,9 @@ impl<S: Segments> AsStore<S> {
             return Ok(false);
         }
         let slot = self.slot_bytes as u64;
-        let seg_bytes = self.segment_slots * slot;
-        let live = self.map.len() as u64 * slot;
+        let unit = self.layout.unit;
+        let seg_bytes = self.layout.seg_units * unit;
+        let live = self.live_bytes();
         let files = self.storage.total_bytes();
         let target = (((self.cfg.max_space_amp - CLEAN_HYSTERESIS) * live as f64) as u64)
             .max(live + (1 + RECYCLE_POOL as u64) * seg_bytes);
@@ -55,66 +56,55 @@ impl<S: Segments> AsStore<S> {
             .filter(|(_, &l)| l == 0)
             .map(|(&s, _)| self.storage.len(s))
             .sum();
-        let per_slot = ((self.slot_bytes - HEADER - 8) / 16) as u64;
+        let per_slot = ((self.slot_bytes - HEADER - 8) / self.checkpoint_entry_bytes()) as u64;
         let checkpoint_bytes = (self.map.len() as u64).div_ceil(per_slot).max(1) * slot + slot;
         // Emptied segments refill the recycling pool before any is removed.
         let pool_room = (RECYCLE_POOL - self.recycled.len()) as u64 * seg_bytes;
         let mut projected = files - dead + checkpoint_bytes + pool_room;
         while projected > target {
             let usage = self.seg_live.range(..active).map(|(&s, &l)| (s, l));
-            let victim = choose_victim(self.cfg.cleaning, usage, self.segment_slots, active);
+            let victim = choose_victim(self.cfg.cleaning, usage, self.layout.seg_units, active);
             let Some(victim) = victim else { break };
             let bytes = self.storage.len(victim);
             let moved = self.move_live_nodes(victim)?;
-            projected = projected + moved * slot - bytes.min(projected);
+            projected = projected + moved * unit - bytes.min(projected);
         }
         Ok(true)
     }
 
     /// Copies segment `victim`'s live nodes to the log's head (one contiguous write);
-    /// returns how many moved.
+    /// returns how many units moved (fixed slots: nodes).
     pub(super) fn move_live_nodes(&mut self, victim: u64) -> Result<u64, TreeError> {
-        let slot = self.slot_bytes;
-        let n = self.storage.len(victim) / slot as u64;
-        let mut out = Vec::new();
-        let mut ids = Vec::new();
-        let mut chunk = vec![0u8; slot * SCAN_SLOTS];
-        let mut i = 0;
-        while i < n {
-            let k = (n - i).min(SCAN_SLOTS as u64) as usize;
-            let buf = &mut chunk[..k * slot];
-            self.storage.read_at(victim, i * slot as u64, buf)?;
-            self.stats.read_requests += 1;
-            self.stats.bytes_read += buf.len() as u64;
-            for (j, s) in buf.chunks(slot).enumerate() {
-                let Some((kind, id, _)) = Self::check(s) else {
-                    continue;
-                };
-                if kind & !COMMIT_FLAG == KIND_NODE
-                    && self.map.get(&id) == Some(&addr(victim, i + j as u64))
-                {
-                    ids.push(id);
-                    out.extend_from_slice(s);
-                    // A copy is a plain node: the checkpoint that follows commits it.
-                    let at = out.len() - slot;
-                    out[at + 4] = KIND_NODE;
-                }
+        let mut live: Vec<(NodeId, Vec<u8>)> = Vec::new();
+        let map = &self.map;
+        let walked = walk(&mut self.storage, self.layout, victim, 0, &mut |r| {
+            if r.found.kind & !COMMIT_FLAG == KIND_NODE
+                && map.get(&r.found.id).map(|l| l.at) == Some(r.at)
+            {
+                live.push((r.found.id, r.bytes[HEADER..].to_vec()));
             }
-            i += k as u64;
+            true
+        })?;
+        self.stats.read_requests += walked.reads;
+        self.stats.bytes_read += walked.bytes;
+        let mut b = self.batch();
+        let mut locs = Vec::with_capacity(live.len());
+        for (id, payload) in &live {
+            // A copy is a plain node: the checkpoint that follows commits it.
+            locs.push(self.put(&mut b, KIND_NODE, *id, payload.len(), |p| {
+                p[..payload.len()].copy_from_slice(payload)
+            }));
         }
-        let first = self.end;
-        for image in out.chunks_mut(slot) {
-            let seq = self.next_seq();
-            self.stamp(image, seq);
-        }
-        self.append(&out)?;
-        for (k, id) in ids.iter().enumerate() {
-            let a = self.advance(first, k as u64);
-            self.map_set(*id, a);
+        self.finish(&mut b, false);
+        self.append(&b)?;
+        let mut units = 0;
+        for ((id, _), loc) in live.iter().zip(locs) {
+            units += loc.units;
+            self.map_set(*id, loc);
         }
         self.stats.segments_cleaned += 1;
-        self.stats.nodes_moved += ids.len() as u64;
-        Ok(ids.len() as u64)
+        self.stats.nodes_moved += live.len() as u64;
+        Ok(units)
     }
 
     /// Whether the files exceed the cleaning limit.
@@ -122,12 +112,11 @@ impl<S: Segments> AsStore<S> {
         if self.cfg.cleaning == Cleaning::Off {
             return false;
         }
-        let slot = self.slot_bytes as u64;
-        let live = self.map.len() as u64 * slot;
+        let live = self.live_bytes();
         // Never chase a limit the segment size makes unreachable (the active segment, one
         // being emptied and the recycling pool come on top of the live bytes).
         let limit = ((self.cfg.max_space_amp * live as f64) as u64)
-            .max(live + (2 + RECYCLE_POOL as u64) * self.segment_slots * slot);
+            .max(live + (2 + RECYCLE_POOL as u64) * self.layout.seg_units * self.layout.unit);
         live > 0 && self.storage.total_bytes() > limit
     }
 

@@ -120,6 +120,12 @@ pub struct AsConfig {
     /// node-level commit writes them. Recovery replays the logged operations on top of the
     /// last node-level commit. Off by default (the paper's AS store writes nodes).
     pub logical_commits: bool,
+    /// Packed records: each record takes as many units of this many bytes (a power of two
+    /// from 64 to 4,096) as its header and payload need, instead of a whole node slot, and
+    /// every write is padded to whole 4 KiB blocks. A node of 3 KiB then costs 3 KiB of
+    /// log, not `node_bytes`. None (default): fixed slots, the paper's layout (the
+    /// simulated experiment's I/O). A store keeps the format it was made with.
+    pub packed_unit_bytes: Option<usize>,
 }
 
 impl AsConfig {
@@ -135,6 +141,7 @@ impl AsConfig {
             cleaning: Cleaning::CostBenefit,
             full_scan: false,
             logical_commits: false,
+            packed_unit_bytes: None,
         }
     }
 }
@@ -163,11 +170,15 @@ pub struct AsStore<S: Segments> {
     cfg: AsConfig,
     /// Node image bytes (slot minus header).
     node_bytes: usize,
+    /// The largest record: a node slot.
     slot_bytes: usize,
-    segment_slots: u64,
-    map: IdMap<u64>,
-    /// Live nodes per log segment (every segment that exists has an entry).
+    layout: Layout,
+    /// NodeID → where its newest committed or flushed copy lies.
+    map: IdMap<Loc>,
+    /// Live units per log segment (every segment that exists has an entry; with fixed
+    /// slots, live nodes), and in all.
     seg_live: BTreeMap<u64, u64>,
+    live_units: u64,
     /// Buffered changes in write order; `buffered` indexes them by NodeID. Nodes are
     /// kept decoded and encoded only when flushed.
     buffer: Vec<(NodeId, Pending)>,
@@ -233,6 +244,24 @@ impl<S: Segments> AsStore<S> {
                 cfg.segment_bytes, cfg.node_bytes
             )));
         }
+        let unit = match cfg.packed_unit_bytes {
+            None => slot,
+            Some(u) => {
+                let u = u as u64;
+                if !u.is_power_of_two()
+                    || !(64..=BLOCK_BYTES).contains(&u)
+                    || !slot.is_multiple_of(u)
+                    || slot / u > u64::from(u16::MAX)
+                    || !cfg.segment_bytes.is_multiple_of(BLOCK_BYTES)
+                {
+                    return Err(TreeError::Config(format!(
+                        "packed records need a unit that is a power of two from 64 to 4096 bytes dividing the node size {} (at most 65,535 units per node) and segments of whole 4 KiB blocks (segment size {}); got a {u}-byte unit",
+                        cfg.node_bytes, cfg.segment_bytes
+                    )));
+                }
+                u
+            }
+        };
         if !(cfg.max_space_amp.is_finite() && cfg.max_space_amp >= 1.0 + 2.0 * CLEAN_HYSTERESIS) {
             return Err(TreeError::Config(format!(
                 "space amplification limit {} must be at least {}",
@@ -244,13 +273,19 @@ impl<S: Segments> AsStore<S> {
             storage,
             node_bytes: cfg.node_bytes - HEADER,
             slot_bytes: cfg.node_bytes,
-            segment_slots: cfg.segment_bytes / slot,
+            layout: Layout {
+                unit,
+                slot_bytes: cfg.node_bytes,
+                seg_units: cfg.segment_bytes / unit,
+                packed: cfg.packed_unit_bytes.is_some(),
+            },
             cfg: AsConfig {
                 checkpoint_every: cfg.checkpoint_every.max(1),
                 ..cfg
             },
             map: IdMap::default(),
             seg_live: BTreeMap::new(),
+            live_units: 0,
             buffer: Vec::new(),
             buffered: IdMap::default(),
             end: addr(FIRST_LOG_SEGMENT, 0),
@@ -304,9 +339,18 @@ impl<S: Segments> AsStore<S> {
                 .count()
     }
 
+    /// Bytes of the live records (committed or flushed; with fixed slots, a slot each).
+    pub fn live_bytes(&self) -> u64 {
+        self.live_units * self.layout.unit
+    }
+
     /// File bytes per live node byte.
     pub fn space_amplification(&self) -> f64 {
-        let live = self.live_nodes() as f64 * self.slot_bytes as f64;
+        let live = if self.layout.packed {
+            self.live_bytes() as f64
+        } else {
+            self.live_nodes() as f64 * self.slot_bytes as f64
+        };
         if live == 0.0 {
             0.0
         } else {
@@ -318,7 +362,7 @@ impl<S: Segments> AsStore<S> {
     /// checkpoint that follows only repeats it.
     pub fn last_commit_location(&self) -> Option<(u64, u64)> {
         self.last_commit
-            .map(|a| (seg_of(a), slot_of(a) * self.slot_bytes as u64))
+            .map(|a| (seg_of(a), slot_of(a) * self.layout.unit))
     }
 
     /// Logged operations recovered at open and not yet handed to the tree.
@@ -326,29 +370,27 @@ impl<S: Segments> AsStore<S> {
         self.recovered_ops.len()
     }
 
-    /// Log segments that exist, with their live node counts.
+    /// Log segments that exist, with their live units (fixed slots: live nodes).
     pub fn segments(&self) -> Vec<(u64, u64)> {
         self.seg_live.iter().map(|(&s, &l)| (s, l)).collect()
     }
 
-    fn map_set(&mut self, id: NodeId, a: u64) {
-        if let Some(old) = self.map.insert(id, a) {
-            if let Some(n) = self.seg_live.get_mut(&seg_of(old)) {
-                *n -= 1;
-            }
-        }
-        *self.seg_live.entry(seg_of(a)).or_insert(0) += 1;
+    fn map_set(&mut self, id: NodeId, loc: Loc) {
+        self.map_remove(id);
+        self.map.insert(id, loc);
+        *self.seg_live.entry(seg_of(loc.at)).or_insert(0) += loc.units;
+        self.live_units += loc.units;
     }
 
     fn map_remove(&mut self, id: NodeId) {
         if let Some(old) = self.map.remove(&id) {
-            if let Some(n) = self.seg_live.get_mut(&seg_of(old)) {
-                *n -= 1;
+            if let Some(n) = self.seg_live.get_mut(&seg_of(old.at)) {
+                *n -= old.units;
             }
+            self.live_units -= old.units;
         }
     }
 
-    /// Appends whole slots at the log's end, split at segment boundaries.
     /// Syncs the files; a failure poisons the store (see `sync_failed`).
     fn sync_storage(&mut self) -> Result<(), TreeError> {
         self.check_usable()?;
@@ -387,25 +429,26 @@ impl<S: Segments> NodeStore for AsStore<S> {
                 }),
             };
         }
-        let at = *self.map.get(&id).ok_or(TreeError::MissingNode(id))?;
-        // One slot buffer, reused (a read that succeeds overwrites every byte).
-        self.read_slot.resize(self.slot_bytes, 0);
+        let Loc { at, units } = *self.map.get(&id).ok_or(TreeError::MissingNode(id))?;
+        // One record buffer, reused (a read that succeeds overwrites every byte).
+        let len = units * self.layout.unit;
+        self.read_slot.resize(len as usize, 0);
         self.storage.read_at(
             seg_of(at),
-            slot_of(at) * self.slot_bytes as u64,
+            slot_of(at) * self.layout.unit,
             &mut self.read_slot,
         )?;
         let s = &self.read_slot;
         self.stats.node_reads += 1;
         self.stats.read_requests += 1;
-        self.stats.bytes_read += self.slot_bytes as u64;
-        match Self::check(s) {
-            Some((kind, sid, _)) if kind & !COMMIT_FLAG == KIND_NODE && sid == id => {
+        self.stats.bytes_read += len;
+        match self.layout.check_at(s) {
+            Some(f) if f.kind & !COMMIT_FLAG == KIND_NODE && f.id == id => {
                 Node::decode(&s[HEADER..], id, at).map(Arc::new)
             }
             _ => Err(TreeError::Corrupt {
                 id,
-                offset: slot_of(at) * self.slot_bytes as u64,
+                offset: slot_of(at) * self.layout.unit,
                 msg: format!(
                     "the slot in log segment {} fails its checksum or holds another node",
                     seg_of(at)

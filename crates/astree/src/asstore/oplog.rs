@@ -64,34 +64,27 @@ impl<S: Segments> AsStore<S> {
             || self.over_space_limit()
     }
 
-    /// Appends the logged operations as slots, the last one marked as a (logical) commit.
+    /// Appends the logged operations as records, the last one marked as a (logical)
+    /// commit.
     pub(super) fn commit_ops(&mut self) -> Result<(), TreeError> {
         let room = self.slot_bytes - HEADER - 4;
         let ops = std::mem::take(&mut self.ops);
-        let mut out = Vec::with_capacity(ops.len().div_ceil(room) * self.slot_bytes);
-        let chunks: Vec<&[u8]> = ops.chunks(room).collect();
-        for (i, chunk) in chunks.iter().enumerate() {
-            let mut payload = Vec::with_capacity(4 + chunk.len());
-            payload.extend_from_slice(&(chunk.len() as u32).to_le_bytes());
-            payload.extend_from_slice(chunk);
-            let seq = self.next_seq();
-            // The last slot is also the (logical) commit record.
-            let kind = if i + 1 == chunks.len() {
-                KIND_OPS | COMMIT_FLAG
-            } else {
-                KIND_OPS
-            };
-            out.extend_from_slice(&self.slot(kind, NONE, seq, &payload));
+        let first_seq = self.seq;
+        let mut b = self.batch();
+        for chunk in ops.chunks(room) {
+            self.put(&mut b, KIND_OPS, NONE, 4 + chunk.len(), |p| {
+                p[0..4].copy_from_slice(&(chunk.len() as u32).to_le_bytes());
+                p[4..4 + chunk.len()].copy_from_slice(chunk);
+            });
         }
-        let first = self.end;
-        let first_seq = self.seq - chunks.len() as u64;
-        if let Err(e) = self.append(&out) {
+        let last = self.finish(&mut b, true);
+        if let Err(e) = self.append(&b) {
             self.seq = first_seq;
             self.ops = ops;
             return Err(e);
         }
-        self.last_commit = Some(self.advance(first, chunks.len() as u64 - 1));
-        self.ops_since_node_commit += out.len() as u64;
+        self.last_commit = last.map(|l| l.at);
+        self.ops_since_node_commit += b.out.len() as u64;
         Ok(())
     }
 }

@@ -13,7 +13,7 @@ pub(super) struct Superblock {
 
 /// What replaying the log found.
 pub(super) struct Replay {
-    map: IdMap<u64>,
+    map: IdMap<Loc>,
     root: Option<NodeId>,
     next_id: NodeId,
     seq: u64,
@@ -25,9 +25,9 @@ pub(super) struct Replay {
 }
 
 impl<S: Segments> AsStore<S> {
-    /// The whole superblocks, newest first. One made with other geometry is an error.
+    /// The whole superblocks, newest first. One made with another format or geometry is
+    /// an error.
     pub(super) fn superblocks(&mut self) -> Result<Vec<Superblock>, TreeError> {
-        let slot = self.slot_bytes as u64;
         let sb_bytes = SUPERBLOCK_BYTES as u64;
         let mut out = Vec::new();
         for i in 0..2 {
@@ -41,12 +41,34 @@ impl<S: Segments> AsStore<S> {
             {
                 continue;
             }
-            let (node, seg) = (u64_at(&b, 40), u64_at(&b, 48));
-            if node != slot || seg != self.segment_slots {
+            let format = u32::from_le_bytes(b[36..40].try_into().expect("4"));
+            let (unit, seg) = (u64_at(&b, 40), u64_at(&b, 48));
+            let name = |f: u32| match f {
+                FORMAT_FIXED => "fixed slots".to_string(),
+                FORMAT_PACKED => "packed records".to_string(),
+                f => format!("unknown format {f}"),
+            };
+            if format != self.format() {
                 return Err(TreeError::Config(format!(
-                    "the store was made with {node}-byte nodes and {} -byte segments; it cannot be opened with {slot}-byte nodes and {}-byte segments",
-                    seg * node,
-                    self.segment_slots * slot
+                    "the store was made with {}; it cannot be opened with {} (set packed_unit_bytes as it was made)",
+                    name(format),
+                    name(self.format())
+                )));
+            }
+            if unit != self.layout.unit || seg != self.layout.seg_units {
+                let what = |unit: u64| {
+                    if format == FORMAT_PACKED {
+                        format!("{unit}-byte record units")
+                    } else {
+                        format!("{unit}-byte nodes")
+                    }
+                };
+                return Err(TreeError::Config(format!(
+                    "the store was made with {} and {}-byte segments; it cannot be opened with {} and {}-byte segments",
+                    what(unit),
+                    seg * unit,
+                    what(self.layout.unit),
+                    self.layout.seg_units * self.layout.unit
                 )));
             }
             out.push(Superblock {
@@ -59,67 +81,97 @@ impl<S: Segments> AsStore<S> {
         Ok(out)
     }
 
-    /// Reads `n` slots from `a` on, across segment boundaries (None if any is missing).
-    pub(super) fn read_slots(&mut self, a: u64, n: u64) -> Option<Vec<u8>> {
-        let slot = self.slot_bytes;
-        let mut out = vec![0u8; n as usize * slot];
-        let mut done = 0;
-        while done < n {
-            let p = self.advance(a, done);
-            let k = (self.segment_slots - slot_of(p)).min(n - done);
-            self.storage
-                .read_at(
-                    seg_of(p),
-                    slot_of(p) * slot as u64,
-                    &mut out[done as usize * slot..(done + k) as usize * slot],
-                )
-                .ok()?;
-            done += k;
+    /// Loads the checkpoint at `a` (`records` checkpoint records and a commit; packed
+    /// records may put a pad record between them at a segment's end).
+    pub(super) fn load_checkpoint(&mut self, a: u64, records: u64) -> Option<Replay> {
+        if a == NONE {
+            return None; // a new packed store's superblock names no checkpoint
         }
-        Some(out)
-    }
-
-    /// Loads the checkpoint at `a` (`slots` checkpoint slots and a commit).
-    pub(super) fn load_checkpoint(&mut self, a: u64, slots: u64) -> Option<Replay> {
-        let buf = self.read_slots(a, slots + 1)?;
         let mut r = Replay {
             map: IdMap::default(),
             root: None,
             next_id: 0,
             seq: 0,
-            end: self.advance(a, slots + 1),
+            end: a,
             discarded: 0,
             ops: Vec::new(),
         };
-        for (i, s) in buf.chunks(self.slot_bytes).enumerate() {
-            let (kind, _, seq) = Self::check(s)?;
-            if r.seq != 0 && seq != r.seq + 1 {
-                return None;
-            }
-            r.seq = seq;
-            self.recovery.slots_scanned += 1;
-            if (i as u64) < slots {
-                if kind != KIND_CHECKPOINT {
-                    return None;
-                }
-                let n = u32::from_le_bytes(s[HEADER..HEADER + 4].try_into().ok()?) as usize;
-                if HEADER + 8 + n * 16 > s.len() {
-                    return None;
-                }
-                for k in 0..n {
-                    let at = HEADER + 8 + k * 16;
-                    r.map.insert(u64_at(s, at), u64_at(s, at + 8));
-                }
-            } else {
-                if kind != KIND_COMMIT {
-                    return None;
-                }
-                let root = u64_at(s, 32);
-                r.root = (root != NONE).then_some(root);
-                r.next_id = u64_at(s, 40);
+        let g = self.layout;
+        let eb = self.checkpoint_entry_bytes();
+        let mut seen = 0u64;
+        let mut done = false;
+        let mut bad = false;
+        let mut pos = a;
+        while !done && !bad {
+            let walked = walk(
+                &mut self.storage,
+                g,
+                seg_of(pos),
+                slot_of(pos),
+                &mut |rec| {
+                    let f = &rec.found;
+                    if r.seq != 0 && f.seq != r.seq + 1 {
+                        bad = true;
+                        return false;
+                    }
+                    r.seq = f.seq;
+                    let s = rec.bytes;
+                    if f.kind == KIND_PAD {
+                        return true;
+                    }
+                    if seen < records {
+                        if f.kind != KIND_CHECKPOINT {
+                            bad = true;
+                            return false;
+                        }
+                        let n = u32::from_le_bytes(s[HEADER..HEADER + 4].try_into().expect("4"))
+                            as usize;
+                        if HEADER + 8 + n * eb > s.len() {
+                            bad = true;
+                            return false;
+                        }
+                        for k in 0..n {
+                            let at = HEADER + 8 + k * eb;
+                            let units = if eb > 16 {
+                                u64::from(u32::from_le_bytes(
+                                    s[at + 16..at + 20].try_into().expect("4"),
+                                ))
+                            } else {
+                                1
+                            };
+                            r.map.insert(
+                                u64_at(s, at),
+                                Loc {
+                                    at: u64_at(s, at + 8),
+                                    units,
+                                },
+                            );
+                        }
+                        seen += 1;
+                        true
+                    } else {
+                        if f.kind != KIND_COMMIT {
+                            bad = true;
+                            return false;
+                        }
+                        let root = u64_at(s, 32);
+                        r.root = (root != NONE).then_some(root);
+                        r.next_id = u64_at(s, 40);
+                        r.end = rec.next;
+                        done = true;
+                        false
+                    }
+                },
+            )
+            .ok()?;
+            self.recovery.slots_scanned += walked.records;
+            match walked.end {
+                End::Stopped(_) => {}
+                End::Segment => pos = addr(seg_of(pos) + 1, 0),
+                End::File(_) | End::Broken(_) => return None,
             }
         }
-        Some(r)
+        (done && !bad).then_some(r)
     }
 
     /// Replays the log from `from` (a checkpoint's end; None: a full scan from the first
@@ -130,7 +182,6 @@ impl<S: Segments> AsStore<S> {
         mut r: Replay,
         from: Option<u64>,
     ) -> Result<Option<Replay>, TreeError> {
-        let slot = self.slot_bytes as u64;
         let segs: Vec<u64> = self
             .storage
             .list()
@@ -144,13 +195,14 @@ impl<S: Segments> AsStore<S> {
         // Sequence numbers are consecutive in log order, except across a gap a full scan
         // jumps (segments removed by cleaning).
         let mut exact = last_seq != 0;
-        let mut pending: Vec<(u8, NodeId, u64)> = Vec::new();
+        let mut pending: Vec<(u8, NodeId, Loc)> = Vec::new();
         // Logged operations not yet committed.
         let mut pending_ops: Vec<u8> = Vec::new();
-        let mut chunk = vec![0u8; self.slot_bytes * SCAN_SLOTS];
-        // Where the trusted log broke off before its natural end (a slot that fails its
+        // Where the trusted log broke off before its natural end (a record that fails its
         // check or the sequence), and the last sequence number before it.
         let mut broke_at: Option<(u64, u64)> = None;
+        let g = self.layout;
+        let mut commits = 0u64;
         'log: loop {
             let seg = seg_of(pos);
             if segs.binary_search(&seg).is_err() {
@@ -168,83 +220,85 @@ impl<S: Segments> AsStore<S> {
                     Some(_) => return Ok(None),
                 }
             }
-            let len_slots = self.storage.len(seg) / slot;
-            let mut i = slot_of(pos);
-            while i < len_slots {
-                let n = (len_slots - i).min(SCAN_SLOTS as u64) as usize;
-                let buf = &mut chunk[..n * self.slot_bytes];
-                self.storage.read_at(seg, i * slot, buf)?;
-                for k in 0..n {
-                    let s = &buf[k * self.slot_bytes..(k + 1) * self.slot_bytes];
-                    self.recovery.slots_scanned += 1;
-                    let Some((kind_byte, id, seq)) = Self::check(s) else {
-                        broke_at = Some((addr(seg, i + k as u64), last_seq));
-                        break 'log;
-                    };
-                    let kind = kind_byte & !COMMIT_FLAG;
-                    let in_order = if exact {
-                        seq == last_seq + 1
-                    } else {
-                        seq > last_seq
-                    };
-                    if !in_order {
-                        // A stale slot (a recycled segment's old content), or a lost write.
-                        broke_at = Some((addr(seg, i + k as u64), last_seq));
-                        break 'log;
+            let walked = walk(&mut self.storage, g, seg, slot_of(pos), &mut |rec| {
+                let (kind_byte, id, seq) = (rec.found.kind, rec.found.id, rec.found.seq);
+                let kind = kind_byte & !COMMIT_FLAG;
+                let in_order = if exact {
+                    seq == last_seq + 1
+                } else {
+                    seq > last_seq
+                };
+                if !in_order {
+                    // A stale record (a recycled segment's old content), or a lost write.
+                    broke_at = Some((rec.at, last_seq));
+                    return false;
+                }
+                exact = true;
+                last_seq = seq;
+                let s = rec.bytes;
+                match kind {
+                    KIND_NODE | KIND_FREE => pending.push((
+                        kind,
+                        id,
+                        Loc {
+                            at: rec.at,
+                            units: rec.found.units,
+                        },
+                    )),
+                    // A checkpoint repeats the committed mapping and a pad holds nothing:
+                    // nothing to replay; a commit record is handled below.
+                    KIND_CHECKPOINT | KIND_COMMIT | KIND_PAD => {}
+                    KIND_OPS => {
+                        let n = u32::from_le_bytes(s[HEADER..HEADER + 4].try_into().expect("4"))
+                            as usize;
+                        if HEADER + 4 + n > s.len() {
+                            broke_at = Some((rec.at, last_seq));
+                            return false;
+                        }
+                        pending_ops.extend_from_slice(&s[HEADER + 4..HEADER + 4 + n]);
+                        if kind_byte & COMMIT_FLAG != 0 {
+                            // A logical commit: the operations, not the nodes.
+                            r.ops.append(&mut pending_ops);
+                            r.seq = seq;
+                            r.end = rec.next;
+                            commits += 1;
+                        }
+                        return true;
                     }
-                    exact = true;
-                    last_seq = seq;
-                    let at = addr(seg, i + k as u64);
-                    match kind {
-                        KIND_NODE | KIND_FREE => pending.push((kind, id, at)),
-                        // A checkpoint repeats the committed mapping: nothing to replay;
-                        // a commit record is handled below.
-                        KIND_CHECKPOINT | KIND_COMMIT => {}
-                        KIND_OPS => {
-                            let n = u32::from_le_bytes(s[HEADER..HEADER + 4].try_into().expect("4"))
-                                as usize;
-                            if HEADER + 4 + n > s.len() {
-                                broke_at = Some((addr(seg, i + k as u64), last_seq));
-                                break 'log;
-                            }
-                            pending_ops.extend_from_slice(&s[HEADER + 4..HEADER + 4 + n]);
-                            if kind_byte & COMMIT_FLAG != 0 {
-                                // A logical commit: the operations, not the nodes.
-                                r.ops.append(&mut pending_ops);
-                                r.seq = seq;
-                                r.end = self.advance(at, 1);
-                                self.recovery.commits_found += 1;
-                            }
-                            continue;
-                        }
-                        _ => {
-                            broke_at = Some((addr(seg, i + k as u64), last_seq));
-                            break 'log;
-                        }
-                    }
-                    if kind == KIND_COMMIT || kind_byte & COMMIT_FLAG != 0 {
-                        // A node-level commit holds every operation logged before it.
-                        pending_ops.clear();
-                        r.ops.clear();
-                        for (kd, pid, pat) in pending.drain(..) {
-                            if kd == KIND_NODE {
-                                r.map.insert(pid, pat);
-                            } else {
-                                r.map.remove(&pid);
-                            }
-                        }
-                        let root = u64_at(s, 32);
-                        r.root = (root != NONE).then_some(root);
-                        r.next_id = u64_at(s, 40);
-                        r.seq = seq;
-                        r.end = self.advance(at, 1);
-                        self.recovery.commits_found += 1;
+                    _ => {
+                        broke_at = Some((rec.at, last_seq));
+                        return false;
                     }
                 }
-                i += n as u64;
-            }
-            if len_slots < self.segment_slots {
-                break; // a segment that is not full ends the log
+                if kind == KIND_COMMIT || kind_byte & COMMIT_FLAG != 0 {
+                    // A node-level commit holds every operation logged before it.
+                    pending_ops.clear();
+                    r.ops.clear();
+                    for (kd, pid, loc) in pending.drain(..) {
+                        if kd == KIND_NODE {
+                            r.map.insert(pid, loc);
+                        } else {
+                            r.map.remove(&pid);
+                        }
+                    }
+                    let root = u64_at(s, 32);
+                    r.root = (root != NONE).then_some(root);
+                    r.next_id = u64_at(s, 40);
+                    r.seq = seq;
+                    r.end = rec.next;
+                    commits += 1;
+                }
+                true
+            })?;
+            self.recovery.slots_scanned += walked.records;
+            match walked.end {
+                End::Stopped(_) => break 'log,
+                End::Broken(at) => {
+                    broke_at = Some((at, last_seq));
+                    break 'log;
+                }
+                End::File(_) => break, // a segment that is not full ends the log
+                End::Segment => {}
             }
             let next = seg + 1;
             if segs.binary_search(&next).is_ok() {
@@ -260,13 +314,14 @@ impl<S: Segments> AsStore<S> {
                 Some(_) => return Ok(None),
             }
         }
+        self.recovery.commits_found += commits;
         if let Some((at, last)) = broke_at {
             self.check_torn_tail(at, last)?;
         }
         // Node records before the last (logical) commit are not lost: the operations logged
         // after the last node-level commit rebuild them.
         r.discarded =
-            (pending.iter().filter(|p| p.2 >= r.end).count() + pending_ops.len().min(1)) as u64;
+            (pending.iter().filter(|p| p.2.at >= r.end).count() + pending_ops.len().min(1)) as u64;
         Ok(Some(r))
     }
 
@@ -277,8 +332,11 @@ impl<S: Segments> AsStore<S> {
     /// and nothing is cut. (Records of the last, unsynced interval after a hole are a tail:
     /// they landed out of order.)
     pub(super) fn check_torn_tail(&mut self, at: u64, last: u64) -> Result<(), TreeError> {
-        let slot = self.slot_bytes as u64;
-        let mut chunk = vec![0u8; self.slot_bytes * SCAN_SLOTS];
+        let g = self.layout;
+        let unit = g.unit;
+        let slot_units = g.slot_bytes as u64 / unit;
+        let chunk_units = (SCAN_SLOTS * g.slot_bytes) as u64 / unit;
+        let mut chunk = Vec::new();
         let segs: Vec<u64> = self
             .storage
             .list()
@@ -286,38 +344,42 @@ impl<S: Segments> AsStore<S> {
             .filter(|&s| s >= seg_of(at))
             .collect();
         for seg in segs {
-            let len_slots = self.storage.len(seg) / slot;
-            let mut i = if seg == seg_of(at) {
+            let lim = (self.storage.len(seg) / unit).min(g.seg_units);
+            // Every unit is a place a record may start (fixed slots: every slot).
+            let mut p = if seg == seg_of(at) {
                 slot_of(at) + 1
             } else {
                 0
             };
-            while i < len_slots {
-                let n = (len_slots - i).min(SCAN_SLOTS as u64) as usize;
-                let buf = &mut chunk[..n * self.slot_bytes];
-                self.storage.read_at(seg, i * slot, buf)?;
-                for k in 0..n {
-                    let s = &buf[k * self.slot_bytes..(k + 1) * self.slot_bytes];
-                    let Some((_, _, seq)) = Self::check(s) else {
-                        continue;
-                    };
-                    let distance = u32::from_le_bytes(s[28..32].try_into().expect("4"));
-                    if seq <= last || distance == 0 {
-                        continue; // older than the break (stale content), or unknown
-                    }
-                    let durable_then = seq - u64::from(distance);
-                    if durable_then > last {
-                        return Err(TreeError::CorruptLog {
-                            segment: seg_of(at),
-                            slot: slot_of(at),
-                            msg: format!(
-                                "the record after sequence number {last} is damaged, but record {seq} (segment {seg} slot {}) was written after a sync had made everything up to {durable_then} durable: committed data is damaged; the store was left as it is (nothing cut)",
-                                i + k as u64
-                            ),
-                        });
-                    }
+            let (mut lo, mut hi) = (p, p);
+            while p < lim {
+                if (p + slot_units).min(lim) > hi {
+                    lo = p;
+                    hi = (p + chunk_units).min(lim);
+                    chunk.resize(((hi - lo) * unit) as usize, 0);
+                    self.storage.read_at(seg, lo * unit, &mut chunk)?;
                 }
-                i += n as u64;
+                let here = p;
+                p += 1;
+                let Some(f) = g.check_at(&chunk[((here - lo) * unit) as usize..]) else {
+                    continue;
+                };
+                let s = &chunk[((here - lo) * unit) as usize..];
+                let distance = u32::from_le_bytes(s[28..32].try_into().expect("4"));
+                let seq = f.seq;
+                if seq <= last || distance == 0 {
+                    continue; // older than the break (stale content), or unknown
+                }
+                let durable_then = seq - u64::from(distance);
+                if durable_then > last {
+                    return Err(TreeError::CorruptLog {
+                        segment: seg_of(at),
+                        slot: slot_of(at),
+                        msg: format!(
+                            "the record after sequence number {last} is damaged, but record {seq} (segment {seg} unit {here}) was written after a sync had made everything up to {durable_then} durable: committed data is damaged; the store was left as it is (nothing cut)"
+                        ),
+                    });
+                }
             }
         }
         Ok(())
@@ -327,6 +389,17 @@ impl<S: Segments> AsStore<S> {
         let sbs = self.superblocks()?;
         if let Some(sb) = sbs.first() {
             self.superblock_seq = sb.seq;
+        }
+        if self.layout.packed && sbs.is_empty() {
+            let has_log = self.storage.list().iter().any(|&s| s >= FIRST_LOG_SEGMENT);
+            if has_log || self.storage.len(SUPER) > 0 {
+                return Err(TreeError::Config(
+                    "the store has no whole superblock: it was made with fixed slots (a packed store writes one when it is made), or its superblocks are damaged".into(),
+                ));
+            }
+            // A new packed store: a superblock saying so, before any record is written.
+            self.write_superblock(NONE, 0)?;
+            return Ok(());
         }
         if !self.cfg.full_scan {
             for sb in &sbs {
@@ -351,7 +424,7 @@ impl<S: Segments> AsStore<S> {
         };
         let r = self.replay(empty, None)?.expect("a full scan always ends");
         // Segments before the newest checkpoint without live nodes are still garbage.
-        let cp = sbs.first().map(|sb| sb.checkpoint);
+        let cp = sbs.first().map(|sb| sb.checkpoint).filter(|&c| c != NONE);
         self.adopt(r, None)?;
         if let Some(cp) = cp {
             if seg_of(cp) <= seg_of(self.end) {
@@ -364,7 +437,7 @@ impl<S: Segments> AsStore<S> {
     /// Takes a replay's result as the store's state: cuts the log after its end (durably),
     /// counts live nodes per segment and removes dead segments before the checkpoint.
     pub(super) fn adopt(&mut self, r: Replay, checkpoint: Option<u64>) -> Result<(), TreeError> {
-        let slot = self.slot_bytes as u64;
+        let slot = self.layout.unit;
         let (tseg, tslot) = (seg_of(r.end), slot_of(r.end));
         let mut cut = false;
         // From the newest segment down: a crash keeps a prefix of these removals (and the
@@ -410,16 +483,18 @@ impl<S: Segments> AsStore<S> {
             .filter(|&s| s >= FIRST_LOG_SEGMENT)
             .map(|s| (s, 0))
             .collect();
-        for (&id, &a) in &self.map {
-            match self.seg_live.get_mut(&seg_of(a)) {
-                Some(n) => *n += 1,
+        self.live_units = 0;
+        for (&id, &loc) in &self.map {
+            self.live_units += loc.units;
+            match self.seg_live.get_mut(&seg_of(loc.at)) {
+                Some(n) => *n += loc.units,
                 None => {
                     return Err(TreeError::Corrupt {
                         id,
-                        offset: a,
+                        offset: loc.at,
                         msg: format!(
                             "the node is mapped to log segment {}, which is missing",
-                            seg_of(a)
+                            seg_of(loc.at)
                         ),
                     })
                 }
