@@ -52,8 +52,8 @@ pub trait CrashSubject: Sized {
     fn entries(&mut self) -> Result<Entries, String>;
     fn segments(&self) -> &MemSegments;
     fn segments_mut(&mut self) -> &mut MemSegments;
-    /// Where the last commit's record lies: (file, byte offset).
-    fn last_commit_location(&self) -> Option<(u64, u64)>;
+    /// Where the last commit's record lies: (file, byte offset, bytes).
+    fn last_commit_location(&self) -> Option<(u64, u64, u64)>;
     /// How the last open went: (recovered from a checkpoint, logged operations replayed).
     fn recovery(&self) -> (bool, u64);
     fn stats(&self) -> StoreStats;
@@ -224,9 +224,10 @@ pub fn run_cycles<S: CrashSubject>(
                 s.segments_mut().vfs_mut().sync_is_lost = true;
                 let before = s.segments().vfs().pending_ops();
                 s.commit().map_err(e)?;
+                let commit_end = s.last_commit_location().map(|(_, off, len)| off + len);
                 let commit_write = s
                     .last_commit_location()
-                    .and_then(|(f, off)| {
+                    .and_then(|(f, off, _)| {
                         let name = s.segments().file_name(f);
                         s.segments().vfs().pending_write_of(&name, off)
                     })
@@ -248,8 +249,15 @@ pub fn run_cycles<S: CrashSubject>(
                 // a recycled segment's new name durable comes first): then it never
                 // happened.
                 let issued = s.segments().vfs().issued_ops();
+                // (Packed records pad a commit's write to a 4 KiB block: the commit is
+                // whole when the write's bytes up to the record's end are.)
                 let landed = commit_write < issued
-                    && s.segments().vfs().write_landed(commit_write, &image, &plan);
+                    && s.segments().vfs().write_landed_through(
+                        commit_write,
+                        commit_end.unwrap_or(u64::MAX),
+                        &image,
+                        &plan,
+                    );
                 let everything = landed && plan.fates[..issued].iter().all(|f| *f == Fate::Whole);
                 allowed = if everything {
                     vec![model]
@@ -390,8 +398,8 @@ impl CrashSubject for TreeSubject {
     fn segments_mut(&mut self) -> &mut MemSegments {
         self.0.store_mut().storage_mut()
     }
-    fn last_commit_location(&self) -> Option<(u64, u64)> {
-        self.0.store().last_commit_location()
+    fn last_commit_location(&self) -> Option<(u64, u64, u64)> {
+        self.0.store().last_commit_record()
     }
     fn recovery(&self) -> (bool, u64) {
         let s = self.0.store();
@@ -416,12 +424,15 @@ pub struct CrashShape {
     pub cleaning: Cleaning,
     pub checkpoint_every: u64,
     pub cycles: u32,
+    /// Packed records in units of this many bytes (None: fixed slots).
+    pub packed_unit_bytes: Option<usize>,
 }
 
 impl CrashShape {
     /// A geometry drawn from `seed`: node sizes 512 B to 4 KiB, fanouts 4 to 64 (as the
     /// node holds them), 8 to 64 nodes per segment, write buffers of 1 to 16 nodes (8x with
-    /// logical commits), checkpoints every 1 to 4 commits, either cleaning policy.
+    /// logical commits), checkpoints every 1 to 4 commits, either cleaning policy; half of
+    /// them with packed records in units of 64 bytes to the node size (at most 4 KiB).
     pub fn varied(seed: u64) -> CrashShape {
         let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x0053_4841_5045);
         let node_bytes = [512, 1024, 4096][rng.below(3) as usize];
@@ -443,13 +454,24 @@ impl CrashShape {
             },
             checkpoint_every: 1 + rng.below(4),
             cycles: 1 + rng.below(4) as u32,
+            packed_unit_bytes: (rng.below(2) == 0).then(|| {
+                let units = [64, 128, 256, 512, 4096];
+                units[rng.below(units.len() as u64) as usize].min(node_bytes)
+            }),
         }
     }
 
     pub fn config(&self) -> AsConfig {
+        let segment_bytes = self.segment_nodes * self.node_bytes as u64;
         AsConfig {
             checkpoint_every: self.checkpoint_every,
-            segment_bytes: self.segment_nodes * self.node_bytes as u64,
+            // Packed records need segments of whole 4 KiB blocks.
+            segment_bytes: if self.packed_unit_bytes.is_some() {
+                segment_bytes.next_multiple_of(4096)
+            } else {
+                segment_bytes
+            },
+            packed_unit_bytes: self.packed_unit_bytes,
             max_space_amp: 1.3,
             cleaning: self.cleaning,
             logical_commits: self.logical_commits,

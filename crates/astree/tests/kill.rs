@@ -26,9 +26,17 @@ fn shape(i: u64) -> (usize, usize, u64, usize) {
 
 fn config(i: u64) -> AsConfig {
     let (node, _, segment_nodes, buffer) = shape(i);
+    // Every fourth run with packed records (segments of whole 4 KiB blocks).
+    let packed = (i % 4 == 1).then_some(256);
+    let segment_bytes = segment_nodes * node as u64;
     AsConfig {
         checkpoint_every: 1 + i % 4,
-        segment_bytes: segment_nodes * node as u64,
+        segment_bytes: if packed.is_some() {
+            segment_bytes.next_multiple_of(4096)
+        } else {
+            segment_bytes
+        },
+        packed_unit_bytes: packed,
         max_space_amp: 1.3,
         cleaning: if i.is_multiple_of(2) {
             Cleaning::CostBenefit

@@ -127,9 +127,9 @@ proptest! {
     }
 
     #[test]
-    fn as_store_matches_btreemap(ops in prop::collection::vec(op(), 1..1500), buffer in 1usize..12, cache in 0usize..20, logical in any::<bool>()) {
+    fn as_store_matches_btreemap(ops in prop::collection::vec(op(), 1..1500), buffer in 1usize..12, cache in 0usize..20, logical in any::<bool>(), packed in prop::option::of(prop::sample::select(vec![64usize, 128, 512]))) {
         let mut model = BTreeMap::new();
-        let cfg = AsConfig { segment_bytes: 16 * 1024, logical_commits: logical, ..AsConfig::new(1024, buffer) };
+        let cfg = AsConfig { segment_bytes: 16 * 1024, logical_commits: logical, packed_unit_bytes: packed, ..AsConfig::new(1024, buffer) };
         let store = LruCache::new(AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap(), cache);
         let tree = run(BTree::new(store, 8).unwrap(), &ops, &mut model)?;
         synced_and_reopened_match(tree, cfg, &model)?;
@@ -209,9 +209,10 @@ proptest! {
         buffer in 1usize..12,
         cache in 0usize..20,
         logical in any::<bool>(),
+        packed in prop::option::of(prop::sample::select(vec![64usize, 256])),
     ) {
         let mut model = BTreeMap::new();
-        let cfg = AsConfig { segment_bytes: 16 * 1024, logical_commits: logical, ..AsConfig::new(1024, buffer) };
+        let cfg = AsConfig { segment_bytes: 16 * 1024, logical_commits: logical, packed_unit_bytes: packed, ..AsConfig::new(1024, buffer) };
         let inner = AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap();
         // Odd sizes: a cache bounded in nodes (LRU); even: in bytes (second chance).
         let store = if cache % 2 == 1 { LruCache::new(inner, cache) } else { LruCache::with_bytes(inner, cache * 300) };

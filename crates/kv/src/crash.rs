@@ -31,8 +31,8 @@ impl CrashSubject for Db<MemSegments> {
     fn segments_mut(&mut self) -> &mut MemSegments {
         Db::segments_mut(self)
     }
-    fn last_commit_location(&self) -> Option<(u64, u64)> {
-        self.tree.store().inner().last_commit_location()
+    fn last_commit_location(&self) -> Option<(u64, u64, u64)> {
+        self.tree.store().inner().last_commit_record()
     }
     fn recovery(&self) -> (bool, u64) {
         let r = &self.tree.store().inner().recovery;

@@ -285,9 +285,23 @@ impl MemVfs {
     /// inode after the crash `plan` (a write whose missing part equals what was there
     /// landed whole).
     pub fn write_landed(&self, i: usize, image: &Image, plan: &CrashPlan) -> bool {
+        self.write_landed_through(i, u64::MAX, image, plan)
+    }
+
+    /// Whether pending write `i`'s bytes before file offset `end` are all in `image` (as
+    /// [`Self::write_landed`]; a record followed by padding in the same write is whole
+    /// when its own bytes are).
+    pub fn write_landed_through(
+        &self,
+        i: usize,
+        end: u64,
+        image: &Image,
+        plan: &CrashPlan,
+    ) -> bool {
         let Op::Write(ino, off, data) = &self.pending[i] else {
             return false;
         };
+        let data = &data[..(end.saturating_sub(*off) as usize).min(data.len())];
         let mut files = self.durable.clone();
         Self::land(&mut files, &self.pending, plan);
         let Some((name, _)) = files.names.iter().find(|(_, &x)| x == *ino) else {
@@ -296,7 +310,7 @@ impl MemVfs {
         image
             .get(name)
             .and_then(|f| f.get(*off as usize..*off as usize + data.len()))
-            .is_some_and(|b| b == data.as_slice())
+            .is_some_and(|b| b == data)
     }
 
     /// One line per pending operation (for failure messages).

@@ -76,7 +76,7 @@ impl<S: Segments> AsStore<S> {
             return Err(e);
         }
         if commit {
-            self.last_commit = last.map(|l| l.at);
+            self.last_commit = last;
         }
         for ((id, change), loc) in buffer.iter().zip(locs) {
             if matches!(change, Pending::Free) {

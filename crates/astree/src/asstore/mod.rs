@@ -198,7 +198,7 @@ pub struct AsStore<S: Segments> {
     /// live nodes is never read again and may be removed.
     checkpoint_segment: u64,
     /// Address of the last commit record a `sync` wrote (checkpoints repeat it).
-    last_commit: Option<u64>,
+    last_commit: Option<Loc>,
     /// Dead segments whose files wait to be renamed into new segments.
     recycled: Vec<u64>,
     /// Logical commits: operations logged since the last commit, and the bytes of
@@ -362,7 +362,18 @@ impl<S: Segments> AsStore<S> {
     /// checkpoint that follows only repeats it.
     pub fn last_commit_location(&self) -> Option<(u64, u64)> {
         self.last_commit
-            .map(|a| (seg_of(a), slot_of(a) * self.layout.unit))
+            .map(|l| (seg_of(l.at), slot_of(l.at) * self.layout.unit))
+    }
+
+    /// Where the commit record of the last `sync` lies: (segment, byte offset, bytes).
+    pub fn last_commit_record(&self) -> Option<(u64, u64, u64)> {
+        self.last_commit.map(|l| {
+            (
+                seg_of(l.at),
+                slot_of(l.at) * self.layout.unit,
+                l.units * self.layout.unit,
+            )
+        })
     }
 
     /// Logged operations recovered at open and not yet handed to the tree.

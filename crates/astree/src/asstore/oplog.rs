@@ -83,7 +83,7 @@ impl<S: Segments> AsStore<S> {
             self.ops = ops;
             return Err(e);
         }
-        self.last_commit = last.map(|l| l.at);
+        self.last_commit = last;
         self.ops_since_node_commit += b.out.len() as u64;
         Ok(())
     }
