@@ -15,17 +15,41 @@ pub(super) enum Pending {
 impl<S: Segments> AsStore<S> {
     pub(super) fn push(&mut self, id: NodeId, change: Pending) -> Result<(), TreeError> {
         self.stats.buffer_writes += 1;
+        let bytes = self.pending_bytes(&change);
         if let Some(&i) = self.buffered.get(&id) {
+            self.buffer_bytes -= self.pending_bytes(&self.buffer[i].1);
+            self.buffer_bytes += bytes;
             self.buffer[i].1 = change;
             self.stats.buffer_rewrites += 1;
             return Ok(());
         }
         self.buffered.insert(id, self.buffer.len());
         self.buffer.push((id, change));
-        if self.buffer.len() >= self.cfg.buffer_nodes {
+        self.buffer_bytes += bytes;
+        if self.buffer_full() {
             self.flush(false)?;
         }
         Ok(())
+    }
+
+    /// The buffer holds `buffer_nodes` nodes (fixed slots), or records of as many bytes
+    /// as that many slots (packed records: smaller nodes, more of them).
+    fn buffer_full(&self) -> bool {
+        if self.layout.packed {
+            self.buffer_bytes >= (self.cfg.buffer_nodes * self.slot_bytes) as u64
+        } else {
+            self.buffer.len() >= self.cfg.buffer_nodes
+        }
+    }
+
+    /// Log bytes a buffered change will take (nothing while taken).
+    pub(super) fn pending_bytes(&self, p: &Pending) -> u64 {
+        let payload = match p {
+            Pending::Node(n) => n.encoded_bytes(),
+            Pending::Free => 0,
+            Pending::Taken => return 0,
+        };
+        self.layout.units_for(HEADER + payload) * self.layout.unit
     }
 
     /// Writes the buffer in one contiguous write; with `commit`, its last slot (or a
@@ -91,6 +115,7 @@ impl<S: Segments> AsStore<S> {
             self.buffered.insert(*id, i);
         }
         self.buffer = taken;
+        self.buffer_bytes = 0; // taken changes count nothing
         Ok(())
     }
 

@@ -183,6 +183,8 @@ pub struct AsStore<S: Segments> {
     /// kept decoded and encoded only when flushed.
     buffer: Vec<(NodeId, Pending)>,
     buffered: IdMap<usize>,
+    /// Log bytes the buffered changes will take.
+    buffer_bytes: u64,
     /// Where the next slot goes.
     end: u64,
     seq: u64,
@@ -288,6 +290,7 @@ impl<S: Segments> AsStore<S> {
             live_units: 0,
             buffer: Vec::new(),
             buffered: IdMap::default(),
+            buffer_bytes: 0,
             end: addr(FIRST_LOG_SEGMENT, 0),
             seq: 0,
             root: None,
@@ -493,6 +496,7 @@ impl<S: Segments> NodeStore for AsStore<S> {
         // the tree writes it back.
         if let Some(&i) = self.buffered.get(&id) {
             if matches!(self.buffer[i].1, Pending::Node(_)) {
+                self.buffer_bytes -= self.pending_bytes(&self.buffer[i].1);
                 self.buffer[i].1 = Pending::Taken;
             }
         }

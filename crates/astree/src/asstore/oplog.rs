@@ -56,7 +56,11 @@ impl<S: Segments> AsStore<S> {
         let slot = self.slot_bytes as u64;
         let ops_bytes =
             (self.ops.len() as u64).div_ceil((self.slot_bytes - HEADER - 4) as u64) * slot;
-        let dirty_bytes = self.buffer.len() as u64 * slot;
+        let dirty_bytes = if self.layout.packed {
+            self.buffer_bytes
+        } else {
+            self.buffer.len() as u64 * slot
+        };
         self.ops.is_empty()
             || self.node_commit_required
             || ops_bytes > dirty_bytes
