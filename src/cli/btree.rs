@@ -63,6 +63,11 @@ pub(crate) struct BtreeRunArgs {
     /// buffer fills (recovery replays the operations).
     #[arg(long)]
     pub(crate) logical_commits: bool,
+    /// AS store: packed records in units of this many bytes (64 to 4096, a power of two):
+    /// a node takes the log bytes it holds instead of a whole node slot (off by default:
+    /// the paper's fixed slots).
+    #[arg(long, value_name = "BYTES")]
+    pub(crate) packed_unit: Option<usize>,
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -89,6 +94,7 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
         max_space_amp: r.max_space_amp,
         commit_every: r.commit_every,
         logical_commits: r.logical_commits,
+        packed_unit_bytes: r.packed_unit,
         ..lab::btreerun::BtreeSpec::new(r.store, backend)
     };
     let started = Instant::now();

@@ -58,6 +58,8 @@ pub struct BtreeSpec {
     pub sample_every: u64,
     /// AS store: commit by logging operations (see `AsConfig::logical_commits`).
     pub logical_commits: bool,
+    /// AS store: packed records in units of this many bytes (None: fixed slots).
+    pub packed_unit_bytes: Option<usize>,
 }
 
 impl BtreeSpec {
@@ -80,6 +82,7 @@ impl BtreeSpec {
             commit_every: 0,
             sample_every: 0,
             logical_commits: false,
+            packed_unit_bytes: None,
         }
     }
 
@@ -89,6 +92,7 @@ impl BtreeSpec {
             max_space_amp: self.max_space_amp,
             cleaning: self.cleaning,
             logical_commits: self.logical_commits,
+            packed_unit_bytes: self.packed_unit_bytes,
             ..AsConfig::new(self.node_bytes, self.write_buffer_nodes)
         }
     }

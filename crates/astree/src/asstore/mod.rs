@@ -8,6 +8,9 @@
 //! log order; file 0 holds two superblocks. Slots are `node_bytes` long (so they stay
 //! aligned for O_DIRECT); a node image may use all but the 48-byte slot header. A log
 //! address is the segment number in the high 32 bits and the slot index in the low 32.
+//! With packed records ([`AsConfig::packed_unit_bytes`]) a record takes only the units
+//! (64 B to 4 KiB) its header and payload need, addresses count units, and every write
+//! is padded to whole 4 KiB blocks (the paper's store, and the default, use fixed slots).
 //!
 //! Crash safety: every record (a node, a free, a checkpoint piece or a commit) is a slot
 //! with a magic number, a sequence number (consecutive in log order) and a CRC-32 over
