@@ -16,6 +16,11 @@ of them and none always follows the same engine). Two memory settings:
 
     python3 bench/kvcompare/medians.py --entries 100000,1000000 --runs 5
     python3 bench/kvcompare/medians.py --entries 1000000 --runs 5 --memory 1GiB
+    python3 bench/kvcompare/medians.py --entries 1000000 --runs 5 --value-bytes 1000
+    python3 bench/kvcompare/medians.py --entries 1000000 --runs 5 --keys sequential
+
+`--value-bytes` and `--keys` are the variants: values of another size (150 bytes unless
+said), keys in ascending order (each new key sorts after all earlier ones).
 
 Needs root for --memory (it makes and removes a cgroup).
 """
@@ -28,6 +33,7 @@ import subprocess
 import sys
 
 ENGINES = ["as-logical", "as-nodes", "redb", "lmdb", "fjall"]
+EXTRA_ENGINES = ["sled", "as-logical-fixed"]
 COLUMNS = [
     ("bulk_s", "bulk (s)"),
     ("durable_s", "1,000 durable (s)"),
@@ -82,8 +88,8 @@ class Cgroup:
             pass
 
 
-def run_once(binary, entries, engine, workdir, cache_bytes, cgroup):
-    argv = [binary, str(entries), workdir, engine, "--json"]
+def run_once(binary, entries, engine, workdir, cache_bytes, cgroup, variant):
+    argv = [binary, str(entries), workdir, engine, "--json"] + variant
     if cache_bytes is not None:
         argv += ["--cache-bytes", str(cache_bytes)]
     if cgroup is not None:
@@ -124,6 +130,8 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--memory", help="equal memory: a cgroup limit for every run (e.g. 1GiB)")
+    ap.add_argument("--value-bytes", type=int, help="values of this many bytes (default: kvcompare's 150)")
+    ap.add_argument("--keys", choices=["random", "sequential"], default="random", help="key order")
     ap.add_argument("--dir", default="/tmp/flashlab-kvcompare-medians", help="scratch directory (removed per run)")
     ap.add_argument("--binary", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "target/release/kvcompare"))
     a = ap.parse_args()
@@ -131,8 +139,11 @@ def main():
         sys.exit(f"{a.binary} is missing: cargo build --release --manifest-path bench/kvcompare/Cargo.toml")
     engines = [e for e in a.engines.split(",") if e]
     for e in engines:
-        if e not in ENGINES + ["sled"]:
-            sys.exit(f"unknown engine {e!r} (known: {', '.join(ENGINES + ['sled'])})")
+        if e not in ENGINES + EXTRA_ENGINES:
+            sys.exit(f"unknown engine {e!r} (known: {', '.join(ENGINES + EXTRA_ENGINES)})")
+    variant = ["--keys", a.keys]
+    if a.value_bytes is not None:
+        variant += ["--value-bytes", str(a.value_bytes)]
     limit = parse_bytes(a.memory) if a.memory else None
     cgroup = Cgroup(limit) if limit else None
     try:
@@ -144,10 +155,12 @@ def main():
                 # another engine's would otherwise share the machine with its writeback).
                 for e in engines[i % len(engines):] + engines[: i % len(engines)]:
                     os.sync()
-                    r = run_once(a.binary, n, e, a.dir, limit // 2 if limit else None, cgroup)
+                    r = run_once(a.binary, n, e, a.dir, limit // 2 if limit else None, cgroup, variant)
                     results[e].append(r)
                     print(f"  run {i + 1}/{a.runs} {e}: {json.dumps(r)}", file=sys.stderr)
             title = f"equal memory ({a.memory} per run, caches {limit // 2 >> 20} MiB)" if limit else "defaults"
+            if a.value_bytes is not None or a.keys != "random":
+                title += f", {a.value_bytes or 150}-byte values, {a.keys} keys"
             table(n, results, a.runs, title)
     finally:
         if cgroup:

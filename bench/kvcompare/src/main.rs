@@ -5,13 +5,14 @@
 //! removals; time of each phase and the bytes on disk after the reads.
 //!
 //!     cargo run --release --manifest-path bench/kvcompare/Cargo.toml -- [N] [DIR] [ENGINES]
-//!         [--cache-bytes BYTES] [--json]
+//!         [--cache-bytes BYTES] [--json] [--value-bytes N] [--keys random|sequential]
 //!
 //! `--cache-bytes` sets the cache of the engines that keep one (AS, redb, fjall's block
 //! cache; default: each engine's own, the AS store's 1 GiB as redb's); `--json` prints one
-//! JSON object per run. `bench/kvcompare/medians.py` runs it N times per engine, at
-//! defaults and at equal memory (a memory cgroup), and prints the tables of
-//! docs/comparisons.md.
+//! JSON object per run; `--value-bytes` and `--keys` are the value-size and key-order
+//! variants (150-byte values and random keys unless said). `bench/kvcompare/medians.py`
+//! runs it N times per engine, at defaults and at equal memory (a memory cgroup), and
+//! prints the tables of docs/comparisons.md.
 
 use astree::asstore::{AsConfig, AsStore};
 use astree::cache::{LruCache, DEFAULT_CACHE_BYTES};
@@ -40,12 +41,37 @@ const PACKED_UNIT: usize = 64;
 const BATCHES: usize = 20;
 const BATCH: usize = 1_000;
 
-fn entry(rng: &mut Xoshiro256PlusPlus) -> (Vec<u8>, Vec<u8>) {
-    let mut k = vec![0u8; 24];
-    let mut v = vec![0u8; 150];
-    rng.fill(&mut k[..]);
-    rng.fill(&mut v[..]);
-    (k, v)
+/// The benchmark's entries: 24-byte keys (random, or for `--keys sequential` a
+/// big-endian counter followed by random bytes, so each new key sorts after every earlier
+/// one) and random values of `value_bytes` (150 unless `--value-bytes` says otherwise).
+struct Entries {
+    rng: Xoshiro256PlusPlus,
+    sequential: bool,
+    next: u64,
+    value_bytes: usize,
+}
+
+impl Entries {
+    fn new(opts: &Options) -> Self {
+        Entries {
+            rng: Xoshiro256PlusPlus::seed_from_u64(1),
+            sequential: opts.sequential,
+            next: 0,
+            value_bytes: opts.value_bytes,
+        }
+    }
+
+    fn entry(&mut self) -> (Vec<u8>, Vec<u8>) {
+        let mut k = vec![0u8; 24];
+        let mut v = vec![0u8; self.value_bytes];
+        self.rng.fill(&mut k[..]);
+        if self.sequential {
+            k[..8].copy_from_slice(&self.next.to_be_bytes());
+            self.next += 1;
+        }
+        self.rng.fill(&mut v[..]);
+        (k, v)
+    }
 }
 
 trait Engine {
@@ -334,16 +360,18 @@ fn dir_bytes(p: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-fn run(e: &mut dyn Engine, n: usize, json: bool) {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
-    let es: Vec<_> = (0..n).map(|_| entry(&mut rng)).collect();
+fn run(e: &mut dyn Engine, n: usize, opts: &Options) {
+    let json = opts.json;
+    let mut gen = Entries::new(opts);
+    let es: Vec<_> = (0..n).map(|_| gen.entry()).collect();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
     let t = Instant::now();
     e.bulk(&es);
     let bulk = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let mut lat_us = Vec::with_capacity(INDIVIDUAL);
     for _ in 0..INDIVIDUAL {
-        let (k, v) = entry(&mut rng);
+        let (k, v) = gen.entry();
         let t1 = Instant::now();
         e.durable_one(&k, &v);
         lat_us.push(t1.elapsed().as_secs_f64() * 1e6);
@@ -353,7 +381,7 @@ fn run(e: &mut dyn Engine, n: usize, json: bool) {
     let p99_us = lat_us[lat_us.len() * 99 / 100];
     let t = Instant::now();
     for _ in 0..BATCHES {
-        let b: Vec<_> = (0..BATCH).map(|_| entry(&mut rng)).collect();
+        let b: Vec<_> = (0..BATCH).map(|_| gen.entry()).collect();
         e.batch(&b);
     }
     let batch = t.elapsed().as_secs_f64();
@@ -373,8 +401,10 @@ fn run(e: &mut dyn Engine, n: usize, json: bool) {
     if json {
         // One line per run, for bench/kvcompare/medians.py.
         println!(
-            "{{\"engine\":\"{}\",\"entries\":{n},\"bulk_s\":{bulk},\"durable_s\":{one},\"durable_p99_us\":{p99_us},\"batches_s\":{batch},\"reads_s\":{reads},\"removals_s\":{removals},\"file_mb\":{}}}",
+            "{{\"engine\":\"{}\",\"entries\":{n},\"value_bytes\":{},\"keys\":\"{}\",\"bulk_s\":{bulk},\"durable_s\":{one},\"durable_p99_us\":{p99_us},\"batches_s\":{batch},\"reads_s\":{reads},\"removals_s\":{removals},\"file_mb\":{}}}",
             e.name(),
+            opts.value_bytes,
+            if opts.sequential { "sequential" } else { "random" },
             size as f64 / 1e6
         );
         return;
@@ -397,6 +427,10 @@ struct Options {
     cache_bytes: Option<usize>,
     /// One JSON object per engine run instead of the text line.
     json: bool,
+    /// `--value-bytes N`: the values' size (default 150, redb's benchmark's).
+    value_bytes: usize,
+    /// `--keys sequential`: keys in ascending order (default random).
+    sequential: bool,
 }
 
 fn main() {
@@ -404,6 +438,8 @@ fn main() {
     let mut opts = Options {
         cache_bytes: None,
         json: false,
+        value_bytes: 150,
+        sequential: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -416,8 +452,29 @@ fn main() {
                 }));
             }
             "--json" => opts.json = true,
+            "--value-bytes" => {
+                let v = args.next().unwrap_or_default();
+                opts.value_bytes = match v.parse() {
+                    Ok(b) if b <= 1 << 20 => b,
+                    _ => {
+                        eprintln!("--value-bytes wants a number of bytes up to 1 MiB, not {v:?}");
+                        std::process::exit(2)
+                    }
+                };
+            }
+            "--keys" => {
+                let v = args.next().unwrap_or_default();
+                opts.sequential = match v.as_str() {
+                    "random" => false,
+                    "sequential" => true,
+                    _ => {
+                        eprintln!("--keys wants random or sequential, not {v:?}");
+                        std::process::exit(2)
+                    }
+                };
+            }
             _ if a.starts_with("--") => {
-                eprintln!("unknown option {a} (known: --cache-bytes BYTES, --json)");
+                eprintln!("unknown option {a} (known: --cache-bytes BYTES, --json, --value-bytes N, --keys random|sequential)");
                 std::process::exit(2)
             }
             _ => positional.push(a),
@@ -447,21 +504,21 @@ fn main() {
         run(
             &mut As::open(&dir.join("as-logical"), true, true, as_cache),
             n,
-            opts.json,
+            &opts,
         );
     }
     if wanted("as-logical-fixed") {
         run(
             &mut As::open(&dir.join("as-logical-fixed"), true, false, as_cache),
             n,
-            opts.json,
+            &opts,
         );
     }
     if wanted("as") || wanted("as-nodes") {
         run(
             &mut As::open(&dir.join("as-nodes"), false, true, as_cache),
             n,
-            opts.json,
+            &opts,
         );
     }
     if wanted("redb") {
@@ -470,20 +527,20 @@ fn main() {
         if let Some(c) = opts.cache_bytes {
             b.set_cache_size(c);
         }
-        run(&mut Redb(b.create(&p).unwrap(), p), n, opts.json);
+        run(&mut Redb(b.create(&p).unwrap(), p), n, &opts);
     }
     if wanted("lmdb") {
-        run(&mut Lmdb::open(&dir.join("lmdb")), n, opts.json);
+        run(&mut Lmdb::open(&dir.join("lmdb")), n, &opts);
     }
     if wanted("sled") {
         let p = dir.join("sled");
-        run(&mut Sled(sled::open(&p).unwrap(), p.clone()), n, opts.json);
+        run(&mut Sled(sled::open(&p).unwrap(), p.clone()), n, &opts);
     }
     if wanted("fjall") {
         run(
             &mut Fjall::open(&dir.join("fjall"), opts.cache_bytes),
             n,
-            opts.json,
+            &opts,
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
