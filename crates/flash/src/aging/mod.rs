@@ -196,6 +196,11 @@ pub fn parse_retention_s(s: &str) -> Result<u64, String> {
         .ok_or_else(|| {
             format!("retention={s:?} needs a unit: s, h, d or y (e.g. retention=30d)")
         })?;
+    if split == 0 {
+        return Err(format!(
+            "retention={s:?} must be a number and a unit (s, h, d or y), e.g. retention=30d"
+        ));
+    }
     let (num, unit) = s.split_at(split);
     let per: f64 = match unit {
         "s" => 1.0,

@@ -134,6 +134,8 @@ fn age_strings_parse_and_bad_ones_name_the_part() {
         ("retention=3w", "unknown unit \"w\""),
         ("retention=x1y", "retention=\"x1y\""),
         ("retention=1e400y", "retention=\"1e400y\""),
+        ("retention=-1d", "must be a number and a unit"),
+        ("retention=d", "must be a number and a unit"),
         ("retention=1.5.2d", "not a number"),
         ("retention=99999999999y", "out of range"),
         ("temp=40", "unknown key \"temp\""),
@@ -374,4 +376,56 @@ fn bad_tables_are_clear_errors() {
     assert!(err.contains("aging needs ftl"), "{err}");
     let toml_err = toml::from_str::<AgingConfig>("cell = \"tlc\"\nretries = 3\n").unwrap_err();
     assert!(toml_err.to_string().contains("retries"), "{toml_err}");
+}
+
+#[test]
+fn reclaim_keeps_the_ftl_consistent_under_every_gc_policy_and_a_mapping_cache() {
+    for (policy, cached) in [
+        (crate::GcPolicy::Greedy, false),
+        (crate::GcPolicy::CostBenefit, false),
+        (crate::GcPolicy::Fifo, false),
+        (crate::GcPolicy::Greedy, true),
+    ] {
+        let mut cfg = aged_config(CellType::Tlc, 3000, 31_536_000);
+        cfg.gc.policy = policy;
+        if cached {
+            cfg.mapping_cache = Some(crate::MappingCacheConfig::dram(8 << 10));
+        }
+        let a = cfg.aging.as_mut().unwrap();
+        a.reclaim_reads = Some(40);
+        a.reclaim_retries = Some(2);
+        let mut ssd = Ssd::new(cfg).unwrap();
+        let units = ssd.logical_bytes() / 4096;
+        ssd.write_untimed(0, units * 4096).unwrap();
+        ssd.seed_errors(11);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(12);
+        let mut now = 0;
+        for i in 0..20_000u64 {
+            // Reads favour a small hot range, so its blocks pass the read limit.
+            let lpn = if i % 2 == 0 {
+                rng.random_range(0..64)
+            } else {
+                rng.random_range(0..units)
+            };
+            let cmd = if i % 5 == 0 {
+                Command::write(lpn * 4096, 4096)
+            } else {
+                Command::read(lpn * 4096, 4096)
+            };
+            now = ssd.submit(&cmd, now).unwrap();
+        }
+        ssd.check_invariants().unwrap();
+        let s = ssd.stats();
+        let a = s.aging.as_ref().unwrap();
+        assert!(
+            a.reclaimed_blocks > 0
+                && a.reclaimed_for_reads > 0
+                && a.reclaimed_for_reads < a.reclaimed_blocks,
+            "{policy} cached {cached}: {a:?}"
+        );
+        assert!(s.gc_copied_pages >= a.reclaim_copied_pages);
+        for lpn in 0..units as u32 {
+            assert!(ssd.ftl().lookup(lpn).is_some(), "unit {lpn} lost its data");
+        }
+    }
 }
