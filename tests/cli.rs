@@ -660,6 +660,62 @@ fn age_slows_reads_reports_retries_and_bad_ages_name_the_wrong_part() {
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("cell=mlc"), "{err}");
+
+    // A preset file's [ssd.aging] table turns the model on without --age; --age then sets
+    // the age of that model (its parameters kept).
+    let dir = Scratch::new("aging-preset");
+    let toml = std::fs::read_to_string("presets/840pro.toml").unwrap()
+        + "\n[ssd.aging]\ncell = \"mlc\"\nstart_pe_cycles = 30000\nstart_retention_s = 31536000\nmax_retries = 4\n";
+    let path = dir.0.join("aged840.toml");
+    std::fs::write(&path, toml).unwrap();
+    let p = path.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "sim",
+            "--preset",
+            p,
+            "--capacity",
+            "512MiB",
+            "--workload",
+            "uniform",
+            "--read-fraction",
+            "1",
+            "--writes",
+            "0.05x",
+            "--warmup",
+            "0x",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        stdout_json(&flashlab(&args))
+    };
+    let v = run(&[]);
+    assert_eq!(v["aging"]["cell"], "mlc");
+    assert_eq!(v["aging"]["start_pe_cycles"], 30000);
+    assert_eq!(v["aging"]["retry_histogram"].as_array().unwrap().len(), 5);
+    assert!(
+        v["aging"]["retries_per_read"].as_f64().unwrap() > 1.0,
+        "{v}"
+    );
+    let v = run(&["--age", "pe=0"]);
+    assert_eq!(v["aging"]["start_pe_cycles"], 0);
+    assert_eq!(v["aging"]["start_retention_s"], 31_536_000);
+    assert_eq!(v["aging"]["retries"], 0);
+    let bad = std::fs::read_to_string("presets/840pro.toml").unwrap()
+        + "\n[ssd.aging]\ncell = \"mlc\"\nretry_steps = 3\n";
+    std::fs::write(&path, bad).unwrap();
+    let o = flashlab(&[
+        "sim",
+        "--preset",
+        p,
+        "--workload",
+        "uniform",
+        "--writes",
+        "1x",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("retry_steps"), "{err}");
 }
 
 #[test]
