@@ -238,8 +238,8 @@ pub(crate) fn print_stats(s: &flash::DeviceStats) {
     }
     if let Some(a) = &s.aging {
         println!(
-            "  errors ({})       start {} P/E cycles, data {} old at the start: {} array reads, {:.4} retries per read ({} reads retried), {} uncorrectable, {} blocks reclaimed ({} for read disturb, {} pages copied)",
-            a.cell,
+            "  {:<18}start {} P/E cycles, data {} old at the start: {} array reads, {:.4} retries per read ({} reads retried), {} uncorrectable, {} blocks reclaimed ({} for read disturb, {} pages copied)",
+            format!("errors ({})", a.cell),
             a.start_pe_cycles,
             human_duration(a.start_retention_s),
             a.reads,
