@@ -552,6 +552,173 @@ fn sweep_runs_a_grid_of_sim_points_the_same_on_any_number_of_cores() {
 }
 
 #[test]
+fn age_slows_reads_reports_retries_and_bad_ages_name_the_wrong_part() {
+    let help = String::from_utf8_lossy(&flashlab(&["sim", "--help"]).stdout).into_owned();
+    assert!(help.contains("--age"), "{help}");
+    let sim = |age: &[&str]| {
+        let mut args = vec![
+            "sim",
+            "--preset",
+            "mx500",
+            "--capacity",
+            "512MiB",
+            "--workload",
+            "uniform",
+            "--read-fraction",
+            "1",
+            "--writes",
+            "0.05x",
+            "--warmup",
+            "0x",
+            "--seed",
+            "5",
+            "--json",
+        ];
+        args.extend_from_slice(age);
+        let mut v = stdout_json(&flashlab(&args));
+        v.as_object_mut().unwrap().remove("wall_s");
+        v
+    };
+    let off = sim(&[]);
+    assert!(off.get("aging").is_none());
+    let old = sim(&["--age", "pe=3000,retention=1y"]);
+    assert_eq!(
+        old,
+        sim(&["--age", "pe=3000,retention=1y"]),
+        "same seed, same numbers"
+    );
+    let a = &old["aging"];
+    for key in [
+        "cell",
+        "start_pe_cycles",
+        "start_retention_s",
+        "reads",
+        "retries",
+        "retries_per_read",
+        "uncorrectable_reads",
+        "reclaimed_blocks",
+        "retry_histogram",
+    ] {
+        assert!(a.get(key).is_some(), "missing aging.{key} in {a}");
+    }
+    assert_eq!(a["cell"], "tlc");
+    assert_eq!(a["start_retention_s"], 31_536_000);
+    assert!(a["retries_per_read"].as_f64().unwrap() > 1.0, "{a}");
+    assert!(
+        old["read_latency_ns"]["p50"].as_u64() > off["read_latency_ns"]["p50"].as_u64(),
+        "{old} vs {off}"
+    );
+
+    // replay takes --age too.
+    let o = flashlab(&[
+        "replay",
+        "examples/kv-ext4.trace",
+        "--preset",
+        "840pro",
+        "--capacity",
+        "2GiB",
+        "--age",
+        "pe=5000,retention=30d,cell=mlc",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = stdout_json(&o);
+    assert_eq!(r["aging"]["cell"], "mlc", "{r}");
+
+    for (age, needle) in [
+        ("pe=many", "pe=\"many\""),
+        ("pe=1500,retention=1", "needs a unit"),
+        ("retention=2w", "unknown unit \"w\""),
+        ("temperature=40", "unknown key \"temperature\""),
+        ("cell=qlc", "qlc has no error model"),
+    ] {
+        let o = flashlab(&[
+            "sim",
+            "--preset",
+            "mx500",
+            "--workload",
+            "uniform",
+            "--writes",
+            "1x",
+            "--age",
+            age,
+        ]);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(needle), "--age {age}: {err}");
+    }
+    let o = flashlab(&[
+        "sim",
+        "--preset",
+        "840pro",
+        "--workload",
+        "uniform",
+        "--writes",
+        "1x",
+        "--age",
+        "pe=10",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cell=mlc"), "{err}");
+
+    // A preset file's [ssd.aging] table turns the model on without --age; --age then sets
+    // the age of that model (its parameters kept).
+    let dir = Scratch::new("aging-preset");
+    let toml = std::fs::read_to_string("presets/840pro.toml").unwrap()
+        + "\n[ssd.aging]\ncell = \"mlc\"\nstart_pe_cycles = 30000\nstart_retention_s = 31536000\nmax_retries = 4\n";
+    let path = dir.0.join("aged840.toml");
+    std::fs::write(&path, toml).unwrap();
+    let p = path.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "sim",
+            "--preset",
+            p,
+            "--capacity",
+            "512MiB",
+            "--workload",
+            "uniform",
+            "--read-fraction",
+            "1",
+            "--writes",
+            "0.05x",
+            "--warmup",
+            "0x",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        stdout_json(&flashlab(&args))
+    };
+    let v = run(&[]);
+    assert_eq!(v["aging"]["cell"], "mlc");
+    assert_eq!(v["aging"]["start_pe_cycles"], 30000);
+    assert_eq!(v["aging"]["retry_histogram"].as_array().unwrap().len(), 5);
+    assert!(
+        v["aging"]["retries_per_read"].as_f64().unwrap() > 1.0,
+        "{v}"
+    );
+    let v = run(&["--age", "pe=0"]);
+    assert_eq!(v["aging"]["start_pe_cycles"], 0);
+    assert_eq!(v["aging"]["start_retention_s"], 31_536_000);
+    assert_eq!(v["aging"]["retries"], 0);
+    let bad = std::fs::read_to_string("presets/840pro.toml").unwrap()
+        + "\n[ssd.aging]\ncell = \"mlc\"\nretry_steps = 3\n";
+    std::fs::write(&path, bad).unwrap();
+    let o = flashlab(&[
+        "sim",
+        "--preset",
+        p,
+        "--workload",
+        "uniform",
+        "--writes",
+        "1x",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("retry_steps"), "{err}");
+}
+
+#[test]
 fn bad_input_gives_clear_errors() {
     let dir = Scratch::new("errors");
     let path = dir.0.join("bad.trace");

@@ -93,6 +93,12 @@ pub(crate) struct DeviceArgs {
     /// the preset's (the 980's HMB) or adds one in controller DRAM.
     #[arg(long, value_name = "SIZE", value_parser = units::parse_size)]
     pub(crate) mapping_cache: Option<u64>,
+    /// The drive's age: enables the error model (RBER, ECC, read retries, read reclaim) with
+    /// every block at pe=N P/E cycles and the data present at the start retention=T old
+    /// (s, h, d, y), e.g. pe=1500,retention=1y; cell=slc|mlc|tlc for a preset that does
+    /// not say its cell type (TLC drives with an SLC cache do).
+    #[arg(long, value_name = "pe=N,retention=T")]
+    pub(crate) age: Option<flash::Age>,
 }
 
 impl DeviceArgs {
@@ -115,6 +121,7 @@ impl DeviceArgs {
             trim_background: self.trim_background.then_some(true),
             trim_preemptive: self.trim_preemptive.then_some(true),
             mapping_cache_bytes: self.mapping_cache,
+            age: self.age.clone(),
         };
         Ok(o.apply(p)?)
     }
@@ -144,6 +151,16 @@ pub(crate) fn print_precondition(pre: &lab::precondition::PreconditionReport) {
             _ => String::new(),
         }
     );
+}
+
+/// Seconds as the largest unit of `--age retention=` that fits (`1y`, `30d`, `12h`, `5s`).
+fn human_duration(secs: u64) -> String {
+    for (unit, per) in [("y", 365 * 86_400), ("d", 86_400), ("h", 3600)] {
+        if secs >= per {
+            return format!("{:.3}{unit}", secs as f64 / per as f64).replace(".000", "");
+        }
+    }
+    format!("{secs}s")
 }
 
 pub(crate) fn print_stats(s: &flash::DeviceStats) {
@@ -218,6 +235,21 @@ pub(crate) fn print_stats(s: &flash::DeviceStats) {
                     / s.flash_write_pages as f64
             );
         }
+    }
+    if let Some(a) = &s.aging {
+        println!(
+            "  {:<18}start {} P/E cycles, data {} old at the start: {} array reads, {:.4} retries per read ({} reads retried), {} uncorrectable, {} blocks reclaimed ({} for read disturb, {} pages copied)",
+            format!("errors ({})", a.cell),
+            a.start_pe_cycles,
+            human_duration(a.start_retention_s),
+            a.reads,
+            a.retries_per_read.unwrap_or(0.0),
+            a.retried_reads,
+            a.uncorrectable_reads,
+            a.reclaimed_blocks,
+            a.reclaimed_for_reads,
+            a.reclaim_copied_pages
+        );
     }
     if s.trim_commands > 0 {
         println!(

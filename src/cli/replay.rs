@@ -63,7 +63,7 @@ pub(crate) struct ReplayArgs {
     /// --precondition fill or steady.
     #[arg(long)]
     pub(crate) occupancy: Option<f64>,
-    /// Seed of preconditioning's random writes.
+    /// Seed of preconditioning's random writes and of the error model's draws (--age).
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
     /// Replay the trace this many times back to back on the same drive (as MQSim's relay
@@ -91,6 +91,9 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     let info = file.info().clone();
     let preset = a.device.preset()?;
     let mut dev = preset.build()?;
+    if let flash::AnyDevice::Ssd(s) = &mut dev {
+        s.seed_errors(lab::sim::errors_seed(a.seed));
+    }
     let end = info.max_end_bytes;
     if end > dev.logical_bytes() {
         bail!(

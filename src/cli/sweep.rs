@@ -63,9 +63,11 @@ fn axes(args: &[String]) -> Result<(Vec<String>, Vec<Axis>)> {
         if flag == "--json" {
             continue; // every point is recorded whole anyway
         }
+        // An age is itself a comma list (pe=N,retention=T): several are separated by ';'.
+        let sep = if flag == "--age" { ';' } else { ',' };
         match value {
-            Some(v) if v.contains(',') => {
-                let values: Vec<String> = v.split(',').map(|s| s.trim().to_string()).collect();
+            Some(v) if v.contains(sep) => {
+                let values: Vec<String> = v.split(sep).map(|s| s.trim().to_string()).collect();
                 if values.iter().any(|v| v.is_empty()) {
                     bail!("{flag} {v}: an empty value in the list");
                 }
@@ -509,6 +511,20 @@ mod tests {
         assert!(axes_err(&["--op", "0.07,,0.1"]).contains("empty value"));
         assert!(axes_err(&["op", "1"]).contains("expected a sim flag"));
         assert!(axes_err(&["--op", "1,2", "--op", "3,4"]).contains("twice"));
+    }
+
+    #[test]
+    fn an_age_axis_is_separated_by_semicolons() {
+        // Ages are comma lists: ';' separates the points of an --age axis.
+        let (fixed, grid) = axes(&s(&["--age", "pe=0,retention=0; pe=3000,retention=1y"])).unwrap();
+        assert!(fixed.is_empty());
+        assert_eq!(
+            grid[0].values,
+            s(&["pe=0,retention=0", "pe=3000,retention=1y"])
+        );
+        let (fixed, grid) = axes(&s(&["--age", "pe=3000,retention=1y"])).unwrap();
+        assert_eq!(fixed, s(&["--age", "pe=3000,retention=1y"]));
+        assert!(grid.is_empty());
     }
 
     fn axes_err(v: &[&str]) -> String {

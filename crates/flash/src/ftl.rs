@@ -88,6 +88,10 @@ pub trait FlashSink {
     /// payloads through GC; timing ignores it).
     #[inline(always)]
     fn unit_moved(&mut self, _from_ppn: u32, _to_ppn: u32) {}
+    /// Block `block` (an erased block from a free pool) becomes a write frontier: its
+    /// program starts now (the error model of [`crate::aging`] dates its data by this).
+    #[inline(always)]
+    fn block_opened(&mut self, _block: u32) {}
 }
 
 /// Discards flash operations: the WAF-only path.
@@ -717,6 +721,7 @@ impl PageFtl {
                     .pop_front()
                     .expect("GC always keeps a free block to copy into");
                 *dstate.frontier(stream) = Frontier::at(b);
+                sink.block_opened(b);
             }
             let Frontier { block, next_unit } = *dstate.frontier(stream);
             let take = ((upb - next_unit) as usize).min(moves.len() - done);
@@ -791,6 +796,7 @@ impl PageFtl {
                     .expect("pool holds more than the threshold");
                 *dstate.frontier(stream) = Frontier::at(b);
                 self.closed[b as usize] = false;
+                sink.block_opened(b);
                 self.set_stream_die(stream, d);
                 return Ok(d);
             }
@@ -854,8 +860,40 @@ impl PageFtl {
                 self.written_stamp[victim as usize],
             );
         }
-        self.closed[victim as usize] = false;
         self.counters.gc_victims += 1;
+        Some(self.units_per_block - self.relocate(die, victim, sink))
+    }
+
+    /// Read reclaim: relocates the valid data of closed block `block` (as GC copies, on its
+    /// die) and erases it, whatever its valid count. Returns the units copied, or `None` if
+    /// the block is not closed (a write frontier, or free) or its die has no free block to
+    /// copy into.
+    pub fn reclaim<S: FlashSink>(&mut self, block: u32, sink: &mut S) -> Option<u32> {
+        let b = block as usize;
+        if !self.closed[b] {
+            return None;
+        }
+        let die = self.per_die.div(block);
+        let local = self.per_die.rem(block) as usize;
+        let d = &mut self.die[die as usize];
+        if d.free.is_empty() {
+            return None;
+        }
+        if let Some(idx) = &mut d.greedy {
+            idx.remove(local, self.valid_units[b]);
+        } else if let Some(idx) = &mut d.cost_benefit {
+            idx.remove(local, self.valid_units[b], self.written_stamp[b]);
+        } else if let Some(at) = d.closed_order.iter().position(|&x| x == block) {
+            d.closed_order.remove(at);
+        }
+        Some(self.relocate(die, block, sink))
+    }
+
+    /// Copies the valid units of `victim` (closed, out of the GC indexes) to `die`'s GC
+    /// (or translation) frontier and erases it; returns the units copied.
+    #[inline(always)]
+    fn relocate<S: FlashSink>(&mut self, die: u32, victim: u32, sink: &mut S) -> u32 {
+        self.closed[victim as usize] = false;
         // Gather the victim's valid units (reading each page that holds any), fetching
         // the mapping entry each will update, then append them to the GC frontier: the
         // random L2P accesses of a whole block overlap instead of following one another.
@@ -905,7 +943,7 @@ impl PageFtl {
         self.counters.erases += 1;
         sink.block_erase(die);
         self.die[die as usize].free.push_back(victim);
-        Some(self.units_per_block - copied)
+        copied
     }
 
     /// Cheap consistency check, O(blocks): valid counts add up to the mapped units, no

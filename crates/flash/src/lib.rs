@@ -2,8 +2,9 @@
 //!
 //! Everything here is pure computation: a device receives [`Command`]s with the virtual
 //! time at which they are submitted and answers with the virtual time at which they
-//! complete. Nothing reads the wall clock and nothing is random, so a run depends only
-//! on its configuration and its input.
+//! complete. Nothing reads the wall clock and the only random draws are the error model's
+//! ([`aging`], seeded from the run's seed), so a run depends only on its configuration, its
+//! input and its seed.
 //!
 //! - [`ftl::PageFtl`]: page-mapped flash translation layer (L2P/P2L, valid counts, write
 //!   frontiers, free pools, garbage collection with a [`gc::GcPolicy`], TRIM). Used alone it
@@ -13,8 +14,11 @@
 //! - [`ssd::Ssd`]: the FTL plus timing (dies, channels, host interface, write cache, TRIM
 //!   command costs, background GC, a dynamic [`slc`] cache for TLC drives).
 //! - [`hdd::Hdd`]: a disk with seek curve, rotational position and read-ahead.
+//! - [`aging`]: errors that grow with age (RBER, ECC, read retries, read reclaim), off
+//!   unless a preset has `[ssd.aging]`.
 //! - [`preset::Preset`]: device descriptions loaded from TOML.
 
+pub mod aging;
 pub mod command;
 pub mod error;
 pub mod fast;
@@ -30,6 +34,7 @@ pub mod slc;
 pub mod ssd;
 pub mod stats;
 
+pub use aging::{Age, AgingConfig, CellType};
 pub use command::{ByteRange, Command, Op, Payload};
 pub use error::FlashError;
 pub use gc::GcPolicy;

@@ -149,6 +149,15 @@ impl Ftl {
             Ftl::Fast(_) => false,
         }
     }
+    /// Read reclaim of `block` (the page FTL only): the units copied, or `None` if it could
+    /// not run now.
+    pub fn reclaim<S: FlashSink>(&mut self, block: u32, sink: &mut S) -> Option<u32> {
+        match self {
+            Ftl::Page(f) => f.reclaim(block, sink),
+            Ftl::Cached(f) => f.reclaim(block, sink),
+            Ftl::Fast(_) => None,
+        }
+    }
     pub fn check_counts(&self) -> Result<(), String> {
         match self {
             Ftl::Page(f) => f.check_counts(),

@@ -183,6 +183,9 @@ pub struct DeviceStats {
     /// translation page traffic.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mapping_cache: Option<MappingCacheStats>,
+    /// On drives with the error model (`[ssd.aging]`): retries, uncorrectable reads, reclaims.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aging: Option<crate::aging::AgingStats>,
 }
 
 /// A cached mapping table's counters. Translation pages are mapping units.

@@ -47,6 +47,10 @@ pub struct SsdOverrides {
     /// Bytes of a cached mapping table (`[ssd.mapping_cache]`, with the map on flash);
     /// 0 = the whole map in DRAM. A preset without one gets one in controller DRAM.
     pub mapping_cache_bytes: Option<u64>,
+    /// The drive's age (`--age`): enables the error model (`[ssd.aging]`, with the cell
+    /// type's defaults if the preset has none) and sets its starting P/E cycles and data
+    /// retention.
+    pub age: Option<flash::Age>,
 }
 
 impl SsdOverrides {
@@ -68,7 +72,9 @@ impl SsdOverrides {
             || self.trim_queued.is_some()
             || self.trim_background.is_some()
             || self.trim_preemptive.is_some()
-            || self.mapping_cache_bytes.is_some();
+            || self.mapping_cache_bytes.is_some()
+            || self.age.is_some();
+        let name = p.name.clone();
         match p.ssd_config_mut() {
             Some(c) => {
                 let g = &mut c.geometry;
@@ -116,10 +122,13 @@ impl SsdOverrides {
                     (Some(b), Some(mc)) => mc.cache_bytes = b,
                     (Some(b), mc) => *mc = Some(flash::MappingCacheConfig::dram(b)),
                 }
+                if let Some(age) = &self.age {
+                    set_age(&name, c, age)?;
+                }
             }
             None if ssd_only => {
                 return Err(FlashError::Config(format!(
-                    "preset {} is a disk: --op, --page-size, --pages-per-block, --gc, --gc-free-blocks, --background-gc, --write-cache, --trim and --mapping-cache apply to SSDs only",
+                    "preset {} is a disk: --op, --page-size, --pages-per-block, --gc, --gc-free-blocks, --background-gc, --write-cache, --trim, --mapping-cache and --age apply to SSDs only",
                     p.name
                 )))
             }
@@ -128,6 +137,33 @@ impl SsdOverrides {
         p.validate()?;
         Ok(p)
     }
+}
+
+/// Enables the error model on `c` at `age`. The cell type comes from `cell=`, else the
+/// preset's `[ssd.aging]`, else its SLC cache's `bits_per_cell` (a TLC drive's).
+fn set_age(name: &str, c: &mut flash::SsdConfig, age: &flash::Age) -> Result<(), FlashError> {
+    let cell = match (age.cell, &c.aging, &c.slc_cache) {
+        (Some(cell), _, _) => cell,
+        (None, Some(a), _) => a.cell,
+        (None, None, Some(slc)) if slc.bits_per_cell == 3 => flash::CellType::Tlc,
+        (None, None, Some(slc)) if slc.bits_per_cell == 2 => flash::CellType::Mlc,
+        _ => {
+            return Err(FlashError::Config(format!(
+                "--age: preset {name} does not say its cell type (no [ssd.aging] table): add cell=slc, cell=mlc or cell=tlc to --age"
+            )))
+        }
+    };
+    let aging = c
+        .aging
+        .get_or_insert_with(|| Box::new(flash::AgingConfig::new(cell)));
+    aging.cell = cell;
+    aging.set_age(age);
+    Ok(())
+}
+
+/// The error model's draws get a seed of their own from the run's.
+pub fn errors_seed(seed: u64) -> u64 {
+    seed ^ 0x6167_696e_6773_6565
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -236,6 +272,9 @@ pub fn run(
         return Err("--writes must be positive and --warmup non-negative (multiples of the capacity, e.g. 2x)".into());
     }
     let mut dev = spec.preset.build()?;
+    if let AnyDevice::Ssd(s) = &mut dev {
+        s.seed_errors(errors_seed(spec.seed));
+    }
     let logical = dev.logical_bytes();
     let rb = spec.request_bytes;
     if rb == 0 || !rb.is_multiple_of(512) {
@@ -512,6 +551,82 @@ mod tests {
         );
         let f = cached(false);
         assert_eq!(a.stats.flash_write_pages, f.stats.flash_write_pages);
+    }
+
+    #[test]
+    fn age_enables_the_error_model_with_the_presets_cell_type_or_asks_for_one() {
+        let aged = |preset: &str, age: &str| {
+            let o = SsdOverrides {
+                capacity_bytes: Some(1 << 30),
+                age: Some(age.parse().unwrap()),
+                ..Default::default()
+            };
+            o.apply(Preset::load(preset).unwrap())
+        };
+        // The MX500's SLC cache says it is TLC.
+        let p = aged("mx500", "pe=1500,retention=1y").unwrap();
+        let a = p.ssd_config().unwrap().aging.clone().unwrap();
+        assert_eq!(a.cell, flash::CellType::Tlc);
+        assert_eq!((a.start_pe_cycles, a.start_retention_s), (1500, 31_536_000));
+        let err = aged("840pro", "pe=1500").unwrap_err().to_string();
+        assert!(err.contains("840pro") && err.contains("cell=mlc"), "{err}");
+        let p = aged("840pro", "pe=1500,cell=mlc").unwrap();
+        assert_eq!(
+            p.ssd_config().unwrap().aging.as_ref().unwrap().cell,
+            flash::CellType::Mlc
+        );
+        let err = aged("hdd7200", "pe=1").unwrap_err().to_string();
+        assert!(err.contains("--age"), "{err}");
+        // Without --age no preset has the model.
+        for (name, _) in flash::preset::BUILTIN {
+            let p = Preset::load(name).unwrap();
+            assert!(p.ssd_config().is_none_or(|c| c.aging.is_none()), "{name}");
+        }
+    }
+
+    #[test]
+    fn an_aged_drive_reads_slower_and_the_same_seed_gives_the_same_numbers() {
+        let aged = |age: Option<&str>, seed: u64| {
+            let o = SsdOverrides {
+                capacity_bytes: Some(256 << 20),
+                age: age.map(|a| a.parse().unwrap()),
+                ..Default::default()
+            };
+            let s = SimSpec {
+                preset: o.apply(Preset::load("mx500").unwrap()).unwrap(),
+                read_fraction: 0.7,
+                writes_x: 0.2,
+                warmup_x: 0.5,
+                queue_depth: 4,
+                seed,
+                ..spec(true)
+            };
+            run(&s, &mut |_, _| {}).unwrap()
+        };
+        let young = aged(Some("pe=0,retention=0"), 3);
+        let old = aged(Some("pe=3000,retention=1y"), 3);
+        let off = aged(None, 3);
+        assert!(off.stats.aging.is_none());
+        // Age zero still draws, but the TLC fit's fresh RBER never needs a retry.
+        assert_eq!(young.stats.aging.as_ref().unwrap().retries, 0);
+        assert_eq!(
+            serde_json::to_string(&young.stats.read_latency_ns).unwrap(),
+            serde_json::to_string(&off.stats.read_latency_ns).unwrap()
+        );
+        // Data written or moved by GC during the run is young: only the rest needs retries.
+        let a = old.stats.aging.as_ref().unwrap();
+        assert!(a.retries_per_read.unwrap() > 0.2, "{a:?}");
+        assert!(old.stats.read_latency_ns.mean > young.stats.read_latency_ns.mean);
+        let again = aged(Some("pe=3000,retention=1y"), 3);
+        assert_eq!(
+            serde_json::to_string(&old).unwrap(),
+            serde_json::to_string(&again).unwrap()
+        );
+        let other = aged(Some("pe=3000,retention=1y"), 4);
+        assert_ne!(
+            serde_json::to_string(&old.stats.aging).unwrap(),
+            serde_json::to_string(&other.stats.aging).unwrap()
+        );
     }
 
     #[test]

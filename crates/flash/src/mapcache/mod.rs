@@ -299,6 +299,14 @@ impl CachedFtl {
         cleaned
     }
 
+    /// Read reclaim of `block` ([`PageFtl::reclaim`]); the entries it moved are updated with
+    /// the next write, as after idle-time GC.
+    pub fn reclaim<S: FlashSink>(&mut self, block: u32, sink: &mut S) -> Option<u32> {
+        let copied = self.ftl.reclaim(block, sink);
+        self.absorb_moves();
+        copied
+    }
+
     pub fn reset_counters(&mut self) {
         self.ftl.reset_counters();
         self.counters = MapCacheCounters::default();

@@ -22,6 +22,7 @@
 //! without `preemptive`, a host command that arrives once that work has started waits for
 //! all of it, with `preemptive` only for the chunk in progress.
 
+use crate::aging::{AgingConfig, AgingState};
 use crate::command::{ByteRange, Payload};
 use crate::fast::FastFtl;
 use crate::fslayout::{self, LayoutError};
@@ -138,6 +139,10 @@ pub struct SsdConfig {
     /// whole map is in DRAM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mapping_cache: Option<MappingCacheConfig>,
+    /// Errors that grow with age ([`crate::aging`]): read retries and read reclaim; absent,
+    /// every read costs one array read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aging: Option<Box<AgingConfig>>,
 }
 
 impl SsdConfig {
@@ -167,6 +172,14 @@ impl SsdConfig {
             mc.validate(self.geometry.mapping_unit_bytes)
                 .map_err(FlashError::Config)?;
         }
+        if let Some(a) = &self.aging {
+            if self.ftl != FtlKind::Page {
+                return Err(FlashError::Config(
+                    "aging needs ftl = \"page\" (read reclaim relocates a block through the page FTL's GC)".into(),
+                ));
+            }
+            crate::aging::validate(a)?;
+        }
         Ok(())
     }
 }
@@ -194,6 +207,8 @@ struct TimingSink<'a> {
     superpage_bytes: u64,
     /// The SLC cache, if the drive has one: host programs land there while it has room.
     slc: Option<&'a mut SlcCache>,
+    /// The error model, if the drive has one: it dates each block's program.
+    aging: Option<&'a mut AgingState>,
 }
 
 /// The WAF-only path's sink on a drive with an SLC cache: no time, but host pages land in
@@ -278,6 +293,13 @@ impl FlashSink for TimingSink<'_> {
         let d = &mut self.die_free_ns[die as usize];
         *d = (*d).max(self.not_before_ns) + self.timing.erase_ns;
     }
+
+    #[inline]
+    fn block_opened(&mut self, block: u32) {
+        if let Some(a) = self.aging.as_deref_mut() {
+            a.block_opened(block, self.not_before_ns);
+        }
+    }
 }
 
 pub struct Ssd {
@@ -306,6 +328,8 @@ pub struct Ssd {
     /// Deferred TRIM work, in order.
     background: VecDeque<TrimChunk>,
     pub(crate) slc: Option<SlcCache>,
+    /// The error model's per-block state ([`crate::aging`]), if the drive has one.
+    aging: Option<Box<AgingState>>,
 }
 
 const DATA_BLOCK_BYTES: u64 = crate::fslayout::BLOCK_BYTES as u64;
@@ -351,6 +375,14 @@ impl Ssd {
             trim_ranges: 0,
             data: HashMap::new(),
             background: VecDeque::new(),
+            aging: cfg.aging.as_ref().map(|a| {
+                Box::new(AgingState::new(
+                    a,
+                    g.total_blocks() as usize,
+                    g.pages_per_block,
+                    g.mapping_unit_bytes as u64,
+                ))
+            }),
             slc: cfg.slc_cache.clone().map(|c| {
                 SlcCache::new(
                     c,
@@ -371,6 +403,18 @@ impl Ssd {
 
     pub fn ftl(&self) -> &Ftl {
         &self.ftl
+    }
+
+    /// Seeds the error model's draws (no effect on a drive without `[ssd.aging]`).
+    pub fn seed_errors(&mut self, seed: u64) {
+        if let Some(a) = &mut self.aging {
+            a.seed(seed);
+        }
+    }
+
+    /// The error model's state, if the drive has one.
+    pub fn aging(&self) -> Option<&AgingState> {
+        self.aging.as_deref()
     }
 
     /// Cheap consistency check of the FTL (run after every simulation).
@@ -449,6 +493,7 @@ impl Ssd {
         page_transfer_ns: u64,
         unit_transfer_ns: u64,
         not_before_ns: u64,
+        aging: Option<&'a mut AgingState>,
     ) -> TimingSink<'a> {
         TimingSink {
             die_free_ns,
@@ -462,6 +507,7 @@ impl Ssd {
             cache: (cfg.write_cache_bytes > 0).then_some(cache),
             superpage_bytes: cfg.geometry.superpage_bytes(),
             slc,
+            aging,
         }
     }
 
@@ -483,6 +529,7 @@ impl Ssd {
                     self.page_transfer_ns,
                     self.unit_transfer_ns,
                     idle_since + idle_ns,
+                    self.aging.as_deref_mut(),
                 );
                 sink.cache = None;
                 if !self.ftl.background_collect(die, target, &mut sink) {
@@ -511,6 +558,7 @@ impl Ssd {
             self.page_transfer_ns,
             self.unit_transfer_ns,
             data_ready,
+            self.aging.as_deref_mut(),
         );
         self.ftl.write_range(first..end, &mut sink)?;
         let programs_done = sink.host_done_ns;
@@ -560,13 +608,8 @@ impl Ssd {
                 units += 1;
             }
             lpn += units as u32;
-            let die = self.ftl.die_of(ppn) as usize;
-            let read_start = cmd_ready.max(self.die_free_ns[die]);
-            self.die_free_ns[die] = read_start + self.cfg.timing.read_ns;
-            let ch = die % self.channel_free_ns.len();
-            let xfer_start = self.die_free_ns[die].max(self.channel_free_ns[ch]);
-            self.channel_free_ns[ch] = xfer_start + units * self.unit_transfer_ns;
-            data_done = data_done.max(self.channel_free_ns[ch]);
+            let die = self.ftl.die_of(ppn);
+            data_done = data_done.max(self.read_units(die, page, units, cmd_ready));
         }
         let host_start = data_done.max(self.host_free_ns);
         self.host_free_ns =
@@ -606,6 +649,7 @@ impl Ssd {
                 self.page_transfer_ns,
                 self.unit_transfer_ns,
                 cmd_ready,
+                self.aging.as_deref_mut(),
             );
             let t = ftl.translate(lpn, &mut sink)?;
             let page = t.ppn.map(|p| ftl.page_of(p));
@@ -632,7 +676,7 @@ impl Ssd {
                 }
                 _ => {
                     if let Some(g) = group.take() {
-                        data_done = data_done.max(self.read_units(g.1, g.2, g.3));
+                        data_done = data_done.max(self.read_units(g.1, g.0, g.2, g.3));
                     }
                     // Never written or trimmed: zeros without flash I/O.
                     group = page.zip(die).map(|(p, d)| (p, d, 1, known));
@@ -640,7 +684,7 @@ impl Ssd {
             }
         }
         if let Some(g) = group {
-            data_done = data_done.max(self.read_units(g.1, g.2, g.3));
+            data_done = data_done.max(self.read_units(g.1, g.0, g.2, g.3));
         }
         let host_start = data_done.max(self.host_free_ns);
         self.host_free_ns =
@@ -648,12 +692,23 @@ impl Ssd {
         Ok(self.host_free_ns)
     }
 
-    /// Reads `units` units of one superpage on `die`, starting no earlier than `ready_ns`;
-    /// returns when their data has crossed the channel.
-    fn read_units(&mut self, die: u32, units: u64, ready_ns: u64) -> u64 {
+    /// Reads `units` units of superpage `page` on `die`, starting no earlier than
+    /// `ready_ns`; returns when their data has crossed the channel. With the error model,
+    /// the array read is repeated for each read retry it draws.
+    #[inline]
+    fn read_units(&mut self, die: u32, page: u32, units: u64, ready_ns: u64) -> u64 {
         let die = die as usize;
         let read_start = ready_ns.max(self.die_free_ns[die]);
-        self.die_free_ns[die] = read_start + self.cfg.timing.read_ns;
+        let array_ns = match self.aging.as_deref_mut() {
+            None => self.cfg.timing.read_ns,
+            Some(a) => {
+                let block = page / self.cfg.geometry.pages_per_block;
+                let erases = self.ftl.erase_counts()[block as usize];
+                let retries = a.read(block, erases, units, read_start);
+                self.cfg.timing.read_ns * (1 + retries as u64)
+            }
+        };
+        self.die_free_ns[die] = read_start + array_ns;
         let ch = die % self.channel_free_ns.len();
         let xfer_start = self.die_free_ns[die].max(self.channel_free_ns[ch]);
         self.channel_free_ns[ch] = xfer_start + units * self.unit_transfer_ns;
@@ -670,6 +725,36 @@ impl Ssd {
         }
         self.ftl.lookup(lpn)?;
         Some(self.data.get(&block).map(|b| &b[..]))
+    }
+
+    /// Read reclaim of the blocks the error model marked: each one's valid data is copied
+    /// on its die (as GC copies) and the block erased, from `now_ns` on. A block that is
+    /// a write frontier again, or on a die with no free block, is left for a later read.
+    #[cold]
+    fn read_reclaim(&mut self, now_ns: u64) {
+        let mut due = Vec::new();
+        if let Some(a) = &mut self.aging {
+            a.take_due(&mut due);
+        }
+        for (block, for_reads) in due {
+            let mut sink = Self::sink(
+                &self.cfg,
+                &mut self.die_free_ns,
+                &mut self.channel_free_ns,
+                &mut self.cache,
+                None,
+                self.page_transfer_ns,
+                self.unit_transfer_ns,
+                now_ns,
+                self.aging.as_deref_mut(),
+            );
+            sink.cache = None;
+            if let Some(copied) = self.ftl.reclaim(block, &mut sink) {
+                if let Some(a) = &mut self.aging {
+                    a.reclaimed(copied as u64, for_reads);
+                }
+            }
+        }
     }
 
     fn flush(&mut self, start_ns: u64) -> u64 {
@@ -712,6 +797,9 @@ impl Device for Ssd {
         };
         self.last_completion_ns = self.last_completion_ns.max(done_ns);
         self.host.record(cmd.op, cmd.len_bytes, now_ns, done_ns);
+        if self.aging.as_ref().is_some_and(|a| a.has_due()) {
+            self.read_reclaim(done_ns);
+        }
         Ok(done_ns)
     }
 
@@ -759,6 +847,9 @@ impl Device for Ssd {
                 translation_gc_copies: c.gc_copied_map_units,
             });
         }
+        if let Some(a) = &self.aging {
+            s.aging = Some(crate::aging::AgingStats::of(a));
+        }
         if let Some((cycle, in_play)) = self.ftl.gc_cycle() {
             s.gc_cycle_pages = cycle;
             s.window_shorter_than_gc_cycle =
@@ -776,6 +867,9 @@ impl Device for Ssd {
         self.trim_ranges = 0;
         if let Some(slc) = &mut self.slc {
             slc.reset_counters();
+        }
+        if let Some(a) = &mut self.aging {
+            a.reset_counters();
         }
     }
 
@@ -841,6 +935,7 @@ pub(crate) mod tests {
             write_cache_bytes: 0,
             slc_cache: None,
             mapping_cache: None,
+            aging: None,
             ftl: FtlKind::Page,
             log_blocks: 0,
         }
