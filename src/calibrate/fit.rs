@@ -1039,6 +1039,9 @@ impl Fitted {
             // Not probed: the whole map in DRAM (a DRAM-less drive's map misses would show
             // only as slower random reads over a footprint larger than its cache).
             mapping_cache: None,
+            // Not probed: wear leveling and endurance (no probe wears a drive out).
+            wear_leveling: None,
+            endurance: None,
         };
         Preset {
             name: name.to_string(),

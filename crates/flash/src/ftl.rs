@@ -31,6 +31,7 @@
 //! opens and nothing is logged.
 
 use crate::gc::{self, Candidates, CostBenefitIndex, GcPolicy, GreedyIndex};
+use crate::wear::WearLevelingConfig;
 use crate::{FlashError, Geometry};
 use std::collections::VecDeque;
 
@@ -151,6 +152,10 @@ pub struct FtlCounters {
     pub map_write_units: u64,
     /// Of `gc_copied_units`: translation pages GC copied.
     pub gc_copied_map_units: u64,
+    /// Of `gc_copied_units`: units static wear leveling moved off cold blocks.
+    pub wl_copied_units: u64,
+    /// Cold blocks static wear leveling moved and erased (their erases are in `erases`).
+    pub wl_moves: u64,
 }
 
 impl FtlCounters {
@@ -279,6 +284,8 @@ pub struct PageFtl {
     /// Units that hold data: logical units written and not trimmed, and translation pages.
     mapped_units: u64,
     counters: FtlCounters,
+    /// Wear leveling ([`crate::wear`]); off by default.
+    wear: WearLevelingConfig,
 }
 
 impl PageFtl {
@@ -370,7 +377,36 @@ impl PageFtl {
             clock: 0,
             mapped_units: 0,
             counters: FtlCounters::default(),
+            wear: WearLevelingConfig::default(),
         })
+    }
+
+    /// Sets wear leveling ([`crate::wear`]); off by default.
+    pub fn with_wear_leveling(mut self, wear: WearLevelingConfig) -> Self {
+        self.set_wear_leveling(wear);
+        self
+    }
+
+    /// Sets wear leveling on a built FTL (before it is used).
+    pub fn set_wear_leveling(&mut self, wear: WearLevelingConfig) {
+        self.wear = wear;
+    }
+
+    /// A free block of `die` for a frontier: the pool's oldest, or with dynamic wear
+    /// leveling the one with the fewest erases (ties: the oldest).
+    #[inline]
+    fn take_free(&mut self, die: u32) -> Option<u32> {
+        let d = &mut self.die[die as usize];
+        if !self.wear.dynamic {
+            return d.free.pop_front();
+        }
+        let erases = &self.erase_count;
+        let (i, _) = d
+            .free
+            .iter()
+            .enumerate()
+            .min_by_key(|&(_, &b)| erases[b as usize])?;
+        d.free.remove(i)
     }
 
     /// Paces GC (see the module's notes); off by default.
@@ -710,14 +746,13 @@ impl PageFtl {
         let upb = self.units_per_block;
         let mut done = 0;
         while done < moves.len() {
-            let dstate = &mut self.die[die as usize];
-            if dstate.frontier(stream).block == NO_BLOCK {
-                let b = dstate
-                    .free
-                    .pop_front()
+            if self.die[die as usize].frontier(stream).block == NO_BLOCK {
+                let b = self
+                    .take_free(die)
                     .expect("GC always keeps a free block to copy into");
-                *dstate.frontier(stream) = Frontier::at(b);
+                *self.die[die as usize].frontier(stream) = Frontier::at(b);
             }
+            let dstate = &mut self.die[die as usize];
             let Frontier { block, next_unit } = *dstate.frontier(stream);
             let take = ((upb - next_unit) as usize).min(moves.len() - done);
             let base = block * upb + next_unit;
@@ -783,13 +818,11 @@ impl PageFtl {
                 self.set_stream_die(stream, d);
                 return Ok(d);
             }
-            let dstate = &mut self.die[d as usize];
-            if dstate.free.len() > hard {
-                let b = dstate
-                    .free
-                    .pop_front()
+            if self.die[d as usize].free.len() > hard {
+                let b = self
+                    .take_free(d)
                     .expect("pool holds more than the threshold");
-                *dstate.frontier(stream) = Frontier::at(b);
+                *self.die[d as usize].frontier(stream) = Frontier::at(b);
                 self.closed[b as usize] = false;
                 self.set_stream_die(stream, d);
                 return Ok(d);
@@ -843,6 +876,49 @@ impl PageFtl {
             // Greedy/cost-benefit picked a full block: nothing on this die can be reclaimed.
             return None;
         }
+        self.counters.gc_victims += 1;
+        let copied = self.relocate(die, victim, sink);
+        if let Some(threshold) = self.wear.static_threshold {
+            self.static_wear_level(die, threshold, sink);
+        }
+        Some(self.units_per_block - copied)
+    }
+
+    /// Static wear leveling after a GC erase on `die`: once the die's erase-count spread
+    /// (its most-erased block against its least-erased closed block) reaches `threshold`,
+    /// that cold block's valid units move to the GC frontier and it is erased, back in the
+    /// pool to take hot data (MQSim moves the plane's coldest block the same way after each
+    /// erase; one block per GC victim here, so the mover's work is paced with GC's).
+    #[cold]
+    fn static_wear_level<S: FlashSink>(&mut self, die: u32, threshold: u32, sink: &mut S) {
+        let lo = (die * self.blocks_per_die) as usize;
+        let hi = lo + self.blocks_per_die as usize;
+        let max = self.erase_count[lo..hi].iter().copied().max().unwrap_or(0);
+        let mut cold: Option<usize> = None;
+        for b in lo..hi {
+            if self.closed[b] && cold.is_none_or(|c| self.erase_count[b] < self.erase_count[c]) {
+                cold = Some(b);
+            }
+        }
+        let Some(cold) = cold else { return };
+        // A frontier may need one block for the copies; the erase gives it back.
+        if max - self.erase_count[cold] < threshold || self.die[die as usize].free.is_empty() {
+            return;
+        }
+        if self.policy == GcPolicy::Fifo {
+            self.die[die as usize]
+                .closed_order
+                .retain(|&b| b != cold as u32);
+        }
+        let copied = self.relocate(die, cold as u32, sink);
+        self.counters.wl_moves += 1;
+        self.counters.wl_copied_units += copied as u64;
+    }
+
+    /// Cleans closed block `victim` of `die`: takes it out of GC's index, copies its valid
+    /// units to the GC frontier (translation pages to theirs), erases it and returns it to
+    /// the pool. Returns the units copied.
+    fn relocate<S: FlashSink>(&mut self, die: u32, victim: u32, sink: &mut S) -> u32 {
         let local = (victim % self.blocks_per_die) as usize;
         let d = &mut self.die[die as usize];
         if let Some(idx) = &mut d.greedy {
@@ -855,7 +931,6 @@ impl PageFtl {
             );
         }
         self.closed[victim as usize] = false;
-        self.counters.gc_victims += 1;
         // Gather the victim's valid units (reading each page that holds any), fetching
         // the mapping entry each will update, then append them to the GC frontier: the
         // random L2P accesses of a whole block overlap instead of following one another.
@@ -905,7 +980,7 @@ impl PageFtl {
         self.counters.erases += 1;
         sink.block_erase(die);
         self.die[die as usize].free.push_back(victim);
-        Some(self.units_per_block - copied)
+        copied
     }
 
     /// Cheap consistency check, O(blocks): valid counts add up to the mapped units, no
@@ -1040,6 +1115,10 @@ impl PageFtl {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "wear_tests.rs"]
+mod wear_tests;
 
 #[cfg(test)]
 mod divisor_tests {

@@ -14,6 +14,7 @@
 //!   command costs, background GC, a dynamic [`slc`] cache for TLC drives).
 //! - [`hdd::Hdd`]: a disk with seek curve, rotational position and read-ahead.
 //! - [`preset::Preset`]: device descriptions loaded from TOML.
+//! - [`wear`]: wear leveling's settings, rated endurance and the wear report.
 
 pub mod command;
 pub mod error;
@@ -29,6 +30,7 @@ pub mod preset;
 pub mod slc;
 pub mod ssd;
 pub mod stats;
+pub mod wear;
 
 pub use command::{ByteRange, Command, Op, Payload};
 pub use error::FlashError;
@@ -40,6 +42,7 @@ pub use preset::{AnyDevice, DeviceConfig, Preset};
 pub use slc::SlcCacheConfig;
 pub use ssd::{Ssd, SsdConfig};
 pub use stats::{DeviceStats, LatencySummary};
+pub use wear::{EnduranceConfig, WearLevelingConfig, WearReport};
 
 /// A block device in virtual time.
 ///

@@ -183,6 +183,19 @@ pub struct DeviceStats {
     /// translation page traffic.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mapping_cache: Option<MappingCacheStats>,
+    /// On drives with wear leveling on (`[ssd.wear_leveling]`): static wear leveling's work.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wear_leveling: Option<WearLevelingStats>,
+}
+
+/// Static wear leveling's counters; its copies are part of `gc_copied_pages` and its
+/// erases of `erases`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WearLevelingStats {
+    /// Cold blocks moved and erased.
+    pub moves: u64,
+    /// Pages (mapping units) moved off them.
+    pub copied_pages: u64,
 }
 
 /// A cached mapping table's counters. Translation pages are mapping units.
