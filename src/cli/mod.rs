@@ -15,6 +15,7 @@ pub(crate) mod reproduce;
 pub(crate) mod sim;
 pub(crate) mod simfs;
 pub(crate) mod sweep;
+pub(crate) mod wear;
 
 use crate::units;
 use anyhow::{bail, Context, Result};
@@ -93,6 +94,11 @@ pub(crate) struct DeviceArgs {
     /// the preset's (the 980's HMB) or adds one in controller DRAM.
     #[arg(long, value_name = "SIZE", value_parser = units::parse_size)]
     pub(crate) mapping_cache: Option<u64>,
+    /// Wear leveling: off, dynamic (open the least-worn free block), static[:THRESHOLD]
+    /// (move a cold block's data once a die's erase-count spread reaches THRESHOLD,
+    /// default 100 as MQSim) or both[:THRESHOLD]; costed in WAF and time.
+    #[arg(long, value_name = "MODE")]
+    pub(crate) wear_leveling: Option<flash::WearLevelingConfig>,
 }
 
 impl DeviceArgs {
@@ -115,6 +121,7 @@ impl DeviceArgs {
             trim_background: self.trim_background.then_some(true),
             trim_preemptive: self.trim_preemptive.then_some(true),
             mapping_cache_bytes: self.mapping_cache,
+            wear_leveling: self.wear_leveling.clone(),
         };
         Ok(o.apply(p)?)
     }
