@@ -22,7 +22,7 @@ pub(crate) struct SimArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) queue_depth: u32,
     /// Measured write volume: a multiple of the capacity (2x) or a size (1GiB).
-    #[arg(long, value_parser = units::parse_volume)]
+    #[arg(long, default_value = "1x", value_parser = units::parse_volume)]
     pub(crate) writes: units::Volume,
     /// Warm-up write volume before measuring: a multiple of the capacity (1x) or a size.
     #[arg(long, default_value = "1x", value_parser = units::parse_volume)]
