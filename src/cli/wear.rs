@@ -84,7 +84,7 @@ pub(crate) fn print_wear(w: &flash::WearReport) {
     }
     match (w.host_write_bytes_per_s, w.projected_days) {
         (Some(rate), Some(days)) => println!(
-            "  projected life    {days:.1} days ({:.2} years) writing {:.1} MB/s without pause",
+            "  projected life    {days:.1} days ({:.2} years) at the measured write rate, {:.1} MB/s (host bytes / simulated s)",
             days / 365.25,
             rate / 1e6
         ),
