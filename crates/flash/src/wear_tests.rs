@@ -91,7 +91,8 @@ fn hot_cold(wear: WearLevelingConfig, rounds: u32, hot_tenths: u64) -> (u32, f64
 #[test]
 fn static_wear_leveling_narrows_the_spread_at_a_waf_cost() {
     // Every write to the hot 10%: the other 90% is static data, as static wear leveling
-    // is for (its blocks are never cleaned without it).
+    // is for (its blocks are never cleaned without it). Measured: spread 133 and WAF 1.000
+    // without, 7 and 1.160 with (831 cold blocks moved).
     let (off_spread, off_waf, off) = hot_cold(WearLevelingConfig::default(), 60, 10);
     let (st_spread, st_waf, st) = hot_cold(wl(false, Some(8)), 60, 10);
     assert_eq!(off.wl_moves, 0);
@@ -128,30 +129,56 @@ fn static_wear_leveling_can_lower_waf_when_cold_data_still_changes() {
 }
 
 #[test]
-fn wear_leveling_off_changes_nothing() {
-    let a = hot_cold(WearLevelingConfig::default(), 4, 9);
-    let mut ftl = PageFtl::new(&geometry(), GcPolicy::Greedy, 2)
-        .unwrap()
-        .with_pacing(true);
-    let n = ftl.logical_units();
-    for lpn in 0..n {
-        ftl.write(lpn, &mut NoTiming).unwrap();
+fn wear_leveling_off_gives_the_counters_and_erase_counts_of_the_code_before_it() {
+    // Pinned from main at f375ce2 (before wear leveling; the same loop run there through
+    // the public API): GC copies, erases, victims and a hash of every block's erase count,
+    // per policy, under 90/10 skewed writes at 20% over-provisioning with paced GC.
+    let golden = [
+        (GcPolicy::Greedy, 12268, 1975, 1975, 12270666048272181552u64),
+        (
+            GcPolicy::CostBenefit,
+            6129,
+            1592,
+            1592,
+            10690579044666296316,
+        ),
+        (GcPolicy::Fifo, 20901, 2515, 2515, 3691941228544320329),
+    ];
+    for (policy, copied, erases, victims, hash) in golden {
+        let mut g = geometry();
+        g.op = 0.2;
+        let mut ftl = PageFtl::new(&g, policy, 2)
+            .unwrap()
+            .with_pacing(true)
+            .with_wear_leveling(WearLevelingConfig::default());
+        let n = ftl.logical_units();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..20 * n {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let lpn = if x % 10 < 9 {
+                (x >> 8) as u32 % (n / 10)
+            } else {
+                (x >> 8) as u32 % n
+            };
+            ftl.write(lpn, &mut NoTiming).unwrap();
+        }
+        let c = ftl.counters();
+        let h = ftl
+            .erase_counts()
+            .iter()
+            .enumerate()
+            .fold(0u64, |h, (i, &e)| {
+                h.wrapping_mul(1_000_003)
+                    .wrapping_add(e as u64 * (i as u64 + 1))
+            });
+        assert_eq!(
+            (c.gc_copied_units, c.erases, c.gc_victims, h),
+            (copied, erases, victims, hash),
+            "{policy}"
+        );
     }
-    ftl.reset_counters();
-    let hot = n / 10;
-    let mut x = 0x2545_F491_4F6C_DD1Du64;
-    for _ in 0..4 * n {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let lpn = if x % 10 < 9 {
-            (x >> 8) as u32 % hot
-        } else {
-            hot + (x >> 8) as u32 % (n - hot)
-        };
-        ftl.write(lpn, &mut NoTiming).unwrap();
-    }
-    assert_eq!(ftl.counters(), a.2);
 }
 
 #[test]
