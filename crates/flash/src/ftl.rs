@@ -29,6 +29,12 @@
 //! pages to the translation frontier; the logical units of data GC relocates are logged
 //! for the cache to update their entries. Without translation pages that frontier never
 //! opens and nothing is logged.
+//!
+//! Wear leveling ([`PageFtl::with_wear_leveling`], [`crate::wear`]) is off by default:
+//! frontiers then open the pool's oldest free block, as always. Dynamic takes the free
+//! block with the fewest erases; static, after each GC erase, cleans the die's least-erased
+//! closed block through the same path as a GC victim once the die's spread reaches its
+//! threshold.
 
 use crate::gc::{self, Candidates, CostBenefitIndex, GcPolicy, GreedyIndex};
 use crate::wear::WearLevelingConfig;
