@@ -188,6 +188,21 @@ impl Die {
             Stream::Map => &mut self.map,
         }
     }
+
+    /// A free block for a frontier: the pool's oldest, or with `dynamic` wear leveling the
+    /// one with the fewest erases in `erase_count` (ties: the oldest).
+    #[inline]
+    fn take_free(&mut self, erase_count: &[u32], dynamic: bool) -> Option<u32> {
+        if !dynamic {
+            return self.free.pop_front();
+        }
+        let (i, _) = self
+            .free
+            .iter()
+            .enumerate()
+            .min_by_key(|&(_, &b)| erase_count[b as usize])?;
+        self.free.remove(i)
+    }
 }
 
 /// `n` copies of `value` in memory the kernel may back with 2 MiB pages (Linux's
@@ -398,21 +413,42 @@ impl PageFtl {
         self.wear = wear;
     }
 
-    /// A free block of `die` for a frontier: the pool's oldest, or with dynamic wear
-    /// leveling the one with the fewest erases (ties: the oldest).
+    /// [`PageFtl::collect`], then, with static wear leveling, its check on the die.
     #[inline]
-    fn take_free(&mut self, die: u32) -> Option<u32> {
-        let d = &mut self.die[die as usize];
-        if !self.wear.dynamic {
-            return d.free.pop_front();
+    fn collect_and_level<S: FlashSink>(&mut self, die: u32, sink: &mut S) -> Option<u32> {
+        let freed = self.collect(die, sink);
+        if let (Some(_), Some(threshold)) = (freed, self.wear.static_threshold) {
+            self.static_wear_level(die, threshold, sink);
         }
-        let erases = &self.erase_count;
-        let (i, _) = d
-            .free
-            .iter()
-            .enumerate()
-            .min_by_key(|&(_, &b)| erases[b as usize])?;
-        d.free.remove(i)
+        freed
+    }
+
+    /// Static wear leveling after a GC erase on `die`: once the die's erase-count spread
+    /// (its most-erased block against its least-erased closed block) reaches `threshold`,
+    /// that cold block is cleaned as a read reclaim is ([`PageFtl::reclaim`]: its valid
+    /// units to the GC frontier, then erased), back in the pool to take hot data (MQSim
+    /// moves the plane's coldest block the same way after each erase; one block per GC
+    /// victim here, so the mover's work is paced with GC's).
+    #[cold]
+    fn static_wear_level<S: FlashSink>(&mut self, die: u32, threshold: u32, sink: &mut S) {
+        let lo = (die * self.blocks_per_die) as usize;
+        let hi = lo + self.blocks_per_die as usize;
+        let max = self.erase_count[lo..hi].iter().copied().max().unwrap_or(0);
+        let mut cold: Option<usize> = None;
+        for b in lo..hi {
+            if self.closed[b] && cold.is_none_or(|c| self.erase_count[b] < self.erase_count[c]) {
+                cold = Some(b);
+            }
+        }
+        let Some(cold) = cold else { return };
+        if max - self.erase_count[cold] < threshold {
+            return;
+        }
+        // Refused (None) only on a die without a free block for the copies.
+        if let Some(copied) = self.reclaim(cold as u32, sink) {
+            self.counters.wl_moves += 1;
+            self.counters.wl_copied_units += copied as u64;
+        }
     }
 
     /// Paces GC (see the module's notes); off by default.
@@ -534,7 +570,7 @@ impl PageFtl {
         let d = die as usize;
         self.gc_credit[d] += 1;
         if self.gc_credit[d] > 0 {
-            match self.collect(die, sink) {
+            match self.collect_and_level(die, sink) {
                 Some(freed) => self.gc_credit[d] -= freed as i64,
                 None => self.gc_credit[d] = 0,
             }
@@ -669,7 +705,8 @@ impl PageFtl {
         if self.die[die as usize].free.len() >= target_free_blocks as usize {
             return false;
         }
-        self.collect(die, sink).is_some_and(|freed| freed > 0)
+        self.collect_and_level(die, sink)
+            .is_some_and(|freed| freed > 0)
     }
 
     #[inline]
@@ -752,13 +789,13 @@ impl PageFtl {
         let upb = self.units_per_block;
         let mut done = 0;
         while done < moves.len() {
-            if self.die[die as usize].frontier(stream).block == NO_BLOCK {
-                let b = self
-                    .take_free(die)
-                    .expect("GC always keeps a free block to copy into");
-                *self.die[die as usize].frontier(stream) = Frontier::at(b);
-            }
             let dstate = &mut self.die[die as usize];
+            if dstate.frontier(stream).block == NO_BLOCK {
+                let b = dstate
+                    .take_free(&self.erase_count, self.wear.dynamic)
+                    .expect("GC always keeps a free block to copy into");
+                *dstate.frontier(stream) = Frontier::at(b);
+            }
             let Frontier { block, next_unit } = *dstate.frontier(stream);
             let take = ((upb - next_unit) as usize).min(moves.len() - done);
             let base = block * upb + next_unit;
@@ -813,7 +850,7 @@ impl PageFtl {
             let mut attempts = 0;
             let hard = self.hard_free_blocks() as usize;
             while self.die[d as usize].free.len() <= hard && attempts <= self.blocks_per_die {
-                if self.collect(d, sink).is_none() {
+                if self.collect_and_level(d, sink).is_none() {
                     break;
                 }
                 attempts += 1;
@@ -824,11 +861,12 @@ impl PageFtl {
                 self.set_stream_die(stream, d);
                 return Ok(d);
             }
-            if self.die[d as usize].free.len() > hard {
-                let b = self
-                    .take_free(d)
+            let dstate = &mut self.die[d as usize];
+            if dstate.free.len() > hard {
+                let b = dstate
+                    .take_free(&self.erase_count, self.wear.dynamic)
                     .expect("pool holds more than the threshold");
-                *self.die[d as usize].frontier(stream) = Frontier::at(b);
+                *dstate.frontier(stream) = Frontier::at(b);
                 self.closed[b as usize] = false;
                 self.set_stream_die(stream, d);
                 return Ok(d);
@@ -882,49 +920,6 @@ impl PageFtl {
             // Greedy/cost-benefit picked a full block: nothing on this die can be reclaimed.
             return None;
         }
-        self.counters.gc_victims += 1;
-        let copied = self.relocate(die, victim, sink);
-        if let Some(threshold) = self.wear.static_threshold {
-            self.static_wear_level(die, threshold, sink);
-        }
-        Some(self.units_per_block - copied)
-    }
-
-    /// Static wear leveling after a GC erase on `die`: once the die's erase-count spread
-    /// (its most-erased block against its least-erased closed block) reaches `threshold`,
-    /// that cold block's valid units move to the GC frontier and it is erased, back in the
-    /// pool to take hot data (MQSim moves the plane's coldest block the same way after each
-    /// erase; one block per GC victim here, so the mover's work is paced with GC's).
-    #[cold]
-    fn static_wear_level<S: FlashSink>(&mut self, die: u32, threshold: u32, sink: &mut S) {
-        let lo = (die * self.blocks_per_die) as usize;
-        let hi = lo + self.blocks_per_die as usize;
-        let max = self.erase_count[lo..hi].iter().copied().max().unwrap_or(0);
-        let mut cold: Option<usize> = None;
-        for b in lo..hi {
-            if self.closed[b] && cold.is_none_or(|c| self.erase_count[b] < self.erase_count[c]) {
-                cold = Some(b);
-            }
-        }
-        let Some(cold) = cold else { return };
-        // A frontier may need one block for the copies; the erase gives it back.
-        if max - self.erase_count[cold] < threshold || self.die[die as usize].free.is_empty() {
-            return;
-        }
-        if self.policy == GcPolicy::Fifo {
-            self.die[die as usize]
-                .closed_order
-                .retain(|&b| b != cold as u32);
-        }
-        let copied = self.relocate(die, cold as u32, sink);
-        self.counters.wl_moves += 1;
-        self.counters.wl_copied_units += copied as u64;
-    }
-
-    /// Cleans closed block `victim` of `die`: takes it out of GC's index, copies its valid
-    /// units to the GC frontier (translation pages to theirs), erases it and returns it to
-    /// the pool. Returns the units copied.
-    fn relocate<S: FlashSink>(&mut self, die: u32, victim: u32, sink: &mut S) -> u32 {
         let local = (victim % self.blocks_per_die) as usize;
         let d = &mut self.die[die as usize];
         if let Some(idx) = &mut d.greedy {
@@ -936,6 +931,39 @@ impl PageFtl {
                 self.written_stamp[victim as usize],
             );
         }
+        self.counters.gc_victims += 1;
+        Some(self.units_per_block - self.relocate(die, victim, sink))
+    }
+
+    /// Read reclaim: relocates the valid data of closed block `block` (as GC copies, on its
+    /// die) and erases it, whatever its valid count. Returns the units copied, or `None` if
+    /// the block is not closed (a write frontier, or free) or its die has no free block to
+    /// copy into.
+    pub fn reclaim<S: FlashSink>(&mut self, block: u32, sink: &mut S) -> Option<u32> {
+        let b = block as usize;
+        if !self.closed[b] {
+            return None;
+        }
+        let die = self.per_die.div(block);
+        let local = self.per_die.rem(block) as usize;
+        let d = &mut self.die[die as usize];
+        if d.free.is_empty() {
+            return None;
+        }
+        if let Some(idx) = &mut d.greedy {
+            idx.remove(local, self.valid_units[b]);
+        } else if let Some(idx) = &mut d.cost_benefit {
+            idx.remove(local, self.valid_units[b], self.written_stamp[b]);
+        } else if let Some(at) = d.closed_order.iter().position(|&x| x == block) {
+            d.closed_order.remove(at);
+        }
+        Some(self.relocate(die, block, sink))
+    }
+
+    /// Copies the valid units of `victim` (closed, out of the GC indexes) to `die`'s GC
+    /// (or translation) frontier and erases it; returns the units copied.
+    #[inline(always)]
+    fn relocate<S: FlashSink>(&mut self, die: u32, victim: u32, sink: &mut S) -> u32 {
         self.closed[victim as usize] = false;
         // Gather the victim's valid units (reading each page that holds any), fetching
         // the mapping entry each will update, then append them to the GC frontier: the

@@ -132,6 +132,12 @@ pub struct SsdConfig {
     /// FAST: random-write log blocks.
     #[serde(default)]
     pub log_blocks: u32,
+    /// Wear leveling ([`crate::wear`]); absent, none (today's block choice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wear_leveling: Option<Box<WearLevelingConfig>>,
+    /// Rated endurance, for the wear report ([`crate::wear::WearReport`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endurance: Option<Box<EnduranceConfig>>,
     /// A dynamic SLC cache in front of TLC flash ([`crate::slc`]); none if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slc_cache: Option<SlcCacheConfig>,
@@ -139,12 +145,6 @@ pub struct SsdConfig {
     /// whole map is in DRAM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mapping_cache: Option<MappingCacheConfig>,
-    /// Wear leveling ([`crate::wear`]); absent, none (today's block choice).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wear_leveling: Option<Box<WearLevelingConfig>>,
-    /// Rated endurance, for the wear report ([`crate::wear::WearReport`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endurance: Option<Box<EnduranceConfig>>,
 }
 
 impl SsdConfig {
@@ -162,6 +162,17 @@ impl SsdConfig {
                 self.gc.background_free_blocks, self.gc.free_blocks
             )));
         }
+        if let Some(wl) = self.wear_leveling.as_ref().filter(|w| !w.is_off()) {
+            wl.validate().map_err(FlashError::Config)?;
+            if self.ftl != FtlKind::Page {
+                return Err(FlashError::Config(
+                    "wear_leveling needs ftl = \"page\" (the FAST FTL's merges have no wear-leveling model)".into(),
+                ));
+            }
+        }
+        if let Some(e) = &self.endurance {
+            e.validate().map_err(FlashError::Config)?;
+        }
         if let Some(slc) = &self.slc_cache {
             slc.validate().map_err(FlashError::Config)?;
         }
@@ -173,17 +184,6 @@ impl SsdConfig {
             }
             mc.validate(self.geometry.mapping_unit_bytes)
                 .map_err(FlashError::Config)?;
-        }
-        if let Some(wl) = self.wear_leveling.as_ref().filter(|w| !w.is_off()) {
-            wl.validate().map_err(FlashError::Config)?;
-            if self.ftl != FtlKind::Page {
-                return Err(FlashError::Config(
-                    "wear_leveling needs ftl = \"page\" (the FAST FTL's merges have no wear-leveling model)".into(),
-                ));
-            }
-        }
-        if let Some(e) = &self.endurance {
-            e.validate().map_err(FlashError::Config)?;
         }
         Ok(())
     }
@@ -887,10 +887,10 @@ pub(crate) mod tests {
                 ..TrimConfig::default()
             },
             write_cache_bytes: 0,
-            slc_cache: None,
-            mapping_cache: None,
             wear_leveling: None,
             endurance: None,
+            slc_cache: None,
+            mapping_cache: None,
             ftl: FtlKind::Page,
             log_blocks: 0,
         }
