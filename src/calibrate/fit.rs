@@ -1030,6 +1030,9 @@ impl Fitted {
             write_cache_bytes: self.write_cache_bytes.value,
             ftl: FtlKind::Page,
             log_blocks: 0,
+            // Not probed: wear leveling and endurance (no probe wears a drive out).
+            wear_leveling: None,
+            endurance: None,
             slc_cache: self.slc.as_ref().ok().map(|s| SlcCacheConfig {
                 program_ns: s.program_ns.value,
                 max_fraction: s.max_fraction.value,
@@ -1039,9 +1042,6 @@ impl Fitted {
             // Not probed: the whole map in DRAM (a DRAM-less drive's map misses would show
             // only as slower random reads over a footprint larger than its cache).
             mapping_cache: None,
-            // Not probed: wear leveling and endurance (no probe wears a drive out).
-            wear_leveling: None,
-            endurance: None,
         };
         Preset {
             name: name.to_string(),

@@ -89,16 +89,16 @@ pub(crate) struct DeviceArgs {
     /// Background TRIM work pauses when a host command arrives.
     #[arg(long)]
     pub(crate) trim_preemptive: bool,
-    /// Mapping cache (DFTL): cache this many bytes of mapping entries (4 bytes per 4 KiB)
-    /// and keep the map on flash in translation pages; 0 = the whole map in DRAM. Replaces
-    /// the preset's (the 980's HMB) or adds one in controller DRAM.
-    #[arg(long, value_name = "SIZE", value_parser = units::parse_size)]
-    pub(crate) mapping_cache: Option<u64>,
     /// Wear leveling: off, dynamic (open the least-worn free block), static[:THRESHOLD]
     /// (move a cold block's data once a die's erase-count spread reaches THRESHOLD,
     /// default 100 as MQSim) or both[:THRESHOLD]; costed in WAF and time.
     #[arg(long, value_name = "MODE")]
     pub(crate) wear_leveling: Option<flash::WearLevelingConfig>,
+    /// Mapping cache (DFTL): cache this many bytes of mapping entries (4 bytes per 4 KiB)
+    /// and keep the map on flash in translation pages; 0 = the whole map in DRAM. Replaces
+    /// the preset's (the 980's HMB) or adds one in controller DRAM.
+    #[arg(long, value_name = "SIZE", value_parser = units::parse_size)]
+    pub(crate) mapping_cache: Option<u64>,
 }
 
 impl DeviceArgs {
@@ -120,8 +120,8 @@ impl DeviceArgs {
             trim_queued: self.trim.map(|t| t == TrimKind::Queued),
             trim_background: self.trim_background.then_some(true),
             trim_preemptive: self.trim_preemptive.then_some(true),
-            mapping_cache_bytes: self.mapping_cache,
             wear_leveling: self.wear_leveling.clone(),
+            mapping_cache_bytes: self.mapping_cache,
         };
         Ok(o.apply(p)?)
     }

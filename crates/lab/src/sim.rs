@@ -44,11 +44,11 @@ pub struct SsdOverrides {
     /// vTrim/fTrim work in idle time, and whether host commands preempt it.
     pub trim_background: Option<bool>,
     pub trim_preemptive: Option<bool>,
+    /// Wear leveling (`[ssd.wear_leveling]`): off, dynamic, static or both.
+    pub wear_leveling: Option<flash::WearLevelingConfig>,
     /// Bytes of a cached mapping table (`[ssd.mapping_cache]`, with the map on flash);
     /// 0 = the whole map in DRAM. A preset without one gets one in controller DRAM.
     pub mapping_cache_bytes: Option<u64>,
-    /// Wear leveling (`[ssd.wear_leveling]`): off, dynamic, static or both.
-    pub wear_leveling: Option<flash::WearLevelingConfig>,
 }
 
 impl SsdOverrides {
@@ -70,8 +70,13 @@ impl SsdOverrides {
             || self.trim_queued.is_some()
             || self.trim_background.is_some()
             || self.trim_preemptive.is_some()
-            || self.mapping_cache_bytes.is_some()
-            || self.wear_leveling.is_some();
+            || self.mapping_cache_bytes.is_some();
+        if self.wear_leveling.is_some() && p.ssd_config().is_none() {
+            return Err(FlashError::Config(format!(
+                "preset {} is a disk: --wear-leveling applies to SSDs only",
+                p.name
+            )));
+        }
         match p.ssd_config_mut() {
             Some(c) => {
                 let g = &mut c.geometry;
@@ -113,19 +118,19 @@ impl SsdOverrides {
                 if let Some(p) = self.trim_preemptive {
                     c.trim.preemptive = p;
                 }
+                if let Some(wl) = &self.wear_leveling {
+                    c.wear_leveling = (!wl.is_off()).then(|| Box::new(wl.clone()));
+                }
                 match (self.mapping_cache_bytes, &mut c.mapping_cache) {
                     (None, _) => {}
                     (Some(0), mc) => *mc = None,
                     (Some(b), Some(mc)) => mc.cache_bytes = b,
                     (Some(b), mc) => *mc = Some(flash::MappingCacheConfig::dram(b)),
                 }
-                if let Some(wl) = &self.wear_leveling {
-                    c.wear_leveling = (!wl.is_off()).then(|| Box::new(wl.clone()));
-                }
             }
             None if ssd_only => {
                 return Err(FlashError::Config(format!(
-                    "preset {} is a disk: --op, --page-size, --pages-per-block, --gc, --gc-free-blocks, --background-gc, --write-cache, --trim, --mapping-cache and --wear-leveling apply to SSDs only",
+                    "preset {} is a disk: --op, --page-size, --pages-per-block, --gc, --gc-free-blocks, --background-gc, --write-cache, --trim and --mapping-cache apply to SSDs only",
                     p.name
                 )))
             }
@@ -542,6 +547,19 @@ mod tests {
     }
 
     #[test]
+    fn disk_rejects_ssd_flags() {
+        let o = SsdOverrides {
+            op: Some(0.1),
+            ..Default::default()
+        };
+        let err = o
+            .apply(Preset::load("hdd7200").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("SSDs only"), "{err}");
+    }
+
+    #[test]
     fn static_wear_leveling_costs_flash_writes_and_time_and_the_report_follows() {
         // 99% of writes to a hot 10%, the rest nearly static; 4 KiB requests on the x25e
         // at 256 MiB, threshold 2 so the short run levels.
@@ -603,15 +621,18 @@ mod tests {
     }
 
     #[test]
-    fn disk_rejects_ssd_flags() {
+    fn wear_leveling_on_a_disk_is_refused_by_name() {
         let o = SsdOverrides {
-            op: Some(0.1),
+            wear_leveling: Some("dynamic".parse().unwrap()),
             ..Default::default()
         };
         let err = o
             .apply(Preset::load("hdd7200").unwrap())
             .unwrap_err()
             .to_string();
-        assert!(err.contains("SSDs only"), "{err}");
+        assert!(
+            err.contains("--wear-leveling") && err.contains("SSDs only"),
+            "{err}"
+        );
     }
 }

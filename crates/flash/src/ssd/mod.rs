@@ -395,6 +395,16 @@ impl Ssd {
         &self.ftl
     }
 
+    /// Cheap consistency check of the FTL (run after every simulation).
+    pub fn check_counts(&self) -> Result<(), String> {
+        self.ftl.check_counts()
+    }
+
+    /// Full consistency check of the FTL (slow: for tests).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.ftl.check_invariants()
+    }
+
     /// The wear report of the measured phase (since the last [`Device::reset_stats`]; erase
     /// counts since the drive was new), if the drive's endurance is known.
     /// `host_write_bytes` overrides the host bytes the device counted (the WAF-only path
@@ -413,16 +423,6 @@ impl Ssd {
             flash_write_bytes: s.flash_write_pages * self.unit_bytes,
             simulated_ns: s.simulated_ns,
         }))
-    }
-
-    /// Cheap consistency check of the FTL (run after every simulation).
-    pub fn check_counts(&self) -> Result<(), String> {
-        self.ftl.check_counts()
-    }
-
-    /// Full consistency check of the FTL (slow: for tests).
-    pub fn check_invariants(&self) -> Result<(), String> {
-        self.ftl.check_invariants()
     }
 
     /// Mapping units fully or partly covered by a byte range (writes and reads touch them).
