@@ -60,6 +60,12 @@ impl SsdOverrides {
                 None => p.with_capacity(c),
             };
         }
+        if self.wear_leveling.is_some() && p.ssd_config().is_none() {
+            return Err(FlashError::Config(format!(
+                "preset {} is a disk: --wear-leveling applies to SSDs only",
+                p.name
+            )));
+        }
         let ssd_only = self.op.is_some()
             || self.page_size_bytes.is_some()
             || self.pages_per_block.is_some()
@@ -71,12 +77,6 @@ impl SsdOverrides {
             || self.trim_background.is_some()
             || self.trim_preemptive.is_some()
             || self.mapping_cache_bytes.is_some();
-        if self.wear_leveling.is_some() && p.ssd_config().is_none() {
-            return Err(FlashError::Config(format!(
-                "preset {} is a disk: --wear-leveling applies to SSDs only",
-                p.name
-            )));
-        }
         match p.ssd_config_mut() {
             Some(c) => {
                 let g = &mut c.geometry;
