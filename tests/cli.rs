@@ -120,6 +120,87 @@ fn the_dram_less_preset_caches_its_map_and_the_flag_sets_or_removes_a_cache() {
 }
 
 #[test]
+fn the_wear_report_projects_tbw_beside_the_datasheets_under_jesd219() {
+    let help = String::from_utf8_lossy(&flashlab(&["sim", "--help"]).stdout).into_owned();
+    assert!(
+        help.contains("jesd219") && help.contains("--wear-leveling") && help.contains("--wear")
+    );
+    let scratch = Scratch::new("wear");
+    let plot = scratch.0.join("wear.svg");
+    let args = [
+        "sim",
+        "--preset",
+        "mx500",
+        "--capacity",
+        "1GiB",
+        "--workload",
+        "jesd219",
+        "--timing",
+        "off",
+        "--wear",
+        "--wear-plot",
+        plot.to_str().unwrap(),
+    ];
+    let out = flashlab(&args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("projected TBW") && text.contains("(datasheet: 100.0 TB, 5 years)"),
+        "{text}"
+    );
+    assert!(std::fs::read_to_string(&plot).unwrap().starts_with("<svg"));
+    let mut json_args = args[..10].to_vec();
+    json_args.push("--json");
+    let v = stdout_json(&flashlab(&json_args));
+    let w = &v["wear"];
+    assert_eq!(w["rated_tbw_bytes"], 100_000_000_000_000u64);
+    let (pe, raw, waf) = (
+        w["rated_pe_cycles"].as_f64().unwrap(),
+        w["rated_raw_bytes"].as_f64().unwrap(),
+        w["waf_bytes"].as_f64().unwrap(),
+    );
+    let tbw = w["projected_tbw_bytes"].as_f64().unwrap();
+    assert!((tbw - pe * raw / waf).abs() / tbw < 1e-6, "{w}");
+    let blocks: u64 = w["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["blocks"].as_u64().unwrap())
+        .sum();
+    assert_eq!(blocks, w["blocks"].as_u64().unwrap());
+    // Wear leveling is off unless asked for; the flag turns it on and it reports its work.
+    assert!(v.get("wear_leveling").is_none());
+    let mut wl_args = json_args.clone();
+    wl_args.extend(["--wear-leveling", "both:2"]);
+    let wl = stdout_json(&flashlab(&wl_args));
+    assert!(wl["wear_leveling"]["moves"].as_u64().unwrap() > 0);
+    let bad = flashlab(&[
+        "sim",
+        "--preset",
+        "mx500",
+        "--workload",
+        "jesd219",
+        "--wear-leveling",
+        "static:0",
+    ]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("threshold"));
+    let bad = flashlab(&[
+        "sim",
+        "--preset",
+        "ssd2011",
+        "--capacity",
+        "1GiB",
+        "--workload",
+        "uniform",
+        "--wear-leveling",
+        "dynamic",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("FAST"),
+        "{bad:?}"
+    );
+}
+
+#[test]
 fn replays_a_native_trace_with_trims() {
     let dir = Scratch::new("replay");
     let path = dir.0.join("t.trace");

@@ -1030,6 +1030,9 @@ impl Fitted {
             write_cache_bytes: self.write_cache_bytes.value,
             ftl: FtlKind::Page,
             log_blocks: 0,
+            // Not probed: wear leveling and endurance (no probe wears a drive out).
+            wear_leveling: None,
+            endurance: None,
             slc_cache: self.slc.as_ref().ok().map(|s| SlcCacheConfig {
                 program_ns: s.program_ns.value,
                 max_fraction: s.max_fraction.value,

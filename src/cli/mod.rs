@@ -15,6 +15,7 @@ pub(crate) mod reproduce;
 pub(crate) mod sim;
 pub(crate) mod simfs;
 pub(crate) mod sweep;
+pub(crate) mod wear;
 
 use crate::units;
 use anyhow::{bail, Context, Result};
@@ -88,6 +89,11 @@ pub(crate) struct DeviceArgs {
     /// Background TRIM work pauses when a host command arrives.
     #[arg(long)]
     pub(crate) trim_preemptive: bool,
+    /// Wear leveling: off, dynamic (open the least-worn free block), static[:THRESHOLD]
+    /// (move a cold block's data once a die's erase-count spread reaches THRESHOLD,
+    /// default 100 as MQSim) or both[:THRESHOLD]; costed in WAF and time.
+    #[arg(long, value_name = "MODE")]
+    pub(crate) wear_leveling: Option<flash::WearLevelingConfig>,
     /// Mapping cache (DFTL): cache this many bytes of mapping entries (4 bytes per 4 KiB)
     /// and keep the map on flash in translation pages; 0 = the whole map in DRAM. Replaces
     /// the preset's (the 980's HMB) or adds one in controller DRAM.
@@ -120,6 +126,7 @@ impl DeviceArgs {
             trim_queued: self.trim.map(|t| t == TrimKind::Queued),
             trim_background: self.trim_background.then_some(true),
             trim_preemptive: self.trim_preemptive.then_some(true),
+            wear_leveling: self.wear_leveling.clone(),
             mapping_cache_bytes: self.mapping_cache,
             age: self.age.clone(),
         };

@@ -7,7 +7,7 @@ pub(crate) fn run() -> Result<()> {
         let p = Preset::load(name)?;
         let kind = match &p.device {
             flash::DeviceConfig::Ssd(c) => format!(
-                "SSD {} GB, op {:.1}%, {} dies, {} KiB pages, {} pages/block, {} GC{}",
+                "SSD {} GB, op {:.1}%, {} dies, {} KiB pages, {} pages/block, {} GC{}{}",
                 c.geometry.logical_bytes / 1_000_000_000,
                 c.geometry.op * 100.0,
                 c.geometry.dies(),
@@ -18,6 +18,14 @@ pub(crate) fn run() -> Result<()> {
                     ", mapping cache {} MiB in {}",
                     m.cache_bytes >> 20,
                     m.location
+                )),
+                c.endurance.as_ref().map_or(String::new(), |e| format!(
+                    ", rated {} P/E{}",
+                    e.rated_pe_cycles,
+                    e.rated_tbw_bytes.map_or(String::new(), |b| format!(
+                        " and {} TBW",
+                        b / 1_000_000_000_000
+                    ))
                 ))
             ),
             flash::DeviceConfig::Hdd(c) => format!(

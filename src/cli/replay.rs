@@ -73,8 +73,13 @@ pub(crate) struct ReplayArgs {
     /// Replay only the first N requests of the trace.
     #[arg(long)]
     pub(crate) max_requests: Option<u64>,
+    /// Print one JSON object instead of a summary (with a `wear` object when the preset
+    /// gives the drive's rated endurance).
     #[arg(long)]
     pub(crate) json: bool,
+    /// Print the wear report (as `sim --wear`; days at the trace's write rate).
+    #[arg(long)]
+    pub(crate) wear: bool,
 }
 
 pub(crate) fn run(a: ReplayArgs) -> Result<()> {
@@ -170,9 +175,16 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     // Deferred TRIM work finishes in idle time after the trace; count it.
     dev.settle();
     let stats = dev.stats();
+    let wear = match &dev {
+        flash::AnyDevice::Ssd(ssd) => ssd.wear_report(None),
+        flash::AnyDevice::Hdd(_) => None,
+    };
     let wall_s = started.elapsed().as_secs_f64();
     if a.json {
         let mut v = serde_json::to_value(&stats)?;
+        if let Some(w) = &wear {
+            v["wear"] = serde_json::to_value(w)?;
+        }
         v["trace"] = serde_json::json!(a.trace.display().to_string());
         v["preset"] = serde_json::json!(preset.name);
         v["mode"] = serde_json::json!(if open { "open" } else { "closed" });
@@ -201,6 +213,15 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
             print_precondition(&pre);
         }
         print_stats(&stats);
+        if a.wear {
+            match &wear {
+                Some(w) => super::wear::print_wear(w),
+                None => println!(
+                    "  wear              no rated endurance for preset {}",
+                    preset.name
+                ),
+            }
+        }
         println!("  wall time         {wall_s:.2} s");
     }
     Ok(())

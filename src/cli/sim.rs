@@ -6,7 +6,10 @@ use super::*;
 pub(crate) struct SimArgs {
     #[command(flatten)]
     pub(crate) device: DeviceArgs,
-    /// uniform, sequential, hotcold:R/F (R of writes to F of the space) or zipf:THETA.
+    /// uniform, sequential, hotcold:R/F (R of writes to F of the space), zipf:THETA or
+    /// jesd219 (JEDEC JESD219's enterprise endurance workload: its transfer sizes from
+    /// 512 B to 64 KiB, 50% of accesses to the first 5% of the space, 30% to the next 15%;
+    /// --request-size then only sets the address granularity).
     #[arg(long)]
     pub(crate) workload: Pattern,
     /// Size of every request.
@@ -19,7 +22,7 @@ pub(crate) struct SimArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) queue_depth: u32,
     /// Measured write volume: a multiple of the capacity (2x) or a size (1GiB).
-    #[arg(long, value_parser = units::parse_volume)]
+    #[arg(long, default_value = "1x", value_parser = units::parse_volume)]
     pub(crate) writes: units::Volume,
     /// Warm-up write volume before measuring: a multiple of the capacity (1x) or a size.
     #[arg(long, default_value = "1x", value_parser = units::parse_volume)]
@@ -38,9 +41,17 @@ pub(crate) struct SimArgs {
     /// Share of the logical space --precondition fills (0 < F <= 1).
     #[arg(long, default_value_t = 1.0, requires = "precondition")]
     pub(crate) occupancy: f64,
-    /// Print one JSON object instead of a summary.
+    /// Print one JSON object instead of a summary (with a `wear` object when the preset
+    /// gives the drive's rated endurance).
     #[arg(long)]
     pub(crate) json: bool,
+    /// Print the wear report: erase-count distribution, life used, projected TBW beside
+    /// the datasheet's, projected days at the measured write rate.
+    #[arg(long)]
+    pub(crate) wear: bool,
+    /// Draw the erase-count distribution into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub(crate) wear_plot: Option<PathBuf>,
 }
 
 /// What `sim`'s flags ask for.
@@ -97,7 +108,25 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
             print_precondition(p);
         }
         print_stats(&result.stats);
+        if a.wear {
+            match &result.wear {
+                Some(w) => super::wear::print_wear(w),
+                None => println!(
+                    "  wear              no rated endurance for preset {} (give [ssd.endurance] in its TOML)",
+                    result.preset
+                ),
+            }
+        }
         println!("  wall time         {wall_s:.2} s");
+    }
+    if let Some(path) = &a.wear_plot {
+        let w = result.wear.as_ref().with_context(|| {
+            format!(
+                "--wear-plot: no wear report (preset {} gives no rated endurance)",
+                result.preset
+            )
+        })?;
+        super::wear::plot_wear(w, &result.preset, &result.workload, path)?;
     }
     Ok(())
 }

@@ -29,8 +29,15 @@
 //! pages to the translation frontier; the logical units of data GC relocates are logged
 //! for the cache to update their entries. Without translation pages that frontier never
 //! opens and nothing is logged.
+//!
+//! Wear leveling ([`PageFtl::with_wear_leveling`], [`crate::wear`]) is off by default:
+//! frontiers then open the pool's oldest free block, as always. Dynamic takes the free
+//! block with the fewest erases; static, after each GC erase, cleans the die's least-erased
+//! closed block through the same path as a GC victim once the die's spread reaches its
+//! threshold.
 
 use crate::gc::{self, Candidates, CostBenefitIndex, GcPolicy, GreedyIndex};
+use crate::wear::WearLevelingConfig;
 use crate::{FlashError, Geometry};
 use std::collections::VecDeque;
 
@@ -155,6 +162,10 @@ pub struct FtlCounters {
     pub map_write_units: u64,
     /// Of `gc_copied_units`: translation pages GC copied.
     pub gc_copied_map_units: u64,
+    /// Of `gc_copied_units`: units static wear leveling moved off cold blocks.
+    pub wl_copied_units: u64,
+    /// Cold blocks static wear leveling moved and erased (their erases are in `erases`).
+    pub wl_moves: u64,
 }
 
 impl FtlCounters {
@@ -180,6 +191,21 @@ impl Die {
             Stream::Gc => &mut self.gc,
             Stream::Map => &mut self.map,
         }
+    }
+
+    /// A free block for a frontier: the pool's oldest, or with `dynamic` wear leveling the
+    /// one with the fewest erases in `erase_count` (ties: the oldest).
+    #[inline]
+    fn take_free(&mut self, erase_count: &[u32], dynamic: bool) -> Option<u32> {
+        if !dynamic {
+            return self.free.pop_front();
+        }
+        let (i, _) = self
+            .free
+            .iter()
+            .enumerate()
+            .min_by_key(|&(_, &b)| erase_count[b as usize])?;
+        self.free.remove(i)
     }
 }
 
@@ -283,6 +309,8 @@ pub struct PageFtl {
     /// Units that hold data: logical units written and not trimmed, and translation pages.
     mapped_units: u64,
     counters: FtlCounters,
+    /// Wear leveling ([`crate::wear`]); off by default.
+    wear: WearLevelingConfig,
 }
 
 impl PageFtl {
@@ -374,7 +402,57 @@ impl PageFtl {
             clock: 0,
             mapped_units: 0,
             counters: FtlCounters::default(),
+            wear: WearLevelingConfig::default(),
         })
+    }
+
+    /// Sets wear leveling ([`crate::wear`]); off by default.
+    pub fn with_wear_leveling(mut self, wear: WearLevelingConfig) -> Self {
+        self.set_wear_leveling(wear);
+        self
+    }
+
+    /// Sets wear leveling on a built FTL (before it is used).
+    pub fn set_wear_leveling(&mut self, wear: WearLevelingConfig) {
+        self.wear = wear;
+    }
+
+    /// [`PageFtl::collect`], then, with static wear leveling, its check on the die.
+    #[inline]
+    fn collect_and_level<S: FlashSink>(&mut self, die: u32, sink: &mut S) -> Option<u32> {
+        let freed = self.collect(die, sink);
+        if let (Some(_), Some(threshold)) = (freed, self.wear.static_threshold) {
+            self.static_wear_level(die, threshold, sink);
+        }
+        freed
+    }
+
+    /// Static wear leveling after a GC erase on `die`: once the die's erase-count spread
+    /// (its most-erased block against its least-erased closed block) reaches `threshold`,
+    /// that cold block is cleaned as a read reclaim is ([`PageFtl::reclaim`]: its valid
+    /// units to the GC frontier, then erased), back in the pool to take hot data (MQSim
+    /// moves the plane's coldest block the same way after each erase; one block per GC
+    /// victim here, so the mover's work is paced with GC's).
+    #[cold]
+    fn static_wear_level<S: FlashSink>(&mut self, die: u32, threshold: u32, sink: &mut S) {
+        let lo = (die * self.blocks_per_die) as usize;
+        let hi = lo + self.blocks_per_die as usize;
+        let max = self.erase_count[lo..hi].iter().copied().max().unwrap_or(0);
+        let mut cold: Option<usize> = None;
+        for b in lo..hi {
+            if self.closed[b] && cold.is_none_or(|c| self.erase_count[b] < self.erase_count[c]) {
+                cold = Some(b);
+            }
+        }
+        let Some(cold) = cold else { return };
+        if max - self.erase_count[cold] < threshold {
+            return;
+        }
+        // Refused (None) only on a die without a free block for the copies.
+        if let Some(copied) = self.reclaim(cold as u32, sink) {
+            self.counters.wl_moves += 1;
+            self.counters.wl_copied_units += copied as u64;
+        }
     }
 
     /// Paces GC (see the module's notes); off by default.
@@ -496,7 +574,7 @@ impl PageFtl {
         let d = die as usize;
         self.gc_credit[d] += 1;
         if self.gc_credit[d] > 0 {
-            match self.collect(die, sink) {
+            match self.collect_and_level(die, sink) {
                 Some(freed) => self.gc_credit[d] -= freed as i64,
                 None => self.gc_credit[d] = 0,
             }
@@ -631,7 +709,8 @@ impl PageFtl {
         if self.die[die as usize].free.len() >= target_free_blocks as usize {
             return false;
         }
-        self.collect(die, sink).is_some_and(|freed| freed > 0)
+        self.collect_and_level(die, sink)
+            .is_some_and(|freed| freed > 0)
     }
 
     #[inline]
@@ -717,8 +796,7 @@ impl PageFtl {
             let dstate = &mut self.die[die as usize];
             if dstate.frontier(stream).block == NO_BLOCK {
                 let b = dstate
-                    .free
-                    .pop_front()
+                    .take_free(&self.erase_count, self.wear.dynamic)
                     .expect("GC always keeps a free block to copy into");
                 *dstate.frontier(stream) = Frontier::at(b);
                 sink.block_opened(b);
@@ -777,7 +855,7 @@ impl PageFtl {
             let mut attempts = 0;
             let hard = self.hard_free_blocks() as usize;
             while self.die[d as usize].free.len() <= hard && attempts <= self.blocks_per_die {
-                if self.collect(d, sink).is_none() {
+                if self.collect_and_level(d, sink).is_none() {
                     break;
                 }
                 attempts += 1;
@@ -791,8 +869,7 @@ impl PageFtl {
             let dstate = &mut self.die[d as usize];
             if dstate.free.len() > hard {
                 let b = dstate
-                    .free
-                    .pop_front()
+                    .take_free(&self.erase_count, self.wear.dynamic)
                     .expect("pool holds more than the threshold");
                 *dstate.frontier(stream) = Frontier::at(b);
                 self.closed[b as usize] = false;
@@ -1078,6 +1155,10 @@ impl PageFtl {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "wear_tests.rs"]
+mod wear_tests;
 
 #[cfg(test)]
 mod divisor_tests {

@@ -17,6 +17,7 @@
 //! - [`aging`]: errors that grow with age (RBER, ECC, read retries, read reclaim), off
 //!   unless a preset has `[ssd.aging]`.
 //! - [`preset::Preset`]: device descriptions loaded from TOML.
+//! - [`wear`]: wear leveling's settings, rated endurance and the wear report.
 
 pub mod aging;
 pub mod command;
@@ -33,6 +34,7 @@ pub mod preset;
 pub mod slc;
 pub mod ssd;
 pub mod stats;
+pub mod wear;
 
 pub use aging::{Age, AgingConfig, CellType};
 pub use command::{ByteRange, Command, Op, Payload};
@@ -45,6 +47,7 @@ pub use preset::{AnyDevice, DeviceConfig, Preset};
 pub use slc::SlcCacheConfig;
 pub use ssd::{Ssd, SsdConfig};
 pub use stats::{DeviceStats, LatencySummary};
+pub use wear::{EnduranceConfig, WearLevelingConfig, WearReport};
 
 /// A block device in virtual time.
 ///

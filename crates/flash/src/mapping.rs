@@ -113,6 +113,15 @@ impl Ftl {
             Ftl::Fast(_) => {}
         }
     }
+    /// Sets wear leveling ([`crate::wear`]) on the page-mapped FTL; the FAST FTL has none
+    /// (its config is refused before it gets here).
+    pub fn set_wear_leveling(&mut self, wear: crate::wear::WearLevelingConfig) {
+        match self {
+            Ftl::Page(f) => f.set_wear_leveling(wear),
+            Ftl::Cached(f) => f.page_ftl_mut().set_wear_leveling(wear),
+            Ftl::Fast(_) => {}
+        }
+    }
     /// The cached mapping table, if the drive has one.
     pub fn mapping_cache(&self) -> Option<&CachedFtl> {
         match self {

@@ -139,6 +139,10 @@ impl Preset {
                 let g = &mut c.geometry;
                 let before_bytes = g.logical_bytes;
                 g.logical_bytes = logical_bytes;
+                if let Some(e) = &mut c.endurance {
+                    // The ratings stay those of the drive the preset describes.
+                    e.rated_logical_bytes.get_or_insert(before_bytes);
+                }
                 if let Some(mc) = &mut c.mapping_cache {
                     let scaled = (mc.cache_bytes as u128 * logical_bytes as u128
                         / before_bytes.max(1) as u128) as u64;

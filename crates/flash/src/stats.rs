@@ -179,6 +179,9 @@ pub struct DeviceStats {
     /// play: their WAF and latency depend on where in the cycle the window fell, and are
     /// not the drive's steady state.
     pub window_shorter_than_gc_cycle: bool,
+    /// On drives with wear leveling on (`[ssd.wear_leveling]`): static wear leveling's work.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wear_leveling: Option<WearLevelingStats>,
     /// On drives with a cached mapping table (`[ssd.mapping_cache]`): its lookups and
     /// translation page traffic.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -209,6 +212,16 @@ pub struct MappingCacheStats {
     pub translation_writes: u64,
     /// Translation pages GC copied: part of `gc_copied_pages`.
     pub translation_gc_copies: u64,
+}
+
+/// Static wear leveling's counters; its copies are part of `gc_copied_pages` and its
+/// erases of `erases`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WearLevelingStats {
+    /// Cold blocks moved and erased.
+    pub moves: u64,
+    /// Pages (mapping units) moved off them.
+    pub copied_pages: u64,
 }
 
 impl DeviceStats {

@@ -44,6 +44,8 @@ pub struct SsdOverrides {
     /// vTrim/fTrim work in idle time, and whether host commands preempt it.
     pub trim_background: Option<bool>,
     pub trim_preemptive: Option<bool>,
+    /// Wear leveling (`[ssd.wear_leveling]`): off, dynamic, static or both.
+    pub wear_leveling: Option<flash::WearLevelingConfig>,
     /// Bytes of a cached mapping table (`[ssd.mapping_cache]`, with the map on flash);
     /// 0 = the whole map in DRAM. A preset without one gets one in controller DRAM.
     pub mapping_cache_bytes: Option<u64>,
@@ -61,6 +63,12 @@ impl SsdOverrides {
                 Some(_) => p.with_capacity_same_blocks(c),
                 None => p.with_capacity(c),
             };
+        }
+        if self.wear_leveling.is_some() && p.ssd_config().is_none() {
+            return Err(FlashError::Config(format!(
+                "preset {} is a disk: --wear-leveling applies to SSDs only",
+                p.name
+            )));
         }
         let ssd_only = self.op.is_some()
             || self.page_size_bytes.is_some()
@@ -115,6 +123,9 @@ impl SsdOverrides {
                 }
                 if let Some(p) = self.trim_preemptive {
                     c.trim.preemptive = p;
+                }
+                if let Some(wl) = &self.wear_leveling {
+                    c.wear_leveling = (!wl.is_off()).then(|| Box::new(wl.clone()));
                 }
                 match (self.mapping_cache_bytes, &mut c.mapping_cache) {
                     (None, _) => {}
@@ -181,6 +192,10 @@ pub struct SimResult {
     pub precondition: Option<crate::precondition::PreconditionReport>,
     #[serde(flatten)]
     pub stats: DeviceStats,
+    /// Life used and projected TBW ([`flash::WearReport`]), when the preset gives the
+    /// drive's rated endurance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wear: Option<flash::WearReport>,
 }
 
 /// Measured-phase requests generator: closed-loop stream 0.
@@ -199,12 +214,12 @@ impl Iterator for Workload {
             return None;
         }
         self.remaining -= 1;
-        let offset = self.gen.next_slot() * self.request_bytes;
+        let (offset, len) = self.gen.next_request(self.request_bytes);
         let is_read = self.read_fraction > 0.0 && self.gen.unit_f64() < self.read_fraction;
         let cmd = if is_read {
-            Command::read(offset, self.request_bytes)
+            Command::read(offset, len)
         } else {
-            Command::write(offset, self.request_bytes)
+            Command::write(offset, len)
         };
         Some(Request {
             stream: 0,
@@ -216,9 +231,10 @@ impl Iterator for Workload {
     }
 }
 
-/// Issues `requests` requests of `request_bytes` at slots drawn from `gen` on the WAF-only
-/// path, in batches; a `read_fraction` of them are reads, which that path skips (the draw
-/// still happens, so the address sequence matches a timed run's).
+/// Issues `requests` requests drawn from `gen` (of `request_bytes`, or of the pattern's
+/// sizes) on the WAF-only path, in batches; a `read_fraction` of them are reads, which that
+/// path skips (the draw still happens, so the address sequence matches a timed run's).
+/// Returns (reads, writes, bytes written).
 fn write_untimed_requests(
     ssd: &mut flash::Ssd,
     gen: &mut SlotGen,
@@ -226,21 +242,25 @@ fn write_untimed_requests(
     requests: u64,
     read_fraction: f64,
     progress: &mut dyn FnMut(u64),
-) -> Result<(u64, u64), FlashError> {
+) -> Result<(u64, u64, u64), FlashError> {
     let unit = ssd.config().geometry.mapping_unit_bytes as u64;
     let mut writes = 0u64;
+    let mut write_bytes = 0u64;
     let mut lpns: Vec<u32> = Vec::with_capacity(8192);
     let mut done = 0u64;
     while done < requests {
         lpns.clear();
         while done < requests && lpns.len() < 4096 {
-            let offset = gen.next_slot() * request_bytes;
+            let (offset, len) = gen.next_request(request_bytes);
             let is_read = read_fraction > 0.0 && gen.unit_f64() < read_fraction;
             done += 1;
             if !is_read {
                 writes += 1;
+                write_bytes += len;
+                // A write of part of a mapping unit programs the whole unit (the drive's
+                // read-modify-write; its read is not charged).
                 let first = offset / unit;
-                let end = (offset + request_bytes).div_ceil(unit);
+                let end = (offset + len).div_ceil(unit);
                 lpns.extend((first..end).map(|l| l as u32));
             }
         }
@@ -249,7 +269,7 @@ fn write_untimed_requests(
             progress(done);
         }
     }
-    Ok((requests - writes, writes))
+    Ok((requests - writes, writes, write_bytes))
 }
 
 /// The most requests one phase of a run may ask for (about an hour of the timed path):
@@ -294,6 +314,13 @@ pub fn run(
         .into());
     }
     let slots = ((logical as f64 * occupancy) as u64 / rb).max(1);
+    if spec.pattern == Pattern::Jesd219 && slots * rb < 64 << 10 {
+        return Err(format!(
+            "--workload jesd219 needs at least 64 KiB to address (its largest transfer); the space it addresses (capacity x --occupancy) is {} bytes",
+            slots * rb
+        )
+        .into());
+    }
     let volume_requests = (spec.writes_x * logical as f64 / rb as f64).ceil() as u64;
     let measured = if spec.read_fraction < 1.0 {
         (volume_requests as f64 / (1.0 - spec.read_fraction)).ceil() as u64
@@ -325,7 +352,7 @@ pub fn run(
         .map_err(err)?;
         ssd.reset_stats();
     }
-    let mut untimed_ops: Option<(u64, u64)> = None;
+    let mut untimed_ops: Option<(u64, u64, u64)> = None;
     match (&mut dev, spec.timing) {
         (AnyDevice::Ssd(ssd), false) => {
             untimed_ops = Some(
@@ -354,11 +381,15 @@ pub fn run(
     }
     dev.settle();
     let mut stats = dev.stats();
-    if let Some((reads, writes)) = untimed_ops {
+    if let Some((reads, writes, write_bytes)) = untimed_ops {
         // The WAF-only path has no latencies, but it did issue these requests.
         stats.host_ops = reads + writes;
-        stats.host_write_bytes = writes * rb;
+        stats.host_write_bytes = write_bytes;
     }
+    let wear = match &dev {
+        AnyDevice::Ssd(ssd) => ssd.wear_report(Some(stats.host_write_bytes)),
+        AnyDevice::Hdd(_) => None,
+    };
     let (physical_bytes, op, gc) = match &spec.preset.device {
         flash::DeviceConfig::Ssd(c) => (
             Some(c.geometry.physical_bytes()),
@@ -378,6 +409,7 @@ pub fn run(
         gc,
         precondition: preconditioned,
         stats,
+        wear,
     })
 }
 
@@ -640,5 +672,82 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("SSDs only"), "{err}");
+    }
+
+    #[test]
+    fn static_wear_leveling_costs_flash_writes_and_time_and_the_report_follows() {
+        // 99% of writes to a hot 10%, the rest nearly static; 4 KiB requests on the x25e
+        // at 256 MiB, threshold 2 so the short run levels.
+        let run = |wl: &str, timing: bool| {
+            let mut s = spec(timing);
+            s.queue_depth = 1;
+            s.pattern = Pattern::HotCold {
+                hot_write_fraction: 0.99,
+                hot_space_fraction: 0.1,
+            };
+            s.writes_x = 2.0;
+            s.preset = SsdOverrides {
+                wear_leveling: Some(wl.parse().unwrap()),
+                ..Default::default()
+            }
+            .apply(s.preset)
+            .unwrap();
+            run(&s, &mut |_, _| {}).unwrap()
+        };
+        let (off, st) = (run("off", true), run("static:2", true));
+        let moves = st.stats.wear_leveling.as_ref().unwrap();
+        assert!(moves.moves > 0 && moves.copied_pages > 0, "{moves:?}");
+        assert!(off.stats.wear_leveling.is_none());
+        assert!(st.stats.waf.unwrap() > off.stats.waf.unwrap());
+        // The mover's reads, programs and erases occupy the dies the host writes need.
+        assert!(
+            st.stats.simulated_ns > off.stats.simulated_ns,
+            "{} vs {}",
+            st.stats.simulated_ns,
+            off.stats.simulated_ns
+        );
+        let (wo, ws) = (off.wear.unwrap(), st.wear.unwrap());
+        assert!(ws.erase_count_max - ws.erase_count_min < wo.erase_count_max - wo.erase_count_min);
+        assert!(ws.projected_tbw_bytes.unwrap() < wo.projected_tbw_bytes.unwrap());
+        assert!(wo.projected_days.is_some());
+        // The same flash writes on the WAF-only path (queue depth 1 keeps the order).
+        let untimed = run("static:2", false);
+        assert_eq!(untimed.stats.flash_write_pages, st.stats.flash_write_pages);
+        assert!(untimed.wear.unwrap().projected_days.is_none());
+    }
+
+    #[test]
+    fn jesd219_counts_the_bytes_it_writes_and_its_sub_unit_writes_cost_whole_units() {
+        let mut s = spec(false);
+        s.pattern = Pattern::Jesd219;
+        let r = run(&s, &mut |_, _| {}).unwrap();
+        let requests = (256u64 << 20) / 4096;
+        assert_eq!(r.stats.host_ops, requests);
+        // Mean transfer of the size mix: about 7.9 KiB, not the 4 KiB request size.
+        let mean = r.stats.host_write_bytes as f64 / requests as f64;
+        assert!((7000.0..9000.0).contains(&mean), "{mean}");
+        // Sub-4 KiB writes program whole units: the byte WAF exceeds the unit WAF.
+        let w = r.wear.unwrap();
+        assert!(w.waf_bytes.unwrap() > r.stats.waf.unwrap());
+        // A space too small for its 64 KiB transfers is refused by name.
+        s.precondition = Some((crate::precondition::Precondition::Fill, 0.0001));
+        let e = run(&s, &mut |_, _| {}).unwrap_err().to_string();
+        assert!(e.contains("jesd219") && e.contains("64 KiB"), "{e}");
+    }
+
+    #[test]
+    fn wear_leveling_on_a_disk_is_refused_by_name() {
+        let o = SsdOverrides {
+            wear_leveling: Some("dynamic".parse().unwrap()),
+            ..Default::default()
+        };
+        let err = o
+            .apply(Preset::load("hdd7200").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--wear-leveling") && err.contains("SSDs only"),
+            "{err}"
+        );
     }
 }

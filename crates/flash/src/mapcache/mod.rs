@@ -233,6 +233,11 @@ impl CachedFtl {
         &self.ftl
     }
 
+    /// The page FTL underneath, to configure before use (wear leveling).
+    pub fn page_ftl_mut(&mut self) -> &mut PageFtl {
+        &mut self.ftl
+    }
+
     pub fn cache_counters(&self) -> MapCacheCounters {
         self.counters
     }

@@ -31,6 +31,7 @@ use crate::mapcache::{CachedFtl, MappingCacheConfig};
 use crate::mapping::{Ftl, FtlKind};
 use crate::slc::{SlcCache, SlcCacheConfig};
 use crate::stats::{DeviceStats, HostRecorder, MappingCacheStats};
+use crate::wear::{EnduranceConfig, WearInputs, WearLevelingConfig, WearReport};
 use crate::{Command, Device, FlashError, GcPolicy, Geometry, Op};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
@@ -132,6 +133,12 @@ pub struct SsdConfig {
     /// FAST: random-write log blocks.
     #[serde(default)]
     pub log_blocks: u32,
+    /// Wear leveling ([`crate::wear`]); absent, none (today's block choice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wear_leveling: Option<Box<WearLevelingConfig>>,
+    /// Rated endurance, for the wear report ([`crate::wear::WearReport`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endurance: Option<Box<EnduranceConfig>>,
     /// A dynamic SLC cache in front of TLC flash ([`crate::slc`]); none if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slc_cache: Option<SlcCacheConfig>,
@@ -159,6 +166,17 @@ impl SsdConfig {
                 "background_free_blocks ({}) must exceed free_blocks ({}) for background GC to do anything",
                 self.gc.background_free_blocks, self.gc.free_blocks
             )));
+        }
+        if let Some(wl) = self.wear_leveling.as_ref().filter(|w| !w.is_off()) {
+            wl.validate().map_err(FlashError::Config)?;
+            if self.ftl != FtlKind::Page {
+                return Err(FlashError::Config(
+                    "wear_leveling needs ftl = \"page\" (the FAST FTL's merges have no wear-leveling model)".into(),
+                ));
+            }
+        }
+        if let Some(e) = &self.endurance {
+            e.validate().map_err(FlashError::Config)?;
         }
         if let Some(slc) = &self.slc_cache {
             slc.validate().map_err(FlashError::Config)?;
@@ -351,6 +369,10 @@ impl Ssd {
             )?)),
             (FtlKind::Fast, _) => Ftl::Fast(FastFtl::new(g, cfg.log_blocks)?),
         };
+        let mut ftl = ftl;
+        if let Some(wl) = cfg.wear_leveling.as_deref().filter(|w| !w.is_off()) {
+            ftl.set_wear_leveling(wl.clone());
+        }
         Ok(Ssd {
             unit_bytes: g.mapping_unit_bytes as u64,
             page_transfer_ns: transfer_ns(g.superpage_bytes(), cfg.timing.channel_bytes_per_s),
@@ -425,6 +447,26 @@ impl Ssd {
     /// Full consistency check of the FTL (slow: for tests).
     pub fn check_invariants(&self) -> Result<(), String> {
         self.ftl.check_invariants()
+    }
+
+    /// The wear report of the measured phase (since the last [`Device::reset_stats`]; erase
+    /// counts since the drive was new), if the drive's endurance is known.
+    /// `host_write_bytes` overrides the host bytes the device counted (the WAF-only path
+    /// counts none).
+    pub fn wear_report(&self, host_write_bytes: Option<u64>) -> Option<WearReport> {
+        let endurance = self.cfg.endurance.as_deref()?;
+        let s = self.stats();
+        let g = &self.cfg.geometry;
+        Some(WearReport::new(WearInputs {
+            endurance,
+            erase_counts: self.ftl.erase_counts(),
+            slc_mode_erases: self.slc.as_ref().map_or(0, |c| c.erased_blocks()),
+            simulated_logical_bytes: g.logical_bytes,
+            simulated_raw_bytes: g.physical_bytes(),
+            host_write_bytes: host_write_bytes.unwrap_or(s.host_write_bytes),
+            flash_write_bytes: s.flash_write_pages * self.unit_bytes,
+            simulated_ns: s.simulated_ns,
+        }))
     }
 
     /// Mapping units fully or partly covered by a byte range (writes and reads touch them).
@@ -829,6 +871,12 @@ impl Device for Ssd {
             s.slc_folded_bytes = slc.folded_pages * slc.superpage_bytes;
         }
         s.set_erase_spread(self.ftl.erase_counts());
+        if self.cfg.wear_leveling.as_ref().is_some_and(|w| !w.is_off()) {
+            s.wear_leveling = Some(crate::stats::WearLevelingStats {
+                moves: c.wl_moves,
+                copied_pages: c.wl_copied_units,
+            });
+        }
         if let Some(mc) = self.ftl.mapping_cache() {
             let k = mc.cache_counters();
             let cfg = mc.config();
@@ -933,6 +981,8 @@ pub(crate) mod tests {
                 ..TrimConfig::default()
             },
             write_cache_bytes: 0,
+            wear_leveling: None,
+            endurance: None,
             slc_cache: None,
             mapping_cache: None,
             aging: None,
