@@ -38,6 +38,9 @@ const WRITE_BUFFER: usize = 16384;
 /// Packed records (`AsConfig::packed_unit_bytes`) in units of 64 bytes: a node costs the
 /// log what it holds, not a whole 4 KiB slot (`as-logical-fixed` keeps the fixed slots).
 const PACKED_UNIT: usize = 64;
+/// A full write buffer writes the quarter of it dirtied first (`AsConfig::flush_fraction`):
+/// the rest stays to absorb its next changes.
+const FLUSH_FRACTION: f64 = 0.25;
 const BATCHES: usize = 20;
 const BATCH: usize = 1_000;
 
@@ -101,6 +104,7 @@ impl As {
         let cfg = AsConfig {
             segment_bytes: 4 << 20,
             logical_commits: logical,
+            flush_fraction: FLUSH_FRACTION,
             packed_unit_bytes: packed.then_some(PACKED_UNIT),
             ..AsConfig::new(NODE_BYTES, WRITE_BUFFER)
         };

@@ -426,13 +426,16 @@ pub struct CrashShape {
     pub cycles: u32,
     /// Packed records in units of this many bytes (None: fixed slots).
     pub packed_unit_bytes: Option<usize>,
+    /// The share of a full write buffer written (1: all of it).
+    pub flush_fraction: f64,
 }
 
 impl CrashShape {
     /// A geometry drawn from `seed`: node sizes 512 B to 4 KiB, fanouts 4 to 64 (as the
     /// node holds them), 8 to 64 nodes per segment, write buffers of 1 to 16 nodes (8x with
     /// logical commits), checkpoints every 1 to 4 commits, either cleaning policy; half of
-    /// them with packed records in units of 64 bytes to the node size (at most 4 KiB).
+    /// them with packed records in units of 64 bytes to the node size (at most 4 KiB); a
+    /// full write buffer writes all, half or a quarter of it.
     pub fn varied(seed: u64) -> CrashShape {
         let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x0053_4841_5045);
         let node_bytes = [512, 1024, 4096][rng.below(3) as usize];
@@ -458,6 +461,7 @@ impl CrashShape {
                 let units = [64, 128, 256, 512, 4096];
                 units[rng.below(units.len() as u64) as usize].min(node_bytes)
             }),
+            flush_fraction: [1.0, 0.5, 0.25][rng.below(3) as usize],
         }
     }
 
@@ -472,6 +476,7 @@ impl CrashShape {
                 segment_bytes
             },
             packed_unit_bytes: self.packed_unit_bytes,
+            flush_fraction: self.flush_fraction,
             max_space_amp: 1.3,
             cleaning: self.cleaning,
             logical_commits: self.logical_commits,

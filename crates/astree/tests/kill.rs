@@ -37,6 +37,7 @@ fn config(i: u64) -> AsConfig {
             segment_bytes
         },
         packed_unit_bytes: packed,
+        flush_fraction: if i % 3 == 2 { 0.25 } else { 1.0 },
         max_space_amp: 1.3,
         cleaning: if i.is_multiple_of(2) {
             Cleaning::CostBenefit

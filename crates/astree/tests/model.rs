@@ -127,9 +127,9 @@ proptest! {
     }
 
     #[test]
-    fn as_store_matches_btreemap(ops in prop::collection::vec(op(), 1..1500), buffer in 1usize..12, cache in 0usize..20, logical in any::<bool>(), packed in prop::option::of(prop::sample::select(vec![64usize, 128, 512]))) {
+    fn as_store_matches_btreemap(ops in prop::collection::vec(op(), 1..1500), buffer in 1usize..12, cache in 0usize..20, logical in any::<bool>(), packed in prop::option::of(prop::sample::select(vec![64usize, 128, 512])), flush_fraction in prop::sample::select(vec![1.0f64, 0.5, 0.25])) {
         let mut model = BTreeMap::new();
-        let cfg = AsConfig { segment_bytes: 16 * 1024, logical_commits: logical, packed_unit_bytes: packed, ..AsConfig::new(1024, buffer) };
+        let cfg = AsConfig { segment_bytes: 16 * 1024, logical_commits: logical, packed_unit_bytes: packed, flush_fraction, ..AsConfig::new(1024, buffer) };
         let store = LruCache::new(AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap(), cache);
         let tree = run(BTree::new(store, 8).unwrap(), &ops, &mut model)?;
         synced_and_reopened_match(tree, cfg, &model)?;

@@ -27,7 +27,7 @@ impl<S: Segments> AsStore<S> {
         self.buffer.push((id, change));
         self.buffer_bytes += bytes;
         if self.buffer_full() {
-            self.flush(false)?;
+            self.flush_full()?;
         }
         Ok(())
     }
@@ -55,31 +55,61 @@ impl<S: Segments> AsStore<S> {
     /// Writes the buffer in one contiguous write; with `commit`, its last slot (or a
     /// commit slot, if the buffer is empty) is the commit record.
     pub(super) fn flush(&mut self, commit: bool) -> Result<(), TreeError> {
+        self.flush_first(self.buffer.len(), commit)
+    }
+
+    /// The buffer is full: writes it all, or with [`AsConfig::flush_fraction`] below 1 the
+    /// changes buffered first, until that share of the buffer's budget is written (the
+    /// later ones stay to absorb their next changes).
+    fn flush_full(&mut self) -> Result<(), TreeError> {
+        let f = self.cfg.flush_fraction;
+        if f >= 1.0 {
+            return self.flush(false);
+        }
+        let n = if self.layout.packed {
+            let want = (f * (self.cfg.buffer_nodes * self.slot_bytes) as f64) as u64;
+            let mut bytes = 0;
+            let mut n = 0;
+            while n < self.buffer.len() && bytes < want {
+                bytes += self.pending_bytes(&self.buffer[n].1);
+                n += 1;
+            }
+            n
+        } else {
+            ((f * self.buffer.len() as f64).ceil() as usize).max(1)
+        };
+        self.flush_first(n, false)
+    }
+
+    /// Writes the first `n` buffered changes in one contiguous write; with `commit` (which
+    /// needs the whole buffer), the last record (or a commit record, if the buffer is
+    /// empty) is the commit record.
+    fn flush_first(&mut self, n: usize, commit: bool) -> Result<(), TreeError> {
         if self.buffer.is_empty() && !commit {
             return Ok(());
         }
+        debug_assert!(
+            !commit || n == self.buffer.len(),
+            "a commit writes the whole buffer"
+        );
+        let later = self.buffer.split_off(n.min(self.buffer.len()));
         // A node the tree is changing right now (taken, not yet written back) stays in the
         // buffer; a commit never happens in the middle of a change.
-        let taken: Vec<(NodeId, Pending)> =
-            if self.buffer.iter().any(|(_, p)| matches!(p, Pending::Taken)) {
-                if commit {
-                    return Err(TreeError::Config(
-                    "commit in the middle of a tree change (a node is taken and not written back)"
-                        .into(),
-                ));
-                }
-                let (t, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.buffer)
-                    .into_iter()
-                    .partition(|(_, p)| matches!(p, Pending::Taken));
-                self.buffer = rest;
-                t
-            } else {
-                Vec::new()
-            };
+        let (taken, buffer): (Vec<_>, Vec<_>) = std::mem::take(&mut self.buffer)
+            .into_iter()
+            .partition(|(_, p)| matches!(p, Pending::Taken));
+        if commit && !taken.is_empty() {
+            self.buffer = taken;
+            self.buffer.extend(buffer);
+            self.reindex();
+            return Err(TreeError::Config(
+                "commit in the middle of a tree change (a node is taken and not written back)"
+                    .into(),
+            ));
+        }
         // Sequence numbers follow log order (a buffered node replaced in memory keeps its
         // place in the buffer, so it is numbered here, not when written).
         let first_seq = self.seq;
-        let buffer = std::mem::take(&mut self.buffer);
         let mut b = self.batch();
         let mut locs = Vec::with_capacity(buffer.len());
         for (id, change) in &buffer {
@@ -97,6 +127,8 @@ impl<S: Segments> AsStore<S> {
             self.seq = first_seq;
             self.buffer = buffer;
             self.buffer.extend(taken);
+            self.buffer.extend(later);
+            self.reindex();
             return Err(e);
         }
         if commit {
@@ -110,13 +142,21 @@ impl<S: Segments> AsStore<S> {
                 self.stats.node_writes += 1;
             }
         }
-        self.buffered.clear();
-        for (i, (id, _)) in taken.iter().enumerate() {
-            self.buffered.insert(*id, i);
-        }
         self.buffer = taken;
-        self.buffer_bytes = 0; // taken changes count nothing
+        self.buffer.extend(later);
+        self.reindex();
         Ok(())
+    }
+
+    /// Rebuilds the buffer's index and byte count after its changes moved.
+    fn reindex(&mut self) {
+        self.buffered.clear();
+        let mut bytes = 0;
+        for (i, (id, p)) in self.buffer.iter().enumerate() {
+            self.buffered.insert(*id, i);
+            bytes += self.pending_bytes(p);
+        }
+        self.buffer_bytes = bytes;
     }
 
     /// A node-level commit: writes the buffered nodes (the last one marked as the commit

@@ -129,6 +129,10 @@ pub struct AsConfig {
     /// log, not `node_bytes`. None (default): fixed slots, the paper's layout (the
     /// simulated experiment's I/O). A store keeps the format it was made with.
     pub packed_unit_bytes: Option<usize>,
+    /// When the write buffer fills, the share of it written (the changes buffered first);
+    /// the rest stays to absorb its next changes, as a database's background writer
+    /// writes only enough dirty pages. 1 (default): all of it, the paper's write buffer.
+    pub flush_fraction: f64,
 }
 
 impl AsConfig {
@@ -145,6 +149,7 @@ impl AsConfig {
             full_scan: false,
             logical_commits: false,
             packed_unit_bytes: None,
+            flush_fraction: 1.0,
         }
     }
 }
@@ -247,6 +252,12 @@ impl<S: Segments> AsStore<S> {
             return Err(TreeError::Config(format!(
                 "segment size {} must be a multiple of the node size {} holding 4 to 2^32 nodes",
                 cfg.segment_bytes, cfg.node_bytes
+            )));
+        }
+        if !(cfg.flush_fraction > 0.0 && cfg.flush_fraction <= 1.0) {
+            return Err(TreeError::Config(format!(
+                "the share of the write buffer a full buffer writes must be above 0 and at most 1, not {}",
+                cfg.flush_fraction
             )));
         }
         let unit = match cfg.packed_unit_bytes {

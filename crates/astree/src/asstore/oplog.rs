@@ -49,17 +49,26 @@ pub(super) fn decode_ops(mut b: &[u8]) -> Result<Vec<LoggedOp>, TreeError> {
 impl<S: Segments> AsStore<S> {
     /// Logical commits: whether this commit should write the dirty nodes instead (they are
     /// fewer bytes than the operations — at equal bytes the operations go, since a node
-    /// commit also brings the next checkpoint closer —, a bulk change asked for it, the operation log since
-    /// the last node-level commit would outgrow the write buffer, or cleaning is due,
-    /// which needs one).
+    /// commit also brings the next checkpoint closer; packed records compare the whole
+    /// blocks each would write —, a bulk change asked for it, the operation log since the
+    /// last node-level commit would outgrow the write buffer, or cleaning is due, which
+    /// needs one).
     pub(super) fn node_commit_due(&self) -> bool {
         let slot = self.slot_bytes as u64;
-        let ops_bytes =
-            (self.ops.len() as u64).div_ceil((self.slot_bytes - HEADER - 4) as u64) * slot;
-        let dirty_bytes = if self.layout.packed {
-            self.buffer_bytes
+        let room = (self.slot_bytes - HEADER - 4) as u64;
+        let (ops_bytes, dirty_bytes) = if self.layout.packed {
+            // Both writes are padded to whole blocks: compare what each would write.
+            let records = (self.ops.len() as u64).div_ceil(room);
+            let ops = self.ops.len() as u64 + records * (HEADER as u64 + 4);
+            (
+                ops.next_multiple_of(BLOCK_BYTES),
+                self.buffer_bytes.next_multiple_of(BLOCK_BYTES),
+            )
         } else {
-            self.buffer.len() as u64 * slot
+            (
+                (self.ops.len() as u64).div_ceil(room) * slot,
+                self.buffer.len() as u64 * slot,
+            )
         };
         self.ops.is_empty()
             || self.node_commit_required
