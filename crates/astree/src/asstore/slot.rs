@@ -84,18 +84,23 @@ impl Layout {
         addr(seg_of(a) + t / self.seg_units, t % self.seg_units)
     }
 
+    /// The units a record header says its record takes, and the padding units after it
+    /// (fixed slots: one, none).
+    fn units_and_pad(&self, h: &[u8]) -> (u64, u64) {
+        if self.packed {
+            (u64::from(u16::from_le_bytes([h[5], h[6]])), u64::from(h[7]))
+        } else {
+            (1, 0)
+        }
+    }
+
     /// Checks the record at the start of `b` (which may run on past it): whole, with its
     /// magic number and checksum.
     pub fn check_at(&self, b: &[u8]) -> Option<Found> {
         if b.len() < HEADER || u32::from_le_bytes(b[0..4].try_into().ok()?) != MAGIC {
             return None;
         }
-        let (units, pad) = if self.packed {
-            let u = u64::from(u16::from_le_bytes([b[5], b[6]]));
-            (u, u64::from(b[7]))
-        } else {
-            (1, 0)
-        };
+        let (units, pad) = self.units_and_pad(b);
         let len = units * self.unit;
         if units == 0 || len > self.slot_bytes as u64 || len > b.len() as u64 {
             return None;
@@ -119,14 +124,7 @@ impl Layout {
         let mut seq = 0;
         while at + HEADER <= out.len() {
             seq = u64_at(out, at + 16);
-            let (units, pad) = if self.packed {
-                (
-                    u64::from(u16::from_le_bytes([out[at + 5], out[at + 6]])),
-                    u64::from(out[at + 7]),
-                )
-            } else {
-                (1, 0)
-            };
+            let (units, pad) = self.units_and_pad(&out[at..]);
             at += ((units + pad) * self.unit) as usize;
         }
         seq
@@ -207,12 +205,8 @@ impl<S: Segments> AsStore<S> {
     ) -> Loc {
         let g = self.layout;
         let off = b.out.len();
-        let len = if g.packed {
-            (units * g.unit) as usize
-        } else {
-            self.slot_bytes
-        };
-        b.out.resize(off + len, 0);
+        // (Fixed slots: one unit, of the slot's size.)
+        b.out.resize(off + (units * g.unit) as usize, 0);
         let r = &mut b.out[off..];
         r[0..4].copy_from_slice(&MAGIC.to_le_bytes());
         r[4] = kind;
