@@ -41,6 +41,10 @@ const PACKED_UNIT: usize = 64;
 /// A full write buffer writes the quarter of it dirtied first (`AsConfig::flush_fraction`):
 /// the rest stays to absorb its next changes.
 const FLUSH_FRACTION: f64 = 0.25;
+/// Keys per node at most: more than a 4 KiB node holds of these entries, so nodes fill by
+/// bytes, as LMDB's and redb's pages do (with 24-byte keys, an internal node holds about
+/// 110 children, a leaf about 20 entries of 150 bytes).
+const FANOUT: usize = 256;
 const BATCHES: usize = 20;
 const BATCH: usize = 1_000;
 
@@ -95,7 +99,7 @@ trait Engine {
 
 struct As(BTree<LruCache<AsStore<FileSegments>>>, &'static str);
 impl As {
-    /// NODE_BYTES nodes, fanout 64, 4 MiB segments (the data set is tens of MB, so
+    /// NODE_BYTES nodes filled by bytes (FANOUT), 4 MiB segments (the data set is tens of MB, so
     /// cleaning has room to work), a write buffer of WRITE_BUFFER nodes and a cache of
     /// `cache_bytes` of decoded nodes.
     /// `logical`: commits log the operations and dirty nodes are written when the buffer
@@ -111,7 +115,7 @@ impl As {
         std::fs::create_dir_all(dir).unwrap();
         let store = AsStore::open_with(FileSegments::open(dir, "as", false).unwrap(), cfg).unwrap();
         As(
-            BTree::new(LruCache::with_bytes(store, cache_bytes), 64).unwrap(),
+            BTree::new(LruCache::with_bytes(store, cache_bytes), FANOUT).unwrap(),
             match (logical, packed) {
                 (true, true) => "AS B-tree, logical",
                 (false, true) => "AS B-tree, nodes",
@@ -160,8 +164,9 @@ impl Engine for As {
     fn notes(&self) -> String {
         let s = self.0.store().stats();
         format!(
-            "  (cleaning: {} segments cleaned, {} nodes moved, {} segment files recycled, {} removed)",
-            s.segments_cleaned, s.nodes_moved, s.segments_recycled, s.segments_removed
+            "  (cleaning: {} segments cleaned, {} nodes moved, {} segment files recycled, {} removed; cache: {} of {} lookups hit, {} node reads)",
+            s.segments_cleaned, s.nodes_moved, s.segments_recycled, s.segments_removed,
+            s.cache_hits, s.cache_lookups, s.node_reads
         )
     }
 }
@@ -364,6 +369,23 @@ fn dir_bytes(p: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU seconds the process (all its threads) has used: user and system time from
+/// /proc/self/stat (Linux; 0 elsewhere). Beside a phase's wall time it tells how much of
+/// it was waiting, and it varies less than wall time on a machine others share.
+fn cpu_s() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which is in parentheses and may hold spaces):
+    // utime and stime are the 12th and 13th, in clock ticks of 1/100 s.
+    let Some(rest) = stat.rsplit(')').next() else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|t| t.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn run(e: &mut dyn Engine, n: usize, opts: &Options) {
     let json = opts.json;
     let mut gen = Entries::new(opts);
@@ -390,11 +412,13 @@ fn run(e: &mut dyn Engine, n: usize, opts: &Options) {
     }
     let batch = t.elapsed().as_secs_f64();
     let t = Instant::now();
+    let cpu = cpu_s();
     let mut found = 0;
     for _ in 0..n {
         found += e.get(&es[rng.random_range(0..n)].0) as usize;
     }
     let reads = t.elapsed().as_secs_f64();
+    let reads_cpu = cpu_s() - cpu;
     assert_eq!(found, n);
     e.settle();
     let size = e.file_bytes();
@@ -418,6 +442,7 @@ fn run(e: &mut dyn Engine, n: usize, opts: &Options) {
         e.name(),
         size as f64 / 1e6
     );
+    println!("  (reads: {reads_cpu:.2} s of CPU time)");
     let notes = e.notes();
     if !notes.is_empty() {
         println!("{notes}");

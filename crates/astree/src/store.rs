@@ -1,6 +1,6 @@
 //! The node store interface the tree runs on, and its counters.
 
-use crate::node::{Node, NodeId};
+use crate::node::{Node, NodeId, NodeImage, Step};
 use crate::TreeError;
 use std::sync::Arc;
 
@@ -48,6 +48,26 @@ pub trait NodeStore {
     /// The node (shared: a cache hands out its copy without cloning it).
     fn read(&mut self, id: NodeId) -> Result<Arc<Node>, TreeError>;
     fn write(&mut self, id: NodeId, node: &Node) -> Result<(), TreeError>;
+    /// One step of a lookup of `key` in node `id`: the child to follow, or the leaf's
+    /// value handed to `f`. A cache answers from its copy without handing it out.
+    fn find<R>(
+        &mut self,
+        id: NodeId,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Step<R>, TreeError> {
+        Ok(self.read(id)?.step(key).map(f))
+    }
+    /// Hands node `id`'s image, as read from storage, to `f` undecoded. None: this store
+    /// cannot (it keeps no images, or the node's newest version is not one yet); `read`
+    /// it instead.
+    fn with_image<R>(
+        &mut self,
+        _id: NodeId,
+        _f: impl FnOnce(NodeImage<'_>) -> Result<R, TreeError>,
+    ) -> Result<Option<R>, TreeError> {
+        Ok(None)
+    }
     /// Turns node `id`, just read as `node`, into one to modify and write back: a cache
     /// lets go of its copy so no clone is made (the caller must write the node back or
     /// free it).

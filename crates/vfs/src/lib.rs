@@ -127,6 +127,19 @@ pub trait Vfs {
     /// Reads up to `buf.len()` bytes at `offset`; returns how many (fewer only at the end
     /// of the file).
     fn read_at(&mut self, fd: Fd, offset: u64, buf: &mut [u8]) -> Result<usize, VfsError>;
+    /// Makes the file's first `end` bytes readable in place through [`Vfs::mapped`]
+    /// (real files: a memory map, so a read costs no system call and no copy, as LMDB
+    /// reads its pages). False: this file system or file cannot (files in RAM or on the
+    /// simulated drive, O_DIRECT files, `end` past the file's length, no map to be had);
+    /// read with `read_at` instead.
+    fn map(&mut self, _fd: Fd, _end: u64) -> Result<bool, VfsError> {
+        Ok(false)
+    }
+    /// `len` bytes at `offset` of a file [`Vfs::map`] made readable in place (None: not
+    /// mapped that far).
+    fn mapped(&self, _fd: Fd, _offset: u64, _len: usize) -> Option<&[u8]> {
+        None
+    }
     /// Writes all of `data` at `offset`, growing the file as needed.
     fn write_at(&mut self, fd: Fd, offset: u64, data: &[u8]) -> Result<(), VfsError>;
     /// Allocates `len` bytes at `offset` (the file's length grows to cover them).

@@ -21,7 +21,14 @@ struct OpenFile {
     name: String,
     len: u64,
     direct: bool,
+    /// A read-only map of the file ([`Vfs::map`]), which may run past its end: only bytes
+    /// below `len` are ever read through it (a page past the end would fault).
+    map: Option<memmap2::Mmap>,
 }
+
+/// The smallest map made: a file that grows is mapped again at twice its length, so a
+/// file read while it is appended to is mapped a few times, not at every read.
+const MIN_MAP: u64 = 1 << 20;
 
 /// Real files in a directory.
 pub struct OsVfs {
@@ -132,6 +139,7 @@ impl Vfs for OsVfs {
                 name: name.to_string(),
                 len,
                 direct: mode.direct,
+                map: None,
             },
         );
         Ok(fd)
@@ -186,10 +194,45 @@ impl Vfs for OsVfs {
         } else {
             f.file.read_exact_at(&mut buf[..n], offset)
         };
-        let name = f.name.clone();
-        r.map_err(|e| self.error(&name, e))?;
+        if let Err(e) = r {
+            let name = f.name.clone();
+            return Err(self.error(&name, e));
+        }
         self.io.read_ns += t.elapsed().as_nanos() as u64;
         Ok(n)
+    }
+
+    fn map(&mut self, fd: Fd, end: u64) -> Result<bool, VfsError> {
+        self.check_cancel()?;
+        let f = self.files.get_mut(&fd).expect("an open file");
+        if f.direct || end > f.len {
+            return Ok(false);
+        }
+        if f.map.as_ref().is_some_and(|m| m.len() as u64 >= end) {
+            return Ok(true);
+        }
+        f.map = None;
+        let len = f.len.next_power_of_two().max(MIN_MAP);
+        // SAFETY: the map is read only below the file's length as this Vfs keeps it
+        // (`mapped`), and the files are this process's own: one that another process
+        // truncates under it would fault, as an LMDB file would. A map that cannot be
+        // made (the process's map count, address space) is no error: reads go through
+        // `read_at`.
+        let Ok(len) = usize::try_from(len) else {
+            return Ok(false);
+        };
+        f.map = unsafe { memmap2::MmapOptions::new().len(len).map(&f.file) }.ok();
+        Ok(f.map.is_some())
+    }
+
+    fn mapped(&self, fd: Fd, offset: u64, len: usize) -> Option<&[u8]> {
+        let f = self.file(fd);
+        let end = offset.checked_add(len as u64)?;
+        let m = f.map.as_ref()?;
+        if end > f.len || end > m.len() as u64 {
+            return None;
+        }
+        Some(&m[offset as usize..end as usize])
     }
 
     fn write_at(&mut self, fd: Fd, offset: u64, data: &[u8]) -> Result<(), VfsError> {
@@ -241,8 +284,11 @@ impl Vfs for OsVfs {
 
     fn truncate(&mut self, fd: Fd, len: u64) -> Result<(), VfsError> {
         self.check_cancel()?;
-        let f = self.file(fd);
+        let f = self.files.get_mut(&fd).expect("an open file");
+        // A map must not outlive the bytes it covers.
+        f.map = None;
         let name = f.name.clone();
+        let f = self.file(fd);
         f.file.set_len(len).map_err(|e| self.error(&name, e))?;
         self.files.get_mut(&fd).expect("checked").len = len;
         Ok(())
@@ -361,6 +407,38 @@ mod tests {
             ));
             assert!(fs.list().is_empty());
         }
+    }
+
+    /// A map reads what was written, grows with the file when asked again, and never
+    /// reaches past the file's end (after a truncation, nothing is read through it).
+    #[test]
+    fn a_map_reads_what_was_written_and_stops_at_the_files_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut fs = OsVfs::new(dir.path()).unwrap();
+        let fd = fs.open("m", OpenMode::create_new()).unwrap();
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        fs.write_at(fd, 0, &data).unwrap();
+        assert!(!fs.map(fd, 10_001).unwrap(), "not past the end");
+        assert!(fs.map(fd, 10_000).unwrap());
+        assert_eq!(fs.mapped(fd, 100, 900).unwrap(), &data[100..1000]);
+        assert_eq!(fs.mapped(fd, 9_000, 1_001), None, "past the end");
+        // Grown past the first map (1 MiB): mapped again at the new length.
+        let more = vec![9u8; 2 << 20];
+        fs.write_at(fd, 10_000, &more).unwrap();
+        let end = 10_000 + more.len() as u64;
+        assert_eq!(fs.mapped(fd, end - 10, 10), None, "past the old map");
+        assert!(fs.map(fd, end).unwrap());
+        assert_eq!(fs.mapped(fd, end - 10, 10).unwrap(), &[9u8; 10]);
+        assert_eq!(fs.mapped(fd, 0, 10).unwrap(), &data[..10]);
+        // A write below the end is seen through the map (one page cache).
+        fs.write_at(fd, 5, b"xyz").unwrap();
+        assert_eq!(fs.mapped(fd, 5, 3).unwrap(), b"xyz");
+        fs.truncate(fd, 4096).unwrap();
+        assert_eq!(fs.mapped(fd, 0, 10), None, "a truncation drops the map");
+        assert!(fs.map(fd, 4096).unwrap());
+        assert_eq!(fs.mapped(fd, 4000, 97), None);
+        assert_eq!(fs.mapped(fd, 4000, 96).unwrap().len(), 96);
+        fs.close(fd);
     }
 
     #[test]

@@ -48,7 +48,7 @@
 //! segment usage, and moving live nodes); this file holds the store's state and its
 //! [`NodeStore`] face.
 
-use crate::node::{IdMap, Node, NodeId, NONE};
+use crate::node::{IdMap, Node, NodeId, NodeImage, NONE};
 use crate::segments::Segments;
 use crate::store::{LoggedOp, NodeStore, StoreStats};
 use crate::TreeError;
@@ -403,6 +403,63 @@ impl<S: Segments> AsStore<S> {
         self.seg_live.iter().map(|(&s, &l)| (s, l)).collect()
     }
 
+    /// Node `id` from the write buffer (None: not buffered; read its record).
+    fn read_buffered(&mut self, id: NodeId) -> Result<Option<Arc<Node>>, TreeError> {
+        self.stats.buffer_lookups += 1;
+        let Some(&i) = self.buffered.get(&id) else {
+            return Ok(None);
+        };
+        self.stats.buffer_hits += 1;
+        match &self.buffer[i].1 {
+            Pending::Node(n) => Ok(Some(Arc::clone(n))),
+            Pending::Free => Err(TreeError::MissingNode(id)),
+            Pending::Taken => Err(TreeError::Corrupt {
+                id,
+                offset: NONE,
+                msg: "read while taken to be changed".into(),
+            }),
+        }
+    }
+
+    /// Reads node `id`'s record from its log segment, checks it and hands its image to `f`.
+    fn read_record<R>(
+        &mut self,
+        id: NodeId,
+        f: impl FnOnce(NodeImage<'_>) -> Result<R, TreeError>,
+    ) -> Result<R, TreeError> {
+        let Loc { at, units } = *self.map.get(&id).ok_or(TreeError::MissingNode(id))?;
+        let len = units * self.layout.unit;
+        let offset = slot_of(at) * self.layout.unit;
+        // In place where the storage maps its files; else into one record buffer, reused
+        // (a read that succeeds overwrites every byte).
+        let s = if self.storage.map(seg_of(at), offset + len)? {
+            self.storage
+                .mapped(seg_of(at), offset, len as usize)
+                .expect("mapped that far")
+        } else {
+            self.read_slot.resize(len as usize, 0);
+            self.storage
+                .read_at(seg_of(at), offset, &mut self.read_slot)?;
+            &self.read_slot
+        };
+        self.stats.node_reads += 1;
+        self.stats.read_requests += 1;
+        self.stats.bytes_read += len;
+        match self.layout.check_at(s) {
+            Some(found) if found.kind & !COMMIT_FLAG == KIND_NODE && found.id == id => {
+                f(NodeImage::new(&s[HEADER..], id, at)?)
+            }
+            _ => Err(TreeError::Corrupt {
+                id,
+                offset,
+                msg: format!(
+                    "the slot in log segment {} fails its checksum or holds another node",
+                    seg_of(at)
+                ),
+            }),
+        }
+    }
+
     fn map_set(&mut self, id: NodeId, loc: Loc) {
         self.map_remove(id);
         self.map.insert(id, loc);
@@ -444,47 +501,22 @@ impl<S: Segments> NodeStore for AsStore<S> {
     }
 
     fn read(&mut self, id: NodeId) -> Result<Arc<Node>, TreeError> {
-        self.stats.buffer_lookups += 1;
-        if let Some(&i) = self.buffered.get(&id) {
-            self.stats.buffer_hits += 1;
-            return match &self.buffer[i].1 {
-                Pending::Node(n) => Ok(Arc::clone(n)),
-                Pending::Free => Err(TreeError::MissingNode(id)),
-                Pending::Taken => Err(TreeError::Corrupt {
-                    id,
-                    offset: NONE,
-                    msg: "read while taken to be changed".into(),
-                }),
-            };
+        if let Some(node) = self.read_buffered(id)? {
+            return Ok(node);
         }
-        let Loc { at, units } = *self.map.get(&id).ok_or(TreeError::MissingNode(id))?;
-        // One record buffer, reused (a read that succeeds overwrites every byte).
-        let len = units * self.layout.unit;
-        self.read_slot.resize(len as usize, 0);
-        self.storage.read_at(
-            seg_of(at),
-            slot_of(at) * self.layout.unit,
-            &mut self.read_slot,
-        )?;
-        let s = &self.read_slot;
-        self.stats.node_reads += 1;
-        self.stats.read_requests += 1;
-        self.stats.bytes_read += len;
-        match self.layout.check_at(s) {
-            Some(f) if f.kind & !COMMIT_FLAG == KIND_NODE && f.id == id => {
-                Node::decode(&s[HEADER..], id, at).map(Arc::new)
-            }
-            _ => Err(TreeError::Corrupt {
-                id,
-                offset: slot_of(at) * self.layout.unit,
-                msg: format!(
-                    "the slot in log segment {} fails its checksum or holds another node",
-                    seg_of(at)
-                ),
-            }),
-        }
+        self.read_record(id, |img| img.decode().map(Arc::new))
     }
-
+    fn with_image<R>(
+        &mut self,
+        id: NodeId,
+        f: impl FnOnce(NodeImage<'_>) -> Result<R, TreeError>,
+    ) -> Result<Option<R>, TreeError> {
+        // A buffered node's newest version is not on storage yet.
+        if self.buffered.contains_key(&id) {
+            return Ok(None);
+        }
+        self.read_record(id, f).map(Some)
+    }
     fn write(&mut self, id: NodeId, node: &Node) -> Result<(), TreeError> {
         self.write_shared(id, Arc::new(node.clone()))
     }

@@ -25,6 +25,16 @@ pub trait Segments {
     /// Length of file `seg` (0 if it does not exist).
     fn len(&self, seg: u64) -> u64;
     fn read_at(&mut self, seg: u64, offset: u64, buf: &mut [u8]) -> Result<(), TreeError>;
+    /// Makes file `seg`'s first `end` bytes readable in place through
+    /// [`Segments::mapped`] (real files: a memory map; see `vfs::Vfs::map`). False: read
+    /// with `read_at`.
+    fn map(&mut self, _seg: u64, _end: u64) -> Result<bool, TreeError> {
+        Ok(false)
+    }
+    /// `len` bytes at `offset` of file `seg`, in place (after [`Segments::map`]).
+    fn mapped(&self, _seg: u64, _offset: u64, _len: usize) -> Option<&[u8]> {
+        None
+    }
     /// Writes into file `seg`, creating it if needed.
     fn write_at(&mut self, seg: u64, offset: u64, data: &[u8]) -> Result<(), TreeError>;
     fn truncate(&mut self, seg: u64, len: u64) -> Result<(), TreeError>;
@@ -210,6 +220,15 @@ impl<V: Vfs> Segments for VfsSegments<V> {
             });
         }
         Ok(())
+    }
+    fn map(&mut self, seg: u64, end: u64) -> Result<bool, TreeError> {
+        let Some(&fd) = self.files.get(&seg) else {
+            return Err(self.missing(seg));
+        };
+        self.vfs.map(fd, end).map_err(vfs_error)
+    }
+    fn mapped(&self, seg: u64, offset: u64, len: usize) -> Option<&[u8]> {
+        self.vfs.mapped(*self.files.get(&seg)?, offset, len)
     }
     fn write_at(&mut self, seg: u64, offset: u64, data: &[u8]) -> Result<(), TreeError> {
         let fd = match self.files.get(&seg) {

@@ -10,7 +10,7 @@
 //! for range scans. Every modified node is written back through the store, which decides
 //! where it goes (in place, or appended).
 
-use crate::node::{Node, NodeId, NONE};
+use crate::node::{Node, NodeId, Step, NONE};
 use crate::store::{LoggedOp, NodeStore};
 use crate::TreeError;
 use std::sync::Arc;
@@ -135,12 +135,14 @@ impl<S: NodeStore> BTree<S> {
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>, TreeError> {
         let mut id = self.root();
+        let mut f = Some(f);
         loop {
-            match &*self.store.read(id)? {
-                Node::Internal { keys, children } => id = children[keys.upper_bound(key)],
-                Node::Leaf { keys, values, .. } => {
-                    return Ok(keys.binary_search(key).ok().map(|i| f(&values[i])));
-                }
+            match self
+                .store
+                .find(id, key, |v| (f.take().expect("one leaf per lookup"))(v))?
+            {
+                Step::Child(child) => id = child,
+                Step::Leaf(found) => return Ok(found),
             }
         }
     }
