@@ -46,6 +46,81 @@ pub fn memory_bytes(node: &Node) -> usize {
     }
 }
 
+/// Cached NodeIDs to their slots: a table indexed by NodeID (stores hand NodeIDs out in
+/// order from 0), in pages of [`INDEX_PAGE`] made when a NodeID in them is first cached
+/// and dropped when their last one leaves, so memory follows the live NodeIDs. A lookup is
+/// two array reads where a hash map probes its control bytes and then its slot: on a path
+/// through a tree larger than the CPU's caches, one miss less per node.
+#[derive(Default)]
+struct SlotIndex {
+    pages: Vec<Option<Box<IndexPage>>>,
+    len: usize,
+}
+
+const INDEX_PAGE: usize = 4096;
+
+struct IndexPage {
+    slots: [u32; INDEX_PAGE],
+    used: usize,
+}
+
+impl SlotIndex {
+    fn split(id: NodeId) -> (usize, usize) {
+        (
+            (id / INDEX_PAGE as u64) as usize,
+            (id % INDEX_PAGE as u64) as usize,
+        )
+    }
+
+    #[inline]
+    fn get(&self, id: &NodeId) -> Option<&u32> {
+        let (p, i) = Self::split(*id);
+        let s = &self.pages.get(p)?.as_ref()?.slots[i];
+        (*s != NIL).then_some(s)
+    }
+
+    fn insert(&mut self, id: NodeId, slot: u32) {
+        let (p, i) = Self::split(id);
+        if self.pages.len() <= p {
+            self.pages.resize_with(p + 1, || None);
+        }
+        let page = self.pages[p].get_or_insert_with(|| {
+            Box::new(IndexPage {
+                slots: [NIL; INDEX_PAGE],
+                used: 0,
+            })
+        });
+        if page.slots[i] == NIL {
+            page.used += 1;
+            self.len += 1;
+        }
+        page.slots[i] = slot;
+    }
+
+    fn remove(&mut self, id: &NodeId) -> Option<u32> {
+        let (p, i) = Self::split(*id);
+        let page = self.pages.get_mut(p)?.as_mut()?;
+        let slot = std::mem::replace(&mut page.slots[i], NIL);
+        if slot == NIL {
+            return None;
+        }
+        page.used -= 1;
+        self.len -= 1;
+        if page.used == 0 {
+            self.pages[p] = None;
+        }
+        Some(slot)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// A cached node in the recency list (most recent at the head).
 struct Entry {
     id: NodeId,
@@ -70,7 +145,7 @@ pub struct LruCache<S: NodeStore> {
     /// Second chance instead of exact LRU (a byte-bounded cache).
     clock: bool,
     /// Cached nodes: NodeID → slot in `entries`.
-    index: IdMap<u32>,
+    index: SlotIndex,
     /// Slots (exact LRU: of a doubly linked recency list); `free` holds unused ones.
     entries: Vec<Entry>,
     free: Vec<u32>,
@@ -95,7 +170,7 @@ impl<S: NodeStore> LruCache<S> {
             capacity_bytes: None,
             cached_bytes: 0,
             clock: false,
-            index: IdMap::default(),
+            index: SlotIndex::default(),
             entries: Vec::new(),
             free: Vec::new(),
             head: NIL,
