@@ -128,6 +128,7 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
             HostPath::None => vfs::HostConfig::uncached(),
         },
         replay_repetitions: true,
+        host_write_target_bytes: None,
     };
     let spec = lab::joinrun::JoinRunSpec {
         sf: a.sf,

@@ -48,6 +48,10 @@ pub struct JoinStorage {
     /// calls instead of computing the join again (`hashjoin::recorded`; the same simulated
     /// numbers, checked by a test). Off: the join runs every time.
     pub replay_repetitions: bool,
+    /// sim: stop repeating once the drive has taken this many host bytes since measuring
+    /// started (the `lifetime` experiment runs every combination to the same bytes);
+    /// `repeat` is then the most repetitions. None: `repeat` repetitions.
+    pub host_write_target_bytes: Option<u64>,
 }
 
 impl Default for JoinStorage {
@@ -67,6 +71,7 @@ impl Default for JoinStorage {
             stream_inputs: false,
             host: vfs::HostConfig::uncached(),
             replay_repetitions: true,
+            host_write_target_bytes: None,
         }
     }
 }
@@ -148,6 +153,12 @@ pub struct JoinRunResult {
     /// change.
     #[serde(skip)]
     pub replayed_repetitions: u32,
+    /// Simulated SSD: the drive's wear report at the end of the run (host and flash bytes
+    /// since measuring started, erase counts since new); None on real files, a disk or a
+    /// drive without a rated endurance. Not in the serialized result (which experiments
+    /// keep as they were); `join --wear` prints it.
+    #[serde(skip)]
+    pub wear: Option<flash::WearReport>,
 }
 
 /// Runs `f(user)` for every user in its own thread; results in user order.
@@ -657,7 +668,12 @@ pub fn run(
                 repetition.host_write_bytes = after.host_write_bytes - before.host_write_bytes;
                 out.repetitions.push(repetition);
                 progress(rep + 1);
+                let written: u64 = out.repetitions.iter().map(|r| r.host_write_bytes).sum();
+                if st.host_write_target_bytes.is_some_and(|t| written >= t) {
+                    break;
+                }
             }
+            out.wear = turns.with_vfs(|v| v.fs().device().dev.wear_report());
             // The users' peaks, added: at most the budget (each pool is a share of it).
             out.peak_memory_bytes = user_pools.iter().map(|p| p.peak_bytes()).sum();
         }
