@@ -41,7 +41,19 @@ pub fn simulated_fs(
     preset: &Preset,
     alloc: simfs::AllocPolicy,
 ) -> Result<vfs::SimDrive, crate::LabError> {
-    let dev = preset.build()?;
+    simulated_fs_on(preset, alloc, crate::precondition::Precondition::None)
+}
+
+/// [`simulated_fs`] on a drive preconditioned first (its whole logical space, as
+/// [`crate::precondition::precondition`] does it; counters cleared), as a used drive
+/// meets a new file system.
+pub fn simulated_fs_on(
+    preset: &Preset,
+    alloc: simfs::AllocPolicy,
+    precondition: crate::precondition::Precondition,
+) -> Result<vfs::SimDrive, crate::LabError> {
+    let mut dev = preset.build()?;
+    crate::precondition::precondition(&mut dev, precondition, 1.0, 0)?;
     let logical = flash::Device::logical_bytes(&dev);
     let cfg = simfs::FsConfig {
         alloc,
@@ -73,7 +85,12 @@ impl<V: vfs::Vfs> vfs::Vfs for Watched<V> {
     fn len(&self, fd: vfs::Fd) -> u64 {
         self.0.borrow().len(fd)
     }
-    fn read_at(&mut self, fd: vfs::Fd, offset: u64, buf: &mut [u8]) -> Result<usize, vfs::VfsError> {
+    fn read_at(
+        &mut self,
+        fd: vfs::Fd,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, vfs::VfsError> {
         self.0.borrow_mut().read_at(fd, offset, buf)
     }
     fn write_at(&mut self, fd: vfs::Fd, offset: u64, data: &[u8]) -> Result<(), vfs::VfsError> {

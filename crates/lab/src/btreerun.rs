@@ -64,6 +64,9 @@ pub struct BtreeSpec {
     /// it was new (preload included) instead of stopping after `ops`; `ops` searches
     /// follow. The `lifetime` experiment runs every store to the same bytes.
     pub host_write_target_bytes: Option<u64>,
+    /// sim: the drive is preconditioned before simfs is made on it (its whole logical
+    /// space; [`crate::precondition`]), as a used drive. None: a new drive.
+    pub precondition: crate::precondition::Precondition,
 }
 
 impl BtreeSpec {
@@ -88,6 +91,7 @@ impl BtreeSpec {
             logical_commits: false,
             packed_unit_bytes: None,
             host_write_target_bytes: None,
+            precondition: crate::precondition::Precondition::None,
         }
     }
 
@@ -160,6 +164,10 @@ pub struct BtreeResult {
     /// results stay as they were); `btree --wear` prints it.
     #[serde(skip)]
     pub wear: Option<flash::WearReport>,
+    /// The same once simfs was made (after preconditioning): erase counts the run started
+    /// from.
+    #[serde(skip)]
+    pub wear_at_start: Option<flash::WearReport>,
 }
 
 fn diff(a: &StoreStats, b: &StoreStats) -> StoreStats {
@@ -413,7 +421,12 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, crate::LabError> {
         }
         Backend::Sim { preset } => {
             out.backend = format!("sim:{}", preset.name);
-            let fs = crate::backend::simulated_fs(preset, simfs::AllocPolicy::Ext4Like)?;
+            let fs = crate::backend::simulated_fs_on(
+                preset,
+                simfs::AllocPolicy::Ext4Like,
+                spec.precondition,
+            )?;
+            out.wear_at_start = fs.device().dev.wear_report();
             // The engine owns the file system; this handle reads the drive after the run.
             let (watched, drive) = crate::backend::Watched::new(vfs::SimVfs::new(fs));
             let host_bytes = || drive.borrow().fs().device().dev.host_write_bytes();

@@ -52,6 +52,9 @@ pub struct JoinStorage {
     /// started (the `lifetime` experiment runs every combination to the same bytes);
     /// `repeat` is then the most repetitions. None: `repeat` repetitions.
     pub host_write_target_bytes: Option<u64>,
+    /// sim: the drive is preconditioned before simfs is made on it (its whole logical
+    /// space; [`crate::precondition`]), as a used drive. None: a new drive.
+    pub precondition: crate::precondition::Precondition,
 }
 
 impl Default for JoinStorage {
@@ -72,6 +75,7 @@ impl Default for JoinStorage {
             host: vfs::HostConfig::uncached(),
             replay_repetitions: true,
             host_write_target_bytes: None,
+            precondition: crate::precondition::Precondition::None,
         }
     }
 }
@@ -159,6 +163,10 @@ pub struct JoinRunResult {
     /// keep as they were); `join --wear` prints it.
     #[serde(skip)]
     pub wear: Option<flash::WearReport>,
+    /// The same when measuring started (after preconditioning and simfs's mkfs): erase
+    /// counts the run started from.
+    #[serde(skip)]
+    pub wear_at_start: Option<flash::WearReport>,
 }
 
 /// Runs `f(user)` for every user in its own thread; results in user order.
@@ -475,7 +483,8 @@ pub fn run(
             }
         }
         Backend::Sim { preset } => {
-            let dev = preset.build()?;
+            let mut dev = preset.build()?;
+            crate::precondition::precondition(&mut dev, st.precondition, 1.0, 0)?;
             let logical = dev.logical_bytes();
             let mut cfg = match st.fs_bytes {
                 Some(b) => FsConfig::new(b),
@@ -505,6 +514,7 @@ pub fn run(
                 }
             }
             drive.start_measuring();
+            out.wear_at_start = drive.fs().device().dev.wear_report();
             // Each user plans and reserves within its own share of the budget, a pool of
             // its own: a pool shared in real time would let one user's reservations change
             // what another plans or reserves, run to run.

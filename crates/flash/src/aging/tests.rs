@@ -456,7 +456,10 @@ fn age_pe_seeds_every_block_s_erase_count_so_life_used_starts_at_n_over_rated() 
     let a = old.aging().unwrap();
     let model = RberModel::for_cell(CellType::Mlc);
     let rber = a.rber(0, old.ftl().erase_counts()[0], 0);
-    assert!((rber - model.rber(1500.0, 0.0, 0.0)).abs() < 1e-15, "{rber}");
+    assert!(
+        (rber - model.rber(1500.0, 0.0, 0.0)).abs() < 1e-15,
+        "{rber}"
+    );
     // Writes that erase blocks add to the seeded counts.
     let mut old = old;
     let bytes = old.logical_bytes();

@@ -376,7 +376,12 @@ impl Ssd {
         // A drive aged before the run (`--age pe=N`): its blocks have been erased N times
         // since new, so the wear report's life used starts at N / rated P/E and the error
         // model reads each block's P/E count from the FTL.
-        if let Some(pe) = cfg.aging.as_ref().map(|a| a.start_pe_cycles).filter(|&n| n > 0) {
+        if let Some(pe) = cfg
+            .aging
+            .as_ref()
+            .map(|a| a.start_pe_cycles)
+            .filter(|&n| n > 0)
+        {
             ftl.seed_erase_counts(pe);
         }
         Ok(Ssd {

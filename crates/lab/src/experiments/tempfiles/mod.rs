@@ -350,6 +350,25 @@ pub(crate) fn join_spec(
     })
 }
 
+/// The judged runs' join at quick and full scale (the host path of [`Path::Host`]:
+/// PostgreSQL 12's hash join at its 64 kB minimum work_mem, batch files through the paper's
+/// host scaled with the query, ext4's journal discards when `trim`) on `preset` scaled to
+/// `capacity_bytes`: what the `lifetime` experiment runs.
+pub(crate) fn host_path_spec(
+    preset: &str,
+    sf: f64,
+    capacity_bytes: u64,
+    repeat: u32,
+    fallocate: bool,
+    trim: bool,
+) -> Result<JoinRunSpec, crate::LabError> {
+    let mut spec = join_spec(preset, sf, capacity_bytes, repeat, fallocate, trim)?;
+    spec.join.algorithm = Algorithm::Postgres;
+    spec.memory_bytes = hashjoin::postgres::MIN_WORK_MEM_BYTES;
+    set_host(&mut spec, postgres_host(sf), trim);
+    Ok(spec)
+}
+
 /// The share of host writes the drive's SLC cache took over `reps`, in percent ("-" for a
 /// drive without one).
 fn slc_share(reps: &[joinrun::Repetition]) -> String {
