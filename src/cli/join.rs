@@ -110,6 +110,7 @@ pub(crate) enum HostPath {
 pub(crate) fn run(a: JoinArgs) -> Result<()> {
     let started = Instant::now();
     let storage = a.storage.resolve(BackendKind::Os, None)?;
+    let backend = storage.clone();
     let simulated = storage.virtual_time();
     let join_storage = lab::joinrun::JoinStorage {
         data_dir: a.data_dir.clone(),
@@ -168,6 +169,9 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
     if a.json {
         let mut v = serde_json::to_value(&r)?;
         v["wall_s"] = serde_json::json!(wall_s);
+        if a.storage.wear {
+            super::wear::add_wear_json(&mut v, r.wear.as_ref())?;
+        }
         println!("{}", serde_json::to_string(&v)?);
         return Ok(());
     }
@@ -222,6 +226,9 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
             },
             rep.waf.map_or(String::new(), |w| format!(", WAF {w:.2}"))
         );
+    }
+    if a.storage.wear {
+        super::wear::print_engine_wear(&backend, r.wear.as_ref());
     }
     println!("  wall time                {wall_s:.2} s");
     Ok(())
