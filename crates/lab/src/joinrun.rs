@@ -822,6 +822,42 @@ mod tests {
     }
 
     #[test]
+    fn the_wear_report_is_kept_on_an_ssd_a_byte_target_ends_the_repetitions_and_a_disk_has_none() {
+        let spec = |preset: &str| {
+            crate::experiments::tempfiles::join_spec(preset, 0.01, 256 << 20, 10, false, true)
+                .unwrap()
+        };
+        let mut s = spec("mx500");
+        let one = run(
+            &JoinRunSpec {
+                repeat: 1,
+                ..s.clone()
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+        let per_rep = one.repetitions[0].host_write_bytes;
+        assert!(per_rep > 0);
+        // Two and a half repetitions' bytes: the third reaches them and ends the run.
+        s.storage.host_write_target_bytes = Some(per_rep * 5 / 2);
+        let r = run(&s, &mut |_| {}).unwrap();
+        assert_eq!(r.repetitions.len(), 3);
+        let w = r.wear.unwrap();
+        let host: u64 = r.repetitions.iter().map(|r| r.host_write_bytes).sum();
+        assert_eq!(w.host_write_bytes, host);
+        assert_eq!(r.wear_at_start.unwrap().erase_count_max, 0);
+        let hdd = run(
+            &JoinRunSpec {
+                repeat: 1,
+                ..spec("hdd7200")
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(hdd.bytes_spilled > 0 && hdd.wear.is_none());
+    }
+
+    #[test]
     fn streamed_inputs_give_the_same_run_as_inputs_held_in_memory() {
         // Paper 000's join on the simulated MX500 with its host path, twice: the same
         // simulated I/O, times and answer whether the tables are held or generated.

@@ -941,3 +941,26 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
     }
     Ok(section)
 }
+
+#[cfg(test)]
+mod spec_tests {
+    use super::*;
+
+    #[test]
+    fn the_host_path_spec_is_the_judged_runs_at_quick_and_full_scale() {
+        for scale in [Scale::Quick, Scale::Full] {
+            let s = setup(scale);
+            for &(f, t) in &COMBOS {
+                let d = &s.drives[MX500];
+                let judged = spec(&s, d, f, t).unwrap();
+                let ours =
+                    host_path_spec(d.preset, s.sf, s.capacity_bytes, d.repeat, f, t).unwrap();
+                assert_eq!(
+                    format!("{judged:?}"),
+                    format!("{ours:?}"),
+                    "{scale} {f} {t}"
+                );
+            }
+        }
+    }
+}
