@@ -468,7 +468,7 @@ fn life_plot(runs: &[Run], group: Group, file_stem: &str) -> Plot {
     BarPlot {
         file_stem: file_stem.into(),
         title: format!(
-            "Life used at equal host bytes: {} (% of rated P/E cycles)",
+            "Life used at equal host bytes, % of rated P/E cycles: {}",
             group.drive()
         ),
         y_label: "life used %".into(),
