@@ -131,6 +131,7 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         replay_repetitions: true,
         host_write_target_bytes: None,
         precondition: lab::precondition::Precondition::None,
+        precondition_seed: 0,
     };
     let spec = lab::joinrun::JoinRunSpec {
         sf: a.sf,

@@ -41,19 +41,20 @@ pub fn simulated_fs(
     preset: &Preset,
     alloc: simfs::AllocPolicy,
 ) -> Result<vfs::SimDrive, crate::LabError> {
-    simulated_fs_on(preset, alloc, crate::precondition::Precondition::None)
+    simulated_fs_on(preset, alloc, crate::precondition::Precondition::None, 0)
 }
 
 /// [`simulated_fs`] on a drive preconditioned first (its whole logical space, as
-/// [`crate::precondition::precondition`] does it; counters cleared), as a used drive
-/// meets a new file system.
+/// [`crate::precondition::precondition`] does it, random writes drawn with `seed`;
+/// counters cleared), as a used drive meets a new file system.
 pub fn simulated_fs_on(
     preset: &Preset,
     alloc: simfs::AllocPolicy,
     precondition: crate::precondition::Precondition,
+    seed: u64,
 ) -> Result<vfs::SimDrive, crate::LabError> {
     let mut dev = preset.build()?;
-    crate::precondition::precondition(&mut dev, precondition, 1.0, 0)?;
+    crate::precondition::precondition(&mut dev, precondition, 1.0, seed)?;
     let logical = flash::Device::logical_bytes(&dev);
     let cfg = simfs::FsConfig {
         alloc,

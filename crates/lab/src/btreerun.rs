@@ -65,7 +65,8 @@ pub struct BtreeSpec {
     /// follow. The `lifetime` experiment runs every store to the same bytes.
     pub host_write_target_bytes: Option<u64>,
     /// sim: the drive is preconditioned before simfs is made on it (its whole logical
-    /// space; [`crate::precondition`]), as a used drive. None: a new drive.
+    /// space; [`crate::precondition`]; random writes drawn from a seed derived from
+    /// `seed`), as a used drive. None: a new drive.
     pub precondition: crate::precondition::Precondition,
 }
 
@@ -425,6 +426,7 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, crate::LabError> {
                 preset,
                 simfs::AllocPolicy::Ext4Like,
                 spec.precondition,
+                crate::experiments::derive_seed(spec.seed, 1),
             )?;
             out.wear_at_start = fs.device().dev.wear_report();
             // The engine owns the file system; this handle reads the drive after the run.

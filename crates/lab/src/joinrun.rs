@@ -55,6 +55,8 @@ pub struct JoinStorage {
     /// sim: the drive is preconditioned before simfs is made on it (its whole logical
     /// space; [`crate::precondition`]), as a used drive. None: a new drive.
     pub precondition: crate::precondition::Precondition,
+    /// sim: the seed of preconditioning's random writes.
+    pub precondition_seed: u64,
 }
 
 impl Default for JoinStorage {
@@ -76,6 +78,7 @@ impl Default for JoinStorage {
             replay_repetitions: true,
             host_write_target_bytes: None,
             precondition: crate::precondition::Precondition::None,
+            precondition_seed: 0,
         }
     }
 }
@@ -484,7 +487,12 @@ pub fn run(
         }
         Backend::Sim { preset } => {
             let mut dev = preset.build()?;
-            crate::precondition::precondition(&mut dev, st.precondition, 1.0, 0)?;
+            crate::precondition::precondition(
+                &mut dev,
+                st.precondition,
+                1.0,
+                st.precondition_seed,
+            )?;
             let logical = dev.logical_bytes();
             let mut cfg = match st.fs_bytes {
                 Some(b) => FsConfig::new(b),

@@ -205,6 +205,7 @@ pub(crate) fn measure(
         spec.storage.precondition = Precondition::Steady {
             max_x: crate::precondition::DEFAULT_STEADY_MAX_X,
         };
+        spec.storage.precondition_seed = derive_seed(seed, 1);
         jobs.push(Job::Join {
             combo: super::tempfiles::combo_name(f, t),
             spec: Box::new(spec),
