@@ -2607,3 +2607,126 @@ fn the_postgres_join_reports_its_batches() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("64 kB"), "{err}");
 }
+
+#[test]
+fn engines_print_the_drive_s_wear_and_age_seeds_its_erase_counts() {
+    // The join on a simulated MX500: --wear adds the report sim --wear prints; with --json,
+    // a `wear` object whose host bytes are the repetitions'.
+    let join = |extra: &[&str]| {
+        let mut args = vec![
+            "join",
+            "--sf",
+            "0.05",
+            "--memory",
+            "1MiB",
+            "--read-buffer",
+            "64KiB",
+            "--backend",
+            "sim",
+            "--preset",
+            "mx500",
+            "--capacity",
+            "1GiB",
+            "--host",
+            "none",
+            "--repeat",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        flashlab(&args)
+    };
+    let v = stdout_json(&join(&["--wear", "--json"]));
+    let host: u64 = v["repetitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["host_write_bytes"].as_u64().unwrap())
+        .sum();
+    assert!(host > 0);
+    assert_eq!(v["wear"]["host_write_bytes"].as_u64().unwrap(), host);
+    assert_eq!(v["wear"]["rated_pe_cycles"].as_u64().unwrap(), 1500);
+    // Without --wear the JSON is as it was.
+    assert!(stdout_json(&join(&["--json"])).get("wear").is_none());
+    // --age pe=N: every block starts at N erases, so life used starts at N / rated.
+    let o = join(&["--wear", "--age", "pe=150"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("life used") && out.contains("projected TBW") && out.contains("min 150"),
+        "{out}"
+    );
+
+    // The B-tree and kv store on a simulated drive, the same report.
+    let o = flashlab(&[
+        "btree",
+        "--store",
+        "inplace",
+        "--fanout",
+        "64",
+        "--preload",
+        "2000",
+        "--ops",
+        "500",
+        "--backend",
+        "sim",
+        "--preset",
+        "840pro",
+        "--capacity",
+        "1GiB",
+        "--wear",
+        "--json",
+    ]);
+    let v = stdout_json(&o);
+    assert!(v["wear"]["host_write_bytes"].as_u64().unwrap() > 0);
+    assert!(v["wear"]["life_used"].as_f64().unwrap() >= 0.0);
+    let o = flashlab(&[
+        "kv",
+        "--docs",
+        "500",
+        "--ops",
+        "500",
+        "--backend",
+        "sim",
+        "--preset",
+        "840pro",
+        "--capacity",
+        "1GiB",
+        "--wear",
+        "--age",
+        "pe=300,cell=mlc",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("life used") && out.contains("10.0"), "{out}");
+
+    // A disk has no flash to wear; --wear and --age need a simulated drive; a bad age is
+    // named.
+    let o = flashlab(&[
+        "btree",
+        "--preload",
+        "100",
+        "--ops",
+        "100",
+        "--backend",
+        "sim",
+        "--preset",
+        "hdd7200",
+        "--capacity",
+        "1GiB",
+        "--wear",
+    ]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("hard disk: no flash to wear"));
+    for args in [
+        &["btree", "--preload", "10", "--ops", "10", "--wear"][..],
+        &["kv", "--docs", "10", "--ops", "10", "--age", "pe=10"][..],
+    ] {
+        let o = flashlab(args);
+        assert!(!o.status.success());
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains("applies to a simulated drive"), "{e}");
+    }
+    let o = join(&["--age", "pe=lots"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("pe="));
+}

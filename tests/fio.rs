@@ -325,3 +325,28 @@ fn trims_syncs_and_group_reporting_reach_the_report() {
     assert_eq!(jobs.len(), 1, "group_reporting: one entry for all jobs");
     assert_eq!(jobs[0]["write"]["total_ios"], 768);
 }
+
+#[test]
+fn wear_prints_the_drives_wear_report_after_fios() {
+    if !fio_installed("wear_prints_the_drives_wear_report_after_fios") {
+        return;
+    }
+    let v = fio_json("examples/fio/randwrite-qd32.fio", &["--wear"]);
+    let w = &v["flashlab"]["wear"];
+    assert_eq!(w["rated_pe_cycles"].as_u64(), Some(1500));
+    assert!(w["host_write_bytes"].as_u64().unwrap() > 0, "{w}");
+    // Without --wear the JSON is as it was; with it, the text report ends with the lines
+    // `sim --wear` prints.
+    assert!(fio_json("examples/fio/randwrite-qd32.fio", &[])["flashlab"]
+        .get("wear")
+        .is_none());
+    let mut args = vec!["fio", "examples/fio/randwrite-qd32.fio", "--wear"];
+    args.extend_from_slice(DRIVE);
+    let o = flashlab(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        t.contains("life used") && t.contains("projected TBW"),
+        "{t}"
+    );
+}

@@ -102,6 +102,9 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
     if r.json {
         let mut v = serde_json::to_value(&res)?;
         v["wall_s"] = serde_json::json!(started.elapsed().as_secs_f64());
+        if r.storage.wear {
+            super::wear::add_wear_json(&mut v, res.wear.as_ref())?;
+        }
         println!("{}", serde_json::to_string(&v)?);
         return Ok(());
     }
@@ -133,6 +136,9 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
             "  cleaning               {} segments cleaned, {} nodes moved, {} segment files removed",
             res.segments_cleaned, res.nodes_moved, res.segments_removed
         );
+    }
+    if r.storage.wear {
+        super::wear::print_engine_wear(&spec.backend, res.wear.as_ref());
     }
     Ok(())
 }

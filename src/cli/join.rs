@@ -110,6 +110,7 @@ pub(crate) enum HostPath {
 pub(crate) fn run(a: JoinArgs) -> Result<()> {
     let started = Instant::now();
     let storage = a.storage.resolve(BackendKind::Os, None)?;
+    let backend = storage.clone();
     let simulated = storage.virtual_time();
     let join_storage = lab::joinrun::JoinStorage {
         data_dir: a.data_dir.clone(),
@@ -128,6 +129,9 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
             HostPath::None => vfs::HostConfig::uncached(),
         },
         replay_repetitions: true,
+        host_write_target_bytes: None,
+        precondition: lab::precondition::Precondition::None,
+        precondition_seed: 0,
     };
     let spec = lab::joinrun::JoinRunSpec {
         sf: a.sf,
@@ -166,6 +170,9 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
     if a.json {
         let mut v = serde_json::to_value(&r)?;
         v["wall_s"] = serde_json::json!(wall_s);
+        if a.storage.wear {
+            super::wear::add_wear_json(&mut v, r.wear.as_ref())?;
+        }
         println!("{}", serde_json::to_string(&v)?);
         return Ok(());
     }
@@ -220,6 +227,9 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
             },
             rep.waf.map_or(String::new(), |w| format!(", WAF {w:.2}"))
         );
+    }
+    if a.storage.wear {
+        super::wear::print_engine_wear(&backend, r.wear.as_ref());
     }
     println!("  wall time                {wall_s:.2} s");
     Ok(())

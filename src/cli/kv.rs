@@ -79,7 +79,11 @@ pub(crate) fn run(a: KvArgs) -> Result<()> {
     };
     let res = lab::kvrun::run(&spec)?;
     if r.json {
-        println!("{}", serde_json::to_string(&res)?);
+        let mut v = serde_json::to_value(&res)?;
+        if r.storage.wear {
+            super::wear::add_wear_json(&mut v, res.wear.as_ref())?;
+        }
+        println!("{}", serde_json::to_string(&v)?);
         return Ok(());
     }
     println!(
@@ -105,5 +109,8 @@ pub(crate) fn run(a: KvArgs) -> Result<()> {
         "  files                  {} bytes; compaction cleaned {} segments, moved {} nodes, removed {} files",
         res.file_bytes, res.segments_cleaned, res.nodes_moved, res.segments_removed
     );
+    if r.storage.wear {
+        super::wear::print_engine_wear(&spec.backend, res.wear.as_ref());
+    }
     Ok(())
 }

@@ -289,6 +289,17 @@ pub(crate) struct BackendArgs {
     /// sim: logical capacity of the drive, e.g. 4GiB.
     #[arg(long, value_parser = units::parse_size)]
     pub(crate) capacity: Option<u64>,
+    /// sim: the drive's age, as `sim --age`: every block at pe=N P/E cycles (its erase
+    /// counts start there, so life used starts at N / rated), the data present at the start
+    /// retention=T old, and the error model on (cell=slc|mlc|tlc where the preset does not
+    /// say).
+    #[arg(long, value_name = "pe=N,retention=T")]
+    pub(crate) age: Option<flash::Age>,
+    /// sim: print the drive's wear report after the run, as `sim --wear` does (erase
+    /// counts, life used, projected TBW beside the rated one, days at the run's write
+    /// rate); with --json, a `wear` object.
+    #[arg(long)]
+    pub(crate) wear: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -302,7 +313,15 @@ impl BackendArgs {
     /// The backend these flags describe (`default` when --backend is absent; `dir` when
     /// --dir is).
     fn resolve(&self, default: BackendKind, dir: Option<PathBuf>) -> Result<lab::backend::Backend> {
-        Ok(match self.backend.unwrap_or(default) {
+        let kind = self.backend.unwrap_or(default);
+        if kind != BackendKind::Sim {
+            for (given, flag) in [(self.age.is_some(), "--age"), (self.wear, "--wear")] {
+                if given {
+                    bail!("{flag} applies to a simulated drive: add --backend sim --preset NAME");
+                }
+            }
+        }
+        Ok(match kind {
             BackendKind::Mem => lab::backend::Backend::Mem,
             BackendKind::Os => lab::backend::Backend::Os {
                 dir: self
@@ -321,6 +340,13 @@ impl BackendArgs {
                 let mut p = Preset::load(&name)?;
                 if let Some(c) = self.capacity {
                     p = p.with_capacity(c);
+                }
+                if self.age.is_some() {
+                    p = SsdOverrides {
+                        age: self.age.clone(),
+                        ..SsdOverrides::default()
+                    }
+                    .apply(p)?;
                 }
                 lab::backend::Backend::Sim {
                     preset: Box::new(p),

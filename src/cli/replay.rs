@@ -175,10 +175,7 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     // Deferred TRIM work finishes in idle time after the trace; count it.
     dev.settle();
     let stats = dev.stats();
-    let wear = match &dev {
-        flash::AnyDevice::Ssd(ssd) => ssd.wear_report(None),
-        flash::AnyDevice::Hdd(_) => None,
-    };
+    let wear = dev.wear_report();
     let wall_s = started.elapsed().as_secs_f64();
     if a.json {
         let mut v = serde_json::to_value(&stats)?;
@@ -214,13 +211,7 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
         }
         print_stats(&stats);
         if a.wear {
-            match &wear {
-                Some(w) => super::wear::print_wear(w),
-                None => println!(
-                    "  wear              no rated endurance for preset {}",
-                    preset.name
-                ),
-            }
+            super::wear::print_wear_or_why(wear.as_ref(), &preset);
         }
         println!("  wall time         {wall_s:.2} s");
     }

@@ -109,13 +109,7 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
         }
         print_stats(&result.stats);
         if a.wear {
-            match &result.wear {
-                Some(w) => super::wear::print_wear(w),
-                None => println!(
-                    "  wear              no rated endurance for preset {} (give [ssd.endurance] in its TOML)",
-                    result.preset
-                ),
-            }
+            super::wear::print_wear_or_why(result.wear.as_ref(), &spec.preset);
         }
         println!("  wall time         {wall_s:.2} s");
     }

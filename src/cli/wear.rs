@@ -6,6 +6,38 @@ fn tb(bytes: f64) -> String {
     format!("{:.1} TB", bytes / 1e12)
 }
 
+/// `--wear`'s lines for a run on `preset`: the report, or why there is none.
+pub(crate) fn print_wear_or_why(w: Option<&flash::WearReport>, preset: &flash::Preset) {
+    match w {
+        Some(w) => print_wear(w),
+        None if preset.ssd_config().is_none() => println!(
+            "  wear              preset {} is a hard disk: no flash to wear",
+            preset.name
+        ),
+        None => println!(
+            "  wear              no rated endurance for preset {} (give [ssd.endurance] in its TOML)",
+            preset.name
+        ),
+    }
+}
+
+/// `--wear` of an engine command (`join`, `btree`, `kv`) on `backend` (a simulated drive:
+/// `BackendArgs` refuses --wear on any other): the report's lines, or why there is none.
+pub(crate) fn print_engine_wear(backend: &lab::backend::Backend, w: Option<&flash::WearReport>) {
+    if let lab::backend::Backend::Sim { preset } = backend {
+        print_wear_or_why(w, preset);
+    }
+}
+
+/// `--wear --json` of an engine command: the report as `v["wear"]` (null without one).
+pub(crate) fn add_wear_json(
+    v: &mut serde_json::Value,
+    w: Option<&flash::WearReport>,
+) -> Result<()> {
+    v["wear"] = serde_json::to_value(w)?;
+    Ok(())
+}
+
 pub(crate) fn print_wear(w: &flash::WearReport) {
     println!(
         "  erase counts      {} blocks: min {} max {} mean {:.2} since new{}",
@@ -88,6 +120,9 @@ pub(crate) fn print_wear(w: &flash::WearReport) {
             days / 365.25,
             rate / 1e6
         ),
+        _ if w.host_write_bytes == 0 => {
+            println!("  projected life    - (no host writes measured)")
+        }
         _ => println!("  projected life    - (days need the timed path: --timing on)"),
     }
 }

@@ -481,6 +481,11 @@ impl PageFtl {
         &self.erase_count
     }
 
+    /// Every block starts at `cycles` erases: a drive worn before the run (`--age pe=N`).
+    pub fn seed_erase_counts(&mut self, cycles: u32) {
+        self.erase_count.fill(cycles);
+    }
+
     pub fn mapped_units(&self) -> u64 {
         self.mapped_units
     }

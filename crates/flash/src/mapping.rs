@@ -115,6 +115,14 @@ impl Ftl {
     }
     /// Sets wear leveling ([`crate::wear`]) on the page-mapped FTL; the FAST FTL has none
     /// (its config is refused before it gets here).
+    /// Every block starts at `cycles` erases: a drive worn before the run (`--age pe=N`).
+    pub fn seed_erase_counts(&mut self, cycles: u32) {
+        match self {
+            Ftl::Page(f) => f.seed_erase_counts(cycles),
+            Ftl::Cached(f) => f.page_ftl_mut().seed_erase_counts(cycles),
+            Ftl::Fast(f) => f.seed_erase_counts(cycles),
+        }
+    }
     pub fn set_wear_leveling(&mut self, wear: crate::wear::WearLevelingConfig) {
         match self {
             Ftl::Page(f) => f.set_wear_leveling(wear),

@@ -205,6 +205,25 @@ pub enum AnyDevice {
     Hdd(Box<Hdd>),
 }
 
+impl AnyDevice {
+    /// The wear report of the measured phase ([`Ssd::wear_report`]); None for a disk or a
+    /// drive without a rated endurance.
+    pub fn wear_report(&self) -> Option<crate::WearReport> {
+        match self {
+            AnyDevice::Ssd(d) => d.wear_report(None),
+            AnyDevice::Hdd(_) => None,
+        }
+    }
+
+    /// Host bytes written since the last [`Device::reset_stats`], cheaply.
+    pub fn host_write_bytes(&self) -> u64 {
+        match self {
+            AnyDevice::Ssd(d) => d.host_write_bytes(),
+            AnyDevice::Hdd(d) => d.stats().host_write_bytes,
+        }
+    }
+}
+
 impl Device for AnyDevice {
     fn submit(&mut self, cmd: &Command, now_ns: u64) -> Result<u64, FlashError> {
         match self {

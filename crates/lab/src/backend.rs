@@ -41,11 +41,105 @@ pub fn simulated_fs(
     preset: &Preset,
     alloc: simfs::AllocPolicy,
 ) -> Result<vfs::SimDrive, crate::LabError> {
-    let dev = preset.build()?;
+    simulated_fs_on(preset, alloc, crate::precondition::Precondition::None, 0)
+}
+
+/// [`simulated_fs`] on a drive preconditioned first (its whole logical space, as
+/// [`crate::precondition::precondition`] does it, random writes drawn with `seed`;
+/// counters cleared), as a used drive meets a new file system.
+pub fn simulated_fs_on(
+    preset: &Preset,
+    alloc: simfs::AllocPolicy,
+    precondition: crate::precondition::Precondition,
+    seed: u64,
+) -> Result<vfs::SimDrive, crate::LabError> {
+    let mut dev = preset.build()?;
+    crate::precondition::precondition(&mut dev, precondition, 1.0, seed)?;
     let logical = flash::Device::logical_bytes(&dev);
     let cfg = simfs::FsConfig {
         alloc,
         ..simfs::FsConfig::for_device(logical)
     };
     Ok(simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg)?)
+}
+
+/// A file system an engine owns while the caller keeps a handle on it (to read the
+/// simulated drive after the run, e.g. its wear): every call is forwarded unchanged, so a
+/// run gives the numbers it gives without the handle.
+pub struct Watched<V>(std::rc::Rc<std::cell::RefCell<V>>);
+
+impl<V> Watched<V> {
+    /// The file system to give the engine, and the caller's handle on it.
+    pub fn new(v: V) -> (Watched<V>, std::rc::Rc<std::cell::RefCell<V>>) {
+        let inner = std::rc::Rc::new(std::cell::RefCell::new(v));
+        (Watched(inner.clone()), inner)
+    }
+}
+
+impl<V: vfs::Vfs> vfs::Vfs for Watched<V> {
+    fn open(&mut self, name: &str, mode: vfs::OpenMode) -> Result<vfs::Fd, vfs::VfsError> {
+        self.0.borrow_mut().open(name, mode)
+    }
+    fn close(&mut self, fd: vfs::Fd) {
+        self.0.borrow_mut().close(fd)
+    }
+    fn len(&self, fd: vfs::Fd) -> u64 {
+        self.0.borrow().len(fd)
+    }
+    fn read_at(
+        &mut self,
+        fd: vfs::Fd,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, vfs::VfsError> {
+        self.0.borrow_mut().read_at(fd, offset, buf)
+    }
+    fn write_at(&mut self, fd: vfs::Fd, offset: u64, data: &[u8]) -> Result<(), vfs::VfsError> {
+        self.0.borrow_mut().write_at(fd, offset, data)
+    }
+    fn fallocate(&mut self, fd: vfs::Fd, offset: u64, len: u64) -> Result<(), vfs::VfsError> {
+        self.0.borrow_mut().fallocate(fd, offset, len)
+    }
+    fn truncate(&mut self, fd: vfs::Fd, len: u64) -> Result<(), vfs::VfsError> {
+        self.0.borrow_mut().truncate(fd, len)
+    }
+    fn fsync(&mut self, fd: vfs::Fd) -> Result<(), vfs::VfsError> {
+        self.0.borrow_mut().fsync(fd)
+    }
+    fn rename(&mut self, from: &str, to: &str) -> Result<(), vfs::VfsError> {
+        self.0.borrow_mut().rename(from, to)
+    }
+    fn unlink(&mut self, name: &str) -> Result<(), vfs::VfsError> {
+        self.0.borrow_mut().unlink(name)
+    }
+    fn sync_dir(&mut self) -> Result<(), vfs::VfsError> {
+        self.0.borrow_mut().sync_dir()
+    }
+    fn sync_files(&mut self, fds: &[vfs::Fd], dir: bool) -> Result<(), vfs::VfsError> {
+        self.0.borrow_mut().sync_files(fds, dir)
+    }
+    fn list(&self) -> Vec<String> {
+        self.0.borrow().list()
+    }
+    fn exists(&self, name: &str) -> bool {
+        self.0.borrow().exists(name)
+    }
+    fn now_ns(&self) -> u64 {
+        self.0.borrow().now_ns()
+    }
+    fn think(&mut self, ns: u64) {
+        self.0.borrow_mut().think(ns)
+    }
+    fn idle(&mut self, ns: u64) {
+        self.0.borrow_mut().idle(ns)
+    }
+    fn park(&mut self) {
+        self.0.borrow_mut().park()
+    }
+    fn resume(&mut self) {
+        self.0.borrow_mut().resume()
+    }
+    fn io_time(&self) -> vfs::IoTime {
+        self.0.borrow().io_time()
+    }
 }

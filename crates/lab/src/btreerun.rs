@@ -7,7 +7,7 @@ use astree::asstore::{AsConfig, AsStore, Cleaning};
 use astree::bftl::BftlStore;
 use astree::cache::LruCache;
 use astree::inplace::InPlaceStore;
-use astree::segments::{FileSegments, MemSegments, SimSegments, SingleFile};
+use astree::segments::{FileSegments, MemSegments, SingleFile, VfsSegments};
 use astree::storage::{MemStorage, Storage};
 use astree::store::{NodeStore, StoreStats};
 use astree::BTree;
@@ -60,6 +60,14 @@ pub struct BtreeSpec {
     pub logical_commits: bool,
     /// AS store: packed records in units of this many bytes (None: fixed slots).
     pub packed_unit_bytes: Option<usize>,
+    /// sim: the timed inserts go on until the drive has taken this many host bytes since
+    /// it was new (preload included) instead of stopping after `ops`; `ops` searches
+    /// follow. The `lifetime` experiment runs every store to the same bytes.
+    pub host_write_target_bytes: Option<u64>,
+    /// sim: the drive is preconditioned before simfs is made on it (its whole logical
+    /// space; [`crate::precondition`]; random writes drawn from a seed derived from
+    /// `seed`), as a used drive. None: a new drive.
+    pub precondition: crate::precondition::Precondition,
 }
 
 impl BtreeSpec {
@@ -83,6 +91,8 @@ impl BtreeSpec {
             sample_every: 0,
             logical_commits: false,
             packed_unit_bytes: None,
+            host_write_target_bytes: None,
+            precondition: crate::precondition::Precondition::None,
         }
     }
 
@@ -145,6 +155,20 @@ pub struct BtreeResult {
     /// AS store at the end of the run: its segments in log order, with their live nodes
     /// (paper 004's Fig. 6).
     pub segment_live_nodes: Vec<(u64, u64)>,
+    /// With a host-byte target ([`BtreeSpec::host_write_target_bytes`]): the timed inserts
+    /// it took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timed_inserts: Option<u64>,
+    /// Simulated SSD: the drive's wear report at the end of the run (since the drive was
+    /// new: simfs's metadata, the preload, the inserts and searches); None on RAM, real
+    /// files, a disk or a drive without a rated endurance. Not serialized (the experiments'
+    /// results stay as they were); `btree --wear` prints it.
+    #[serde(skip)]
+    pub wear: Option<flash::WearReport>,
+    /// The same once simfs was made (after preconditioning): erase counts the run started
+    /// from.
+    #[serde(skip)]
+    pub wear_at_start: Option<flash::WearReport>,
 }
 
 fn diff(a: &StoreStats, b: &StoreStats) -> StoreStats {
@@ -189,9 +213,13 @@ fn key(x: u64) -> [u8; 8] {
     x.to_be_bytes()
 }
 
+/// Host bytes the drive under the run has taken (0 when there is none).
+type HostBytes<'a> = &'a dyn Fn() -> u64;
+
 fn measure<S: NodeStore>(
     mut tree: BTree<S>,
     spec: &BtreeSpec,
+    host_bytes: HostBytes<'_>,
     out: &mut BtreeResult,
 ) -> Result<(), crate::LabError> {
     let e = |e: astree::TreeError| e.to_string();
@@ -225,10 +253,24 @@ fn measure<S: NodeStore>(
         tree.store().io_time(),
         tree.store().now_ns(),
     );
-    for _ in 0..spec.ops {
-        let k = rng.random::<u64>();
-        insert(&mut tree, k)?;
-        keys.push(k);
+    match spec.host_write_target_bytes {
+        None => {
+            for _ in 0..spec.ops {
+                let k = rng.random::<u64>();
+                insert(&mut tree, k)?;
+                keys.push(k);
+            }
+        }
+        Some(target) => {
+            let mut n = 0u64;
+            while host_bytes() < target {
+                let k = rng.random::<u64>();
+                insert(&mut tree, k)?;
+                keys.push(k);
+                n += 1;
+            }
+            out.timed_inserts = Some(n);
+        }
     }
     tree.sync().map_err(e)?;
     let virtual_time = matches!(spec.backend, Backend::Sim { .. });
@@ -287,16 +329,18 @@ fn measure<S: NodeStore>(
 fn with_store<S: NodeStore>(
     store: S,
     spec: &BtreeSpec,
+    host_bytes: HostBytes<'_>,
     out: &mut BtreeResult,
 ) -> Result<(), crate::LabError> {
     let store = LruCache::new(store, spec.cache_nodes);
-    measure(BTree::new(store, spec.fanout)?, spec, out)
+    measure(BTree::new(store, spec.fanout)?, spec, host_bytes, out)
 }
 
 /// Runs the in-place or BFTL store on `storage` (the AS store takes segments instead).
 fn with_storage<T: Storage>(
     storage: T,
     spec: &BtreeSpec,
+    host_bytes: HostBytes<'_>,
     out: &mut BtreeResult,
 ) -> Result<(), crate::LabError> {
     let e = |e: astree::TreeError| e.to_string();
@@ -305,6 +349,7 @@ fn with_storage<T: Storage>(
         StoreKind::InPlace => with_store(
             InPlaceStore::open(storage, spec.node_bytes).map_err(e)?,
             spec,
+            host_bytes,
             out,
         ),
         StoreKind::Bftl => {
@@ -314,6 +359,7 @@ fn with_storage<T: Storage>(
             with_store(
                 BftlStore::new(storage, spec.node_bytes, sectors, spec.bftl_max_list).map_err(e)?,
                 spec,
+                host_bytes,
                 out,
             )
         }
@@ -323,13 +369,18 @@ fn with_storage<T: Storage>(
 fn with_segments<G: astree::segments::Segments>(
     segments: G,
     spec: &BtreeSpec,
+    host_bytes: HostBytes<'_>,
     out: &mut BtreeResult,
 ) -> Result<(), crate::LabError> {
     let store = AsStore::open_with(segments, spec.as_config())?;
-    with_store(store, spec, out)
+    with_store(store, spec, host_bytes, out)
 }
 
 pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, crate::LabError> {
+    let none = || 0;
+    if spec.host_write_target_bytes.is_some() && !matches!(spec.backend, Backend::Sim { .. }) {
+        return Err("a host-byte target needs a simulated drive (--backend sim)".into());
+    }
     let mut out = BtreeResult {
         store: format!("{:?}", spec.store).to_lowercase(),
         fanout: spec.fanout,
@@ -345,9 +396,9 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, crate::LabError> {
         Backend::Mem => {
             out.backend = "mem".into();
             if spec.store == StoreKind::As {
-                with_segments(MemSegments::new(), spec, &mut out)?;
+                with_segments(MemSegments::new(), spec, &none, &mut out)?;
             } else {
-                with_storage(MemStorage::new(), spec, &mut out)?;
+                with_storage(MemStorage::new(), spec, &none, &mut out)?;
             }
         }
         Backend::Os {
@@ -362,24 +413,102 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, crate::LabError> {
             if spec.store == StoreKind::As {
                 let segments = FileSegments::open(private.path(), &name, *direct_io)?
                     .with_cancel(cancel.clone());
-                with_segments(segments, spec, &mut out)?;
+                with_segments(segments, spec, &none, &mut out)?;
             } else {
                 let file = FileSegments::open(private.path(), &name, *direct_io)?
                     .with_cancel(cancel.clone());
-                with_storage(SingleFile(file), spec, &mut out)?;
+                with_storage(SingleFile(file), spec, &none, &mut out)?;
             }
         }
         Backend::Sim { preset } => {
             out.backend = format!("sim:{}", preset.name);
-            let fs = crate::backend::simulated_fs(preset, simfs::AllocPolicy::Ext4Like)?;
+            let fs = crate::backend::simulated_fs_on(
+                preset,
+                simfs::AllocPolicy::Ext4Like,
+                spec.precondition,
+                crate::experiments::derive_seed(spec.seed, 1),
+            )?;
+            out.wear_at_start = fs.device().dev.wear_report();
+            // The engine owns the file system; this handle reads the drive after the run.
+            let (watched, drive) = crate::backend::Watched::new(vfs::SimVfs::new(fs));
+            let host_bytes = || drive.borrow().fs().device().dev.host_write_bytes();
             if spec.store == StoreKind::As {
-                let segments = SimSegments::on(vfs::SimVfs::new(fs), "btree", false)?;
-                with_segments(segments, spec, &mut out)?;
+                let segments = VfsSegments::on(watched, "btree", false)?;
+                with_segments(segments, spec, &host_bytes, &mut out)?;
             } else {
-                let storage = SingleFile(SimSegments::on(vfs::SimVfs::new(fs), "btree", false)?);
-                with_storage(storage, spec, &mut out)?;
+                let storage = SingleFile(VfsSegments::on(watched, "btree", false)?);
+                with_storage(storage, spec, &host_bytes, &mut out)?;
             }
+            out.wear = drive.borrow().fs().device().dev.wear_report();
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sim(preset: &str) -> Backend {
+        Backend::Sim {
+            preset: Box::new(flash::Preset::load(preset).unwrap().with_capacity(1 << 30)),
+        }
+    }
+
+    #[test]
+    fn a_run_on_a_simulated_ssd_keeps_its_wear_and_a_disk_or_ram_has_none() {
+        let spec = |store, backend| BtreeSpec {
+            fanout: 64,
+            preload: 2_000,
+            ops: 500,
+            ..BtreeSpec::new(store, backend)
+        };
+        let r = run(&spec(StoreKind::InPlace, sim("840pro"))).unwrap();
+        let w = r.wear.unwrap();
+        assert!(w.host_write_bytes > 0 && w.flash_write_bytes >= w.host_write_bytes);
+        assert!(r.wear_at_start.is_some());
+        assert!(run(&spec(StoreKind::As, sim("hdd7200")))
+            .unwrap()
+            .wear
+            .is_none());
+        assert!(run(&spec(StoreKind::As, Backend::Mem))
+            .unwrap()
+            .wear
+            .is_none());
+        // The handle on the drive changes no number: the result is the one without it
+        // (checked against a second run, as every field but the wear is serialized).
+        let a = serde_json::to_value(run(&spec(StoreKind::Bftl, sim("840pro"))).unwrap()).unwrap();
+        let b = serde_json::to_value(run(&spec(StoreKind::Bftl, sim("840pro"))).unwrap()).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_host_byte_target_inserts_until_the_drive_has_taken_it() {
+        let target = 16u64 << 20;
+        for store in [StoreKind::As, StoreKind::InPlace, StoreKind::Bftl] {
+            let s = BtreeSpec {
+                fanout: 64,
+                preload: 1_000,
+                ops: 100,
+                write_buffer_nodes: 8,
+                host_write_target_bytes: Some(target),
+                ..BtreeSpec::new(store, sim("840pro"))
+            };
+            let r = run(&s).unwrap();
+            let w = r.wear.unwrap();
+            assert!(
+                w.host_write_bytes >= target,
+                "{store:?}: {}",
+                w.host_write_bytes
+            );
+            assert!(r.timed_inserts.unwrap() > 0);
+            assert_eq!(r.entries, 1_000 + r.timed_inserts.unwrap());
+        }
+        let e = run(&BtreeSpec {
+            host_write_target_bytes: Some(target),
+            ..BtreeSpec::new(StoreKind::As, Backend::Mem)
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("simulated drive"), "{e}");
+    }
 }

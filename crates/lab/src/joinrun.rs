@@ -48,6 +48,15 @@ pub struct JoinStorage {
     /// calls instead of computing the join again (`hashjoin::recorded`; the same simulated
     /// numbers, checked by a test). Off: the join runs every time.
     pub replay_repetitions: bool,
+    /// sim: stop repeating once the drive has taken this many host bytes since measuring
+    /// started (the `lifetime` experiment runs every combination to the same bytes);
+    /// `repeat` is then the most repetitions. None: `repeat` repetitions.
+    pub host_write_target_bytes: Option<u64>,
+    /// sim: the drive is preconditioned before simfs is made on it (its whole logical
+    /// space; [`crate::precondition`]), as a used drive. None: a new drive.
+    pub precondition: crate::precondition::Precondition,
+    /// sim: the seed of preconditioning's random writes.
+    pub precondition_seed: u64,
 }
 
 impl Default for JoinStorage {
@@ -67,6 +76,9 @@ impl Default for JoinStorage {
             stream_inputs: false,
             host: vfs::HostConfig::uncached(),
             replay_repetitions: true,
+            host_write_target_bytes: None,
+            precondition: crate::precondition::Precondition::None,
+            precondition_seed: 0,
         }
     }
 }
@@ -148,6 +160,16 @@ pub struct JoinRunResult {
     /// change.
     #[serde(skip)]
     pub replayed_repetitions: u32,
+    /// Simulated SSD: the drive's wear report at the end of the run (host and flash bytes
+    /// since measuring started, erase counts since new); None on real files, a disk or a
+    /// drive without a rated endurance. Not in the serialized result (which experiments
+    /// keep as they were); `join --wear` prints it.
+    #[serde(skip)]
+    pub wear: Option<flash::WearReport>,
+    /// The same when measuring started (after preconditioning and simfs's mkfs): erase
+    /// counts the run started from.
+    #[serde(skip)]
+    pub wear_at_start: Option<flash::WearReport>,
 }
 
 /// Runs `f(user)` for every user in its own thread; results in user order.
@@ -464,7 +486,13 @@ pub fn run(
             }
         }
         Backend::Sim { preset } => {
-            let dev = preset.build()?;
+            let mut dev = preset.build()?;
+            crate::precondition::precondition(
+                &mut dev,
+                st.precondition,
+                1.0,
+                st.precondition_seed,
+            )?;
             let logical = dev.logical_bytes();
             let mut cfg = match st.fs_bytes {
                 Some(b) => FsConfig::new(b),
@@ -494,6 +522,7 @@ pub fn run(
                 }
             }
             drive.start_measuring();
+            out.wear_at_start = drive.fs().device().dev.wear_report();
             // Each user plans and reserves within its own share of the budget, a pool of
             // its own: a pool shared in real time would let one user's reservations change
             // what another plans or reserves, run to run.
@@ -657,7 +686,12 @@ pub fn run(
                 repetition.host_write_bytes = after.host_write_bytes - before.host_write_bytes;
                 out.repetitions.push(repetition);
                 progress(rep + 1);
+                let written: u64 = out.repetitions.iter().map(|r| r.host_write_bytes).sum();
+                if st.host_write_target_bytes.is_some_and(|t| written >= t) {
+                    break;
+                }
             }
+            out.wear = turns.with_vfs(|v| v.fs().device().dev.wear_report());
             // The users' peaks, added: at most the budget (each pool is a share of it).
             out.peak_memory_bytes = user_pools.iter().map(|p| p.peak_bytes()).sum();
         }
@@ -793,6 +827,42 @@ mod tests {
                 "{algorithm:?} {discard:?} fallocate {fallocate}"
             );
         }
+    }
+
+    #[test]
+    fn the_wear_report_is_kept_on_an_ssd_a_byte_target_ends_the_repetitions_and_a_disk_has_none() {
+        let spec = |preset: &str| {
+            crate::experiments::tempfiles::join_spec(preset, 0.01, 256 << 20, 10, false, true)
+                .unwrap()
+        };
+        let mut s = spec("mx500");
+        let one = run(
+            &JoinRunSpec {
+                repeat: 1,
+                ..s.clone()
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+        let per_rep = one.repetitions[0].host_write_bytes;
+        assert!(per_rep > 0);
+        // Two and a half repetitions' bytes: the third reaches them and ends the run.
+        s.storage.host_write_target_bytes = Some(per_rep * 5 / 2);
+        let r = run(&s, &mut |_| {}).unwrap();
+        assert_eq!(r.repetitions.len(), 3);
+        let w = r.wear.unwrap();
+        let host: u64 = r.repetitions.iter().map(|r| r.host_write_bytes).sum();
+        assert_eq!(w.host_write_bytes, host);
+        assert_eq!(r.wear_at_start.unwrap().erase_count_max, 0);
+        let hdd = run(
+            &JoinRunSpec {
+                repeat: 1,
+                ..spec("hdd7200")
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(hdd.bytes_spilled > 0 && hdd.wear.is_none());
     }
 
     #[test]

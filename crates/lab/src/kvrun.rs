@@ -43,6 +43,11 @@ pub struct KvResult {
     /// trace), ns.
     pub update_start_mono_ns: u64,
     pub update_end_mono_ns: u64,
+    /// Simulated SSD: the drive's wear report at the end of the run (since the drive was
+    /// new: the load and the updates); None on RAM, real files, a disk or a drive without
+    /// a rated endurance. Not serialized; `kv --wear` prints it.
+    #[serde(skip)]
+    pub wear: Option<flash::WearReport>,
 }
 
 /// CLOCK_MONOTONIC in ns (the clock `flashlab capture` stamps requests with).
@@ -157,6 +162,7 @@ pub fn run(spec: &KvSpec) -> Result<KvResult, crate::LabError> {
             let writers = ycsb::run_round_robin(&mut dbs, u).map_err(e)?;
             out.update_s = (now() - t) as f64 / 1e9;
             finish(&dbs, &before, &writers, spec, &mut out);
+            out.wear = shared.borrow().fs().device().dev.wear_report();
         }
     }
     Ok(out)

@@ -65,6 +65,10 @@ pub(crate) struct FioArgs {
     /// Seed of preconditioning's random writes (fio's own seeds are the job's randseed).
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
+    /// Print the drive's wear report after the jobs, as `sim --wear` does (days at the
+    /// jobs' write rate); with --output-format=json, `flashlab.wear`.
+    #[arg(long)]
+    pub(crate) wear: bool,
 }
 
 pub(crate) fn run(a: FioArgs) -> Result<()> {
@@ -167,6 +171,7 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
     let summary = summary?;
     dev.settle();
     let stats = dev.stats();
+    let wear = dev.wear_report();
 
     if a.output_format == OutputFormat::Json {
         let global: serde_json::Map<String, serde_json::Value> = jobs
@@ -179,7 +184,7 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
                 )
             })
             .collect();
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "fio version": fio_version,
             "global options": global,
             "jobs": units.iter().map(report::job_json).collect::<Vec<_>>(),
@@ -196,6 +201,9 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
                 "drive": stats,
             },
         });
+        if a.wear {
+            v["flashlab"]["wear"] = serde_json::to_value(&wear)?;
+        }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
@@ -211,6 +219,10 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
         }
         println!();
         print!("{}", report::text(&units));
+        if a.wear {
+            println!();
+            super::wear::print_wear_or_why(wear.as_ref(), &preset);
+        }
     }
     Ok(())
 }

@@ -12,8 +12,10 @@
 //! The state this module keeps per block ([`AgingState`]): when the block was last
 //! programmed in virtual time (or "before the run", then its data is `retention` old at the
 //! start and ages with the run) and how often it was read since. Its P/E count is the FTL's
-//! erase count plus the starting cycles. The draws come from a seeded xoshiro256++ (the
-//! generator the workloads use), one per array read, so a run depends only on its seed.
+//! erase count, which starts at the starting cycles (the drive seeds every block's count
+//! with them, so the wear report's life used starts there too). The draws come from a
+//! seeded xoshiro256++ (the generator the workloads use), one per array read, so a run
+//! depends only on its seed.
 //!
 //! Limits: no temperature (every number is at the characterisations' conditions), no
 //! per-wordline or per-layer variation, one RBER for all pages of a block (MLC/TLC page
@@ -367,9 +369,10 @@ impl AgingState {
         secs / 3600.0
     }
 
-    /// RBER of block `block`, erased `erases` times in the run, at `now_ns`.
+    /// RBER of block `block`, erased `erases` times since new (the FTL's count, which
+    /// [`crate::Ssd::new`] starts at the starting P/E cycles), at `now_ns`.
     pub fn rber(&self, block: u32, erases: u32, now_ns: u64) -> f64 {
-        let pe = self.params.start_pe_cycles as f64 + erases as f64;
+        let pe = erases as f64;
         let reads_per_page = self.reads[block as usize] as f64 / self.pages_per_block as f64;
         self.params
             .rber

@@ -429,3 +429,44 @@ fn reclaim_keeps_the_ftl_consistent_under_every_gc_policy_and_a_mapping_cache() 
         }
     }
 }
+
+#[test]
+fn age_pe_seeds_every_block_s_erase_count_so_life_used_starts_at_n_over_rated() {
+    let endurance = crate::wear::EnduranceConfig {
+        rated_pe_cycles: 3000,
+        rated_tbw_bytes: None,
+        warranty_years: None,
+        rated_logical_bytes: None,
+    };
+    let aged = |pe: u32| {
+        let mut cfg = aged_config(CellType::Mlc, pe, 0);
+        cfg.endurance = Some(Box::new(endurance.clone()));
+        Ssd::new(cfg).unwrap()
+    };
+    let fresh = aged(0);
+    let old = aged(1500);
+    assert!(fresh.ftl().erase_counts().iter().all(|&c| c == 0));
+    assert!(old.ftl().erase_counts().iter().all(|&c| c == 1500));
+    let w = old.wear_report(None).unwrap();
+    assert_eq!(w.life_used, 0.5);
+    assert_eq!((w.erase_count_min, w.erase_count_max), (1500, 1500));
+    assert_eq!(fresh.wear_report(None).unwrap().life_used, 0.0);
+    // The error model reads the seeded count: at 1,500 cycles a block's RBER is the
+    // model's at 1,500, not 3,000.
+    let a = old.aging().unwrap();
+    let model = RberModel::for_cell(CellType::Mlc);
+    let rber = a.rber(0, old.ftl().erase_counts()[0], 0);
+    assert!(
+        (rber - model.rber(1500.0, 0.0, 0.0)).abs() < 1e-15,
+        "{rber}"
+    );
+    // Writes that erase blocks add to the seeded counts.
+    let mut old = old;
+    let bytes = old.logical_bytes();
+    for _ in 0..3 {
+        old.write_untimed(0, bytes).unwrap();
+    }
+    let w = old.wear_report(None).unwrap();
+    assert!(w.erase_count_max > 1500 && w.life_used > 0.5, "{w:?}");
+    old.check_invariants().unwrap();
+}

@@ -373,6 +373,17 @@ impl Ssd {
         if let Some(wl) = cfg.wear_leveling.as_deref().filter(|w| !w.is_off()) {
             ftl.set_wear_leveling(wl.clone());
         }
+        // A drive aged before the run (`--age pe=N`): its blocks have been erased N times
+        // since new, so the wear report's life used starts at N / rated P/E and the error
+        // model reads each block's P/E count from the FTL.
+        if let Some(pe) = cfg
+            .aging
+            .as_ref()
+            .map(|a| a.start_pe_cycles)
+            .filter(|&n| n > 0)
+        {
+            ftl.seed_erase_counts(pe);
+        }
         Ok(Ssd {
             unit_bytes: g.mapping_unit_bytes as u64,
             page_transfer_ns: transfer_ns(g.superpage_bytes(), cfg.timing.channel_bytes_per_s),
@@ -467,6 +478,12 @@ impl Ssd {
             flash_write_bytes: s.flash_write_pages * self.unit_bytes,
             simulated_ns: s.simulated_ns,
         }))
+    }
+
+    /// Host bytes written since the last [`Device::reset_stats`] (cheap: no statistics
+    /// are computed).
+    pub fn host_write_bytes(&self) -> u64 {
+        self.host.host_write_bytes
     }
 
     /// Mapping units fully or partly covered by a byte range (writes and reads touch them).

@@ -4,6 +4,7 @@
 
 pub mod astree;
 pub mod gracejoin;
+pub mod lifetime;
 pub mod nosql;
 pub mod tempfiles;
 pub mod tempfiles_real;
@@ -386,6 +387,12 @@ pub const ALL: &[Experiment] = &[
         id: "trim",
         about: "paper 002: deleting a fragmented file with TRIM, vTrim, fTrim and fTrim with preemption",
         run: trim::run,
+        kind: Kind::Simulated,
+    },
+    Experiment {
+        id: "lifetime",
+        about: "the engines on an aging drive: paper 000's four temp-file combinations on the MX500 and paper 004's three B-tree stores on the 2011 drive, each to the same host bytes: life used, projected TBW and days, against a null model (WAF 1)",
+        run: lifetime::run,
         kind: Kind::Simulated,
     },
 ];

@@ -350,6 +350,25 @@ pub(crate) fn join_spec(
     })
 }
 
+/// The judged runs' join at quick and full scale (the host path of [`Path::Host`]:
+/// PostgreSQL 12's hash join at its 64 kB minimum work_mem, batch files through the paper's
+/// host scaled with the query, ext4's journal discards when `trim`) on `preset` scaled to
+/// `capacity_bytes`: what the `lifetime` experiment runs.
+pub(crate) fn host_path_spec(
+    preset: &str,
+    sf: f64,
+    capacity_bytes: u64,
+    repeat: u32,
+    fallocate: bool,
+    trim: bool,
+) -> Result<JoinRunSpec, crate::LabError> {
+    let mut spec = join_spec(preset, sf, capacity_bytes, repeat, fallocate, trim)?;
+    spec.join.algorithm = Algorithm::Postgres;
+    spec.memory_bytes = hashjoin::postgres::MIN_WORK_MEM_BYTES;
+    set_host(&mut spec, postgres_host(sf), trim);
+    Ok(spec)
+}
+
 /// The share of host writes the drive's SLC cache took over `reps`, in percent ("-" for a
 /// drive without one).
 fn slc_share(reps: &[joinrun::Repetition]) -> String {
@@ -921,4 +940,27 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         section.mark_previews(&QUICK_PREVIEWS, QUICK_PREVIEW_WHY)?;
     }
     Ok(section)
+}
+
+#[cfg(test)]
+mod spec_tests {
+    use super::*;
+
+    #[test]
+    fn the_host_path_spec_is_the_judged_runs_at_quick_and_full_scale() {
+        for scale in [Scale::Quick, Scale::Full] {
+            let s = setup(scale);
+            for &(f, t) in &COMBOS {
+                let d = &s.drives[MX500];
+                let judged = spec(&s, d, f, t).unwrap();
+                let ours =
+                    host_path_spec(d.preset, s.sf, s.capacity_bytes, d.repeat, f, t).unwrap();
+                assert_eq!(
+                    format!("{judged:?}"),
+                    format!("{ours:?}"),
+                    "{scale} {f} {t}"
+                );
+            }
+        }
+    }
 }
