@@ -14,6 +14,12 @@
 //! runs it N times per engine, at defaults and at equal memory (a memory cgroup), and
 //! prints the tables of docs/comparisons.md.
 
+/// Every engine allocates through mimalloc, as flashlab does (glibc's malloc hands freed
+/// memory back and zeroes fresh pages, which costs the engines that allocate per
+/// operation; one allocator for all keeps the comparison about the engines).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use astree::asstore::{AsConfig, AsStore};
 use astree::cache::{LruCache, DEFAULT_CACHE_BYTES};
 use astree::segments::FileSegments;
