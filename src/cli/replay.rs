@@ -177,7 +177,7 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     let stats = dev.stats();
     let wear = match &dev {
         flash::AnyDevice::Ssd(ssd) => ssd.wear_report(None),
-        flash::AnyDevice::Hdd(_) => None,
+        flash::AnyDevice::Hdd(_) | flash::AnyDevice::Zoned(_) => None,
     };
     let wall_s = started.elapsed().as_secs_f64();
     if a.json {

@@ -74,11 +74,17 @@ impl Ftl {
     }
     /// Writes the logical units `lpns` in order (one dispatch for the whole range, so the
     /// loop over a large write stays the page FTL's own).
+    /// `handle` is the write's placement handle (0 = the default frontier; others only on
+    /// a page FTL with placement handles, which the drive checks first).
     pub fn write_range<S: FlashSink>(
         &mut self,
         lpns: std::ops::Range<u32>,
+        handle: u16,
         sink: &mut S,
     ) -> Result<(), FlashError> {
+        if handle != 0 {
+            return self.write_range_placed(lpns, handle, sink);
+        }
         match self {
             Ftl::Page(f) => lpns
                 .into_iter()
@@ -100,6 +106,58 @@ impl Ftl {
             Ftl::Page(f) => f.write_batch(lpns, sink),
             Ftl::Cached(f) => lpns.iter().try_for_each(|&l| f.write(l, sink).map(|_| ())),
             Ftl::Fast(f) => lpns.iter().try_for_each(|&l| f.write(l, sink).map(|_| ())),
+        }
+    }
+    /// [`Ftl::write_range`] on a handle other than 0: out of the default path's way.
+    #[cold]
+    #[inline(never)]
+    fn write_range_placed<S: FlashSink>(
+        &mut self,
+        lpns: std::ops::Range<u32>,
+        handle: u16,
+        sink: &mut S,
+    ) -> Result<(), FlashError> {
+        match self {
+            Ftl::Page(f) => lpns
+                .into_iter()
+                .try_for_each(|l| f.write_placed(l, handle, sink).map(drop)),
+            _ => Err(FlashError::Config(
+                "placement handles need the page-mapped FTL".into(),
+            )),
+        }
+    }
+    /// Writes `lpns[i]` on placement handle `handles[i]` in order (the page FTL with
+    /// placement handles; the drive checks the handles first).
+    pub fn write_batch_placed<S: FlashSink>(
+        &mut self,
+        lpns: &[u32],
+        handles: &[u16],
+        sink: &mut S,
+    ) -> Result<(), FlashError> {
+        debug_assert_eq!(lpns.len(), handles.len());
+        match self {
+            Ftl::Page(f) => lpns
+                .iter()
+                .zip(handles)
+                .try_for_each(|(&l, &h)| f.write_placed(l, h, sink).map(drop)),
+            _ if handles.iter().all(|&h| h == 0) => self.write_batch(lpns, sink),
+            _ => Err(FlashError::Config(
+                "placement handles need the page-mapped FTL".into(),
+            )),
+        }
+    }
+    /// The page FTL's placement handles (1: only the default frontier).
+    pub fn handles(&self) -> u16 {
+        match self {
+            Ftl::Page(f) => f.handles(),
+            _ => 1,
+        }
+    }
+    /// The page FTL, if that is the drive's mapping scheme (without a mapping cache).
+    pub fn page_ftl(&self) -> Option<&PageFtl> {
+        match self {
+            Ftl::Page(f) => Some(f),
+            _ => None,
         }
     }
     #[inline]

@@ -1,7 +1,7 @@
 //! Device presets: TOML descriptions of real drives (in `presets/` at the repository root,
 //! compiled into the binary), loading, scaling and building a device from them.
 
-use crate::{Command, Device, DeviceStats, FlashError, Hdd, HddConfig, Ssd, SsdConfig};
+use crate::{Command, Device, DeviceStats, FlashError, Hdd, HddConfig, Ssd, SsdConfig, ZonedSsd};
 use serde::{Deserialize, Serialize};
 
 /// The largest preset file read (the built-in ones are a few KiB).
@@ -193,6 +193,9 @@ impl Preset {
 
     pub fn build(&self) -> Result<AnyDevice, FlashError> {
         Ok(match &self.device {
+            DeviceConfig::Ssd(c) if c.zoned.is_some() => {
+                AnyDevice::Zoned(Box::new(ZonedSsd::new(c.clone())?))
+            }
             DeviceConfig::Ssd(c) => AnyDevice::Ssd(Box::new(Ssd::new(c.clone())?)),
             DeviceConfig::Hdd(c) => AnyDevice::Hdd(Box::new(Hdd::new(c.clone())?)),
         })
@@ -203,6 +206,8 @@ impl Preset {
 pub enum AnyDevice {
     Ssd(Box<Ssd>),
     Hdd(Box<Hdd>),
+    /// An SSD with `[ssd.zoned]` ([`crate::zoned`]).
+    Zoned(Box<ZonedSsd>),
 }
 
 impl Device for AnyDevice {
@@ -210,24 +215,28 @@ impl Device for AnyDevice {
         match self {
             AnyDevice::Ssd(d) => d.submit(cmd, now_ns),
             AnyDevice::Hdd(d) => d.submit(cmd, now_ns),
+            AnyDevice::Zoned(d) => d.submit(cmd, now_ns),
         }
     }
     fn stats(&self) -> DeviceStats {
         match self {
             AnyDevice::Ssd(d) => d.stats(),
             AnyDevice::Hdd(d) => d.stats(),
+            AnyDevice::Zoned(d) => d.stats(),
         }
     }
     fn reset_stats(&mut self) {
         match self {
             AnyDevice::Ssd(d) => d.reset_stats(),
             AnyDevice::Hdd(d) => d.reset_stats(),
+            AnyDevice::Zoned(d) => d.reset_stats(),
         }
     }
     fn logical_bytes(&self) -> u64 {
         match self {
             AnyDevice::Ssd(d) => d.logical_bytes(),
             AnyDevice::Hdd(d) => d.logical_bytes(),
+            AnyDevice::Zoned(d) => d.logical_bytes(),
         }
     }
     #[inline]
@@ -240,6 +249,7 @@ impl Device for AnyDevice {
         match self {
             AnyDevice::Ssd(d) => d.settle(),
             AnyDevice::Hdd(d) => d.settle(),
+            AnyDevice::Zoned(d) => d.settle(),
         }
     }
 }
