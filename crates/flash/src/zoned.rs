@@ -55,7 +55,7 @@ pub struct ZonedConfig {
 
 impl ZonedConfig {
     pub fn validate(&self, g: &Geometry) -> Result<(), FlashError> {
-        let size = g.superpage_bytes() * g.pages_per_block as u64;
+        let size = zone_size_bytes(g);
         if let Some(c) = self.zone_capacity_bytes {
             if c == 0 || c > size || !c.is_multiple_of(g.mapping_unit_bytes as u64) {
                 return Err(FlashError::Config(format!(
@@ -211,6 +211,11 @@ pub struct ZonedSsd {
     erases: u64,
 }
 
+/// A zone's size: a block (over the die's planes) on every die.
+pub fn zone_size_bytes(g: &Geometry) -> u64 {
+    g.block_bytes() * g.dies() as u64
+}
+
 fn transfer_ns(bytes: u64, bytes_per_s: u64) -> u64 {
     (bytes as u128 * 1_000_000_000 / bytes_per_s as u128) as u64
 }
@@ -223,7 +228,7 @@ impl ZonedSsd {
             FlashError::Config("a zoned drive needs [ssd.zoned] in its configuration".into())
         })?;
         let g = &cfg.geometry;
-        let zone_size_bytes = g.superpage_bytes() * g.pages_per_block as u64;
+        let zone_size_bytes = zone_size_bytes(g);
         let zones = (g.logical_bytes / zone_size_bytes).min(g.blocks_per_die()) as u32;
         let capacity = zcfg.zone_capacity_bytes.unwrap_or(zone_size_bytes);
         Ok(ZonedSsd {
