@@ -26,7 +26,9 @@ fn sim(extra: &[&str]) -> std::process::Output {
 fn sim_separates_hot_writes_by_handle_and_reports_the_fdp_log() {
     let hot = ["--workload", "hotcold:0.9/0.1"];
     let plain = stdout_json(&sim(&hot));
-    let one = stdout_json(&sim(&[&hot[..], &["--drive", "fdp", "--handles", "1"]].concat()));
+    let one = stdout_json(&sim(
+        &[&hot[..], &["--drive", "fdp", "--handles", "1"]].concat()
+    ));
     // One handle is the conventional drive, number for number.
     for k in ["waf", "flash_write_pages", "gc_copied_pages", "erases"] {
         assert_eq!(plain[k], one[k], "{k}");
@@ -44,9 +46,18 @@ fn sim_separates_hot_writes_by_handle_and_reports_the_fdp_log() {
         .iter()
         .map(|h| h["host_bytes_written"].as_u64().unwrap())
         .sum();
-    assert_eq!(hosts, f["host_bytes_with_metadata_written"].as_u64().unwrap());
+    assert_eq!(
+        hosts,
+        f["host_bytes_with_metadata_written"].as_u64().unwrap()
+    );
     let help = String::from_utf8(flashlab(&["sim", "--help"]).stdout).unwrap();
-    for flag in ["--drive", "--handles", "--separate", "--isolation", "--max-open-zones"] {
+    for flag in [
+        "--drive",
+        "--handles",
+        "--separate",
+        "--isolation",
+        "--max-open-zones",
+    ] {
         assert!(help.contains(flag), "sim --help lacks {flag}");
     }
 }
@@ -55,11 +66,33 @@ fn sim_separates_hot_writes_by_handle_and_reports_the_fdp_log() {
 fn bad_placement_input_is_refused_by_name() {
     let cases: &[(&[&str], &str)] = &[
         (&["--workload", "uniform", "--handles", "2"], "--drive fdp"),
-        (&["--workload", "uniform", "--separate", "--drive", "fdp"], "hotcold"),
-        (&["--workload", "hotcold:0.9/0.1", "--separate"], "--drive fdp"),
-        (&["--workload", "uniform", "--drive", "zoned"], "--workload sequential"),
-        (&["--workload", "uniform", "--max-open-zones", "2"], "--drive zoned"),
-        (&["--workload", "uniform", "--drive", "fdp", "--handles", "900"], "spare space"),
+        (
+            &["--workload", "uniform", "--separate", "--drive", "fdp"],
+            "hotcold",
+        ),
+        (
+            &["--workload", "hotcold:0.9/0.1", "--separate"],
+            "--drive fdp",
+        ),
+        (
+            &["--workload", "uniform", "--drive", "zoned"],
+            "--workload sequential",
+        ),
+        (
+            &["--workload", "uniform", "--max-open-zones", "2"],
+            "--drive zoned",
+        ),
+        (
+            &[
+                "--workload",
+                "uniform",
+                "--drive",
+                "fdp",
+                "--handles",
+                "900",
+            ],
+            "spare space",
+        ),
     ];
     for (args, want) in cases {
         let o = sim(args);
@@ -107,9 +140,21 @@ fn replay_maps_streams_onto_handles_and_a_zoned_drive_names_the_status() {
     }
     std::fs::write(&path, text).unwrap();
     let p = path.to_str().unwrap();
-    let base = ["replay", p, "--preset", "840pro", "--capacity", "1GiB", "--json"];
+    let base = [
+        "replay",
+        p,
+        "--preset",
+        "840pro",
+        "--capacity",
+        "1GiB",
+        "--json",
+    ];
     let v = stdout_json(&flashlab(
-        &[&base[..], &["--drive", "fdp", "--handles", "2", "--stream-handles"]].concat(),
+        &[
+            &base[..],
+            &["--drive", "fdp", "--handles", "2", "--stream-handles"],
+        ]
+        .concat(),
     ));
     let per = v["fdp"]["per_handle"].as_array().unwrap();
     assert_eq!(per[0]["host_bytes_written"], 3000 * 4096);

@@ -139,7 +139,10 @@ pub enum ZoneState {
 
 impl ZoneState {
     fn is_open(self) -> bool {
-        matches!(self, ZoneState::ImplicitlyOpened | ZoneState::ExplicitlyOpened)
+        matches!(
+            self,
+            ZoneState::ImplicitlyOpened | ZoneState::ExplicitlyOpened
+        )
     }
     fn is_active(self) -> bool {
         self.is_open() || self == ZoneState::Closed
@@ -296,9 +299,7 @@ impl ZonedSsd {
 
     /// Zone Management Receive, Report Zones: every zone's state and write pointer.
     pub fn report(&self) -> Vec<ZoneDescriptor> {
-        (0..self.zones())
-            .map(|z| self.descriptor(z))
-            .collect()
+        (0..self.zones()).map(|z| self.descriptor(z)).collect()
     }
 
     /// One zone's descriptor.
@@ -314,7 +315,13 @@ impl ZonedSsd {
         }
     }
 
-    fn err(&self, op: &'static str, offset_bytes: u64, status: ZoneStatus, msg: String) -> FlashError {
+    fn err(
+        &self,
+        op: &'static str,
+        offset_bytes: u64,
+        status: ZoneStatus,
+        msg: String,
+    ) -> FlashError {
         FlashError::Zone {
             op,
             offset_bytes,
@@ -332,7 +339,7 @@ impl ZonedSsd {
     /// start).
     fn zone_at(&self, op: &'static str, offset_bytes: u64) -> Result<u32, FlashError> {
         let z = self.zone_of(offset_bytes);
-        if z >= self.zones() || offset_bytes % self.zone_size_bytes != 0 {
+        if z >= self.zones() || !offset_bytes.is_multiple_of(self.zone_size_bytes) {
             return Err(FlashError::Config(format!(
                 "{op} at offset {offset_bytes}: not the start of one of the drive's {} zones of {} bytes",
                 self.zones(),
@@ -654,7 +661,10 @@ impl ZonedSsd {
     /// A TRIM over whole zones resets them; any other TRIM is refused.
     fn trim(&mut self, cmd: &Command, now_ns: u64) -> Result<u64, FlashError> {
         let zs = self.zone_size_bytes;
-        if cmd.op != Op::Trim || cmd.offset_bytes % zs != 0 || cmd.len_bytes % zs != 0 {
+        if cmd.op != Op::Trim
+            || !cmd.offset_bytes.is_multiple_of(zs)
+            || !cmd.len_bytes.is_multiple_of(zs)
+        {
             return Err(self.err(
                 cmd.op.name(),
                 cmd.offset_bytes,
@@ -726,7 +736,11 @@ impl Device for ZonedSsd {
         self.host = HostRecorder::default();
         self.written_units = 0;
         self.erases = 0;
-        let keep = (self.stats.zones, self.stats.zone_size_bytes, self.stats.zone_capacity_bytes);
+        let keep = (
+            self.stats.zones,
+            self.stats.zone_size_bytes,
+            self.stats.zone_capacity_bytes,
+        );
         self.stats = ZonedStats {
             zones: keep.0,
             zone_size_bytes: keep.1,

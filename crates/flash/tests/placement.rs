@@ -86,8 +86,18 @@ fn one_handle_is_todays_drive_bit_for_bit() {
         assert_eq!(t, plain_t, "{handles} handles: completion times differ");
         let (a, b) = (plain.stats(), ssd.stats());
         assert_eq!(
-            (a.flash_write_pages, a.gc_copied_pages, a.erases, a.trimmed_pages),
-            (b.flash_write_pages, b.gc_copied_pages, b.erases, b.trimmed_pages)
+            (
+                a.flash_write_pages,
+                a.gc_copied_pages,
+                a.erases,
+                a.trimmed_pages
+            ),
+            (
+                b.flash_write_pages,
+                b.gc_copied_pages,
+                b.erases,
+                b.trimmed_pages
+            )
         );
         assert_eq!(
             plain.ftl().erase_counts(),
@@ -95,8 +105,14 @@ fn one_handle_is_todays_drive_bit_for_bit() {
             "{handles} handles"
         );
         let f = b.fdp.unwrap();
-        assert_eq!(f.per_handle[0].host_bytes_written, f.host_bytes_with_metadata_written);
-        assert_eq!(f.per_handle[0].media_bytes_written, f.media_bytes_with_metadata_written);
+        assert_eq!(
+            f.per_handle[0].host_bytes_written,
+            f.host_bytes_with_metadata_written
+        );
+        assert_eq!(
+            f.per_handle[0].media_bytes_written,
+            f.media_bytes_with_metadata_written
+        );
     }
     assert!(plain.stats().fdp.is_none());
 }
@@ -108,16 +124,23 @@ fn bad_handles_are_refused_by_name() {
     let err = plain
         .submit(&Command::write(0, 4096).on_handle(1), 0)
         .unwrap_err();
-    assert!(matches!(err, FlashError::Placement { handle: 1, .. }), "{err}");
+    assert!(
+        matches!(err, FlashError::Placement { handle: 1, .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("no FDP"), "{err}");
     let mut fdp = cfg.clone();
     fdp.fdp = Some(FdpConfig::new(2));
     let mut ssd = Ssd::new(fdp).unwrap();
-    ssd.submit(&Command::write(0, 4096).on_handle(1), 0).unwrap();
+    ssd.submit(&Command::write(0, 4096).on_handle(1), 0)
+        .unwrap();
     let err = ssd
         .submit(&Command::write(0, 4096).on_handle(2), 1)
         .unwrap_err();
-    assert!(err.to_string().contains("Invalid Placement Handle"), "{err}");
+    assert!(
+        err.to_string().contains("Invalid Placement Handle"),
+        "{err}"
+    );
     let err = ssd.write_units_untimed_placed(&[0], &[7]).unwrap_err();
     assert!(err.to_string().contains("handle 7"), "{err}");
     // Too many handles for the spare space, and a reclaim unit that is not a block.
@@ -149,7 +172,9 @@ fn hot_cold_waf(handles: u16, isolation: Isolation) -> (f64, flash::FdpStats) {
     let mut batch = |ssd: &mut Ssd, n: usize| {
         let (mut lpns, mut hs) = (Vec::new(), Vec::new());
         for _ in 0..n {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let r = x >> 33;
             let is_hot = r % 10 < 9;
             lpns.push(if is_hot {
@@ -193,7 +218,8 @@ fn hot_data_on_its_own_handle_amplifies_less_and_the_log_adds_up() {
     assert_eq!(host, f.host_bytes_with_metadata_written);
     assert_eq!(media, f.media_bytes_with_metadata_written);
     assert!(f.media_bytes_erased > 0);
-    let waf = f.media_bytes_with_metadata_written as f64 / f.host_bytes_with_metadata_written as f64;
+    let waf =
+        f.media_bytes_with_metadata_written as f64 / f.host_bytes_with_metadata_written as f64;
     assert!((waf - separate).abs() < 1e-9);
     // The hot handle carries 90% of the host bytes.
     let share = f.per_handle[1].host_bytes_written as f64 / host as f64;

@@ -2,7 +2,9 @@
 //! returned address, resets, limits, WAF 1 and determinism.
 
 use flash::zoned::ZoneDescriptor;
-use flash::{Command, Device, FlashError, Preset, SsdConfig, ZoneState, ZoneStatus, ZonedConfig, ZonedSsd};
+use flash::{
+    Command, Device, FlashError, Preset, SsdConfig, ZoneState, ZoneStatus, ZonedConfig, ZonedSsd,
+};
 
 /// 4 dies, 16 pages of 4 KiB per block: 256 KiB zones; 8 zones.
 fn config(z: ZonedConfig) -> SsdConfig {
@@ -80,7 +82,9 @@ fn a_full_zone_refuses_writes_and_capacity_bounds_them() {
         zone_capacity_bytes: Some(ZONE / 2),
         ..ZonedConfig::default()
     });
-    let e = d.submit(&Command::write(0, ZONE / 2 + 4096), 0).unwrap_err();
+    let e = d
+        .submit(&Command::write(0, ZONE / 2 + 4096), 0)
+        .unwrap_err();
     assert_eq!(status(e), ZoneStatus::ZoneBoundaryError);
     d.submit(&Command::write(0, ZONE / 2), 0).unwrap();
     assert_eq!(d.descriptor(0).state, ZoneState::Full);
@@ -107,11 +111,17 @@ fn zone_append_returns_the_address_it_wrote() {
     }
     assert_eq!(
         at,
-        vec![2 * ZONE, 2 * ZONE + 4096, 2 * ZONE + 12288, 2 * ZONE + 16384]
+        vec![
+            2 * ZONE,
+            2 * ZONE + 4096,
+            2 * ZONE + 12288,
+            2 * ZONE + 16384
+        ]
     );
     assert_eq!(d.descriptor(2).write_pointer_bytes, 2 * ZONE + 32768);
     // A plain write continues at the pointer the appends left.
-    d.submit(&Command::write(2 * ZONE + 32768, 4096), now).unwrap();
+    d.submit(&Command::write(2 * ZONE + 32768, 4096), now)
+        .unwrap();
     // Append names the zone by its start.
     assert!(d.zone_append(2 * ZONE + 4096, 4096, now).is_err());
 }
@@ -141,7 +151,11 @@ fn open_limit_closes_an_implicitly_opened_zone_or_refuses() {
     // Closing an Empty zone is not a state transition the spec allows.
     let e = d.close(6 * ZONE, 7).unwrap_err();
     assert_eq!(status(e), ZoneStatus::InvalidZoneStateTransition);
-    assert_eq!(d.descriptor(3).state, ZoneState::Empty, "nothing written: Empty");
+    assert_eq!(
+        d.descriptor(3).state,
+        ZoneState::Empty,
+        "nothing written: Empty"
+    );
     d.submit(&Command::write(5 * ZONE, 4096), 8).unwrap();
 }
 
@@ -191,12 +205,21 @@ fn resets_erase_cost_time_and_the_device_never_amplifies() {
         (now, resets, d.stats())
     };
     let (end, resets, s) = run();
-    let erase_ns = Preset::load("nvme").unwrap().ssd_config().unwrap().timing.erase_ns;
+    let erase_ns = Preset::load("nvme")
+        .unwrap()
+        .ssd_config()
+        .unwrap()
+        .timing
+        .erase_ns;
     assert!(resets.iter().all(|&r| r >= erase_ns), "{resets:?}");
     assert_eq!(s.waf, Some(1.0));
     assert_eq!(s.host_write_pages, s.flash_write_pages);
     assert_eq!(s.gc_copied_pages, 0);
-    assert_eq!(s.erases, 2 * 8 * 4, "each reset erases its block on every die");
+    assert_eq!(
+        s.erases,
+        2 * 8 * 4,
+        "each reset erases its block on every die"
+    );
     assert_eq!(s.zoned.as_ref().unwrap().resets, 16);
     // Deterministic: the same commands give the same times and counts.
     let (end2, resets2, s2) = run();

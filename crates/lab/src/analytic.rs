@@ -51,7 +51,11 @@ pub struct Stream {
 /// `op × spare_share / space_share`, and its WAF is [`fifo_waf`]'s (Desnoyers 2012, as
 /// for one stream); the drive's is the streams' weighted by their write shares.
 pub fn separated_fifo_waf(op: f64, streams: &[Stream], spare_shares: &[f64]) -> f64 {
-    assert_eq!(streams.len(), spare_shares.len(), "a spare share per stream");
+    assert_eq!(
+        streams.len(),
+        spare_shares.len(),
+        "a spare share per stream"
+    );
     streams
         .iter()
         .zip(spare_shares)
@@ -124,7 +128,10 @@ mod tests {
                 },
             ];
             let eq = separated_waf(op, &hc);
-            assert!((eq - fifo_waf(op)).abs() < 1e-9, "equal utilization is uniform's");
+            assert!(
+                (eq - fifo_waf(op)).abs() < 1e-9,
+                "equal utilization is uniform's"
+            );
             let best = optimal_separated_fifo_waf(op, &hc);
             assert!(best < eq, "op {op}: optimum {best} vs equal {eq}");
             // An even split of a uniform workload is already optimal.

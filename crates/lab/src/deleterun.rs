@@ -65,7 +65,9 @@ pub fn run_scenario(sc: &DeleteScenario) -> Result<ScenarioResult, crate::LabErr
         AnyDevice::Ssd(s) => *s,
         AnyDevice::Hdd(_) => return Err("simfs scenarios need an SSD preset".into()),
         AnyDevice::Zoned(_) => {
-            return Err("simfs scenarios need a conventional SSD (simfs has no zoned mode yet)".into())
+            return Err(
+                "simfs scenarios need a conventional SSD (simfs has no zoned mode yet)".into(),
+            )
         }
     };
     let mut cfg = FsConfig::new(sc.fs_bytes);

@@ -473,9 +473,15 @@ pub fn run(
     } else if let AnyDevice::Ssd(ssd) = &mut dev {
         // Fill sequentially in large writes, then warm up, on the WAF-only path.
         crate::precondition::fill(ssd, logical).map_err(err)?;
-        write_untimed_requests(ssd, &mut gen, rb, warmup_requests, 0.0, hot_bytes, &mut |_| {
-            progress(0, measured)
-        })
+        write_untimed_requests(
+            ssd,
+            &mut gen,
+            rb,
+            warmup_requests,
+            0.0,
+            hot_bytes,
+            &mut |_| progress(0, measured),
+        )
         .map_err(err)?;
         ssd.reset_stats();
     }
@@ -700,13 +706,19 @@ mod tests {
                     "op {op} {hot:?}: separated {separated:.3} vs model {model:.3}"
                 );
             } else {
-                assert!(separated < model, "op {op} {hot:?}: {separated:.3} vs {model:.3}");
+                assert!(
+                    separated < model,
+                    "op {op} {hot:?}: {separated:.3} vs {model:.3}"
+                );
             }
             assert!(
                 separated < mixed * 0.96,
                 "op {op} {hot:?}: separated {separated:.3} vs one handle {mixed:.3}"
             );
-            assert!(separated > best, "below the optimal split's bound {best:.3}");
+            assert!(
+                separated > best,
+                "below the optimal split's bound {best:.3}"
+            );
         }
     }
 
