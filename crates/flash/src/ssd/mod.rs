@@ -522,7 +522,9 @@ impl Ssd {
     ) -> Result<(), FlashError> {
         let cmd = Command::write(offset_bytes, len_bytes).on_handle(handle);
         cmd.check_range(self.logical_bytes())?;
-        self.check_handle(&cmd)?;
+        if handle != 0 {
+            self.check_handle(&cmd)?;
+        }
         let (first, end) = self.touched_units(&cmd);
         match &mut self.slc {
             Some(slc) => {
