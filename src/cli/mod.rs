@@ -173,7 +173,7 @@ impl DeviceArgs {
             DriveKind::Conventional => lab::sim::Drive::Conventional,
             DriveKind::Fdp => {
                 let mut f = own
-                    .and_then(|c| c.fdp.clone())
+                    .and_then(|c| c.fdp.as_deref().cloned())
                     .unwrap_or_else(|| flash::FdpConfig::new(2));
                 if let Some(h) = self.handles {
                     f.handles = h;
@@ -187,7 +187,9 @@ impl DeviceArgs {
                 lab::sim::Drive::Fdp(f)
             }
             DriveKind::Zoned => {
-                let mut z = own.and_then(|c| c.zoned.clone()).unwrap_or_default();
+                let mut z = own
+                    .and_then(|c| c.zoned.as_deref().cloned())
+                    .unwrap_or_default();
                 if let Some(c) = self.zone_capacity {
                     z.zone_capacity_bytes = Some(c);
                 }

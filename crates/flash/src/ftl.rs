@@ -314,14 +314,9 @@ pub struct PageFtl {
     counters: FtlCounters,
     /// Wear leveling ([`crate::wear`]); off by default.
     wear: WearLevelingConfig,
-    /// Placement handles (NVMe FDP, [`crate::placement`]); none by default.
+    /// Placement handles (NVMe FDP, [`crate::placement`]); none by default. One pointer,
+    /// so that a drive without handles is laid out (and runs) as before.
     placement: Option<Box<Placement>>,
-    /// With placement handles: per die, the host and GC frontiers of handles 1.. (die
-    /// `d`'s at `d × placed_per_die`, handle `h`'s host frontier `2 (h - 1)` after, its GC
-    /// frontier next); handle 0 uses the die's `host` and `gc`. Empty without (kept out
-    /// of [`Die`] so that a drive without handles is laid out as before).
-    placed: Vec<Frontier>,
-    placed_per_die: u32,
 }
 
 /// The FTL's placement state: which handle each block's data belongs to and the
@@ -343,6 +338,11 @@ struct Placement {
     host_units: Vec<u64>,
     /// Per handle: units GC relocated from the handle's blocks.
     gc_units: Vec<u64>,
+    /// Per die, the host and GC frontiers of handles 1.. (die `d`'s at `d × per_die`,
+    /// handle `h`'s host frontier `2 (h - 1)` after, its GC frontier next); handle 0 uses
+    /// the die's `host` and `gc`.
+    placed: Vec<Frontier>,
+    per_die: u32,
 }
 
 impl Placement {
@@ -472,8 +472,6 @@ impl PageFtl {
             counters: FtlCounters::default(),
             wear: WearLevelingConfig::default(),
             placement: None,
-            placed: Vec::new(),
-            placed_per_die: 0,
         })
     }
 
@@ -481,16 +479,25 @@ impl PageFtl {
     #[inline]
     fn front(&mut self, die: u32, stream: Stream) -> &mut Frontier {
         if let Stream::Placed(i) = stream {
-            let at = (die * self.placed_per_die + i) as usize;
-            return &mut self.placed[at];
+            let p = self
+                .placement
+                .as_deref_mut()
+                .expect("placed frontiers exist with placement handles");
+            let at = (die * p.per_die + i) as usize;
+            return &mut p.placed[at];
         }
         self.die[die as usize].frontier(stream)
     }
 
     /// `die`'s frontiers of handles 1.. (empty without placement handles).
     fn placed_of(&self, die: usize) -> &[Frontier] {
-        let n = self.placed_per_die as usize;
-        &self.placed[die * n..(die + 1) * n]
+        match self.placement.as_deref() {
+            None => &[],
+            Some(p) => {
+                let n = p.per_die as usize;
+                &p.placed[die * n..(die + 1) * n]
+            }
+        }
     }
 
     /// Gives the FTL `handles` placement handles (NVMe FDP's reclaim unit handles, one
@@ -519,9 +526,9 @@ impl PageFtl {
             )));
         }
         let n = 2 * (handles as usize - 1);
-        self.placed = vec![Frontier::CLOSED; n * self.dies as usize];
-        self.placed_per_die = n as u32;
         self.placement = Some(Box::new(Placement {
+            placed: vec![Frontier::CLOSED; n * self.dies as usize],
+            per_die: n as u32,
             handles,
             persistent,
             host_die: vec![0; handles as usize],

@@ -74,17 +74,11 @@ impl Ftl {
     }
     /// Writes the logical units `lpns` in order (one dispatch for the whole range, so the
     /// loop over a large write stays the page FTL's own).
-    /// `handle` is the write's placement handle (0 = the default frontier; others only on
-    /// a page FTL with placement handles, which the drive checks first).
     pub fn write_range<S: FlashSink>(
         &mut self,
         lpns: std::ops::Range<u32>,
-        handle: u16,
         sink: &mut S,
     ) -> Result<(), FlashError> {
-        if handle != 0 {
-            return self.write_range_placed(lpns, handle, sink);
-        }
         match self {
             Ftl::Page(f) => lpns
                 .into_iter()
@@ -108,10 +102,12 @@ impl Ftl {
             Ftl::Fast(f) => lpns.iter().try_for_each(|&l| f.write(l, sink).map(|_| ())),
         }
     }
-    /// [`Ftl::write_range`] on a handle other than 0: out of the default path's way.
+    /// [`Ftl::write_range`] on placement handle `handle` (other than 0: the caller keeps
+    /// the default path to [`Ftl::write_range`]; only a page FTL with placement handles
+    /// has others, which the drive checks first).
     #[cold]
     #[inline(never)]
-    fn write_range_placed<S: FlashSink>(
+    pub fn write_range_placed<S: FlashSink>(
         &mut self,
         lpns: std::ops::Range<u32>,
         handle: u16,

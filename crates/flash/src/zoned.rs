@@ -271,7 +271,7 @@ impl ZonedSsd {
             },
             written_units: 0,
             erases: 0,
-            zcfg,
+            zcfg: *zcfg,
             cfg,
         })
     }

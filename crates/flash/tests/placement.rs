@@ -80,7 +80,7 @@ fn one_handle_is_todays_drive_bit_for_bit() {
     let (plain_t, plain) = run(cfg.clone(), &ops, false);
     for handles in [1u16, 4] {
         let mut fdp = cfg.clone();
-        fdp.fdp = Some(FdpConfig::new(handles));
+        fdp.fdp = Some(Box::new(FdpConfig::new(handles)));
         // Every write on handle 0: the default frontier, whatever the handle count.
         let (t, ssd) = run(fdp, &ops, false);
         assert_eq!(t, plain_t, "{handles} handles: completion times differ");
@@ -130,7 +130,7 @@ fn bad_handles_are_refused_by_name() {
     );
     assert!(err.to_string().contains("no FDP"), "{err}");
     let mut fdp = cfg.clone();
-    fdp.fdp = Some(FdpConfig::new(2));
+    fdp.fdp = Some(Box::new(FdpConfig::new(2)));
     let mut ssd = Ssd::new(fdp).unwrap();
     ssd.submit(&Command::write(0, 4096).on_handle(1), 0)
         .unwrap();
@@ -145,14 +145,14 @@ fn bad_handles_are_refused_by_name() {
     assert!(err.to_string().contains("handle 7"), "{err}");
     // Too many handles for the spare space, and a reclaim unit that is not a block.
     let mut many = cfg.clone();
-    many.fdp = Some(FdpConfig::new(1000));
+    many.fdp = Some(Box::new(FdpConfig::new(1000)));
     let err = Ssd::new(many).err().unwrap();
     assert!(err.to_string().contains("spare space"), "{err}");
     let mut ru = cfg.clone();
-    ru.fdp = Some(FdpConfig {
+    ru.fdp = Some(Box::new(FdpConfig {
         reclaim_unit_bytes: Some(12345),
         ..FdpConfig::new(2)
-    });
+    }));
     let err = Ssd::new(ru).err().unwrap();
     assert!(err.to_string().contains("reclaim_unit_bytes"), "{err}");
 }
@@ -160,10 +160,10 @@ fn bad_handles_are_refused_by_name() {
 /// Hot/cold writes, untimed: WAF with the hot data on its own handle, and on one handle.
 fn hot_cold_waf(handles: u16, isolation: Isolation) -> (f64, flash::FdpStats) {
     let mut cfg = config(128 << 20);
-    cfg.fdp = Some(FdpConfig {
+    cfg.fdp = Some(Box::new(FdpConfig {
         isolation,
         ..FdpConfig::new(2)
-    });
+    }));
     let mut ssd = Ssd::new(cfg).unwrap();
     let units = (ssd.logical_bytes() / 4096) as u32;
     ssd.write_untimed(0, ssd.logical_bytes()).unwrap();

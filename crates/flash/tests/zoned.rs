@@ -23,7 +23,7 @@ fn config(z: ZonedConfig) -> SsdConfig {
     };
     c.slc_cache = None;
     c.mapping_cache = None;
-    c.zoned = Some(z);
+    c.zoned = Some(Box::new(z));
     c.clone()
 }
 

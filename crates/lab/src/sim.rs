@@ -157,8 +157,8 @@ impl SsdOverrides {
                 match &self.drive {
                     None => {}
                     Some(Drive::Conventional) => (c.fdp, c.zoned) = (None, None),
-                    Some(Drive::Fdp(f)) => (c.fdp, c.zoned) = (Some(f.clone()), None),
-                    Some(Drive::Zoned(z)) => (c.fdp, c.zoned) = (None, Some(z.clone())),
+                    Some(Drive::Fdp(f)) => (c.fdp, c.zoned) = (Some(Box::new(f.clone())), None),
+                    Some(Drive::Zoned(z)) => (c.fdp, c.zoned) = (None, Some(Box::new(z.clone()))),
                 }
             }
             None if ssd_only => {
@@ -642,7 +642,7 @@ mod tests {
         c.gc.policy = GcPolicy::Greedy;
         c.gc.free_blocks = 1;
         c.gc.paced = false;
-        c.fdp = Some(flash::FdpConfig::new(handles));
+        c.fdp = Some(Box::new(flash::FdpConfig::new(handles)));
         SimSpec {
             preset: p,
             pattern: Pattern::HotCold {

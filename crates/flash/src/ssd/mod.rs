@@ -155,11 +155,11 @@ pub struct SsdConfig {
     /// each with its own frontiers; absent, one frontier (a write on any handle but 0 is
     /// refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fdp: Option<FdpConfig>,
+    pub fdp: Option<Box<FdpConfig>>,
     /// A zoned drive ([`crate::zoned`]): the drive is a [`crate::zoned::ZonedSsd`] with
     /// these zones instead of a drive with an FTL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zoned: Option<crate::zoned::ZonedConfig>,
+    pub zoned: Option<Box<crate::zoned::ZonedConfig>>,
 }
 
 impl SsdConfig {
@@ -529,10 +529,17 @@ impl Ssd {
         match &mut self.slc {
             Some(slc) => {
                 slc.resize(self.ftl.mapped_units() * self.unit_bytes);
-                self.ftl
-                    .write_range(first..end, handle, &mut UntimedSlc(slc))?;
+                if handle == 0 {
+                    self.ftl.write_range(first..end, &mut UntimedSlc(slc))?;
+                } else {
+                    self.ftl
+                        .write_range_placed(first..end, handle, &mut UntimedSlc(slc))?;
+                }
             }
-            None => self.ftl.write_range(first..end, handle, &mut NoTiming)?,
+            None if handle == 0 => self.ftl.write_range(first..end, &mut NoTiming)?,
+            None => self
+                .ftl
+                .write_range_placed(first..end, handle, &mut NoTiming)?,
         }
         Ok(())
     }
@@ -745,7 +752,12 @@ impl Ssd {
             data_ready,
             self.aging.as_deref_mut(),
         );
-        self.ftl.write_range(first..end, cmd.handle, &mut sink)?;
+        if cmd.handle == 0 {
+            self.ftl.write_range(first..end, &mut sink)?;
+        } else {
+            self.ftl
+                .write_range_placed(first..end, cmd.handle, &mut sink)?;
+        }
         let programs_done = sink.host_done_ns;
         if self.cfg.write_cache_bytes == 0 {
             return Ok(data_ready.max(programs_done));
