@@ -1043,6 +1043,9 @@ impl Fitted {
             // only as slower random reads over a footprint larger than its cache).
             mapping_cache: None,
             aging: None,
+            // Not probed: placement (a probe cannot see FDP or zones).
+            fdp: None,
+            zoned: None,
         };
         Preset {
             name: name.to_string(),

@@ -105,11 +105,108 @@ pub(crate) struct DeviceArgs {
     /// not say its cell type (TLC drives with an SLC cache do).
     #[arg(long, value_name = "pe=N,retention=T")]
     pub(crate) age: Option<flash::Age>,
+    /// The kind of drive: conventional (one write frontier), fdp (NVMe Flexible Data
+    /// Placement: writes carry a placement handle, each handle has its own write frontiers
+    /// and, persistently isolated, its own GC frontiers; --handles) or zoned (NVMe ZNS:
+    /// zones of a block on every die written at their write pointers, reset by the host,
+    /// no device GC; --zone-capacity, --max-open-zones, --max-active-zones). Default: the
+    /// preset's ([ssd.fdp] or [ssd.zoned] in its TOML), conventional for every built-in one.
+    #[arg(long, value_enum)]
+    pub(crate) drive: Option<DriveKind>,
+    /// FDP: reclaim unit handles (placement handles 0..N; default 2).
+    #[arg(long, value_name = "N")]
+    pub(crate) handles: Option<u16>,
+    /// FDP: persistent (GC keeps each handle's data apart; default) or initial (GC's
+    /// copies of all handles share one frontier).
+    #[arg(long, value_enum)]
+    pub(crate) isolation: Option<IsolationArg>,
+    /// Zoned: writable bytes of each zone (at most the zone size; default the size).
+    #[arg(long, value_parser = units::parse_size)]
+    pub(crate) zone_capacity: Option<u64>,
+    /// Zoned: zones open at once (0 = no limit; default 0).
+    #[arg(long)]
+    pub(crate) max_open_zones: Option<u32>,
+    /// Zoned: zones active (open or closed) at once (0 = no limit; default 0).
+    #[arg(long)]
+    pub(crate) max_active_zones: Option<u32>,
+}
+
+/// `--drive`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum DriveKind {
+    Conventional,
+    Fdp,
+    Zoned,
+}
+
+/// `--isolation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum IsolationArg {
+    Persistent,
+    Initial,
 }
 
 impl DeviceArgs {
+    /// What `--drive` and its flags ask for, on top of the preset `p`'s own settings.
+    fn drive(&self, p: &Preset) -> Result<Option<lab::sim::Drive>> {
+        let fdp_flags = self.handles.is_some() || self.isolation.is_some();
+        let zone_flags = self.zone_capacity.is_some()
+            || self.max_open_zones.is_some()
+            || self.max_active_zones.is_some();
+        let own = p.ssd_config();
+        let kind = match self.drive {
+            Some(k) => k,
+            None if own.is_some_and(|c| c.fdp.is_some()) => DriveKind::Fdp,
+            None if own.is_some_and(|c| c.zoned.is_some()) => DriveKind::Zoned,
+            None => DriveKind::Conventional,
+        };
+        if fdp_flags && kind != DriveKind::Fdp {
+            bail!("--handles and --isolation set up an FDP drive: add --drive fdp");
+        }
+        if zone_flags && kind != DriveKind::Zoned {
+            bail!("--zone-capacity, --max-open-zones and --max-active-zones set up a zoned drive: add --drive zoned");
+        }
+        if self.drive.is_none() && !fdp_flags && !zone_flags {
+            return Ok(None);
+        }
+        Ok(Some(match kind {
+            DriveKind::Conventional => lab::sim::Drive::Conventional,
+            DriveKind::Fdp => {
+                let mut f = own
+                    .and_then(|c| c.fdp.as_deref().cloned())
+                    .unwrap_or_else(|| flash::FdpConfig::new(2));
+                if let Some(h) = self.handles {
+                    f.handles = h;
+                }
+                if let Some(i) = self.isolation {
+                    f.isolation = match i {
+                        IsolationArg::Persistent => flash::Isolation::Persistent,
+                        IsolationArg::Initial => flash::Isolation::Initial,
+                    };
+                }
+                lab::sim::Drive::Fdp(f)
+            }
+            DriveKind::Zoned => {
+                let mut z = own
+                    .and_then(|c| c.zoned.as_deref().cloned())
+                    .unwrap_or_default();
+                if let Some(c) = self.zone_capacity {
+                    z.zone_capacity_bytes = Some(c);
+                }
+                if let Some(n) = self.max_open_zones {
+                    z.max_open_zones = n;
+                }
+                if let Some(n) = self.max_active_zones {
+                    z.max_active_zones = n;
+                }
+                lab::sim::Drive::Zoned(z)
+            }
+        }))
+    }
+
     fn preset(&self) -> Result<Preset> {
         let p = Preset::load(&self.preset)?;
+        let drive = self.drive(&p)?;
         let page_size_bytes = match self.page_size {
             Some(b) => Some(u32::try_from(b).context("--page-size is too large")?),
             None => None,
@@ -129,6 +226,7 @@ impl DeviceArgs {
             wear_leveling: self.wear_leveling.clone(),
             mapping_cache_bytes: self.mapping_cache,
             age: self.age.clone(),
+            drive,
         };
         Ok(o.apply(p)?)
     }
@@ -256,6 +354,46 @@ pub(crate) fn print_stats(s: &flash::DeviceStats) {
             a.reclaimed_blocks,
             a.reclaimed_for_reads,
             a.reclaim_copied_pages
+        );
+    }
+    if let Some(f) = &s.fdp {
+        println!(
+            "  FDP               {} handles ({} isolation), {} reclaim groups of {} reclaim units of {} bytes; log: {} host bytes written (HBMW), {} media bytes written (MBMW), {} media bytes erased (MBE)",
+            f.handles,
+            f.isolation,
+            f.reclaim_groups,
+            f.reclaim_units_per_group,
+            f.reclaim_unit_bytes,
+            f.host_bytes_with_metadata_written,
+            f.media_bytes_with_metadata_written,
+            f.media_bytes_erased
+        );
+        for h in f.per_handle.iter().filter(|h| h.host_bytes_written > 0) {
+            println!(
+                "    handle {:<3}      {} host bytes, {} media bytes, WAF {}",
+                h.handle,
+                h.host_bytes_written,
+                h.media_bytes_written,
+                h.waf.map_or("-".into(), |w| format!("{w:.3}"))
+            );
+        }
+    }
+    if let Some(z) = &s.zoned {
+        println!(
+            "  zones             {} of {} bytes (capacity {}), open limit {}, active limit {}: {} resets, {} finishes, {} explicit opens, {} implicit closes, {} appends; now {} open, {} active, {} full",
+            z.zones,
+            z.zone_size_bytes,
+            z.zone_capacity_bytes,
+            z.max_open_zones,
+            z.max_active_zones,
+            z.resets,
+            z.finishes,
+            z.explicit_opens,
+            z.implicit_closes,
+            z.appends,
+            z.open_zones,
+            z.active_zones,
+            z.full_zones
         );
     }
     if s.trim_commands > 0 {

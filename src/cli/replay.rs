@@ -80,6 +80,11 @@ pub(crate) struct ReplayArgs {
     /// Print the wear report (as `sim --wear`; days at the trace's write rate).
     #[arg(long)]
     pub(crate) wear: bool,
+    /// On an FDP drive (--drive fdp --handles N): the trace's i-th stream (in order of
+    /// first appearance: a process, a disk, a generator) writes on placement handle
+    /// i mod N. Without it every write is on handle 0 (today's drive).
+    #[arg(long)]
+    pub(crate) stream_handles: bool,
 }
 
 pub(crate) fn run(a: ReplayArgs) -> Result<()> {
@@ -96,6 +101,19 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     let info = file.info().clone();
     let preset = a.device.preset()?;
     let mut dev = preset.build()?;
+    let file = if a.stream_handles {
+        let handles = match &dev {
+            flash::AnyDevice::Ssd(s) if preset.ssd_config().is_some_and(|c| c.fdp.is_some()) => {
+                s.handles()
+            }
+            _ => bail!(
+                "--stream-handles places each stream's writes on a handle of an FDP drive: add --drive fdp (and --handles N)"
+            ),
+        };
+        file.with_stream_handles(handles)
+    } else {
+        file
+    };
     if let flash::AnyDevice::Ssd(s) = &mut dev {
         s.seed_errors(lab::sim::errors_seed(a.seed));
     }

@@ -41,6 +41,11 @@ pub(crate) struct SimArgs {
     /// Share of the logical space --precondition fills (0 < F <= 1).
     #[arg(long, default_value_t = 1.0, requires = "precondition")]
     pub(crate) occupancy: f64,
+    /// Hot/cold separation by placement handle: with --workload hotcold:R/F on an FDP
+    /// drive (--drive fdp), writes to the hot region carry handle 1 and the rest handle 0,
+    /// as a host that knows its hot data would place it.
+    #[arg(long)]
+    pub(crate) separate: bool,
     /// Print one JSON object instead of a summary (with a `wear` object when the preset
     /// gives the drive's rated endurance).
     #[arg(long)]
@@ -69,6 +74,7 @@ pub(crate) fn sim_spec(a: &SimArgs) -> Result<SimSpec> {
         timing: a.timing.on(),
         seed: a.seed,
         precondition: a.precondition.map(|p| (p, a.occupancy)),
+        separate: a.separate,
     })
 }
 

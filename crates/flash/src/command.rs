@@ -64,6 +64,11 @@ pub struct Command {
     pub offset_bytes: u64,
     pub len_bytes: u64,
     pub payload: Payload,
+    /// The placement handle of a write (NVMe FDP's reclaim unit handle, carried in a
+    /// write's placement identifier): on a drive with `[ssd.fdp]` the write goes to that
+    /// handle's write frontiers ([`crate::ftl`]). 0, the default, is today's single
+    /// frontier; a drive without FDP refuses any other.
+    pub handle: u16,
 }
 
 /// Size of the vTrim/fTrim command page (one 4 KiB write to the reserved last page).
@@ -76,7 +81,14 @@ impl Command {
             offset_bytes,
             len_bytes,
             payload: Payload::None,
+            handle: 0,
         }
+    }
+
+    /// The same command on placement handle `handle` (see [`Command::handle`]).
+    pub fn on_handle(mut self, handle: u16) -> Self {
+        self.handle = handle;
+        self
     }
 
     pub fn read(offset_bytes: u64, len_bytes: u64) -> Self {
@@ -94,6 +106,7 @@ impl Command {
             offset_bytes,
             len_bytes: data.len() as u64,
             payload: Payload::Data(data),
+            handle: 0,
         }
     }
 
@@ -113,6 +126,7 @@ impl Command {
             offset_bytes: command_page_offset,
             len_bytes: TRIM_COMMAND_PAGE_BYTES,
             payload: Payload::Ranges(ranges.into()),
+            handle: 0,
         }
     }
 
@@ -123,6 +137,7 @@ impl Command {
             offset_bytes: command_page_offset,
             len_bytes: TRIM_COMMAND_PAGE_BYTES,
             payload: Payload::Inode(inode),
+            handle: 0,
         }
     }
 

@@ -23,4 +23,22 @@ pub enum FlashError {
     UnalignedData { offset_bytes: u64, len_bytes: u64 },
     #[error("preset {name:?}: {msg}")]
     Preset { name: String, msg: String },
+    /// A write on a placement handle the drive does not have (NVMe: Invalid Placement
+    /// Handle, or a directive on a drive without FDP: Invalid Field in Command).
+    #[error("write at offset {offset_bytes} on placement handle {handle}: {msg}")]
+    Placement {
+        handle: u16,
+        offset_bytes: u64,
+        msg: String,
+    },
+    /// A zoned drive refused a command with a status of the NVMe Zoned Namespace command
+    /// set ([`crate::zoned::ZoneStatus`]).
+    #[error("{op} at offset {offset_bytes} (zone {zone}): {status} (ZNS status 0x{code:X}): {msg}", code = status.code())]
+    Zone {
+        op: &'static str,
+        offset_bytes: u64,
+        zone: u32,
+        status: crate::zoned::ZoneStatus,
+        msg: String,
+    },
 }

@@ -181,6 +181,8 @@ enum Stream {
     Host,
     Gc,
     Map,
+    /// Frontier `i` of [`Die::placed`].
+    Placed(u32),
 }
 
 impl Die {
@@ -190,6 +192,7 @@ impl Die {
             Stream::Host => &mut self.host,
             Stream::Gc => &mut self.gc,
             Stream::Map => &mut self.map,
+            Stream::Placed(_) => unreachable!("placed frontiers live in PageFtl::placed"),
         }
     }
 
@@ -311,6 +314,71 @@ pub struct PageFtl {
     counters: FtlCounters,
     /// Wear leveling ([`crate::wear`]); off by default.
     wear: WearLevelingConfig,
+    /// Placement handles (NVMe FDP, [`crate::placement`]); none by default. One pointer,
+    /// so that a drive without handles is laid out (and runs) as before.
+    placement: Option<Box<Placement>>,
+}
+
+/// The FTL's placement state: which handle each block's data belongs to and the
+/// per-handle counters of the FDP statistics.
+#[derive(Debug, Clone)]
+struct Placement {
+    handles: u16,
+    /// GC copies stay in their handle's own GC frontier ("persistently isolated"); else
+    /// all handles' copies share the die's GC frontier ("initially isolated").
+    persistent: bool,
+    /// Per handle (index 0 unused: handle 0 is [`PageFtl::write`]'s own `host_die`): the die
+    /// the handle's next host unit goes to.
+    host_die: Vec<u32>,
+    /// Per block: the handle whose frontier opened it (0 for handle 0 and the shared GC
+    /// frontier of initial isolation); reset when the block is erased.
+    block_handle: Vec<u16>,
+    /// Per handle: host units written (index 0 unused: the total's remainder, so that
+    /// handle 0's writes cost nothing extra).
+    host_units: Vec<u64>,
+    /// Per handle: units GC relocated from the handle's blocks.
+    gc_units: Vec<u64>,
+    /// Per die, the host and GC frontiers of handles 1.. (die `d`'s at `d × per_die`,
+    /// handle `h`'s host frontier `2 (h - 1)` after, its GC frontier next); handle 0 uses
+    /// the die's `host` and `gc`.
+    placed: Vec<Frontier>,
+    per_die: u32,
+}
+
+impl Placement {
+    /// The frontier index in [`Die::placed`] of handle `h`'s host (or GC) frontier.
+    #[inline]
+    fn index(h: u16, gc: bool) -> u32 {
+        2 * (h as u32 - 1) + gc as u32
+    }
+    /// The handle a [`Die::placed`] frontier belongs to.
+    #[inline]
+    fn handle_of(i: u32) -> u16 {
+        (i / 2 + 1) as u16
+    }
+    /// Where `victim`'s `copies` relocated units go; counts them to its handle.
+    #[inline]
+    fn gc_stream(&mut self, victim: u32, copies: usize) -> Stream {
+        let h = self.block_handle[victim as usize];
+        self.gc_units[h as usize] += copies as u64;
+        if h == 0 || !self.persistent {
+            Stream::Gc
+        } else {
+            Stream::Placed(Self::index(h, true))
+        }
+    }
+}
+
+/// Per-handle counters of a drive with placement handles, in mapping units.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PlacementCounters {
+    /// Per handle: host units written.
+    pub host_units: Vec<u64>,
+    /// Per handle: units GC (and read reclaim, static wear leveling) copied out of the
+    /// handle's blocks. Under initial isolation, copies of the shared GC blocks (which
+    /// mix handles) count to handle 0.
+    pub gc_units: Vec<u64>,
+    pub persistent: bool,
 }
 
 impl PageFtl {
@@ -403,7 +471,201 @@ impl PageFtl {
             mapped_units: 0,
             counters: FtlCounters::default(),
             wear: WearLevelingConfig::default(),
+            placement: None,
         })
+    }
+
+    /// `die`'s frontier of `stream`.
+    #[inline]
+    fn front(&mut self, die: u32, stream: Stream) -> &mut Frontier {
+        if let Stream::Placed(i) = stream {
+            let p = self
+                .placement
+                .as_deref_mut()
+                .expect("placed frontiers exist with placement handles");
+            let at = (die * p.per_die + i) as usize;
+            return &mut p.placed[at];
+        }
+        self.die[die as usize].frontier(stream)
+    }
+
+    /// `die`'s frontiers of handles 1.. (empty without placement handles).
+    fn placed_of(&self, die: usize) -> &[Frontier] {
+        match self.placement.as_deref() {
+            None => &[],
+            Some(p) => {
+                let n = p.per_die as usize;
+                &p.placed[die * n..(die + 1) * n]
+            }
+        }
+    }
+
+    /// Gives the FTL `handles` placement handles (NVMe FDP's reclaim unit handles, one
+    /// reclaim group per die): each handle writes through its own host frontier on every
+    /// die, and with `persistent` isolation GC copies a block's valid data to its handle's
+    /// own GC frontier (otherwise to the die's one GC frontier, shared by all handles).
+    /// Handle 0 is the frontiers of a drive without handles, so one handle is today's
+    /// drive exactly. Each handle past the first keeps two more blocks open per die, which
+    /// the over-provisioning must cover. Call before the FTL is used.
+    pub fn set_placement(&mut self, handles: u16, persistent: bool) -> Result<(), FlashError> {
+        if handles == 0 {
+            return Err(FlashError::Config(
+                "fdp.handles must be at least 1 (handle 0 is the default frontier)".into(),
+            ));
+        }
+        let frontiers = if self.translation_pages > 0 { 3 } else { 2 } + 2 * (handles as u64 - 1);
+        let reserved = self.gc_free_blocks as u64 + frontiers;
+        let stored = self.logical_units as u64 + self.translation_pages as u64;
+        let bpd = self.blocks_per_die as u64;
+        if bpd <= reserved
+            || (bpd - reserved) * self.dies as u64 * self.units_per_block as u64 <= stored
+        {
+            return Err(FlashError::Geometry(format!(
+                "{handles} placement handles keep {frontiers} blocks per die open and {} free, of {bpd}: too little spare space left (lower fdp.handles, raise --op or the capacity)",
+                self.gc_free_blocks
+            )));
+        }
+        let n = 2 * (handles as usize - 1);
+        self.placement = Some(Box::new(Placement {
+            placed: vec![Frontier::CLOSED; n * self.dies as usize],
+            per_die: n as u32,
+            handles,
+            persistent,
+            host_die: vec![0; handles as usize],
+            block_handle: vec![0; self.valid_units.len()],
+            host_units: vec![0; handles as usize],
+            gc_units: vec![0; handles as usize],
+        }));
+        Ok(())
+    }
+
+    /// Placement handles (1 without [`PageFtl::set_placement`]: the default frontier).
+    pub fn handles(&self) -> u16 {
+        self.placement.as_ref().map_or(1, |p| p.handles)
+    }
+
+    /// Per-handle counters, with placement handles.
+    pub fn placement_counters(&self) -> Option<PlacementCounters> {
+        let p = self.placement.as_deref()?;
+        let mut host_units = p.host_units.clone();
+        host_units[0] = self.counters.host_write_units - host_units[1..].iter().sum::<u64>();
+        Some(PlacementCounters {
+            host_units,
+            gc_units: p.gc_units.clone(),
+            persistent: p.persistent,
+        })
+    }
+
+    /// The handle whose data block `block` holds (see [`PageFtl::set_placement`]): 0
+    /// without placement handles.
+    pub fn block_handle(&self, block: u32) -> u16 {
+        self.placement
+            .as_ref()
+            .map_or(0, |p| p.block_handle[block as usize])
+    }
+
+    /// The logical units whose data block `block` holds (for tests and tools).
+    pub fn valid_lpns(&self, block: u32) -> Vec<u32> {
+        let upb = self.units_per_block as usize;
+        let lo = block as usize * upb;
+        self.p2l[lo..lo + upb]
+            .iter()
+            .copied()
+            .filter(|&l| l != INVALID)
+            .collect()
+    }
+
+    /// Blocks of the drive.
+    pub fn total_blocks(&self) -> u32 {
+        self.valid_units.len() as u32
+    }
+
+    /// Writes logical unit `lpn` on placement handle `handle` (below
+    /// [`PageFtl::handles`]; the caller checks it). Handle 0 is [`PageFtl::write`].
+    #[inline]
+    pub fn write_placed<S: FlashSink>(
+        &mut self,
+        lpn: u32,
+        handle: u16,
+        sink: &mut S,
+    ) -> Result<u32, FlashError> {
+        if handle == 0 {
+            self.write(lpn, sink)
+        } else {
+            self.write_on_handle(lpn, handle, sink)
+        }
+    }
+
+    /// [`PageFtl::write`] through handle `h`'s frontiers (`h` ≥ 1).
+    #[inline(never)]
+    fn write_on_handle<S: FlashSink>(
+        &mut self,
+        lpn: u32,
+        h: u16,
+        sink: &mut S,
+    ) -> Result<u32, FlashError> {
+        debug_assert!(lpn < self.logical_units);
+        let Some(p) = self.placement.as_deref_mut().filter(|p| h < p.handles) else {
+            return Err(FlashError::Placement {
+                handle: h,
+                offset_bytes: 0,
+                msg: format!("the FTL has {} placement handles", self.handles()),
+            });
+        };
+        p.host_units[h as usize] += 1;
+        let d = p.host_die[h as usize];
+        let old = self.l2p[lpn as usize];
+        if old != UNMAPPED {
+            self.invalidate(old);
+        } else {
+            self.mapped_units += 1;
+        }
+        self.counters.host_write_units += 1;
+        self.clock += 1;
+        let stream = Stream::Placed(Placement::index(h, false));
+        let d = if self.front(d, stream).block == NO_BLOCK {
+            self.open_block(d, stream, sink)?
+        } else {
+            d
+        };
+        if self.append_to(d, stream, lpn) {
+            sink.page_program(d, ProgramKind::Host);
+            if let Some(p) = self.placement.as_deref_mut() {
+                p.host_die[h as usize] = (d + 1) % self.dies;
+            }
+        }
+        if self.paced {
+            self.pace(d, sink);
+        }
+        Ok(d)
+    }
+
+    /// [`PageFtl::append`] for any stream's frontier (which must be open).
+    #[inline]
+    fn append_to(&mut self, die: u32, stream: Stream, lpn: u32) -> bool {
+        let upb = self.units_per_block;
+        let f = self.front(die, stream);
+        let block = f.block;
+        let ppn = block * upb + f.next_unit;
+        f.next_unit += 1;
+        let next = f.next_unit;
+        self.p2l[ppn as usize] = lpn;
+        self.l2p[lpn as usize] = ppn;
+        self.valid_units[block as usize] += 1;
+        if next == upb {
+            *self.front(die, stream) = Frontier::CLOSED;
+            self.close_block(die, block);
+        }
+        self.per_page.rem(next) == 0
+    }
+
+    /// Block `b` opens as `stream`'s frontier: with placement handles, it is tagged with
+    /// the stream's handle.
+    #[inline]
+    fn tag_block(&mut self, b: u32, stream: Stream) {
+        if let (Stream::Placed(i), Some(p)) = (stream, self.placement.as_deref_mut()) {
+            p.block_handle[b as usize] = Placement::handle_of(i);
+        }
     }
 
     /// Sets wear leveling ([`crate::wear`]); off by default.
@@ -475,6 +737,10 @@ impl PageFtl {
 
     pub fn reset_counters(&mut self) {
         self.counters = FtlCounters::default();
+        if let Some(p) = &mut self.placement {
+            p.host_units.fill(0);
+            p.gc_units.fill(0);
+        }
     }
 
     pub fn erase_counts(&self) -> &[u32] {
@@ -798,15 +1064,15 @@ impl PageFtl {
         let upb = self.units_per_block;
         let mut done = 0;
         while done < moves.len() {
-            let dstate = &mut self.die[die as usize];
-            if dstate.frontier(stream).block == NO_BLOCK {
-                let b = dstate
+            if self.front(die, stream).block == NO_BLOCK {
+                let b = self.die[die as usize]
                     .take_free(&self.erase_count, self.wear.dynamic)
                     .expect("GC always keeps a free block to copy into");
-                *dstate.frontier(stream) = Frontier::at(b);
+                *self.front(die, stream) = Frontier::at(b);
                 sink.block_opened(b);
+                self.tag_block(b, stream);
             }
-            let Frontier { block, next_unit } = *dstate.frontier(stream);
+            let Frontier { block, next_unit } = *self.front(die, stream);
             let take = ((upb - next_unit) as usize).min(moves.len() - done);
             let base = block * upb + next_unit;
             for (i, &(from, lpn)) in moves[done..done + take].iter().enumerate() {
@@ -822,10 +1088,10 @@ impl PageFtl {
             self.valid_units[block as usize] += take as u32;
             let next = next_unit + take as u32;
             if next == upb {
-                *self.die[die as usize].frontier(stream) = Frontier::CLOSED;
+                *self.front(die, stream) = Frontier::CLOSED;
                 self.close_block(die, block);
             } else {
-                self.die[die as usize].frontier(stream).next_unit = next;
+                self.front(die, stream).next_unit = next;
             }
         }
     }
@@ -835,6 +1101,13 @@ impl PageFtl {
         match stream {
             Stream::Host => self.host_die = d,
             Stream::Map => self.map_die = d,
+            Stream::Placed(i) => {
+                let p = self
+                    .placement
+                    .as_deref_mut()
+                    .expect("placed frontiers exist with placement handles");
+                p.host_die[Placement::handle_of(i) as usize] = d;
+            }
             Stream::Gc => unreachable!("GC copies stay on their victim's die"),
         }
     }
@@ -851,7 +1124,7 @@ impl PageFtl {
     ) -> Result<u32, FlashError> {
         for step in 0..self.dies {
             let d = (die + step) % self.dies;
-            if self.die[d as usize].frontier(stream).block != NO_BLOCK {
+            if self.front(d, stream).block != NO_BLOCK {
                 self.set_stream_die(stream, d);
                 return Ok(d);
             }
@@ -867,7 +1140,7 @@ impl PageFtl {
             }
             // Cleaning translation blocks copies into the translation frontier: if that
             // opened it, it takes the page.
-            if self.die[d as usize].frontier(stream).block != NO_BLOCK {
+            if self.front(d, stream).block != NO_BLOCK {
                 self.set_stream_die(stream, d);
                 return Ok(d);
             }
@@ -876,9 +1149,10 @@ impl PageFtl {
                 let b = dstate
                     .take_free(&self.erase_count, self.wear.dynamic)
                     .expect("pool holds more than the threshold");
-                *dstate.frontier(stream) = Frontier::at(b);
+                *self.front(d, stream) = Frontier::at(b);
                 self.closed[b as usize] = false;
                 sink.block_opened(b);
+                self.tag_block(b, stream);
                 self.set_stream_die(stream, d);
                 return Ok(d);
             }
@@ -1013,7 +1287,11 @@ impl PageFtl {
             self.append_moves(die, &moves, Stream::Map, sink);
             self.counters.gc_copied_map_units += moves.len() as u64;
         } else {
-            self.append_moves(die, &moves, Stream::Gc, sink);
+            let stream = match self.placement.as_deref_mut() {
+                None => Stream::Gc,
+                Some(p) => p.gc_stream(victim, moves.len()),
+            };
+            self.append_moves(die, &moves, stream, sink);
             if let Some(moved) = &mut self.moved {
                 moved.extend(moves.iter().map(|&(_, lpn)| lpn));
             }
@@ -1023,6 +1301,9 @@ impl PageFtl {
         self.counters.gc_copied_units += copied as u64;
         self.erase_count[victim as usize] += 1;
         self.counters.erases += 1;
+        if let Some(p) = &mut self.placement {
+            p.block_handle[victim as usize] = 0;
+        }
         sink.block_erase(die);
         self.die[die as usize].free.push_back(victim);
         copied
@@ -1057,6 +1338,7 @@ impl PageFtl {
                 .count();
             let open = [die.host, die.gc, die.map]
                 .iter()
+                .chain(self.placed_of(d))
                 .filter(|f| f.block != NO_BLOCK)
                 .count();
             if closed + open + die.free.len() != self.blocks_per_die as usize {
@@ -1122,7 +1404,7 @@ impl PageFtl {
                 }
                 seen[(b - lo) as usize] += 1;
             }
-            for f in [die.host, die.gc, die.map] {
+            for f in [die.host, die.gc, die.map].iter().chain(self.placed_of(d)) {
                 if f.block != NO_BLOCK {
                     seen[(f.block - lo) as usize] += 1;
                 }

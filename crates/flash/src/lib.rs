@@ -18,6 +18,10 @@
 //!   unless a preset has `[ssd.aging]`.
 //! - [`preset::Preset`]: device descriptions loaded from TOML.
 //! - [`wear`]: wear leveling's settings, rated endurance and the wear report.
+//! - [`placement`]: Flexible Data Placement (`[ssd.fdp]`): writes carry a placement handle
+//!   ([`Command::handle`]), each handle has its own write frontiers.
+//! - [`zoned::ZonedSsd`]: a zoned drive (`[ssd.zoned]`, the NVMe ZNS command set): zones
+//!   with write pointers on superblocks, no device GC.
 
 pub mod aging;
 pub mod command;
@@ -30,11 +34,13 @@ pub mod geometry;
 pub mod hdd;
 pub mod mapcache;
 pub mod mapping;
+pub mod placement;
 pub mod preset;
 pub mod slc;
 pub mod ssd;
 pub mod stats;
 pub mod wear;
+pub mod zoned;
 
 pub use aging::{Age, AgingConfig, CellType};
 pub use command::{ByteRange, Command, Op, Payload};
@@ -43,11 +49,13 @@ pub use gc::GcPolicy;
 pub use geometry::Geometry;
 pub use hdd::{DestageOrder, Hdd, HddConfig};
 pub use mapcache::{CacheLocation, MappingCacheConfig};
+pub use placement::{FdpConfig, FdpStats, Isolation};
 pub use preset::{AnyDevice, DeviceConfig, Preset};
 pub use slc::SlcCacheConfig;
 pub use ssd::{Ssd, SsdConfig};
 pub use stats::{DeviceStats, LatencySummary};
 pub use wear::{EnduranceConfig, WearLevelingConfig, WearReport};
+pub use zoned::{ZoneState, ZoneStatus, ZonedConfig, ZonedSsd};
 
 /// A block device in virtual time.
 ///

@@ -102,6 +102,60 @@ impl Ftl {
             Ftl::Fast(f) => lpns.iter().try_for_each(|&l| f.write(l, sink).map(|_| ())),
         }
     }
+    /// [`Ftl::write_range`] on placement handle `handle` (other than 0: the caller keeps
+    /// the default path to [`Ftl::write_range`]; only a page FTL with placement handles
+    /// has others, which the drive checks first).
+    #[cold]
+    #[inline(never)]
+    pub fn write_range_placed<S: FlashSink>(
+        &mut self,
+        lpns: std::ops::Range<u32>,
+        handle: u16,
+        sink: &mut S,
+    ) -> Result<(), FlashError> {
+        match self {
+            Ftl::Page(f) => lpns
+                .into_iter()
+                .try_for_each(|l| f.write_placed(l, handle, sink).map(drop)),
+            _ => Err(FlashError::Config(
+                "placement handles need the page-mapped FTL".into(),
+            )),
+        }
+    }
+    /// Writes `lpns[i]` on placement handle `handles[i]` in order (the page FTL with
+    /// placement handles; the drive checks the handles first).
+    pub fn write_batch_placed<S: FlashSink>(
+        &mut self,
+        lpns: &[u32],
+        handles: &[u16],
+        sink: &mut S,
+    ) -> Result<(), FlashError> {
+        debug_assert_eq!(lpns.len(), handles.len());
+        match self {
+            Ftl::Page(f) => lpns
+                .iter()
+                .zip(handles)
+                .try_for_each(|(&l, &h)| f.write_placed(l, h, sink).map(drop)),
+            _ if handles.iter().all(|&h| h == 0) => self.write_batch(lpns, sink),
+            _ => Err(FlashError::Config(
+                "placement handles need the page-mapped FTL".into(),
+            )),
+        }
+    }
+    /// The page FTL's placement handles (1: only the default frontier).
+    pub fn handles(&self) -> u16 {
+        match self {
+            Ftl::Page(f) => f.handles(),
+            _ => 1,
+        }
+    }
+    /// The page FTL, if that is the drive's mapping scheme (without a mapping cache).
+    pub fn page_ftl(&self) -> Option<&PageFtl> {
+        match self {
+            Ftl::Page(f) => Some(f),
+            _ => None,
+        }
+    }
     #[inline]
     pub fn trim(&mut self, lpn: u32) -> bool {
         both!(self, f => f.trim(lpn))

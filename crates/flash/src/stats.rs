@@ -189,6 +189,12 @@ pub struct DeviceStats {
     /// On drives with the error model (`[ssd.aging]`): retries, uncorrectable reads, reclaims.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aging: Option<crate::aging::AgingStats>,
+    /// On drives with FDP (`[ssd.fdp]`): the statistics log and per-handle bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fdp: Option<crate::placement::FdpStats>,
+    /// On zoned drives (`[ssd.zoned]`): zone resets, finishes and states.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zoned: Option<crate::zoned::ZonedStats>,
 }
 
 /// A cached mapping table's counters. Translation pages are mapping units.

@@ -64,6 +64,11 @@ pub fn run_scenario(sc: &DeleteScenario) -> Result<ScenarioResult, crate::LabErr
     let ssd: Ssd = match preset.build()? {
         AnyDevice::Ssd(s) => *s,
         AnyDevice::Hdd(_) => return Err("simfs scenarios need an SSD preset".into()),
+        AnyDevice::Zoned(_) => {
+            return Err(
+                "simfs scenarios need a conventional SSD (simfs has no zoned mode yet)".into(),
+            )
+        }
     };
     let mut cfg = FsConfig::new(sc.fs_bytes);
     cfg.discard = sc.discard;

@@ -138,6 +138,11 @@ pub fn precondition(
     if mode == Precondition::None {
         return Ok(report);
     }
+    if let AnyDevice::Zoned(_) = dev {
+        return Err(
+            "a zoned drive keeps no mapping to age and takes writes at its zones' write pointers only (use --precondition none)".into(),
+        );
+    }
     let AnyDevice::Ssd(ssd) = dev else {
         return Err(
             "preconditioning ages an SSD's mapping and garbage collection; this preset is a hard disk (use --precondition none)".into(),

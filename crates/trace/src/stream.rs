@@ -59,6 +59,8 @@ pub struct TraceFile {
     disk: Option<String>,
     limit: Option<u64>,
     info: TraceInfo,
+    /// With [`TraceFile::with_stream_handles`]: writes carry a placement handle by stream.
+    stream_handles: u16,
 }
 
 impl TraceFile {
@@ -108,6 +110,7 @@ impl TraceFile {
             disk: disk.map(str::to_string),
             limit,
             info: TraceInfo::default(),
+            stream_handles: 0,
         };
         let mut info = TraceInfo::default();
         let mut seen: HashMap<u32, ()> = HashMap::new();
@@ -146,6 +149,14 @@ impl TraceFile {
         &self.info
     }
 
+    /// Writes of the trace's `i`-th stream (in order of first appearance) carry placement
+    /// handle `i mod handles` (for an FDP drive, [`flash::placement`]); 0 or 1 handles:
+    /// every write on handle 0, as read.
+    pub fn with_stream_handles(mut self, handles: u16) -> TraceFile {
+        self.stream_handles = handles;
+        self
+    }
+
     pub fn origin(&self) -> &str {
         &self.origin
     }
@@ -176,11 +187,22 @@ impl TraceFile {
                 }
             }
         };
+        let handle_of = if self.stream_handles > 1 {
+            self.info
+                .streams
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| (s, (i % self.stream_handles as usize) as u16))
+                .collect()
+        } else {
+            HashMap::new()
+        };
         Ok(Reader {
             origin: self.origin.clone(),
             source,
             remaining: self.limit,
             done: false,
+            handle_of,
         })
     }
 }
@@ -200,6 +222,8 @@ struct Reader {
     source: Source,
     remaining: Option<u64>,
     done: bool,
+    /// Placement handle of each stream's writes (empty: as read).
+    handle_of: HashMap<u32, u16>,
 }
 
 /// Requests per batch handed from the reading thread to the replay.
@@ -380,11 +404,14 @@ impl Iterator for Reader {
             }
             return None;
         }
-        let r = self.read();
-        match &r {
-            Some(Ok(_)) => {
+        let mut r = self.read();
+        match &mut r {
+            Some(Ok(req)) => {
                 if let Some(n) = &mut self.remaining {
                     *n -= 1;
+                }
+                if req.cmd.op == flash::Op::Write && !self.handle_of.is_empty() {
+                    req.cmd.handle = self.handle_of.get(&req.stream).copied().unwrap_or(0);
                 }
             }
             _ => self.done = true,

@@ -161,6 +161,12 @@ impl SlotGen {
         })
     }
 
+    /// Slots of the hot region (the first ones) under [`Pattern::HotCold`]; all slots
+    /// under other patterns.
+    pub fn hot_slots(&self) -> u64 {
+        self.hot_slots
+    }
+
     #[inline]
     pub fn next_slot(&mut self) -> u64 {
         match self.pattern {

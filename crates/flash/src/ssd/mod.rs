@@ -29,6 +29,7 @@ use crate::fslayout::{self, LayoutError};
 use crate::ftl::{FlashSink, NoTiming, PageFtl, ProgramKind};
 use crate::mapcache::{CachedFtl, MappingCacheConfig};
 use crate::mapping::{Ftl, FtlKind};
+use crate::placement::{FdpConfig, FdpStats, HandleStats};
 use crate::slc::{SlcCache, SlcCacheConfig};
 use crate::stats::{DeviceStats, HostRecorder, MappingCacheStats};
 use crate::wear::{EnduranceConfig, WearInputs, WearLevelingConfig, WearReport};
@@ -150,6 +151,15 @@ pub struct SsdConfig {
     /// every read costs one array read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aging: Option<Box<AgingConfig>>,
+    /// Flexible Data Placement ([`crate::placement`]): writes carry placement handles,
+    /// each with its own frontiers; absent, one frontier (a write on any handle but 0 is
+    /// refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fdp: Option<Box<FdpConfig>>,
+    /// A zoned drive ([`crate::zoned`]): the drive is a [`crate::zoned::ZonedSsd`] with
+    /// these zones instead of a drive with an FTL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zoned: Option<Box<crate::zoned::ZonedConfig>>,
 }
 
 impl SsdConfig {
@@ -197,6 +207,22 @@ impl SsdConfig {
                 ));
             }
             crate::aging::validate(a)?;
+        }
+        if let Some(fdp) = &self.fdp {
+            fdp.validate(self.geometry.block_bytes())?;
+            if self.ftl != FtlKind::Page || self.mapping_cache.is_some() {
+                return Err(FlashError::Config(
+                    "fdp needs ftl = \"page\" with the whole map in DRAM (no mapping_cache): placement handles are frontiers of the page-mapped FTL".into(),
+                ));
+            }
+            if self.zoned.is_some() {
+                return Err(FlashError::Config(
+                    "a drive is either FDP ([ssd.fdp]) or zoned ([ssd.zoned]), not both".into(),
+                ));
+            }
+        }
+        if let Some(z) = &self.zoned {
+            z.validate(&self.geometry)?;
         }
         Ok(())
     }
@@ -384,6 +410,12 @@ impl Ssd {
         {
             ftl.seed_erase_counts(pe);
         }
+        if let (Some(fdp), Ftl::Page(f)) = (&cfg.fdp, &mut ftl) {
+            f.set_placement(
+                fdp.handles,
+                fdp.isolation == crate::placement::Isolation::Persistent,
+            )?;
+        }
         Ok(Ssd {
             unit_bytes: g.mapping_unit_bytes as u64,
             page_transfer_ns: transfer_ns(g.superpage_bytes(), cfg.timing.channel_bytes_per_s),
@@ -495,17 +527,135 @@ impl Ssd {
 
     /// Writes a byte range through the FTL without timing: the WAF-only path.
     pub fn write_untimed(&mut self, offset_bytes: u64, len_bytes: u64) -> Result<(), FlashError> {
-        let cmd = Command::write(offset_bytes, len_bytes);
+        self.write_untimed_on(offset_bytes, len_bytes, 0)
+    }
+
+    /// [`Ssd::write_untimed`] on placement handle `handle`.
+    pub fn write_untimed_on(
+        &mut self,
+        offset_bytes: u64,
+        len_bytes: u64,
+        handle: u16,
+    ) -> Result<(), FlashError> {
+        let cmd = Command::write(offset_bytes, len_bytes).on_handle(handle);
         cmd.check_range(self.logical_bytes())?;
+        if handle != 0 {
+            self.check_handle(&cmd)?;
+        }
         let (first, end) = self.touched_units(&cmd);
         match &mut self.slc {
             Some(slc) => {
                 slc.resize(self.ftl.mapped_units() * self.unit_bytes);
-                self.ftl.write_range(first..end, &mut UntimedSlc(slc))?;
+                if handle == 0 {
+                    self.ftl.write_range(first..end, &mut UntimedSlc(slc))?;
+                } else {
+                    self.ftl
+                        .write_range_placed(first..end, handle, &mut UntimedSlc(slc))?;
+                }
             }
-            None => self.ftl.write_range(first..end, &mut NoTiming)?,
+            None if handle == 0 => self.ftl.write_range(first..end, &mut NoTiming)?,
+            None => self
+                .ftl
+                .write_range_placed(first..end, handle, &mut NoTiming)?,
         }
         Ok(())
+    }
+
+    /// Placement handles of the drive (1 without FDP: only handle 0).
+    pub fn handles(&self) -> u16 {
+        self.ftl.handles()
+    }
+
+    /// Refuses a write on a handle the drive does not have.
+    #[cold]
+    #[inline(never)]
+    fn check_handle(&self, cmd: &Command) -> Result<(), FlashError> {
+        if cmd.handle == 0 || cmd.handle < self.ftl.handles() {
+            return Ok(());
+        }
+        Err(FlashError::Placement {
+            handle: cmd.handle,
+            offset_bytes: cmd.offset_bytes,
+            msg: match self.cfg.fdp {
+                None => "the drive has no FDP ([ssd.fdp]), so only handle 0 (NVMe: Invalid Field in Command)".into(),
+                Some(ref f) => format!(
+                    "the drive has {} handles, 0..{} (NVMe: Invalid Placement Handle)",
+                    f.handles,
+                    f.handles - 1
+                ),
+            },
+        })
+    }
+
+    /// [`Ssd::write_units_untimed`] with each unit on its placement handle.
+    pub fn write_units_untimed_placed(
+        &mut self,
+        lpns: &[u32],
+        handles: &[u16],
+    ) -> Result<(), FlashError> {
+        if lpns.len() != handles.len() {
+            return Err(FlashError::Config(format!(
+                "{} units but {} handles",
+                lpns.len(),
+                handles.len()
+            )));
+        }
+        let n = self.ftl.handles();
+        if let Some((i, &h)) = handles.iter().enumerate().find(|&(_, &h)| h >= n && h != 0) {
+            return self.check_handle(
+                &Command::write(lpns[i] as u64 * self.unit_bytes, self.unit_bytes).on_handle(h),
+            );
+        }
+        let units = self.ftl.logical_units();
+        if let Some(&bad) = lpns.iter().find(|&&l| l >= units) {
+            return Err(FlashError::OutOfRange {
+                op: "write",
+                offset_bytes: bad as u64 * self.unit_bytes,
+                len_bytes: self.unit_bytes,
+                capacity_bytes: self.logical_bytes(),
+            });
+        }
+        match &mut self.slc {
+            Some(slc) => {
+                slc.resize(self.ftl.mapped_units() * self.unit_bytes);
+                self.ftl
+                    .write_batch_placed(lpns, handles, &mut UntimedSlc(slc))
+            }
+            None => self.ftl.write_batch_placed(lpns, handles, &mut NoTiming),
+        }
+    }
+
+    /// The FDP statistics, on a drive with `[ssd.fdp]`.
+    fn fdp_stats(&self) -> Option<FdpStats> {
+        let fdp = self.cfg.fdp.as_ref()?;
+        let f = self.ftl.page_ftl()?;
+        let p = f.placement_counters()?;
+        let c = self.ftl.counters();
+        let g = &self.cfg.geometry;
+        let u = self.unit_bytes;
+        let per_handle = (0..fdp.handles)
+            .map(|h| {
+                let host = p.host_units[h as usize] * u;
+                let media = host + p.gc_units[h as usize] * u;
+                HandleStats {
+                    handle: h,
+                    host_bytes_written: host,
+                    media_bytes_written: media,
+                    waf: (host > 0).then(|| media as f64 / host as f64),
+                }
+            })
+            .collect();
+        Some(FdpStats {
+            handles: fdp.handles,
+            isolation: fdp.isolation,
+            reclaim_groups: g.dies(),
+            reclaim_unit_bytes: g.block_bytes(),
+            reclaim_units_per_group: g.blocks_per_die() as u32,
+            host_bytes_with_metadata_written: c.host_write_units * u,
+            media_bytes_with_metadata_written: c.flash_write_units() * u,
+            media_bytes_erased: c.erases * g.block_bytes(),
+            per_handle,
+        })
     }
 
     /// Writes logical mapping units in order without timing (batched, with prefetching):
@@ -619,7 +769,12 @@ impl Ssd {
             data_ready,
             self.aging.as_deref_mut(),
         );
-        self.ftl.write_range(first..end, &mut sink)?;
+        if cmd.handle == 0 {
+            self.ftl.write_range(first..end, &mut sink)?;
+        } else {
+            self.ftl
+                .write_range_placed(first..end, cmd.handle, &mut sink)?;
+        }
         let programs_done = sink.host_done_ns;
         if self.cfg.write_cache_bytes == 0 {
             return Ok(data_ready.max(programs_done));
@@ -846,6 +1001,9 @@ impl Device for Ssd {
         let start_ns = now_ns.max(self.barrier_ns);
         let done_ns = match cmd.op {
             Op::Write => {
+                if cmd.handle != 0 {
+                    self.check_handle(cmd)?;
+                }
                 self.store_data(cmd)?;
                 self.write(cmd, start_ns)?
             }
@@ -915,6 +1073,7 @@ impl Device for Ssd {
         if let Some(a) = &self.aging {
             s.aging = Some(crate::aging::AgingStats::of(a));
         }
+        s.fdp = self.fdp_stats();
         if let Some((cycle, in_play)) = self.ftl.gc_cycle() {
             s.gc_cycle_pages = cycle;
             s.window_shorter_than_gc_cycle =
@@ -1005,6 +1164,8 @@ pub(crate) mod tests {
             aging: None,
             ftl: FtlKind::Page,
             log_blocks: 0,
+            fdp: None,
+            zoned: None,
         }
     }
 

@@ -45,6 +45,7 @@ fn spec(preset: &Preset, op: usize, unit_kib: u64, seed: u64) -> SimSpec {
         timing: true,
         seed,
         precondition: None,
+        separate: false,
     }
 }
 
