@@ -2,9 +2,10 @@
 """Runs bench/kvcompare several times per engine and prints medians with ranges, as the
 tables of docs/comparisons.md.
 
-Each run is a fresh process for one engine, started on a synced file system (engines take
-turns, each round starting with the next one, so a slow spell of the machine falls on all
-of them and none always follows the same engine). Two memory settings:
+Each run is a fresh process for one engine, started once the disk has settled (synced,
+then no block I/O for a second: see `settle`); each round runs the engines in its own
+seeded order, so a slow spell of the machine falls on all of them and none always follows
+the same engine. Two memory settings:
 
 - defaults: every engine as it comes (the AS store's node cache 1 GiB, redb's cache
   1 GiB, LMDB and fjall on the OS page cache);
@@ -28,9 +29,11 @@ Needs root for --memory (it makes and removes a cgroup).
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
+import time
 
 ENGINES = ["as-logical", "as-nodes", "redb", "lmdb", "fjall"]
 EXTRA_ENGINES = ["sled", "as-logical-fixed"]
@@ -86,6 +89,34 @@ class Cgroup:
             os.rmdir(self.path)
         except OSError:
             pass
+
+
+def disk_io_counts():
+    """Every block device's completed writes, discards and flushes and its requests in
+    flight (/proc/diskstats; empty where there is none)."""
+    try:
+        with open("/proc/diskstats") as f:
+            return [tuple(l.split()[7:]) for l in f if len(l.split()) > 11]
+    except OSError:
+        return []
+
+
+def settle(timeout_s=60.0, quiet_s=1.0):
+    """Syncs, then waits until no block device has done any I/O for `quiet_s` (at most
+    `timeout_s`). The file system here is mounted with `discard`: the files a run removes
+    at its exit are discarded after the sync returns, and a run started meanwhile queues
+    its writes behind the discards (an engine after fjall, whose exit removes most, loaded
+    3x slower)."""
+    os.sync()
+    waited = 0.0
+    before = disk_io_counts()
+    while waited < timeout_s:
+        time.sleep(quiet_s)
+        waited += quiet_s
+        now = disk_io_counts()
+        if now == before:
+            return
+        before = now
 
 
 def run_once(binary, entries, engine, workdir, cache_bytes, cgroup, variant):
@@ -150,11 +181,14 @@ def main():
         for n in [int(x) for x in a.entries.split(",")]:
             results = {e: [] for e in engines}
             for i in range(a.runs):
-                # Each round starts with another engine, so none always follows the same
-                # one; and every run starts on a synced file system (a run right after
-                # another engine's would otherwise share the machine with its writeback).
-                for e in engines[i % len(engines):] + engines[: i % len(engines)]:
-                    os.sync()
+                # Each round in its own order (seeded by the round), so no engine always
+                # follows the same one; and every run starts on a settled disk (a run right
+                # after another engine's would otherwise share the disk with its writeback
+                # and discards).
+                order = list(engines)
+                random.Random(i).shuffle(order)
+                for e in order:
+                    settle()
                     r = run_once(a.binary, n, e, a.dir, limit // 2 if limit else None, cgroup, variant)
                     results[e].append(r)
                     print(f"  run {i + 1}/{a.runs} {e}: {json.dumps(r)}", file=sys.stderr)
