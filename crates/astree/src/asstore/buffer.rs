@@ -111,6 +111,26 @@ impl<S: Segments> AsStore<S> {
         // place in the buffer, so it is numbered here, not when written).
         let first_seq = self.seq;
         let mut b = self.batch();
+        // The records' bytes (at most a unit of padding each; pads at segment tails
+        // aside), reserved at once: grown by doubling, the buffer would be copied again
+        // and again while a large flush is laid out.
+        let layout = &self.layout;
+        let record_bytes = |payload: usize| {
+            if layout.packed {
+                HEADER + payload + layout.unit as usize
+            } else {
+                layout.slot_bytes
+            }
+        };
+        b.out.reserve(
+            buffer
+                .iter()
+                .map(|(_, change)| match change {
+                    Pending::Node(n) => record_bytes(n.encoded_bytes()),
+                    _ => record_bytes(0),
+                })
+                .sum(),
+        );
         let mut locs = Vec::with_capacity(buffer.len());
         for (id, change) in &buffer {
             locs.push(match change {
