@@ -46,6 +46,16 @@ pub fn memory_bytes(node: &Node) -> usize {
     }
 }
 
+/// What a lookup's miss found in the store's image of a node ([`LruCache::read_in_place`]).
+enum InPlace<R> {
+    /// The answer, from the image (the node is not cached).
+    Answered(Step<R>),
+    /// The node decoded, to be cached.
+    Decoded(Node),
+    /// The store has no image of it: read it.
+    NoImage,
+}
+
 /// Cached NodeIDs to their slots: a table indexed by NodeID (stores hand NodeIDs out in
 /// order from 0), in pages of [`INDEX_PAGE`] made when a NodeID in them is first cached
 /// and dropped when their last one leaves, so memory follows the live NodeIDs. A lookup is
@@ -306,6 +316,54 @@ impl<S: NodeStore> LruCache<S> {
         }
     }
 
+    /// Cached node `id`, counted as a lookup; a hit marks it recently used.
+    fn lookup(&mut self, id: NodeId) -> Option<&Arc<Node>> {
+        self.lookups += 1;
+        let i = *self.index.get(&id)?;
+        self.hits += 1;
+        if self.clock {
+            self.entries[i as usize].referenced = true;
+        } else {
+            self.unlink(i);
+            self.push_front(i);
+        }
+        self.entries[i as usize].node.as_ref()
+    }
+
+    /// A lookup's miss in a byte-bounded cache. When full, the cache makes room for a leaf
+    /// a lookup reads only at its second read while it is remembered (2Q's admission): the
+    /// first read searches the leaf's image where the store read it (the OS page cache
+    /// keeps the file's blocks, as it does LMDB's), evicting nothing and decoding nothing.
+    /// `f` is called only when the answer is given here.
+    fn read_in_place<R>(
+        &mut self,
+        id: NodeId,
+        key: &[u8],
+        f: &mut Option<impl FnOnce(&[u8]) -> R>,
+    ) -> Result<InPlace<R>, TreeError> {
+        let (cached, capacity) = (self.cached_bytes, self.capacity_bytes);
+        let seen = self.ghosts.contains_key(&id);
+        let answer = self.inner.with_image(id, |img| {
+            // Full: the leaf would not fit without evicting (its image's bytes stand for
+            // what it would be charged decoded).
+            let full = capacity.is_some_and(|b| cached + img.image_bytes() > b);
+            Ok(if img.is_leaf() && full && !seen {
+                InPlace::Answered(img.step(key)?.map(|v| (f.take().expect("called once"))(v)))
+            } else {
+                InPlace::Decoded(img.decode()?)
+            })
+        })?;
+        match &answer {
+            Some(InPlace::Answered(_)) => self.remember(id),
+            // (Only leaves are remembered: one read again is cached now.)
+            Some(InPlace::Decoded(_)) if seen => {
+                self.ghosts.remove(&id);
+            }
+            _ => {}
+        }
+        Ok(answer.unwrap_or(InPlace::NoImage))
+    }
+
     /// Remembers leaf `id`, read in place and not cached, for [`GHOST_SHARE`] of the
     /// cache's node count of such reads: read again in that window, it is cached.
     fn remember(&mut self, id: NodeId) {
@@ -339,19 +397,7 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
         self.inner.node_bytes()
     }
     fn read(&mut self, id: NodeId) -> Result<Arc<Node>, TreeError> {
-        self.lookups += 1;
-        if let Some(&i) = self.index.get(&id) {
-            self.hits += 1;
-            if self.clock {
-                self.entries[i as usize].referenced = true;
-            } else {
-                self.unlink(i);
-                self.push_front(i);
-            }
-            let node = self.entries[i as usize]
-                .node
-                .as_ref()
-                .expect("a cached slot");
+        if let Some(node) = self.lookup(id) {
             return Ok(Arc::clone(node));
         }
         let node = self.inner.read(id)?;
@@ -364,64 +410,20 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
         key: &[u8],
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<Step<R>, TreeError> {
-        self.lookups += 1;
-        if let Some(&i) = self.index.get(&id) {
-            self.hits += 1;
-            if self.clock {
-                self.entries[i as usize].referenced = true;
-            } else {
-                self.unlink(i);
-                self.push_front(i);
-            }
-            let node = self.entries[i as usize]
-                .node
-                .as_ref()
-                .expect("a cached slot");
+        if let Some(node) = self.lookup(id) {
             return Ok(node.step(key).map(f));
         }
-        if self.clock {
-            // A full byte-bounded cache makes room for a leaf a lookup reads only at its
-            // second read while it is remembered (2Q's admission): the first read searches
-            // the leaf's image where the store read it (the OS page cache keeps the
-            // file's blocks, as it does LMDB's), evicting nothing and decoding nothing.
-            let (cached, capacity) = (self.cached_bytes, self.capacity_bytes);
-            let seen = self.ghosts.contains_key(&id);
-            let mut f = Some(f);
-            let mut admitted_leaf = false;
-            let answer = self.inner.with_image(id, |img| {
-                // Full: the leaf would not fit without evicting (its image's bytes stand
-                // for what it would be charged decoded).
-                let full = capacity.is_some_and(|b| cached + img.image_bytes() > b);
-                admitted_leaf = img.is_leaf();
-                Ok(if img.is_leaf() && full && !seen {
-                    Err(img.step(key)?.map(|v| (f.take().expect("called once"))(v)))
-                } else {
-                    Ok(img.decode()?)
-                })
-            })?;
-            match answer {
-                Some(Err(step)) => {
-                    self.remember(id);
-                    return Ok(step);
-                }
-                Some(Ok(node)) => {
-                    if admitted_leaf && seen {
-                        self.ghosts.remove(&id);
-                    }
-                    let node = Arc::new(node);
-                    self.put(id, Arc::clone(&node));
-                    return Ok(node.step(key).map(f.take().expect("not called")));
-                }
-                None => {
-                    let node = self.inner.read(id)?;
-                    self.put(id, Arc::clone(&node));
-                    return Ok(node.step(key).map(f.take().expect("not called")));
-                }
-            }
-        }
-        let node = self.inner.read(id)?;
+        let mut f = Some(f);
+        let node = match self.clock {
+            true => match self.read_in_place(id, key, &mut f)? {
+                InPlace::Answered(step) => return Ok(step),
+                InPlace::Decoded(node) => Arc::new(node),
+                InPlace::NoImage => self.inner.read(id)?,
+            },
+            false => self.inner.read(id)?,
+        };
         self.put(id, Arc::clone(&node));
-        Ok(node.step(key).map(f))
+        Ok(node.step(key).map(f.take().expect("not called yet")))
     }
     fn write(&mut self, id: NodeId, node: &Node) -> Result<(), TreeError> {
         self.write_shared(id, Arc::new(node.clone()))

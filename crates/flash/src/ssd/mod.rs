@@ -606,15 +606,7 @@ impl Ssd {
                 &Command::write(lpns[i] as u64 * self.unit_bytes, self.unit_bytes).on_handle(h),
             );
         }
-        let units = self.ftl.logical_units();
-        if let Some(&bad) = lpns.iter().find(|&&l| l >= units) {
-            return Err(FlashError::OutOfRange {
-                op: "write",
-                offset_bytes: bad as u64 * self.unit_bytes,
-                len_bytes: self.unit_bytes,
-                capacity_bytes: self.logical_bytes(),
-            });
-        }
+        self.check_units(lpns)?;
         match &mut self.slc {
             Some(slc) => {
                 slc.resize(self.ftl.mapped_units() * self.unit_bytes);
@@ -658,18 +650,24 @@ impl Ssd {
         })
     }
 
-    /// Writes logical mapping units in order without timing (batched, with prefetching):
-    /// the fast path for long WAF runs.
-    pub fn write_units_untimed(&mut self, lpns: &[u32]) -> Result<(), FlashError> {
+    /// Every unit of an untimed batch write lies on the drive.
+    fn check_units(&self, lpns: &[u32]) -> Result<(), FlashError> {
         let units = self.ftl.logical_units();
-        if let Some(&bad) = lpns.iter().find(|&&l| l >= units) {
-            return Err(FlashError::OutOfRange {
+        match lpns.iter().find(|&&l| l >= units) {
+            Some(&bad) => Err(FlashError::OutOfRange {
                 op: "write",
                 offset_bytes: bad as u64 * self.unit_bytes,
                 len_bytes: self.unit_bytes,
                 capacity_bytes: self.logical_bytes(),
-            });
+            }),
+            None => Ok(()),
         }
+    }
+
+    /// Writes logical mapping units in order without timing (batched, with prefetching):
+    /// the fast path for long WAF runs.
+    pub fn write_units_untimed(&mut self, lpns: &[u32]) -> Result<(), FlashError> {
+        self.check_units(lpns)?;
         match &mut self.slc {
             Some(slc) => {
                 slc.resize(self.ftl.mapped_units() * self.unit_bytes);
