@@ -24,6 +24,14 @@ the same engine. Two memory settings:
 said), keys in ascending order (each new key sorts after all earlier ones).
 
 Needs root for --memory (it makes and removes a cgroup).
+
+On a virtual machine whose balloon driver reports free memory to the host (Linux's free
+page reporting, /sys/module/page_reporting), memory a run frees goes back to the host a
+few seconds later, and the next run's first touch of it is several times slower (the
+same AS bulk load: 0.5 s right after another run, 2 s after 10 s idle). As root, the
+script turns reporting off while it runs (page_reporting_order above the largest order,
+restored at exit) and touches --warm-memory once before the first run, so every run's
+allocations cost what they cost on a machine of its own. --keep-page-reporting leaves it.
 """
 
 import argparse
@@ -119,6 +127,38 @@ def settle(timeout_s=60.0, quiet_s=1.0):
         before = now
 
 
+PAGE_REPORTING = "/sys/module/page_reporting/parameters/page_reporting_order"
+
+
+def hold_memory(warm_bytes):
+    """Turns free page reporting off (returns the order to restore, or None if there is
+    none or it cannot be changed), then touches `warm_bytes` of memory once."""
+    try:
+        with open(PAGE_REPORTING) as f:
+            old = f.read().strip()
+        # One past the largest order the buddy allocator has (its columns in buddyinfo).
+        with open("/proc/buddyinfo") as f:
+            orders = max(len(l.split()) - 4 for l in f)
+        with open(PAGE_REPORTING, "w") as f:
+            f.write(str(orders))
+    except (OSError, ValueError):
+        print("free page reporting: not found or not changeable (not root?); left as is", file=sys.stderr)
+        old = None
+    if warm_bytes:
+        chunk = 1 << 30
+        held = []
+        for _ in range(warm_bytes // chunk):
+            held.append(bytearray(b"\x01") * chunk)
+        del held
+    return old
+
+
+def release_memory(old):
+    if old is not None:
+        with open(PAGE_REPORTING, "w") as f:
+            f.write(old)
+
+
 def run_once(binary, entries, engine, workdir, cache_bytes, cgroup, variant):
     argv = [binary, str(entries), workdir, engine, "--json"] + variant
     if cache_bytes is not None:
@@ -164,6 +204,8 @@ def main():
     ap.add_argument("--value-bytes", type=int, help="values of this many bytes (default: kvcompare's 150)")
     ap.add_argument("--keys", choices=["random", "sequential"], default="random", help="key order")
     ap.add_argument("--dir", default="/tmp/flashlab-kvcompare-medians", help="scratch directory (removed per run)")
+    ap.add_argument("--warm-memory", default="8GiB", help="memory touched once before the first run (0: none)")
+    ap.add_argument("--keep-page-reporting", action="store_true", help="leave the VM's free page reporting on")
     ap.add_argument("--binary", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "target/release/kvcompare"))
     a = ap.parse_args()
     if not os.path.exists(a.binary):
@@ -177,6 +219,7 @@ def main():
         variant += ["--value-bytes", str(a.value_bytes)]
     limit = parse_bytes(a.memory) if a.memory else None
     cgroup = Cgroup(limit) if limit else None
+    reporting = None if a.keep_page_reporting else hold_memory(parse_bytes(a.warm_memory) if a.warm_memory != "0" else 0)
     try:
         for n in [int(x) for x in a.entries.split(",")]:
             results = {e: [] for e in engines}
@@ -199,6 +242,8 @@ def main():
     finally:
         if cgroup:
             cgroup.remove()
+        if not a.keep_page_reporting:
+            release_memory(reporting)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,9 @@ const INDIVIDUAL: usize = 1_000;
 /// default; LMDB and fjall use the page cache).
 const NODE_BYTES: usize = 4096;
 const WRITE_BUFFER: usize = 16384;
+/// With logical commits, committed changes wait in a sorted map of up to 64 MiB before
+/// they are made to the nodes (`BTree::defer_changes`): fjall's default memtable budget.
+const DEFERRED_BYTES: usize = 64 << 20;
 /// Packed records (`AsConfig::packed_unit_bytes`) in units of 64 bytes: a node costs the
 /// log what it holds, not a whole 4 KiB slot (`as-logical-fixed` keeps the fixed slots).
 const PACKED_UNIT: usize = 64;
@@ -51,6 +54,7 @@ const FLUSH_FRACTION: f64 = 0.25;
 /// bytes, as LMDB's and redb's pages do (with 24-byte keys, an internal node holds about
 /// 110 children, a leaf about 20 entries of 150 bytes).
 const FANOUT: usize = 256;
+/// Batches of the batch phase unless `--batches N` says otherwise.
 const BATCHES: usize = 20;
 const BATCH: usize = 1_000;
 
@@ -101,6 +105,12 @@ trait Engine {
     fn notes(&self) -> String {
         String::new()
     }
+    /// Work the engine deferred past the last phase, done now: (bytes deferred, seconds to
+    /// do it). Not in any column (fjall's compaction of its tombstones is not either), but
+    /// printed, so the deferral is seen.
+    fn finish_deferred(&mut self) -> Option<(usize, f64)> {
+        None
+    }
 }
 
 struct As(BTree<LruCache<AsStore<FileSegments>>>, &'static str);
@@ -120,8 +130,12 @@ impl As {
         };
         std::fs::create_dir_all(dir).unwrap();
         let store = AsStore::open_with(FileSegments::open(dir, "as", false).unwrap(), cfg).unwrap();
+        let mut tree = BTree::new(LruCache::with_bytes(store, cache_bytes), FANOUT).unwrap();
+        if logical {
+            tree.defer_changes(DEFERRED_BYTES).unwrap();
+        }
         As(
-            BTree::new(LruCache::with_bytes(store, cache_bytes), FANOUT).unwrap(),
+            tree,
             match (logical, packed) {
                 (true, true) => "AS B-tree, logical",
                 (false, true) => "AS B-tree, nodes",
@@ -163,6 +177,16 @@ impl Engine for As {
     }
     fn file_bytes(&self) -> u64 {
         self.0.store().file_bytes()
+    }
+    fn finish_deferred(&mut self) -> Option<(usize, f64)> {
+        let bytes = self.0.deferred_bytes();
+        if bytes == 0 {
+            return None;
+        }
+        let t = Instant::now();
+        // A new budget first makes the changes deferred so far.
+        self.0.defer_changes(DEFERRED_BYTES).unwrap();
+        Some((bytes, t.elapsed().as_secs_f64()))
     }
     // No `settle`: with logical commits the dirty nodes stay in the write buffer and the
     // committed operation records stand for them on disk, as fjall's journal stands for
@@ -397,9 +421,18 @@ fn run(e: &mut dyn Engine, n: usize, opts: &Options) {
     let mut gen = Entries::new(opts);
     let es: Vec<_> = (0..n).map(|_| gen.entry()).collect();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(2);
+    // Each phase's CPU seconds beside its wall time (`cpu` in the JSON line).
+    let mut cpu = Vec::with_capacity(5);
+    let mut c = cpu_s();
+    let mut lap = |cpu: &mut Vec<f64>| {
+        let now = cpu_s();
+        cpu.push(now - c);
+        c = now;
+    };
     let t = Instant::now();
     e.bulk(&es);
     let bulk = t.elapsed().as_secs_f64();
+    lap(&mut cpu);
     let t = Instant::now();
     let mut lat_us = Vec::with_capacity(INDIVIDUAL);
     for _ in 0..INDIVIDUAL {
@@ -409,22 +442,23 @@ fn run(e: &mut dyn Engine, n: usize, opts: &Options) {
         lat_us.push(t1.elapsed().as_secs_f64() * 1e6);
     }
     let one = t.elapsed().as_secs_f64();
+    lap(&mut cpu);
     lat_us.sort_by(f64::total_cmp);
     let p99_us = lat_us[lat_us.len() * 99 / 100];
     let t = Instant::now();
-    for _ in 0..BATCHES {
+    for _ in 0..opts.batches {
         let b: Vec<_> = (0..BATCH).map(|_| gen.entry()).collect();
         e.batch(&b);
     }
     let batch = t.elapsed().as_secs_f64();
+    lap(&mut cpu);
     let t = Instant::now();
-    let cpu = cpu_s();
     let mut found = 0;
     for _ in 0..n {
         found += e.get(&es[rng.random_range(0..n)].0) as usize;
     }
     let reads = t.elapsed().as_secs_f64();
-    let reads_cpu = cpu_s() - cpu;
+    lap(&mut cpu);
     assert_eq!(found, n);
     e.settle();
     let size = e.file_bytes();
@@ -432,23 +466,41 @@ fn run(e: &mut dyn Engine, n: usize, opts: &Options) {
     let ks: Vec<Vec<u8>> = es.iter().take(n / 2).map(|(k, _)| k.clone()).collect();
     e.remove_all(&ks);
     let removals = t.elapsed().as_secs_f64();
+    lap(&mut cpu);
+    let deferred = e.finish_deferred();
     if json {
         // One line per run, for bench/kvcompare/medians.py.
         println!(
-            "{{\"engine\":\"{}\",\"entries\":{n},\"value_bytes\":{},\"keys\":\"{}\",\"bulk_s\":{bulk},\"durable_s\":{one},\"durable_p99_us\":{p99_us},\"batches_s\":{batch},\"reads_s\":{reads},\"removals_s\":{removals},\"file_mb\":{}}}",
+            "{{\"engine\":\"{}\",\"entries\":{n},\"value_bytes\":{},\"keys\":\"{}\",\"bulk_s\":{bulk},\"durable_s\":{one},\"durable_p99_us\":{p99_us},\"batches_s\":{batch},\"reads_s\":{reads},\"removals_s\":{removals},\"file_mb\":{},\"cpu_s\":{{\"bulk\":{},\"durable\":{},\"batches\":{},\"reads\":{},\"removals\":{}}},\"deferred\":{}}}",
             e.name(),
             opts.value_bytes,
             if opts.sequential { "sequential" } else { "random" },
-            size as f64 / 1e6
+            size as f64 / 1e6,
+            cpu[0],
+            cpu[1],
+            cpu[2],
+            cpu[3],
+            cpu[4],
+            deferred.map_or("null".to_string(), |(b, s)| format!("{{\"bytes\":{b},\"s\":{s}}}"))
         );
         return;
     }
     println!(
-        "{:<20} bulk {bulk:>6.2} s | {INDIVIDUAL} durable writes {one:>6.2} s, p99 {p99_us:>7.0} µs | {BATCHES}x{BATCH} batches {batch:>6.2} s | {n} reads {reads:>6.2} s | removals {removals:>6.2} s | file {:>6.1} MB",
+        "{:<20} bulk {bulk:>6.2} s | {INDIVIDUAL} durable writes {one:>6.2} s, p99 {p99_us:>7.0} µs | {}x{BATCH} batches {batch:>6.2} s | {n} reads {reads:>6.2} s | removals {removals:>6.2} s | file {:>6.1} MB",
         e.name(),
+        opts.batches,
         size as f64 / 1e6
     );
-    println!("  (reads: {reads_cpu:.2} s of CPU time)");
+    println!(
+        "  (CPU seconds: bulk {:.2}, durable {:.2}, batches {:.2}, reads {:.2}, removals {:.2})",
+        cpu[0], cpu[1], cpu[2], cpu[3], cpu[4]
+    );
+    if let Some((b, s)) = deferred {
+        println!(
+            "  (deferred changes after the last phase: {:.1} MB, made to the nodes afterwards in {s:.2} s)",
+            b as f64 / 1e6
+        );
+    }
     let notes = e.notes();
     if !notes.is_empty() {
         println!("{notes}");
@@ -466,6 +518,8 @@ struct Options {
     value_bytes: usize,
     /// `--keys sequential`: keys in ascending order (default random).
     sequential: bool,
+    /// `--batches N`: batches of the batch phase (default BATCHES; more to profile it).
+    batches: usize,
 }
 
 fn main() {
@@ -475,6 +529,7 @@ fn main() {
         json: false,
         value_bytes: 150,
         sequential: false,
+        batches: BATCHES,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -508,8 +563,15 @@ fn main() {
                     }
                 };
             }
+            "--batches" => {
+                let v = args.next().unwrap_or_default();
+                opts.batches = v.parse().unwrap_or_else(|_| {
+                    eprintln!("--batches wants a number of batches, not {v:?}");
+                    std::process::exit(2)
+                });
+            }
             _ if a.starts_with("--") => {
-                eprintln!("unknown option {a} (known: --cache-bytes BYTES, --json, --value-bytes N, --keys random|sequential)");
+                eprintln!("unknown option {a} (known: --cache-bytes BYTES, --json, --value-bytes N, --keys random|sequential, --batches N)");
                 std::process::exit(2)
             }
             _ => positional.push(a),

@@ -470,6 +470,15 @@ impl<S: NodeStore> NodeStore for LruCache<S> {
     fn recovered_ops(&mut self) -> Vec<crate::store::LoggedOp> {
         self.inner.recovered_ops()
     }
+    fn logical_commits(&self) -> bool {
+        self.inner.logical_commits()
+    }
+    fn node_commit_forced(&self) -> bool {
+        self.inner.node_commit_forced()
+    }
+    fn commit_ops_only(&mut self) -> Result<(), TreeError> {
+        self.inner.commit_ops_only()
+    }
     fn stats(&self) -> StoreStats {
         let mut s = self.inner.stats();
         s.cache_hits = self.hits;

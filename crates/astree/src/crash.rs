@@ -428,6 +428,9 @@ pub struct CrashShape {
     pub packed_unit_bytes: Option<usize>,
     /// The share of a full write buffer written (1: all of it).
     pub flush_fraction: f64,
+    /// Logical commits: the budget of changes the tree defers (`BTree::defer_changes`;
+    /// 0: none).
+    pub deferred_bytes: usize,
 }
 
 impl CrashShape {
@@ -435,7 +438,8 @@ impl CrashShape {
     /// node holds them), 8 to 64 nodes per segment, write buffers of 1 to 16 nodes (8x with
     /// logical commits), checkpoints every 1 to 4 commits, either cleaning policy; half of
     /// them with packed records in units of 64 bytes to the node size (at most 4 KiB); a
-    /// full write buffer writes all, half or a quarter of it.
+    /// full write buffer writes all, half or a quarter of it; with logical commits, three
+    /// in four defer changes (a budget of a few, tens or hundreds of changes).
     pub fn varied(seed: u64) -> CrashShape {
         let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x0053_4841_5045);
         let node_bytes = [512, 1024, 4096][rng.below(3) as usize];
@@ -462,6 +466,13 @@ impl CrashShape {
                 units[rng.below(units.len() as u64) as usize].min(node_bytes)
             }),
             flush_fraction: [1.0, 0.5, 0.25][rng.below(3) as usize],
+            // Drawn last, so the other fields of a seed's shape are what they were before
+            // deferral existed.
+            deferred_bytes: if logical_commits {
+                [0, 1_000, 10_000, 100_000][rng.below(4) as usize]
+            } else {
+                0
+            },
         }
     }
 
@@ -491,9 +502,12 @@ impl CrashShape {
 pub fn crash_test(seed: u64, shape: &CrashShape) -> Result<Coverage, String> {
     let cfg = shape.config();
     let fanout = shape.fanout;
+    let deferred = shape.deferred_bytes;
     let open = |segments: MemSegments| -> Result<TreeSubject, TreeError> {
         let store = AsStore::open_with(segments, cfg.clone())?;
-        BTree::new(store, fanout).map(TreeSubject)
+        let mut tree = BTree::new(store, fanout)?;
+        tree.defer_changes(deferred)?;
+        Ok(TreeSubject(tree))
     };
     let full_scan = |segments: MemSegments| -> Result<TreeSubject, TreeError> {
         let store = AsStore::open_with(

@@ -102,6 +102,27 @@ pub trait NodeStore {
     /// operations (a bulk change whose operations would be larger than its nodes): what
     /// was logged since is dropped and nothing more is logged until that commit.
     fn commit_nodes_next(&mut self) {}
+    /// Whether the store commits by logging operations ([`NodeStore::log_insert`]): only
+    /// then may the tree defer changes to its nodes ([`crate::tree::BTree::defer_changes`]).
+    fn logical_commits(&self) -> bool {
+        false
+    }
+    /// Logical commits: whether the next commit must write the nodes (a bulk change asked
+    /// for it, the operation log since the last node-level commit would outgrow its bound,
+    /// or cleaning needs one). A tree with deferred changes makes them before such a
+    /// commit. Stores without logical commits always write nodes.
+    fn node_commit_forced(&self) -> bool {
+        true
+    }
+    /// Commits the operations logged since the last commit, and only them: the nodes lack
+    /// changes the tree has deferred, so this commit must not write them as a node-level
+    /// commit. An error if the store cannot (no logical commits, or a node commit is
+    /// forced).
+    fn commit_ops_only(&mut self) -> Result<(), TreeError> {
+        Err(TreeError::Config(
+            "this store has no logical commits: a tree over it cannot defer changes".into(),
+        ))
+    }
     /// Operations committed after the store's last node-level commit, found at open; the
     /// tree replays them.
     fn recovered_ops(&mut self) -> Vec<LoggedOp> {

@@ -71,7 +71,13 @@ fn model(n: u64) -> BTreeMap<Vec<u8>, Vec<u8>> {
 
 fn open(dir: &std::path::Path, i: u64) -> BTree<AsStore<FileSegments>> {
     let segments = FileSegments::open(dir, "t", false).unwrap();
-    BTree::new(AsStore::open_with(segments, config(i)).unwrap(), shape(i).1).unwrap()
+    let mut tree =
+        BTree::new(AsStore::open_with(segments, config(i)).unwrap(), shape(i).1).unwrap();
+    // Half the runs with logical commits defer changes (a budget of about 40 commits').
+    if i % 10 == 9 {
+        tree.defer_changes(16 << 10).unwrap();
+    }
+    tree
 }
 
 fn commits_in(tree: &mut BTree<AsStore<FileSegments>>) -> u64 {

@@ -67,9 +67,29 @@ fn run<S: NodeStore>(
             Op::Sync => tree.sync().unwrap(),
         }
     }
-    let n = tree.check().map_err(TestCaseError::fail)?;
-    prop_assert_eq!(n, model.len() as u64);
+    contents_match(&mut tree, model)?;
     Ok(tree)
+}
+
+/// The tree's structure is sound and its contents (deferred changes included) are the
+/// model's; the nodes hold every entry when nothing is deferred.
+fn contents_match<S: NodeStore>(
+    tree: &mut BTree<S>,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+) -> Result<(), TestCaseError> {
+    let n = tree.check().map_err(TestCaseError::fail)?;
+    if tree.deferred_bytes() == 0 {
+        prop_assert_eq!(n, model.len() as u64);
+    }
+    let all = tree.range(&[], None).unwrap();
+    prop_assert_eq!(
+        all,
+        model
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>()
+    );
+    Ok(())
 }
 
 /// Syncs an AS tree, reopens a store from what is durable, and checks its structure and
@@ -127,13 +147,22 @@ proptest! {
     }
 
     #[test]
-    fn as_store_matches_btreemap(ops in prop::collection::vec(op(), 1..1500), buffer in 1usize..12, cache in 0usize..20, logical in any::<bool>(), packed in prop::option::of(prop::sample::select(vec![64usize, 128, 512])), flush_fraction in prop::sample::select(vec![1.0f64, 0.5, 0.25])) {
+    fn as_store_matches_btreemap(ops in prop::collection::vec(op(), 1..1500), buffer in 1usize..12, cache in 0usize..20, logical in any::<bool>(), packed in prop::option::of(prop::sample::select(vec![64usize, 128, 512])), flush_fraction in prop::sample::select(vec![1.0f64, 0.5, 0.25]), defer in deferral()) {
         let mut model = BTreeMap::new();
         let cfg = AsConfig { segment_bytes: 16 * 1024, logical_commits: logical, packed_unit_bytes: packed, flush_fraction, ..AsConfig::new(1024, buffer) };
         let store = LruCache::new(AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap(), cache);
-        let tree = run(BTree::new(store, 8).unwrap(), &ops, &mut model)?;
+        let mut tree = BTree::new(store, 8).unwrap();
+        if logical {
+            tree.defer_changes(defer).unwrap();
+        }
+        let tree = run(tree, &ops, &mut model)?;
         synced_and_reopened_match(tree, cfg, &model)?;
     }
+}
+
+/// A budget of deferred changes (logical commits only): none, a few changes, many.
+fn deferral() -> impl Strategy<Value = usize> {
+    prop::sample::select(vec![0usize, 400, 4_000, 40_000])
 }
 
 /// A batch of changes: (key, Some(value)) inserts, (key, None) removes.
@@ -172,18 +201,7 @@ fn run_batches<S: NodeStore>(
                 None => model.remove(&k),
             };
         }
-        prop_assert_eq!(
-            tree.check().map_err(TestCaseError::fail)?,
-            model.len() as u64
-        );
-        let all = tree.range(&[], None).unwrap();
-        prop_assert_eq!(
-            all,
-            model
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect::<Vec<_>>()
-        );
+        contents_match(&mut tree, model)?;
     }
     Ok(tree)
 }
@@ -210,13 +228,18 @@ proptest! {
         cache in 0usize..20,
         logical in any::<bool>(),
         packed in prop::option::of(prop::sample::select(vec![64usize, 256])),
+        defer in deferral(),
     ) {
         let mut model = BTreeMap::new();
         let cfg = AsConfig { segment_bytes: 16 * 1024, logical_commits: logical, packed_unit_bytes: packed, ..AsConfig::new(1024, buffer) };
         let inner = AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap();
         // Odd sizes: a cache bounded in nodes (LRU); even: in bytes (second chance).
         let store = if cache % 2 == 1 { LruCache::new(inner, cache) } else { LruCache::with_bytes(inner, cache * 300) };
-        let tree = run_batches(BTree::new(store, 8).unwrap(), &first, &batches, &mut model)?;
+        let mut tree = BTree::new(store, 8).unwrap();
+        if logical {
+            tree.defer_changes(defer).unwrap();
+        }
+        let tree = run_batches(tree, &first, &batches, &mut model)?;
         synced_and_reopened_match(tree, cfg, &model)?;
     }
 }

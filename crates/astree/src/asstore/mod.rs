@@ -599,6 +599,26 @@ impl<S: Segments> NodeStore for AsStore<S> {
         std::mem::take(&mut self.recovered_ops)
     }
 
+    fn logical_commits(&self) -> bool {
+        self.cfg.logical_commits
+    }
+
+    fn node_commit_forced(&self) -> bool {
+        !self.cfg.logical_commits || self.node_commit_forced_now()
+    }
+
+    fn commit_ops_only(&mut self) -> Result<(), TreeError> {
+        self.check_usable()?;
+        if !self.cfg.logical_commits || self.node_commit_forced_now() {
+            return Err(TreeError::Config(
+                "a commit of logged operations only, while the store must write its nodes".into(),
+            ));
+        }
+        self.stats.syncs += 1;
+        self.commit_ops()?;
+        self.sync_storage()
+    }
+
     fn stats(&self) -> StoreStats {
         self.stats.clone()
     }

@@ -54,26 +54,39 @@ impl<S: Segments> AsStore<S> {
     /// last node-level commit would outgrow the write buffer, or cleaning is due, which
     /// needs one).
     pub(super) fn node_commit_due(&self) -> bool {
-        let slot = self.slot_bytes as u64;
-        let room = (self.slot_bytes - HEADER - 4) as u64;
-        let (ops_bytes, dirty_bytes) = if self.layout.packed {
-            // Both writes are padded to whole blocks: compare what each would write.
-            let records = (self.ops.len() as u64).div_ceil(room);
-            let ops = self.ops.len() as u64 + records * (HEADER as u64 + 4);
-            (
-                ops.next_multiple_of(BLOCK_BYTES),
-                self.buffer_bytes.next_multiple_of(BLOCK_BYTES),
-            )
+        let ops_bytes = self.ops_log_bytes();
+        // Both writes are padded to whole blocks with packed records: compare what each
+        // would write.
+        let dirty_bytes = if self.layout.packed {
+            self.buffer_bytes.next_multiple_of(BLOCK_BYTES)
         } else {
-            (
-                (self.ops.len() as u64).div_ceil(room) * slot,
-                self.buffer.len() as u64 * slot,
-            )
+            self.buffer.len() as u64 * self.slot_bytes as u64
         };
-        self.ops.is_empty()
-            || self.node_commit_required
-            || ops_bytes > dirty_bytes
-            || self.ops_since_node_commit + ops_bytes > self.cfg.buffer_nodes as u64 * slot
+        self.ops.is_empty() || ops_bytes > dirty_bytes || self.node_commit_forced_at(ops_bytes)
+    }
+
+    /// The log bytes the operations logged since the last commit would take.
+    fn ops_log_bytes(&self) -> u64 {
+        let room = (self.slot_bytes - HEADER - 4) as u64;
+        if self.layout.packed {
+            let records = (self.ops.len() as u64).div_ceil(room);
+            (self.ops.len() as u64 + records * (HEADER as u64 + 4)).next_multiple_of(BLOCK_BYTES)
+        } else {
+            (self.ops.len() as u64).div_ceil(room) * self.slot_bytes as u64
+        }
+    }
+
+    /// Logical commits: whether the next commit must write the nodes, whatever it costs (a
+    /// bulk change asked for it, the operation log since the last node-level commit would
+    /// outgrow the write buffer, or cleaning is due).
+    pub(super) fn node_commit_forced_now(&self) -> bool {
+        self.node_commit_forced_at(self.ops_log_bytes())
+    }
+
+    fn node_commit_forced_at(&self, ops_bytes: u64) -> bool {
+        self.node_commit_required
+            || self.ops_since_node_commit + ops_bytes
+                > self.cfg.buffer_nodes as u64 * self.slot_bytes as u64
             || self.over_space_limit()
     }
 
@@ -84,7 +97,15 @@ impl<S: Segments> AsStore<S> {
         let ops = std::mem::take(&mut self.ops);
         let first_seq = self.seq;
         let mut b = self.batch();
-        for chunk in ops.chunks(room) {
+        // A commit with nothing logged since the last one still writes a (empty) record of
+        // operations: a bare commit record would stand for a node-level commit, and the
+        // nodes may lack changes the tree defers.
+        let chunks: Vec<&[u8]> = if ops.is_empty() {
+            vec![&[]]
+        } else {
+            ops.chunks(room).collect()
+        };
+        for chunk in chunks {
             self.put(&mut b, KIND_OPS, NONE, 4 + chunk.len(), |p| {
                 p[0..4].copy_from_slice(&(chunk.len() as u32).to_le_bytes());
                 p[4..4 + chunk.len()].copy_from_slice(chunk);

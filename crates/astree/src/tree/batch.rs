@@ -86,12 +86,33 @@ impl<S: NodeStore> BTree<S> {
     /// Applies `ops` as if one after another (see the module's note), in key order. Into
     /// an empty tree, a batch of inserts only is built bottom-up. Checks
     /// every entry's size before changing anything.
+    ///
+    /// A tree that defers changes ([`BTree::defer_changes`]) logs the batch and defers it
+    /// when it fits the budget (after making the changes deferred so far, if it does not
+    /// fit beside them); a larger batch, or one of inserts only into an empty tree, is
+    /// made to the nodes at once.
     pub fn apply_batch(&mut self, ops: &[BatchOp]) -> Result<(), TreeError> {
         for &(k, v) in ops {
             self.check_entry(k, v.unwrap_or(&[]))?;
         }
+        let inserts_only = ops.iter().all(|o| o.1.is_some());
+        if self.deferred.budget_bytes > 0 {
+            let bulk = inserts_only && self.deferred.is_empty() && self.is_empty()?;
+            let cost = super::Deferred::batch_cost(ops);
+            if !bulk && cost <= self.deferred.budget_bytes {
+                if !self.deferred.has_room(cost) {
+                    self.make_deferred()?;
+                }
+                for &(k, v) in ops {
+                    self.log(k, v)?;
+                }
+                self.deferred.put_batch(ops);
+                return Ok(());
+            }
+            self.make_deferred()?;
+        }
         let order = key_order(ops);
-        if ops.iter().all(|o| o.1.is_some()) && self.is_empty()? {
+        if inserts_only && self.is_empty()? {
             let mut entries: Vec<(&[u8], &[u8])> = Vec::with_capacity(ops.len());
             for &i in &order {
                 let (k, v) = (ops[i].0, ops[i].1.expect("inserts only"));
@@ -102,6 +123,18 @@ impl<S: NodeStore> BTree<S> {
             }
             return self.build(&entries);
         }
+        self.apply_in_order(ops, &order, true)
+    }
+
+    /// Makes `ops` to the nodes in the order `order` gives (key order, equal keys in
+    /// their order in `ops`), logging each change if `log` (deferred changes were logged
+    /// when they were made).
+    pub(super) fn apply_in_order(
+        &mut self,
+        ops: &[BatchOp],
+        order: &[usize],
+        log: bool,
+    ) -> Result<(), TreeError> {
         // Leaf by leaf: the changes that fall in one leaf and leave it neither overfull nor
         // underfull are made to it at once (one descent, one write); a change that would
         // split or merge takes the general path.
@@ -126,9 +159,8 @@ impl<S: NodeStore> BTree<S> {
                             owned = Some(self.store.take(leaf_id, s));
                         }
                         change_leaf(owned.as_mut().expect("taken above"), at_key, k, v);
-                        match v {
-                            Some(v) => self.store.log_insert(k, v)?,
-                            None => self.store.log_remove(k)?,
+                        if log {
+                            self.log(k, v)?;
                         }
                     }
                 }
@@ -142,10 +174,15 @@ impl<S: NodeStore> BTree<S> {
                 // The first change splits or merges: the general path.
                 match ops[order[at]] {
                     (k, Some(v)) => {
-                        self.insert(k, v)?;
+                        self.apply_insert(k, v)?;
+                        if log {
+                            self.log(k, Some(v))?;
+                        }
                     }
                     (k, None) => {
-                        self.remove(k)?;
+                        if self.apply_remove(k)?.is_some() && log {
+                            self.log(k, None)?;
+                        }
                     }
                 }
                 at += 1;

@@ -16,8 +16,11 @@ use crate::TreeError;
 use std::sync::Arc;
 
 mod batch;
+mod deferred;
 
 pub use batch::{BatchOp, INTERNAL_FILL_PERCENT, LEAF_FILL_PERCENT};
+use deferred::Deferred;
+pub use deferred::DEFERRED_ENTRY_OVERHEAD_BYTES;
 
 /// Key-value pairs in key order.
 pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
@@ -25,6 +28,8 @@ pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 pub struct BTree<S: NodeStore> {
     store: S,
     fanout: usize,
+    /// Committed changes not yet made to the nodes ([`BTree::defer_changes`]).
+    deferred: Deferred,
 }
 
 enum Insert {
@@ -51,7 +56,11 @@ impl<S: NodeStore> BTree<S> {
             store.set_root(id);
         }
         let replay = store.recovered_ops();
-        let mut tree = BTree { store, fanout };
+        let mut tree = BTree {
+            store,
+            fanout,
+            deferred: Deferred::default(),
+        };
         // Operations committed after the store's last node-level commit (they are in the
         // log already: replaying does not log them again).
         for op in replay {
@@ -134,6 +143,9 @@ impl<S: NodeStore> BTree<S> {
         key: &[u8],
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>, TreeError> {
+        if let Some(change) = self.deferred.get(key) {
+            return Ok(change.map(f));
+        }
         let mut id = self.root();
         let mut f = Some(f);
         loop {
@@ -150,9 +162,36 @@ impl<S: NodeStore> BTree<S> {
     /// Inserts or updates; returns the previous value.
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
         self.check_entry(key, value)?;
+        if self.deferred.budget_bytes > 0 {
+            let old = self.get(key)?;
+            self.defer(key, Some(value))?;
+            return Ok(old);
+        }
         let old = self.apply_insert(key, value)?;
         self.store.log_insert(key, value)?;
         Ok(old)
+    }
+
+    /// Logs a change and defers it (making the changes deferred so far first if it does
+    /// not fit beside them).
+    fn defer(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), TreeError> {
+        if !self
+            .deferred
+            .has_room(Deferred::batch_cost(&[(key, value)]))
+        {
+            self.make_deferred()?;
+        }
+        self.log(key, value)?;
+        self.deferred.put(key, value);
+        Ok(())
+    }
+
+    /// Logs a change made to the tree's contents (stores with logical commits keep it).
+    fn log(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), TreeError> {
+        match value {
+            Some(v) => self.store.log_insert(key, v),
+            None => self.store.log_remove(key),
+        }
     }
 
     fn apply_insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
@@ -273,6 +312,13 @@ impl<S: NodeStore> BTree<S> {
 
     /// Deletes `key`; returns its value.
     pub fn remove(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
+        if self.deferred.budget_bytes > 0 {
+            let old = self.get(key)?;
+            if old.is_some() {
+                self.defer(key, None)?;
+            }
+            return Ok(old);
+        }
         let old = self.apply_remove(key)?;
         if old.is_some() {
             self.store.log_remove(key)?;
@@ -472,6 +518,48 @@ impl<S: NodeStore> BTree<S> {
 
     /// Entries with `lo <= key < hi` (`hi` = None: to the end), in order.
     pub fn range(&mut self, lo: &[u8], hi: Option<&[u8]>) -> Result<Entries, TreeError> {
+        let nodes = self.nodes_range(lo, hi)?;
+        if self.deferred.is_empty() {
+            return Ok(nodes);
+        }
+        // The nodes' entries merged with the deferred changes (which win; a removal drops
+        // the key).
+        use std::ops::Bound;
+        let upper = hi.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut changes = self
+            .deferred
+            .changes
+            .range::<[u8], _>((Bound::Included(lo), upper))
+            .peekable();
+        let mut out = Vec::with_capacity(nodes.len());
+        let mut nodes = nodes.into_iter().peekable();
+        loop {
+            let take_change = match (nodes.peek(), changes.peek()) {
+                (None, None) => return Ok(out),
+                (Some(_), None) => false,
+                (None, Some(_)) => true,
+                (Some((nk, _)), Some((ck, _))) => match nk.cmp(ck) {
+                    std::cmp::Ordering::Less => false,
+                    std::cmp::Ordering::Equal => {
+                        nodes.next();
+                        true
+                    }
+                    std::cmp::Ordering::Greater => true,
+                },
+            };
+            if take_change {
+                let (k, v) = changes.next().expect("peeked");
+                if let Some(v) = v {
+                    out.push((k.clone(), v.clone()));
+                }
+            } else {
+                out.push(nodes.next().expect("peeked"));
+            }
+        }
+    }
+
+    /// The entries the nodes hold with `lo <= key < hi`, deferred changes aside.
+    fn nodes_range(&mut self, lo: &[u8], hi: Option<&[u8]>) -> Result<Entries, TreeError> {
         let mut id = self.root();
         while let Node::Internal { keys, children } = &*self.store.read(id)? {
             id = children[keys.upper_bound(lo)];
@@ -499,9 +587,13 @@ impl<S: NodeStore> BTree<S> {
         Ok(out)
     }
 
-    /// Commit point of the store.
+    /// Commit point: every change so far survives a crash (deferred changes by their
+    /// logged operations).
     pub fn sync(&mut self) -> Result<(), TreeError> {
-        self.store.sync()
+        if self.deferred.is_empty() {
+            return self.store.sync();
+        }
+        self.sync_deferred()
     }
 
     /// Nodes reachable from the root.
@@ -518,12 +610,13 @@ impl<S: NodeStore> BTree<S> {
     }
 
     /// Checks the tree's structure: sorted keys, separators bounding their subtrees, all
-    /// leaves at one depth, the leaf chain in order. Returns the number of entries.
+    /// leaves at one depth, the leaf chain in order. Returns the number of entries the
+    /// nodes hold (deferred changes aside).
     pub fn check(&mut self) -> Result<u64, String> {
         let root = self.root();
         let mut leaf_depth = None;
         let n = self.check_node(root, None, None, 0, &mut leaf_depth)?;
-        let all = self.range(&[], None).map_err(|e| e.to_string())?;
+        let all = self.nodes_range(&[], None).map_err(|e| e.to_string())?;
         if all.len() as u64 != n {
             return Err(format!(
                 "leaf chain holds {} entries, the tree {n}",
