@@ -2216,6 +2216,33 @@ fn btree_runs_on_every_backend_and_crash_tests_pass() {
     );
     let o = flashlab(&["btree", "--store", "btrfs"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("expected as, inplace or bftl"));
+    // Deferred changes: only with the AS store's logical commits; every entry is there.
+    let o = flashlab(&["btree", "--store", "as", "--defer", "1MiB"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("--defer needs the AS store with --logical-commits"),
+        "{e}"
+    );
+    let o = flashlab(&[
+        "btree",
+        "--store",
+        "as",
+        "--logical-commits",
+        "--defer",
+        "256KiB",
+        "--preload",
+        "3000",
+        "--ops",
+        "2000",
+        "--commit-every",
+        "50",
+        "--write-buffer",
+        "64",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["entries"].as_u64(), Some(5_000), "{v}");
     // One backend flag group for every engine: an unknown backend is refused (it fell
     // through to the simulated one), and each engine says which it cannot run on.
     let o = flashlab(&["btree", "--backend", "floppy"]);

@@ -68,6 +68,11 @@ pub(crate) struct BtreeRunArgs {
     /// the paper's fixed slots).
     #[arg(long, value_name = "BYTES")]
     pub(crate) packed_unit: Option<usize>,
+    /// AS store with --logical-commits: committed changes wait in memory, up to this many
+    /// bytes, and are made to the nodes in key order later (their logged operations make
+    /// them durable; see docs/safety.md). Off by default.
+    #[arg(long, value_name = "BYTES", value_parser = units::parse_size)]
+    pub(crate) defer: Option<u64>,
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -79,6 +84,12 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
         });
     }
     let r = a.run;
+    if r.defer.is_some() && !(r.logical_commits && r.store == lab::btreerun::StoreKind::As) {
+        bail!(
+            "--defer needs the AS store with --logical-commits: deferred changes are made \
+             durable by the store's operation log"
+        );
+    }
     let backend = r.storage.resolve(BackendKind::Mem, None)?;
     let spec = lab::btreerun::BtreeSpec {
         fanout: r.fanout,
@@ -95,6 +106,10 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
         commit_every: r.commit_every,
         logical_commits: r.logical_commits,
         packed_unit_bytes: r.packed_unit,
+        deferred_bytes: match r.defer {
+            Some(b) => usize::try_from(b).context("--defer is too large")?,
+            None => 0,
+        },
         ..lab::btreerun::BtreeSpec::new(r.store, backend)
     };
     let started = Instant::now();

@@ -60,6 +60,9 @@ pub struct BtreeSpec {
     pub logical_commits: bool,
     /// AS store: packed records in units of this many bytes (None: fixed slots).
     pub packed_unit_bytes: Option<usize>,
+    /// AS store with logical commits: the budget of changes the tree defers
+    /// (`BTree::defer_changes`; 0: none, the default).
+    pub deferred_bytes: usize,
     /// sim: the timed inserts go on until the drive has taken this many host bytes since
     /// it was new (preload included) instead of stopping after `ops`; `ops` searches
     /// follow. The `lifetime` experiment runs every store to the same bytes.
@@ -91,6 +94,7 @@ impl BtreeSpec {
             sample_every: 0,
             logical_commits: false,
             packed_unit_bytes: None,
+            deferred_bytes: 0,
             host_write_target_bytes: None,
             precondition: crate::precondition::Precondition::None,
         }
@@ -316,6 +320,9 @@ fn measure<S: NodeStore>(
         0.0
     };
     out.file_bytes = tree.store().file_bytes();
+    // The nodes hold every entry once the deferred changes are made (after the
+    // measurements: it changes nothing measured).
+    tree.defer_changes(0).map_err(e)?;
     out.entries = tree.check()?;
     out.live_node_bytes = tree.node_count().map_err(e)? * spec.node_bytes as u64;
     out.space_amplification = out.file_bytes as f64 / out.live_node_bytes.max(1) as f64;
@@ -333,7 +340,9 @@ fn with_store<S: NodeStore>(
     out: &mut BtreeResult,
 ) -> Result<(), crate::LabError> {
     let store = LruCache::new(store, spec.cache_nodes);
-    measure(BTree::new(store, spec.fanout)?, spec, host_bytes, out)
+    let mut tree = BTree::new(store, spec.fanout)?;
+    tree.defer_changes(spec.deferred_bytes)?;
+    measure(tree, spec, host_bytes, out)
 }
 
 /// Runs the in-place or BFTL store on `storage` (the AS store takes segments instead).
