@@ -299,7 +299,9 @@ impl<D: BlockDev> SimFs<D> {
             self.add_mapping(ino, lblk, &[(at, n)]);
             self.stats.data_write_requests += 1;
             self.stats.data_write_bytes += n * BLOCK;
-            self.dev.io(Command::write(at * BLOCK, n * BLOCK))?;
+            let handle = self.handle_of_file(ino);
+            self.dev
+                .io(Command::write(at * BLOCK, n * BLOCK).on_handle(handle))?;
             lblk += n as u32;
             at += n + 1;
         }

@@ -169,11 +169,18 @@ impl<D: BlockDev> SimFs<D> {
     pub(super) fn move_blocks(&mut self, blocks: &[u64]) -> Result<(), SimfsError> {
         let runs = self.alloc_log(blocks.len() as u64)?;
         let targets: Vec<u64> = runs.iter().flat_map(|&(s, l)| s..s + l).collect();
+        // Each copy keeps its owner's placement handle: (target block, handle).
+        let mut copies: Vec<(u64, u16)> = Vec::with_capacity(blocks.len());
         for (&old, &new) in blocks.iter().zip(&targets) {
             let (ino, lblk) = (
                 self.log().owner_ino[old as usize],
                 self.log().owner_lblk[old as usize],
             );
+            let handle = match self.cfg.placement {
+                Some(p) if lblk == TREE_BLOCK => p.handle(p.tree_hint),
+                _ => self.handle_of_file(ino),
+            };
+            copies.push((new, handle));
             if lblk == TREE_BLOCK {
                 // The tree is rewritten at the next sync from its new place.
                 if let Some(f) = self.files.get_mut(&ino) {
@@ -191,10 +198,20 @@ impl<D: BlockDev> SimFs<D> {
             self.release(old, 1);
             self.log_mut().pending_discard.push((old, 1));
         }
-        for &(s, l) in &runs {
+        // One write per run of adjacent targets on one handle (without placement, the
+        // runs the allocation gave).
+        let mut writes: Vec<(u64, u64, u16)> = Vec::with_capacity(runs.len());
+        for (new, handle) in copies {
+            match writes.last_mut() {
+                Some(w) if w.0 + w.1 == new && w.2 == handle => w.1 += 1,
+                _ => writes.push((new, 1, handle)),
+            }
+        }
+        for (s, l, handle) in writes {
             self.stats.data_write_requests += 1;
             self.stats.data_write_bytes += l * BLOCK;
-            self.dev.io(Command::write(s * BLOCK, l * BLOCK))?;
+            self.dev
+                .io(Command::write(s * BLOCK, l * BLOCK).on_handle(handle))?;
         }
         Ok(())
     }

@@ -4,10 +4,22 @@
 use super::*;
 
 impl<D: BlockDev> SimFs<D> {
-    pub(super) fn write_meta(&mut self, block: u64, bytes: Vec<u8>) -> Result<u64, SimfsError> {
+    /// Writes metadata block `block`; `tree`: an extent-tree block (else an inode-table or
+    /// bitmap block), for the placement handle it carries ([`HintPlacement`]).
+    pub(super) fn write_meta(
+        &mut self,
+        block: u64,
+        bytes: Vec<u8>,
+        tree: bool,
+    ) -> Result<u64, SimfsError> {
         self.stats.meta_write_requests += 1;
+        let handle = match self.cfg.placement {
+            Some(p) if tree => p.handle(p.tree_hint),
+            Some(p) => p.handle(p.meta_hint),
+            None => 0,
+        };
         self.dev
-            .io(Command::write_data(block * BLOCK, Arc::from(bytes)))
+            .io(Command::write_data(block * BLOCK, Arc::from(bytes)).on_handle(handle))
     }
 
     /// Writes one file's extent tree (reusing its tree blocks where it can) and marks its
@@ -32,7 +44,7 @@ impl<D: BlockDev> SimFs<D> {
         for (b, node) in nodes {
             let mut bytes = vec![0u8; BLOCK_BYTES];
             encode_node(&node, &mut bytes);
-            self.write_meta(b, bytes)?;
+            self.write_meta(b, bytes, true)?;
         }
         let f = self.files.get_mut(&ino).expect("exists");
         f.tree_blocks = blocks;
@@ -104,7 +116,7 @@ impl<D: BlockDev> SimFs<D> {
         let b = self.itable_block_of(ino);
         if self.dirty_itable.remove(&b) {
             let bytes = self.itable_bytes(b);
-            self.write_meta(b, bytes)?;
+            self.write_meta(b, bytes, false)?;
         }
         Ok(())
     }
@@ -144,7 +156,7 @@ impl<D: BlockDev> SimFs<D> {
         }
         for b in std::mem::take(&mut self.dirty_itable) {
             let bytes = self.itable_bytes(b);
-            self.write_meta(b, bytes)?;
+            self.write_meta(b, bytes, false)?;
         }
         if self.allocator.out_of_place() {
             self.send_log_discards()?;
@@ -152,8 +164,8 @@ impl<D: BlockDev> SimFs<D> {
         for g in std::mem::take(&mut self.dirty_groups) {
             let (blocks, inodes) = self.bitmap_bytes(g);
             let d = self.descs[g as usize];
-            self.write_meta(d.block_bitmap as u64, blocks)?;
-            self.write_meta(d.inode_bitmap as u64, inodes)?;
+            self.write_meta(d.block_bitmap as u64, blocks, false)?;
+            self.write_meta(d.inode_bitmap as u64, inodes, false)?;
         }
         self.stats.flushes += 1;
         self.dev.io(Command::flush())

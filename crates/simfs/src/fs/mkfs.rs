@@ -103,7 +103,7 @@ impl<D: BlockDev> SimFs<D> {
         }
         let mut b0 = vec![0u8; BLOCK_BYTES];
         fs.sb.encode(&mut b0);
-        fs.write_meta(0, b0)?;
+        fs.write_meta(0, b0, false)?;
         for gb in 0..gdt_blocks {
             let mut b = vec![0u8; BLOCK_BYTES];
             for (g, d) in fs.descs.iter().enumerate() {
@@ -112,7 +112,7 @@ impl<D: BlockDev> SimFs<D> {
                     d.encode(&mut b[off..off + 32]);
                 }
             }
-            fs.write_meta(1 + gb, b)?;
+            fs.write_meta(1 + gb, b, false)?;
         }
         fs.sync()?;
         Ok(fs)

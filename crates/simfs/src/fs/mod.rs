@@ -43,6 +43,8 @@ pub(crate) struct FileState {
     pub(crate) dirty: bool,
     /// Blocks preallocated for the file's next appends (mballoc-style), held as used.
     pub(crate) pa: Option<(u64, u64)>,
+    /// Its write-life hint (`F_SET_RW_HINT`), in memory only as Linux keeps it.
+    pub(crate) hint: WriteHint,
 }
 
 /// A run of physical blocks: (first block, blocks).
@@ -161,6 +163,32 @@ impl<D: BlockDev> SimFs<D> {
         self.descs[g as usize].inode_table as u64 + idx * INODE_BYTES as u64 / BLOCK
     }
 
+    /// Sets the file's write-life hint (Linux's `F_SET_RW_HINT` on its inode; no I/O):
+    /// with [`FsConfig::placement`], the file's data writes from now on carry the handle
+    /// the hint maps to.
+    pub fn set_write_hint(&mut self, ino: Ino, hint: WriteHint) -> Result<(), SimfsError> {
+        self.file(ino)?;
+        self.files.get_mut(&ino).expect("checked").hint = hint;
+        Ok(())
+    }
+
+    /// The file's write-life hint (`F_GET_RW_HINT`).
+    pub fn write_hint(&self, ino: Ino) -> Result<WriteHint, SimfsError> {
+        Ok(self.file(ino)?.hint)
+    }
+
+    /// The placement handle of writes with `hint` (0 without placement).
+    pub(crate) fn handle_of_hint(&self, hint: WriteHint) -> u16 {
+        self.cfg.placement.map_or(0, |p| p.handle(hint))
+    }
+
+    /// The placement handle of `ino`'s data writes (0 for a file that no longer exists).
+    pub(crate) fn handle_of_file(&self, ino: Ino) -> u16 {
+        self.files
+            .get(&ino)
+            .map_or(0, |f| self.handle_of_hint(f.hint))
+    }
+
     /// Renames a file (names live in memory: no I/O); `to` must not exist.
     pub fn rename(&mut self, from: &str, to: &str) -> Result<(), SimfsError> {
         if to.is_empty() || to.contains('/') || to.len() > 255 {
@@ -206,6 +234,7 @@ impl<D: BlockDev> SimFs<D> {
                 written_root: Node::Leaf(Vec::new()),
                 dirty: true,
                 pa: None,
+                hint: WriteHint::NotSet,
             },
         );
         self.dirty_files.insert(ino);
@@ -242,11 +271,14 @@ impl<D: BlockDev> SimFs<D> {
         }
         self.fill_holes(ino, first, end, false)?;
         let (runs, _) = self.map_range(ino, first, end);
+        let handle = self.handle_of_file(ino);
         let mut done = 0;
         for (p, n) in runs {
             self.stats.data_write_requests += 1;
             self.stats.data_write_bytes += n * BLOCK;
-            done = self.dev.io(Command::write(p * BLOCK, n * BLOCK))?;
+            done = self
+                .dev
+                .io(Command::write(p * BLOCK, n * BLOCK).on_handle(handle))?;
         }
         let f = self.files.get_mut(&ino).expect("checked");
         if offset_bytes + len_bytes > f.size_bytes {
