@@ -97,6 +97,9 @@ impl<V: vfs::Vfs> vfs::Vfs for Watched<V> {
     fn write_at(&mut self, fd: vfs::Fd, offset: u64, data: &[u8]) -> Result<(), vfs::VfsError> {
         self.0.borrow_mut().write_at(fd, offset, data)
     }
+    fn set_write_hint(&mut self, fd: vfs::Fd, hint: vfs::WriteHint) -> Result<(), vfs::VfsError> {
+        self.0.borrow_mut().set_write_hint(fd, hint)
+    }
     fn fallocate(&mut self, fd: vfs::Fd, offset: u64, len: u64) -> Result<(), vfs::VfsError> {
         self.0.borrow_mut().fallocate(fd, offset, len)
     }
