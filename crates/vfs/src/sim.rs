@@ -686,7 +686,10 @@ pub(crate) mod tests {
             v.fsync(cold).unwrap();
             let mut buf = vec![0u8; 4096];
             v.read_at(hot, 4096, &mut buf).unwrap();
-            assert!(buf.iter().all(|&b| b == 2), "the bytes are the last write's");
+            assert!(
+                buf.iter().all(|&b| b == 2),
+                "the bytes are the last write's"
+            );
             let fdp = v.fs().device().dev.stats().fdp.unwrap();
             fdp.per_handle
                 .iter()
