@@ -30,4 +30,5 @@ pub use device::{BlockDev, Recorder, Timed};
 pub use error::SimfsError;
 pub use fs::{
     AllocPolicy, DiscardKernel, DiscardMode, FsConfig, FsStats, HintPlacement, SimFs, WriteHint,
+    ZoneLayout,
 };

@@ -333,6 +333,38 @@ impl HintPlacement {
     }
 }
 
+/// The zones of a zoned drive, as its Report Zones gives them: simfs's log-structured
+/// policy runs on them with a segment per zone ([`FsConfig::for_zoned`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZoneLayout {
+    pub zones: u32,
+    pub zone_bytes: u64,
+    /// The writable bytes at the start of each zone.
+    pub zone_capacity_bytes: u64,
+    /// The drive's limits (0: none); the file system keeps one zone open at a time.
+    pub max_open_zones: u32,
+    pub max_active_zones: u32,
+}
+
+impl ZoneLayout {
+    /// The zones of `dev`, if it is a zoned drive.
+    pub fn of(dev: &flash::AnyDevice) -> Option<ZoneLayout> {
+        match dev {
+            flash::AnyDevice::Zoned(z) => {
+                let limits = z.config().zoned.as_deref().cloned().unwrap_or_default();
+                Some(ZoneLayout {
+                    zones: z.zones(),
+                    zone_bytes: z.zone_size_bytes(),
+                    zone_capacity_bytes: z.zone_capacity_bytes(),
+                    max_open_zones: limits.max_open_zones,
+                    max_active_zones: limits.max_active_zones,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct FsConfig {
     pub size_bytes: u64,
@@ -349,6 +381,9 @@ pub struct FsConfig {
     pub kernel: DiscardKernel,
     /// Placement handles for writes by write-life hint (None: every write on handle 0).
     pub placement: Option<HintPlacement>,
+    /// On a zoned drive: its zones, each a segment of the log-structured policy
+    /// ([`FsConfig::for_zoned`]); None on every other device.
+    pub zoned: Option<ZoneLayout>,
 }
 
 impl FsConfig {
@@ -365,6 +400,7 @@ impl FsConfig {
             prealloc: false,
             kernel: DiscardKernel::Linux3_10,
             placement: None,
+            zoned: None,
         }
     }
 
@@ -373,6 +409,17 @@ impl FsConfig {
     /// 0 bytes, which mkfs refuses with a clear error.
     pub fn for_device(device_bytes: u64) -> Self {
         FsConfig::new(device_bytes.saturating_sub(BLOCK) / BLOCK * BLOCK * 9 / 10)
+    }
+
+    /// A file system over every zone of a zoned drive: the log-structured policy with a
+    /// segment per zone, no discard mode (emptied zones are reset instead), inodes as
+    /// mke2fs gives a device of that size. The metadata is written into the log.
+    pub fn for_zoned(zones: ZoneLayout) -> Self {
+        FsConfig {
+            alloc: AllocPolicy::LogStructured,
+            zoned: Some(zones),
+            ..FsConfig::new(zones.zones as u64 * zones.zone_bytes)
+        }
     }
 }
 
@@ -388,6 +435,9 @@ pub struct FsStats {
     /// Log-structured policy: segments cleaned and live blocks they moved.
     pub cleaned_segments: u64,
     pub cleaned_blocks: u64,
+    /// Zoned: zones reset (each a TRIM of the whole zone, which a zoned drive carries out
+    /// as Zone Management Send, Reset Zone).
+    pub zone_resets: u64,
     pub vtrim_commands: u64,
     pub ftrim_commands: u64,
     /// Bytes named by TRIM-family commands (for fTrim: the file's blocks).

@@ -262,6 +262,11 @@ impl<D: BlockDev> SimFs<D> {
         size_bytes: u64,
         extents: u32,
     ) -> Result<Ino, SimfsError> {
+        if self.cfg.zoned.is_some() {
+            return Err(SimfsError::Invalid(
+                "a fragmented file leaves gaps between its extents, which a zoned drive's write pointers cannot: not on a zoned file system".into(),
+            ));
+        }
         let blocks = size_bytes.div_ceil(BLOCK);
         if blocks == 0 {
             return Err(SimfsError::Invalid(format!(

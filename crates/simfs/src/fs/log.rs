@@ -4,7 +4,7 @@
 //! is [`crate::lfs::LogState`].
 
 use super::*;
-use crate::lfs::{LogState, SEGMENT_BLOCKS, TREE_BLOCK};
+use crate::lfs::{LogState, META_BLOCK, TREE_BLOCK};
 
 impl<D: BlockDev> SimFs<D> {
     pub(super) fn log(&self) -> &LogState {
@@ -25,6 +25,14 @@ impl<D: BlockDev> SimFs<D> {
                 }
                 guard -= 1;
             }
+            // Zoned: cleaning may have moved the head to a new zone it did not fill;
+            // keep writing there rather than leave a zone open (and active) behind.
+            let log = self.log();
+            if let (true, Some(h)) = (log.zoned(), log.head) {
+                if log.head_next < h * log.seg_blocks + log.seg_cap {
+                    return Ok(());
+                }
+            }
         }
         let log = self.log();
         let from = log.head.map_or(0, |h| h + 1);
@@ -34,13 +42,18 @@ impl<D: BlockDev> SimFs<D> {
             .find(|&s| !log.pinned[s as usize] && log.used[s as usize] == 0 && Some(s) != log.head);
         match next {
             Some(s) => {
+                // Zoned: a zone written since its last reset is reset before the head
+                // writes it from its start again.
+                if self.log().written.as_ref().is_some_and(|w| w[s as usize]) {
+                    self.reset_zone(s)?;
+                }
                 let log = self.log_mut();
                 log.head = Some(s);
-                log.head_next = s * SEGMENT_BLOCKS;
+                log.head_next = s * log.seg_blocks;
                 Ok(())
             }
             None => Err(SimfsError::NoSpace {
-                needed_blocks: SEGMENT_BLOCKS,
+                needed_blocks: self.log().seg_cap,
                 free_blocks: self.bitmap.free_blocks(),
             }),
         }
@@ -58,7 +71,7 @@ impl<D: BlockDev> SimFs<D> {
         let mut remaining = n;
         while remaining > 0 {
             let log = self.log();
-            let seg_end = log.head.map_or(0, |h| (h + 1) * SEGMENT_BLOCKS);
+            let seg_end = log.head.map_or(0, |h| h * log.seg_blocks + log.seg_cap);
             let start = match log.head {
                 Some(_) => self
                     .bitmap
@@ -73,8 +86,17 @@ impl<D: BlockDev> SimFs<D> {
             let len = self
                 .bitmap
                 .free_run_len(start, remaining.min(seg_end - start));
+            debug_assert!(
+                !self.log().zoned() || start == self.log().head_next,
+                "a zone is written at its write pointer"
+            );
             self.take(start, len);
-            self.log_mut().head_next = start + len;
+            let log = self.log_mut();
+            log.head_next = start + len;
+            let head = log.head.expect("allocating at the head") as usize;
+            if let Some(w) = log.written.as_mut() {
+                w[head] = true;
+            }
             match out.last_mut() {
                 Some(last) if last.0 + last.1 == start => last.1 += len,
                 _ => out.push((start, len)),
@@ -146,8 +168,8 @@ impl<D: BlockDev> SimFs<D> {
         let Some(victim) = victim else {
             return Ok(false);
         };
-        let lo = victim as u64 * SEGMENT_BLOCKS;
-        let live: Vec<u64> = (lo..lo + SEGMENT_BLOCKS)
+        let lo = victim as u64 * log.seg_blocks;
+        let live: Vec<u64> = (lo..lo + log.seg_cap)
             .filter(|&b| self.bitmap.is_used(b))
             .collect();
         self.log_mut().cleaning = true;
@@ -178,10 +200,15 @@ impl<D: BlockDev> SimFs<D> {
             );
             let handle = match self.cfg.placement {
                 Some(p) if lblk == TREE_BLOCK => p.handle(p.tree_hint),
+                Some(p) if lblk == META_BLOCK => p.handle(p.meta_hint),
                 _ => self.handle_of_file(ino),
             };
             copies.push((new, handle));
-            if lblk == TREE_BLOCK {
+            if lblk == META_BLOCK {
+                // Zoned: the latest copy of a metadata block moves; `ino` is its home.
+                self.meta_copies.insert(ino as u64, new);
+                self.log_mut().set_owner(new, ino, META_BLOCK);
+            } else if lblk == TREE_BLOCK {
                 // The tree is rewritten at the next sync from its new place.
                 if let Some(f) = self.files.get_mut(&ino) {
                     for b in f.tree_blocks.iter_mut().filter(|b| **b == old) {
@@ -207,6 +234,14 @@ impl<D: BlockDev> SimFs<D> {
                 _ => writes.push((new, 1, handle)),
             }
         }
+        let writes: Vec<(u64, u64, u16)> = writes
+            .into_iter()
+            .flat_map(|(s, l, h)| {
+                self.split_at_zones(vec![(s, l)])
+                    .into_iter()
+                    .map(move |(s, l)| (s, l, h))
+            })
+            .collect();
         for (s, l, handle) in writes {
             self.stats.data_write_requests += 1;
             self.stats.data_write_bytes += l * BLOCK;
@@ -220,6 +255,25 @@ impl<D: BlockDev> SimFs<D> {
     /// per the discard mode: vTrim batches, TRIMs, or `fstrim`'s list when deferred.
     pub(crate) fn send_log_discards(&mut self) -> Result<(), SimfsError> {
         let pending = std::mem::take(&mut self.log_mut().pending_discard);
+        if self.log().zoned() {
+            // Zoned: no TRIMs of freed blocks; every written zone the log emptied is
+            // reset now that the checkpoint no longer needs its blocks (F2FS resets a
+            // zoned section once a checkpoint frees it).
+            let log = self.log();
+            let empty: Vec<u64> = (0..log.used.len())
+                .filter(|&s| {
+                    !log.pinned[s]
+                        && log.used[s] == 0
+                        && log.written.as_ref().is_some_and(|w| w[s])
+                        && log.head != Some(s as u64)
+                })
+                .map(|s| s as u64)
+                .collect();
+            for s in empty {
+                self.reset_zone(s)?;
+            }
+            return Ok(());
+        }
         let mut runs = Vec::new();
         for (s, l) in merge_runs(pending) {
             let mut b = s;
@@ -258,6 +312,18 @@ impl<D: BlockDev> SimFs<D> {
                     self.dev.io(Command::trim(s * BLOCK, l * BLOCK))?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Zoned: resets zone `s` (a TRIM of the whole zone, which the drive carries out as a
+    /// zone reset) so its next write is at its start.
+    pub(super) fn reset_zone(&mut self, s: u64) -> Result<(), SimfsError> {
+        let zone_bytes = self.log().seg_blocks * BLOCK;
+        self.stats.zone_resets += 1;
+        self.dev.io(Command::trim(s * zone_bytes, zone_bytes))?;
+        if let Some(w) = self.log_mut().written.as_mut() {
+            w[s as usize] = false;
         }
         Ok(())
     }

@@ -18,8 +18,19 @@ impl<D: BlockDev> SimFs<D> {
             Some(p) => p.handle(p.meta_hint),
             None => 0,
         };
+        let mut at = block;
+        if self.cfg.zoned.is_some() && !tree {
+            // Zoned: copy on write into the log; the previous copy dies.
+            let runs = self.alloc_log(1)?;
+            at = runs[0].0;
+            self.allocator
+                .set_owner(at, block as Ino, crate::lfs::META_BLOCK);
+            if let Some(old) = self.meta_copies.insert(block, at) {
+                self.release(old, 1);
+            }
+        }
         self.dev
-            .io(Command::write_data(block * BLOCK, Arc::from(bytes)).on_handle(handle))
+            .io(Command::write_data(at * BLOCK, Arc::from(bytes)).on_handle(handle))
     }
 
     /// Writes one file's extent tree (reusing its tree blocks where it can) and marks its
@@ -29,6 +40,13 @@ impl<D: BlockDev> SimFs<D> {
             let f = &self.files[&ino];
             (tree_blocks_needed(f.extents.len()), f.tree_blocks.clone())
         };
+        if self.cfg.zoned.is_some() {
+            // Zoned: the tree is written anew at the head (copy on write), never over
+            // its old blocks.
+            for b in blocks.drain(..) {
+                self.release(b, 1);
+            }
+        }
         while blocks.len() > n {
             let b = blocks.pop().expect("longer than n");
             self.release(b, 1);

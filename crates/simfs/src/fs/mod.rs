@@ -86,6 +86,8 @@ pub struct SimFs<D: BlockDev> {
     pub(crate) stats: FsStats,
     /// The allocation policy ([`crate::allocator`]).
     pub(crate) allocator: Box<dyn crate::allocator::Allocator>,
+    /// Zoned: where the latest copy of each metadata block is in the log (by home block).
+    pub(crate) meta_copies: HashMap<u64, u64>,
 }
 
 impl<D: BlockDev> SimFs<D> {
@@ -175,6 +177,26 @@ impl<D: BlockDev> SimFs<D> {
     /// The file's write-life hint (`F_GET_RW_HINT`).
     pub fn write_hint(&self, ino: Ino) -> Result<WriteHint, SimfsError> {
         Ok(self.file(ino)?.hint)
+    }
+
+    /// Zoned: `runs` cut where they cross from one zone into the next (the block layer
+    /// splits a zoned device's requests at zone boundaries: `chunk_sectors` is the zone
+    /// size); unchanged otherwise.
+    pub(crate) fn split_at_zones(&self, runs: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+        let Some(z) = self.cfg.zoned else {
+            return runs;
+        };
+        let zone_blocks = z.zone_bytes / BLOCK;
+        let mut out = Vec::with_capacity(runs.len());
+        for (mut p, mut n) in runs {
+            while n > 0 {
+                let room = zone_blocks - p % zone_blocks;
+                let k = n.min(room);
+                out.push((p, k));
+                (p, n) = (p + k, n - k);
+            }
+        }
+        out
     }
 
     /// The placement handle of writes with `hint` (0 without placement).
@@ -273,7 +295,7 @@ impl<D: BlockDev> SimFs<D> {
         let (runs, _) = self.map_range(ino, first, end);
         let handle = self.handle_of_file(ino);
         let mut done = 0;
-        for (p, n) in runs {
+        for (p, n) in self.split_at_zones(runs) {
             self.stats.data_write_requests += 1;
             self.stats.data_write_bytes += n * BLOCK;
             done = self
@@ -321,7 +343,14 @@ impl<D: BlockDev> SimFs<D> {
         self.file(ino)?;
         self.run_discard_worker()?;
         let (first, end) = Self::block_span(offset_bytes, len_bytes)?;
-        self.fill_holes(ino, first, end, true)?;
+        if self.cfg.zoned.is_none() {
+            self.fill_holes(ino, first, end, true)?;
+        }
+        // Zoned: the range is reserved, not allocated (a block allocated ahead of the
+        // write pointer could never be written after it): the size grows and writes
+        // allocate at the head, as F2FS reserves fallocated blocks (NEW_ADDR,
+        // fs/f2fs/file.c: f2fs_expand_inode_data) and places them at writeback.
+        let _ = (first, end);
         let f = self.files.get_mut(&ino).expect("checked");
         f.size_bytes = f.size_bytes.max(offset_bytes + len_bytes);
         f.dirty = true;

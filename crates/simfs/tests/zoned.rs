@@ -1,0 +1,139 @@
+//! simfs on a zoned drive: the log's segments are zones written only at their write
+//! pointers (the drive refuses anything else, so every run here checks that), cleaning
+//! copies on the host, emptied zones are reset, and configurations that cannot work are
+//! refused by name.
+
+use flash::{AnyDevice, Device, Preset, ZonedConfig};
+use simfs::fs::{AllocPolicy, BLOCK};
+use simfs::{DiscardMode, FsConfig, SimFs, Timed, ZoneLayout};
+
+/// An x25e-class zoned drive: zones of a 128 KiB block on each of 20 dies, 2.5 MiB.
+fn zoned_drive(capacity: u64, z: ZonedConfig) -> AnyDevice {
+    let mut p = Preset::load("x25e").unwrap().with_capacity(capacity);
+    p.ssd_config_mut().unwrap().zoned = Some(Box::new(z));
+    p.build().unwrap()
+}
+
+fn zoned_fs(capacity: u64, z: ZonedConfig) -> SimFs<Timed<AnyDevice>> {
+    let dev = zoned_drive(capacity, z);
+    let layout = ZoneLayout::of(&dev).expect("a zoned drive");
+    SimFs::mkfs(Timed::new(dev), FsConfig::for_zoned(layout)).unwrap()
+}
+
+/// Files rewritten at random far beyond the space, some deleted and recreated: the log
+/// must clean and reset zones to keep going.
+fn churn(fs: &mut SimFs<Timed<AnyDevice>>, rounds: u64) {
+    let free = fs.free_bytes();
+    let file_bytes = 4u64 << 20;
+    let files = (free * 6 / 10 / file_bytes).max(2);
+    let mut inos: Vec<u32> = (0..files)
+        .map(|i| {
+            let ino = fs.create(&format!("f{i}")).unwrap();
+            fs.write_at(ino, 0, file_bytes).unwrap();
+            ino
+        })
+        .collect();
+    fs.sync().unwrap();
+    let mut x = 12345u64;
+    for r in 0..rounds {
+        for _ in 0..256 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let f = (x >> 33) % files;
+            let block = (x >> 13) % (file_bytes / BLOCK);
+            fs.write_at(
+                inos[f as usize],
+                block * BLOCK,
+                4 * BLOCK.min(file_bytes - block * BLOCK),
+            )
+            .unwrap();
+        }
+        if r % 4 == 3 {
+            let victim = (r / 4) % files;
+            fs.unlink(&format!("f{victim}")).unwrap();
+            let ino = fs.create(&format!("f{victim}")).unwrap();
+            fs.fallocate(ino, 0, file_bytes).unwrap();
+            fs.write_at(ino, 0, file_bytes).unwrap();
+            inos[victim as usize] = ino;
+        }
+        fs.sync().unwrap();
+        fs.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn the_log_writes_zones_at_their_pointers_cleans_and_resets() {
+    let mut fs = zoned_fs(256 << 20, ZonedConfig::default());
+    churn(&mut fs, 40);
+    let st = fs.stats().clone();
+    assert!(st.cleaned_segments > 0, "cleaning ran: {st:?}");
+    assert!(st.zone_resets > 0, "zones were reset: {st:?}");
+    assert_eq!(st.trim_commands, 0, "no TRIMs of extents");
+    let d = fs.device().dev.stats();
+    assert_eq!(d.gc_copied_pages, 0, "the drive copies nothing");
+    // Every flash write is the host's: the host's copies are in data_write_bytes.
+    assert_eq!(
+        d.host_write_pages * 4096,
+        st.data_write_bytes + st.meta_write_requests * BLOCK
+    );
+    let zones = d.zoned.clone().expect("a zoned drive's counters");
+    assert_eq!(zones.resets, st.zone_resets, "each reset reached the drive");
+}
+
+#[test]
+fn a_zone_capacity_below_the_size_and_tight_limits_work() {
+    let z = ZonedConfig {
+        zone_capacity_bytes: Some(2 << 20),
+        max_open_zones: 1,
+        max_active_zones: 2,
+    };
+    let mut fs = zoned_fs(256 << 20, z.clone());
+    churn(&mut fs, 24);
+    assert!(fs.stats().zone_resets > 0);
+    // The same run gives the same numbers.
+    let mut again = zoned_fs(256 << 20, z);
+    churn(&mut again, 24);
+    assert_eq!(fs.stats(), again.stats());
+    assert_eq!(fs.device().now_ns(), again.device().now_ns());
+}
+
+#[test]
+fn configurations_that_cannot_work_are_refused_by_name() {
+    let dev = zoned_drive(256 << 20, ZonedConfig::default());
+    let layout = ZoneLayout::of(&dev).unwrap();
+    let err = |cfg: FsConfig| {
+        let dev = zoned_drive(256 << 20, ZonedConfig::default());
+        SimFs::mkfs(Timed::new(dev), cfg).err().unwrap().to_string()
+    };
+    let mut c = FsConfig::for_zoned(layout);
+    c.alloc = AllocPolicy::Ext4Like;
+    assert!(err(c).contains("log-structured"));
+    let mut c = FsConfig::for_zoned(layout);
+    c.discard = DiscardMode::Online;
+    assert!(err(c).contains("discard mode online"));
+    let mut c = FsConfig::for_zoned(layout);
+    c.zoned = Some(ZoneLayout {
+        max_active_zones: 1,
+        ..layout
+    });
+    assert!(err(c).contains("max_active_zones"));
+    // Zones too large for the drive: three zones of 2.5 MiB leave the log no room.
+    let small = zoned_drive(8 << 20, ZonedConfig::default());
+    let l = ZoneLayout::of(&small).unwrap();
+    let e = SimFs::mkfs(Timed::new(small), FsConfig::for_zoned(l))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("at least 4 zones"), "{e}");
+    // A conventional layout on a zoned drive fails at its first write off a pointer.
+    let dev = zoned_drive(256 << 20, ZonedConfig::default());
+    let e = SimFs::mkfs(Timed::new(dev), FsConfig::for_device(200 << 20))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("Zone"), "{e}");
+    // Fragmented files leave gaps.
+    let mut fs = zoned_fs(256 << 20, ZonedConfig::default());
+    assert!(fs.create_fragmented("x", 1 << 20, 4).is_err());
+}
