@@ -25,7 +25,9 @@ fn run(placement: bool) -> (Vec<(Vec<u8>, Vec<u8>)>, Vec<u64>, u64) {
     let mut x = 7u64;
     for round in 0..40u64 {
         for _ in 0..200 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let key = format!("key{:05}", (x >> 33) % 2000);
             let doc = vec![(round % 251) as u8; 1000];
             db.update(key.as_bytes(), &doc).unwrap();
@@ -35,9 +37,17 @@ fn run(placement: bool) -> (Vec<(Vec<u8>, Vec<u8>)>, Vec<u64>, u64) {
     }
     let cleaned = db.stats().segments_cleaned;
     let contents: Vec<(Vec<u8>, Vec<u8>)> = db.scan().unwrap();
-    assert_eq!(contents, model.into_iter().collect::<Vec<_>>(), "the reference model");
+    assert_eq!(
+        contents,
+        model.into_iter().collect::<Vec<_>>(),
+        "the reference model"
+    );
     let fdp = db.segments().vfs().fs().device().dev.stats().fdp.unwrap();
-    let per = fdp.per_handle.iter().map(|h| h.host_bytes_written).collect();
+    let per = fdp
+        .per_handle
+        .iter()
+        .map(|h| h.host_bytes_written)
+        .collect();
     (contents, per, cleaned)
 }
 
