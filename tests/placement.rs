@@ -217,3 +217,53 @@ fn replay_placement_is_stream_handles_and_native_traces_keep_their_handles() {
     assert_eq!(a["fdp"], b["fdp"]);
     assert_eq!(a["waf"], b["waf"]);
 }
+
+#[test]
+fn engines_run_on_fdp_and_zoned_drives_with_the_same_answers() {
+    let kv = |drive: &str| {
+        stdout_json(&flashlab(&[
+            "kv",
+            "--backend",
+            "sim",
+            "--preset",
+            "x25e",
+            "--capacity",
+            "1GiB",
+            "--drive",
+            drive,
+            "--docs",
+            "2000",
+            "--ops",
+            "5000",
+            "--batch",
+            "64",
+            "--dbs",
+            "1",
+            "--json",
+        ]))
+    };
+    let (c, f, z) = (kv("conventional"), kv("fdp"), kv("zoned"));
+    // The store does the same work whatever the drive; only the time differs.
+    for k in [
+        "bytes_written",
+        "commits",
+        "segments_cleaned",
+        "nodes_moved",
+        "file_bytes",
+    ] {
+        assert_eq!(c[k], f[k], "{k}");
+        assert_eq!(c[k], z[k], "{k}");
+    }
+    let o = flashlab(&[
+        "kv",
+        "--backend",
+        "sim",
+        "--preset",
+        "x25e",
+        "--handles",
+        "3",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--drive fdp"));
+    let o = flashlab(&["kv", "--backend", "mem", "--drive", "zoned"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("simulated drive"));
+}
