@@ -52,6 +52,9 @@ pub struct LogState {
     pub(crate) seg_cap: u64,
     /// Zoned: segments written since their last reset (a write pointer past the start).
     pub(crate) written: Option<Vec<bool>>,
+    /// Segments holding blocks of allocations still in progress (taken, not yet owned):
+    /// never a cleaning victim.
+    pub(crate) allocating: Vec<u64>,
 }
 
 impl LogState {
@@ -98,6 +101,7 @@ impl LogState {
             seg_blocks,
             seg_cap,
             written: zones.map(|_| vec![false; segments as usize]),
+            allocating: Vec::new(),
         }
     }
 

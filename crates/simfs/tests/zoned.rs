@@ -137,3 +137,27 @@ fn configurations_that_cannot_work_are_refused_by_name() {
     let mut fs = zoned_fs(256 << 20, ZonedConfig::default());
     assert!(fs.create_fragmented("x", 1 << 20, 4).is_err());
 }
+
+#[test]
+fn a_full_zoned_file_system_is_a_clear_error_and_stays_consistent() {
+    let mut fs = zoned_fs(64 << 20, ZonedConfig::default());
+    let f = fs.create("big").unwrap();
+    let mut at = 0u64;
+    let err = loop {
+        match fs.write_at(f, at, 1 << 20) {
+            Ok(_) => at += 1 << 20,
+            Err(e) => break e,
+        }
+        assert!(at < 1 << 30, "a 64 MiB drive took a GiB");
+    };
+    assert!(matches!(err, simfs::SimfsError::NoSpace { .. }), "{err:?}");
+    // What was written before the error is intact, and overwrites still find room once
+    // a file is gone.
+    fs.check_invariants().unwrap();
+    let g = fs.create("small").unwrap();
+    fs.unlink("big").unwrap();
+    fs.sync().unwrap();
+    fs.write_at(g, 0, 8 << 20).unwrap();
+    fs.sync().unwrap();
+    fs.check_invariants().unwrap();
+}

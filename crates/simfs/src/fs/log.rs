@@ -67,6 +67,13 @@ impl<D: BlockDev> SimFs<D> {
                 free_blocks: self.bitmap.free_blocks(),
             });
         }
+        let mark = self.log().allocating.len();
+        let r = self.alloc_log_inner(n);
+        self.log_mut().allocating.truncate(mark);
+        r
+    }
+
+    fn alloc_log_inner(&mut self, n: u64) -> Result<Vec<(u64, u64)>, SimfsError> {
         let mut out: Vec<(u64, u64)> = Vec::new();
         let mut remaining = n;
         while remaining > 0 {
@@ -80,7 +87,10 @@ impl<D: BlockDev> SimFs<D> {
                 None => None,
             };
             let Some(start) = start else {
-                self.open_segment()?;
+                if let Err(e) = self.open_segment() {
+                    self.undo_alloc(&out);
+                    return Err(e);
+                }
                 continue;
             };
             let len = self
@@ -97,6 +107,11 @@ impl<D: BlockDev> SimFs<D> {
             if let Some(w) = log.written.as_mut() {
                 w[head] = true;
             }
+            // Its blocks have no owner until the allocation returns: cleaning, which the
+            // rest of this allocation may start, must not take this segment as a victim.
+            if log.allocating.last() != Some(&(head as u64)) {
+                log.allocating.push(head as u64);
+            }
             match out.last_mut() {
                 Some(last) if last.0 + last.1 == start => last.1 += len,
                 _ => out.push((start, len)),
@@ -104,6 +119,28 @@ impl<D: BlockDev> SimFs<D> {
             remaining -= len;
         }
         Ok(out)
+    }
+
+    /// Gives back the blocks an allocation took before it failed (none is written yet):
+    /// they would otherwise stay used with no owner. A head whose end was given back
+    /// continues where its given-back blocks began, so a zone's next write is still at its
+    /// write pointer; a zone left behind keeps its gap until it is cleaned and reset.
+    fn undo_alloc(&mut self, runs: &[(u64, u64)]) {
+        for &(s, l) in runs {
+            self.release(s, l);
+        }
+        let log = self.log_mut();
+        if let Some(h) = log.head {
+            let (lo, hi) = (h * log.seg_blocks, h * log.seg_blocks + log.seg_cap);
+            if let Some(first) = runs
+                .iter()
+                .map(|r| r.0)
+                .filter(|&b| (lo..hi).contains(&b))
+                .min()
+            {
+                log.head_next = log.head_next.min(first);
+            }
+        }
     }
 
     /// Removes the mapping of logical blocks `[first, end)` of `ino`; returns the physical
@@ -163,7 +200,12 @@ impl<D: BlockDev> SimFs<D> {
     pub(super) fn clean_one(&mut self) -> Result<bool, SimfsError> {
         let log = self.log();
         let victim = (0..log.used.len())
-            .filter(|&s| !log.pinned[s] && log.used[s] > 0 && Some(s as u64) != log.head)
+            .filter(|&s| {
+                !log.pinned[s]
+                    && log.used[s] > 0
+                    && Some(s as u64) != log.head
+                    && !log.allocating.contains(&(s as u64))
+            })
             .min_by_key(|&s| (log.used[s], s));
         let Some(victim) = victim else {
             return Ok(false);
