@@ -945,6 +945,19 @@ mod tests {
     }
 
     #[test]
+    fn the_as_btree_holds_the_same_keys_on_every_drive() {
+        let answers: Vec<String> = [DriveKind::Conventional, DriveKind::Fdp, DriveKind::Zoned]
+            .into_iter()
+            .map(|d| {
+                run_one(Engine::AsTree, d, Host::Log, Scale::Quick, 4)
+                    .unwrap()
+                    .answer
+            })
+            .collect();
+        assert!(answers.iter().all(|a| *a == answers[0]), "{answers:?}");
+    }
+
+    #[test]
     fn a_mixed_cache_amplifies_less_with_its_engines_on_their_own_handles() {
         let plain = cachelib_waf(false, 1.0, 1.0, 5).unwrap();
         let fdp = cachelib_waf(true, 1.0, 1.0, 5).unwrap();
