@@ -69,7 +69,10 @@ pub fn simulated_fs_on(
 /// kernel's stream map ([`simfs::HintPlacement::linux_streams`]; Linux 4.13-5.17 turned
 /// streams on when the drive had them); on a zoned drive, simfs runs its zoned log (as
 /// `mkfs.f2fs -m` does) over as many whole zones as the configured size holds, without a
-/// discard mode. Nothing changes on any other drive.
+/// discard mode, with a log (an open zone) per class of the same map, as F2FS keeps
+/// several logs (`active_logs`, 6 by default): 5, or fewer when the drive's active-zone
+/// limit allows fewer (one zone more than the logs stays active). Nothing changes on any
+/// other drive.
 pub fn fit_to_drive(cfg: &mut simfs::FsConfig, dev: &flash::AnyDevice) {
     match dev {
         flash::AnyDevice::Ssd(s) if s.config().fdp.is_some() && s.handles() > 1 => {
@@ -79,9 +82,12 @@ pub fn fit_to_drive(cfg: &mut simfs::FsConfig, dev: &flash::AnyDevice) {
             if let Some(mut z) = simfs::ZoneLayout::of(dev) {
                 let fit = (cfg.size_bytes / z.zone_bytes) as u32;
                 z.zones = z.zones.min(fit.max(1));
-                let placement = cfg.placement;
+                let logs = match z.max_active_zones {
+                    0 => 5,
+                    n => (n - 1).min(5) as u16,
+                };
                 *cfg = simfs::FsConfig {
-                    placement,
+                    placement: (logs > 1).then(|| simfs::HintPlacement::linux_streams(logs)),
                     ..simfs::FsConfig::for_zoned(z)
                 };
             }

@@ -55,6 +55,11 @@ pub struct LogState {
     /// Segments holding blocks of allocations still in progress (taken, not yet owned):
     /// never a cleaning victim.
     pub(crate) allocating: Vec<u64>,
+    /// Zoned with several logs (F2FS's hot, warm and cold logs): the log `head` and
+    /// `head_next` belong to, and every log's head while another is current. Empty (one
+    /// log) otherwise.
+    pub(crate) class: usize,
+    pub(crate) parked: Vec<(Option<u64>, u64)>,
 }
 
 impl LogState {
@@ -102,7 +107,44 @@ impl LogState {
             seg_cap,
             written: zones.map(|_| vec![false; segments as usize]),
             allocating: Vec::new(),
+            class: 0,
+            parked: Vec::new(),
         }
+    }
+
+    /// Keeps `logs` logs, each with a head of its own (one: the single log).
+    pub(crate) fn set_logs(&mut self, logs: usize) {
+        self.parked = if logs > 1 {
+            vec![(None, 0); logs]
+        } else {
+            Vec::new()
+        };
+        self.class = 0;
+    }
+
+    /// Logs kept.
+    pub fn logs(&self) -> usize {
+        self.parked.len().max(1)
+    }
+
+    /// Makes log `c`'s head the current one (`head`, `head_next`).
+    pub(crate) fn switch_class(&mut self, c: usize) {
+        if c == self.class || c >= self.parked.len() {
+            return;
+        }
+        self.parked[self.class] = (self.head, self.head_next);
+        (self.head, self.head_next) = self.parked[c];
+        self.class = c;
+    }
+
+    /// Whether segment `s` is a log's head (the current one or a parked one).
+    pub(crate) fn is_head(&self, s: u64) -> bool {
+        self.head == Some(s)
+            || self
+                .parked
+                .iter()
+                .enumerate()
+                .any(|(i, h)| i != self.class && h.0 == Some(s))
     }
 
     /// Whether segments are zones of a zoned drive.

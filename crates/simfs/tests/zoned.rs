@@ -161,3 +161,107 @@ fn a_full_zoned_file_system_is_a_clear_error_and_stays_consistent() {
     fs.sync().unwrap();
     fs.check_invariants().unwrap();
 }
+
+fn zoned_fs_with_logs(
+    capacity: u64,
+    z: ZonedConfig,
+) -> Result<SimFs<Timed<AnyDevice>>, simfs::SimfsError> {
+    let dev = zoned_drive(capacity, z);
+    let layout = ZoneLayout::of(&dev).expect("a zoned drive");
+    let mut cfg = FsConfig::for_zoned(layout);
+    cfg.placement = Some(simfs::HintPlacement::linux_streams(5));
+    SimFs::mkfs(Timed::new(dev), cfg)
+}
+
+/// The zones holding a file's blocks.
+fn zones_of(fs: &SimFs<Timed<AnyDevice>>, name: &str) -> std::collections::BTreeSet<u64> {
+    let zone_blocks = (2560u64 << 10) / BLOCK;
+    let ino = fs.lookup(name).unwrap();
+    fs.extents(ino)
+        .unwrap()
+        .iter()
+        .flat_map(|e| e.start_block..e.start_block + e.len as u64)
+        .map(|b| b / zone_blocks)
+        .collect()
+}
+
+#[test]
+fn hints_pick_logs_so_files_of_different_lives_share_no_zone() {
+    let mut fs = zoned_fs_with_logs(64 << 20, ZonedConfig::default()).unwrap();
+    let hot = fs.create("hot").unwrap();
+    let cold = fs.create("cold").unwrap();
+    fs.set_write_hint(hot, simfs::WriteHint::Short).unwrap();
+    fs.set_write_hint(cold, simfs::WriteHint::Extreme).unwrap();
+    for i in 0..256u64 {
+        fs.write_at(hot, i * 65536, 65536).unwrap();
+        fs.write_at(cold, i * 65536, 65536).unwrap();
+    }
+    fs.sync().unwrap();
+    let (h, c) = (zones_of(&fs, "hot"), zones_of(&fs, "cold"));
+    assert!(h.is_disjoint(&c), "hot {h:?} cold {c:?}");
+    // Every write is on handle 0: a zoned drive has no placement handles.
+    // Rewrites of the hot file force cleaning; copies go to the coldest log.
+    let mut x = 99u64;
+    for round in 0..30 {
+        for _ in 0..512 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            fs.write_at(hot, ((x >> 33) % 4096) * BLOCK, BLOCK).unwrap();
+        }
+        if round % 5 == 4 {
+            fs.sync().unwrap();
+            fs.check_invariants().unwrap();
+        }
+    }
+    fs.sync().unwrap();
+    fs.check_invariants().unwrap();
+    assert!(
+        fs.stats().cleaned_segments > 0 && fs.stats().zone_resets > 0,
+        "{:?}",
+        fs.stats()
+    );
+    // (Cleaning sends every copy to the coldest log, as F2FS's GC does: the hot blocks it
+    // moves then share zones with the cold file.)
+    // The same with one log mixes them.
+    let mut one = zoned_fs(64 << 20, ZonedConfig::default());
+    let hot = one.create("hot").unwrap();
+    let cold = one.create("cold").unwrap();
+    for i in 0..256u64 {
+        one.write_at(hot, i * 65536, 65536).unwrap();
+        one.write_at(cold, i * 65536, 65536).unwrap();
+    }
+    assert!(!zones_of(&one, "hot").is_disjoint(&zones_of(&one, "cold")));
+}
+
+#[test]
+fn several_logs_need_an_active_zone_each_and_one_more() {
+    let tight = ZonedConfig {
+        max_active_zones: 5,
+        ..ZonedConfig::default()
+    };
+    let e = zoned_fs_with_logs(256 << 20, tight)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("at least 6"), "{e}");
+    let enough = ZonedConfig {
+        max_open_zones: 2,
+        max_active_zones: 6,
+        ..ZonedConfig::default()
+    };
+    let mut fs = zoned_fs_with_logs(256 << 20, enough).unwrap();
+    let a = fs.create("a").unwrap();
+    let b = fs.create("b").unwrap();
+    fs.set_write_hint(a, simfs::WriteHint::Short).unwrap();
+    fs.set_write_hint(b, simfs::WriteHint::Long).unwrap();
+    for round in 0..8u64 {
+        for i in 0..512u64 {
+            fs.write_at(a, i * 16384, 16384).unwrap();
+            fs.write_at(b, ((i * 7 + round) % 512) * 16384, 16384)
+                .unwrap();
+        }
+        fs.sync().unwrap();
+    }
+    fs.check_invariants().unwrap();
+}

@@ -26,7 +26,7 @@ use crate::report::{BarPlot, Provenance, Role, Section, Table, Verdict};
 use flash::{AnyDevice, Command, Device, FdpConfig, Preset, ZonedConfig};
 use serde_json::json;
 use simfs::fs::BLOCK;
-use simfs::{FsConfig, HintPlacement, SimFs, Timed, WriteHint, ZoneLayout};
+use simfs::{FsConfig, HintPlacement, SimFs, Timed, WriteHint};
 use vfs::Vfs;
 use workloads::synthetic::Pattern;
 
@@ -170,9 +170,12 @@ fn file_system(
     let dev = p.build()?;
     let cfg = match kind {
         DriveKind::Zoned => {
-            let mut z = ZoneLayout::of(&dev).ok_or("a zoned drive")?;
-            z.zones = (fs_bytes / zone_bytes) as u32;
-            FsConfig::for_zoned(z)
+            let mut c = FsConfig::new(fs_bytes);
+            crate::backend::fit_to_drive(&mut c, &dev);
+            if c.zoned.is_none() {
+                return Err("the zoned drive gave no zones".into());
+            }
+            c
         }
         _ => {
             let mut c = FsConfig::new(fs_bytes);

@@ -18,9 +18,13 @@ impl<D: BlockDev> SimFs<D> {
     /// Opens a clean segment as the head, cleaning first when clean segments run low.
     pub(super) fn open_segment(&mut self) -> Result<(), SimfsError> {
         if !self.log().cleaning {
+            let class = self.log().class;
             let mut guard = self.log().used.len();
             while self.log().clean <= self.log().reserve && guard > 0 {
-                if !self.clean_one()? {
+                let cleaned = self.clean_one();
+                // (Cleaning's copies go to their own log: come back to this one.)
+                self.log_mut().switch_class(class);
+                if !cleaned? {
                     break;
                 }
                 guard -= 1;
@@ -39,7 +43,7 @@ impl<D: BlockDev> SimFs<D> {
         let n = log.used.len() as u64;
         let next = (0..n)
             .map(|i| (from + i) % n)
-            .find(|&s| !log.pinned[s as usize] && log.used[s as usize] == 0 && Some(s) != log.head);
+            .find(|&s| !log.pinned[s as usize] && log.used[s as usize] == 0 && !log.is_head(s));
         match next {
             Some(s) => {
                 // Zoned: a zone written since its last reset is reset before the head
@@ -76,7 +80,10 @@ impl<D: BlockDev> SimFs<D> {
     fn alloc_log_inner(&mut self, n: u64) -> Result<Vec<(u64, u64)>, SimfsError> {
         let mut out: Vec<(u64, u64)> = Vec::new();
         let mut remaining = n;
+        let class = self.alloc_class;
         while remaining > 0 {
+            // (Cleaning started below may have made another log current.)
+            self.log_mut().switch_class(class);
             let log = self.log();
             let seg_end = log.head.map_or(0, |h| h * log.seg_blocks + log.seg_cap);
             let start = match log.head {
@@ -88,6 +95,7 @@ impl<D: BlockDev> SimFs<D> {
             };
             let Some(start) = start else {
                 if let Err(e) = self.open_segment() {
+                    self.log_mut().switch_class(class);
                     self.undo_alloc(&out);
                     return Err(e);
                 }
@@ -203,7 +211,7 @@ impl<D: BlockDev> SimFs<D> {
             .filter(|&s| {
                 !log.pinned[s]
                     && log.used[s] > 0
-                    && Some(s as u64) != log.head
+                    && !log.is_head(s as u64)
                     && !log.allocating.contains(&(s as u64))
             })
             .min_by_key(|&s| (log.used[s], s));
@@ -231,7 +239,14 @@ impl<D: BlockDev> SimFs<D> {
 
     /// Moves `blocks` (live blocks of a victim segment) to the head and remaps their owners.
     pub(super) fn move_blocks(&mut self, blocks: &[u64]) -> Result<(), SimfsError> {
-        let runs = self.alloc_log(blocks.len() as u64)?;
+        // With several logs, cleaning's copies go to the coldest, as F2FS's garbage
+        // collection moves data blocks to its cold data log (fs/f2fs/gc.c,
+        // move_data_block: CURSEG_COLD_DATA).
+        let saved = self.alloc_class;
+        self.alloc_class = self.log().logs() - 1;
+        let runs = self.alloc_log(blocks.len() as u64);
+        self.alloc_class = saved;
+        let runs = runs?;
         let targets: Vec<u64> = runs.iter().flat_map(|&(s, l)| s..s + l).collect();
         // Each copy keeps its owner's placement handle: (target block, handle).
         let mut copies: Vec<(u64, u16)> = Vec::with_capacity(blocks.len());
@@ -241,8 +256,8 @@ impl<D: BlockDev> SimFs<D> {
                 self.log().owner_lblk[old as usize],
             );
             let handle = match self.cfg.placement {
-                Some(p) if lblk == TREE_BLOCK => p.handle(p.tree_hint),
-                Some(p) if lblk == META_BLOCK => p.handle(p.meta_hint),
+                Some(p) if lblk == TREE_BLOCK => self.handle_of_hint(p.tree_hint),
+                Some(p) if lblk == META_BLOCK => self.handle_of_hint(p.meta_hint),
                 _ => self.handle_of_file(ino),
             };
             copies.push((new, handle));
@@ -307,7 +322,7 @@ impl<D: BlockDev> SimFs<D> {
                     !log.pinned[s]
                         && log.used[s] == 0
                         && log.written.as_ref().is_some_and(|w| w[s])
-                        && log.head != Some(s as u64)
+                        && !log.is_head(s as u64)
                 })
                 .map(|s| s as u64)
                 .collect();

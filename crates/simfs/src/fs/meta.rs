@@ -14,14 +14,20 @@ impl<D: BlockDev> SimFs<D> {
     ) -> Result<u64, SimfsError> {
         self.stats.meta_write_requests += 1;
         let handle = match self.cfg.placement {
-            Some(p) if tree => p.handle(p.tree_hint),
-            Some(p) => p.handle(p.meta_hint),
+            Some(p) if tree => self.handle_of_hint(p.tree_hint),
+            Some(p) => self.handle_of_hint(p.meta_hint),
             None => 0,
         };
         let mut at = block;
         if self.cfg.zoned.is_some() && !tree {
             // Zoned: copy on write into the log; the previous copy dies.
-            let runs = self.alloc_log(1)?;
+            self.alloc_class = self
+                .cfg
+                .placement
+                .map_or(0, |p| self.log_of_hint(p.meta_hint));
+            let runs = self.alloc_log(1);
+            self.alloc_class = 0;
+            let runs = runs?;
             at = runs[0].0;
             self.allocator
                 .set_owner(at, block as Ino, crate::lfs::META_BLOCK);
@@ -52,7 +58,13 @@ impl<D: BlockDev> SimFs<D> {
             self.release(b, 1);
         }
         if blocks.len() < n {
-            let runs = self.alloc(None, (n - blocks.len()) as u64)?;
+            self.alloc_class = self
+                .cfg
+                .placement
+                .map_or(0, |p| self.log_of_hint(p.tree_hint));
+            let runs = self.alloc(None, (n - blocks.len()) as u64);
+            self.alloc_class = 0;
+            let runs = runs?;
             blocks.extend(runs.iter().flat_map(|&(s, l)| s..s + l));
         }
         for &b in &blocks {

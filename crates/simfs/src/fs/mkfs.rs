@@ -130,8 +130,14 @@ impl<D: BlockDev> SimFs<D> {
             stats: FsStats::default(),
             allocator,
             meta_copies: HashMap::new(),
+            alloc_class: 0,
             cfg,
         };
+        if let (Some(_), Some(p)) = (fs.cfg.zoned, fs.cfg.placement) {
+            // Zoned with a hint map: a log (open zone) per class the map names.
+            let logs = p.handle_of.iter().max().map_or(1, |&h| h as usize + 1);
+            fs.log_mut().set_logs(logs);
+        }
         // Reserved inodes 1..FIRST_INODE are in use from the start.
         for i in 0..(FIRST_INODE - 1) as usize {
             fs.inode_used[i] = true;
@@ -192,18 +198,24 @@ impl<D: BlockDev> SimFs<D> {
             )));
         }
         // A write that cleaning interrupts keeps its first zone active while cleaning
-        // writes another (fs/log.rs): two active zones at most, one open.
-        if z.max_active_zones == 1 {
-            return Err(SimfsError::Config(
-                "the log on a zoned drive may keep 2 zones active at once (a write's zone and the zone cleaning copies into): max_active_zones must be 0 (no limit) or at least 2".into(),
-            ));
-        }
-        // The head, the zone it moves to while a victim's live blocks are copied, and the
-        // reserve cleaning keeps (2 zones): 4 zones at the least.
-        const MIN_ZONES: u32 = 4;
-        if z.zones < MIN_ZONES {
+        // writes another (fs/log.rs): one active zone per log and one more.
+        let logs = cfg
+            .placement
+            .map_or(1, |p| p.handle_of.iter().max().map_or(1, |&h| h as u32 + 1));
+        if z.max_active_zones != 0 && z.max_active_zones < logs + 1 {
             return Err(SimfsError::Config(format!(
-                "the log on a zoned drive needs at least {MIN_ZONES} zones (the head, the next, and 2 kept free for cleaning); this drive has {} of {} bytes: raise the capacity",
+                "the log on a zoned drive may keep {} zones active at once ({logs} log head(s) and the zone cleaning copies into): max_active_zones must be 0 (no limit) or at least {}, not {}",
+                logs + 1,
+                logs + 1,
+                z.max_active_zones
+            )));
+        }
+        // Each log's head, the zone a head moves to while a victim's live blocks are
+        // copied, and the reserve cleaning keeps (2 zones): 4 zones at the least for one log.
+        let min_zones = logs + 3;
+        if z.zones < min_zones {
+            return Err(SimfsError::Config(format!(
+                "the log on a zoned drive needs at least {min_zones} zones ({logs} log head(s), the next, and 2 kept free for cleaning); this drive has {} of {} bytes: raise the capacity",
                 z.zones, z.zone_bytes
             )));
         }

@@ -88,6 +88,8 @@ pub struct SimFs<D: BlockDev> {
     pub(crate) allocator: Box<dyn crate::allocator::Allocator>,
     /// Zoned: where the latest copy of each metadata block is in the log (by home block).
     pub(crate) meta_copies: HashMap<u64, u64>,
+    /// Zoned with several logs: the log the next allocation goes to.
+    pub(crate) alloc_class: usize,
 }
 
 impl<D: BlockDev> SimFs<D> {
@@ -199,9 +201,22 @@ impl<D: BlockDev> SimFs<D> {
         out
     }
 
-    /// The placement handle of writes with `hint` (0 without placement).
+    /// The placement handle of writes with `hint` (0 without placement, and on a zoned
+    /// drive, where the map picks a log instead: [`SimFs::log_of_hint`]).
     pub(crate) fn handle_of_hint(&self, hint: WriteHint) -> u16 {
-        self.cfg.placement.map_or(0, |p| p.handle(hint))
+        match self.cfg.zoned {
+            Some(_) => 0,
+            None => self.cfg.placement.map_or(0, |p| p.handle(hint)),
+        }
+    }
+
+    /// Zoned: the log (open zone) writes with `hint` go to: the placement map's handle,
+    /// read as a log number (F2FS keeps hot, warm and cold logs); 0 otherwise.
+    pub(crate) fn log_of_hint(&self, hint: WriteHint) -> usize {
+        match (self.cfg.zoned, self.cfg.placement) {
+            (Some(_), Some(p)) => p.handle(hint) as usize,
+            _ => 0,
+        }
     }
 
     /// The placement handle of `ino`'s data writes (0 for a file that no longer exists).
@@ -291,7 +306,10 @@ impl<D: BlockDev> SimFs<D> {
             }
             self.relocate_on_write(ino, first, end)?;
         }
-        self.fill_holes(ino, first, end, false)?;
+        self.alloc_class = self.log_of_hint(self.files[&ino].hint);
+        let filled = self.fill_holes(ino, first, end, false);
+        self.alloc_class = 0;
+        filled?;
         let (runs, _) = self.map_range(ino, first, end);
         let handle = self.handle_of_file(ino);
         let mut done = 0;
