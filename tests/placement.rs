@@ -168,3 +168,102 @@ fn replay_maps_streams_onto_handles_and_a_zoned_drive_names_the_status() {
         "{err}"
     );
 }
+
+#[test]
+fn replay_placement_is_stream_handles_and_native_traces_keep_their_handles() {
+    let dir = Scratch::new("placement-native");
+    let path = dir.0.join("t.trace");
+    let mut text = String::from("flashlab-trace v1 closed\n");
+    for i in 0..1000u64 {
+        text.push_str(&format!("0 W {} 4096 0 h=1\n", (i % 64) * 4096));
+        text.push_str(&format!("0 W {} 4096 0\n", (1000 + i) * 4096));
+    }
+    std::fs::write(&path, &text).unwrap();
+    let p = path.to_str().unwrap();
+    let base = [
+        "replay",
+        p,
+        "--preset",
+        "840pro",
+        "--capacity",
+        "1GiB",
+        "--json",
+    ];
+    let v = stdout_json(&flashlab(
+        &[&base[..], &["--drive", "fdp", "--handles", "2"]].concat(),
+    ));
+    let per = v["fdp"]["per_handle"].as_array().unwrap();
+    assert_eq!(per[0]["host_bytes_written"], 1000 * 4096);
+    assert_eq!(per[1]["host_bytes_written"], 1000 * 4096, "the trace's h=1");
+    // A conventional drive refuses the trace's handle, naming it.
+    let o = flashlab(&base);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("handle") && err.contains("FDP"), "{err}");
+    // --placement is --stream-handles.
+    let a = stdout_json(&flashlab(
+        &[
+            &base[..],
+            &["--drive", "fdp", "--handles", "2", "--placement"],
+        ]
+        .concat(),
+    ));
+    let b = stdout_json(&flashlab(
+        &[
+            &base[..],
+            &["--drive", "fdp", "--handles", "2", "--stream-handles"],
+        ]
+        .concat(),
+    ));
+    assert_eq!(a["fdp"], b["fdp"]);
+    assert_eq!(a["waf"], b["waf"]);
+}
+
+#[test]
+fn engines_run_on_fdp_and_zoned_drives_with_the_same_answers() {
+    let kv = |drive: &str| {
+        stdout_json(&flashlab(&[
+            "kv",
+            "--backend",
+            "sim",
+            "--preset",
+            "x25e",
+            "--capacity",
+            "1GiB",
+            "--drive",
+            drive,
+            "--docs",
+            "2000",
+            "--ops",
+            "5000",
+            "--batch",
+            "64",
+            "--dbs",
+            "1",
+            "--json",
+        ]))
+    };
+    let (c, f, z) = (kv("conventional"), kv("fdp"), kv("zoned"));
+    // The store does the same work whatever the drive; only the time differs.
+    for k in [
+        "bytes_written",
+        "commits",
+        "segments_cleaned",
+        "nodes_moved",
+        "file_bytes",
+    ] {
+        assert_eq!(c[k], f[k], "{k}");
+        assert_eq!(c[k], z[k], "{k}");
+    }
+    let o = flashlab(&[
+        "kv",
+        "--backend",
+        "sim",
+        "--preset",
+        "x25e",
+        "--handles",
+        "3",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--drive fdp"));
+    let o = flashlab(&["kv", "--backend", "mem", "--drive", "zoned"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("simulated drive"));
+}

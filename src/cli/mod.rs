@@ -438,6 +438,15 @@ pub(crate) struct BackendArgs {
     /// rate); with --json, a `wear` object.
     #[arg(long)]
     pub(crate) wear: bool,
+    /// sim: the kind of drive, as `sim --drive`: conventional, fdp (simfs maps the engines'
+    /// write-life hints onto its handles) or zoned (simfs runs its zoned log: segments are
+    /// zones, host cleaning, zone resets). Default: the preset's.
+    #[arg(long, value_enum)]
+    pub(crate) drive: Option<DriveKind>,
+    /// sim, --drive fdp: reclaim unit handles (default 5: handle 0 and Linux's four
+    /// write-life streams).
+    #[arg(long, value_name = "N")]
+    pub(crate) handles: Option<u16>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -452,8 +461,15 @@ impl BackendArgs {
     /// --dir is).
     fn resolve(&self, default: BackendKind, dir: Option<PathBuf>) -> Result<lab::backend::Backend> {
         let kind = self.backend.unwrap_or(default);
+        if self.handles.is_some() && self.drive != Some(DriveKind::Fdp) {
+            bail!("--handles sets up an FDP drive: add --drive fdp");
+        }
         if kind != BackendKind::Sim {
-            for (given, flag) in [(self.age.is_some(), "--age"), (self.wear, "--wear")] {
+            for (given, flag) in [
+                (self.age.is_some(), "--age"),
+                (self.wear, "--wear"),
+                (self.drive.is_some(), "--drive"),
+            ] {
                 if given {
                     bail!("{flag} applies to a simulated drive: add --backend sim --preset NAME");
                 }
@@ -479,9 +495,17 @@ impl BackendArgs {
                 if let Some(c) = self.capacity {
                     p = p.with_capacity(c);
                 }
-                if self.age.is_some() {
+                let drive = self.drive.map(|d| match d {
+                    DriveKind::Conventional => lab::sim::Drive::Conventional,
+                    DriveKind::Fdp => {
+                        lab::sim::Drive::Fdp(flash::FdpConfig::new(self.handles.unwrap_or(5)))
+                    }
+                    DriveKind::Zoned => lab::sim::Drive::Zoned(flash::ZonedConfig::default()),
+                });
+                if self.age.is_some() || drive.is_some() {
                     p = SsdOverrides {
                         age: self.age.clone(),
+                        drive,
                         ..SsdOverrides::default()
                     }
                     .apply(p)?;

@@ -82,8 +82,10 @@ pub(crate) struct ReplayArgs {
     pub(crate) wear: bool,
     /// On an FDP drive (--drive fdp --handles N): the trace's i-th stream (in order of
     /// first appearance: a process, a disk, a generator) writes on placement handle
-    /// i mod N. Without it every write is on handle 0 (today's drive).
-    #[arg(long)]
+    /// i mod N. Without it every write is on handle 0 (today's drive), or on the handle a
+    /// native trace's `h=N` names. `--placement` is the same flag (the name issue 27
+    /// gives it).
+    #[arg(long, visible_alias = "placement")]
     pub(crate) stream_handles: bool,
 }
 

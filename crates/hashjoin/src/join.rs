@@ -130,6 +130,21 @@ pub(crate) const MAX_LEVEL: u32 = 4;
 /// Planning slack for uneven partitions.
 pub(crate) const SKEW_SLACK: f64 = 1.2;
 
+/// The write-life hint of the spill files one partitioning pass writes at recursion
+/// `level`: a pass's files die together (each pair is deleted once joined), and a pass's
+/// files live longer than those of the passes below it, which are written and deleted
+/// while one of its pairs is joined. So consecutive passes get different hints, in turn
+/// SHORT, MEDIUM and LONG (EXTREME stays for long-lived data such as tables; NOT_SET for
+/// everything else): on a drive with placement (simfs maps hints to handles), a pass's
+/// files fill reclaim units of their own.
+pub fn pass_hint(level: u32) -> vfs::WriteHint {
+    match level % 3 {
+        0 => vfs::WriteHint::Short,
+        1 => vfs::WriteHint::Medium,
+        _ => vfs::WriteHint::Long,
+    }
+}
+
 /// Partitioning hash F1 with a seed per recursion level.
 #[inline]
 pub(crate) fn f1(key: u64, level: u32, n: u32) -> u32 {
@@ -346,6 +361,7 @@ impl<'a, S: Store> Join<'a, S> {
                 continue;
             }
             let f = self.store.create()?;
+            self.store.set_hint(f, pass_hint(level))?;
             if self.spec.fallocate && expected > 0 {
                 // Expected size plus slack, rounded to 4 KiB.
                 let want = ((expected as f64 * SKEW_SLACK) as u64).div_ceil(4096) * 4096;

@@ -23,6 +23,8 @@ enum Call {
     /// `create`, and the id the store gave.
     Create(FileId),
     Fallocate(FileId, u64),
+    /// `set_hint`, with the hint's Linux value.
+    Hint(FileId, u8),
     /// `append` of this many bytes.
     Append(FileId, u32),
     /// `read_at`: file, offset, buffer length, bytes read.
@@ -130,6 +132,12 @@ impl<S: Store> Store for Recorder<S> {
         let f = self.inner.create()?;
         self.push(Call::Create(f));
         Ok(f)
+    }
+
+    fn set_hint(&mut self, f: FileId, hint: vfs::WriteHint) -> Result<(), JoinError> {
+        self.inner.set_hint(f, hint)?;
+        self.push(Call::Hint(f, hint as u8));
+        Ok(())
     }
 
     fn fallocate(&mut self, f: FileId, bytes: u64) -> Result<(), JoinError> {
@@ -282,6 +290,10 @@ impl Recording {
                     ids.insert(f, new);
                 }
                 Call::Fallocate(f, bytes) => store.fallocate(id(&ids, f), bytes)?,
+                Call::Hint(f, h) => {
+                    let hint = vfs::WriteHint::from_value(h.into()).expect("recorded from a hint");
+                    store.set_hint(id(&ids, f), hint)?
+                }
                 Call::Append(f, n) => store.append(id(&ids, f), &zeros[..n as usize])?,
                 Call::ReadAt(f, offset, n, got) => {
                     let read = store.read_at(id(&ids, f), offset, &mut buf[..n as usize])?;

@@ -38,6 +38,12 @@ pub struct StoreStats {
 pub trait Store {
     /// A new, empty spill file.
     fn create(&mut self) -> Result<FileId, JoinError>;
+    /// Sets the spill file's write-life hint ([`vfs::Vfs::set_write_hint`]): where its data
+    /// goes on a drive with placement. Advice only: nothing else changes. The default
+    /// ignores it.
+    fn set_hint(&mut self, _f: FileId, _hint: vfs::WriteHint) -> Result<(), JoinError> {
+        Ok(())
+    }
     /// Preallocates `bytes` for the file (contiguously where the backend can).
     fn fallocate(&mut self, f: FileId, bytes: u64) -> Result<(), JoinError>;
     /// Appends `data` at the end of the file.
@@ -582,6 +588,13 @@ impl<V: Vfs> Store for VfsStore<V> {
             disk_bytes: 0,
             spill: true,
         }))
+    }
+
+    fn set_hint(&mut self, f: FileId, hint: vfs::WriteHint) -> Result<(), JoinError> {
+        let fd = self.spill_file(f, "set_hint")?.fd;
+        self.vfs
+            .set_write_hint(fd, hint)
+            .map_err(|e| self.vfs_error(e))
     }
 
     fn fallocate(&mut self, f: FileId, bytes: u64) -> Result<(), JoinError> {

@@ -262,3 +262,72 @@ fn sim_backend_times_spill_io_on_a_drive() {
     }
     assert_ne!(times[0], times[1]);
 }
+
+#[test]
+fn each_pass_spills_on_its_own_handle_and_the_answer_stays() {
+    // An FDP drive with 5 handles: simfs maps the join's hints onto them (SHORT on 1 for
+    // the first pass, MEDIUM on 2 for repartitioning); without placement everything is on
+    // handle 0. The answer is the same either way.
+    let orders: Vec<Record> = rows(Table::Orders, 0.01).collect();
+    let lines: Vec<Record> = rows(Table::Lineitem, 0.01).collect();
+    let want = expected(&orders, &lines);
+    let run = |placement: bool| {
+        let mut preset = flash::Preset::load("nvme").unwrap().with_capacity(4 << 30);
+        preset.ssd_config_mut().unwrap().fdp = Some(Box::new(flash::FdpConfig::new(5)));
+        let dev = preset.build().unwrap();
+        let mut cfg = simfs::FsConfig::new(2 << 30);
+        cfg.placement = placement.then(|| simfs::HintPlacement::linux_streams(5));
+        let mut store = SimStore::simulated(dev, cfg, vfs::HostConfig::uncached()).unwrap();
+        let o = store
+            .add_input("orders", &encode(&orders, Layout::Columns))
+            .unwrap();
+        let l = store
+            .add_input("lineitem", &encode(&lines, Layout::Columns))
+            .unwrap();
+        let (a, b) = inputs(o, l, &orders, &lines, Layout::Columns, 0);
+        let r = hash_join(
+            &mut store,
+            &MemoryPool::new(128 << 10),
+            &spec(Algorithm::Grace),
+            a,
+            b,
+        )
+        .unwrap();
+        check(&r, want);
+        let fdp = store.device_stats().fdp.unwrap();
+        let per: Vec<u64> = fdp
+            .per_handle
+            .iter()
+            .map(|h| h.host_bytes_written)
+            .collect();
+        (r, per)
+    };
+    let (r_on, on) = run(true);
+    let (r_off, off) = run(false);
+    assert_eq!(
+        (
+            r_on.rows,
+            r_on.sum_o_totalprice_cents,
+            r_on.sum_l_extendedprice_cents
+        ),
+        (
+            r_off.rows,
+            r_off.sum_o_totalprice_cents,
+            r_off.sum_l_extendedprice_cents
+        )
+    );
+    assert_eq!(r_on.bytes_spilled, r_off.bytes_spilled);
+    assert_eq!(off[1..].iter().sum::<u64>(), 0, "{off:?}");
+    assert!(
+        r_on.repartitioned_pairs > 0,
+        "this memory repartitions: {r_on:?}"
+    );
+    // First-pass spill files on handle 1, repartitioned ones on handle 2 (with the
+    // file system's inode tables and bitmaps, MEDIUM too); the inputs on handle 0.
+    assert!(on[1] >= r_on.input_bytes / 4096 * 4096, "{on:?} {r_on:?}");
+    assert!(
+        on[2] > 0 && on[0] >= r_on.input_bytes / 4096 * 4096,
+        "{on:?}"
+    );
+    assert_eq!(on.iter().sum::<u64>(), off.iter().sum::<u64>());
+}

@@ -56,11 +56,44 @@ pub fn simulated_fs_on(
     let mut dev = preset.build()?;
     crate::precondition::precondition(&mut dev, precondition, 1.0, seed)?;
     let logical = flash::Device::logical_bytes(&dev);
-    let cfg = simfs::FsConfig {
+    let mut cfg = simfs::FsConfig {
         alloc,
         ..simfs::FsConfig::for_device(logical)
     };
+    fit_to_drive(&mut cfg, &dev);
     Ok(simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg)?)
+}
+
+/// Fits a file system's configuration to the drive it is made on, as Linux does: on an FDP
+/// drive with more than one handle, write-life hints map onto its handles with the
+/// kernel's stream map ([`simfs::HintPlacement::linux_streams`]; Linux 4.13-5.17 turned
+/// streams on when the drive had them); on a zoned drive, simfs runs its zoned log (as
+/// `mkfs.f2fs -m` does) over as many whole zones as the configured size holds, without a
+/// discard mode, with a log (an open zone) per class of the same map, as F2FS keeps
+/// several logs (`active_logs`, 6 by default): 5, or fewer when the drive's active-zone
+/// limit allows fewer (one zone more than the logs stays active). Nothing changes on any
+/// other drive.
+pub fn fit_to_drive(cfg: &mut simfs::FsConfig, dev: &flash::AnyDevice) {
+    match dev {
+        flash::AnyDevice::Ssd(s) if s.config().fdp.is_some() && s.handles() > 1 => {
+            cfg.placement = Some(simfs::HintPlacement::linux_streams(s.handles()));
+        }
+        flash::AnyDevice::Zoned(_) => {
+            if let Some(mut z) = simfs::ZoneLayout::of(dev) {
+                let fit = (cfg.size_bytes / z.zone_bytes) as u32;
+                z.zones = z.zones.min(fit.max(1));
+                let logs = match z.max_active_zones {
+                    0 => 5,
+                    n => (n - 1).min(5) as u16,
+                };
+                *cfg = simfs::FsConfig {
+                    placement: (logs > 1).then(|| simfs::HintPlacement::linux_streams(logs)),
+                    ..simfs::FsConfig::for_zoned(z)
+                };
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A file system an engine owns while the caller keeps a handle on it (to read the
@@ -96,6 +129,9 @@ impl<V: vfs::Vfs> vfs::Vfs for Watched<V> {
     }
     fn write_at(&mut self, fd: vfs::Fd, offset: u64, data: &[u8]) -> Result<(), vfs::VfsError> {
         self.0.borrow_mut().write_at(fd, offset, data)
+    }
+    fn set_write_hint(&mut self, fd: vfs::Fd, hint: vfs::WriteHint) -> Result<(), vfs::VfsError> {
+        self.0.borrow_mut().set_write_hint(fd, hint)
     }
     fn fallocate(&mut self, fd: vfs::Fd, offset: u64, len: u64) -> Result<(), vfs::VfsError> {
         self.0.borrow_mut().fallocate(fd, offset, len)

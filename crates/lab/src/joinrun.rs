@@ -502,6 +502,7 @@ pub fn run(
             cfg.discard = st.discard;
             cfg.prealloc = st.prealloc;
             cfg.kernel = st.kernel;
+            crate::backend::fit_to_drive(&mut cfg, &dev);
             let fs = simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg).map_err(|x| x.to_string())?;
             let mut drive = vfs::SimVfs::with_host(fs, st.host.clone());
             if st.stream_inputs && st.inputs_on_device {

@@ -86,9 +86,20 @@ impl Allocator for LogState {
 }
 
 /// The allocator for `policy`, over a fresh file system's `bitmap`.
-pub(crate) fn for_policy(policy: AllocPolicy, bitmap: &Bitmap) -> Box<dyn Allocator> {
-    match policy {
-        AllocPolicy::Ext4Like => Box::new(Ext4Like),
-        AllocPolicy::LogStructured => Box::new(LogState::new(bitmap)),
+/// With `zoned`, the log's segments are the zones.
+pub(crate) fn for_policy(
+    policy: AllocPolicy,
+    bitmap: &Bitmap,
+    zoned: Option<crate::types::ZoneLayout>,
+) -> Box<dyn Allocator> {
+    match (policy, zoned) {
+        (AllocPolicy::Ext4Like, _) => Box::new(Ext4Like),
+        (AllocPolicy::LogStructured, None) => Box::new(LogState::new(bitmap)),
+        (AllocPolicy::LogStructured, Some(z)) => Box::new(LogState::with_segments(
+            bitmap,
+            z.zone_bytes / crate::types::BLOCK,
+            z.zone_capacity_bytes / crate::types::BLOCK,
+            Some(z.zones as u64),
+        )),
     }
 }

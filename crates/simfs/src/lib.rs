@@ -28,4 +28,7 @@ pub mod types;
 
 pub use device::{BlockDev, Recorder, Timed};
 pub use error::SimfsError;
-pub use fs::{AllocPolicy, DiscardKernel, DiscardMode, FsConfig, FsStats, SimFs};
+pub use fs::{
+    AllocPolicy, DiscardKernel, DiscardMode, FsConfig, FsStats, HintPlacement, SimFs, WriteHint,
+    ZoneLayout,
+};

@@ -214,6 +214,157 @@ impl std::str::FromStr for DiscardKernel {
     }
 }
 
+/// A file's expected data lifetime, as Linux's `fcntl(fd, F_SET_RW_HINT, &hint)` takes it:
+/// the values of `RWH_WRITE_LIFE_*` in include/uapi/linux/fcntl.h (0 is spelled
+/// `RWF_WRITE_LIFE_NOT_SET` there, "not set", and clears a hint set before). Linux keeps
+/// it on the inode (`i_write_hint`), in memory only; so does simfs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(u8)]
+pub enum WriteHint {
+    #[default]
+    NotSet = 0,
+    None = 1,
+    Short = 2,
+    Medium = 3,
+    Long = 4,
+    Extreme = 5,
+}
+
+impl WriteHint {
+    pub const ALL: [WriteHint; 6] = [
+        WriteHint::NotSet,
+        WriteHint::None,
+        WriteHint::Short,
+        WriteHint::Medium,
+        WriteHint::Long,
+        WriteHint::Extreme,
+    ];
+
+    /// The hint with Linux's value `v` (what `F_SET_RW_HINT` accepts: 0-5).
+    pub fn from_value(v: u64) -> Result<WriteHint, String> {
+        WriteHint::ALL
+            .into_iter()
+            .find(|h| *h as u64 == v)
+            .ok_or_else(|| {
+                format!("write-life hint {v} is not one of Linux's RWH_WRITE_LIFE_* values 0-5")
+            })
+    }
+
+    /// Linux's value (`RWH_WRITE_LIFE_*`).
+    pub fn value(self) -> u64 {
+        self as u64
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteHint::NotSet => "not-set",
+            WriteHint::None => "none",
+            WriteHint::Short => "short",
+            WriteHint::Medium => "medium",
+            WriteHint::Long => "long",
+            WriteHint::Extreme => "extreme",
+        }
+    }
+}
+
+impl fmt::Display for WriteHint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for WriteHint {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Ok(v) = s.parse::<u64>() {
+            return WriteHint::from_value(v);
+        }
+        WriteHint::ALL
+            .into_iter()
+            .find(|h| h.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown write-life hint {s:?}: expected not-set, none, short, medium, long, extreme or 0-5"
+                )
+            })
+    }
+}
+
+/// Where simfs's writes go on a drive with placement handles (NVMe FDP): each write-life
+/// hint maps to a handle; file data carries its file's hint, metadata the hints below.
+/// With no placement ([`FsConfig::placement`] `None`) every write is on handle 0, as
+/// before hints existed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HintPlacement {
+    /// The handle of each hint, indexed by its value.
+    pub handle_of: [u16; 6],
+    /// The hint of inode-table and bitmap blocks: `WRITE_LIFE_MEDIUM`, the hint F2FS's
+    /// `whint_mode=fs-based` gives its META area (Documentation/filesystems/f2fs.rst,
+    /// Linux 4.16-5.17), which is likewise rewritten in place.
+    pub meta_hint: WriteHint,
+    /// The hint of extent-tree blocks: `WRITE_LIFE_NOT_SET`, F2FS's fs-based hint for its
+    /// hot and warm node blocks (the per-file maps).
+    pub tree_hint: WriteHint,
+}
+
+impl HintPlacement {
+    /// Linux's own map from hints to NVMe streams (drivers/nvme/host/core.c,
+    /// `nvme_assign_write_stream`, Linux 4.13-5.17): `NOT_SET` and `NONE` on stream 0,
+    /// `SHORT`..`EXTREME` on stream `hint - 1` (1-4). The kernel turned streams off on a
+    /// drive with fewer than 4; here a drive with `handles` < 5 gets the streams past its
+    /// last handle folded onto that last handle (1 handle: everything on 0).
+    pub fn linux_streams(handles: u16) -> HintPlacement {
+        let last = handles.max(1) - 1;
+        let mut handle_of = [0u16; 6];
+        for h in WriteHint::ALL {
+            let stream = (h.value().max(1) - 1) as u16;
+            handle_of[h as usize] = stream.min(last);
+        }
+        HintPlacement {
+            handle_of,
+            meta_hint: WriteHint::Medium,
+            tree_hint: WriteHint::NotSet,
+        }
+    }
+
+    /// The handle `hint`'s writes carry.
+    pub fn handle(&self, hint: WriteHint) -> u16 {
+        self.handle_of[hint as usize]
+    }
+}
+
+/// The zones of a zoned drive, as its Report Zones gives them: simfs's log-structured
+/// policy runs on them with a segment per zone ([`FsConfig::for_zoned`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ZoneLayout {
+    pub zones: u32,
+    pub zone_bytes: u64,
+    /// The writable bytes at the start of each zone.
+    pub zone_capacity_bytes: u64,
+    /// The drive's limits (0: none); the file system keeps one zone open at a time.
+    pub max_open_zones: u32,
+    pub max_active_zones: u32,
+}
+
+impl ZoneLayout {
+    /// The zones of `dev`, if it is a zoned drive.
+    pub fn of(dev: &flash::AnyDevice) -> Option<ZoneLayout> {
+        match dev {
+            flash::AnyDevice::Zoned(z) => {
+                let limits = z.config().zoned.as_deref().cloned().unwrap_or_default();
+                Some(ZoneLayout {
+                    zones: z.zones(),
+                    zone_bytes: z.zone_size_bytes(),
+                    zone_capacity_bytes: z.zone_capacity_bytes(),
+                    max_open_zones: limits.max_open_zones,
+                    max_active_zones: limits.max_active_zones,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct FsConfig {
     pub size_bytes: u64,
@@ -228,6 +379,11 @@ pub struct FsConfig {
     /// With [`DiscardMode::Journal`]: which Linux kernel's ext4 online discard to follow
     /// (when and what a commit discards; [`DiscardKernel`]).
     pub kernel: DiscardKernel,
+    /// Placement handles for writes by write-life hint (None: every write on handle 0).
+    pub placement: Option<HintPlacement>,
+    /// On a zoned drive: its zones, each a segment of the log-structured policy
+    /// ([`FsConfig::for_zoned`]); None on every other device.
+    pub zoned: Option<ZoneLayout>,
 }
 
 impl FsConfig {
@@ -243,6 +399,8 @@ impl FsConfig {
             discard: DiscardMode::None,
             prealloc: false,
             kernel: DiscardKernel::Linux3_10,
+            placement: None,
+            zoned: None,
         }
     }
 
@@ -251,6 +409,17 @@ impl FsConfig {
     /// 0 bytes, which mkfs refuses with a clear error.
     pub fn for_device(device_bytes: u64) -> Self {
         FsConfig::new(device_bytes.saturating_sub(BLOCK) / BLOCK * BLOCK * 9 / 10)
+    }
+
+    /// A file system over every zone of a zoned drive: the log-structured policy with a
+    /// segment per zone, no discard mode (emptied zones are reset instead), inodes as
+    /// mke2fs gives a device of that size. The metadata is written into the log.
+    pub fn for_zoned(zones: ZoneLayout) -> Self {
+        FsConfig {
+            alloc: AllocPolicy::LogStructured,
+            zoned: Some(zones),
+            ..FsConfig::new(zones.zones as u64 * zones.zone_bytes)
+        }
     }
 }
 
@@ -266,6 +435,9 @@ pub struct FsStats {
     /// Log-structured policy: segments cleaned and live blocks they moved.
     pub cleaned_segments: u64,
     pub cleaned_blocks: u64,
+    /// Zoned: zones reset (each a TRIM of the whole zone, which a zoned drive carries out
+    /// as Zone Management Send, Reset Zone).
+    pub zone_resets: u64,
     pub vtrim_commands: u64,
     pub ftrim_commands: u64,
     /// Bytes named by TRIM-family commands (for fTrim: the file's blocks).

@@ -115,3 +115,28 @@ fn deleting_on_a_simulated_drive_trims_in_every_policy() {
         assert_eq!(fs.device().dev.stats().trimmed_pages, 2048, "{alloc:?}");
     }
 }
+
+#[test]
+fn filling_the_log_to_the_last_block_is_a_clear_error_and_leaves_no_orphan_blocks() {
+    // Blocks an allocation takes have no owner until it returns; cleaning that the same
+    // allocation starts must not pick their segment as its victim.
+    let mut fs = lfs_recorder(48 << 20, DiscardMode::None);
+    let (a, b) = (fs.create("a").unwrap(), fs.create("b").unwrap());
+    let mut at = 0u64;
+    let err = loop {
+        let r = fs
+            .write_at(a, at, 1 << 20)
+            .and_then(|_| fs.write_at(b, 0, 256 << 10));
+        match r {
+            Ok(_) => at += 1 << 20,
+            Err(e) => break e,
+        }
+        assert!(at < 1 << 30, "48 MiB took a GiB");
+    };
+    assert!(matches!(err, simfs::SimfsError::NoSpace { .. }), "{err:?}");
+    fs.check_invariants().unwrap();
+    fs.unlink("a").unwrap();
+    fs.sync().unwrap();
+    fs.write_at(b, 0, 16 << 20).unwrap();
+    fs.check_invariants().unwrap();
+}

@@ -31,6 +31,7 @@ pub use pagecache::HostConfig;
 pub use shared::Shared;
 pub use shelf::{FileSource, Shelf, SourceFactory};
 pub use sim::{SimDrive, SimVfs};
+pub use simfs::WriteHint;
 pub use turns::{IoScheduler, Turns, UserVfs, VirtualClock};
 
 use thiserror::Error;
@@ -142,6 +143,15 @@ pub trait Vfs {
     }
     /// Writes all of `data` at `offset`, growing the file as needed.
     fn write_at(&mut self, fd: Fd, offset: u64, data: &[u8]) -> Result<(), VfsError>;
+    /// Sets the file's write-life hint, as Linux's `fcntl(fd, F_SET_RW_HINT, &hint)` does
+    /// (include/uapi/linux/fcntl.h): how long its data will live, for the drive's
+    /// placement. Advice only, never an answer: reads and lengths stay the same. The
+    /// default accepts and ignores it, as a file system on a drive without placement does
+    /// (files in RAM); simfs maps it onto a placement handle (see `simfs::HintPlacement`),
+    /// real files pass it to the kernel.
+    fn set_write_hint(&mut self, _fd: Fd, _hint: WriteHint) -> Result<(), VfsError> {
+        Ok(())
+    }
     /// Allocates `len` bytes at `offset` (the file's length grows to cover them).
     fn fallocate(&mut self, fd: Fd, offset: u64, len: u64) -> Result<(), VfsError>;
     fn truncate(&mut self, fd: Fd, len: u64) -> Result<(), VfsError>;

@@ -501,6 +501,14 @@ impl Vfs for SimVfs {
         Ok(())
     }
 
+    /// The hint goes on the inode (no I/O): the file's writes from now on, writeback's
+    /// included, carry the handle simfs maps it to.
+    fn set_write_hint(&mut self, fd: Fd, hint: crate::WriteHint) -> Result<(), VfsError> {
+        let ino = self.ino(fd);
+        self.fs
+            .set_write_hint(ino, hint)
+            .map_err(|e| sim_error("set_write_hint", e))
+    }
     fn fallocate(&mut self, fd: Fd, offset: u64, len: u64) -> Result<(), VfsError> {
         let ino = self.ino(fd);
         let (_, ns) = self.timed_ino(ino, |fs| fs.fallocate(ino, offset, len))?;
@@ -652,6 +660,49 @@ pub(crate) mod tests {
             v.fallocate(big, 0, 1 << 30),
             Err(VfsError::DiskFull { .. })
         ));
+    }
+
+    #[test]
+    fn write_hints_reach_an_fdp_drive_through_writeback() {
+        // The hot file is rewritten; the cold one written once. Through the page cache, the
+        // hint set on the open file decides the handle writeback's requests carry.
+        let run = |placement: bool| {
+            let mut preset = flash::Preset::load("nvme").unwrap().with_capacity(4 << 30);
+            preset.ssd_config_mut().unwrap().fdp = Some(Box::new(flash::FdpConfig::new(5)));
+            let dev = preset.build().unwrap();
+            let mut cfg = simfs::FsConfig::for_device(dev.logical_bytes());
+            cfg.placement = placement.then(|| simfs::HintPlacement::linux_streams(5));
+            let fs = SimFs::mkfs(Timed::new(dev), cfg).unwrap();
+            let mut v = SimVfs::with_host(fs, HostConfig::linux(1 << 30));
+            let hot = v.open("hot", OpenMode::create()).unwrap();
+            let cold = v.open("cold", OpenMode::create()).unwrap();
+            v.set_write_hint(hot, crate::WriteHint::Short).unwrap();
+            v.set_write_hint(cold, crate::WriteHint::Extreme).unwrap();
+            v.write_at(cold, 0, &vec![1u8; 1 << 20]).unwrap();
+            for round in 0..3u8 {
+                v.write_at(hot, 0, &vec![round; 1 << 20]).unwrap();
+                v.fsync(hot).unwrap();
+            }
+            v.fsync(cold).unwrap();
+            let mut buf = vec![0u8; 4096];
+            v.read_at(hot, 4096, &mut buf).unwrap();
+            assert!(
+                buf.iter().all(|&b| b == 2),
+                "the bytes are the last write's"
+            );
+            let fdp = v.fs().device().dev.stats().fdp.unwrap();
+            fdp.per_handle
+                .iter()
+                .map(|h| h.host_bytes_written)
+                .collect::<Vec<u64>>()
+        };
+        let on = run(true);
+        assert_eq!(on[1], 3 << 20, "hot data on SHORT's handle: {on:?}");
+        assert_eq!(on[4], 1 << 20, "cold data on EXTREME's handle: {on:?}");
+        assert!(on[2] > 0, "metadata on MEDIUM's handle: {on:?}");
+        let off = run(false);
+        assert_eq!(off.iter().skip(1).sum::<u64>(), 0, "no placement: {off:?}");
+        assert_eq!(off[0], on.iter().sum::<u64>(), "the same bytes in all");
     }
 
     fn cached_drive(ram_bytes: u64) -> SimVfs {

@@ -488,6 +488,9 @@ impl<V: Vfs + VirtualClock> Vfs for UserVfs<V> {
     fn write_at(&mut self, fd: Fd, offset: u64, data: &[u8]) -> Result<(), VfsError> {
         self.with_turn(Some(write_slot), |v| v.write_at(fd, offset, data))
     }
+    fn set_write_hint(&mut self, fd: Fd, hint: crate::WriteHint) -> Result<(), VfsError> {
+        self.turns.lock().vfs.set_write_hint(fd, hint)
+    }
     fn fallocate(&mut self, fd: Fd, offset: u64, len: u64) -> Result<(), VfsError> {
         self.with_turn(Some(write_slot), |v| v.fallocate(fd, offset, len))
     }

@@ -96,7 +96,13 @@ impl<S: Segments> AsStore<S> {
             }));
         }
         self.finish(&mut b, false);
-        self.append(&b)?;
+        // Separation by age: the copies survived a cleaning, so they are likely to live
+        // long (LONG); fresh nodes and checkpoints die young (SHORT). On a drive with
+        // placement each class fills reclaim units of its own.
+        self.storage.set_write_hint(vfs::WriteHint::Long)?;
+        let appended = self.append(&b);
+        self.storage.set_write_hint(vfs::WriteHint::Short)?;
+        appended?;
         let mut units = 0;
         for ((id, _), loc) in live.iter().zip(locs) {
             units += loc.units;

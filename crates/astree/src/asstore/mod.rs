@@ -325,6 +325,8 @@ impl<S: Segments> AsStore<S> {
             written_seq: 0,
             synced_seq: 0,
         };
+        // Fresh nodes die young; the cleaner's copies are hinted LONG (cleaner.rs).
+        s.storage.set_write_hint(vfs::WriteHint::Short)?;
         s.recover()?;
         Ok(s)
     }

@@ -43,6 +43,12 @@ pub trait Segments {
     /// Renames file `from` to `to` (which must not exist): a dead segment recycled as a
     /// new one keeps its blocks, so writing it needs no allocation.
     fn rename(&mut self, from: u64, to: u64) -> Result<(), TreeError>;
+    /// The write-life hint of the writes from now on ([`vfs::Vfs::set_write_hint`]): log
+    /// segments get `hint`, file 0 (the superblocks, rewritten in place) MEDIUM, as F2FS
+    /// hints its in-place metadata. Advice only; the default ignores it.
+    fn set_write_hint(&mut self, _hint: vfs::WriteHint) -> Result<(), TreeError> {
+        Ok(())
+    }
     /// Makes every write, truncation and removal so far durable.
     fn sync(&mut self) -> Result<(), TreeError>;
     /// Bytes in all files.
@@ -101,6 +107,10 @@ pub struct VfsSegments<V: Vfs> {
     files: BTreeMap<u64, Fd>,
     dirty: BTreeSet<u64>,
     dir_dirty: bool,
+    /// The hint of log-segment writes ([`Segments::set_write_hint`]; None: never set, so
+    /// no hint is ever passed on), and the hint each open segment file has.
+    hint: Option<vfs::WriteHint>,
+    applied: BTreeMap<u64, vfs::WriteHint>,
 }
 
 /// Segments as real files in a directory (O_DIRECT optional).
@@ -147,6 +157,8 @@ impl<V: Vfs> VfsSegments<V> {
             files,
             dirty: BTreeSet::new(),
             dir_dirty: false,
+            hint: None,
+            applied: BTreeMap::new(),
         })
     }
 
@@ -245,7 +257,18 @@ impl<V: Vfs> Segments for VfsSegments<V> {
             }
         };
         self.dirty.insert(seg);
+        if let Some(h) = self.hint {
+            let want = if seg == 0 { vfs::WriteHint::Medium } else { h };
+            if self.applied.get(&seg) != Some(&want) {
+                self.vfs.set_write_hint(fd, want).map_err(vfs_error)?;
+                self.applied.insert(seg, want);
+            }
+        }
         self.vfs.write_at(fd, offset, data).map_err(vfs_error)
+    }
+    fn set_write_hint(&mut self, hint: vfs::WriteHint) -> Result<(), TreeError> {
+        self.hint = Some(hint);
+        Ok(())
     }
     fn truncate(&mut self, seg: u64, len: u64) -> Result<(), TreeError> {
         let Some(&fd) = self.files.get(&seg) else {
@@ -260,6 +283,7 @@ impl<V: Vfs> Segments for VfsSegments<V> {
         };
         self.vfs.close(fd);
         self.dirty.remove(&seg);
+        self.applied.remove(&seg);
         self.dir_dirty = true;
         let name = self.file_name(seg);
         self.vfs.unlink(&name).map_err(vfs_error)
@@ -275,6 +299,10 @@ impl<V: Vfs> Segments for VfsSegments<V> {
         self.files.insert(to, fd);
         if self.dirty.remove(&from) {
             self.dirty.insert(to);
+        }
+        // The hint is the inode's: it goes with the file.
+        if let Some(h) = self.applied.remove(&from) {
+            self.applied.insert(to, h);
         }
         self.dir_dirty = true;
         Ok(())

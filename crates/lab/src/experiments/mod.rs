@@ -6,6 +6,7 @@ pub mod astree;
 pub mod gracejoin;
 pub mod lifetime;
 pub mod nosql;
+pub mod placement;
 pub mod tempfiles;
 pub mod tempfiles_real;
 pub mod trim;
@@ -393,6 +394,12 @@ pub const ALL: &[Experiment] = &[
         id: "lifetime",
         about: "the engines on an aging drive: paper 000's four temp-file combinations on the MX500 and paper 004's three B-tree stores on the 2011 drive, each to the same host bytes: life used, projected TBW and days, against a null model (WAF 1)",
         run: lifetime::run,
+        kind: Kind::Simulated,
+    },
+    Experiment {
+        id: "placement",
+        about: "issue 27: the papers' engines on a conventional, an FDP and a zoned drive of the same flash (write-life hints, simfs's zoned mode); hot/cold separation against the analytic model; a CacheLib-like cache on FDP",
+        run: placement::run,
         kind: Kind::Simulated,
     },
 ];

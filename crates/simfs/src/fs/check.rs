@@ -53,10 +53,25 @@ impl<D: BlockDev> SimFs<D> {
                 claim(b, 0)?;
             }
         }
-        let meta = self.descs.len() as u64
+        // Zoned: the latest copy of each metadata block, and each zone's blocks past its
+        // capacity, are used too.
+        for (&home, &b) in &self.meta_copies {
+            if self.log().owner_lblk[b as usize] != crate::lfs::META_BLOCK
+                || self.log().owner_ino[b as usize] as u64 != home
+            {
+                return Err(format!(
+                    "block {b} should hold metadata block {home}, its owner says otherwise"
+                ));
+            }
+            claim(b, 0)?;
+        }
+        let mut meta = self.descs.len() as u64
             * (2 + self.sb.inodes_per_group as u64 * INODE_BYTES as u64 / BLOCK)
             + 1
             + (self.descs.len() as u64 * 32).div_ceil(BLOCK);
+        if let Some(z) = self.cfg.zoned {
+            meta += z.zones as u64 * (z.zone_bytes - z.zone_capacity_bytes) / BLOCK;
+        }
         let used = self.bitmap.blocks() - self.bitmap.free_blocks();
         if used != meta + owner.len() as u64 {
             return Err(format!(

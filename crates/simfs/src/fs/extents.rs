@@ -262,6 +262,11 @@ impl<D: BlockDev> SimFs<D> {
         size_bytes: u64,
         extents: u32,
     ) -> Result<Ino, SimfsError> {
+        if self.cfg.zoned.is_some() {
+            return Err(SimfsError::Invalid(
+                "a fragmented file leaves gaps between its extents, which a zoned drive's write pointers cannot: not on a zoned file system".into(),
+            ));
+        }
         let blocks = size_bytes.div_ceil(BLOCK);
         if blocks == 0 {
             return Err(SimfsError::Invalid(format!(
@@ -299,7 +304,9 @@ impl<D: BlockDev> SimFs<D> {
             self.add_mapping(ino, lblk, &[(at, n)]);
             self.stats.data_write_requests += 1;
             self.stats.data_write_bytes += n * BLOCK;
-            self.dev.io(Command::write(at * BLOCK, n * BLOCK))?;
+            let handle = self.handle_of_file(ino);
+            self.dev
+                .io(Command::write(at * BLOCK, n * BLOCK).on_handle(handle))?;
             lblk += n as u32;
             at += n + 1;
         }

@@ -4,10 +4,39 @@
 use super::*;
 
 impl<D: BlockDev> SimFs<D> {
-    pub(super) fn write_meta(&mut self, block: u64, bytes: Vec<u8>) -> Result<u64, SimfsError> {
+    /// Writes metadata block `block`; `tree`: an extent-tree block (else an inode-table or
+    /// bitmap block), for the placement handle it carries ([`HintPlacement`]).
+    pub(super) fn write_meta(
+        &mut self,
+        block: u64,
+        bytes: Vec<u8>,
+        tree: bool,
+    ) -> Result<u64, SimfsError> {
         self.stats.meta_write_requests += 1;
+        let handle = match self.cfg.placement {
+            Some(p) if tree => self.handle_of_hint(p.tree_hint),
+            Some(p) => self.handle_of_hint(p.meta_hint),
+            None => 0,
+        };
+        let mut at = block;
+        if self.cfg.zoned.is_some() && !tree {
+            // Zoned: copy on write into the log; the previous copy dies.
+            self.alloc_class = self
+                .cfg
+                .placement
+                .map_or(0, |p| self.log_of_hint(p.meta_hint));
+            let runs = self.alloc_log(1);
+            self.alloc_class = 0;
+            let runs = runs?;
+            at = runs[0].0;
+            self.allocator
+                .set_owner(at, block as Ino, crate::lfs::META_BLOCK);
+            if let Some(old) = self.meta_copies.insert(block, at) {
+                self.release(old, 1);
+            }
+        }
         self.dev
-            .io(Command::write_data(block * BLOCK, Arc::from(bytes)))
+            .io(Command::write_data(at * BLOCK, Arc::from(bytes)).on_handle(handle))
     }
 
     /// Writes one file's extent tree (reusing its tree blocks where it can) and marks its
@@ -17,12 +46,25 @@ impl<D: BlockDev> SimFs<D> {
             let f = &self.files[&ino];
             (tree_blocks_needed(f.extents.len()), f.tree_blocks.clone())
         };
+        if self.cfg.zoned.is_some() {
+            // Zoned: the tree is written anew at the head (copy on write), never over
+            // its old blocks.
+            for b in blocks.drain(..) {
+                self.release(b, 1);
+            }
+        }
         while blocks.len() > n {
             let b = blocks.pop().expect("longer than n");
             self.release(b, 1);
         }
         if blocks.len() < n {
-            let runs = self.alloc(None, (n - blocks.len()) as u64)?;
+            self.alloc_class = self
+                .cfg
+                .placement
+                .map_or(0, |p| self.log_of_hint(p.tree_hint));
+            let runs = self.alloc(None, (n - blocks.len()) as u64);
+            self.alloc_class = 0;
+            let runs = runs?;
             blocks.extend(runs.iter().flat_map(|&(s, l)| s..s + l));
         }
         for &b in &blocks {
@@ -32,7 +74,7 @@ impl<D: BlockDev> SimFs<D> {
         for (b, node) in nodes {
             let mut bytes = vec![0u8; BLOCK_BYTES];
             encode_node(&node, &mut bytes);
-            self.write_meta(b, bytes)?;
+            self.write_meta(b, bytes, true)?;
         }
         let f = self.files.get_mut(&ino).expect("exists");
         f.tree_blocks = blocks;
@@ -104,7 +146,7 @@ impl<D: BlockDev> SimFs<D> {
         let b = self.itable_block_of(ino);
         if self.dirty_itable.remove(&b) {
             let bytes = self.itable_bytes(b);
-            self.write_meta(b, bytes)?;
+            self.write_meta(b, bytes, false)?;
         }
         Ok(())
     }
@@ -144,7 +186,7 @@ impl<D: BlockDev> SimFs<D> {
         }
         for b in std::mem::take(&mut self.dirty_itable) {
             let bytes = self.itable_bytes(b);
-            self.write_meta(b, bytes)?;
+            self.write_meta(b, bytes, false)?;
         }
         if self.allocator.out_of_place() {
             self.send_log_discards()?;
@@ -152,8 +194,8 @@ impl<D: BlockDev> SimFs<D> {
         for g in std::mem::take(&mut self.dirty_groups) {
             let (blocks, inodes) = self.bitmap_bytes(g);
             let d = self.descs[g as usize];
-            self.write_meta(d.block_bitmap as u64, blocks)?;
-            self.write_meta(d.inode_bitmap as u64, inodes)?;
+            self.write_meta(d.block_bitmap as u64, blocks, false)?;
+            self.write_meta(d.inode_bitmap as u64, inodes, false)?;
         }
         self.stats.flushes += 1;
         self.dev.io(Command::flush())

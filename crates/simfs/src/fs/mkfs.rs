@@ -10,8 +10,16 @@ impl<D: BlockDev> SimFs<D> {
     /// fTrim commands are addressed to it.
     pub fn mkfs(dev: D, cfg: FsConfig) -> Result<Self, SimfsError> {
         let command_page = (dev.capacity_bytes() / BLOCK).saturating_sub(1) * BLOCK;
-        let blocks = cfg.size_bytes / BLOCK;
-        if cfg.size_bytes > command_page {
+        if let Some(z) = cfg.zoned {
+            Self::check_zoned(&cfg, z, dev.capacity_bytes())?;
+        }
+        // Zoned: the data blocks are the zones'; the metadata's home blocks (superblock,
+        // descriptors, bitmaps, inode tables) follow them as addresses only: every
+        // metadata write goes into the log.
+        let data_blocks = cfg.size_bytes / BLOCK;
+        let meta_home = cfg.zoned.map(|_| data_blocks);
+        let mut blocks = data_blocks;
+        if cfg.zoned.is_none() && cfg.size_bytes > command_page {
             return Err(SimfsError::Config(format!(
                 "a {} byte file system does not fit a {} byte device (its last 4 KiB page is reserved for vTrim/fTrim)",
                 cfg.size_bytes,
@@ -44,10 +52,25 @@ impl<D: BlockDev> SimFs<D> {
         let groups = blocks.div_ceil(cfg.blocks_per_group as u64) as u32;
         let gdt_blocks = (groups as u64 * 32).div_ceil(BLOCK);
         let itable_blocks = ipg as u64 * INODE_BYTES as u64 / BLOCK;
+        if let Some(home) = meta_home {
+            blocks = home + 1 + gdt_blocks + groups as u64 * (2 + itable_blocks);
+            if blocks > u32::MAX as u64 {
+                return Err(SimfsError::Config("more than 2^32 blocks".into()));
+            }
+        }
         let mut bitmap = Bitmap::new(blocks);
         let mut descs = Vec::with_capacity(groups as usize);
         for g in 0..groups as u64 {
             let start = g * cfg.blocks_per_group as u64;
+            if let Some(home) = meta_home {
+                let meta = home + 1 + gdt_blocks + g * (2 + itable_blocks);
+                descs.push(GroupDesc {
+                    block_bitmap: meta as u32,
+                    inode_bitmap: meta as u32 + 1,
+                    inode_table: meta as u32 + 2,
+                });
+                continue;
+            }
             let meta = if g == 0 { 1 + gdt_blocks } else { start };
             let end = meta + 2 + itable_blocks;
             let group_end = (start + cfg.blocks_per_group as u64).min(blocks);
@@ -64,6 +87,17 @@ impl<D: BlockDev> SimFs<D> {
                 inode_table: meta as u32 + 2,
             });
         }
+        if let (Some(home), Some(z)) = (meta_home, cfg.zoned) {
+            // The home blocks, and each zone's blocks past its capacity, are never
+            // allocated.
+            bitmap.set_used(home, blocks - home);
+            let (zone_blocks, cap_blocks) = (z.zone_bytes / BLOCK, z.zone_capacity_bytes / BLOCK);
+            if cap_blocks < zone_blocks {
+                for zone in 0..z.zones as u64 {
+                    bitmap.set_used(zone * zone_blocks + cap_blocks, zone_blocks - cap_blocks);
+                }
+            }
+        }
         let sb = Superblock {
             inodes_count: groups * ipg,
             blocks_count: blocks as u32,
@@ -71,7 +105,7 @@ impl<D: BlockDev> SimFs<D> {
             inodes_per_group: ipg,
         };
         let cursor = bitmap.next_free(0).unwrap_or(0);
-        let allocator = crate::allocator::for_policy(cfg.alloc, &bitmap);
+        let allocator = crate::allocator::for_policy(cfg.alloc, &bitmap, cfg.zoned);
         let mut fs = SimFs {
             dev,
             inode_used: vec![false; sb.inodes_count as usize],
@@ -95,15 +129,23 @@ impl<D: BlockDev> SimFs<D> {
             command_page,
             stats: FsStats::default(),
             allocator,
+            meta_copies: HashMap::new(),
+            alloc_class: 0,
             cfg,
         };
+        if let (Some(_), Some(p)) = (fs.cfg.zoned, fs.cfg.placement) {
+            // Zoned with a hint map: a log (open zone) per class the map names.
+            let logs = p.handle_of.iter().max().map_or(1, |&h| h as usize + 1);
+            fs.log_mut().set_logs(logs);
+        }
         // Reserved inodes 1..FIRST_INODE are in use from the start.
         for i in 0..(FIRST_INODE - 1) as usize {
             fs.inode_used[i] = true;
         }
+        let base = meta_home.unwrap_or(0);
         let mut b0 = vec![0u8; BLOCK_BYTES];
         fs.sb.encode(&mut b0);
-        fs.write_meta(0, b0)?;
+        fs.write_meta(base, b0, false)?;
         for gb in 0..gdt_blocks {
             let mut b = vec![0u8; BLOCK_BYTES];
             for (g, d) in fs.descs.iter().enumerate() {
@@ -112,9 +154,71 @@ impl<D: BlockDev> SimFs<D> {
                     d.encode(&mut b[off..off + 32]);
                 }
             }
-            fs.write_meta(1 + gb, b)?;
+            fs.write_meta(base + 1 + gb, b, false)?;
         }
         fs.sync()?;
         Ok(fs)
+    }
+
+    /// A zoned configuration simfs can run, or an error naming what does not fit.
+    fn check_zoned(cfg: &FsConfig, z: ZoneLayout, device_bytes: u64) -> Result<(), SimfsError> {
+        if cfg.alloc != AllocPolicy::LogStructured {
+            return Err(SimfsError::Config(format!(
+                "a zoned drive is written only at each zone's write pointer: simfs runs on it with the log-structured policy, not {}",
+                cfg.alloc
+            )));
+        }
+        if cfg.discard != DiscardMode::None {
+            return Err(SimfsError::Config(format!(
+                "on a zoned drive simfs resets emptied zones itself; discard mode {} (TRIMs of freed extents) does not apply: use none",
+                cfg.discard
+            )));
+        }
+        if z.zone_bytes == 0
+            || !z.zone_bytes.is_multiple_of(BLOCK)
+            || z.zone_capacity_bytes == 0
+            || z.zone_capacity_bytes > z.zone_bytes
+            || !z.zone_capacity_bytes.is_multiple_of(BLOCK)
+        {
+            return Err(SimfsError::Config(format!(
+                "zones of {} bytes with {} writable: both must be whole {BLOCK} byte blocks, the capacity at most the size",
+                z.zone_bytes, z.zone_capacity_bytes
+            )));
+        }
+        if cfg.size_bytes != z.zones as u64 * z.zone_bytes
+            || z.zones as u64 * z.zone_bytes > device_bytes
+        {
+            return Err(SimfsError::Config(format!(
+                "a zoned file system covers the drive's zones: {} zones of {} bytes make {} bytes (the configuration says {}, the device holds {})",
+                z.zones,
+                z.zone_bytes,
+                z.zones as u64 * z.zone_bytes,
+                cfg.size_bytes,
+                device_bytes
+            )));
+        }
+        // A write that cleaning interrupts keeps its first zone active while cleaning
+        // writes another (fs/log.rs): one active zone per log and one more.
+        let logs = cfg
+            .placement
+            .map_or(1, |p| p.handle_of.iter().max().map_or(1, |&h| h as u32 + 1));
+        if z.max_active_zones != 0 && z.max_active_zones < logs + 1 {
+            return Err(SimfsError::Config(format!(
+                "the log on a zoned drive may keep {} zones active at once ({logs} log head(s) and the zone cleaning copies into): max_active_zones must be 0 (no limit) or at least {}, not {}",
+                logs + 1,
+                logs + 1,
+                z.max_active_zones
+            )));
+        }
+        // Each log's head, the zone a head moves to while a victim's live blocks are
+        // copied, and the reserve cleaning keeps (2 zones): 4 zones at the least for one log.
+        let min_zones = logs + 3;
+        if z.zones < min_zones {
+            return Err(SimfsError::Config(format!(
+                "the log on a zoned drive needs at least {min_zones} zones ({logs} log head(s), the next, and 2 kept free for cleaning); this drive has {} of {} bytes: raise the capacity",
+                z.zones, z.zone_bytes
+            )));
+        }
+        Ok(())
     }
 }

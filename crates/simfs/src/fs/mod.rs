@@ -43,6 +43,8 @@ pub(crate) struct FileState {
     pub(crate) dirty: bool,
     /// Blocks preallocated for the file's next appends (mballoc-style), held as used.
     pub(crate) pa: Option<(u64, u64)>,
+    /// Its write-life hint (`F_SET_RW_HINT`), in memory only as Linux keeps it.
+    pub(crate) hint: WriteHint,
 }
 
 /// A run of physical blocks: (first block, blocks).
@@ -84,6 +86,10 @@ pub struct SimFs<D: BlockDev> {
     pub(crate) stats: FsStats,
     /// The allocation policy ([`crate::allocator`]).
     pub(crate) allocator: Box<dyn crate::allocator::Allocator>,
+    /// Zoned: where the latest copy of each metadata block is in the log (by home block).
+    pub(crate) meta_copies: HashMap<u64, u64>,
+    /// Zoned with several logs: the log the next allocation goes to.
+    pub(crate) alloc_class: usize,
 }
 
 impl<D: BlockDev> SimFs<D> {
@@ -161,6 +167,65 @@ impl<D: BlockDev> SimFs<D> {
         self.descs[g as usize].inode_table as u64 + idx * INODE_BYTES as u64 / BLOCK
     }
 
+    /// Sets the file's write-life hint (Linux's `F_SET_RW_HINT` on its inode; no I/O):
+    /// with [`FsConfig::placement`], the file's data writes from now on carry the handle
+    /// the hint maps to.
+    pub fn set_write_hint(&mut self, ino: Ino, hint: WriteHint) -> Result<(), SimfsError> {
+        self.file(ino)?;
+        self.files.get_mut(&ino).expect("checked").hint = hint;
+        Ok(())
+    }
+
+    /// The file's write-life hint (`F_GET_RW_HINT`).
+    pub fn write_hint(&self, ino: Ino) -> Result<WriteHint, SimfsError> {
+        Ok(self.file(ino)?.hint)
+    }
+
+    /// Zoned: `runs` cut where they cross from one zone into the next (the block layer
+    /// splits a zoned device's requests at zone boundaries: `chunk_sectors` is the zone
+    /// size); unchanged otherwise.
+    pub(crate) fn split_at_zones(&self, runs: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+        let Some(z) = self.cfg.zoned else {
+            return runs;
+        };
+        let zone_blocks = z.zone_bytes / BLOCK;
+        let mut out = Vec::with_capacity(runs.len());
+        for (mut p, mut n) in runs {
+            while n > 0 {
+                let room = zone_blocks - p % zone_blocks;
+                let k = n.min(room);
+                out.push((p, k));
+                (p, n) = (p + k, n - k);
+            }
+        }
+        out
+    }
+
+    /// The placement handle of writes with `hint` (0 without placement, and on a zoned
+    /// drive, where the map picks a log instead: [`SimFs::log_of_hint`]).
+    pub(crate) fn handle_of_hint(&self, hint: WriteHint) -> u16 {
+        match self.cfg.zoned {
+            Some(_) => 0,
+            None => self.cfg.placement.map_or(0, |p| p.handle(hint)),
+        }
+    }
+
+    /// Zoned: the log (open zone) writes with `hint` go to: the placement map's handle,
+    /// read as a log number (F2FS keeps hot, warm and cold logs); 0 otherwise.
+    pub(crate) fn log_of_hint(&self, hint: WriteHint) -> usize {
+        match (self.cfg.zoned, self.cfg.placement) {
+            (Some(_), Some(p)) => p.handle(hint) as usize,
+            _ => 0,
+        }
+    }
+
+    /// The placement handle of `ino`'s data writes (0 for a file that no longer exists).
+    pub(crate) fn handle_of_file(&self, ino: Ino) -> u16 {
+        self.files
+            .get(&ino)
+            .map_or(0, |f| self.handle_of_hint(f.hint))
+    }
+
     /// Renames a file (names live in memory: no I/O); `to` must not exist.
     pub fn rename(&mut self, from: &str, to: &str) -> Result<(), SimfsError> {
         if to.is_empty() || to.contains('/') || to.len() > 255 {
@@ -206,6 +271,7 @@ impl<D: BlockDev> SimFs<D> {
                 written_root: Node::Leaf(Vec::new()),
                 dirty: true,
                 pa: None,
+                hint: WriteHint::NotSet,
             },
         );
         self.dirty_files.insert(ino);
@@ -240,13 +306,19 @@ impl<D: BlockDev> SimFs<D> {
             }
             self.relocate_on_write(ino, first, end)?;
         }
-        self.fill_holes(ino, first, end, false)?;
+        self.alloc_class = self.log_of_hint(self.files[&ino].hint);
+        let filled = self.fill_holes(ino, first, end, false);
+        self.alloc_class = 0;
+        filled?;
         let (runs, _) = self.map_range(ino, first, end);
+        let handle = self.handle_of_file(ino);
         let mut done = 0;
-        for (p, n) in runs {
+        for (p, n) in self.split_at_zones(runs) {
             self.stats.data_write_requests += 1;
             self.stats.data_write_bytes += n * BLOCK;
-            done = self.dev.io(Command::write(p * BLOCK, n * BLOCK))?;
+            done = self
+                .dev
+                .io(Command::write(p * BLOCK, n * BLOCK).on_handle(handle))?;
         }
         let f = self.files.get_mut(&ino).expect("checked");
         if offset_bytes + len_bytes > f.size_bytes {
@@ -289,7 +361,14 @@ impl<D: BlockDev> SimFs<D> {
         self.file(ino)?;
         self.run_discard_worker()?;
         let (first, end) = Self::block_span(offset_bytes, len_bytes)?;
-        self.fill_holes(ino, first, end, true)?;
+        if self.cfg.zoned.is_none() {
+            self.fill_holes(ino, first, end, true)?;
+        }
+        // Zoned: the range is reserved, not allocated (a block allocated ahead of the
+        // write pointer could never be written after it): the size grows and writes
+        // allocate at the head, as F2FS reserves fallocated blocks (NEW_ADDR,
+        // fs/f2fs/file.c: f2fs_expand_inode_data) and places them at writeback.
+        let _ = (first, end);
         let f = self.files.get_mut(&ino).expect("checked");
         f.size_bytes = f.size_bytes.max(offset_bytes + len_bytes);
         f.dirty = true;

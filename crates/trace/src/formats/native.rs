@@ -12,8 +12,12 @@
 //! field with its ranges, `offset:len,offset:len,...`, and I (file-based TRIM) a sixth
 //! field with the inode number. A W may take a sixth field with the bytes it writes, in
 //! hex, trailing zero bytes left out (`0 W 4096 4096 0 53ef01`): simfs's metadata writes
-//! carry them, so that a replayed fTrim parses the same inode tables and extent blocks. In a `closed` trace `time_ns` is the think time before
-//! the request; in an `open` trace it is the issue time.
+//! carry them, so that a replayed fTrim parses the same inode tables and extent blocks.
+//! A W on a placement handle other than 0 (NVMe FDP's placement identifier,
+//! `flash::Command::handle`) ends with `h=N` (`0 W 0 4096 0 h=2`, `0 W 4096 4096 0 53ef01
+//! h=2`); without it the write is on handle 0, so traces written before handles existed
+//! read as they did. In a `closed` trace `time_ns` is the think time before the request;
+//! in an `open` trace it is the issue time.
 
 use super::{for_each_line, parse_u64};
 use crate::request::Request;
@@ -58,8 +62,9 @@ impl NativeLines {
         if t.is_empty() {
             return Ok(None);
         }
-        // At most six fields (a seventh makes the count wrong, which is reported).
-        let mut fields_buf = [""; 7];
+        // At most six fields and a write's handle (more make the count wrong, which is
+        // reported).
+        let mut fields_buf = [""; 8];
         let mut n = 0;
         for w in t.split_whitespace() {
             if n == fields_buf.len() {
@@ -69,7 +74,15 @@ impl NativeLines {
             fields_buf[n] = w;
             n += 1;
         }
-        let f = &fields_buf[..n.min(fields_buf.len())];
+        let mut handle = 0u16;
+        if n >= 2 && n <= fields_buf.len() && fields_buf[1] == "W" {
+            if let Some(h) = fields_buf[n - 1].strip_prefix("h=") {
+                handle = u16::try_from(parse_u64(h, "handle")?)
+                    .map_err(|_| format!("handle {h} does not fit 16 bits"))?;
+                n -= 1;
+            }
+        }
+        let f = &fields_buf[..n.min(7)];
         let found = n;
         let Some(open) = self.mode else {
             return match f {
@@ -151,6 +164,7 @@ impl NativeLines {
         } else if op == Op::Write && f.len() == 6 {
             cmd.payload = Payload::Data(parse_data(f[5], len)?.into());
         }
+        cmd.handle = handle;
         Ok(Some(Request {
             stream,
             cmd,
@@ -239,7 +253,13 @@ pub fn write_native<W: Write>(trace: &Trace, mut out: W) -> std::io::Result<()> 
                 for b in &bytes[..used] {
                     write!(out, "{b:02x}")?;
                 }
+                if r.cmd.handle != 0 {
+                    write!(out, " h={}", r.cmd.handle)?;
+                }
                 writeln!(out)?;
+            }
+            _ if r.cmd.op == Op::Write && r.cmd.handle != 0 => {
+                writeln!(out, " h={}", r.cmd.handle)?
             }
             _ => writeln!(out)?,
         }
@@ -292,6 +312,51 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(err.contains("d.trace:2:") && err.contains("data"), "{err}");
+        }
+    }
+
+    #[test]
+    fn writes_carry_their_handles() {
+        let mut data = vec![0u8; 4096];
+        data[0] = 0x53;
+        let req = |cmd: Command| Request {
+            stream: 1,
+            cmd,
+            think_ns: 5,
+            at_ns: 0,
+            after: None,
+        };
+        let t = Trace {
+            requests: vec![
+                req(Command::write(0, 4096).on_handle(3)),
+                req(Command::write_data(8192, data.into()).on_handle(2)),
+                req(Command::write(4096, 4096)),
+            ],
+            timestamped: false,
+        };
+        let mut out = Vec::new();
+        write_native(&t, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("1 W 0 4096 5 h=3\n"), "{text}");
+        assert!(text.contains("1 W 8192 4096 5 53 h=2\n"), "{text}");
+        assert!(
+            text.contains("1 W 4096 4096 5\n"),
+            "handle 0 is not written: {text}"
+        );
+        assert_eq!(parse("h.trace", &text).unwrap(), t);
+        for (bad, says) in [
+            ("0 W 0 4096 0 h=70000", "16 bits"),
+            ("0 W 0 4096 0 h=x", "handle"),
+            ("0 R 0 4096 0 h=1", "fields"),
+            ("0 W 0 4096 0 00 11 h=1", "fields"),
+        ] {
+            let err = parse("h.trace", &format!("flashlab-trace v1 closed\n{bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("h.trace:2:") && err.contains(says),
+                "{bad}: {err}"
+            );
         }
     }
 
