@@ -6,7 +6,11 @@ use astree::segments::SimSegments;
 use flash::Device;
 use kv::{Db, KvConfig};
 
-fn run(placement: bool) -> (Vec<(Vec<u8>, Vec<u8>)>, Vec<u64>, u64) {
+/// The database's entries, the host bytes the drive took on each handle, and the
+/// segments the cleaner cleaned.
+type Outcome = (Vec<(Vec<u8>, Vec<u8>)>, Vec<u64>, u64);
+
+fn run(placement: bool) -> Outcome {
     let mut preset = flash::Preset::load("nvme").unwrap().with_capacity(4 << 30);
     preset.ssd_config_mut().unwrap().fdp = Some(Box::new(flash::FdpConfig::new(5)));
     let dev = preset.build().unwrap();
