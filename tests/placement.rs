@@ -126,6 +126,28 @@ fn zoned_sim_writes_zones_in_turn_with_waf_one() {
     assert_eq!(v["gc_copied_pages"], 0);
     let z = &v["zoned"];
     assert!(z["resets"].as_u64().unwrap() >= z["zones"].as_u64().unwrap());
+    // --wear: every zone written twice and reset twice; erases are the resets'.
+    let v = stdout_json(&flashlab(&[
+        "sim",
+        "--preset",
+        "mx500",
+        "--capacity",
+        "1GiB",
+        "--drive",
+        "zoned",
+        "--workload",
+        "sequential",
+        "--request-size",
+        "64KiB",
+        "--writes",
+        "2x",
+        "--wear",
+        "--json",
+    ]));
+    let w = &v["wear"];
+    assert_eq!(w["erase_count_max"], 2, "{w}");
+    assert_eq!(w["rated_pe_cycles"], 1500);
+    assert!(w["life_used"].as_f64().unwrap() > 0.0, "{w}");
 }
 
 #[test]

@@ -227,8 +227,8 @@ impl AnyDevice {
     pub fn wear_report(&self) -> Option<crate::WearReport> {
         match self {
             AnyDevice::Ssd(d) => d.wear_report(None),
-            // (A zoned drive's wear is not reported yet: its erases are its zone resets.)
-            AnyDevice::Hdd(_) | AnyDevice::Zoned(_) => None,
+            AnyDevice::Zoned(d) => d.wear_report(),
+            AnyDevice::Hdd(_) => None,
         }
     }
 

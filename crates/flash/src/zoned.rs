@@ -208,6 +208,9 @@ pub struct ZonedSsd {
     open_seq: u64,
     /// Erases per zone (every block of a zone is erased together).
     zone_erases: Vec<u32>,
+    /// Erases per block since the drive was new, zone by zone (a zone's block on each die
+    /// in turn): a reset erases the blocks of the dies its data reached.
+    block_erases: Vec<u32>,
     host: HostRecorder,
     stats: ZonedStats,
     written_units: u64,
@@ -260,6 +263,7 @@ impl ZonedSsd {
             last_completion_ns: 0,
             open_seq: 0,
             zone_erases: vec![0; zones as usize],
+            block_erases: vec![0; zones as usize * g.dies() as usize],
             host: HostRecorder::default(),
             stats: ZonedStats {
                 zones,
@@ -519,6 +523,28 @@ impl ZonedSsd {
         Ok((at, self.finish_cmd(Op::Write, len_bytes, now_ns, done)))
     }
 
+    /// The drive's wear, as [`crate::Ssd::wear_report`] gives a conventional drive's: its
+    /// erases are its zone resets (one erase of each block a zone's data reached); blocks
+    /// past the last zone are never written and count as unworn. None without rated
+    /// endurance (`[ssd.endurance]`).
+    pub fn wear_report(&self) -> Option<crate::WearReport> {
+        let endurance = self.cfg.endurance.as_deref()?;
+        let g = &self.cfg.geometry;
+        let mut counts = self.block_erases.clone();
+        counts.resize((g.total_blocks() as usize).max(counts.len()), 0);
+        let s = Device::stats(self);
+        Some(crate::WearReport::new(crate::wear::WearInputs {
+            endurance,
+            erase_counts: &counts,
+            slc_mode_erases: 0,
+            simulated_logical_bytes: g.logical_bytes,
+            simulated_raw_bytes: g.physical_bytes(),
+            host_write_bytes: s.host_write_bytes,
+            flash_write_bytes: self.written_units * self.unit_bytes,
+            simulated_ns: s.simulated_ns,
+        }))
+    }
+
     /// Zone Management Send, Reset Zone: the zone becomes Empty with its write pointer at
     /// its start; its written blocks are erased (one erase per die, in parallel).
     pub fn reset(&mut self, zone_start_bytes: u64, now_ns: u64) -> Result<u64, FlashError> {
@@ -535,6 +561,7 @@ impl ZonedSsd {
                 self.die_free_ns[die] = start + self.cfg.timing.erase_ns;
                 done = done.max(self.die_free_ns[die]);
                 self.erases += 1;
+                self.block_erases[z as usize * self.dies as usize + die] += 1;
             }
             self.zone_erases[z as usize] += 1;
         }

@@ -267,3 +267,42 @@ fn impossible_zone_settings_are_clear_errors() {
     };
     assert!(matches!(p.build().unwrap(), flash::AnyDevice::Zoned(_)));
 }
+
+#[test]
+fn the_wear_report_counts_each_reset_as_an_erase_of_the_blocks_it_reached() {
+    let mut c = config(ZonedConfig::default());
+    c.endurance = Some(Box::new(flash::EnduranceConfig {
+        rated_pe_cycles: 100,
+        rated_tbw_bytes: None,
+        warranty_years: None,
+        rated_logical_bytes: None,
+    }));
+    let mut d = ZonedSsd::new(c).unwrap();
+    let mut now = 0;
+    // Zone 0 written whole and reset twice; zone 1 written on its first die only, reset once.
+    for _ in 0..2 {
+        for i in 0..ZONE / 65536 {
+            now = d.submit(&Command::write(i * 65536, 65536), now).unwrap();
+        }
+        now = d.reset(0, now).unwrap();
+    }
+    now = d.submit(&Command::write(ZONE, 4096), now).unwrap();
+    d.reset(ZONE, now).unwrap();
+    let w = d.wear_report().expect("rated endurance gives a report");
+    // 4 dies x 8 zones = 32 blocks of the zones, plus the spare the op leaves.
+    assert!(w.blocks >= 32, "{}", w.blocks);
+    assert_eq!(w.erase_count_max, 2);
+    let erases = 2 * 4 + 1;
+    let mean = erases as f64 / w.blocks as f64;
+    assert!(
+        (w.erase_count_mean - mean).abs() < 1e-9,
+        "{} vs {mean}",
+        w.erase_count_mean
+    );
+    assert!((w.life_used - mean / 100.0).abs() < 1e-9);
+    assert!((w.life_used_worst_block - 0.02).abs() < 1e-9);
+    // Without rated endurance there is no report.
+    let mut c = config(ZonedConfig::default());
+    c.endurance = None;
+    assert!(ZonedSsd::new(c).unwrap().wear_report().is_none());
+}

@@ -531,7 +531,8 @@ pub fn run(
     }
     let wear = match &dev {
         AnyDevice::Ssd(ssd) => ssd.wear_report(Some(stats.host_write_bytes)),
-        AnyDevice::Hdd(_) | AnyDevice::Zoned(_) => None,
+        AnyDevice::Zoned(z) => z.wear_report(),
+        AnyDevice::Hdd(_) => None,
     };
     let (physical_bytes, op, gc) = match &spec.preset.device {
         flash::DeviceConfig::Ssd(c) => (
