@@ -129,7 +129,7 @@ impl Deferred {
         self.changes.get(key).map(|v| v.as_deref())
     }
 
-    fn cost(key: &[u8], value: Option<&[u8]>) -> usize {
+    pub(super) fn cost(key: &[u8], value: Option<&[u8]>) -> usize {
         key.len() + value.map_or(0, <[u8]>::len) + DEFERRED_ENTRY_OVERHEAD_BYTES
     }
 

@@ -175,10 +175,7 @@ impl<S: NodeStore> BTree<S> {
     /// Logs a change and defers it (making the changes deferred so far first if it does
     /// not fit beside them).
     fn defer(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), TreeError> {
-        if !self
-            .deferred
-            .has_room(Deferred::batch_cost(&[(key, value)]))
-        {
+        if !self.deferred.has_room(Deferred::cost(key, value)) {
             self.make_deferred()?;
         }
         self.log(key, value)?;

@@ -856,7 +856,9 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 .map(|(e, h, r)| format!("{} {}: FDP/conventional {r:.3}", e.id(), h.name()))
                 .collect::<Vec<_>>()
                 .join("; "),
-        ),
+        )
+        // A drive without placement gives the same ratio (1): a check, not a prediction.
+        .with_role(Role::Check),
         Verdict::numeric(
             "placement.cachelib-fdp",
             "A CacheLib-like flash cache (BigHash and BlockCache on their own handles) runs at a device WAF of about 1 on an FDP drive",
