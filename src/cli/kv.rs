@@ -105,6 +105,12 @@ pub(crate) fn run(a: KvArgs) -> Result<()> {
         "  written                {} bytes in {} requests, {} syncs",
         res.bytes_written, res.write_requests, res.syncs
     );
+    if res.bytes_zero_filled > 0 {
+        println!(
+            "  zeros ahead of the log {} bytes (so small commits overwrite written blocks)",
+            res.bytes_zero_filled
+        );
+    }
     println!(
         "  files                  {} bytes; compaction cleaned {} segments, moved {} nodes, removed {} files",
         res.file_bytes, res.segments_cleaned, res.nodes_moved, res.segments_removed

@@ -194,9 +194,10 @@ impl Engine for As {
     fn notes(&self) -> String {
         let s = self.0.store().stats();
         format!(
-            "  (cleaning: {} segments cleaned, {} nodes moved, {} segment files recycled, {} removed; cache: {} of {} lookups hit, {} node reads)",
+            "  (cleaning: {} segments cleaned, {} nodes moved, {} segment files recycled, {} removed; cache: {} of {} lookups hit, {} node reads; log {:.1} MB written, {:.1} MB of zeros ahead of it)",
             s.segments_cleaned, s.nodes_moved, s.segments_recycled, s.segments_removed,
-            s.cache_hits, s.cache_lookups, s.node_reads
+            s.cache_hits, s.cache_lookups, s.node_reads,
+            s.bytes_written as f64 / 1e6, s.bytes_zero_filled as f64 / 1e6
         )
     }
 }

@@ -431,6 +431,9 @@ pub struct CrashShape {
     /// Logical commits: the budget of changes the tree defers (`BTree::defer_changes`;
     /// 0: none).
     pub deferred_bytes: usize,
+    /// Zeros written this far ahead of a growing segment's end, as on real files
+    /// (`VfsSegments::with_zero_fill_ahead`; 0: none).
+    pub zero_fill_ahead_bytes: u64,
 }
 
 impl CrashShape {
@@ -439,7 +442,8 @@ impl CrashShape {
     /// logical commits), checkpoints every 1 to 4 commits, either cleaning policy; half of
     /// them with packed records in units of 64 bytes to the node size (at most 4 KiB); a
     /// full write buffer writes all, half or a quarter of it; with logical commits, three
-    /// in four defer changes (a budget of a few, tens or hundreds of changes).
+    /// in four defer changes (a budget of a few, tens or hundreds of changes); half of them
+    /// zero-fill growing segments 4 or 16 KiB ahead, as real files do.
     pub fn varied(seed: u64) -> CrashShape {
         let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0x0053_4841_5045);
         let node_bytes = [512, 1024, 4096][rng.below(3) as usize];
@@ -473,6 +477,7 @@ impl CrashShape {
             } else {
                 0
             },
+            zero_fill_ahead_bytes: [0, 0, 4096, 16384][rng.below(4) as usize],
         }
     }
 
@@ -503,15 +508,16 @@ pub fn crash_test(seed: u64, shape: &CrashShape) -> Result<Coverage, String> {
     let cfg = shape.config();
     let fanout = shape.fanout;
     let deferred = shape.deferred_bytes;
+    let zero_fill = shape.zero_fill_ahead_bytes;
     let open = |segments: MemSegments| -> Result<TreeSubject, TreeError> {
-        let store = AsStore::open_with(segments, cfg.clone())?;
+        let store = AsStore::open_with(segments.with_zero_fill_ahead(zero_fill), cfg.clone())?;
         let mut tree = BTree::new(store, fanout)?;
         tree.defer_changes(deferred)?;
         Ok(TreeSubject(tree))
     };
     let full_scan = |segments: MemSegments| -> Result<TreeSubject, TreeError> {
         let store = AsStore::open_with(
-            segments,
+            segments.with_zero_fill_ahead(zero_fill),
             AsConfig {
                 full_scan: true,
                 ..cfg.clone()
@@ -640,6 +646,66 @@ mod tests {
         let mut b = BTree::new(full, 8).unwrap();
         assert_eq!(a.range(&[], None).unwrap(), b.range(&[], None).unwrap());
         assert_eq!(a.check().unwrap(), 4000);
+    }
+
+    /// Zero-filling ahead (real files' default): small commits grow a segment in whole
+    /// zero-filled steps, so most commits overwrite written blocks; the zeros are counted
+    /// apart from the log's bytes, and a reopened store reads them as the log's end, cuts
+    /// them, and goes on where the log ended.
+    #[test]
+    fn zero_filled_segments_grow_in_steps_and_recover() {
+        use crate::segments::Segments;
+        let ahead = 16 << 10;
+        let cfg = AsConfig {
+            logical_commits: true,
+            packed_unit_bytes: Some(256),
+            segment_bytes: 256 << 10,
+            ..AsConfig::new(4096, 64)
+        };
+        let open = |segments: MemSegments| {
+            let store = AsStore::open_with(segments.with_zero_fill_ahead(ahead), cfg.clone());
+            BTree::new(store.unwrap(), 16).unwrap()
+        };
+        let mut tree = open(MemSegments::new());
+        let mut lens = std::collections::BTreeSet::new();
+        // 201 commits of one 4 KiB block each: the log ends inside a zero-filled step.
+        for i in 0..201u64 {
+            tree.insert(format!("k{i:06}").as_bytes(), b"value")
+                .unwrap();
+            tree.sync().unwrap();
+            let s = tree.store().storage();
+            for seg in s.list().into_iter().filter(|&g| g > 0) {
+                lens.insert(s.len(seg));
+            }
+        }
+        let stats = tree.store().stats();
+        assert!(
+            lens.iter().all(|l| l % ahead == 0),
+            "segment lengths {lens:?} are whole steps of {ahead}"
+        );
+        assert!(
+            stats.bytes_zero_filled > 0 && stats.bytes_zero_filled < stats.bytes_written,
+            "{stats:?}"
+        );
+        let entries = tree.range(&[], None).unwrap();
+        let image = tree.store().storage().durable_image();
+        let mut again = open(MemSegments::from_image(image));
+        assert_eq!(again.range(&[], None).unwrap(), entries);
+        assert_eq!(again.store().recovery.truncated_bytes, 12 << 10);
+        again.insert(b"later", b"v").unwrap();
+        again.sync().unwrap();
+        let image = again.store().storage().durable_image();
+        let mut third = open(MemSegments::from_image(image));
+        assert_eq!(third.range(&[], None).unwrap().len(), entries.len() + 1);
+        // Without zero-filling, the same commits never write a zero.
+        let mut plain = BTree::new(
+            AsStore::open_with(MemSegments::new(), cfg.clone()).unwrap(),
+            16,
+        )
+        .unwrap();
+        plain.insert(b"k", b"v").unwrap();
+        plain.sync().unwrap();
+        assert_eq!(plain.store().stats().bytes_zero_filled, 0);
     }
 
     /// Random updates over a fixed key set with small segments: after every commit the

@@ -32,6 +32,9 @@ pub struct StoreStats {
     pub segments_removed: u64,
     /// AS store: dead segment files renamed into new segments instead of created anew.
     pub segments_recycled: u64,
+    /// AS store on real files: zeros written ahead of a growing segment's end (see
+    /// [`crate::segments::Segments::zero_fill_ahead_bytes`]), beside `bytes_written`.
+    pub bytes_zero_filled: u64,
 }
 
 /// A tree operation a store logs at commit instead of the nodes it changed.

@@ -194,6 +194,7 @@ fn diff(a: &StoreStats, b: &StoreStats) -> StoreStats {
         nodes_moved: b.nodes_moved - a.nodes_moved,
         segments_removed: b.segments_removed - a.segments_removed,
         segments_recycled: b.segments_recycled - a.segments_recycled,
+        bytes_zero_filled: b.bytes_zero_filled - a.bytes_zero_filled,
     }
 }
 

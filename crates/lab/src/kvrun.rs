@@ -34,6 +34,9 @@ pub struct KvResult {
     pub bytes_written: u64,
     pub write_requests: u64,
     pub syncs: u64,
+    /// Real files: zeros written ahead of the log's end during the updates
+    /// (`astree::segments::Segments::zero_fill_ahead_bytes`), beside `bytes_written`.
+    pub bytes_zero_filled: u64,
     /// After the run.
     pub file_bytes: u64,
     pub segments_cleaned: u64,
@@ -94,6 +97,7 @@ fn finish<S: Segments>(
         let a = db.stats();
         out.bytes_written += a.bytes_written - b.bytes_written;
         out.write_requests += a.write_requests - b.write_requests;
+        out.bytes_zero_filled += a.bytes_zero_filled - b.bytes_zero_filled;
         out.syncs += a.syncs - b.syncs;
         out.file_bytes += db.file_bytes();
         out.segments_cleaned += a.segments_cleaned;

@@ -224,6 +224,9 @@ impl<S: Segments> AsStore<S> {
             let chunk = &b.out[done as usize * unit..(done + k) as usize * unit];
             self.storage
                 .write_at(seg_of(p), slot_of(p) * g.unit, chunk)?;
+            if (chunk.len() as u64) < crate::segments::ZERO_FILL_AFTER_WRITES_BELOW_BYTES {
+                self.zero_fill_ahead(seg_of(p), (slot_of(p) + k) * g.unit)?;
+            }
             self.written_seq = g.last_seq(chunk);
             self.seg_live.entry(seg_of(p)).or_insert(0);
             self.stats.write_requests += 1;
@@ -231,6 +234,27 @@ impl<S: Segments> AsStore<S> {
         }
         self.stats.bytes_written += b.out.len() as u64;
         self.end = b.next;
+        Ok(())
+    }
+
+    /// After a small write ending at byte `end` of segment `seg`: if it grew the file, writes
+    /// zeros from `end` to the next multiple of the storage's
+    /// [`Segments::zero_fill_ahead_bytes`] (within the segment), so the next small writes
+    /// overwrite written blocks. Recovery reads zeros as the log's end, as it reads a
+    /// recycled segment's stale tail.
+    fn zero_fill_ahead(&mut self, seg: u64, end: u64) -> Result<(), TreeError> {
+        let ahead = self.storage.zero_fill_ahead_bytes();
+        if ahead == 0 || self.storage.len(seg) > end {
+            return Ok(());
+        }
+        let seg_bytes = self.layout.seg_units * self.layout.unit;
+        let to = end.next_multiple_of(ahead).min(seg_bytes);
+        if to <= end {
+            return Ok(());
+        }
+        let zeros = vec![0u8; (to - end) as usize];
+        self.storage.write_at(seg, end, &zeros)?;
+        self.stats.bytes_zero_filled += to - end;
         Ok(())
     }
 

@@ -164,8 +164,9 @@ pub struct Recovery {
     /// Valid records after the last commit, discarded (a run of logged operations counts
     /// as one).
     pub uncommitted_discarded: u64,
-    /// Bytes past the trusted log that were cut off (a torn or uncommitted tail, or the
-    /// stale tail of a recycled segment).
+    /// Bytes past the trusted log that were cut off (a torn or uncommitted tail, the
+    /// stale tail of a recycled segment, or zeros written ahead of the log's end on real
+    /// files: [`crate::segments::Segments::zero_fill_ahead_bytes`]).
     pub truncated_bytes: u64,
     /// Segments removed at open: past the trusted log, or dead ones a crash left behind.
     pub segments_removed: u64,
