@@ -110,6 +110,11 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
         for n in &spec.preset.notes {
             println!("  note              {n}");
         }
+        if let (Some(op), Some(eff)) = (result.op, result.effective_op) {
+            println!(
+                "  effective op      {eff:.4} (op {op} less GC's free blocks and half of each open frontier, per die: the spare space GC works with)"
+            );
+        }
         if let Some(p) = &result.precondition {
             print_precondition(p);
         }

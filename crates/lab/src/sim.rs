@@ -210,6 +210,9 @@ pub struct SimResult {
     pub logical_bytes: u64,
     pub physical_bytes: Option<u64>,
     pub op: Option<f64>,
+    /// The over-provisioning GC works with after its per-die reserve ([`effective_op`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effective_op: Option<f64>,
     pub gc: Option<String>,
     /// What preconditioning did, when asked for instead of fill and warm-up.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -220,6 +223,31 @@ pub struct SimResult {
     /// drive's rated endurance.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wear: Option<flash::WearReport>,
+}
+
+/// The over-provisioning a page-mapped drive's GC works with
+/// ([`crate::analytic::effective_op`]) when `handles_in_use` placement handles are written:
+/// the pool of `gc.free_blocks` per die and the open frontiers (host and GC; a translation
+/// frontier with a mapping cache; per further handle, two under persistent isolation, a
+/// host frontier under initial isolation). None where the model does not apply: a hybrid
+/// FTL, an SLC cache (its blocks change mode), a zoned drive (no device GC).
+pub fn effective_op(c: &flash::ssd::SsdConfig, handles_in_use: u16) -> Option<f64> {
+    if c.ftl != flash::mapping::FtlKind::Page || c.slc_cache.is_some() || c.zoned.is_some() {
+        return None;
+    }
+    let mut frontiers = if c.mapping_cache.is_some() { 3 } else { 2 };
+    if let Some(f) = &c.fdp {
+        let extra = u32::from(handles_in_use.clamp(1, f.handles) - 1);
+        frontiers += match f.isolation {
+            flash::Isolation::Persistent => 2 * extra,
+            flash::Isolation::Initial => extra,
+        };
+    }
+    Some(crate::analytic::effective_op(
+        &c.geometry,
+        c.gc.free_blocks,
+        frontiers,
+    ))
 }
 
 /// Measured-phase requests generator: closed-loop stream 0.
@@ -534,13 +562,14 @@ pub fn run(
         AnyDevice::Zoned(z) => z.wear_report(),
         AnyDevice::Hdd(_) => None,
     };
-    let (physical_bytes, op, gc) = match &spec.preset.device {
+    let (physical_bytes, op, gc, effective) = match &spec.preset.device {
         flash::DeviceConfig::Ssd(c) => (
             Some(c.geometry.physical_bytes()),
             Some(c.geometry.op),
             Some(c.gc.policy.to_string()),
+            effective_op(c, if spec.separate { 2 } else { 1 }),
         ),
-        flash::DeviceConfig::Hdd(_) => (None, None, None),
+        flash::DeviceConfig::Hdd(_) => (None, None, None, None),
     };
     Ok(SimResult {
         preset: spec.preset.name.clone(),
@@ -550,6 +579,7 @@ pub fn run(
         logical_bytes: logical,
         physical_bytes,
         op,
+        effective_op: effective,
         gc,
         precondition: preconditioned,
         stats,
@@ -634,6 +664,51 @@ mod tests {
         assert!(e.contains("--pages-per-block"), "{e}");
     }
 
+    /// Uniform random writes with FIFO cleaning on the nvme preset scaled to 4 GiB (16 dies
+    /// of 183-219 blocks of 1.5 MiB): Desnoyers' model at the nominal op is far off at low
+    /// op (the drive amplifies 27% more at 0.07: the model has no per-die reserve), and
+    /// follows the drive within 3% (measured 1.2% / 0.9% / 0.6%)
+    /// at the effective op the reserve leaves (2 free blocks + 2 open frontiers, half
+    /// written on average, per die; derived, not fitted).
+    #[test]
+    fn uniform_fifo_follows_the_model_at_the_effective_op() {
+        use crate::analytic::fifo_waf;
+        for op in [0.07, 0.15, 0.28] {
+            let overrides = SsdOverrides {
+                capacity_bytes: Some(4 << 30),
+                op: Some(op),
+                gc: Some(GcPolicy::Fifo),
+                ..Default::default()
+            };
+            let spec = SimSpec {
+                preset: overrides.apply(Preset::load("nvme").unwrap()).unwrap(),
+                writes_x: 2.0,
+                warmup_x: 2.0,
+                ..spec(false)
+            };
+            let r = run(&spec, &mut |_, _| {}).unwrap();
+            let (waf, eff) = (r.stats.waf.unwrap(), r.effective_op.unwrap());
+            eprintln!(
+                "op {op}: WAF {waf:.3}, model at op {:.3}, effective op {eff:.4}, model there {:.3}",
+                fifo_waf(op),
+                fifo_waf(eff)
+            );
+            assert!(eff < op, "the reserve costs spare space: {eff} vs {op}");
+            assert!(
+                (waf / fifo_waf(eff) - 1.0).abs() < 0.03,
+                "op {op}: WAF {waf:.3} vs the model at effective op {eff:.4}: {:.3}",
+                fifo_waf(eff)
+            );
+            if op == 0.07 {
+                assert!(
+                    waf > fifo_waf(op) * 1.15,
+                    "the nominal op's model fails here: {waf:.3} vs {:.3}",
+                    fifo_waf(op)
+                );
+            }
+        }
+    }
+
     /// The waf experiment's drive (one die, 256 pages of 4 KiB per block, greedy, one free
     /// block) at 512 MiB, as FDP with `handles`.
     fn fdp_spec(op: f64, hot: (f64, f64), handles: u16, separate: bool) -> SimSpec {
@@ -658,21 +733,25 @@ mod tests {
     }
 
     /// Hot/cold writes with the hot region on its own handle against the separated model
-    /// ([`crate::analytic::separated_waf`]: every stream at the drive's own
-    /// over-provisioning, i.e. uniform random writes' WAF) and the same writes on one
-    /// handle. Measured 2026-11-25 (one handle / separated / model): op 0.07 90/10
-    /// 8.376 / 7.156 / 7.817 and 80/20 8.153 / 7.795 / 7.817; op 0.15 90/10 4.546 / 3.805 /
-    /// 4.016, 80/20 4.291 / 3.986 / 4.016, 95/5 4.718 / 3.908 / 4.016; op 0.28 90/10 2.956 /
-    /// 2.521 / 2.481, 80/20 2.720 / 2.470 / 2.481. Within 5% of the model except 90/10 at op
-    /// 0.15 and below, where greedy does better than the model's equal victim utilization
-    /// (5.3% and 8.5% below it): those are checked to lie below the model.
+    /// ([`crate::analytic::separated_waf`]: every stream at the drive's spare space, i.e.
+    /// uniform random writes' WAF under FIFO) read at the effective op (less the die's free
+    /// block and four half-written frontiers: 0.6% of the logical space here), and the same
+    /// writes on one handle. Measured 2026-11-25 (one handle / separated / model at the
+    /// effective op): op 0.07 80/20 8.153 / 7.795 / 8.431; op 0.15 80/20 4.291 / 3.986 /
+    /// 4.142, 95/5 4.718 / 3.908 / 4.142, 90/10 4.546 / 3.805 / 4.142; op 0.28 90/10 2.956 /
+    /// 2.521 / 2.511, 80/20 2.720 / 2.470 / 2.511. Greedy never amplifies more than the FIFO
+    /// model (at most 0.4% above it) and does better the lower the op and the stronger the
+    /// skew (7.5-8% below at op 0.07 and 90/10 at 0.15): greedy beats FIFO by itself, and
+    /// its victims split the spare space towards the hot handle, beyond the model's share
+    /// by space. Within 5% where the skew or the op is moderate. (Read at the nominal op the
+    /// model had matched 80/20 within 1%: the reserve's +8% and greedy's -8% cancelled.)
     #[test]
     fn hot_cold_by_handle_follows_the_separated_model_and_beats_one_handle() {
         use crate::analytic::{optimal_separated_fifo_waf, separated_waf, Stream};
         let cases = [
-            (0.07, (0.8, 0.2), true),
+            (0.07, (0.8, 0.2), false),
             (0.15, (0.8, 0.2), true),
-            (0.15, (0.95, 0.05), true),
+            (0.15, (0.95, 0.05), false),
             (0.28, (0.9, 0.1), true),
             (0.28, (0.8, 0.2), true),
             (0.15, (0.9, 0.1), false),
@@ -696,22 +775,24 @@ mod tests {
                     space_share: 1.0 - hot.1,
                 },
             ];
-            let model = separated_waf(op, &streams);
-            let best = optimal_separated_fifo_waf(op, &streams);
+            let c = fdp_spec(op, hot, 2, true).preset;
+            let eff = effective_op(c.ssd_config().unwrap(), 2).unwrap();
+            let model = separated_waf(eff, &streams);
+            let best = optimal_separated_fifo_waf(eff, &streams);
             eprintln!(
-                "op {op} hot {hot:?}: one handle {mixed:.3}, separated {separated:.3}, model {model:.3} (optimal split {best:.3})"
+                "op {op} hot {hot:?}: one handle {mixed:.3}, separated {separated:.3}, model at op {:.3}, effective op {eff:.4}, model there {model:.3} (optimal split {best:.3})",
+                separated_waf(op, &streams)
             );
             if within {
                 assert!(
                     (separated - model).abs() / model < 0.05,
                     "op {op} {hot:?}: separated {separated:.3} vs model {model:.3}"
                 );
-            } else {
-                assert!(
-                    separated < model,
-                    "op {op} {hot:?}: {separated:.3} vs {model:.3}"
-                );
             }
+            assert!(
+                separated < model * 1.01,
+                "op {op} {hot:?}: greedy's separated {separated:.3} vs FIFO's model {model:.3}"
+            );
             assert!(
                 separated < mixed * 0.96,
                 "op {op} {hot:?}: separated {separated:.3} vs one handle {mixed:.3}"
@@ -756,6 +837,18 @@ mod tests {
         let z = r.stats.zoned.unwrap();
         assert!(z.resets >= z.zones as u64, "{z:?}");
         assert_eq!(r.stats.gc_copied_pages, 0);
+        // Aging a zoned drive is refused by name, not ignored.
+        let aged = SsdOverrides {
+            capacity_bytes: Some(256 << 20),
+            drive: Some(Drive::Zoned(flash::ZonedConfig::default())),
+            age: Some("pe=1000,cell=tlc".parse().unwrap()),
+            ..Default::default()
+        };
+        let e = aged
+            .apply(Preset::load("nvme").unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("zoned drive with aging"), "{e}");
     }
 
     #[test]

@@ -223,6 +223,11 @@ impl SsdConfig {
         }
         if let Some(z) = &self.zoned {
             z.validate(&self.geometry)?;
+            if self.aging.is_some() {
+                return Err(FlashError::Config(
+                    "a zoned drive with aging ([ssd.aging], --age) is not modelled: the error model's read reclaim relocates blocks through the page FTL, and a zoned drive moves no data of its own (the host would have to rewrite aged zones); age a conventional or FDP drive".into(),
+                ));
+            }
         }
         Ok(())
     }
