@@ -74,6 +74,10 @@ pub struct SsdOverrides {
 
 impl SsdOverrides {
     pub fn apply(&self, mut p: Preset) -> Result<Preset, FlashError> {
+        // The over-provisioning first: capacity scaling counts blocks per die at it.
+        if let (Some(op), Some(c)) = (self.op, p.ssd_config_mut()) {
+            c.geometry.op = op;
+        }
         if let Some(c) = self.capacity_bytes {
             // Pages per block the user chose win over capacity scaling's.
             p = match self.pages_per_block {
@@ -686,6 +690,17 @@ mod tests {
                 warmup_x: 2.0,
                 ..spec(false)
             };
+            if op == 0.07 {
+                // Scaling counts blocks per die at the op given, not the preset's.
+                assert!(
+                    spec.preset
+                        .notes
+                        .iter()
+                        .any(|n| n.contains("183 blocks per die")),
+                    "{:?}",
+                    spec.preset.notes
+                );
+            }
             let r = run(&spec, &mut |_, _| {}).unwrap();
             let (waf, eff) = (r.stats.waf.unwrap(), r.effective_op.unwrap());
             eprintln!(
