@@ -13,7 +13,9 @@ the same engine. Two memory settings:
   `memory.max` or v1 `memory.limit_in_bytes`; the limit counts the process's heap and
   the page cache of its files), and the engines with a cache of their own (AS, redb,
   fjall's block cache) given half of it. The benchmark's own input (the entries it loads,
-  about 220 bytes each) counts against the limit too, the same for every engine.
+  about 220 bytes each) counts against the limit too, the same for every engine. An engine
+  the limit kills (the cgroup's OOM killer) is left out of that table's later rounds and
+  named under it: it cannot be bounded there.
 
     python3 bench/kvcompare/medians.py --entries 100000,1000000 --runs 5
     python3 bench/kvcompare/medians.py --entries 1000000 --runs 5 --memory 1GiB
@@ -166,6 +168,8 @@ def run_once(binary, entries, engine, workdir, cache_bytes, cgroup, variant):
     if cgroup is not None:
         argv = cgroup.command(argv)
     out = subprocess.run(argv, capture_output=True, text=True)
+    if out.returncode == -9 and cgroup is not None:
+        return None  # killed by the cgroup's limit: the engine cannot be bounded there
     if out.returncode != 0:
         sys.exit(f"{engine} at {entries} entries failed ({out.returncode}): {out.stderr.strip()[-500:]}")
     lines = [l for l in out.stdout.splitlines() if l.startswith("{")]
@@ -174,8 +178,12 @@ def run_once(binary, entries, engine, workdir, cache_bytes, cgroup, variant):
     return json.loads(lines[0])
 
 
-def table(entries, results, runs, title):
+def table(entries, results, runs, title, killed=()):
+    results = {e: rs for e, rs in results.items() if rs}
     print(f"\n{title}: {entries:,} entries, median of {runs} runs (range)\n")
+    if not results:
+        print(f"(every engine was killed by the memory limit: {', '.join(killed)})")
+        return
     print("| engine | " + " | ".join(c[1] for c in COLUMNS) + " |")
     print("|---" * (len(COLUMNS) + 1) + "|")
     best = {}
@@ -193,6 +201,8 @@ def table(entries, results, runs, title):
             cells.append(f"{mark}{fmt}{mark}{rng}")
         print(f"| {rs[0]['engine']} | " + " | ".join(cells) + " |")
     print("\n(bold: first, or within 10% of the best median)")
+    for engine in killed:
+        print(f"\n({engine}: killed by the memory limit, not bounded there: left out)")
 
 
 def main():
@@ -223,6 +233,7 @@ def main():
     try:
         for n in [int(x) for x in a.entries.split(",")]:
             results = {e: [] for e in engines}
+            killed = []
             for i in range(a.runs):
                 # Each round in its own order (seeded by the round), so no engine always
                 # follows the same one; and every run starts on a settled disk (a run right
@@ -231,14 +242,21 @@ def main():
                 order = list(engines)
                 random.Random(i).shuffle(order)
                 for e in order:
+                    if e in killed:
+                        continue
                     settle()
                     r = run_once(a.binary, n, e, a.dir, limit // 2 if limit else None, cgroup, variant)
+                    if r is None:
+                        print(f"  run {i + 1}/{a.runs} {e}: killed by the {a.memory} limit; left out", file=sys.stderr)
+                        killed.append(e)
+                        results[e] = []
+                        continue
                     results[e].append(r)
                     print(f"  run {i + 1}/{a.runs} {e}: {json.dumps(r)}", file=sys.stderr)
             title = f"equal memory ({a.memory} per run, caches {limit // 2 >> 20} MiB)" if limit else "defaults"
             if a.value_bytes is not None or a.keys != "random":
                 title += f", {a.value_bytes or 150}-byte values, {a.keys} keys"
-            table(n, results, a.runs, title)
+            table(n, results, a.runs, title, killed)
     finally:
         if cgroup:
             cgroup.remove()
