@@ -932,7 +932,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         provenance: vec![
             Provenance {
                 number: "analytic separated WAF".into(),
-                role: "predicted: no parameter fitted; it depends only on the over-provisioning".into(),
+                role: "predicted: no parameter fitted; it depends only on the over-provisioning and the FTL's per-die reserve (its free blocks and open frontiers: analytic::effective_op)".into(),
             },
             Provenance {
                 number: "CacheLib's ~1 on FDP (arXiv 2503.11665)".into(),
