@@ -273,7 +273,17 @@ fn jobs_fio_refuses_or_the_drive_cannot_hold_are_clear_errors() {
     std::fs::write(&path, "[w]\nrw=sideways\nsize=1m\n").unwrap();
     let e = stderr(&["fio", p, "--preset", "mx500", "--capacity", "1GiB"]);
     assert!(
-        e.contains("fio failed on the job file") && e.contains("rw=sideways"),
+        e.contains("j.fio:2: rw=sideways: expected one of read, write"),
+        "flashlab checks the pattern before fio runs: {e}"
+    );
+    std::fs::write(
+        &path,
+        "[w]\nrw=randwrite\nsize=1m\nrandom_distribution=zipf:1.0\n",
+    )
+    .unwrap();
+    let e = stderr(&["fio", p, "--preset", "mx500", "--capacity", "1GiB"]);
+    assert!(
+        e.contains("fio failed on the job file") && e.contains("zipf theta"),
         "{e}"
     );
     std::fs::write(&path, "[w]\nrw=write\nbs=1m\nsize=2g\n").unwrap();
@@ -349,4 +359,108 @@ fn wear_prints_the_drives_wear_report_after_fios() {
         t.contains("life used") && t.contains("projected TBW"),
         "{t}"
     );
+}
+
+/// A loop device over a file of `bytes`, detached on drop; None (the test says why it
+/// skips) without root or loop devices.
+struct LoopDevice {
+    dev: String,
+}
+impl LoopDevice {
+    fn new(test: &str, backing: &std::path::Path) -> Option<LoopDevice> {
+        let out = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(backing)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(LoopDevice {
+                dev: String::from_utf8_lossy(&o.stdout).trim().to_string(),
+            }),
+            _ => {
+                eprintln!("{test}: the loop-device part SKIPPED: needs root and loop devices");
+                None
+            }
+        }
+    }
+}
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
+#[test]
+fn values_padded_past_fios_line_buffer_never_reach_fio() {
+    if !fio_installed("values_padded_past_fios_line_buffer_never_reach_fio") {
+        return;
+    }
+    let dir = Scratch::new("fio-inject");
+    let tmp = dir.0.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let marker = dir.0.join("PWNED");
+    let bw_log = dir.0.join("bw");
+    // A file and (as root) a loop device fio's psync engine would overwrite.
+    let pattern = vec![0xA5u8; 4 << 20];
+    let target = dir.0.join("target.img");
+    std::fs::write(&target, &pattern).unwrap();
+    let backing = dir.0.join("loop.img");
+    std::fs::write(&backing, &pattern).unwrap();
+    let lo = LoopDevice::new(
+        "values_padded_past_fios_line_buffer_never_reach_fio",
+        &backing,
+    );
+    let mut targets = vec![target.display().to_string()];
+    targets.extend(lo.as_ref().map(|l| l.dev.clone()));
+
+    let pad = " ".repeat(10_000);
+    let mut payloads = vec![
+        format!(
+            "[a]\nsize=1m\nbs=4k\nrw=write{pad}exec_prerun=touch {}\n",
+            marker.display()
+        ),
+        format!(
+            "[a]\nsize=1m\nbs=4k\nrw=write{pad}write_bw_log={}\n",
+            bw_log.display()
+        ),
+    ];
+    for t in &targets {
+        payloads.push(format!(
+            "[a]\nsize=1m\nbs=4k\nrw=write{pad}[evil]\nioengine=psync\nfilename={t}\nrw=write\nsize=1m\n"
+        ));
+        payloads.push(format!(
+            "[a]\nsize=1m\nrw=write\nfilename=x{pad}[evil]\n[b]\nioengine=psync\nfilename={t}\nsize=1m\n"
+        ));
+    }
+    for (i, payload) in payloads.iter().enumerate() {
+        let job = dir.0.join(format!("inject{i}.fio"));
+        std::fs::write(&job, payload).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+            .args(["fio", job.to_str().unwrap()])
+            .args(DRIVE)
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "payload {i} was run: {e}");
+        assert!(
+            e.contains(&format!("inject{i}.fio:4:")) && e.contains("a value of"),
+            "payload {i}: the error names the line and the value's length: {e}"
+        );
+        assert!(!marker.exists(), "payload {i} ran a command");
+        assert!(!bw_log.exists(), "payload {i} wrote a log outside");
+        assert!(
+            std::fs::read(&target).unwrap() == pattern,
+            "payload {i} wrote the file"
+        );
+        if let Some(l) = &lo {
+            let now = std::fs::read(&l.dev).unwrap();
+            assert!(
+                now[..pattern.len()] == pattern[..],
+                "payload {i} wrote {}",
+                l.dev
+            );
+        }
+        let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+        assert!(left.is_empty(), "payload {i} left {left:?}");
+    }
 }

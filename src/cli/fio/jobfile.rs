@@ -76,6 +76,9 @@ const REPLACED: &[&str] = &[
 /// memory).
 pub(crate) const MAX_JOBS: u32 = 256;
 
+/// Longest line written into fio's job file (fio's own buffer holds 8 KiB).
+const MAX_FIO_LINE_BYTES: usize = 4096;
+
 /// Largest job file read.
 const MAX_JOB_FILE_BYTES: u64 = 1 << 20;
 
@@ -84,6 +87,8 @@ const MAX_JOB_FILE_BYTES: u64 = 1 << 20;
 pub(crate) struct Opt {
     pub(crate) key: String,
     pub(crate) value: Option<String>,
+    /// The job file's line it came from (1-based), for errors found after the section.
+    pub(crate) line_no: usize,
 }
 
 impl Opt {
@@ -246,6 +251,11 @@ fn parse_bool(key: &str, v: Option<&str>) -> Result<bool, String> {
 /// Checks one option's value where flashlab depends on it.
 fn check_value(o: &Opt) -> Result<(), String> {
     let v = o.value.as_deref();
+    let percentage = matches!(o.key.as_str(), "size" | "offset" | "io_size" | "io_limit")
+        && v.is_some_and(|s| s.ends_with('%'));
+    if !percentage {
+        super::grammar::check(&o.key, v)?;
+    }
     match o.key.as_str() {
         "direct" if !parse_bool("direct", v)? => Err(
             "direct=0 (buffered I/O) is not supported: flashlab has no page cache, every request reaches the drive as with direct=1".into(),
@@ -257,7 +267,7 @@ fn check_value(o: &Opt) -> Result<(), String> {
             "filename={}: several files are not supported; each job addresses the simulated drive as one raw device",
             v.unwrap_or_default()
         )),
-        "size" | "offset" | "io_size" | "io_limit" if v.is_some_and(|s| s.contains('%')) => {
+        "size" | "offset" | "io_size" | "io_limit" if percentage => {
             Err(format!(
                 "{}={}: percentages are not supported (fio's null engine has no file to take them of); give bytes, e.g. 1g",
                 o.key,
@@ -298,64 +308,49 @@ pub(crate) fn parse(origin: &str, text: &str) -> Result<JobFile> {
     let finish = |job: Option<Job>, jobs: &mut Vec<Job>| -> Result<(), String> {
         let Some(mut j) = job else { return Ok(()) };
         let get = |key: &str| j.options.iter().rev().find(|o| o.key == key);
+        if let Some(o) = get("name") {
+            j.name = o.value.clone().unwrap_or_default();
+        }
+        // An option's error names the line it came from (a global's, or the job's).
+        let at = |o: &Opt, e: String| format!("{}: job {}: {e}", o.line_no, j.name);
         j.iodepth = match get("iodepth") {
             Some(o) => parse_count(
                 "iodepth",
                 o.value.as_deref(),
                 trace::replay::MAX_QUEUE_DEPTH,
-            )?,
+            )
+            .map_err(|e| at(o, e))?,
             None => 1,
         };
         j.numjobs = match get("numjobs") {
-            Some(o) => parse_count("numjobs", o.value.as_deref(), MAX_JOBS)?,
+            Some(o) => {
+                parse_count("numjobs", o.value.as_deref(), MAX_JOBS).map_err(|e| at(o, e))?
+            }
             None => 1,
         };
-        if let Some(o) = get("name") {
-            j.name = o.value.clone().unwrap_or_default();
-            if j.name.is_empty() || j.name.contains(['[', ']']) {
-                return Err(format!(
-                    "name={}: a job name is not empty and has no [ or ]",
-                    j.name
+        // Names and file names are free text without whitespace (grammar::text), which
+        // fio's I/O log, whose fields are separated by spaces, can carry.
+        j.has_size = get("size").is_some();
+        if let (false, Some(o)) = (j.has_size, get("offset")) {
+            return Err(at(
+                o,
+                "offset without size: give size too (on a raw device fio would take the device's size less the offset; flashlab gives a job without size the whole drive)".into(),
+            ));
+        }
+        if let Some(o) = get("randrepeat") {
+            let repeatable = parse_bool("randrepeat", o.value.as_deref()).map_err(|e| at(o, e))?;
+            if !repeatable && get("randseed").is_none() {
+                return Err(at(
+                    o,
+                    "randrepeat=0 asks fio for a different random sequence every run, and flashlab's runs are deterministic: give randseed=N to pick another sequence".into(),
                 ));
             }
-        }
-        // fio's I/O log separates its fields by whitespace, and a job's file is named
-        // after the job unless it gives one.
-        match get("filename").and_then(|o| o.value.clone()) {
-            Some(f) if f.contains(char::is_whitespace) => {
-                return Err(format!(
-                    "job {}: filename={f:?} holds whitespace, which fio's I/O log cannot carry (its fields are separated by spaces); give a name without spaces",
-                    j.name
-                ))
-            }
-            None if j.name.contains(char::is_whitespace) => {
-                return Err(format!(
-                    "job {:?}: the name holds whitespace, and fio names the job's file after it in its I/O log (whose fields are separated by spaces); rename the job or give it filename= without spaces",
-                    j.name
-                ))
-            }
-            _ => {}
-        }
-        j.has_size = get("size").is_some();
-        if !j.has_size && get("offset").is_some() {
-            return Err(format!(
-                "job {}: offset without size: give size too (on a raw device fio would take the device's size less the offset; flashlab gives a job without size the whole drive)",
-                j.name
-            ));
-        }
-        let repeatable = match get("randrepeat") {
-            Some(o) => parse_bool("randrepeat", o.value.as_deref())?,
-            None => true,
-        };
-        if !repeatable && get("randseed").is_none() {
-            return Err(format!(
-                "job {}: randrepeat=0 asks fio for a different random sequence every run, and flashlab's runs are deterministic: give randseed=N to pick another sequence",
-                j.name
-            ));
         }
         jobs.push(j);
         Ok(())
     };
+    // A UTF-8 byte order mark (editors on Windows write one) is not part of the first line.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (i, raw) in text.lines().enumerate() {
         let line_no = i + 1;
         let at = |msg: String| anyhow::anyhow!("{origin}:{line_no}: {msg}");
@@ -371,9 +366,11 @@ pub(crate) fn parse(origin: &str, text: &str) -> Result<JobFile> {
             if name.is_empty() {
                 return Err(at("an empty section name".into()));
             }
+            super::grammar::text("the section name", name).map_err(at)?;
             finish(section.take().flatten(), &mut jobs)
-                .map_err(|m| anyhow::anyhow!("{origin}: {m}"))?;
-            section = Some((name != "global").then(|| Job {
+                .map_err(|m| anyhow::anyhow!("{origin}:{m}"))?;
+            // fio takes every section whose name starts with "global" as global.
+            section = Some((!name.starts_with("global")).then(|| Job {
                 name: name.to_string(),
                 options: global.clone(),
                 own: Vec::new(),
@@ -399,6 +396,7 @@ pub(crate) fn parse(origin: &str, text: &str) -> Result<JobFile> {
         let opt = Opt {
             key: key.to_string(),
             value,
+            line_no,
         };
         check_value(&opt).map_err(at)?;
         match &mut section {
@@ -417,7 +415,7 @@ pub(crate) fn parse(origin: &str, text: &str) -> Result<JobFile> {
             }
         }
     }
-    finish(section.take().flatten(), &mut jobs).map_err(|m| anyhow::anyhow!("{origin}: {m}"))?;
+    finish(section.take().flatten(), &mut jobs).map_err(|m| anyhow::anyhow!("{origin}:{m}"))?;
     if jobs.is_empty() {
         bail!("{origin}: no job sections (only [global] or nothing): nothing to run");
     }
@@ -472,8 +470,13 @@ pub(crate) fn fio_job_text(
         let own_file = job.options.iter().any(|o| o.key == "filename");
         for clone in 0..job.numjobs {
             let k = instances.len();
-            let iolog = dir.join(format!("job{k}.iolog"));
-            let _ = writeln!(text, "\n[{}]", job.name);
+            // fio runs in `dir`: the log's name is relative, so no path of this machine's
+            // (which could hold anything) is written into the job file.
+            let iolog_name = format!("job{k}.iolog");
+            let iolog = dir.join(&iolog_name);
+            // The section is flashlab's own name: the job's may be anything fio reads
+            // otherwise (a name starting with "global" is a global section to fio).
+            let _ = writeln!(text, "\n[j{k}]");
             for o in job
                 .options
                 .iter()
@@ -492,9 +495,19 @@ pub(crate) fn fio_job_text(
             if !own_file {
                 let _ = writeln!(text, "filename={}.{clone}.0", job.name);
             }
-            let _ = writeln!(text, "write_iolog={}", iolog.display());
+            let _ = writeln!(text, "write_iolog={iolog_name}");
             instances.push(Instance { job: j, iolog });
         }
+    }
+    // fio reads job lines through an 8 KiB buffer and reads what passes it as another
+    // option; every value's grammar keeps lines far shorter.
+    for line in text.lines() {
+        assert!(
+            line.len() < MAX_FIO_LINE_BYTES,
+            "a line for fio of {} bytes: {}...",
+            line.len(),
+            &line[..line.len().min(80)]
+        );
     }
     (text, instances)
 }
@@ -568,9 +581,11 @@ mod tests {
             "{e}"
         );
         assert!(err("[a]\nsize=1m\ninclude other.fio\n").contains("`include`"));
-        assert!(err("[my job]\nsize=1m\n").contains("the name holds whitespace"));
+        assert!(err("[my job]\nsize=1m\n").contains("holds whitespace"));
         assert!(err("[a]\nsize=1m\nfilename=/tmp/has space\n").contains("holds whitespace"));
-        assert!(parse("j.fio", "[my job]\nsize=1m\nfilename=/dev/x\n").is_ok());
+        assert!(
+            err("[my job]\nsize=1m\nfilename=/dev/x\n").starts_with("j.fio:1: the section name")
+        );
     }
 
     #[test]
@@ -615,16 +630,72 @@ mod tests {
             "a, its clone, then b"
         );
         assert_eq!(inst[2].iolog, Path::new("/t/job2.iolog"));
+        // fio runs in /t: the logs' names are relative, the sections flashlab's own.
         let sections: Vec<&str> = text.split("\n\n").skip(1).map(str::trim).collect();
         assert_eq!(sections.len(), 3, "{text}");
         assert_eq!(
             sections[1],
-            "[a]\nrw=randwrite\nsize=1m\nioengine=null\niodepth=1\nnumjobs=1\nthread\nfilename=a.1.0\nwrite_iolog=/t/job1.iolog"
+            "[j1]\nrw=randwrite\nsize=1m\nioengine=null\niodepth=1\nnumjobs=1\nthread\nfilename=a.1.0\nwrite_iolog=job1.iolog"
         );
         assert_eq!(
             sections[2],
-            "[bee]\nrw=read\nfilename=/dev/sdb\nsize=4096\nioengine=null\niodepth=1\nnumjobs=1\nthread\nwrite_iolog=/t/job2.iolog"
+            "[j2]\nrw=read\nfilename=/dev/sdb\nsize=4096\nioengine=null\niodepth=1\nnumjobs=1\nthread\nwrite_iolog=job2.iolog"
         );
         assert!(!text.contains("libaio") && !text.contains("direct"));
+    }
+
+    #[test]
+    fn sections_fio_takes_as_global_are_global_and_a_bom_is_not_an_option() {
+        let f = parse(
+            "j.fio",
+            "\u{feff}[globalx]\nbs=8k\n[a]\nsize=1m\n[global2]\nrw=write\n[b]\nsize=2m\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = f.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(f.global.len(), 2);
+        assert_eq!(f.jobs[1].options.len(), 3, "bs=8k, rw=write, size=2m");
+        let e = err("\u{feff}bs=4k\n");
+        assert!(e.starts_with("j.fio:1: option `bs` outside"), "{e}");
+    }
+
+    #[test]
+    fn errors_found_at_a_section_end_name_the_option_line() {
+        let e = err("[global]\niodepth=0\n[a]\nsize=1m\n");
+        assert!(e.starts_with("j.fio:2: job a: iodepth=0"), "{e}");
+        let e = err("[a]\nsize=1m\n\nnumjobs=999\n");
+        assert!(e.starts_with("j.fio:4: job a: numjobs=999"), "{e}");
+        let e = err("[a]\noffset=4k\n");
+        assert!(e.starts_with("j.fio:2: job a: offset without size"), "{e}");
+    }
+
+    #[test]
+    fn padded_values_never_reach_fio_and_every_line_for_fio_is_short() {
+        let pad = " ".repeat(10_000);
+        for payload in [
+            format!("[a]\nsize=1m\nbs=4k\nrw=write{pad}exec_prerun=touch /tmp/PWNED\n"),
+            format!("[a]\nsize=1m\nrw=write{pad}write_bw_log=/tmp/bw\n"),
+            format!("[a]\nsize=1m\nfilename=a{pad}[evil]\n"),
+            format!("[a]\nsize=1m\ndescription=x{pad}ioengine=psync\n"),
+            format!("[a{pad}b]\nsize=1m\n"),
+        ] {
+            let e = err(&payload);
+            assert!(e.starts_with("j.fio:"), "{e}");
+            assert!(e.len() < 600, "the error shows a bounded part: {}", e.len());
+        }
+        // The longest values taken still make lines under 4 KiB.
+        let split = vec!["4k/1"; 200].join(":");
+        let long_name = "n".repeat(255);
+        let f = parse(
+            "j.fio",
+            &format!(
+                "[{long_name}]\nsize=1m\nbssplit={split}\nfilename=/{}\n",
+                "f".repeat(254)
+            ),
+        )
+        .unwrap();
+        let (text, _) = fio_job_text(&f, Path::new("/t"), 4096);
+        assert!(text.lines().all(|l| l.len() < MAX_FIO_LINE_BYTES));
+        assert!(text.contains("\n[j0]\n"));
     }
 }

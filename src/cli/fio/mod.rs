@@ -6,6 +6,7 @@
 //! stream keeping its iodepth requests in flight, and every request's latency is kept for
 //! the [`report`] ([`latency`]).
 
+mod grammar;
 mod iolog;
 mod jobfile;
 mod latency;
