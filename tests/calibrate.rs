@@ -253,3 +253,89 @@ fn refusals_name_what_was_wrong() {
     fails(&["calibrate", "--size", "64MiB"], "required");
     assert!(!new.exists());
 }
+
+/// A loop device over `backing`, detached on drop; None (the caller says it skips) without
+/// root or loop devices.
+struct LoopDevice(String);
+impl LoopDevice {
+    fn new(backing: &std::path::Path) -> Option<LoopDevice> {
+        let o = std::process::Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(backing)
+            .output()
+            .ok()?;
+        o.status
+            .success()
+            .then(|| LoopDevice(String::from_utf8_lossy(&o.stdout).trim().to_string()))
+    }
+}
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup")
+            .args(["-d", &self.0])
+            .status();
+    }
+}
+
+#[test]
+fn a_device_anything_else_uses_is_not_erased() {
+    let d = Scratch::new("calibrate-in-use");
+    let backing = d.0.join("lower.img");
+    let pattern = vec![0x5Au8; 80 << 20];
+    std::fs::write(&backing, &pattern).unwrap();
+    let Some(lower) = LoopDevice::new(&backing) else {
+        eprintln!(
+            "a_device_anything_else_uses_is_not_erased: SKIPPED: needs root and loop devices"
+        );
+        return;
+    };
+    let out = d.0.join("p.toml");
+    let erase = |dev: &str| {
+        flashlab(&[
+            "calibrate",
+            "--device",
+            dev,
+            "--i-understand-this-erases",
+            "--size",
+            "64MiB",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    let untouched = || {
+        let now = std::fs::read(&lower.0).unwrap();
+        assert!(now == pattern, "{} was written", lower.0);
+        assert!(!out.exists());
+    };
+    // A loop device stacked on it (sysfs lists no holder for that).
+    let upper = LoopDevice::new(std::path::Path::new(&lower.0)).unwrap();
+    let o = erase(&lower.0);
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(
+        err.contains(&format!(
+            "refusing to erase {}: it is used by {} (a loop device over {})",
+            lower.0, upper.0, lower.0
+        )),
+        "{err}"
+    );
+    untouched();
+    drop(upper);
+    // A process holding it open.
+    let f = std::fs::File::open(&lower.0).unwrap();
+    let mut holder = std::process::Command::new("sleep")
+        .arg("60")
+        .stdin(f)
+        .spawn()
+        .unwrap();
+    let o = erase(&lower.0);
+    let (_, err) = text(&o);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(!o.status.success());
+    assert!(
+        err.contains(&format!("is open in process {} (sleep, fd 0)", holder.id())),
+        "{err}"
+    );
+    untouched();
+}

@@ -830,3 +830,135 @@ fn paper_003s_batch_rise_is_the_same_when_every_core_is_busy() {
         }
     }
 }
+
+/// A `sleep` started by the test itself (not by any capture), in `cwd`; killed on drop.
+struct Bystander(std::process::Child);
+impl Bystander {
+    fn new(cwd: &Path) -> Bystander {
+        Bystander(
+            Command::new("sleep")
+                .arg("120")
+                .current_dir(cwd)
+                .spawn()
+                .unwrap(),
+        )
+    }
+    fn alive(&mut self) -> bool {
+        self.0.try_wait().unwrap().is_none()
+    }
+}
+impl Drop for Bystander {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn capture_ends_only_what_its_command_started() {
+    let _serial = serial();
+    if skipped(FsKind::Ext4, "capture_ends_only_what_its_command_started") {
+        return;
+    }
+    let dir = Scratch::new("capture-bystander");
+    let out = dir.0.join("t.trace");
+    // Another file system's directory with a process of its own in it: the command binds
+    // that directory under {} and leaves a setsid'd child there. Teardown once killed
+    // every process on the bound file system's device (the bystander too).
+    let other = Scratch::new("capture-bystander-other");
+    let mut bystander = Bystander::new(&other.0);
+    let pids = dir.0.join("bg.pid");
+    let script = format!(
+        "mkdir {{}}/x && mount --bind {} {{}}/x && cd {{}}/x && (setsid sh -c 'echo $$ > {}; exec sleep 60' &) && sleep 0.3",
+        other.0.display(),
+        pids.display()
+    );
+    let o = flashlab(&capture_args("ext4", "128MiB", &[], &dir, &out, &script));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        bystander.alive(),
+        "a process the command did not start was killed"
+    );
+    assert_background_child_gone(&pids, "after the command");
+    assert_nothing_left(&dir.0);
+}
+
+#[test]
+fn a_mount_held_by_another_process_is_unmounted_lazily_naming_it() {
+    let _serial = serial();
+    if skipped(
+        FsKind::Ext4,
+        "a_mount_held_by_another_process_is_unmounted_lazily_naming_it",
+    ) {
+        return;
+    }
+    let dir = Scratch::new("capture-held");
+    let out = dir.0.join("t.trace");
+    let at = dir.0.join("mount.txt");
+    let go = dir.0.join("go");
+    // The command says where it runs and waits for the test to put a process there.
+    let script = format!(
+        "echo {{}} > {}; while [ ! -e {} ]; do sleep 0.05; done",
+        at.display(),
+        go.display()
+    );
+    let args = capture_args("ext4", "128MiB", &[], &dir, &out, &script);
+    let child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(&args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    while !at.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mnt = std::fs::read_to_string(&at).unwrap();
+    let mut bystander = Bystander::new(Path::new(mnt.trim()));
+    std::fs::write(&go, "").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(bystander.alive(), "the holder was killed: {e}");
+    assert!(
+        !o.status.success(),
+        "a cleanup that could not unmount is an error"
+    );
+    assert!(
+        e.contains(&format!("{} (sleep, cwd)", bystander.0.id())) && e.contains("unmounted lazily"),
+        "the message names the holder and what was done: {e}"
+    );
+    assert!(
+        e.contains(out.to_str().unwrap()),
+        "and where the trace is: {e}"
+    );
+    drop(bystander);
+    // The holder gone, the lazily unmounted file system and its loop device go too.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert_nothing_left(&dir.0);
+}
+
+#[test]
+fn loop_devices_the_command_made_on_the_file_system_are_detached() {
+    let _serial = serial();
+    if skipped(
+        FsKind::Ext4,
+        "loop_devices_the_command_made_on_the_file_system_are_detached",
+    ) {
+        return;
+    }
+    let dir = Scratch::new("capture-inner-loop");
+    let out = dir.0.join("t.trace");
+    let inner = dir.0.join("inner.txt");
+    let script = format!(
+        "truncate -s 16M {{}}/inner.img && losetup -f --show {{}}/inner.img > {}",
+        inner.display()
+    );
+    let o = flashlab(&capture_args("ext4", "128MiB", &[], &dir, &out, &script));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{e}");
+    let dev = std::fs::read_to_string(&inner).unwrap();
+    let dev = dev.trim();
+    assert!(e.contains(&format!("detached {dev}")), "{e}");
+    let loops = Command::new("losetup").arg("-a").output().unwrap();
+    let loops = String::from_utf8_lossy(&loops.stdout);
+    assert!(!loops.contains("inner.img"), "{loops}");
+    assert_nothing_left(&dir.0);
+}

@@ -241,6 +241,52 @@ fn device_and_partitions(name: &str, major: u64, minor: u64) -> Vec<(String, u64
     v
 }
 
+/// Loop devices whose backing file is one of `devices` (a loop device stacked on it, which
+/// sysfs does not list as a holder), from `/sys/block/loop*/loop/backing_file`.
+fn loops_over(devices: &[(String, u64, u64)]) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/sys/block") else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = dir
+        .flatten()
+        .filter_map(|e| {
+            let backing = sys_text(e.path().join("loop/backing_file"))?;
+            let m = std::fs::metadata(&backing).ok()?;
+            let (ma, mi) = major_minor(m.rdev());
+            (m.file_type().is_block_device()
+                && devices.iter().any(|(_, a, b)| (*a, *b) == (ma, mi)))
+            .then(|| {
+                format!(
+                    "/dev/{} (a loop device over {backing})",
+                    e.file_name().to_string_lossy()
+                )
+            })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Why the device must not be erased because of what runs here: loop devices stacked on it
+/// or a partition, or processes holding one of them open (`sleep 60 < /dev/loop0`).
+fn used_now(devices: &[(String, u64, u64)]) -> Option<String> {
+    let loops = loops_over(devices);
+    if !loops.is_empty() {
+        return Some(format!("it is used by {}", loops.join(", ")));
+    }
+    for (name, major, minor) in devices {
+        let rdev = libc::makedev(*major as u32, *minor as u32);
+        let users = trace::procs::users(trace::procs::Target::BlockDevice(rdev));
+        if !users.is_empty() {
+            return Some(format!(
+                "/dev/{name} is open in process {}",
+                trace::procs::list(&users, 8)
+            ));
+        }
+    }
+    None
+}
+
 fn holders_of(name: &str) -> Vec<String> {
     std::fs::read_dir(format!("/sys/class/block/{name}/holders"))
         .map(|d| {
@@ -362,6 +408,12 @@ impl OsTarget {
                 path.display()
             )
         })?;
+        // The exclusive open keeps mounts and device mappers off from here on; what it
+        // does not keep off (a loop device over it, a plain open) is checked now that it
+        // is held.
+        if let Some(why) = used_now(&devices) {
+            bail!("refusing to erase {}: {why}", path.display());
+        }
         let mut bytes: u64 = 0;
         // SAFETY: BLKGETSIZE64 writes one u64 through the pointer.
         if unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut bytes as *mut u64) } != 0 {

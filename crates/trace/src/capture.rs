@@ -11,9 +11,12 @@
 //! Safety as root: the work directory is made fresh with an unpredictable name and mode
 //! 0700 (mkdtemp), so nobody else can plant a file, directory or symlink in it; the image
 //! is created exclusively inside it; mkfs options pass an allow-list per mkfs
-//! ([`crate::mkfs_opts`]), so none can name another device or file; the command runs in its own process group,
-//! which is killed before unmounting so a background child cannot hold the mount (and a
-//! process that left the group, by setsid, is found by its open files and killed); an
+//! ([`crate::mkfs_opts`]), so none can name another device or file; the command runs in a
+//! cgroup of its own (`command_group`; where there is none, flashlab follows its
+//! descendants), which is ended before unmounting so a background child cannot hold the
+//! mount, and no process the command did not start is ever signalled (a mount something
+//! else holds is unmounted lazily, naming the holder); loop devices the command made of
+//! files on the captured file system are detached; an
 //! interrupt (SIGINT, SIGTERM or SIGHUP, reported through [`Cancel`]) stops the command
 //! and cleans up like an error; the trace is written before the teardown, so a teardown
 //! that fails loses nothing.
@@ -21,6 +24,7 @@
 //! Needs root, loop devices and tracefs; [`check_support`] says what is missing.
 
 use crate::capture_events::{self, Decoder, Record, Timed};
+use crate::command_group::CommandGroup;
 use crate::{Cancel, Trace, TraceError};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -272,7 +276,11 @@ struct Setup {
     dir: Option<PathBuf>,
     loop_device: Option<String>,
     mount_point: Option<PathBuf>,
+    /// The mounted file system's `st_dev`.
+    fs_dev: Option<u64>,
     instance: Option<PathBuf>,
+    /// The command's processes.
+    group: Option<CommandGroup>,
 }
 
 impl Setup {
@@ -314,40 +322,105 @@ impl Setup {
                 ));
             }
         }
+        // The command's processes first: every one it started, and only those.
+        if let Some(mut group) = self.group.take() {
+            let ended = group.end();
+            if !ended.survivors.is_empty() {
+                note(step(
+                    "end the command",
+                    format!(
+                        "processes of {} survived SIGKILL: {:?}",
+                        group.how(),
+                        ended.survivors
+                    ),
+                ));
+            }
+            if !ended.may_have_escaped.is_empty() {
+                eprintln!(
+                    "flashlab capture: note: the command's processes were followed as {}; these children of flashlab's were not seen to descend from it and were left running: {}",
+                    group.how(),
+                    ended.may_have_escaped.join(", ")
+                );
+            }
+        }
         if let Some(mnt) = self.mount_point.take() {
             // The command may have mounted over the mount point, below it or over the work
-            // directory above it (a tmpfs, a bind mount), or bound the device elsewhere:
-            // unmount the newest such mount first, until ours is gone too. A mount that
-            // will not go even lazily ends the loop (reported) instead of spinning.
+            // directory above it (a tmpfs, a bind mount), bound the device elsewhere, or
+            // made loop devices of files on it (mounted anywhere): unmount the newest such
+            // mount first and detach those loop devices, until ours is gone too. A mount
+            // that will not go even lazily ends the loop (reported) instead of spinning.
             let root = self.dir.clone().unwrap_or_else(|| mnt.clone());
             let root = std::fs::canonicalize(&root).unwrap_or(root);
+            let mnt_real = std::fs::canonicalize(&mnt).unwrap_or_else(|_| mnt.clone());
+            let inner: Vec<String> = self
+                .fs_dev
+                .map(|d| loops_backed_on(&mnt_real, d))
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|d| Some(d.as_str()) != self.loop_device.as_deref())
+                .collect();
+            let mut sources: Vec<&str> = inner.iter().map(String::as_str).collect();
+            sources.extend(self.loop_device.as_deref());
             let mut failed: Vec<PathBuf> = Vec::new();
             for _ in 0..MAX_MOUNTS_UNDER {
-                let Some(top) = mounts_at_or_under(&root, self.loop_device.as_deref()).pop() else {
+                let Some(top) = mounts_at_or_under(&root, &sources).pop() else {
                     break;
                 };
                 if failed.contains(&top) {
                     break;
                 }
+                if top == mnt {
+                    // Ours is next: the loop devices made on it go first.
+                    for dev in &inner {
+                        match run("detach a loop device the command made", "losetup", &["-d", dev]) {
+                            Ok(_) => eprintln!(
+                                "flashlab capture: detached {dev}, which the command attached to a file on the captured file system"
+                            ),
+                            Err(e) => note(e),
+                        }
+                    }
+                }
                 let m = top.to_string_lossy().to_string();
                 let mut res = run("unmount", "umount", &[&m]);
-                for _ in 0..20 {
+                for _ in 0..10 {
                     if res.is_ok() {
                         break;
                     }
-                    // Something still holds it: a process the command started that left
-                    // its process group (setsid, a daemon). Nothing but the command's
-                    // own processes can use a file system in our private directory.
-                    kill_holders(&top);
+                    // Processes just ended may take a moment to let go.
                     std::thread::sleep(Duration::from_millis(100));
                     res = run("unmount", "umount", &[&m]);
                 }
                 if let Err(e) = res {
-                    // Detach it lazily so the loop device can still go.
-                    if run("unmount lazily", "umount", &["-l", &m]).is_err() {
-                        failed.push(top);
+                    // Something the command did not start holds it (a shell cd'd into
+                    // it): name it, and detach the mount lazily so the loop device can
+                    // still go; the file system is freed when they let go.
+                    let holders = std::fs::metadata(&top)
+                        .map(|md| crate::procs::users(crate::procs::Target::FileSystem(md.dev())))
+                        .unwrap_or_default();
+                    let lazy = run("unmount lazily", "umount", &["-l", &m]);
+                    if lazy.is_err() {
+                        failed.push(top.clone());
                     }
-                    note(e);
+                    note(step(
+                        "unmount",
+                        format!(
+                            "{e}; held by {}; {}",
+                            if holders.is_empty() {
+                                "no process found (the kernel: another mount or a loop device)"
+                                    .to_string()
+                            } else {
+                                crate::procs::list(&holders, 8)
+                            },
+                            if lazy.is_ok() {
+                                format!(
+                                    "{} was unmounted lazily (it is freed when they let go)",
+                                    top.display()
+                                )
+                            } else {
+                                format!("{} is still mounted", top.display())
+                            }
+                        ),
+                    ));
                 }
             }
         }
@@ -379,9 +452,32 @@ impl Drop for Setup {
 /// The most mounts teardown unmounts at or under the mount point.
 const MAX_MOUNTS_UNDER: usize = 4096;
 
-/// Mount points at or under `dir`, and any other mount of `device` (the command may have
-/// bound it elsewhere), oldest first (the order of /proc/self/mountinfo).
-fn mounts_at_or_under(dir: &Path, device: Option<&str>) -> Vec<PathBuf> {
+/// Loop devices whose backing file lies under the mount point `root` or on the file system
+/// `fs_dev` (loop devices the command made of files on the captured file system).
+fn loops_backed_on(root: &Path, fs_dev: u64) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/sys/block") else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = dir
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            let backing = std::fs::read_to_string(e.path().join("loop/backing_file")).ok()?;
+            let backing = backing.trim_end_matches('\n');
+            let path = Path::new(backing.strip_suffix(" (deleted)").unwrap_or(backing));
+            let on_ours =
+                path.starts_with(root) || std::fs::metadata(path).is_ok_and(|m| m.dev() == fs_dev);
+            on_ours.then(|| format!("/dev/{name}"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Mount points at or under `dir`, and any other mount of one of `devices` (the command
+/// may have bound ours elsewhere, or mounted a loop device it made of a file on ours),
+/// oldest first (the order of /proc/self/mountinfo).
+fn mounts_at_or_under(dir: &Path, devices: &[&str]) -> Vec<PathBuf> {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return Vec::new();
     };
@@ -395,7 +491,7 @@ fn mounts_at_or_under(dir: &Path, device: Option<&str>) -> Vec<PathBuf> {
                 .split(' ')
                 .nth(1)
                 .map(unescape_mountinfo);
-            (point.starts_with(dir) || (device.is_some() && source.as_deref() == device))
+            (point.starts_with(dir) || source.is_some_and(|s| devices.contains(&s.as_str())))
                 .then_some(point)
         })
         .collect()
@@ -428,74 +524,6 @@ fn unescape_mountinfo(s: &str) -> String {
 /// can name another file or device for mkfs to write.
 pub fn check_mkfs_opts(fs: FsKind, opts: &[String]) -> Result<(), CaptureError> {
     crate::mkfs_opts::check(fs, opts).map_err(|msg| step("check --mkfs-opts", msg))
-}
-
-/// Stops a process group: SIGTERM, a moment to exit, then SIGKILL for what remains.
-fn kill_group(pgid: u32) {
-    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
-        return;
-    };
-    // SAFETY: kill has no memory preconditions; a negative pid names the process group
-    // this capture created for the command (ESRCH once it is gone).
-    unsafe {
-        if libc::kill(-pgid, libc::SIGTERM) != 0 {
-            return; // no such group any more
-        }
-    }
-    for _ in 0..20 {
-        std::thread::sleep(Duration::from_millis(25));
-        // SAFETY: signal 0 only checks whether the group still exists.
-        if unsafe { libc::kill(-pgid, 0) } != 0 {
-            return;
-        }
-    }
-    // SAFETY: as above.
-    unsafe {
-        libc::kill(-pgid, libc::SIGKILL);
-    }
-}
-
-/// Kills (SIGKILL) every process other than this one whose working directory, root,
-/// open files or mapped files lie on the file system mounted at `mount` (as `fuser -km`
-/// does): what the command left running outside its process group.
-fn kill_holders(mount: &Path) {
-    let Ok(dev) = std::fs::metadata(mount).map(|m| m.dev()) else {
-        return;
-    };
-    let me = std::process::id();
-    let on_it = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.dev() == dev);
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    for entry in procs.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<libc::pid_t>().ok())
-        else {
-            continue;
-        };
-        if pid as u32 == me {
-            continue;
-        }
-        let dir = entry.path();
-        let links = ["fd", "map_files"]
-            .iter()
-            .filter_map(|sub| std::fs::read_dir(dir.join(sub)).ok())
-            .flat_map(|d| d.flatten().map(|e| e.path()));
-        let holds = ["cwd", "root", "exe"]
-            .iter()
-            .map(|l| dir.join(l))
-            .chain(links)
-            .any(|p| on_it(&p));
-        if holds {
-            // SAFETY: kill has no memory preconditions; pid is a process found holding
-            // the capture's private file system.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-            }
-        }
-    }
 }
 
 /// The kernel's dev_t (major << 20 | minor) of a block device node.
@@ -618,6 +646,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     margs.extend([dev.as_str(), m.as_str()]);
     run(&format!("mount {}", spec.fs.name()), "mount", &margs)?;
     setup.mount_point = Some(mnt.clone());
+    setup.fs_dev = std::fs::metadata(&mnt).ok().map(|md| md.dev());
     // Start from a clean slate: mkfs's and mount's own writes are not the command's.
     run("sync the file system", "sync", &["-f", &m])?;
 
@@ -792,11 +821,16 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         Err(std::io::Error::other("the command did not run"));
     let mut synced: Result<String, CaptureError> = Ok(String::new());
     let mut run_ends_mono_ns = Vec::new();
+    // Every process the command starts stays in this group (a cgroup of its own), and
+    // ending the run ends the group: background children, setsid'd ones and daemons, and
+    // nothing else.
+    let group = setup.group.insert(CommandGroup::new(&tag));
     for run_index in 0..spec.runs.max(1) {
         let mut command = Command::new(&spec.command[0]);
-        // Its own process group: an interrupt or the end of the run stops all of it,
-        // background children included.
+        // Its own process group too, so a terminal's Ctrl-C reaches flashlab, which ends
+        // the command's group itself.
         command.args(&args).env("FLASHLAB_DIR", &m).process_group(0);
+        group.prepare(&mut command);
         if let Some(cpu) = spec.cpu {
             pin_to_cpu(&mut command, cpu);
         }
@@ -813,18 +847,20 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
             command.stdout(f);
         }
         status = command.spawn().and_then(|mut child| {
+            group.started(child.id());
             let status = loop {
                 if let Some(s) = child.try_wait()? {
                     break Ok(s);
                 }
                 if spec.cancel.is_cancelled() {
-                    kill_group(child.id());
+                    group.end();
                     break child.wait();
                 }
+                group.watch();
                 std::thread::sleep(Duration::from_millis(20));
             };
             // Whatever it left running in the background would hold the mount.
-            kill_group(child.id());
+            group.end();
             status
         });
         // Whatever the command did, flush the file system's dirty data while tracing.
@@ -1094,7 +1130,7 @@ mod tests {
         assert_eq!(unescape_mountinfo("/x\\134y"), "/x\\y");
         assert_eq!(unescape_mountinfo("/plain"), "/plain");
         // The root file system is at or under "/".
-        assert!(!mounts_at_or_under(Path::new("/"), None).is_empty());
+        assert!(!mounts_at_or_under(Path::new("/"), &[]).is_empty());
     }
 
     #[test]

@@ -13,10 +13,12 @@
 pub mod cancel;
 pub mod capture;
 mod capture_events;
+mod command_group;
 pub mod error;
 pub mod formats;
 mod input;
 pub mod mkfs_opts;
+pub mod procs;
 pub mod replay;
 pub mod request;
 pub mod ring_buffer;
