@@ -2,6 +2,7 @@
 
 mod calibrate;
 mod cli;
+mod outfile;
 mod signals;
 mod units;
 

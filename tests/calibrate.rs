@@ -339,3 +339,64 @@ fn a_device_anything_else_uses_is_not_erased() {
     );
     untouched();
 }
+
+#[test]
+fn out_is_a_regular_file_written_whole_never_through_a_link() {
+    let d = Scratch::new("calibrate-out");
+    let run = |out: &std::path::Path, extra: &[&str]| {
+        let mut args = vec![
+            "calibrate",
+            "--sim-preset",
+            "mx500",
+            "--capacity",
+            "1GiB",
+            "--size",
+            "64MiB",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = flashlab(&args);
+        (o.status.success(), text(&o).1)
+    };
+    // A symlink to a file (or a device): refused, the target untouched.
+    let target = d.0.join("target.dat");
+    std::fs::write(&target, b"keep me").unwrap();
+    let link = d.0.join("link.toml");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let devlink = d.0.join("dev.toml");
+    std::os::unix::fs::symlink("/dev/null", &devlink).unwrap();
+    for (path, extra) in [
+        (&link, &[][..]),
+        (&link, &["--replace"][..]),
+        (&devlink, &["--replace"][..]),
+    ] {
+        let (ok, err) = run(path, extra);
+        assert!(!ok && err.contains("a symlink"), "{err}");
+    }
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep me");
+    // A FIFO: refused before the probe (it used to hang on the open).
+    let fifo = d.0.join("f.toml");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let (ok, err) = run(&fifo, &[]);
+    assert!(!ok && err.contains("not a regular file"), "{err}");
+    // An existing file: kept unless --replace.
+    let out = d.0.join("p.toml");
+    std::fs::write(&out, b"mine").unwrap();
+    let (ok, err) = run(&out, &[]);
+    assert!(!ok && err.contains("exists; pass --replace"), "{err}");
+    assert_eq!(std::fs::read(&out).unwrap(), b"mine");
+    let (ok, err) = run(&out, &["--replace"]);
+    assert!(ok, "{err}");
+    assert!(std::fs::read_to_string(&out).unwrap().contains("[ssd"));
+    let temps: Vec<_> = std::fs::read_dir(&d.0)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".flashlab-"))
+        .collect();
+    assert!(temps.is_empty(), "{temps:?}");
+}

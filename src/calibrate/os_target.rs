@@ -287,6 +287,15 @@ fn used_now(devices: &[(String, u64, u64)]) -> Option<String> {
     None
 }
 
+/// The type of the file system with `st_dev` `dev` (mountinfo), if mounted.
+fn fs_type_of_dev(dev: u64) -> Option<String> {
+    let (major, minor) = major_minor(dev);
+    parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo").ok()?)
+        .into_iter()
+        .find(|m| m.major == major && m.minor == minor)
+        .map(|m| m.fs)
+}
+
 fn holders_of(name: &str) -> Vec<String> {
     std::fs::read_dir(format!("/sys/class/block/{name}/holders"))
         .map(|d| {
@@ -309,6 +318,21 @@ impl OsTarget {
     /// Creates `path` (it must not exist), reserves `size_bytes` and opens it with
     /// O_DIRECT. The file is removed when the target is dropped.
     pub fn create_file(path: &Path, size_bytes: u64, cancel: Cancel) -> Result<OsTarget> {
+        // A file system in memory is refused before --size bytes of RAM are reserved.
+        let parent = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if let Some(fs) = std::fs::metadata(parent)
+            .ok()
+            .and_then(|m| fs_type_of_dev(m.dev()))
+            .filter(|fs| MEMORY_FILE_SYSTEMS.contains(&fs.as_str()))
+        {
+            bail!(
+                "{} is on {fs}, in memory: calibrate measures a drive, put the file on a disk's file system",
+                path.display()
+            );
+        }
         let created = OpenOptions::new()
             .write(true)
             .create_new(true)

@@ -55,6 +55,9 @@ pub(crate) struct CalibrateArgs {
     /// Where to write the preset (TOML); `flashlab sim --preset PRESET.toml` loads it.
     #[arg(long, value_name = "PRESET.toml")]
     pub(crate) out: Option<PathBuf>,
+    /// Replace --out if it exists (a regular file only; never through a symlink).
+    #[arg(long)]
+    pub(crate) replace: bool,
     /// The preset's name [default: the --out file's name without .toml].
     #[arg(long)]
     pub(crate) name: Option<String>,
@@ -76,16 +79,9 @@ pub(crate) fn run(a: CalibrateArgs) -> Result<()> {
             bail!("--out and --file are the same path; the probe file is removed afterwards");
         }
         // Found out before the probe, not after it.
-        let dir = match out.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => std::path::Path::new("."),
-        };
-        if !dir.is_dir() || out.is_dir() {
-            bail!(
-                "--out {}: not a file in an existing directory",
-                out.display()
-            );
-        }
+        crate::outfile::check("--out", out, a.replace)?;
+    } else if a.replace {
+        bail!("--replace has no effect without --out");
     }
     let needs = |what: &str| {
         anyhow::anyhow!("{what} needs --size SIZE (at least 64MiB) and --out PRESET.toml")
@@ -162,7 +158,7 @@ pub(crate) fn run(a: CalibrateArgs) -> Result<()> {
         );
     }
     if let Some(out) = &a.out {
-        std::fs::write(out, &text).with_context(|| format!("writing {}", out.display()))?;
+        crate::outfile::write("--out", out, &text, a.replace)?;
         println!(
             "  wrote {} (try: flashlab sim --preset {} --capacity 1GiB --workload uniform --writes 1x)",
             out.display(),
