@@ -2757,3 +2757,69 @@ fn engines_print_the_drive_s_wear_and_age_seeds_its_erase_counts() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("pe="));
 }
+
+#[test]
+fn reproduce_keeps_what_it_did_not_write() {
+    let stderr = |o: &std::process::Output| {
+        assert!(!o.status.success());
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let dir = Scratch::new("report-keep");
+    // A directory flashlab did not make, with something in it: refused before any run,
+    // as `--out DIR` and as `--out .`.
+    let theirs = dir.0.join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::fs::write(theirs.join("index.html"), "mine").unwrap();
+    for (cwd, out) in [(&dir.0, theirs.to_str().unwrap()), (&theirs, ".")] {
+        let o = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+            .args(["reproduce", "--only", "waf", "--out", out])
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        let e = stderr(&o);
+        assert!(e.contains("not a report flashlab made"), "{e}");
+        assert!(
+            !e.contains("[holds]"),
+            "refused before the experiment ran: {e}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("index.html")).unwrap(),
+        "mine"
+    );
+    assert_eq!(std::fs::read_dir(&theirs).unwrap().count(), 1);
+    // One that cannot be written fails first too.
+    let o = flashlab(&["reproduce", "--only", "waf", "--out", "/proc/no/report"]);
+    let e = stderr(&o);
+    assert!(e.contains("--out /proc/no/report: cannot create it"), "{e}");
+    // --only without --out writes report-IDS, never over report/.
+    std::fs::create_dir(dir.0.join("report")).unwrap();
+    std::fs::write(
+        dir.0.join("report/index.html"),
+        "<title>flashlab report</title>",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(["reproduce", "--only", "waf"])
+        .current_dir(&dir.0)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(dir.0.join("report-waf/waf/waf.csv").is_file());
+    assert!(dir.0.join("report-waf/.flashlab-report").is_file());
+    assert_eq!(
+        std::fs::read_to_string(dir.0.join("report/index.html")).unwrap(),
+        "<title>flashlab report</title>"
+    );
+    // A report of ours (here one from before the mark) may be replaced; its other
+    // sections go with it rather than stay behind, stale.
+    std::fs::create_dir(dir.0.join("report/trim")).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(["reproduce", "--only", "waf", "--out", "report"])
+        .current_dir(&dir.0)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(dir.0.join("report/waf/waf.csv").is_file());
+    assert!(!dir.0.join("report/trim").exists());
+}

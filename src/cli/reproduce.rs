@@ -11,9 +11,10 @@ pub(crate) struct ReproduceArgs {
     /// Run only these experiments (comma-separated ids).
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Vec<String>,
-    /// Output directory.
-    #[arg(long, default_value = "report")]
-    pub(crate) out: PathBuf,
+    /// Output directory: new, empty, or a report flashlab made [default: report, or
+    /// report-ID-ID... with --only].
+    #[arg(long)]
+    pub(crate) out: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
 }
@@ -46,12 +47,23 @@ pub(crate) fn run(a: ReproduceArgs) -> Result<()> {
             );
         }
     }
+    // Part of the report never goes over the whole one.
+    let out = a.out.clone().unwrap_or_else(|| {
+        if a.only.is_empty() {
+            PathBuf::from("report")
+        } else {
+            PathBuf::from(format!(
+                "report-{}",
+                chosen.iter().map(|e| e.id).collect::<Vec<_>>().join("-")
+            ))
+        }
+    });
     eprintln!(
         "flashlab reproduce: scale {}, seed {}, {} experiment(s), report in {}",
         a.scale,
         a.seed,
         chosen.len(),
-        a.out.display()
+        out.display()
     );
     let info = lab::report::RunInfo {
         scale: a.scale.to_string(),
@@ -65,7 +77,7 @@ pub(crate) fn run(a: ReproduceArgs) -> Result<()> {
         a.scale,
         a.seed,
         &crate::signals::cancel_token(),
-        &a.out,
+        &out,
         info,
         &mut bars,
     );

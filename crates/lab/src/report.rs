@@ -781,6 +781,47 @@ pub struct RunInfo {
     pub total_runtime_s: f64,
 }
 
+/// The file that marks a directory as a report flashlab made (so a later run may replace
+/// what is in it).
+pub const REPORT_MARK: &str = ".flashlab-report";
+
+/// Makes `dir` ready for a report before any experiment runs: a new or empty directory
+/// is created and marked; one flashlab made (its mark, or a report written before marks
+/// existed: an `index.html` titled "flashlab report") is kept and marked; anything else is
+/// refused, as is a directory that cannot be written (found now, not after the run).
+pub fn prepare_report_dir(dir: &Path) -> Result<(), crate::LabError> {
+    match std::fs::metadata(dir) {
+        Ok(m) if !m.is_dir() => {
+            return Err(format!("--out {}: not a directory", dir.display()).into())
+        }
+        Ok(_) => {
+            let mut entries = std::fs::read_dir(dir)
+                .map_err(|e| format!("--out {}: cannot read it: {e}", dir.display()))?;
+            let empty = entries.next().is_none();
+            let ours = dir.join(REPORT_MARK).is_file()
+                || std::fs::read_to_string(dir.join("index.html"))
+                    .is_ok_and(|h| h.contains("<title>flashlab report</title>"));
+            if !empty && !ours {
+                return Err(format!(
+                    "--out {}: not empty, and not a report flashlab made (no {REPORT_MARK} in it): give a new or empty directory (nothing in it was touched)",
+                    dir.display()
+                )
+                .into());
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("--out {}: cannot create it: {e}", dir.display()))?;
+        }
+        Err(e) => return Err(format!("--out {}: {e}", dir.display()).into()),
+    }
+    std::fs::write(
+        dir.join(REPORT_MARK),
+        "made by flashlab reproduce: a later run may replace what is in this directory\n",
+    )
+    .map_err(|e| format!("--out {}: cannot write in it: {e}", dir.display()).into())
+}
+
 /// Writes `dir/index.html`, `dir/results.json`, and per section `dir/ID/*.svg|csv`.
 pub fn write_report(
     dir: &Path,

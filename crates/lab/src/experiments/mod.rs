@@ -423,7 +423,9 @@ pub trait Watcher {
     fn finished(&mut self, _section: &Section) {}
 }
 
-/// Runs `chosen` and writes the report of what ran to `out`, sections in `chosen`'s order.
+/// Runs `chosen` and writes the report of what ran to `out` (checked first with
+/// [`crate::report::prepare_report_dir`]; an earlier report's other sections there are
+/// removed), sections in `chosen`'s order.
 /// Every experiment runs at the same time as the others, their jobs sharing one slot per
 /// core (so the cores stay busy while one experiment finishes its last long jobs); the
 /// captures of [`Kind::Captures`] experiments hold no slot. An experiment that fails (an
@@ -438,6 +440,9 @@ pub fn reproduce(
     mut info: crate::report::RunInfo,
     watcher: &mut (dyn Watcher + Send),
 ) -> Result<Reproduced, crate::LabError> {
+    // Before anything runs: a directory that is not a report of ours is refused, one that
+    // cannot be written fails now.
+    crate::report::prepare_report_dir(out)?;
     let started = std::time::Instant::now();
     let mut done: Vec<Option<Section>> = chosen.iter().map(|_| None).collect();
     let watcher = std::sync::Mutex::new(watcher);
@@ -472,6 +477,14 @@ pub fn reproduce(
     let interrupted = done.iter().any(Option::is_none);
     let sections: Vec<Section> = done.into_iter().flatten().collect();
     info.total_runtime_s = started.elapsed().as_secs_f64();
+    // An earlier run's sections that this one did not write would be stale beside it.
+    for e in ALL {
+        let stale = out.join(e.id);
+        if !sections.iter().any(|s| s.id == e.id) && stale.is_dir() {
+            std::fs::remove_dir_all(&stale)
+                .map_err(|err| format!("cannot remove {}: {err}", stale.display()))?;
+        }
+    }
     let index = crate::report::write_report(out, &info, &sections)?;
     let failed = sections
         .iter()
