@@ -2823,3 +2823,109 @@ fn reproduce_keeps_what_it_did_not_write() {
     assert!(dir.0.join("report/waf/waf.csv").is_file());
     assert!(!dir.0.join("report/trim").exists());
 }
+
+/// A compressed file of `members` copies of one member holding 64 MiB of `line`s (gzip
+/// members and zstd frames decode as their concatenation): 2 GiB of text in a few MB.
+fn bomb(path: &std::path::Path, zstd: bool, line: &str, members: usize) {
+    use std::io::Write;
+    let text = line.repeat((64 << 20) / line.len());
+    let member = if zstd {
+        zstd::encode_all(text.as_bytes(), 1).unwrap()
+    } else {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(text.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    let mut f = std::fs::File::create(path).unwrap();
+    for _ in 0..members {
+        f.write_all(&member).unwrap();
+    }
+}
+
+#[test]
+fn kernel_traces_stream_so_a_decompression_bomb_is_an_error_not_an_allocation() {
+    use std::os::unix::process::CommandExt;
+    let dir = Scratch::new("bomb");
+    for (format, zstd) in [("blkparse", false), ("tracefs", true)] {
+        let path = dir.0.join(format!("bomb.{format}"));
+        bomb(&path, zstd, "not an event\n", 32);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_flashlab"));
+        cmd.args(["replay", path.to_str().unwrap(), "--format", format])
+            .args(["--preset", "x25e", "--capacity", "1GiB"]);
+        // 1 GiB of address space: reading the 2 GiB of text whole could not fit.
+        // SAFETY: setrlimit in the child before exec, on a value on its stack.
+        unsafe {
+            cmd.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 1 << 30,
+                    rlim_max: 1 << 30,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let o = cmd.output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{format}: a clean error, not an abort: {e}"
+        );
+        assert!(
+            e.contains(&format!("bomb.{format}:1:")),
+            "{format}: the first line is the error: {e}"
+        );
+    }
+}
+
+#[test]
+fn empty_or_header_only_traces_are_refused_in_every_format() {
+    let dir = Scratch::new("empty-traces");
+    for (name, text, format) in [
+        ("e.blk", "", "blkparse"),
+        ("e.txt", "# tracer: nop\n#\n", "tracefs"),
+        ("h.trace", "flashlab-trace v1 closed\n", "native"),
+        ("e.csv", "", "msr"),
+    ] {
+        let path = dir.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        let o = flashlab(&[
+            "replay",
+            path.to_str().unwrap(),
+            "--format",
+            format,
+            "--preset",
+            "x25e",
+            "--capacity",
+            "1GiB",
+        ]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{format}: an empty trace replayed");
+        assert!(
+            e.contains("no requests") || e.contains("empty trace"),
+            "{format}: {e}"
+        );
+    }
+    // A kernel trace whose time goes back names the line.
+    let path = dir.0.join("back.blk");
+    std::fs::write(
+        &path,
+        "  8,0    1        3     0.000002000  1234  D  WS 2048 + 8 [dd]\n  8,0    1        4     0.000001000  1234  D  WS 4096 + 8 [dd]\n",
+    )
+    .unwrap();
+    let o = flashlab(&[
+        "replay",
+        path.to_str().unwrap(),
+        "--preset",
+        "x25e",
+        "--capacity",
+        "1GiB",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("back.blk:2: this issue at 0.000001000 s is earlier"),
+        "{e}"
+    );
+}

@@ -99,6 +99,50 @@ pub fn open_lines(path: &Path, origin: &str) -> Result<LineReader, TraceError> {
     })
 }
 
+/// Where a parser's lines come from: a file being read ([`LineReader`]) or text in memory
+/// ([`TextLines`]).
+pub trait LineSource {
+    /// The next line (without its end), `None` at the end.
+    fn next_line(&mut self) -> Option<Result<&str, TraceError>>;
+    /// The number of the line last read (from 1; 0 before the first).
+    fn line_no(&self) -> usize;
+}
+
+impl LineSource for LineReader {
+    fn next_line(&mut self) -> Option<Result<&str, TraceError>> {
+        LineReader::next_line(self)
+    }
+    fn line_no(&self) -> usize {
+        LineReader::line_no(self)
+    }
+}
+
+/// The lines of a text in memory.
+pub struct TextLines<'a> {
+    lines: std::str::Lines<'a>,
+    line_no: usize,
+}
+
+impl<'a> TextLines<'a> {
+    pub fn new(text: &'a str) -> TextLines<'a> {
+        TextLines {
+            lines: text.lines(),
+            line_no: 0,
+        }
+    }
+}
+
+impl LineSource for TextLines<'_> {
+    fn next_line(&mut self) -> Option<Result<&str, TraceError>> {
+        let line = self.lines.next()?;
+        self.line_no += 1;
+        Some(Ok(line))
+    }
+    fn line_no(&self) -> usize {
+        self.line_no
+    }
+}
+
 /// A file's lines, read into one reused buffer.
 pub struct LineReader {
     origin: String,

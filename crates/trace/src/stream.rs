@@ -16,9 +16,9 @@
 //! says to sort the file first. In closed loop, one reading of the file feeds every
 //! stream: a stream's requests read ahead of its turn wait in memory, so memory is bounded
 //! by how far apart the streams' requests lie in the file, not by its length. blkparse and
-//! tracefs captures are read whole: pairing each issue with its completion looks across
-//! the file (they are captures of a run on this machine, not archives of billions of
-//! requests).
+//! tracefs captures are parsed as they are read, but their requests are kept whole:
+//! pairing each issue with its completion looks across the file (they are captures of a
+//! run on this machine, not archives of billions of requests).
 
 use crate::formats::native::NativeLines;
 use crate::formats::rows::{Order, RowLines};
@@ -35,8 +35,7 @@ use std::rc::Rc;
 /// Rows an archive trace (MSR, Alibaba, ...) may be out of time order by.
 pub const REORDER_WINDOW: usize = 1 << 16;
 
-/// Lines read to recognise a file's format.
-const DETECT_LINES: usize = 64;
+use formats::DETECT_LINES;
 
 /// What a replay needs to know before it starts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -132,7 +131,7 @@ impl TraceFile {
             }
         }
         info.timestamped = requests.timestamped();
-        if info.requests == 0 && file.format.row_lines(None).is_some() {
+        if info.requests == 0 {
             return Err(TraceError::Format {
                 origin: file.origin.clone(),
                 msg: format!(

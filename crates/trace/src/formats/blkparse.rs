@@ -7,9 +7,17 @@ use super::{for_each_line, op_from_rwbs, parse_seconds_ns, parse_u64, KernelEven
 use crate::{Trace, TraceError};
 
 pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
+    parse_lines(origin, &mut crate::input::TextLines::new(text))
+}
+
+/// [`parse`], a line at a time from `lines` (a file is never held whole).
+pub fn parse_lines(
+    origin: &str,
+    lines: &mut dyn crate::input::LineSource,
+) -> Result<Trace, TraceError> {
     let mut events = KernelEvents::default();
     let mut in_summary = false;
-    for_each_line(origin, text, |line| {
+    for_each_line(origin, lines, |line| {
         let t = line.trim();
         if t.is_empty() {
             return Ok(true);

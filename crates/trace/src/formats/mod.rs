@@ -310,9 +310,39 @@ pub fn read_file_disk(
     disk: Option<&str>,
 ) -> Result<Trace, TraceError> {
     let origin = path.display().to_string();
-    let text = crate::input::read_text(path, &origin)?;
-    parse_disk(&origin, &text, format, disk)
+    let format = if format == Format::Auto {
+        let mut head = String::new();
+        let mut lines = crate::input::open_lines(path, &origin)?;
+        for _ in 0..DETECT_LINES {
+            match lines.next_line() {
+                None => break,
+                Some(line) => head.push_str(line?),
+            }
+            head.push('\n');
+        }
+        resolve(&origin, &head, format)?
+    } else {
+        format
+    };
+    // The kernel captures are parsed as they are read (a compressed file of many short
+    // lines never becomes one string); the others are read whole.
+    match format {
+        Format::Blkparse | Format::Tracefs if disk.is_some() => Err(refuse_disk(&origin, format)),
+        Format::Blkparse => {
+            blkparse::parse_lines(&origin, &mut crate::input::open_lines(path, &origin)?)
+        }
+        Format::Tracefs => {
+            tracefs::parse_lines(&origin, &mut crate::input::open_lines(path, &origin)?)
+        }
+        _ => {
+            let text = crate::input::read_text(path, &origin)?;
+            parse_disk(&origin, &text, format, disk)
+        }
+    }
 }
+
+/// Lines read to recognise a file's format.
+pub(crate) const DETECT_LINES: usize = 64;
 
 pub(crate) fn parse_u64(field: &str, what: &str) -> Result<u64, String> {
     field
@@ -388,6 +418,11 @@ pub(crate) struct KernelCompletion {
     pub sectors: u64,
 }
 
+/// `ns` as decimal seconds with nine places, as kernel traces print them.
+fn seconds(ns: u64) -> String {
+    format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
 /// Issue and completion events collected by the kernel-trace parsers.
 #[derive(Default)]
 pub(crate) struct KernelEvents {
@@ -412,6 +447,15 @@ impl KernelEvents {
         sectors: u64,
     ) -> Result<(), String> {
         if is_issue {
+            // A replay submits in issue order: a capture's issues come in time order, and
+            // one that goes back is said here, at its line, not later as a replay error.
+            if let Some(last) = self.issues.last().filter(|l| l.time_ns > time_ns) {
+                return Err(format!(
+                    "this issue at {} s is earlier than the one before it ({} s): a trace's issues must be in time order (sort the file by its time field)",
+                    seconds(time_ns),
+                    seconds(last.time_ns)
+                ));
+            }
             let stream =
                 u32::try_from(pid).map_err(|_| format!("pid {pid} does not fit 32 bits"))?;
             self.issues.push(KernelIssue {
@@ -530,20 +574,20 @@ pub(crate) fn assemble(
 /// Runs `parse_line` on every line, attaching origin and line number to its errors.
 pub(crate) fn for_each_line<F>(
     origin: &str,
-    text: &str,
+    lines: &mut dyn crate::input::LineSource,
     mut parse_line: F,
 ) -> Result<(), TraceError>
 where
     F: FnMut(&str) -> Result<bool, String>,
 {
-    for (i, line) in text.lines().enumerate() {
-        match parse_line(line) {
+    while let Some(line) = lines.next_line() {
+        match parse_line(line?) {
             Ok(true) => {}
             Ok(false) => break,
             Err(msg) => {
                 return Err(TraceError::Parse {
                     origin: origin.to_string(),
-                    line: i + 1,
+                    line: lines.line_no(),
                     msg,
                 })
             }

@@ -28,7 +28,7 @@ use std::io::Write;
 pub fn parse(origin: &str, text: &str) -> Result<Trace, TraceError> {
     let mut lines = NativeLines::default();
     let mut requests = Vec::new();
-    for_each_line(origin, text, |line| {
+    for_each_line(origin, &mut crate::input::TextLines::new(text), |line| {
         if let Some(r) = lines.line(line)? {
             requests.push(r);
         }

@@ -45,7 +45,7 @@ pub(crate) fn parse_rows(
     mut lines: Box<dyn RowLines>,
 ) -> Result<Trace, TraceError> {
     let mut order = Order::new(usize::MAX, lines.sort_hint());
-    for_each_line(origin, text, |line| {
+    for_each_line(origin, &mut crate::input::TextLines::new(text), |line| {
         if let Some(row) = lines.line(line)? {
             order.push(row)?;
         }
