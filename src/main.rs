@@ -3,6 +3,7 @@
 mod calibrate;
 mod cli;
 mod outfile;
+mod scratch;
 mod signals;
 mod units;
 

@@ -390,8 +390,15 @@ fn sigterm_and_sighup_stop_the_whole_command_and_clean_up() {
     ) {
         return;
     }
-    for (name, signal) in [("term", libc::SIGTERM), ("hup", libc::SIGHUP)] {
-        let dir = Scratch::new(&format!("capture-sig{name}"));
+    // "term twice": as GNU timeout signals, to the process and at once to its group; the
+    // repeat used to be taken as "exit now", leaving the loop device, the mount, the
+    // tracing instance and the command behind.
+    for (name, signal, times) in [
+        ("term", libc::SIGTERM, 1),
+        ("hup", libc::SIGHUP, 1),
+        ("term twice", libc::SIGTERM, 2),
+    ] {
+        let dir = Scratch::new(&format!("capture-sig{}", name.replace(' ', "-")));
         let out = dir.0.join("t.trace");
         let pids = dir.0.join("bg.pid");
         // A background child keeps a file open on the mount; only killing the command's
@@ -401,8 +408,11 @@ fn sigterm_and_sighup_stop_the_whole_command_and_clean_up() {
             pids.display()
         );
         let mut child = start_capture(&dir, &out, &script);
-        // SAFETY: sending a signal to our own child process.
-        unsafe { libc::kill(child.id() as i32, signal) };
+        for _ in 0..times {
+            // SAFETY: sending a signal to our own child process.
+            unsafe { libc::kill(child.id() as i32, signal) };
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(130), "{name}");
         assert_background_child_gone(&pids, name);

@@ -2929,3 +2929,41 @@ fn empty_or_header_only_traces_are_refused_in_every_format() {
         "{e}"
     );
 }
+
+fn signal(child: &std::process::Child, sig: libc::c_int) {
+    // SAFETY: kill has no memory preconditions.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, sig);
+    }
+}
+
+#[test]
+fn a_signal_repeated_at_once_as_timeout_sends_it_still_cleans_up() {
+    use std::time::Duration;
+    let dir = Scratch::new("signals");
+    // As GNU timeout does: the signal to the process, at once again (to its group).
+    let out = dir.0.join("r");
+    let spawn = |out: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_flashlab"))
+            .args(["reproduce", "--only", "waf", "--scale", "full", "--out"])
+            .arg(out)
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let child = spawn(&out);
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(20));
+    signal(&child, libc::SIGTERM);
+    let o = child.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !e.contains("exiting now"),
+        "the repeat was taken as 'exit now': {e}"
+    );
+    assert!(e.contains("interrupting: cleaning up"), "{e}");
+    // The report of what finished (here nothing) is still written.
+    assert!(out.join("index.html").is_file(), "{e}");
+}

@@ -464,3 +464,44 @@ fn values_padded_past_fios_line_buffer_never_reach_fio() {
         assert!(left.is_empty(), "payload {i} left {left:?}");
     }
 }
+
+#[test]
+fn a_signal_repeated_at_once_still_removes_fios_directory() {
+    if !fio_installed("a_signal_repeated_at_once_still_removes_fios_directory") {
+        return;
+    }
+    let dir = Scratch::new("fio-signal");
+    let tmp = dir.0.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    // A killed run's directory (its pid is past the kernel's limit, never alive) is
+    // removed by the next run.
+    std::fs::create_dir(tmp.join("flashlab-fio-4194399-abc")).unwrap();
+    let job = dir.0.join("big.fio");
+    std::fs::write(&job, "[w]\nrw=randwrite\nbs=4k\nsize=1g\n").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(["fio", job.to_str().unwrap()])
+        .args(DRIVE)
+        .env("TMPDIR", &tmp)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once fio's directory exists: the signal to the process, and at once again (as GNU
+    // timeout sends it to the process group too).
+    while std::fs::read_dir(&tmp).unwrap().count() != 1
+        || tmp.join("flashlab-fio-4194399-abc").exists()
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    for _ in 0..2 {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let o = child.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{e}");
+    assert!(!e.contains("exiting now"), "{e}");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

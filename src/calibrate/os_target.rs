@@ -42,15 +42,32 @@ fn fs_bytes(path: &Path) -> Option<u64> {
     (rc == 0).then(|| st.f_blocks as u64 * st.f_frsize as u64)
 }
 
-/// Removes the probe's file when dropped: after the probe, on an error, on an interrupt.
-struct RemoveOnDrop(PathBuf);
+/// Removes the probe's file when dropped: after the probe, on an error, on an interrupt
+/// (and says it is left behind if the user insists on exiting first).
+struct RemoveOnDrop {
+    path: PathBuf,
+    _held: trace::leftovers::Held,
+}
+
+impl RemoveOnDrop {
+    fn new(path: &Path) -> RemoveOnDrop {
+        let held = trace::leftovers::hold(format!(
+            "file {} (calibrate's probe; remove it before calibrating again)",
+            path.display()
+        ));
+        RemoveOnDrop {
+            path: path.to_path_buf(),
+            _held: held,
+        }
+    }
+}
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_file(&self.0) {
+        if let Err(e) = std::fs::remove_file(&self.path) {
             eprintln!(
                 "flashlab calibrate: could not remove the probe file {}: {e}",
-                self.0.display()
+                self.path.display()
             );
         }
     }
@@ -344,7 +361,7 @@ impl OsTarget {
                 ),
                 _ => anyhow!("cannot create {}: {e}", path.display()),
             })?;
-        let remove = RemoveOnDrop(path.to_path_buf());
+        let remove = RemoveOnDrop::new(path);
         // SAFETY: fallocate on an open descriptor with in-range arguments.
         let rc = unsafe { libc::fallocate(created.as_raw_fd(), 0, 0, size_bytes as libc::off_t) };
         if rc != 0 {

@@ -279,33 +279,12 @@ fn write_trace(path: &std::path::Path, requests: u64, capacity: u64) -> Result<(
 /// The benchmark's scratch directories in the temp directory: `<prefix><pid>-<random>`.
 const BENCH_DIR_PREFIX: &str = "flashlab-bench-";
 
-/// Removes scratch directories of benchmark runs whose process is gone (killed before it
-/// could remove its trace, which is hundreds of MB).
-fn remove_stale_bench_dirs(tmp: &std::path::Path) {
-    let Ok(entries) = std::fs::read_dir(tmp) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(BENCH_DIR_PREFIX)
-            .and_then(|r| r.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
-    }
-}
-
 fn bench_replay(million: u64) -> Result<serde_json::Value> {
     let requests = million * 1_000_000;
     let capacity: u64 = 8 << 30;
     // Named after this process, so a later run can tell a killed run's leftovers.
-    let prefix = format!("{BENCH_DIR_PREFIX}{}-", std::process::id());
-    remove_stale_bench_dirs(&std::env::temp_dir());
+    let prefix = crate::scratch::own_prefix(BENCH_DIR_PREFIX);
+    crate::scratch::remove_stale_dirs(&std::env::temp_dir(), BENCH_DIR_PREFIX);
     let dir = tempfile::Builder::new().prefix(&prefix).tempdir()?;
     let path = dir.path().join("bench.trace");
     write_trace(&path, requests, capacity)?;

@@ -162,6 +162,14 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         backend: storage,
         storage: join_storage,
     };
+    // Real files: said if the user insists on exiting before the join removes them.
+    let _held = match &backend {
+        lab::backend::Backend::Os { dir, .. } => Some(trace::leftovers::hold(format!(
+            "the join's spill files and a private directory in {} (the next join there removes them)",
+            dir.display()
+        ))),
+        _ => None,
+    };
     let pb = progress_bar(a.repeat as u64, "join");
     let r = lab::joinrun::run(&spec, &mut |n| pb.set_position(n as u64));
     pb.finish_and_clear();

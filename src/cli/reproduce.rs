@@ -71,6 +71,10 @@ pub(crate) fn run(a: ReproduceArgs) -> Result<()> {
         version: env!("CARGO_PKG_VERSION").to_string(),
         total_runtime_s: 0.0,
     };
+    let _held = trace::leftovers::hold(format!(
+        "report directory {} (its report not written yet)",
+        out.display()
+    ));
     let mut bars = Bars::new();
     let r = experiments::reproduce(
         &chosen,

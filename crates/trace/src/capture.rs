@@ -281,6 +281,14 @@ struct Setup {
     instance: Option<PathBuf>,
     /// The command's processes.
     group: Option<CommandGroup>,
+    /// What an exit before teardown would leave behind, by step ("dir", "loop", ...).
+    held: std::collections::HashMap<&'static str, crate::leftovers::Held>,
+}
+
+impl Setup {
+    fn hold(&mut self, step: &'static str, what: String) {
+        self.held.insert(step, crate::leftovers::hold(what));
+    }
 }
 
 impl Setup {
@@ -315,16 +323,20 @@ impl Setup {
                 std::thread::sleep(Duration::from_millis(50));
                 removed = std::fs::remove_dir(&inst);
             }
-            if let Err(e) = removed {
-                note(step(
+            match removed {
+                Ok(()) => drop(self.held.remove("instance")),
+                Err(e) => note(step(
                     "remove the tracing instance",
                     format!("{}: {e}", inst.display()),
-                ));
+                )),
             }
         }
         // The command's processes first: every one it started, and only those.
         if let Some(mut group) = self.group.take() {
             let ended = group.end();
+            if ended.survivors.is_empty() {
+                self.held.remove("group");
+            }
             if !ended.survivors.is_empty() {
                 note(step(
                     "end the command",
@@ -423,15 +435,20 @@ impl Setup {
                     ));
                 }
             }
+            if failed.is_empty() {
+                self.held.remove("mount");
+            }
         }
         if let Some(dev) = self.loop_device.take() {
-            if let Err(e) = run("detach the loop device", "losetup", &["-d", &dev]) {
-                note(e);
+            match run("detach the loop device", "losetup", &["-d", &dev]) {
+                Ok(_) => drop(self.held.remove("loop")),
+                Err(e) => note(e),
             }
         }
         if let Some(dir) = self.dir.take() {
-            if let Err(e) = std::fs::remove_dir_all(&dir) {
-                note(step("remove the image", format!("{}: {e}", dir.display())));
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => drop(self.held.remove("dir")),
+                Err(e) => note(step("remove the image", format!("{}: {e}", dir.display()))),
             }
         }
         match first {
@@ -598,6 +615,10 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         })?
         .keep();
     setup.dir = Some(dir.clone());
+    setup.hold(
+        "dir",
+        format!("directory {} (the capture's image)", dir.display()),
+    );
     // The tracing instance (in root-only tracefs) is named after this process and the
     // work directory's random part, so a leftover can be told from a live capture.
     let tag = format!(
@@ -623,6 +644,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         &["--find", "--show", &img],
     )?;
     setup.loop_device = Some(dev.clone());
+    setup.hold("loop", format!("loop device {dev} (attached to {img})"));
 
     // File system.
     let (mkfs, _) = spec.fs.mkfs();
@@ -646,6 +668,10 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     margs.extend([dev.as_str(), m.as_str()]);
     run(&format!("mount {}", spec.fs.name()), "mount", &margs)?;
     setup.mount_point = Some(mnt.clone());
+    setup.hold(
+        "mount",
+        format!("{} mounted on {}", spec.fs.name(), mnt.display()),
+    );
     setup.fs_dev = std::fs::metadata(&mnt).ok().map(|md| md.dev());
     // Start from a clean slate: mkfs's and mount's own writes are not the command's.
     run("sync the file system", "sync", &["-f", &m])?;
@@ -659,6 +685,10 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         )
     })?;
     setup.instance = Some(inst.clone());
+    setup.hold(
+        "instance",
+        format!("tracing instance {} (still tracing)", inst.display()),
+    );
     let write = |file: &Path, value: &str| {
         std::fs::write(file, value).map_err(|e| {
             step(
@@ -824,7 +854,12 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     // Every process the command starts stays in this group (a cgroup of its own), and
     // ending the run ends the group: background children, setsid'd ones and daemons, and
     // nothing else.
-    let group = setup.group.insert(CommandGroup::new(&tag));
+    let new_group = CommandGroup::new(&tag);
+    setup.hold(
+        "group",
+        format!("the command's processes, in {}", new_group.how()),
+    );
+    let group = setup.group.insert(new_group);
     for run_index in 0..spec.runs.max(1) {
         let mut command = Command::new(&spec.command[0]);
         // Its own process group too, so a terminal's Ctrl-C reaches flashlab, which ends

@@ -17,6 +17,7 @@ mod command_group;
 pub mod error;
 pub mod formats;
 mod input;
+pub mod leftovers;
 pub mod mkfs_opts;
 pub mod procs;
 pub mod replay;

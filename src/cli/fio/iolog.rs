@@ -68,6 +68,7 @@ pub(crate) fn write_iologs(
         .stderr(std::fs::File::create(&err_path)?)
         .spawn()
         .with_context(|| format!("starting {}", fio.display()))?;
+    let _held = trace::leftovers::hold(format!("process {} (fio)", child.id()));
     let status = loop {
         if let Some(s) = child.try_wait()? {
             break s;

@@ -72,6 +72,9 @@ pub(crate) struct FioArgs {
     pub(crate) wear: bool,
 }
 
+/// The name prefix of fio's scratch directories in the temp directory.
+const FIO_DIR_PREFIX: &str = "flashlab-fio-";
+
 pub(crate) fn run(a: FioArgs) -> Result<()> {
     if let (Some(f), lab::precondition::Precondition::None) = (a.occupancy, a.precondition) {
         bail!("--occupancy {f} has no effect without --precondition fill or steady");
@@ -82,11 +85,17 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
     let drive_bytes = dev.logical_bytes();
     let fio_version = iolog::version(&a.fio)?;
     let cancel = crate::signals::cancel_token();
-    // fio's job file, its output and the I/O logs: removed when this returns.
+    // fio's job file, its output and the I/O logs: removed when this returns (and, if
+    // this process is killed first, by the next run).
+    crate::scratch::remove_stale_dirs(&std::env::temp_dir(), FIO_DIR_PREFIX);
     let dir = tempfile::Builder::new()
-        .prefix("flashlab-fio-")
+        .prefix(&crate::scratch::own_prefix(FIO_DIR_PREFIX))
         .tempdir()
         .context("creating a temporary directory for fio's I/O logs")?;
+    let _held = trace::leftovers::hold(format!(
+        "directory {} (fio's I/O logs; the next flashlab fio removes it)",
+        dir.path().display()
+    ));
     let instances = iolog::write_iologs(&a.fio, &jobs, dir.path(), drive_bytes, &cancel)?;
     let pre = lab::precondition::precondition(
         &mut dev,
