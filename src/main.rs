@@ -80,7 +80,10 @@ fn main() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     keep_freed_memory();
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli =
+        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    cli::given::remember(&matches);
     // Commands that hold resources outside the process (loop devices, mounts, spill and
     // store files) stop through the cancellation token and clean up; the others keep the
     // default: an interrupt ends them at once.

@@ -2172,12 +2172,14 @@ fn btree_runs_on_every_backend_and_crash_tests_pass() {
             "3000",
             "--ops",
             "1000",
-            "--write-buffer",
-            "8",
             "--backend",
             backend,
             "--json",
         ];
+        // The in-place store has no write buffer (the flag is refused there).
+        if store == "as" {
+            args.extend(["--write-buffer", "8"]);
+        }
         let d = dir.0.to_str().unwrap().to_string();
         if backend == "os" {
             args.extend(["--dir", d.as_str()]);
@@ -2966,4 +2968,280 @@ fn a_signal_repeated_at_once_as_timeout_sends_it_still_cleans_up() {
     assert!(e.contains("interrupting: cleaning up"), "{e}");
     // The report of what finished (here nothing) is still written.
     assert!(out.join("index.html").is_file(), "{e}");
+}
+
+#[test]
+fn flags_that_would_do_nothing_are_refused_by_name() {
+    let dir = Scratch::new("nothing-flags");
+    let d = dir.0.to_str().unwrap();
+    let sweep_out = dir.0.join("sweep");
+    let s = sweep_out.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec![
+                "join",
+                "--sf",
+                "0.01",
+                "--memory",
+                "1MiB",
+                "--dir",
+                d,
+                "--algorithm",
+                "postgres",
+                "--partitions",
+                "3",
+            ],
+            "--partitions does nothing with --algorithm postgres",
+        ),
+        (
+            vec![
+                "join",
+                "--sf",
+                "0.01",
+                "--memory",
+                "1MiB",
+                "--backend",
+                "os",
+                "--dir",
+                d,
+                "--cores",
+                "2",
+            ],
+            "--cores applies to the simulated host (--backend sim); with --backend os",
+        ),
+        (
+            vec![
+                "join",
+                "--sf",
+                "0.01",
+                "--memory",
+                "1MiB",
+                "--backend",
+                "os",
+                "--dir",
+                d,
+                "--io-scheduler",
+                "cfq",
+            ],
+            "--io-scheduler applies to the simulated host",
+        ),
+        (
+            vec![
+                "join",
+                "--sf",
+                "0.01",
+                "--memory",
+                "1MiB",
+                "--backend",
+                "sim",
+                "--preset",
+                "mx500",
+                "--spill-cap",
+                "1",
+            ],
+            "--spill-cap applies to real files (--backend os); with --backend sim",
+        ),
+        (
+            vec!["btree", "--store", "inplace", "--logical-commits"],
+            "--logical-commits applies to the AS store (--store as); with --store inplace",
+        ),
+        (
+            vec!["btree", "--store", "as", "--bftl-list", "4"],
+            "--bftl-list applies to BFTL",
+        ),
+        (
+            vec![
+                "sim",
+                "--preset",
+                "mx500",
+                "--capacity",
+                "1GiB",
+                "--drive",
+                "zoned",
+                "--mapping-cache",
+                "4KiB",
+                "--workload",
+                "uniform",
+                "--writes",
+                "1x",
+            ],
+            "--mapping-cache does nothing with --drive zoned",
+        ),
+        (
+            vec![
+                "sim",
+                "--preset",
+                "mx500",
+                "--capacity",
+                "1GiB",
+                "--drive",
+                "zoned",
+                "--wear-leveling",
+                "static",
+                "--workload",
+                "uniform",
+                "--writes",
+                "1x",
+            ],
+            "--wear-leveling does nothing with --drive zoned",
+        ),
+        (
+            vec![
+                "sim",
+                "--preset",
+                "hdd7200",
+                "--drive",
+                "zoned",
+                "--workload",
+                "uniform",
+                "--writes",
+                "1x",
+            ],
+            "--age and --drive apply to SSDs only",
+        ),
+        (
+            vec![
+                "sweep",
+                "--out",
+                s,
+                "--preset",
+                "mx500",
+                "--capacity",
+                "1GiB",
+                "--op",
+                "0.07,0.2",
+                "--workload",
+                "uniform",
+                "--writes",
+                "1x",
+                "--wear-plot",
+                "x.svg",
+            ],
+            "--wear-plot writes one run's wear plot, and sweep writes none per point",
+        ),
+        (
+            vec![
+                "sim",
+                "--preset",
+                "mx500",
+                "--capacity",
+                "1GiB",
+                "--age",
+                "pe=1500,retention=1y,pe=3",
+                "--workload",
+                "uniform",
+                "--writes",
+                "1x",
+            ],
+            "pe is given twice",
+        ),
+    ] {
+        let o = flashlab(&args);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} ran");
+        assert!(e.contains(says), "{args:?}: {e}");
+    }
+    // Given where they apply, the same flags run.
+    let o = flashlab(&[
+        "btree",
+        "--store",
+        "as",
+        "--logical-commits",
+        "--preload",
+        "1000",
+        "--ops",
+        "100",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn messages_say_what_happened_in_words_people_read() {
+    let dir = Scratch::new("messages");
+    // A document too large for a node: said before any document is made.
+    let o = flashlab(&["kv", "--doc-size", "1GiB"]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && e.contains(
+                "--doc-size 1.0 GiB: a document and its 16-byte key must fit half a 4.0 KiB node"
+            ),
+        "{e}"
+    );
+    // A decimal capacity: the message says what to give.
+    let o = flashlab(&[
+        "sim",
+        "--preset",
+        "mx500",
+        "--capacity",
+        "4GB",
+        "--workload",
+        "uniform",
+        "--writes",
+        "1x",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("3.7 GiB (4000000000 bytes)") && e.contains("4GiB is 4,294,967,296"),
+        "{e}"
+    );
+    // One database, and times that say which clock.
+    let o = flashlab(&["kv", "--dbs", "1", "--docs", "100", "--ops", "10"]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("flashlab kv: 1 database, 100 documents"), "{t}");
+    let o = flashlab(&["btree", "--preload", "1000", "--ops", "100"]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        t.contains(" s wall (reads") && t.contains(" s wall, "),
+        "{t}"
+    );
+    // A trace past the drive's end: sizes in binary units, and a --capacity that fits.
+    let trace = dir.0.join("far.trace");
+    std::fs::write(&trace, "flashlab-trace v1 closed\n0 W 8588587008 4096 0\n").unwrap();
+    let o = flashlab(&[
+        "replay",
+        trace.to_str().unwrap(),
+        "--preset",
+        "mx500",
+        "--capacity",
+        "1GiB",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("(8.0 GiB)") && e.contains("--capacity 8GiB"),
+        "{e}"
+    );
+    // Sweep points without timing: not measured is empty (CSV) and null (JSON), not 0.
+    let out = dir.0.join("sweep");
+    let o = flashlab(&[
+        "sweep",
+        "--out",
+        out.to_str().unwrap(),
+        "--preset",
+        "mx500",
+        "--capacity",
+        "1GiB",
+        "--timing",
+        "off,on",
+        "--workload",
+        "uniform",
+        "--writes",
+        "1x",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let iops = head.iter().position(|h| *h == "iops").unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows[0][iops], "", "timing off: {csv}");
+    assert!(
+        rows[1][iops].parse::<f64>().unwrap() > 0.0,
+        "timing on: {csv}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert!(json["points"][0]["result"]["iops"].is_null());
+    assert!(json["points"][0]["result"]["write_latency_ns"]["p99"].is_null());
+    assert!(json["points"][1]["result"]["iops"].as_f64().unwrap() > 0.0);
 }

@@ -77,6 +77,46 @@ pub(crate) struct BtreeRunArgs {
     pub(crate) json: bool,
 }
 
+/// Refuses flags of one store given with another (they would do nothing).
+fn check_store_flags(store: lab::btreerun::StoreKind) -> Result<()> {
+    use lab::btreerun::StoreKind;
+    let name = match store {
+        StoreKind::As => "as",
+        StoreKind::InPlace => "inplace",
+        StoreKind::Bftl => "bftl",
+    };
+    let only = |ids: &[&str], of: &str, given_store: bool| -> Result<()> {
+        match given::first_given(ids) {
+            Some(f) if !given_store => {
+                bail!("{f} applies to {of}; with --store {name} it would do nothing")
+            }
+            _ => Ok(()),
+        }
+    };
+    only(
+        &[
+            "segment_size",
+            "cleaning",
+            "max_space_amp",
+            "logical_commits",
+            "packed_unit",
+            "defer",
+        ],
+        "the AS store (--store as)",
+        store == StoreKind::As,
+    )?;
+    only(
+        &["bftl_list"],
+        "BFTL (--store bftl)",
+        store == StoreKind::Bftl,
+    )?;
+    only(
+        &["write_buffer"],
+        "the AS store's and BFTL's write buffers",
+        store != StoreKind::InPlace,
+    )
+}
+
 pub(crate) fn run(a: BtreeArgs) -> Result<()> {
     if let Some(BtreeCmd::CrashTest(c)) = a.cmd {
         return run_crash_tests("btree", &c, |seed| {
@@ -84,6 +124,7 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
         });
     }
     let r = a.run;
+    check_store_flags(r.store)?;
     if r.defer.is_some() && !(r.logical_commits && r.store == lab::btreerun::StoreKind::As) {
         bail!(
             "--defer needs the AS store with --logical-commits: deferred changes are made \
@@ -127,13 +168,19 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
         "flashlab btree: {} store, fanout {}, {} byte nodes, write buffer {}, cache {}, backend {}, seed {}",
         res.store, res.fanout, res.node_bytes, res.write_buffer_nodes, res.cache_nodes, res.backend, res.seed
     );
+    // Times on a simulated drive are virtual; on real files and in RAM, wall time.
+    let clock = if spec.backend.virtual_time() {
+        "simulated"
+    } else {
+        "wall"
+    };
     println!("  preload                {} entries", res.preload);
     println!(
-        "  {} inserts           {:.3} s (reads {:.3} s, writes {:.3} s), {} node reads, {} node writes in {} write requests",
+        "  {} inserts           {:.3} s {clock} (reads {:.3} s, writes {:.3} s), {} node reads, {} node writes in {} write requests",
         res.ops, res.insert_s, res.insert_read_s, res.insert_write_s, res.insert_node_reads, res.insert_node_writes, res.insert_write_requests
     );
     println!(
-        "  {} searches          {:.3} s, {} node reads in {} read requests",
+        "  {} searches          {:.3} s {clock}, {} node reads in {} read requests",
         res.ops, res.search_s, res.search_node_reads, res.search_read_requests
     );
     println!(

@@ -107,8 +107,62 @@ pub(crate) enum HostPath {
     None,
 }
 
+/// Flags of the simulated host (`--backend sim`).
+const SIM_ONLY: &[&str] = &[
+    "cores",
+    "io_scheduler",
+    "alloc",
+    "discard",
+    "kernel",
+    "inputs_on_device",
+    "stream_inputs",
+    "prealloc",
+    "host",
+    "host_ram",
+    "cpu_per_row",
+];
+
+/// Flags of real files (`--backend os`).
+const OS_ONLY: &[&str] = &["data_dir", "spill_cap"];
+
+/// Refuses flags that would do nothing with the backend and algorithm given.
+fn check_flags(a: &JoinArgs, kind: BackendKind) -> Result<()> {
+    if kind != BackendKind::Sim {
+        if let Some(f) = given::first_given(SIM_ONLY) {
+            bail!(
+                "{f} applies to the simulated host (--backend sim); with --backend {} it would do nothing",
+                kind.name()
+            );
+        }
+    }
+    if kind != BackendKind::Os {
+        if let Some(f) = given::first_given(OS_ONLY) {
+            bail!(
+                "{f} applies to real files (--backend os); with --backend {} it would do nothing",
+                kind.name()
+            );
+        }
+    }
+    if a.algorithm == hashjoin::Algorithm::Postgres && a.partitions.is_some() {
+        bail!(
+            "--partitions does nothing with --algorithm postgres: PostgreSQL plans its batches from work_mem (--memory) itself"
+        );
+    }
+    if given::given("kernel") && a.discard != ::simfs::DiscardMode::Journal {
+        bail!("--kernel chooses how ext4's journal discards work: it needs --discard journal");
+    }
+    if given::given("host_ram") && a.host != HostPath::Linux {
+        bail!(
+            "--host-ram sizes the page cache of --host linux; with --host {:?} there is none",
+            a.host
+        );
+    }
+    Ok(())
+}
+
 pub(crate) fn run(a: JoinArgs) -> Result<()> {
     let started = Instant::now();
+    check_flags(&a, a.storage.backend.unwrap_or(BackendKind::Os))?;
     let storage = a.storage.resolve(BackendKind::Os, None)?;
     let backend = storage.clone();
     let simulated = storage.virtual_time();

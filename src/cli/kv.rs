@@ -56,6 +56,19 @@ pub(crate) fn run(a: KvArgs) -> Result<()> {
         return run_crash_tests("kv", &c, ::kv::crash::crash_test);
     }
     let r = a.run;
+    // Checked before any document is made (a 1 GiB document took 5 s and 1 GB first).
+    let key_bytes = ::kv::ycsb::key(0).len();
+    if !astree::tree::entry_fits(
+        usize::try_from(r.node_size).unwrap_or(usize::MAX),
+        key_bytes,
+        usize::try_from(r.doc_size).unwrap_or(usize::MAX),
+    ) {
+        bail!(
+            "--doc-size {}: a document and its {key_bytes}-byte key must fit half a {} node with its neighbours; give a smaller --doc-size or a larger --node-size",
+            flash::bytes::binary(r.doc_size),
+            flash::bytes::binary(r.node_size)
+        );
+    }
     let backend = r.storage.resolve(
         BackendKind::Mem,
         std::env::var_os("FLASHLAB_DIR").map(PathBuf::from),
@@ -87,8 +100,14 @@ pub(crate) fn run(a: KvArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "flashlab kv: {} databases, {} documents of {} bytes, {} pattern, backend {}, seed {}",
-        res.dbs, res.docs, res.doc_bytes, res.pattern, res.backend, res.seed
+        "flashlab kv: {} database{}, {} documents of {} bytes, {} pattern, backend {}, seed {}",
+        res.dbs,
+        if res.dbs == 1 { "" } else { "s" },
+        res.docs,
+        res.doc_bytes,
+        res.pattern,
+        res.backend,
+        res.seed
     );
     // Times on a simulated drive are virtual; on real files and in RAM, wall time.
     let clock = if res.backend.starts_with("sim") {

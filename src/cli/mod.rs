@@ -7,6 +7,7 @@ pub(crate) mod btree;
 pub(crate) mod calibrate;
 pub(crate) mod capture;
 pub(crate) mod fio;
+pub(crate) mod given;
 pub(crate) mod join;
 pub(crate) mod kv;
 pub(crate) mod presets;
@@ -454,6 +455,17 @@ pub(crate) enum BackendKind {
     Mem,
     Os,
     Sim,
+}
+
+impl BackendKind {
+    /// As `--backend` spells it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            BackendKind::Mem => "mem",
+            BackendKind::Os => "os",
+            BackendKind::Sim => "sim",
+        }
+    }
 }
 
 impl BackendArgs {

@@ -122,10 +122,12 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     let end = info.max_end_bytes;
     if end > dev.logical_bytes() {
         bail!(
-            "{}: the trace reaches byte {end} but preset {} holds {} bytes; pass --capacity with at least {end} bytes",
+            "{}: the trace reaches byte {end} ({}) but preset {} holds {}; pass --capacity with at least that (e.g. --capacity {})",
             a.trace.display(),
+            flash::bytes::binary(end),
             preset.name,
-            dev.logical_bytes()
+            flash::bytes::exact(dev.logical_bytes()),
+            flash::bytes::whole_gib_at_least(end)
         );
     }
     let open = match a.mode {

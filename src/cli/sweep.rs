@@ -63,6 +63,11 @@ fn axes(args: &[String]) -> Result<(Vec<String>, Vec<Axis>)> {
         if flag == "--json" {
             continue; // every point is recorded whole anyway
         }
+        if flag == "--wear-plot" {
+            bail!(
+                "--wear-plot writes one run's wear plot, and sweep writes none per point: run `flashlab sim` with the point's flags and --wear-plot FILE"
+            );
+        }
         // An age is itself a comma list (pe=N,retention=T): several are separated by ';'.
         let sep = if flag == "--age" { ';' } else { ',' };
         match value {
@@ -110,6 +115,38 @@ fn numeric(v: &str) -> Option<f64> {
 }
 
 /// Flattens a JSON object one level deep (`a.b`); arrays and deeper objects as JSON text.
+/// Fields a point run with `--timing off` did not measure (times, rates, latencies),
+/// which it reports as 0: null in JSON and empty in the CSV, so a script cannot take them
+/// for zero.
+const TIMED_FIELDS: &[&str] = &[
+    "iops",
+    "read_mb_per_s",
+    "write_mb_per_s",
+    "simulated_ns",
+    "trim_busy_ns",
+    "trim_interface_ns",
+];
+
+fn unmeasured_as_null(v: &mut serde_json::Value) {
+    let Some(m) = v.as_object_mut() else {
+        return;
+    };
+    for (k, x) in m.iter_mut() {
+        if TIMED_FIELDS.contains(&k.as_str()) {
+            *x = serde_json::Value::Null;
+        } else if k.ends_with("_latency_ns") {
+            // Its count is of commands, measured either way; its times are not.
+            if let Some(lat) = x.as_object_mut() {
+                for (f, t) in lat.iter_mut() {
+                    if f != "count" {
+                        *t = serde_json::Value::Null;
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
     match v {
         serde_json::Value::Object(m) => {
@@ -315,7 +352,10 @@ fn write_results(
             .collect();
         match r {
             Ok(res) => {
-                let v = serde_json::to_value(res)?;
+                let mut v = serde_json::to_value(res)?;
+                if !res.timing {
+                    unmeasured_as_null(&mut v);
+                }
                 flatten("", &v, &mut row);
                 row.push(("error".into(), String::new()));
                 json_rows.push(serde_json::json!({"point": point, "result": v}));

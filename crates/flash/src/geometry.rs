@@ -143,8 +143,9 @@ impl Geometry {
             let down = self.logical_bytes / self.mapping_unit_bytes as u64
                 * self.mapping_unit_bytes as u64;
             return err(format!(
-                "logical capacity {} bytes is not a multiple of the {}-byte mapping unit (the nearest below is {down})",
-                self.logical_bytes, self.mapping_unit_bytes
+                "logical capacity {} is not a multiple of the {}-byte mapping unit: give a multiple, such as {down} (the nearest below), or a size in binary units (GiB, MiB: 4GB is 4,000,000,000 bytes, 4GiB is 4,294,967,296)",
+                crate::bytes::exact(self.logical_bytes),
+                self.mapping_unit_bytes
             ));
         }
         if self.total_blocks() * self.units_per_block() as u64 >= u32::MAX as u64 {

@@ -24,6 +24,7 @@
 //!   with write pointers on superblocks, no device GC.
 
 pub mod aging;
+pub mod bytes;
 pub mod command;
 pub mod error;
 pub mod fast;

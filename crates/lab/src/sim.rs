@@ -91,6 +91,27 @@ impl SsdOverrides {
                 p.name
             )));
         }
+        if matches!(self.drive, Some(Drive::Zoned(_))) {
+            // A zoned drive maps zones, not pages, and moves no data of its own.
+            for (given, flag, why) in [
+                (
+                    self.mapping_cache_bytes.is_some(),
+                    "--mapping-cache",
+                    "a zoned drive has no page mapping table to cache (its map is a zone's write pointer)",
+                ),
+                (
+                    self.wear_leveling.is_some(),
+                    "--wear-leveling",
+                    "a zoned drive moves no data of its own (the host chooses which zones to reset)",
+                ),
+            ] {
+                if given {
+                    return Err(FlashError::Config(format!(
+                        "{flag} does nothing with --drive zoned: {why}"
+                    )));
+                }
+            }
+        }
         let ssd_only = self.op.is_some()
             || self.page_size_bytes.is_some()
             || self.pages_per_block.is_some()
@@ -167,7 +188,7 @@ impl SsdOverrides {
             }
             None if ssd_only => {
                 return Err(FlashError::Config(format!(
-                    "preset {} is a disk: --op, --page-size, --pages-per-block, --gc, --gc-free-blocks, --background-gc, --write-cache, --trim, --mapping-cache and --age apply to SSDs only",
+                    "preset {} is a disk: --op, --page-size, --pages-per-block, --gc, --gc-free-blocks, --background-gc, --write-cache, --trim, --mapping-cache, --age and --drive apply to SSDs only",
                     p.name
                 )))
             }

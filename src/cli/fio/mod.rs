@@ -121,9 +121,12 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
         let end = file.info().max_end_bytes;
         if end > drive_bytes {
             bail!(
-                "job {} reaches byte {end} but the drive ({}) holds {drive_bytes} bytes: pass --capacity with at least {end} bytes, or give the job a smaller size or offset",
+                "job {} reaches byte {end} ({}) but the drive ({}) holds {}: pass --capacity with at least that (e.g. --capacity {}), or give the job a smaller size or offset",
                 job.name,
-                preset.name
+                flash::bytes::binary(end),
+                preset.name,
+                flash::bytes::exact(drive_bytes),
+                flash::bytes::whole_gib_at_least(end)
             );
         }
         requests += file.info().requests;

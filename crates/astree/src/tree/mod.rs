@@ -122,8 +122,7 @@ impl<S: NodeStore> BTree<S> {
     /// Checks that one entry can live in a node with room for its neighbours.
     fn check_entry(&self, key: &[u8], value: &[u8]) -> Result<(), TreeError> {
         let nb = self.store.node_bytes();
-        if key.len() > u16::MAX as usize || 16 + 4 * (2 + key.len() + 8) + 4 + value.len() > nb / 2
-        {
+        if !entry_fits(nb, key.len(), value.len()) {
             return Err(TreeError::TooLarge {
                 key_bytes: key.len(),
                 value_bytes: value.len(),
@@ -672,4 +671,12 @@ impl<S: NodeStore> BTree<S> {
             }
         }
     }
+}
+
+/// Whether an entry with a key of `key_bytes` and a value of `value_bytes` fits a node of
+/// `node_bytes` with room for its neighbours (at most half the node, counting the node's
+/// header and room for four keys and child links).
+pub fn entry_fits(node_bytes: usize, key_bytes: usize, value_bytes: usize) -> bool {
+    key_bytes <= u16::MAX as usize
+        && 16 + 4 * (2 + key_bytes + 8) + 4 + value_bytes <= node_bytes / 2
 }

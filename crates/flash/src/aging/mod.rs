@@ -237,7 +237,18 @@ impl std::str::FromStr for Age {
                     .into(),
             );
         }
+        let mut seen: Vec<&str> = Vec::new();
         for part in s.split(',') {
+            // A key given twice would leave only the last: say so instead.
+            if let Some((key, _)) = part.split_once('=') {
+                let key = key.trim();
+                if seen.contains(&key) {
+                    return Err(format!(
+                        "--age {s:?}: {key} is given twice; give each of pe, retention and cell at most once"
+                    ));
+                }
+                seen.push(key);
+            }
             let part = part.trim();
             let Some((key, value)) = part.split_once('=') else {
                 return Err(format!(
