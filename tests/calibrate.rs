@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{flashlab, Scratch};
+use common::{flashlab, LoopDevice, Scratch};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -254,29 +254,6 @@ fn refusals_name_what_was_wrong() {
     assert!(!new.exists());
 }
 
-/// A loop device over `backing`, detached on drop; None (the caller says it skips) without
-/// root or loop devices.
-struct LoopDevice(String);
-impl LoopDevice {
-    fn new(backing: &std::path::Path) -> Option<LoopDevice> {
-        let o = std::process::Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(backing)
-            .output()
-            .ok()?;
-        o.status
-            .success()
-            .then(|| LoopDevice(String::from_utf8_lossy(&o.stdout).trim().to_string()))
-    }
-}
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("losetup")
-            .args(["-d", &self.0])
-            .status();
-    }
-}
-
 #[test]
 fn a_device_anything_else_uses_is_not_erased() {
     let d = Scratch::new("calibrate-in-use");
@@ -303,32 +280,32 @@ fn a_device_anything_else_uses_is_not_erased() {
         ])
     };
     let untouched = || {
-        let now = std::fs::read(&lower.0).unwrap();
-        assert!(now == pattern, "{} was written", lower.0);
+        let now = std::fs::read(&lower.dev).unwrap();
+        assert!(now == pattern, "{} was written", lower.dev);
         assert!(!out.exists());
     };
     // A loop device stacked on it (sysfs lists no holder for that).
-    let upper = LoopDevice::new(std::path::Path::new(&lower.0)).unwrap();
-    let o = erase(&lower.0);
+    let upper = LoopDevice::new(std::path::Path::new(&lower.dev)).unwrap();
+    let o = erase(&lower.dev);
     let (_, err) = text(&o);
     assert!(!o.status.success());
     assert!(
         err.contains(&format!(
             "refusing to erase {}: it is used by {} (a loop device over {})",
-            lower.0, upper.0, lower.0
+            lower.dev, upper.dev, lower.dev
         )),
         "{err}"
     );
     untouched();
     drop(upper);
     // A process holding it open.
-    let f = std::fs::File::open(&lower.0).unwrap();
+    let f = std::fs::File::open(&lower.dev).unwrap();
     let mut holder = std::process::Command::new("sleep")
         .arg("60")
         .stdin(f)
         .spawn()
         .unwrap();
-    let o = erase(&lower.0);
+    let o = erase(&lower.dev);
     let (_, err) = text(&o);
     let _ = holder.kill();
     let _ = holder.wait();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{flashlab, stdout_json, Scratch};
+use common::{flashlab, stdout_json, LoopDevice, Scratch};
 use serde_json::Value;
 use std::process::Command;
 
@@ -361,34 +361,6 @@ fn wear_prints_the_drives_wear_report_after_fios() {
     );
 }
 
-/// A loop device over a file of `bytes`, detached on drop; None (the test says why it
-/// skips) without root or loop devices.
-struct LoopDevice {
-    dev: String,
-}
-impl LoopDevice {
-    fn new(test: &str, backing: &std::path::Path) -> Option<LoopDevice> {
-        let out = Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(backing)
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(LoopDevice {
-                dev: String::from_utf8_lossy(&o.stdout).trim().to_string(),
-            }),
-            _ => {
-                eprintln!("{test}: the loop-device part SKIPPED: needs root and loop devices");
-                None
-            }
-        }
-    }
-}
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
-    }
-}
-
 #[test]
 fn values_padded_past_fios_line_buffer_never_reach_fio() {
     if !fio_installed("values_padded_past_fios_line_buffer_never_reach_fio") {
@@ -405,10 +377,10 @@ fn values_padded_past_fios_line_buffer_never_reach_fio() {
     std::fs::write(&target, &pattern).unwrap();
     let backing = dir.0.join("loop.img");
     std::fs::write(&backing, &pattern).unwrap();
-    let lo = LoopDevice::new(
-        "values_padded_past_fios_line_buffer_never_reach_fio",
-        &backing,
-    );
+    let lo = LoopDevice::new(&backing);
+    if lo.is_none() {
+        eprintln!("values_padded_past_fios_line_buffer_never_reach_fio: the loop-device part SKIPPED: needs root and loop devices");
+    }
     let mut targets = vec![target.display().to_string()];
     targets.extend(lo.as_ref().map(|l| l.dev.clone()));
 

@@ -36,3 +36,26 @@ impl Drop for Scratch {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// A loop device over a file, detached on drop.
+pub struct LoopDevice {
+    pub dev: String,
+}
+impl LoopDevice {
+    /// None without root or loop devices (the caller says it skips).
+    pub fn new(backing: &std::path::Path) -> Option<LoopDevice> {
+        let o = Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(backing)
+            .output()
+            .ok()?;
+        o.status.success().then(|| LoopDevice {
+            dev: String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        })
+    }
+}
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}

@@ -42,7 +42,8 @@ mod tests {
         assert_eq!(binary(8_588_591_104), "8.0 GiB");
         assert_eq!(binary(1536), "1.5 KiB");
         assert_eq!(exact(8_588_591_104), "8.0 GiB (8588591104 bytes)");
-        assert_eq!(whole_gib_at_least(8_588_591_104), "9GiB");
+        assert_eq!(whole_gib_at_least(8_588_591_104), "8GiB");
+        assert_eq!(whole_gib_at_least((8 << 30) + 1), "9GiB");
         assert_eq!(whole_gib_at_least(1 << 30), "1GiB");
     }
 }
