@@ -1046,6 +1046,7 @@ impl Fitted {
             // Not probed: placement (a probe cannot see FDP or zones).
             fdp: None,
             zoned: None,
+            scheduler: None,
         };
         Preset {
             name: name.to_string(),

@@ -130,6 +130,19 @@ pub(crate) struct DeviceArgs {
     /// Zoned: zones active (open or closed) at once (0 = no limit; default 0).
     #[arg(long)]
     pub(crate) max_active_zones: Option<u32>,
+    /// How each die orders its flash operations: fifo (as issued: a read waits behind
+    /// every GC step issued before it; the null model) or priority (host reads, then host
+    /// writes, then GC in steps, with program and erase suspension for reads; constants
+    /// in docs/sources.md). Default: the preset's ([ssd.scheduler]), else fifo.
+    #[arg(long, value_enum)]
+    pub(crate) scheduler: Option<SchedulerArg>,
+}
+
+/// `--scheduler`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum SchedulerArg {
+    Fifo,
+    Priority,
 }
 
 /// `--drive`.
@@ -228,6 +241,10 @@ impl DeviceArgs {
             mapping_cache_bytes: self.mapping_cache,
             age: self.age.clone(),
             drive,
+            scheduler: self.scheduler.map(|s| match s {
+                SchedulerArg::Fifo => flash::ssd::SchedulerConfig::fifo(),
+                SchedulerArg::Priority => flash::ssd::SchedulerConfig::priority(),
+            }),
         };
         Ok(o.apply(p)?)
     }

@@ -165,7 +165,7 @@ impl FastFtl {
         self.erase_count[block as usize] += 1;
         self.counters.erases += 1;
         for d in 0..self.dies {
-            sink.block_erase(d);
+            sink.block_erase(d, block);
         }
         self.free.push_back(block);
     }

@@ -83,8 +83,8 @@ pub trait FlashSink {
     fn page_read(&mut self, die: u32);
     /// A superpage of `die` is programmed.
     fn page_program(&mut self, die: u32, kind: ProgramKind);
-    /// A superblock of `die` is erased.
-    fn block_erase(&mut self, die: u32);
+    /// Block `block` (a global block number) of `die` is erased.
+    fn block_erase(&mut self, die: u32, block: u32);
     /// A translation page (one mapping unit) of `die` is read into controller memory: a
     /// mapping-cache miss, or the read half of a translation page's read-modify-write.
     #[inline]
@@ -110,7 +110,7 @@ impl FlashSink for NoTiming {
     #[inline(always)]
     fn page_program(&mut self, _die: u32, _kind: ProgramKind) {}
     #[inline(always)]
-    fn block_erase(&mut self, _die: u32) {}
+    fn block_erase(&mut self, _die: u32, _block: u32) {}
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -1304,7 +1304,7 @@ impl PageFtl {
         if let Some(p) = &mut self.placement {
             p.block_handle[victim as usize] = 0;
         }
-        sink.block_erase(die);
+        sink.block_erase(die, victim);
         self.die[die as usize].free.push_back(victim);
         copied
     }
@@ -1507,7 +1507,7 @@ mod tests {
                 self.gc_programs += 1;
             }
         }
-        fn block_erase(&mut self, _d: u32) {
+        fn block_erase(&mut self, _d: u32, _block: u32) {
             self.erases += 1;
         }
     }

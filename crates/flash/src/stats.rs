@@ -163,6 +163,14 @@ pub struct DeviceStats {
     pub trim_interface_ns: u64,
     /// Metadata blocks fTrim read from flash.
     pub ftrim_metadata_reads: u64,
+    /// Under the priority scheduler (`[ssd.scheduler]`): host reads that suspended a
+    /// maintenance program or erase.
+    #[serde(default)]
+    pub maintenance_suspensions: u64,
+    /// Under the priority scheduler: host programs that waited for their die's queued
+    /// maintenance up to the erase of the block they opened.
+    #[serde(default)]
+    pub maintenance_forced_drains: u64,
     /// Bytes host writes programmed in SLC mode, on drives with an SLC cache (whole
     /// multi-plane pages).
     pub slc_write_bytes: u64,

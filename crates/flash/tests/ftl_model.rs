@@ -22,7 +22,7 @@ impl FlashSink for Payloads {
     fn page_program(&mut self, _die: u32, _kind: ProgramKind) {
         self.programs += 1;
     }
-    fn block_erase(&mut self, _die: u32) {
+    fn block_erase(&mut self, _die: u32, _block: u32) {
         self.erases += 1;
     }
     fn unit_moved(&mut self, from_ppn: u32, to_ppn: u32) {

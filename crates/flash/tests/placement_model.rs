@@ -15,7 +15,7 @@ struct Payloads {
 impl FlashSink for Payloads {
     fn page_read(&mut self, _die: u32) {}
     fn page_program(&mut self, _die: u32, _kind: ProgramKind) {}
-    fn block_erase(&mut self, _die: u32) {}
+    fn block_erase(&mut self, _die: u32, _block: u32) {}
     fn unit_moved(&mut self, from_ppn: u32, to_ppn: u32) {
         self.by_ppn[to_ppn as usize] = self.by_ppn[from_ppn as usize];
     }

@@ -238,7 +238,7 @@ impl FlashSink for Payloads {
             self.map_programs += 1;
         }
     }
-    fn block_erase(&mut self, _die: u32) {}
+    fn block_erase(&mut self, _die: u32, _block: u32) {}
     fn map_read(&mut self, _die: u32) {
         self.map_reads += 1;
     }

@@ -38,8 +38,11 @@ use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
+pub mod sched;
 mod trim;
 
+use sched::{Maintenance, StepKind};
+pub use sched::{SchedulerConfig, SchedulerPolicy};
 use trim::TrimChunk;
 
 /// Flash and interface timing. Sources are given per preset.
@@ -160,6 +163,9 @@ pub struct SsdConfig {
     /// these zones instead of a drive with an FTL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zoned: Option<Box<crate::zoned::ZonedConfig>>,
+    /// How each die orders its flash operations ([`sched`]); absent, submission order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<SchedulerConfig>,
 }
 
 impl SsdConfig {
@@ -221,6 +227,13 @@ impl SsdConfig {
                 ));
             }
         }
+        if let Some(sc) = &self.scheduler {
+            if sc.policy == SchedulerPolicy::Priority && self.ftl != FtlKind::Page {
+                return Err(FlashError::Config(
+                    "scheduler policy \"priority\" needs ftl = \"page\": the hybrid log-block FTL's merges are not split into steps".into(),
+                ));
+            }
+        }
         if let Some(z) = &self.zoned {
             z.validate(&self.geometry)?;
             if self.aging.is_some() {
@@ -258,6 +271,11 @@ struct TimingSink<'a> {
     slc: Option<&'a mut SlcCache>,
     /// The error model, if the drive has one: it dates each block's program.
     aging: Option<&'a mut AgingState>,
+    /// The priority scheduler's maintenance queues, if the drive has them: GC's reads,
+    /// copies and erases are queued there instead of booked on the dies.
+    maint: Option<&'a mut Maintenance>,
+    /// A block just opened as a frontier, whose first program may wait for its erase.
+    opened: Option<u32>,
 }
 
 /// The WAF-only path's sink on a drive with an SLC cache: no time, but host pages land in
@@ -271,7 +289,7 @@ impl FlashSink for UntimedSlc<'_> {
             self.0.host_program_ns(die, 0);
         }
     }
-    fn block_erase(&mut self, _die: u32) {}
+    fn block_erase(&mut self, _die: u32, _block: u32) {}
 }
 
 impl TimingSink<'_> {
@@ -280,10 +298,21 @@ impl TimingSink<'_> {
     #[inline]
     fn transfer_to_die(&mut self, die: u32) -> u64 {
         let ch = (die % self.channels) as usize;
-        let start = self
+        let d = die as usize;
+        let mut start = self
             .not_before_ns
             .max(self.channel_free_ns[ch])
-            .max(self.die_free_ns[die as usize]);
+            .max(self.die_free_ns[d]);
+        if let Some(m) = self.maint.as_deref_mut() {
+            // A block opened for this program waits for its erase (and what was queued
+            // before it); otherwise only the step in progress.
+            start = match self.opened.take() {
+                Some(b) if m.erase_pending(die, b) => {
+                    m.drain_through_erase(die, b, self.die_free_ns[d], start)
+                }
+                _ => m.host_other(die, self.die_free_ns[d], start),
+            };
+        }
         let transferred = start + self.page_transfer_ns;
         self.channel_free_ns[ch] = transferred;
         transferred
@@ -293,6 +322,10 @@ impl TimingSink<'_> {
 impl FlashSink for TimingSink<'_> {
     #[inline]
     fn page_read(&mut self, die: u32) {
+        if let Some(m) = self.maint.as_deref_mut() {
+            m.push(die, StepKind::Read, self.timing.read_ns, self.not_before_ns);
+            return;
+        }
         let d = &mut self.die_free_ns[die as usize];
         *d = (*d).max(self.not_before_ns) + self.timing.read_ns;
     }
@@ -315,6 +348,17 @@ impl FlashSink for TimingSink<'_> {
             }
             // GC copies stay inside the die (copyback): no channel transfer.
             ProgramKind::GcCopy => {
+                if let Some(m) = self.maint.as_deref_mut() {
+                    // Into a block the queue erases first: FIFO order keeps that.
+                    self.opened = None;
+                    m.push(
+                        die,
+                        StepKind::Program,
+                        self.timing.program_ns,
+                        self.not_before_ns,
+                    );
+                    return;
+                }
                 self.die_free_ns[d] =
                     self.die_free_ns[d].max(self.not_before_ns) + self.timing.program_ns;
             }
@@ -330,7 +374,10 @@ impl FlashSink for TimingSink<'_> {
     #[inline]
     fn map_read(&mut self, die: u32) {
         let d = die as usize;
-        let start = self.die_free_ns[d].max(self.not_before_ns);
+        let mut start = self.die_free_ns[d].max(self.not_before_ns);
+        if let Some(m) = self.maint.as_deref_mut() {
+            start = m.host_other(die, self.die_free_ns[d], start);
+        }
         self.die_free_ns[d] = start + self.timing.read_ns;
         let ch = (die % self.channels) as usize;
         let xfer = self.die_free_ns[d].max(self.channel_free_ns[ch]);
@@ -338,7 +385,16 @@ impl FlashSink for TimingSink<'_> {
     }
 
     #[inline]
-    fn block_erase(&mut self, die: u32) {
+    fn block_erase(&mut self, die: u32, block: u32) {
+        if let Some(m) = self.maint.as_deref_mut() {
+            m.push(
+                die,
+                StepKind::Erase(block),
+                self.timing.erase_ns,
+                self.not_before_ns,
+            );
+            return;
+        }
         let d = &mut self.die_free_ns[die as usize];
         *d = (*d).max(self.not_before_ns) + self.timing.erase_ns;
     }
@@ -348,6 +404,7 @@ impl FlashSink for TimingSink<'_> {
         if let Some(a) = self.aging.as_deref_mut() {
             a.block_opened(block, self.not_before_ns);
         }
+        self.opened = Some(block);
     }
 }
 
@@ -379,6 +436,9 @@ pub struct Ssd {
     pub(crate) slc: Option<SlcCache>,
     /// The error model's per-block state ([`crate::aging`]), if the drive has one.
     aging: Option<Box<AgingState>>,
+    /// The priority scheduler's per-die maintenance queues ([`sched`]); `None` with
+    /// submission order.
+    maint: Option<Maintenance>,
 }
 
 const DATA_BLOCK_BYTES: u64 = crate::fslayout::BLOCK_BYTES as u64;
@@ -453,6 +513,11 @@ impl Ssd {
                     g.mapping_unit_bytes as u64,
                 ))
             }),
+            maint: cfg
+                .scheduler
+                .as_ref()
+                .filter(|s| s.policy == SchedulerPolicy::Priority)
+                .map(|s| Maintenance::new(s, g.dies())),
             slc: cfg.slc_cache.clone().map(|c| {
                 SlcCache::new(
                     c,
@@ -706,6 +771,7 @@ impl Ssd {
         unit_transfer_ns: u64,
         not_before_ns: u64,
         aging: Option<&'a mut AgingState>,
+        maint: Option<&'a mut Maintenance>,
     ) -> TimingSink<'a> {
         TimingSink {
             die_free_ns,
@@ -720,6 +786,8 @@ impl Ssd {
             superpage_bytes: cfg.geometry.superpage_bytes(),
             slc,
             aging,
+            maint,
+            opened: None,
         }
     }
 
@@ -728,7 +796,15 @@ impl Ssd {
         let (target, idle_ns) = (gc.background_free_blocks, gc.background_idle_ns);
         for die in 0..self.die_free_ns.len() as u32 {
             loop {
-                let idle_since = self.die_free_ns[die as usize];
+                let mut idle_since = self.die_free_ns[die as usize];
+                if let Some(m) = &mut self.maint {
+                    // Idle means no maintenance left either (foreground GC's queue first).
+                    m.advance(die, idle_since, now_ns);
+                    if m.busy(die) {
+                        break;
+                    }
+                    idle_since = idle_since.max(m.clock_ns(die));
+                }
                 if idle_since + idle_ns > now_ns || self.ftl.free_blocks(die) >= target as usize {
                     break;
                 }
@@ -742,6 +818,7 @@ impl Ssd {
                     self.unit_transfer_ns,
                     idle_since + idle_ns,
                     self.aging.as_deref_mut(),
+                    self.maint.as_mut(),
                 );
                 sink.cache = None;
                 if !self.ftl.background_collect(die, target, &mut sink) {
@@ -771,6 +848,7 @@ impl Ssd {
             self.unit_transfer_ns,
             data_ready,
             self.aging.as_deref_mut(),
+            self.maint.as_mut(),
         );
         if cmd.handle == 0 {
             self.ftl.write_range(first..end, &mut sink)?;
@@ -867,6 +945,7 @@ impl Ssd {
                 self.unit_transfer_ns,
                 cmd_ready,
                 self.aging.as_deref_mut(),
+                self.maint.as_mut(),
             );
             let t = ftl.translate(lpn, &mut sink)?;
             let page = t.ppn.map(|p| ftl.page_of(p));
@@ -874,7 +953,15 @@ impl Ssd {
             let mut known = cmd_ready + lookup_ns;
             if let Some(d) = t.read_die {
                 let d = d as usize;
-                let read_start = known.max(self.die_free_ns[d]);
+                let mut read_start = known.max(self.die_free_ns[d]);
+                if let Some(m) = &mut self.maint {
+                    read_start = m.host_read(
+                        d as u32,
+                        self.die_free_ns[d],
+                        read_start,
+                        self.cfg.timing.read_ns,
+                    );
+                }
                 self.die_free_ns[d] = read_start + self.cfg.timing.read_ns;
                 let ch = d % self.channel_free_ns.len();
                 let xfer_start = self.die_free_ns[d].max(self.channel_free_ns[ch]);
@@ -915,7 +1002,7 @@ impl Ssd {
     #[inline]
     fn read_units(&mut self, die: u32, page: u32, units: u64, ready_ns: u64) -> u64 {
         let die = die as usize;
-        let read_start = ready_ns.max(self.die_free_ns[die]);
+        let mut read_start = ready_ns.max(self.die_free_ns[die]);
         let array_ns = match self.aging.as_deref_mut() {
             None => self.cfg.timing.read_ns,
             Some(a) => {
@@ -925,6 +1012,11 @@ impl Ssd {
                 self.cfg.timing.read_ns * (1 + retries as u64)
             }
         };
+        if let Some(m) = &mut self.maint {
+            // Before queued maintenance; a program or erase in progress is suspended or
+            // waited for.
+            read_start = m.host_read(die as u32, self.die_free_ns[die], read_start, array_ns);
+        }
         self.die_free_ns[die] = read_start + array_ns;
         let ch = die % self.channel_free_ns.len();
         let xfer_start = self.die_free_ns[die].max(self.channel_free_ns[ch]);
@@ -964,6 +1056,7 @@ impl Ssd {
                 self.unit_transfer_ns,
                 now_ns,
                 self.aging.as_deref_mut(),
+                self.maint.as_mut(),
             );
             sink.cache = None;
             if let Some(copied) = self.ftl.reclaim(block, &mut sink) {
@@ -1043,6 +1136,10 @@ impl Device for Ssd {
         s.trim_busy_ns = self.trim_busy_ns;
         s.trim_interface_ns = self.trim_interface_ns;
         s.ftrim_metadata_reads = self.ftrim_metadata_reads;
+        if let Some(m) = &self.maint {
+            s.maintenance_suspensions = m.suspensions;
+            s.maintenance_forced_drains = m.forced_drains;
+        }
         s.trim_ranges = self.trim_ranges;
         if let Some(slc) = &self.slc {
             s.slc_write_bytes = slc.written_pages * slc.superpage_bytes;
@@ -1091,6 +1188,10 @@ impl Device for Ssd {
         self.trim_busy_ns = 0;
         self.trim_interface_ns = 0;
         self.ftrim_metadata_reads = 0;
+        if let Some(m) = &mut self.maint {
+            m.suspensions = 0;
+            m.forced_drains = 0;
+        }
         self.trim_ranges = 0;
         if let Some(slc) = &mut self.slc {
             slc.reset_counters();
@@ -1101,6 +1202,11 @@ impl Device for Ssd {
     }
 
     fn settle(&mut self) -> u64 {
+        if let Some(m) = &mut self.maint {
+            for (d, free) in self.die_free_ns.iter_mut().enumerate() {
+                *free = m.drain_all(d as u32, *free);
+            }
+        }
         let mut t = self.last_completion_ns.max(self.controller_free_ns);
         while let Some(chunk) = self.background.pop_front() {
             t = self.run_chunk(chunk, t);
@@ -1169,6 +1275,7 @@ pub(crate) mod tests {
             log_blocks: 0,
             fdp: None,
             zoned: None,
+            scheduler: None,
         }
     }
 

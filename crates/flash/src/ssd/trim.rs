@@ -90,6 +90,9 @@ impl Ssd {
         let mut start = t_ns.max(self.controller_free_ns).max(chunk.ready_ns);
         if let Some(die) = chunk.read_die {
             start = start.max(self.die_free_ns[die as usize]);
+            if let Some(m) = &mut self.maint {
+                start = m.host_other(die, self.die_free_ns[die as usize], start);
+            }
             self.die_free_ns[die as usize] = start + self.cfg.timing.read_ns;
         }
         self.controller_free_ns = start + chunk.duration_ns;

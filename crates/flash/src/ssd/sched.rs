@@ -1,0 +1,374 @@
+//! The per-die scheduler (`[ssd.scheduler]`, `policy = "priority"`): maintenance work —
+//! garbage collection's page reads, copy programs and erases, background GC, read
+//! reclaim — waits in a queue per die and runs in the die's gaps between host commands, a
+//! flash operation at a time, instead of being booked on the die at once. A host read
+//! goes before every queued step; one that meets a program or erase in progress suspends
+//! it (at the suspension latency) when enough of it is left, at most
+//! [`SchedulerConfig::max_suspensions`] times per operation; a host program waits only for
+//! the step in progress, and for the queued work up to the erase of a block it is about
+//! to program (the hard threshold: a block is programmed only after its erase).
+//!
+//! The FTL's decisions are unchanged (it still cleans when and what it did): only when its
+//! operations occupy the die moves. Sources and the rule behind each constant:
+//! docs/sources.md, "The per-die scheduler".
+//!
+//! Host work promised to a caller (a completion time already returned) is booked on the
+//! die's host timeline (`die_free_ns` in [`super::Ssd`]) and never moves; maintenance
+//! runs only where that timeline leaves the die free.
+
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+/// How a die orders its flash operations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulerPolicy {
+    /// Every operation booked on its die when the FTL issues it, in submission order: a
+    /// host read waits behind all GC work issued before it (the null model).
+    #[default]
+    Fifo,
+    /// Host reads, then host writes, then maintenance, with program and erase suspension.
+    Priority,
+}
+
+/// `[ssd.scheduler]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerConfig {
+    pub policy: SchedulerPolicy,
+    /// From suspending a program until a read can start on the die (MQSim's
+    /// `Suspend_Program_Time` default); a program with less left runs to its end.
+    #[serde(default = "default_program_suspend_ns")]
+    pub program_suspend_ns: u64,
+    /// From suspending an erase until a read can start (MQSim's `Suspend_Erase_Time`).
+    #[serde(default = "default_erase_suspend_ns")]
+    pub erase_suspend_ns: u64,
+    /// Most suspensions of one program or erase (assumed; 0 = never suspend).
+    #[serde(default = "default_max_suspensions")]
+    pub max_suspensions: u32,
+}
+
+/// MQSim's default `Suspend_Program_Time` (src/exec/Flash_Parameter_Set.cpp).
+pub const DEFAULT_PROGRAM_SUSPEND_NS: u64 = 100_000;
+/// MQSim's default `Suspend_Erase_Time`.
+pub const DEFAULT_ERASE_SUSPEND_NS: u64 = 700_000;
+/// Assumed (docs/sources.md): enough for a QD32 burst of reads, too few to starve a program.
+pub const DEFAULT_MAX_SUSPENSIONS: u32 = 4;
+
+fn default_program_suspend_ns() -> u64 {
+    DEFAULT_PROGRAM_SUSPEND_NS
+}
+fn default_erase_suspend_ns() -> u64 {
+    DEFAULT_ERASE_SUSPEND_NS
+}
+fn default_max_suspensions() -> u32 {
+    DEFAULT_MAX_SUSPENSIONS
+}
+
+impl SchedulerConfig {
+    /// The priority scheduler with its sourced defaults.
+    pub fn priority() -> SchedulerConfig {
+        SchedulerConfig {
+            policy: SchedulerPolicy::Priority,
+            program_suspend_ns: DEFAULT_PROGRAM_SUSPEND_NS,
+            erase_suspend_ns: DEFAULT_ERASE_SUSPEND_NS,
+            max_suspensions: DEFAULT_MAX_SUSPENSIONS,
+        }
+    }
+
+    /// Today's submission order.
+    pub fn fifo() -> SchedulerConfig {
+        SchedulerConfig {
+            policy: SchedulerPolicy::Fifo,
+            ..SchedulerConfig::priority()
+        }
+    }
+}
+
+/// What a maintenance step does on its die.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StepKind {
+    Read,
+    Program,
+    /// The erase of this (global) block.
+    Erase(u32),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    kind: StepKind,
+    dur_ns: u64,
+    /// Not before this time (when the FTL issued it).
+    ready_ns: u64,
+}
+
+/// The step a die is running: from `start_ns`, ending at `end_ns` (pushed on by each
+/// suspension).
+#[derive(Debug, Clone, Copy)]
+struct Running {
+    kind: StepKind,
+    end_ns: u64,
+    suspensions: u32,
+}
+
+#[derive(Debug, Default, Clone)]
+struct DieQueue {
+    queued: VecDeque<Step>,
+    running: Option<Running>,
+    /// When the die's last maintenance step ended.
+    clock_ns: u64,
+}
+
+/// Per-die maintenance queues.
+#[derive(Debug, Clone)]
+pub(crate) struct Maintenance {
+    cfg: SchedulerConfig,
+    dies: Vec<DieQueue>,
+    /// Reads that suspended a program or an erase.
+    pub(crate) suspensions: u64,
+    /// Host programs that waited for queued maintenance up to an erase (the hard
+    /// threshold).
+    pub(crate) forced_drains: u64,
+}
+
+impl Maintenance {
+    pub(crate) fn new(cfg: &SchedulerConfig, dies: u32) -> Maintenance {
+        Maintenance {
+            cfg: cfg.clone(),
+            dies: vec![DieQueue::default(); dies as usize],
+            suspensions: 0,
+            forced_drains: 0,
+        }
+    }
+
+    /// Queues a step on `die`, issued at `ready_ns`.
+    pub(crate) fn push(&mut self, die: u32, kind: StepKind, dur_ns: u64, ready_ns: u64) {
+        self.dies[die as usize].queued.push_back(Step {
+            kind,
+            dur_ns,
+            ready_ns,
+        });
+    }
+
+    /// Runs `die`'s maintenance in the gaps of its host timeline (free from
+    /// `host_free_ns`) up to time `t_ns`: every step that starts before `t_ns` starts; the
+    /// one still running at `t_ns` is left running.
+    pub(crate) fn advance(&mut self, die: u32, host_free_ns: u64, t_ns: u64) {
+        let q = &mut self.dies[die as usize];
+        loop {
+            if let Some(r) = q.running {
+                if r.end_ns > t_ns {
+                    return;
+                }
+                q.clock_ns = q.clock_ns.max(r.end_ns);
+                q.running = None;
+            }
+            let Some(step) = q.queued.front() else {
+                return;
+            };
+            let start = q.clock_ns.max(host_free_ns).max(step.ready_ns);
+            if start >= t_ns {
+                return;
+            }
+            let step = q.queued.pop_front().expect("front exists");
+            q.running = Some(Running {
+                kind: step.kind,
+                end_ns: start + step.dur_ns,
+                suspensions: 0,
+            });
+        }
+    }
+
+    /// When a host read of `dur_ns` that is ready at `ready_ns` (at or after
+    /// `host_free_ns`, the end of the die's host timeline) starts: at once, after
+    /// suspending the step in progress, or when that step ends.
+    pub(crate) fn host_read(
+        &mut self,
+        die: u32,
+        host_free_ns: u64,
+        ready_ns: u64,
+        dur_ns: u64,
+    ) -> u64 {
+        self.advance(die, host_free_ns, ready_ns);
+        let cfg = &self.cfg;
+        let q = &mut self.dies[die as usize];
+        let Some(r) = q.running.as_mut() else {
+            return ready_ns;
+        };
+        let suspend_ns = match r.kind {
+            StepKind::Program => Some(cfg.program_suspend_ns),
+            StepKind::Erase(_) => Some(cfg.erase_suspend_ns),
+            StepKind::Read => None,
+        };
+        match suspend_ns {
+            Some(s) if r.suspensions < cfg.max_suspensions && r.end_ns - ready_ns > s => {
+                // Suspended from `ready_ns` until the read ends; then it resumes.
+                let start = ready_ns + s;
+                r.end_ns += start + dur_ns - ready_ns;
+                r.suspensions += 1;
+                self.suspensions += 1;
+                start
+            }
+            _ => {
+                let end = r.end_ns;
+                q.clock_ns = q.clock_ns.max(end);
+                q.running = None;
+                end
+            }
+        }
+    }
+
+    /// When a host operation that does not suspend maintenance (a program, a transfer
+    /// through the die) may start, ready at `ready_ns` (at or after `host_free_ns`): after
+    /// the step in progress.
+    pub(crate) fn host_other(&mut self, die: u32, host_free_ns: u64, ready_ns: u64) -> u64 {
+        self.advance(die, host_free_ns, ready_ns);
+        let q = &mut self.dies[die as usize];
+        match q.running.take() {
+            Some(r) if r.end_ns > ready_ns => {
+                q.clock_ns = q.clock_ns.max(r.end_ns);
+                r.end_ns
+            }
+            Some(r) => {
+                q.clock_ns = q.clock_ns.max(r.end_ns);
+                ready_ns
+            }
+            None => ready_ns,
+        }
+    }
+
+    /// Whether the erase of `block` waits in `die`'s queue.
+    pub(crate) fn erase_pending(&self, die: u32, block: u32) -> bool {
+        let q = &self.dies[die as usize];
+        q.queued.iter().any(|s| s.kind == StepKind::Erase(block))
+            || q.running.is_some_and(|r| r.kind == StepKind::Erase(block))
+    }
+
+    /// Runs `die`'s queue up to and including the erase of `block`, in the host
+    /// timeline's gap (free from `host_free_ns`) and then back to back from `ready_ns`;
+    /// returns when that erase ends. The host program into `block` waits until then.
+    pub(crate) fn drain_through_erase(
+        &mut self,
+        die: u32,
+        block: u32,
+        host_free_ns: u64,
+        ready_ns: u64,
+    ) -> u64 {
+        self.forced_drains += 1;
+        self.advance(die, host_free_ns, ready_ns);
+        let from_ns = ready_ns;
+        let q = &mut self.dies[die as usize];
+        let mut t = from_ns.max(q.clock_ns);
+        if let Some(r) = q.running.take() {
+            t = t.max(r.end_ns);
+            if r.kind == StepKind::Erase(block) {
+                q.clock_ns = t;
+                return t;
+            }
+        }
+        while let Some(step) = q.queued.pop_front() {
+            t = t.max(step.ready_ns) + step.dur_ns;
+            if step.kind == StepKind::Erase(block) {
+                break;
+            }
+        }
+        q.clock_ns = t;
+        t
+    }
+
+    /// Whether `die` has maintenance queued or running.
+    pub(crate) fn busy(&self, die: u32) -> bool {
+        let q = &self.dies[die as usize];
+        q.running.is_some() || !q.queued.is_empty()
+    }
+
+    /// When `die`'s last maintenance step ended (0 before any).
+    pub(crate) fn clock_ns(&self, die: u32) -> u64 {
+        self.dies[die as usize].clock_ns
+    }
+
+    /// Runs all of `die`'s queue from `host_free_ns` with no host work in between;
+    /// returns when the die is idle.
+    pub(crate) fn drain_all(&mut self, die: u32, host_free_ns: u64) -> u64 {
+        self.advance(die, host_free_ns, u64::MAX);
+        let q = &mut self.dies[die as usize];
+        host_free_ns.max(q.clock_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m() -> Maintenance {
+        Maintenance::new(&SchedulerConfig::priority(), 2)
+    }
+
+    #[test]
+    fn a_read_goes_before_queued_steps_and_waits_for_a_short_one() {
+        let mut q = m();
+        // Two 50 µs page reads of GC queued at 0: the first runs 0-50, the second 50-100.
+        q.push(0, StepKind::Read, 50_000, 0);
+        q.push(0, StepKind::Read, 50_000, 0);
+        // A host read at 10 µs waits for the first (reads are not suspended), then goes
+        // before the second.
+        assert_eq!(q.host_read(0, 0, 10_000, 60_000), 50_000);
+        assert_eq!(q.dies[0].queued.len(), 1);
+        // The second starts once the host read (50-110) is done.
+        q.advance(0, 110_000, 150_000);
+        assert_eq!(q.dies[0].running.unwrap().end_ns, 160_000);
+    }
+
+    #[test]
+    fn a_long_erase_is_suspended_at_its_cost_and_pushed_by_the_read() {
+        let mut q = m();
+        q.push(1, StepKind::Erase(7), 3_000_000, 0);
+        // At 100 µs the erase has 2.9 ms left (> 700 µs): suspend; the read starts at 800 µs.
+        assert_eq!(q.host_read(1, 0, 100_000, 60_000), 800_000);
+        assert_eq!(q.suspensions, 1);
+        // Frozen from 100 µs to the read's end (860 µs): it ends 760 µs later.
+        assert_eq!(q.dies[1].running.unwrap().end_ns, 3_760_000);
+        // With less than 700 µs left, a read waits for it.
+        assert_eq!(q.host_read(1, 860_000, 3_200_000, 60_000), 3_760_000);
+        assert_eq!(q.suspensions, 1);
+    }
+
+    #[test]
+    fn suspensions_per_operation_are_bounded() {
+        let mut q = m();
+        q.push(0, StepKind::Program, 10_000_000, 0);
+        let mut t = 0;
+        for _ in 0..DEFAULT_MAX_SUSPENSIONS {
+            let start = q.host_read(0, t, t + 1_000, 50_000);
+            assert_eq!(start, t + 1_000 + DEFAULT_PROGRAM_SUSPEND_NS);
+            t = start + 50_000;
+        }
+        let end = q.dies[0].running.unwrap().end_ns;
+        assert_eq!(
+            q.host_read(0, t, t + 1_000, 50_000),
+            end,
+            "the fifth read waits"
+        );
+    }
+
+    #[test]
+    fn a_program_into_a_block_waits_for_its_erase_and_what_was_queued_before() {
+        let mut q = m();
+        q.push(0, StepKind::Read, 50_000, 0);
+        q.push(0, StepKind::Program, 500_000, 0);
+        q.push(0, StepKind::Erase(3), 2_000_000, 0);
+        q.push(0, StepKind::Read, 50_000, 0);
+        assert!(q.erase_pending(0, 3) && !q.erase_pending(0, 4));
+        // The host timeline is busy until 1 ms, so the queue runs from there, back to back.
+        let end = q.drain_through_erase(0, 3, 1_000_000, 1_000_000);
+        assert_eq!(end, 1_000_000 + 50_000 + 500_000 + 2_000_000);
+        assert!(!q.erase_pending(0, 3));
+        assert_eq!(
+            q.dies[0].queued.len(),
+            1,
+            "the read after the erase still waits"
+        );
+        assert_eq!(q.drain_all(0, end), end + 50_000);
+        assert!(!q.busy(0));
+    }
+}
