@@ -2813,17 +2813,59 @@ fn reproduce_keeps_what_it_did_not_write() {
         std::fs::read_to_string(dir.0.join("report/index.html")).unwrap(),
         "<title>flashlab report</title>"
     );
-    // A report of ours (here one from before the mark) may be replaced; its other
-    // sections go with it rather than stay behind, stale.
+    // A report from before the mark may be replaced, but its other directories are not
+    // known to be flashlab's: they stay.
     std::fs::create_dir(dir.0.join("report/trim")).unwrap();
+    std::fs::write(dir.0.join("report/trim/notes.txt"), "mine").unwrap();
+    let run = |out: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+            .args(["reproduce", "--only", "waf", "--out", out])
+            .current_dir(&dir.0)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    run("report");
+    assert!(dir.0.join("report/waf/waf.csv").is_file());
+    assert!(dir.0.join("report/trim/notes.txt").is_file());
+    // A marked report's other sections go, but only what flashlab wrote in them.
+    let marked = dir.0.join("marked");
+    std::fs::create_dir_all(marked.join("trim")).unwrap();
+    std::fs::create_dir_all(marked.join("astree")).unwrap();
+    std::fs::write(
+        marked.join(".flashlab-report"),
+        "made by flashlab reproduce\nsection trim\nsection astree\n",
+    )
+    .unwrap();
+    std::fs::write(marked.join("trim/delete.svg"), "<svg/>").unwrap();
+    std::fs::write(marked.join("astree/a.csv"), "x").unwrap();
+    std::fs::write(marked.join("astree/notes.txt"), "mine").unwrap();
+    // A symlink in it is replaced, never written through.
+    let victim = dir.0.join("victim.txt");
+    std::fs::write(&victim, "keep").unwrap();
+    std::os::unix::fs::symlink(&victim, marked.join("results.json")).unwrap();
+    let e = run("marked");
+    assert!(!marked.join("trim").exists(), "a stale section of ours goes");
+    assert!(!marked.join("astree/a.csv").exists());
+    assert!(marked.join("astree/notes.txt").is_file(), "what flashlab did not write stays");
+    assert!(e.contains("kept") && e.contains("notes.txt"), "{e}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    assert!(std::fs::read_to_string(marked.join("results.json")).unwrap().contains("\"waf\""));
+    let mark = std::fs::read_to_string(marked.join(".flashlab-report")).unwrap();
+    assert!(mark.contains("section waf") && !mark.contains("section trim"), "{mark}");
+    // A mark that is a symlink: refused, its target untouched.
+    let linked = dir.0.join("linked");
+    std::fs::create_dir(&linked).unwrap();
+    std::os::unix::fs::symlink(&victim, linked.join(".flashlab-report")).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_flashlab"))
-        .args(["reproduce", "--only", "waf", "--out", "report"])
-        .current_dir(&dir.0)
+        .args(["reproduce", "--only", "waf", "--out"])
+        .arg(&linked)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(dir.0.join("report/waf/waf.csv").is_file());
-    assert!(!dir.0.join("report/trim").exists());
+    let e = stderr(&o);
+    assert!(e.contains("is not a regular file"), "{e}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
 }
 
 /// A compressed file of `members` copies of one member holding 64 MiB of `line`s (gzip

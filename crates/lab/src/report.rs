@@ -782,14 +782,29 @@ pub struct RunInfo {
 }
 
 /// The file that marks a directory as a report flashlab made (so a later run may replace
-/// what is in it).
+/// what is in it). It lists the sections the report holds, one `section ID` line each: a
+/// later run removes only those of them it does not write again.
 pub const REPORT_MARK: &str = ".flashlab-report";
 
+/// The first line of [`REPORT_MARK`].
+const MARK_HEADER: &str =
+    "made by flashlab reproduce: a later run may replace what is in this directory";
+
+/// What [`prepare_report_dir`] found in the directory.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ReportDir {
+    /// The sections an earlier report of flashlab's wrote there (from its mark).
+    pub earlier_sections: Vec<String>,
+}
+
 /// Makes `dir` ready for a report before any experiment runs: a new or empty directory
-/// is created and marked; one flashlab made (its mark, or a report written before marks
-/// existed: an `index.html` titled "flashlab report") is kept and marked; anything else is
-/// refused, as is a directory that cannot be written (found now, not after the run).
-pub fn prepare_report_dir(dir: &Path) -> Result<(), crate::LabError> {
+/// is created and marked; one flashlab made (its mark, a regular file; or a report
+/// written before marks existed: an `index.html` titled "flashlab report", whose sections
+/// are then left alone) is kept and marked; anything else is refused, as is a directory
+/// that cannot be written (found now, not after the run). Nothing is written through a
+/// symlink.
+pub fn prepare_report_dir(dir: &Path) -> Result<ReportDir, crate::LabError> {
+    let mut found = ReportDir::default();
     match std::fs::metadata(dir) {
         Ok(m) if !m.is_dir() => {
             return Err(format!("--out {}: not a directory", dir.display()).into())
@@ -798,10 +813,32 @@ pub fn prepare_report_dir(dir: &Path) -> Result<(), crate::LabError> {
             let mut entries = std::fs::read_dir(dir)
                 .map_err(|e| format!("--out {}: cannot read it: {e}", dir.display()))?;
             let empty = entries.next().is_none();
-            let ours = dir.join(REPORT_MARK).is_file()
-                || std::fs::read_to_string(dir.join("index.html"))
+            let mark = dir.join(REPORT_MARK);
+            let marked = match std::fs::symlink_metadata(&mark) {
+                Ok(m) if m.file_type().is_file() => true,
+                Ok(_) => {
+                    return Err(format!(
+                        "--out {}: its {REPORT_MARK} is not a regular file (a symlink or directory); nothing was touched",
+                        dir.display()
+                    )
+                    .into())
+                }
+                Err(_) => false,
+            };
+            if marked {
+                let text = std::fs::read_to_string(&mark).unwrap_or_default();
+                found.earlier_sections = text
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("section "))
+                    .map(str::to_string)
+                    .collect();
+            }
+            let legacy = !marked
+                && std::fs::symlink_metadata(dir.join("index.html"))
+                    .is_ok_and(|m| m.file_type().is_file())
+                && std::fs::read_to_string(dir.join("index.html"))
                     .is_ok_and(|h| h.contains("<title>flashlab report</title>"));
-            if !empty && !ours {
+            if !empty && !marked && !legacy {
                 return Err(format!(
                     "--out {}: not empty, and not a report flashlab made (no {REPORT_MARK} in it): give a new or empty directory (nothing in it was touched)",
                     dir.display()
@@ -815,11 +852,77 @@ pub fn prepare_report_dir(dir: &Path) -> Result<(), crate::LabError> {
         }
         Err(e) => return Err(format!("--out {}: {e}", dir.display()).into()),
     }
-    std::fs::write(
-        dir.join(REPORT_MARK),
-        "made by flashlab reproduce: a later run may replace what is in this directory\n",
-    )
-    .map_err(|e| format!("--out {}: cannot write in it: {e}", dir.display()).into())
+    write_mark(dir, &found.earlier_sections)
+        .map_err(|e| format!("--out {}: cannot write in it: {e}", dir.display()))?;
+    Ok(found)
+}
+
+/// Writes the mark listing `sections`.
+fn write_mark(dir: &Path, sections: &[String]) -> std::io::Result<()> {
+    let mut text = format!("{MARK_HEADER}\n");
+    for s in sections {
+        text.push_str(&format!("section {s}\n"));
+    }
+    write_file(&dir.join(REPORT_MARK), text.as_bytes())
+}
+
+/// Writes `bytes` to `path` in a report directory, never through a symlink: a symlink at
+/// the path is removed (the link, not what it points at) and the file created anew with
+/// `O_NOFOLLOW`.
+fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        std::fs::remove_file(path)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    f.write_all(bytes)
+}
+
+/// Makes the section directory `sdir` in a report directory: a symlink there is removed
+/// first (never followed).
+fn section_dir(sdir: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(sdir) {
+        Ok(m) if m.file_type().is_dir() => Ok(()),
+        Ok(_) => {
+            std::fs::remove_file(sdir)?;
+            std::fs::create_dir(sdir)
+        }
+        Err(_) => std::fs::create_dir(sdir),
+    }
+}
+
+/// Removes what an earlier report wrote in section directory `sdir` (its SVG and CSV
+/// files, not through symlinks) and the directory if nothing else is left in it; returns
+/// what was left (files flashlab did not write), for the caller to say.
+pub fn remove_stale_section(sdir: &Path) -> Vec<PathBuf> {
+    let mut left = Vec::new();
+    match std::fs::symlink_metadata(sdir) {
+        Ok(m) if m.file_type().is_symlink() => {
+            let _ = std::fs::remove_file(sdir);
+            return left;
+        }
+        Ok(m) if m.file_type().is_dir() => {}
+        _ => return left,
+    }
+    for e in std::fs::read_dir(sdir).into_iter().flatten().flatten() {
+        let p = e.path();
+        let ours = e.file_type().is_ok_and(|t| t.is_file())
+            && p.extension()
+                .is_some_and(|x| x == "svg" || x == "csv");
+        if !(ours && std::fs::remove_file(&p).is_ok()) {
+            left.push(p);
+        }
+    }
+    if left.is_empty() {
+        let _ = std::fs::remove_dir(sdir);
+    }
+    left
 }
 
 /// Writes `dir/index.html`, `dir/results.json`, and per section `dir/ID/*.svg|csv`.
@@ -834,7 +937,7 @@ pub fn write_report(
     let mut toc = String::new();
     for s in sections {
         let sdir = dir.join(&s.id);
-        std::fs::create_dir_all(&sdir).map_err(|e| io(&sdir, e))?;
+        section_dir(&sdir).map_err(|e| io(&sdir, e))?;
         let status = match s.failed_with() {
             Some(_) => "<b class=\"fails\">failed</b>".to_string(),
             None => html_escape(&s.claims_summary()),
@@ -951,7 +1054,7 @@ pub fn write_report(
                 }
             };
             let path = sdir.join(format!("{}.svg", p.file_stem()));
-            std::fs::write(&path, &svg).map_err(|e| io(&path, e))?;
+            write_file(&path, svg.as_bytes()).map_err(|e| io(&path, e))?;
             let _ = writeln!(
                 body,
                 "<figure><img src=\"{id}/{f}.svg\" alt=\"{t}\"><figcaption>{t} (<a href=\"{id}/{f}.svg\">SVG</a>)</figcaption></figure>",
@@ -962,7 +1065,7 @@ pub fn write_report(
         }
         for t in &s.tables {
             let path = sdir.join(format!("{}.csv", t.file_stem));
-            std::fs::write(&path, t.to_csv()).map_err(|e| io(&path, e))?;
+            write_file(&path, t.to_csv().as_bytes()).map_err(|e| io(&path, e))?;
             // Long tables fold away (the CSV has them whole).
             const LONG_TABLE_ROWS: usize = 20;
             let folded = t.rows.len() > LONG_TABLE_ROWS;
@@ -1034,13 +1137,16 @@ Machine-readable results: <a href="results.json">results.json</a>.</p>
         cmd = html_escape(&info.command),
     );
     let index = dir.join("index.html");
-    std::fs::write(&index, html).map_err(|e| io(&index, e))?;
+    write_file(&index, html.as_bytes()).map_err(|e| io(&index, e))?;
     let json = serde_json::json!({
         "run": info,
         "experiments": sections.iter().map(|s| (s.id.clone(), serde_json::to_value(s).unwrap_or_default())).collect::<serde_json::Map<_, _>>(),
     });
     let path = dir.join("results.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&json)?).map_err(|e| io(&path, e))?;
+    write_file(&path, serde_json::to_string_pretty(&json)?.as_bytes())
+        .map_err(|e| io(&path, e))?;
+    let ids: Vec<String> = sections.iter().map(|s| s.id.clone()).collect();
+    write_mark(dir, &ids).map_err(|e| io(&dir.join(REPORT_MARK), e))?;
     Ok(index)
 }
 

@@ -442,7 +442,7 @@ pub fn reproduce(
 ) -> Result<Reproduced, crate::LabError> {
     // Before anything runs: a directory that is not a report of ours is refused, one that
     // cannot be written fails now.
-    crate::report::prepare_report_dir(out)?;
+    let earlier = crate::report::prepare_report_dir(out)?;
     let started = std::time::Instant::now();
     let mut done: Vec<Option<Section>> = chosen.iter().map(|_| None).collect();
     let watcher = std::sync::Mutex::new(watcher);
@@ -477,12 +477,18 @@ pub fn reproduce(
     let interrupted = done.iter().any(Option::is_none);
     let sections: Vec<Section> = done.into_iter().flatten().collect();
     info.total_runtime_s = started.elapsed().as_secs_f64();
-    // An earlier run's sections that this one did not write would be stale beside it.
-    for e in ALL {
-        let stale = out.join(e.id);
-        if !sections.iter().any(|s| s.id == e.id) && stale.is_dir() {
-            std::fs::remove_dir_all(&stale)
-                .map_err(|err| format!("cannot remove {}: {err}", stale.display()))?;
+    // An earlier report's sections that this run did not write would be stale beside it:
+    // what that report wrote in them goes (only sections its mark lists; anything else
+    // there is left, and said).
+    for id in &earlier.earlier_sections {
+        if sections.iter().any(|s| &s.id == id) || !ALL.iter().any(|e| e.id == id) {
+            continue;
+        }
+        for p in crate::report::remove_stale_section(&out.join(id)) {
+            eprintln!(
+                "flashlab reproduce: kept {} (not written by flashlab) in the stale section {id}",
+                p.display()
+            );
         }
     }
     let index = crate::report::write_report(out, &info, &sections)?;
