@@ -284,20 +284,35 @@ fn a_device_anything_else_uses_is_not_erased() {
         assert!(now == pattern, "{} was written", lower.dev);
         assert!(!out.exists());
     };
-    // A loop device stacked on it (sysfs lists no holder for that).
-    let upper = LoopDevice::new(std::path::Path::new(&lower.dev)).unwrap();
-    let o = erase(&lower.dev);
-    let (_, err) = text(&o);
-    assert!(!o.status.success());
-    assert!(
-        err.contains(&format!(
-            "refusing to erase {}: it is used by {} (a loop device over {})",
-            lower.dev, upper.dev, lower.dev
-        )),
-        "{err}"
+    // A loop device stacked on it (sysfs lists no holder for that), attached through the
+    // device's own node and through a node since deleted (its backing path then names
+    // nothing).
+    let alias = d.0.join("alias");
+    let rdev = std::os::unix::fs::MetadataExt::rdev(&std::fs::metadata(&lower.dev).unwrap());
+    let c = std::ffi::CString::new(alias.to_str().unwrap()).unwrap();
+    // SAFETY: mknod reads a NUL-terminated path.
+    assert_eq!(
+        unsafe { libc::mknod(c.as_ptr(), libc::S_IFBLK | 0o600, rdev) },
+        0
     );
-    untouched();
-    drop(upper);
+    for via in [std::path::PathBuf::from(&lower.dev), alias.clone()] {
+        let upper = LoopDevice::new(&via).unwrap();
+        if via == alias {
+            std::fs::remove_file(&alias).unwrap();
+        }
+        let o = erase(&lower.dev);
+        let (_, err) = text(&o);
+        assert!(!o.status.success());
+        assert!(
+            err.contains(&format!(
+                "refusing to erase {}: it is used by {} (a loop device over it)",
+                lower.dev, upper.dev
+            )),
+            "via {}: {err}",
+            via.display()
+        );
+        untouched();
+    }
     // A process holding it open.
     let f = std::fs::File::open(&lower.dev).unwrap();
     let mut holder = std::process::Command::new("sleep")

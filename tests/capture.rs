@@ -972,3 +972,41 @@ fn loop_devices_the_command_made_on_the_file_system_are_detached() {
     assert!(!loops.contains("inner.img"), "{loops}");
     assert_nothing_left(&dir.0);
 }
+
+#[test]
+fn a_loop_device_whose_backing_path_the_command_shadows_is_not_touched() {
+    let _serial = serial();
+    if skipped(
+        FsKind::Ext4,
+        "a_loop_device_whose_backing_path_the_command_shadows_is_not_touched",
+    ) {
+        return;
+    }
+    let dir = Scratch::new("capture-shadow");
+    let out = dir.0.join("t.trace");
+    // Someone else's loop device over a file in victim/; the command binds a directory of
+    // the captured file system over victim/, so that path now names a file there.
+    let victim = dir.0.join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("img.file"), vec![0u8; 1 << 20]).unwrap();
+    let theirs = common::LoopDevice::new(&victim.join("img.file")).expect("root has loop devices");
+    let script = format!(
+        "mkdir {{}}/x && touch {{}}/x/img.file && mount --bind {{}}/x {}",
+        victim.display()
+    );
+    let o = flashlab(&capture_args("ext4", "128MiB", &[], &dir, &out, &script));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{e}");
+    assert!(!e.contains(&theirs.dev), "{e}");
+    let loops = Command::new("losetup").arg("-a").output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&loops.stdout).contains(&theirs.dev),
+        "their loop device is still attached"
+    );
+    assert!(
+        victim.join("img.file").is_file(),
+        "the bind mount over it is gone"
+    );
+    drop(theirs);
+    assert_nothing_left(&dir.0);
+}

@@ -2846,14 +2846,25 @@ fn reproduce_keeps_what_it_did_not_write() {
     std::fs::write(&victim, "keep").unwrap();
     std::os::unix::fs::symlink(&victim, marked.join("results.json")).unwrap();
     let e = run("marked");
-    assert!(!marked.join("trim").exists(), "a stale section of ours goes");
+    assert!(
+        !marked.join("trim").exists(),
+        "a stale section of ours goes"
+    );
     assert!(!marked.join("astree/a.csv").exists());
-    assert!(marked.join("astree/notes.txt").is_file(), "what flashlab did not write stays");
+    assert!(
+        marked.join("astree/notes.txt").is_file(),
+        "what flashlab did not write stays"
+    );
     assert!(e.contains("kept") && e.contains("notes.txt"), "{e}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
-    assert!(std::fs::read_to_string(marked.join("results.json")).unwrap().contains("\"waf\""));
+    assert!(std::fs::read_to_string(marked.join("results.json"))
+        .unwrap()
+        .contains("\"waf\""));
     let mark = std::fs::read_to_string(marked.join(".flashlab-report")).unwrap();
-    assert!(mark.contains("section waf") && !mark.contains("section trim"), "{mark}");
+    assert!(
+        mark.contains("section waf") && !mark.contains("section trim"),
+        "{mark}"
+    );
     // A mark that is a symlink: refused, its target untouched.
     let linked = dir.0.join("linked");
     std::fs::create_dir(&linked).unwrap();

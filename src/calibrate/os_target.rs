@@ -259,29 +259,17 @@ fn device_and_partitions(name: &str, major: u64, minor: u64) -> Vec<(String, u64
 }
 
 /// Loop devices whose backing file is one of `devices` (a loop device stacked on it, which
-/// sysfs does not list as a holder), from `/sys/block/loop*/loop/backing_file`.
+/// sysfs does not list as a holder), as the kernel reports their backing (a node since
+/// deleted or in another mount namespace counts as well).
 fn loops_over(devices: &[(String, u64, u64)]) -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir("/sys/block") else {
-        return Vec::new();
-    };
-    let mut out: Vec<String> = dir
-        .flatten()
-        .filter_map(|e| {
-            let backing = sys_text(e.path().join("loop/backing_file"))?;
-            let m = std::fs::metadata(&backing).ok()?;
-            let (ma, mi) = major_minor(m.rdev());
-            (m.file_type().is_block_device()
-                && devices.iter().any(|(_, a, b)| (*a, *b) == (ma, mi)))
-            .then(|| {
-                format!(
-                    "/dev/{} (a loop device over {backing})",
-                    e.file_name().to_string_lossy()
-                )
-            })
+    trace::loopdev::attached()
+        .into_iter()
+        .filter(|(_, b)| {
+            let (ma, mi) = major_minor(b.rdev);
+            b.rdev != 0 && devices.iter().any(|(_, a, c)| (*a, *c) == (ma, mi))
         })
-        .collect();
-    out.sort();
-    out
+        .map(|(d, _)| format!("{d} (a loop device over it)"))
+        .collect()
 }
 
 /// Why the device must not be erased because of what runs here: loop devices stacked on it

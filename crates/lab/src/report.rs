@@ -913,8 +913,7 @@ pub fn remove_stale_section(sdir: &Path) -> Vec<PathBuf> {
     for e in std::fs::read_dir(sdir).into_iter().flatten().flatten() {
         let p = e.path();
         let ours = e.file_type().is_ok_and(|t| t.is_file())
-            && p.extension()
-                .is_some_and(|x| x == "svg" || x == "csv");
+            && p.extension().is_some_and(|x| x == "svg" || x == "csv");
         if !(ours && std::fs::remove_file(&p).is_ok()) {
             left.push(p);
         }
@@ -1143,8 +1142,7 @@ Machine-readable results: <a href="results.json">results.json</a>.</p>
         "experiments": sections.iter().map(|s| (s.id.clone(), serde_json::to_value(s).unwrap_or_default())).collect::<serde_json::Map<_, _>>(),
     });
     let path = dir.join("results.json");
-    write_file(&path, serde_json::to_string_pretty(&json)?.as_bytes())
-        .map_err(|e| io(&path, e))?;
+    write_file(&path, serde_json::to_string_pretty(&json)?.as_bytes()).map_err(|e| io(&path, e))?;
     let ids: Vec<String> = sections.iter().map(|s| s.id.clone()).collect();
     write_mark(dir, &ids).map_err(|e| io(&dir.join(REPORT_MARK), e))?;
     Ok(index)

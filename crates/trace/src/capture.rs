@@ -363,10 +363,9 @@ impl Setup {
             // that will not go even lazily ends the loop (reported) instead of spinning.
             let root = self.dir.clone().unwrap_or_else(|| mnt.clone());
             let root = std::fs::canonicalize(&root).unwrap_or(root);
-            let mnt_real = std::fs::canonicalize(&mnt).unwrap_or_else(|_| mnt.clone());
             let inner: Vec<String> = self
                 .fs_dev
-                .map(|d| loops_backed_on(&mnt_real, d))
+                .map(loops_backed_on)
                 .unwrap_or_default()
                 .into_iter()
                 .filter(|d| Some(d.as_str()) != self.loop_device.as_deref())
@@ -469,26 +468,15 @@ impl Drop for Setup {
 /// The most mounts teardown unmounts at or under the mount point.
 const MAX_MOUNTS_UNDER: usize = 4096;
 
-/// Loop devices whose backing file lies under the mount point `root` or on the file system
-/// `fs_dev` (loop devices the command made of files on the captured file system).
-fn loops_backed_on(root: &Path, fs_dev: u64) -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir("/sys/block") else {
-        return Vec::new();
-    };
-    let mut out: Vec<String> = dir
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_string();
-            let backing = std::fs::read_to_string(e.path().join("loop/backing_file")).ok()?;
-            let backing = backing.trim_end_matches('\n');
-            let path = Path::new(backing.strip_suffix(" (deleted)").unwrap_or(backing));
-            let on_ours =
-                path.starts_with(root) || std::fs::metadata(path).is_ok_and(|m| m.dev() == fs_dev);
-            on_ours.then(|| format!("/dev/{name}"))
-        })
-        .collect();
-    out.sort();
-    out
+/// Loop devices whose backing file lies on the file system `fs_dev` (loop devices the
+/// command made of files on the captured file system), as the kernel reports their
+/// backing (never by the backing file's path, which the command can shadow).
+fn loops_backed_on(fs_dev: u64) -> Vec<String> {
+    crate::loopdev::attached()
+        .into_iter()
+        .filter(|(_, b)| b.dev == fs_dev)
+        .map(|(d, _)| d)
+        .collect()
 }
 
 /// Mount points at or under `dir`, and any other mount of one of `devices` (the command

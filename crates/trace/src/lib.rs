@@ -18,6 +18,7 @@ pub mod error;
 pub mod formats;
 mod input;
 pub mod leftovers;
+pub mod loopdev;
 pub mod mkfs_opts;
 pub mod procs;
 pub mod replay;
