@@ -477,3 +477,51 @@ fn a_signal_repeated_at_once_still_removes_fios_directory() {
     let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+#[test]
+fn fio_dies_with_a_killed_flashlab() {
+    if !fio_installed("fio_dies_with_a_killed_flashlab") {
+        return;
+    }
+    let dir = Scratch::new("fio-orphan");
+    let job = dir.0.join("endless.fio");
+    std::fs::write(
+        &job,
+        "[a]\nrw=randwrite\nbs=512\nsize=1g\nloops=100000000\n",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(["fio", job.to_str().unwrap()])
+        .args(DRIVE)
+        .env("TMPDIR", &dir.0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // fio's pid, once flashlab has started it.
+    let children = format!("/proc/{}/task/{}/children", child.id(), child.id());
+    let fio = loop {
+        let c = std::fs::read_to_string(&children).unwrap_or_default();
+        // The fio that runs the jobs (not `fio --version`, run first).
+        let running = c.split_whitespace().find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains("flashlab.fio"))
+        });
+        if let Some(p) = running {
+            break p.to_string();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The kernel kills it with its parent (PR_SET_PDEATHSIG); give it a moment to go.
+    let gone = (0..500).any(|_| {
+        let state = std::fs::read_to_string(format!("/proc/{fio}/stat")).unwrap_or_default();
+        let dead = state.is_empty() || state.contains(") Z ");
+        if !dead {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        dead
+    });
+    assert!(gone, "fio {fio} outlived the flashlab that started it");
+}

@@ -172,13 +172,19 @@ impl CommandGroup {
         }
     }
 
-    /// The group's live processes.
+    /// The group's live processes (in a cgroup, its own and every nested one's: the
+    /// command may make cgroups under it).
     fn members(&mut self) -> Vec<ProcessId> {
         match &mut self.kind {
-            Kind::Cgroup { dir, .. } => std::fs::read_to_string(dir.join("cgroup.procs"))
-                .unwrap_or_default()
-                .lines()
-                .filter_map(|l| l.trim().parse::<u32>().ok())
+            Kind::Cgroup { dir, .. } => subtree(dir)
+                .iter()
+                .flat_map(|d| {
+                    std::fs::read_to_string(d.join("cgroup.procs"))
+                        .unwrap_or_default()
+                        .lines()
+                        .filter_map(|l| l.trim().parse::<u32>().ok())
+                        .collect::<Vec<_>>()
+                })
                 .filter_map(|pid| Some((pid, start_time(pid)?)))
                 .collect(),
             Kind::Descendants { .. } => {
@@ -265,13 +271,21 @@ impl Drop for CommandGroup {
     fn drop(&mut self) {
         let ended = self.end();
         if let Kind::Cgroup { dir, .. } = &self.kind {
-            let mut removed = std::fs::remove_dir(dir);
+            // Nested cgroups the command made first, deepest first.
+            let remove = || {
+                let mut r = Ok(());
+                for d in subtree(dir).iter().rev() {
+                    r = std::fs::remove_dir(d);
+                }
+                r
+            };
+            let mut removed = remove();
             for _ in 0..50 {
                 if removed.is_ok() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(20));
-                removed = std::fs::remove_dir(dir);
+                removed = remove();
             }
             if let Err(e) = removed {
                 eprintln!(
@@ -295,6 +309,24 @@ fn signal(procs: &[ProcessId], sig: libc::c_int) {
             libc::kill(pid as libc::pid_t, sig);
         }
     }
+}
+
+/// `dir` and every cgroup nested in it, parents before children.
+fn subtree(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    let mut i = 0;
+    while i < out.len() && out.len() < 10_000 {
+        let children: Vec<PathBuf> = std::fs::read_dir(&out[i])
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect();
+        out.extend(children);
+        i += 1;
+    }
+    out
 }
 
 /// A cgroup v2 directory `name` made under this process's own cgroup, or None where there
@@ -455,5 +487,42 @@ mod tests {
         assert!(!alive(bg), "the setsid child was ended");
         assert!(ended.survivors.is_empty(), "{ended:?}");
         assert!(!dir.exists(), "the cgroup is removed");
+    }
+
+    #[test]
+    fn processes_in_a_cgroup_the_command_nested_are_ended_and_the_cgroups_removed() {
+        let mut group = CommandGroup::new(&format!("flashlab-test-n-{}", std::process::id()));
+        let dir = match &group.kind {
+            Kind::Cgroup { dir, .. } => dir.clone(),
+            Kind::Descendants { .. } => {
+                eprintln!("processes_in_a_cgroup_the_command_nested_...: SKIPPED: no writable cgroup v2 hierarchy (needs root)");
+                return;
+            }
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let pidfile = tmp.path().join("bg.pid");
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(format!(
+            "mkdir {d}/sub && (sh -c 'echo 0 > {d}/sub/cgroup.procs; echo $$ > {p}; exec sleep 60' &) ; sleep 0.3",
+            d = dir.display(),
+            p = pidfile.display()
+        ));
+        group.prepare(&mut command);
+        let mut child = command.spawn().unwrap();
+        group.started(child.id());
+        child.wait().unwrap();
+        let bg: u32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(alive(bg));
+        let ended = group.end();
+        drop(group);
+        assert!(
+            !alive(bg),
+            "the process in the nested cgroup was ended: {ended:?}"
+        );
+        assert!(!dir.exists(), "the cgroups are removed");
     }
 }
