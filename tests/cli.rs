@@ -3298,3 +3298,75 @@ fn messages_say_what_happened_in_words_people_read() {
     assert!(json["points"][0]["result"]["write_latency_ns"]["p99"].is_null());
     assert!(json["points"][1]["result"]["iops"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn more_flags_that_would_do_nothing_are_refused() {
+    let dir = Scratch::new("more-nothing-flags");
+    let trace = dir.0.join("t.trace");
+    std::fs::write(&trace, "flashlab-trace v1 closed\n0 W 0 4096 0\n").unwrap();
+    let timed = dir.0.join("o.trace");
+    std::fs::write(&timed, "flashlab-trace v1 open\n0 W 0 4096 0\n").unwrap();
+    let (t, o) = (trace.to_str().unwrap(), timed.to_str().unwrap());
+    let out = dir.0.join("p.toml");
+    let out = out.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["replay", t, "--preset", "x25e", "--coalesce-window", "5ms"],
+            "--coalesce-window groups TRIMs",
+        ),
+        (
+            vec!["replay", t, "--preset", "x25e", "--seed", "5"],
+            "--seed seeds preconditioning's writes",
+        ),
+        (
+            vec!["replay", o, "--preset", "x25e", "--queue-depth", "8"],
+            "the trace is timestamped",
+        ),
+        (
+            vec![
+                "calibrate",
+                "--file",
+                "/nonexistent/x.bin",
+                "--size",
+                "64MiB",
+                "--out",
+                out,
+                "--capacity",
+                "8GiB",
+            ],
+            "--capacity sizes the simulated drive",
+        ),
+        (
+            vec!["calibrate", "--sim-preset", "x25e", "--name", "foo"],
+            "--name names the preset written to --out",
+        ),
+        (
+            vec![
+                "fio",
+                "examples/fio/seqread-128k.fio",
+                "--preset",
+                "mx500",
+                "--seed",
+                "3",
+            ],
+            "--seed seeds preconditioning's random writes",
+        ),
+    ] {
+        let r = flashlab(&args);
+        let e = String::from_utf8_lossy(&r.stderr);
+        assert!(!r.status.success(), "{args:?} ran");
+        assert!(e.contains(says), "{args:?}: {e}");
+    }
+    // The same flags where they apply run.
+    let r = flashlab(&[
+        "replay",
+        o,
+        "--preset",
+        "x25e",
+        "--mode",
+        "closed",
+        "--queue-depth",
+        "8",
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+}

@@ -68,6 +68,12 @@ pub(crate) struct CalibrateArgs {
 
 pub(crate) fn run(a: CalibrateArgs) -> Result<()> {
     let started = Instant::now();
+    if a.sim_preset.is_none() && super::given::given("capacity") {
+        bail!("--capacity sizes the simulated drive of --sim-preset; a file or device has its own");
+    }
+    if a.out.is_none() && a.name.is_some() {
+        bail!("--name names the preset written to --out: add --out PRESET.toml");
+    }
     if let Some(out) = &a.out {
         if out.extension().and_then(|e| e.to_str()) != Some("toml") {
             bail!(

@@ -97,6 +97,15 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     if a.max_requests == Some(0) {
         bail!("--max-requests must be at least 1");
     }
+    if given::given("coalesce_window") && a.trim_as != TrimAs::Vtrim {
+        bail!("--coalesce-window groups TRIMs into vectored TRIMs: it needs --trim-as vtrim");
+    }
+    if given::given("seed")
+        && a.precondition == lab::precondition::Precondition::None
+        && a.device.age.is_none()
+    {
+        bail!("--seed seeds preconditioning's writes and the error model's draws: without --precondition or --age it does nothing");
+    }
     // One reading to describe and check the trace; each pass reads it again, a request at
     // a time (blkparse and tracefs captures are read whole: see trace::stream).
     let file = trace::TraceFile::open(&a.trace, a.format, a.disk.as_deref(), a.max_requests)?;
@@ -134,6 +143,12 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
         Some(m) => m == LoopMode::Open,
         None => info.timestamped,
     };
+    if open && given::given("queue_depth") {
+        bail!(
+            "--queue-depth is the requests in flight per stream in closed-loop mode; this replay is open loop ({}), where requests issue at their timestamps: add --mode closed",
+            if a.mode.is_some() { "--mode open" } else { "the trace is timestamped" }
+        );
+    }
     if let (Some(f), lab::precondition::Precondition::None) = (a.occupancy, a.precondition) {
         bail!("--occupancy {f} has no effect without --precondition fill or steady");
     }

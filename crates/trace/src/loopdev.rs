@@ -92,8 +92,9 @@ mod tests {
     fn the_kernel_encoding_decodes_as_stat_encodes() {
         // 7:0 and a minor past 255 (259:65536 is how NVMe partitions can number).
         assert_eq!(from_kernel(7 << 8), libc::makedev(7, 0));
-        let huge = (259u64 << 8) | (65536u64 & 0xff) | ((65536u64 & !0xff) << 12);
-        assert_eq!(from_kernel(huge), libc::makedev(259, 65536));
+        let (major, minor) = (259u64, 65_537u64);
+        let huge = (major << 8) | (minor & 0xff) | ((minor & !0xff) << 12);
+        assert_eq!(from_kernel(huge), libc::makedev(259, 65_537));
     }
 
     #[test]

@@ -135,6 +135,7 @@ pub(crate) fn check(key: &str, value: Option<&str>) -> Result<(), String> {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || ".,/:%-".contains(c))
         }
+        Shape::Text if key == "name" => return job_name(key, v),
         Shape::Text => return text(key, v),
         Shape::Description => {
             return if v.len() <= MAX_DESCRIPTION_BYTES && !v.chars().any(char::is_control) {
@@ -166,15 +167,30 @@ pub(crate) fn text(what: &str, v: &str) -> Result<(), String> {
             v.len()
         ));
     }
-    if let Some(c) = v.chars().find(|c| !c.is_ascii_graphic() || *c == '$') {
+    if let Some(c) = v
+        .chars()
+        .find(|c| !c.is_ascii_graphic() || matches!(c, '$' | ';' | '#'))
+    {
         return Err(format!(
-            "{what}={}: {}; a name is printable ASCII without whitespace or `$` (fio would take `$` as an environment variable)",
+            "{what}={}: {}; a name is printable ASCII without whitespace, `$`, `;` or `#` (fio takes `$` for an environment variable and cuts a line at `;` or `#`)",
             shown(v),
             match c {
-                '$' => "holds `$`".to_string(),
                 c if c.is_whitespace() => "holds whitespace".to_string(),
-                c => format!("holds {c:?}"),
+                c => format!("holds `{c}`"),
             }
+        ));
+    }
+    Ok(())
+}
+
+/// A job's name (a section's, or `name=`): a [`text`] without `:`, since fio names the
+/// job's file after it when it gives none, and reads `:` in a file name as a list of files.
+pub(crate) fn job_name(what: &str, v: &str) -> Result<(), String> {
+    text(what, v)?;
+    if v.contains(':') {
+        return Err(format!(
+            "{what}={}: holds `:`; fio names the job's file after the job and reads `:` there as a list of files",
+            shown(v)
         ));
     }
     Ok(())
@@ -332,6 +348,9 @@ mod tests {
             ("iodepth", "8 numjobs=3"),
             ("filename", "a b"),
             ("filename", "${HOME}/x"),
+            ("filename", "/x;y"),
+            ("filename", "/x#y"),
+            ("name", "a:/tmp/x"),
             ("name", "a\tb"),
             ("description", "a\nb"),
         ] {

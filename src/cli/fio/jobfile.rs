@@ -366,7 +366,7 @@ pub(crate) fn parse(origin: &str, text: &str) -> Result<JobFile> {
             if name.is_empty() {
                 return Err(at("an empty section name".into()));
             }
-            super::grammar::text("the section name", name).map_err(at)?;
+            super::grammar::job_name("the section name", name).map_err(at)?;
             finish(section.take().flatten(), &mut jobs)
                 .map_err(|m| anyhow::anyhow!("{origin}:{m}"))?;
             // fio takes every section whose name starts with "global" as global.

@@ -79,6 +79,9 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
     if let (Some(f), lab::precondition::Precondition::None) = (a.occupancy, a.precondition) {
         bail!("--occupancy {f} has no effect without --precondition fill or steady");
     }
+    if given::given("seed") && a.precondition == lab::precondition::Precondition::None {
+        bail!("--seed seeds preconditioning's random writes: without --precondition fill or steady it does nothing (fio's own seeds are the job's randseed)");
+    }
     let jobs = jobfile::read(&a.jobfile)?;
     let preset = a.device.preset()?;
     let mut dev = preset.build()?;

@@ -423,6 +423,11 @@ fn seconds(ns: u64) -> String {
     format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
 }
 
+/// Most issue and completion events a blkparse or tracefs file may hold: they are paired
+/// across the whole file in memory (about 200 bytes an event with the trace built from
+/// them), so this keeps one file's parse near 2 GB.
+pub const MAX_KERNEL_EVENTS: usize = 10_000_000;
+
 /// Issue and completion events collected by the kernel-trace parsers.
 #[derive(Default)]
 pub(crate) struct KernelEvents {
@@ -433,6 +438,8 @@ pub(crate) struct KernelEvents {
     /// When tasks waited for a CPU, where the trace has the scheduler's events
     /// (`sched_wakeup`, `sched_switch`).
     pub(crate) cpu_waits: CpuWaits,
+    /// Most events kept (0: [`MAX_KERNEL_EVENTS`]).
+    max_events: usize,
 }
 
 impl KernelEvents {
@@ -446,6 +453,16 @@ impl KernelEvents {
         sector: u64,
         sectors: u64,
     ) -> Result<(), String> {
+        let max = if self.max_events == 0 {
+            MAX_KERNEL_EVENTS
+        } else {
+            self.max_events
+        };
+        if self.issues.len() + self.completions.len() >= max {
+            return Err(format!(
+                "more than {max} issue and completion events: a blkparse or tracefs capture is paired whole in memory (about 200 bytes an event), so one this long is refused; capture a shorter run, or convert it to flashlab's native format, which streams"
+            ));
+        }
         if is_issue {
             // A replay submits in issue order: a capture's issues come in time order, and
             // one that goes back is said here, at its line, not later as a replay error.
@@ -599,6 +616,22 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_events_past_the_limit_are_an_error_not_memory() {
+        let mut e = KernelEvents {
+            max_events: 3,
+            ..KernelEvents::default()
+        };
+        for i in 0..3 {
+            e.push(i % 2 == 0, 1, i, Op::Write, 0, 8).unwrap();
+        }
+        let err = e.push(true, 1, 9, Op::Write, 0, 8).unwrap_err();
+        assert!(
+            err.contains("more than 3 issue and completion events"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn seconds_parse_exactly() {
