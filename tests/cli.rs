@@ -3150,7 +3150,7 @@ fn flags_that_would_do_nothing_are_refused_by_name() {
                 "--writes",
                 "1x",
             ],
-            "--age and --drive apply to SSDs only",
+            "--drive and --scheduler apply to SSDs only",
         ),
         (
             vec![
@@ -3189,10 +3189,7 @@ fn flags_that_would_do_nothing_are_refused_by_name() {
             "pe is given twice",
         ),
     ] {
-        let o = flashlab(&args);
-        let e = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success(), "{args:?} ran");
-        assert!(e.contains(says), "{args:?}: {e}");
+        common::assert_refused(&args, says);
     }
     // Given where they apply, the same flags run.
     let o = flashlab(&[
@@ -3352,10 +3349,7 @@ fn more_flags_that_would_do_nothing_are_refused() {
             "--seed seeds preconditioning's random writes",
         ),
     ] {
-        let r = flashlab(&args);
-        let e = String::from_utf8_lossy(&r.stderr);
-        assert!(!r.status.success(), "{args:?} ran");
-        assert!(e.contains(says), "{args:?}: {e}");
+        common::assert_refused(&args, says);
     }
     // The same flags where they apply run.
     let r = flashlab(&[

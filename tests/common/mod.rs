@@ -59,3 +59,11 @@ impl Drop for LoopDevice {
         let _ = Command::new("losetup").args(["-d", &self.dev]).status();
     }
 }
+
+/// Runs flashlab with `args` and checks that it fails saying `says`.
+pub fn assert_refused(args: &[&str], says: &str) {
+    let o = flashlab(args);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{args:?} ran");
+    assert!(e.contains(says), "{args:?}: {e}");
+}
