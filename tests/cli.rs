@@ -2845,6 +2845,14 @@ fn reproduce_keeps_what_it_did_not_write() {
     let victim = dir.0.join("victim.txt");
     std::fs::write(&victim, "keep").unwrap();
     std::os::unix::fs::symlink(&victim, marked.join("results.json")).unwrap();
+    // A FIFO and a hard link are replaced too (a FIFO once hung the write).
+    assert!(Command::new("mkfifo")
+        .arg(marked.join("index.html"))
+        .status()
+        .unwrap()
+        .success());
+    std::fs::create_dir(marked.join("waf")).unwrap();
+    std::fs::hard_link(&victim, marked.join("waf/waf.csv")).unwrap();
     let e = run("marked");
     assert!(
         !marked.join("trim").exists(),

@@ -2,6 +2,7 @@
 //! reference numbers, ours, plots, tables, computed verdicts), SVG plots and CSV tables
 //! beside it, and `results.json` with every measured number, reference and verdict.
 
+use crate::safe_dir::{Kind, SafeDir};
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
 use serde::Serialize;
@@ -852,74 +853,50 @@ pub fn prepare_report_dir(dir: &Path) -> Result<ReportDir, crate::LabError> {
         }
         Err(e) => return Err(format!("--out {}: {e}", dir.display()).into()),
     }
-    write_mark(dir, &found.earlier_sections)
+    SafeDir::open(dir)
+        .and_then(|d| write_mark(&d, &found.earlier_sections))
         .map_err(|e| format!("--out {}: cannot write in it: {e}", dir.display()))?;
     Ok(found)
 }
 
-/// Writes the mark listing `sections`.
-fn write_mark(dir: &Path, sections: &[String]) -> std::io::Result<()> {
+/// Writes the mark listing `sections` into the report directory `dir`.
+fn write_mark(dir: &SafeDir, sections: &[String]) -> std::io::Result<()> {
     let mut text = format!("{MARK_HEADER}\n");
     for s in sections {
         text.push_str(&format!("section {s}\n"));
     }
-    write_file(&dir.join(REPORT_MARK), text.as_bytes())
+    dir.write(REPORT_MARK, text.as_bytes())
 }
 
-/// Writes `bytes` to `path` in a report directory, never through a symlink: a symlink at
-/// the path is removed (the link, not what it points at) and the file created anew with
-/// `O_NOFOLLOW`.
-fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        std::fs::remove_file(path)?;
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
-    f.write_all(bytes)
-}
-
-/// Makes the section directory `sdir` in a report directory: a symlink there is removed
-/// first (never followed).
-fn section_dir(sdir: &Path) -> std::io::Result<()> {
-    match std::fs::symlink_metadata(sdir) {
-        Ok(m) if m.file_type().is_dir() => Ok(()),
-        Ok(_) => {
-            std::fs::remove_file(sdir)?;
-            std::fs::create_dir(sdir)
-        }
-        Err(_) => std::fs::create_dir(sdir),
-    }
-}
-
-/// Removes what an earlier report wrote in section directory `sdir` (its SVG and CSV
-/// files, not through symlinks) and the directory if nothing else is left in it; returns
-/// what was left (files flashlab did not write), for the caller to say.
-pub fn remove_stale_section(sdir: &Path) -> Vec<PathBuf> {
+/// Removes what an earlier report wrote in its section `id` of the report directory
+/// `out` (the section's SVG and CSV files) and the section if nothing else is left in it;
+/// returns what was left (things flashlab did not write), for the caller to say. Nothing
+/// is followed: a symlink by the section's name is removed itself.
+pub fn remove_stale_section(out: &Path, id: &str) -> Vec<PathBuf> {
     let mut left = Vec::new();
-    match std::fs::symlink_metadata(sdir) {
-        Ok(m) if m.file_type().is_symlink() => {
-            let _ = std::fs::remove_file(sdir);
+    let Ok(root) = SafeDir::open(out) else {
+        return left;
+    };
+    match root.kind(id) {
+        Ok(Some(Kind::Dir)) => {}
+        Ok(Some(Kind::Symlink)) => {
+            let _ = root.remove_file(id);
             return left;
         }
-        Ok(m) if m.file_type().is_dir() => {}
         _ => return left,
     }
-    for e in std::fs::read_dir(sdir).into_iter().flatten().flatten() {
-        let p = e.path();
-        let ours = e.file_type().is_ok_and(|t| t.is_file())
-            && p.extension().is_some_and(|x| x == "svg" || x == "csv");
-        if !(ours && std::fs::remove_file(&p).is_ok()) {
-            left.push(p);
+    let Ok(Some(sec)) = root.subdir_existing(id) else {
+        return left;
+    };
+    for name in sec.names().unwrap_or_default() {
+        let ours = (name.ends_with(".svg") || name.ends_with(".csv"))
+            && sec.kind(&name).ok().flatten() == Some(Kind::File);
+        if !(ours && sec.remove_file(&name).is_ok()) {
+            left.push(out.join(id).join(&name));
         }
     }
     if left.is_empty() {
-        let _ = std::fs::remove_dir(sdir);
+        let _ = root.remove_dir(id);
     }
     left
 }
@@ -932,11 +909,12 @@ pub fn write_report(
 ) -> Result<PathBuf, crate::LabError> {
     let io = |what: &Path, e: std::io::Error| format!("cannot write {}: {e}", what.display());
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let root = SafeDir::open(dir).map_err(|e| io(dir, e))?;
     let mut body = String::new();
     let mut toc = String::new();
     for s in sections {
         let sdir = dir.join(&s.id);
-        section_dir(&sdir).map_err(|e| io(&sdir, e))?;
+        let sec = root.subdir(&s.id).map_err(|e| io(&sdir, e))?;
         let status = match s.failed_with() {
             Some(_) => "<b class=\"fails\">failed</b>".to_string(),
             None => html_escape(&s.claims_summary()),
@@ -1052,8 +1030,9 @@ pub fn write_report(
                     continue;
                 }
             };
-            let path = sdir.join(format!("{}.svg", p.file_stem()));
-            write_file(&path, svg.as_bytes()).map_err(|e| io(&path, e))?;
+            let name = format!("{}.svg", p.file_stem());
+            sec.write(&name, svg.as_bytes())
+                .map_err(|e| io(&sdir.join(&name), e))?;
             let _ = writeln!(
                 body,
                 "<figure><img src=\"{id}/{f}.svg\" alt=\"{t}\"><figcaption>{t} (<a href=\"{id}/{f}.svg\">SVG</a>)</figcaption></figure>",
@@ -1063,8 +1042,9 @@ pub fn write_report(
             );
         }
         for t in &s.tables {
-            let path = sdir.join(format!("{}.csv", t.file_stem));
-            write_file(&path, t.to_csv().as_bytes()).map_err(|e| io(&path, e))?;
+            let name = format!("{}.csv", t.file_stem);
+            sec.write(&name, t.to_csv().as_bytes())
+                .map_err(|e| io(&sdir.join(&name), e))?;
             // Long tables fold away (the CSV has them whole).
             const LONG_TABLE_ROWS: usize = 20;
             let folded = t.rows.len() > LONG_TABLE_ROWS;
@@ -1136,15 +1116,20 @@ Machine-readable results: <a href="results.json">results.json</a>.</p>
         cmd = html_escape(&info.command),
     );
     let index = dir.join("index.html");
-    write_file(&index, html.as_bytes()).map_err(|e| io(&index, e))?;
+    root.write("index.html", html.as_bytes())
+        .map_err(|e| io(&index, e))?;
     let json = serde_json::json!({
         "run": info,
         "experiments": sections.iter().map(|s| (s.id.clone(), serde_json::to_value(s).unwrap_or_default())).collect::<serde_json::Map<_, _>>(),
     });
     let path = dir.join("results.json");
-    write_file(&path, serde_json::to_string_pretty(&json)?.as_bytes()).map_err(|e| io(&path, e))?;
+    root.write(
+        "results.json",
+        serde_json::to_string_pretty(&json)?.as_bytes(),
+    )
+    .map_err(|e| io(&path, e))?;
     let ids: Vec<String> = sections.iter().map(|s| s.id.clone()).collect();
-    write_mark(dir, &ids).map_err(|e| io(&dir.join(REPORT_MARK), e))?;
+    write_mark(&root, &ids).map_err(|e| io(&dir.join(REPORT_MARK), e))?;
     Ok(index)
 }
 

@@ -484,7 +484,7 @@ pub fn reproduce(
         if sections.iter().any(|s| &s.id == id) || !ALL.iter().any(|e| e.id == id) {
             continue;
         }
-        for p in crate::report::remove_stale_section(&out.join(id)) {
+        for p in crate::report::remove_stale_section(out, id) {
             eprintln!(
                 "flashlab reproduce: kept {} (not written by flashlab) in the stale section {id}",
                 p.display()
