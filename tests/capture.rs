@@ -1010,3 +1010,87 @@ fn a_loop_device_whose_backing_path_the_command_shadows_is_not_touched() {
     drop(theirs);
     assert_nothing_left(&dir.0);
 }
+
+#[test]
+fn a_work_directory_the_command_replaces_with_a_symlink_redirects_nothing() {
+    let _serial = serial();
+    if skipped(
+        FsKind::Ext4,
+        "a_work_directory_the_command_replaces_with_a_symlink_redirects_nothing",
+    ) {
+        return;
+    }
+    let dir = Scratch::new("capture-swap");
+    let out = dir.0.join("t.trace");
+    // Someone else's mounts, which the symlink will point at.
+    let bait = dir.0.join("bait");
+    let m = bait.join("m");
+    std::fs::create_dir_all(&m).unwrap();
+    assert!(Command::new("mount")
+        .args(["-t", "tmpfs", "bait", m.to_str().unwrap()])
+        .status()
+        .unwrap()
+        .success());
+    let script = format!(
+        "W=$(dirname {{}}); mv $W $W.old && ln -s {} $W",
+        bait.display()
+    );
+    let o = flashlab(&capture_args("ext4", "128MiB", &[], &dir, &out, &script));
+    let e = String::from_utf8_lossy(&o.stderr);
+    let still = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .contains(m.to_str().unwrap());
+    let _ = Command::new("umount").arg(&m).status();
+    assert!(still, "a mount the capture did not make was unmounted: {e}");
+    assert!(e.contains("moved the work directory"), "{e}");
+    // The command's symlink is the command's; the capture's own directory is gone.
+    for entry in std::fs::read_dir(&dir.0).unwrap().flatten() {
+        let p = entry.path();
+        if std::fs::symlink_metadata(&p)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+        {
+            std::fs::remove_file(&p).unwrap();
+        }
+    }
+    assert_nothing_left(&dir.0);
+}
+
+#[test]
+fn loops_on_the_captures_own_device_and_mounts_through_an_alias_are_undone() {
+    let _serial = serial();
+    if skipped(
+        FsKind::Ext4,
+        "loops_on_the_captures_own_device_and_mounts_through_an_alias_are_undone",
+    ) {
+        return;
+    }
+    let dir = Scratch::new("capture-alias");
+    let out = dir.0.join("t.trace");
+    let m2 = dir.0.join("m2");
+    std::fs::create_dir(&m2).unwrap();
+    let alias = dir.0.join("alias");
+    let script = format!(
+        "losetup -f $(findmnt -no SOURCE {{}}) && dd if=/dev/zero of={{}}/img bs=1M count=20 status=none && L=$(losetup -f --show {{}}/img) && mkfs.ext4 -q $L && mknod {a} b 7 ${{L#/dev/loop}} && mount {a} {m}",
+        a = alias.display(),
+        m = m2.display()
+    );
+    let o = flashlab(&capture_args("ext4", "128MiB", &[], &dir, &out, &script));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{e}");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(m2.to_str().unwrap()),
+        "the alias mount is gone: {e}"
+    );
+    let loops =
+        String::from_utf8_lossy(&Command::new("losetup").arg("-a").output().unwrap().stdout)
+            .to_string();
+    assert!(
+        !loops.contains("/img") && !loops.contains("(/dev/loop"),
+        "{loops}"
+    );
+    let _ = std::fs::remove_file(&alias);
+    assert_nothing_left(&dir.0);
+}

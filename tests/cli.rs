@@ -3321,7 +3321,7 @@ fn more_flags_that_would_do_nothing_are_refused() {
         ),
         (
             vec!["replay", t, "--preset", "x25e", "--seed", "5"],
-            "--seed seeds preconditioning's writes",
+            "--seed seeds steady preconditioning's random writes",
         ),
         (
             vec!["replay", o, "--preset", "x25e", "--queue-depth", "8"],
@@ -3354,7 +3354,7 @@ fn more_flags_that_would_do_nothing_are_refused() {
                 "--seed",
                 "3",
             ],
-            "--seed seeds preconditioning's random writes",
+            "--seed seeds steady preconditioning's random writes",
         ),
     ] {
         common::assert_refused(&args, says);

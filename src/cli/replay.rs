@@ -101,10 +101,13 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
         bail!("--coalesce-window groups TRIMs into vectored TRIMs: it needs --trim-as vtrim");
     }
     if given::given("seed")
-        && a.precondition == lab::precondition::Precondition::None
+        && !matches!(
+            a.precondition,
+            lab::precondition::Precondition::Steady { .. }
+        )
         && a.device.age.is_none()
     {
-        bail!("--seed seeds preconditioning's writes and the error model's draws: without --precondition or --age it does nothing");
+        bail!("--seed seeds steady preconditioning's random writes and the error model's draws: without --precondition steady or --age it does nothing (fill writes in order)");
     }
     // One reading to describe and check the trace; each pass reads it again, a request at
     // a time (blkparse and tracefs captures are read whole: see trace::stream).

@@ -27,7 +27,7 @@ use crate::capture_events::{self, Decoder, Record, Timed};
 use crate::command_group::CommandGroup;
 use crate::{Cancel, Trace, TraceError};
 use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -278,6 +278,13 @@ struct Setup {
     mount_point: Option<PathBuf>,
     /// The mounted file system's `st_dev`.
     fs_dev: Option<u64>,
+    /// The work directory's real path and (device, inode), recorded when it was made: the
+    /// command may move it or put a symlink in its place, and teardown never goes by a
+    /// path it resolves again.
+    dir_real: Option<PathBuf>,
+    dir_id: Option<(u64, u64)>,
+    /// The loop device's device number.
+    loop_rdev: Option<u64>,
     instance: Option<PathBuf>,
     /// The command's processes.
     group: Option<CommandGroup>,
@@ -288,6 +295,15 @@ struct Setup {
 impl Setup {
     fn hold(&mut self, step: &'static str, what: String) {
         self.held.insert(step, crate::leftovers::hold(what));
+    }
+
+    /// Whether `dir` still names the work directory this capture made.
+    fn dir_intact_at(&self, dir: &Path) -> bool {
+        match (std::fs::symlink_metadata(dir), self.dir_id) {
+            (Ok(m), Some(id)) => m.file_type().is_dir() && (m.dev(), m.ino()) == id,
+            (Ok(m), None) => m.file_type().is_dir(),
+            _ => false,
+        }
     }
 }
 
@@ -355,51 +371,48 @@ impl Setup {
                 );
             }
         }
-        if let Some(mnt) = self.mount_point.take() {
-            // The command may have mounted over the mount point, below it or over the work
-            // directory above it (a tmpfs, a bind mount), bound the device elsewhere, or
-            // made loop devices of files on it (mounted anywhere): unmount the newest such
-            // mount first and detach those loop devices, until ours is gone too. A mount
-            // that will not go even lazily ends the loop (reported) instead of spinning.
-            let root = self.dir.clone().unwrap_or_else(|| mnt.clone());
-            let root = std::fs::canonicalize(&root).unwrap_or(root);
-            let inner: Vec<String> = self
-                .fs_dev
-                .map(loops_backed_on)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|d| Some(d.as_str()) != self.loop_device.as_deref())
-                .collect();
-            let mut sources: Vec<&str> = inner.iter().map(String::as_str).collect();
-            sources.extend(self.loop_device.as_deref());
+        if self.mount_point.take().is_some() {
+            // The command may have mounted over the mount point or under it, over the work
+            // directory (a tmpfs, a bind mount), bound the file system elsewhere, or made
+            // loop devices of files on it or of its device (mounted anywhere): those
+            // mounts go, newest first, then those loop devices, then ours. Mounts are
+            // chosen by device number and mount ids, and by the work directory's real path
+            // as it was when this capture made it (mountinfo gives mounts' real paths, so a
+            // symlink the command put in its place redirects nothing; the command's
+            // processes have ended, so nothing renames while this runs).
+            let own = self.loop_device.clone().unwrap_or_default();
+            let inner = inner_loops(self.fs_dev, self.loop_rdev, &own);
+            let mut devices: Vec<u64> = inner.iter().map(|(_, r)| *r).collect();
+            devices.extend(self.loop_rdev);
+            let root = self.dir_real.clone();
             let mut failed: Vec<PathBuf> = Vec::new();
+            let mut inner_detached = false;
             for _ in 0..MAX_MOUNTS_UNDER {
-                let Some(top) = mounts_at_or_under(&root, &sources).pop() else {
+                let chosen = mounts_to_undo(&devices, self.fs_dev, root.as_deref());
+                let Some(top) = chosen.iter().rev().find(|m| !failed.contains(m)).cloned() else {
                     break;
                 };
-                if failed.contains(&top) {
-                    break;
-                }
-                if top == mnt {
-                    // Ours is next: the loop devices made on it go first.
-                    for dev in &inner {
+                let ours = chosen.iter().filter(|m| !failed.contains(m)).count() == 1;
+                if ours && !inner_detached {
+                    // Ours is the last: the loop devices made on it go first.
+                    inner_detached = true;
+                    for (dev, _) in &inner {
                         match run("detach a loop device the command made", "losetup", &["-d", dev]) {
                             Ok(_) => eprintln!(
-                                "flashlab capture: detached {dev}, which the command attached to a file on the captured file system"
+                                "flashlab capture: detached {dev}, which the command attached to a file on the captured file system or to its device"
                             ),
                             Err(e) => note(e),
                         }
                     }
                 }
-                let m = top.to_string_lossy().to_string();
-                let mut res = run("unmount", "umount", &[&m]);
+                let mut res = unmount(&top, false);
                 for _ in 0..10 {
                     if res.is_ok() {
                         break;
                     }
                     // Processes just ended may take a moment to let go.
                     std::thread::sleep(Duration::from_millis(100));
-                    res = run("unmount", "umount", &[&m]);
+                    res = unmount(&top, false);
                 }
                 if let Err(e) = res {
                     // Something the command did not start holds it (a shell cd'd into
@@ -408,14 +421,13 @@ impl Setup {
                     let holders = std::fs::metadata(&top)
                         .map(|md| crate::procs::users(crate::procs::Target::FileSystem(md.dev())))
                         .unwrap_or_default();
-                    let lazy = run("unmount lazily", "umount", &["-l", &m]);
-                    if lazy.is_err() {
-                        failed.push(top.clone());
-                    }
+                    let lazy = unmount(&top, true);
+                    failed.push(top.clone());
                     note(step(
                         "unmount",
                         format!(
-                            "{e}; held by {}; {}",
+                            "{}: {e}; held by {}; {}",
+                            top.display(),
                             if holders.is_empty() {
                                 "no process found (the kernel: another mount or a loop device)"
                                     .to_string()
@@ -434,20 +446,71 @@ impl Setup {
                     ));
                 }
             }
+            if !inner_detached {
+                for (dev, _) in &inner {
+                    if let Err(e) = run(
+                        "detach a loop device the command made",
+                        "losetup",
+                        &["-d", dev],
+                    ) {
+                        note(e);
+                    }
+                }
+            }
             if failed.is_empty() {
                 self.held.remove("mount");
             }
         }
         if let Some(dev) = self.loop_device.take() {
             match run("detach the loop device", "losetup", &["-d", &dev]) {
+                // A device still in use is only marked to detach when it is let go.
+                Ok(_) if loop_attached(&dev) => note(step(
+                    "detach the loop device",
+                    format!("{dev} is still in use (it detaches itself when let go)"),
+                )),
                 Ok(_) => drop(self.held.remove("loop")),
                 Err(e) => note(e),
             }
         }
         if let Some(dir) = self.dir.take() {
-            match std::fs::remove_dir_all(&dir) {
-                Ok(()) => drop(self.held.remove("dir")),
-                Err(e) => note(step("remove the image", format!("{}: {e}", dir.display()))),
+            if self.dir_intact_at(&dir) {
+                match std::fs::remove_dir_all(&dir) {
+                    Ok(()) => drop(self.held.remove("dir")),
+                    Err(e) => note(step("remove the image", format!("{}: {e}", dir.display()))),
+                }
+            } else {
+                // Moved within its parent (`mv DIR DIR.old`): found by its identity.
+                let moved = dir.parent().and_then(|p| {
+                    std::fs::read_dir(p)
+                        .ok()?
+                        .flatten()
+                        .map(|e| e.path())
+                        .find(|c| {
+                            std::fs::symlink_metadata(c).is_ok_and(|m| {
+                                m.file_type().is_dir() && Some((m.dev(), m.ino())) == self.dir_id
+                            })
+                        })
+                });
+                match moved {
+                    Some(m) => match std::fs::remove_dir_all(&m) {
+                        Ok(()) => {
+                            self.held.remove("dir");
+                            eprintln!(
+                                "flashlab capture: the command moved the work directory to {}; removed it there ({} was left as the command made it)",
+                                m.display(),
+                                dir.display()
+                            );
+                        }
+                        Err(e) => note(step("remove the image", format!("{}: {e}", m.display()))),
+                    },
+                    None => note(step(
+                        "remove the image",
+                        format!(
+                            "{} is no longer the directory this capture made (the command moved or replaced it) and it was not found beside it: its image is left where the command put it",
+                            dir.display()
+                        ),
+                    )),
+                }
             }
         }
         match first {
@@ -468,38 +531,130 @@ impl Drop for Setup {
 /// The most mounts teardown unmounts at or under the mount point.
 const MAX_MOUNTS_UNDER: usize = 4096;
 
-/// Loop devices whose backing file lies on the file system `fs_dev` (loop devices the
-/// command made of files on the captured file system), as the kernel reports their
-/// backing (never by the backing file's path, which the command can shadow).
-fn loops_backed_on(fs_dev: u64) -> Vec<String> {
-    crate::loopdev::attached()
+/// Loop devices the command made: backed by a file on the captured file system (`fs_dev`)
+/// or by its loop device (`loop_rdev`), or stacked on one of those; as the kernel reports
+/// their backing, never by a path the command could shadow. (`/dev/loopN`, its device
+/// number); `own` (the capture's loop device) is not among them.
+fn inner_loops(fs_dev: Option<u64>, loop_rdev: Option<u64>, own: &str) -> Vec<(String, u64)> {
+    let all: Vec<(String, crate::loopdev::Backing, u64)> = crate::loopdev::attached()
         .into_iter()
-        .filter(|(_, b)| b.dev == fs_dev)
-        .map(|(d, _)| d)
-        .collect()
+        .filter(|(d, _)| d != own)
+        .filter_map(|(d, b)| {
+            let rdev = std::fs::metadata(&d).ok()?.rdev();
+            Some((d, b, rdev))
+        })
+        .collect();
+    let mut found: Vec<(String, u64)> = Vec::new();
+    let mut bases: Vec<u64> = loop_rdev.into_iter().collect();
+    loop {
+        let before = found.len();
+        for (d, b, rdev) in &all {
+            let ours = Some(b.dev) == fs_dev || (b.rdev != 0 && bases.contains(&b.rdev));
+            if ours && !found.iter().any(|(f, _)| f == d) {
+                found.push((d.clone(), *rdev));
+                bases.push(*rdev);
+            }
+        }
+        if found.len() == before {
+            return found;
+        }
+    }
 }
 
-/// Mount points at or under `dir`, and any other mount of one of `devices` (the command
-/// may have bound ours elsewhere, or mounted a loop device it made of a file on ours),
-/// oldest first (the order of /proc/self/mountinfo).
-fn mounts_at_or_under(dir: &Path, devices: &[&str]) -> Vec<PathBuf> {
+/// Whether `/dev/loopN` is still attached.
+fn loop_attached(dev: &str) -> bool {
+    let name = dev.trim_start_matches("/dev/");
+    Path::new(&format!("/sys/block/{name}/loop/backing_file")).exists()
+}
+
+/// One line of /proc/self/mountinfo.
+struct MountEntry {
+    id: u32,
+    parent: u32,
+    /// The mounted file system's device number (btrfs's is an anonymous one, not its
+    /// disk's).
+    dev: u64,
+    point: PathBuf,
+    /// The device number of the mount's source, where the source is a device node.
+    source_rdev: Option<u64>,
+}
+
+fn mount_table() -> Vec<MountEntry> {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return Vec::new();
     };
     info.lines()
         .filter_map(|l| {
-            let point = PathBuf::from(unescape_mountinfo(l.split(' ').nth(4)?));
-            // After the " - " separator: the file system type, then the source.
+            let f: Vec<&str> = l.split(' ').collect();
+            let (major, minor) = f.get(2)?.split_once(':')?;
             let source = l
                 .split(" - ")
                 .nth(1)?
                 .split(' ')
                 .nth(1)
                 .map(unescape_mountinfo);
-            (point.starts_with(dir) || source.is_some_and(|s| devices.contains(&s.as_str())))
-                .then_some(point)
+            Some(MountEntry {
+                id: f.first()?.parse().ok()?,
+                parent: f.get(1)?.parse().ok()?,
+                dev: libc::makedev(major.parse().ok()?, minor.parse().ok()?),
+                point: PathBuf::from(unescape_mountinfo(f.get(4)?)),
+                source_rdev: source
+                    .filter(|s| s.starts_with('/'))
+                    .and_then(|s| std::fs::metadata(s).ok())
+                    .filter(|m| m.file_type().is_block_device())
+                    .map(|m| m.rdev()),
+            })
         })
         .collect()
+}
+
+/// Mount points to undo, oldest first (the order of /proc/self/mountinfo): every mount of
+/// one of `devices` (by the mounted file system's device number or its source node's,
+/// however the source was named) or of the file system `fs_dev`, every mount stacked on
+/// one of those (by parent id), and every mount at or under `root` (the work directory,
+/// while it is still the one this capture made).
+fn mounts_to_undo(devices: &[u64], fs_dev: Option<u64>, root: Option<&Path>) -> Vec<PathBuf> {
+    let table = mount_table();
+    let mut chosen: Vec<u32> = table
+        .iter()
+        .filter(|m| {
+            devices.contains(&m.dev)
+                || Some(m.dev) == fs_dev
+                || m.source_rdev.is_some_and(|r| devices.contains(&r))
+                || root.is_some_and(|r| m.point.starts_with(r))
+        })
+        .map(|m| m.id)
+        .collect();
+    loop {
+        let before = chosen.len();
+        for m in &table {
+            if chosen.contains(&m.parent) && !chosen.contains(&m.id) {
+                chosen.push(m.id);
+            }
+        }
+        if chosen.len() == before {
+            break;
+        }
+    }
+    table
+        .into_iter()
+        .filter(|m| chosen.contains(&m.id))
+        .map(|m| m.point)
+        .collect()
+}
+
+/// Unmounts `point`, never following a symlink in its last component (`UMOUNT_NOFOLLOW`);
+/// `lazy`: detach it now, free it when its users let go (`MNT_DETACH`).
+fn unmount(point: &Path, lazy: bool) -> Result<(), String> {
+    let c = std::ffi::CString::new(point.as_os_str().as_encoded_bytes())
+        .map_err(|_| "a NUL in a mount point".to_string())?;
+    let flags = libc::UMOUNT_NOFOLLOW | if lazy { libc::MNT_DETACH } else { 0 };
+    // SAFETY: umount2 reads a NUL-terminated path.
+    if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().to_string())
+    }
 }
 
 /// A mountinfo path with its octal escapes (`\040` for a space) undone.
@@ -603,6 +758,10 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         })?
         .keep();
     setup.dir = Some(dir.clone());
+    setup.dir_real = std::fs::canonicalize(&dir).ok();
+    setup.dir_id = std::fs::symlink_metadata(&dir)
+        .ok()
+        .map(|m| (m.dev(), m.ino()));
     setup.hold(
         "dir",
         format!("directory {} (the capture's image)", dir.display()),
@@ -632,6 +791,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         &["--find", "--show", &img],
     )?;
     setup.loop_device = Some(dev.clone());
+    setup.loop_rdev = std::fs::metadata(&dev).ok().map(|m| m.rdev());
     setup.hold("loop", format!("loop device {dev} (attached to {img})"));
 
     // File system.
@@ -1153,7 +1313,7 @@ mod tests {
         assert_eq!(unescape_mountinfo("/x\\134y"), "/x\\y");
         assert_eq!(unescape_mountinfo("/plain"), "/plain");
         // The root file system is at or under "/".
-        assert!(!mounts_at_or_under(Path::new("/"), &[]).is_empty());
+        assert!(!mounts_to_undo(&[], None, Some(Path::new("/"))).is_empty());
     }
 
     #[test]

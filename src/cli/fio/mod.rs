@@ -79,8 +79,13 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
     if let (Some(f), lab::precondition::Precondition::None) = (a.occupancy, a.precondition) {
         bail!("--occupancy {f} has no effect without --precondition fill or steady");
     }
-    if given::given("seed") && a.precondition == lab::precondition::Precondition::None {
-        bail!("--seed seeds preconditioning's random writes: without --precondition fill or steady it does nothing (fio's own seeds are the job's randseed)");
+    if given::given("seed")
+        && !matches!(
+            a.precondition,
+            lab::precondition::Precondition::Steady { .. }
+        )
+    {
+        bail!("--seed seeds steady preconditioning's random writes: without --precondition steady it does nothing (fill writes in order; fio's own seeds are the job's randseed)");
     }
     let jobs = jobfile::read(&a.jobfile)?;
     let preset = a.device.preset()?;
