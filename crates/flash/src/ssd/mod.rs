@@ -294,9 +294,11 @@ impl FlashSink for UntimedSlc<'_> {
 
 impl TimingSink<'_> {
     /// A page's transfer from controller memory over `die`'s channel, once the channel
-    /// and the die are free: returns when it ends (the channel is busy until then).
+    /// and the die are free: returns when it ends (the channel is busy until then). The
+    /// program of `program_ns` follows it (under the priority scheduler, an erase it
+    /// suspends is pushed back by both).
     #[inline]
-    fn transfer_to_die(&mut self, die: u32) -> u64 {
+    fn transfer_to_die(&mut self, die: u32, program_ns: u64) -> u64 {
         let ch = (die % self.channels) as usize;
         let d = die as usize;
         let mut start = self
@@ -305,12 +307,17 @@ impl TimingSink<'_> {
             .max(self.die_free_ns[d]);
         if let Some(m) = self.maint.as_deref_mut() {
             // A block opened for this program waits for its erase (and what was queued
-            // before it); otherwise only the step in progress.
+            // before it); otherwise only the step in progress, or an erase suspended.
             start = match self.opened.take() {
                 Some(b) if m.erase_pending(die, b) => {
                     m.drain_through_erase(die, b, self.die_free_ns[d], start)
                 }
-                _ => m.host_other(die, self.die_free_ns[d], start),
+                _ => m.host_program(
+                    die,
+                    self.die_free_ns[d],
+                    start,
+                    self.page_transfer_ns + program_ns,
+                ),
             };
         }
         let transferred = start + self.page_transfer_ns;
@@ -335,11 +342,11 @@ impl FlashSink for TimingSink<'_> {
         let d = die as usize;
         match kind {
             ProgramKind::Host => {
-                let transferred = self.transfer_to_die(die);
                 let program_ns = match self.slc.as_deref_mut() {
                     Some(slc) => slc.host_program_ns(die, self.timing.program_ns),
                     None => self.timing.program_ns,
                 };
+                let transferred = self.transfer_to_die(die, program_ns);
                 self.die_free_ns[d] = transferred + program_ns;
                 self.host_done_ns = self.host_done_ns.max(self.die_free_ns[d]);
                 if let Some(cache) = self.cache.as_deref_mut() {
@@ -365,7 +372,7 @@ impl FlashSink for TimingSink<'_> {
             // Translation pages come from controller memory like host data, but no host
             // command waits for them (only for the die and channel they occupy).
             ProgramKind::Map => {
-                let transferred = self.transfer_to_die(die);
+                let transferred = self.transfer_to_die(die, self.timing.program_ns);
                 self.die_free_ns[d] = transferred + self.timing.program_ns;
             }
         }

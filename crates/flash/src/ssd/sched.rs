@@ -4,9 +4,10 @@
 //! flash operation at a time, instead of being booked on the die at once. A host read
 //! goes before every queued step; one that meets a program or erase in progress suspends
 //! it (at the suspension latency) when enough of it is left, at most
-//! [`SchedulerConfig::max_suspensions`] times per operation; a host program waits only for
-//! the step in progress, and for the queued work up to the erase of a block it is about
-//! to program (the hard threshold: a block is programmed only after its erase).
+//! [`SchedulerConfig::max_suspensions`] times per operation; a host program suspends an
+//! erase the same way or waits for the step in progress, and waits for the queued work up
+//! to the erase of a block it is about to program (the hard threshold: a block is
+//! programmed only after its erase).
 //!
 //! The FTL's decisions are unchanged (it still cleans when and what it did): only when its
 //! operations occupy the die moves. Sources and the rule behind each constant:
@@ -218,9 +219,40 @@ impl Maintenance {
         }
     }
 
-    /// When a host operation that does not suspend maintenance (a program, a transfer
-    /// through the die) may start, ready at `ready_ns` (at or after `host_free_ns`): after
-    /// the step in progress.
+    /// When a host program that keeps the die busy for `busy_ns` may start, ready at
+    /// `ready_ns` (at or after `host_free_ns`): at once; after suspending an erase in
+    /// progress (at the erase's suspension latency, when more than that is left; MQSim's
+    /// preferred erase suspension for writes), the erase then pushed back by the
+    /// program's time; or when the step in progress ends.
+    pub(crate) fn host_program(
+        &mut self,
+        die: u32,
+        host_free_ns: u64,
+        ready_ns: u64,
+        busy_ns: u64,
+    ) -> u64 {
+        self.advance(die, host_free_ns, ready_ns);
+        let cfg = &self.cfg;
+        let q = &mut self.dies[die as usize];
+        match q.running.as_mut() {
+            Some(r)
+                if matches!(r.kind, StepKind::Erase(_))
+                    && r.suspensions < cfg.max_suspensions
+                    && r.end_ns - ready_ns > cfg.erase_suspend_ns =>
+            {
+                let start = ready_ns + cfg.erase_suspend_ns;
+                r.end_ns += start + busy_ns - ready_ns;
+                r.suspensions += 1;
+                self.suspensions += 1;
+                start
+            }
+            _ => self.host_other(die, host_free_ns, ready_ns),
+        }
+    }
+
+    /// When a host operation that does not suspend maintenance (a transfer through the
+    /// die, a translation read) may start, ready at `ready_ns` (at or after
+    /// `host_free_ns`): after the step in progress.
     pub(crate) fn host_other(&mut self, die: u32, host_free_ns: u64, ready_ns: u64) -> u64 {
         self.advance(die, host_free_ns, ready_ns);
         let q = &mut self.dies[die as usize];
@@ -331,6 +363,17 @@ mod tests {
         // With less than 700 µs left, a read waits for it.
         assert_eq!(q.host_read(1, 860_000, 3_200_000, 60_000), 3_760_000);
         assert_eq!(q.suspensions, 1);
+    }
+
+    #[test]
+    fn a_host_program_suspends_an_erase_but_not_a_program() {
+        let mut q = m();
+        q.push(0, StepKind::Erase(1), 5_000_000, 0);
+        // 1.1 ms of transfer and program at 1 ms: the erase (4 ms left) is suspended.
+        assert_eq!(q.host_program(0, 0, 1_000_000, 1_100_000), 1_700_000);
+        assert_eq!(q.dies[0].running.unwrap().end_ns, 5_000_000 + 1_800_000);
+        q.push(1, StepKind::Program, 1_000_000, 0);
+        assert_eq!(q.host_program(1, 0, 100_000, 1_100_000), 1_000_000, "waits");
     }
 
     #[test]
