@@ -180,9 +180,45 @@ impl Maintenance {
         }
     }
 
-    /// When a host read of `dur_ns` that is ready at `ready_ns` (at or after
-    /// `host_free_ns`, the end of the die's host timeline) starts: at once, after
-    /// suspending the step in progress, or when that step ends.
+    /// When a host operation that keeps the die busy for `busy_ns`, ready at `ready_ns`
+    /// (at or after `host_free_ns`, the end of the die's host timeline), starts: at once;
+    /// after suspending the step in progress, where `suspend_ns` gives that step's
+    /// suspension latency and more than that is left (at most
+    /// [`SchedulerConfig::max_suspensions`] times a step), the step then pushed back by the
+    /// operation; or when the step in progress ends.
+    fn host_op(
+        &mut self,
+        die: u32,
+        host_free_ns: u64,
+        ready_ns: u64,
+        busy_ns: u64,
+        suspend_ns: impl Fn(&SchedulerConfig, StepKind) -> Option<u64>,
+    ) -> u64 {
+        // What is still running after this started before `ready_ns` and ends after it.
+        self.advance(die, host_free_ns, ready_ns);
+        let cfg = &self.cfg;
+        let q = &mut self.dies[die as usize];
+        let Some(r) = q.running.as_mut() else {
+            return ready_ns;
+        };
+        if let Some(s) = suspend_ns(cfg, r.kind)
+            .filter(|&s| r.suspensions < cfg.max_suspensions && r.end_ns - ready_ns > s)
+        {
+            // Suspended from `ready_ns` until the operation ends; then it resumes.
+            let start = ready_ns + s;
+            r.end_ns += start + busy_ns - ready_ns;
+            r.suspensions += 1;
+            self.suspensions += 1;
+            return start;
+        }
+        let end = r.end_ns;
+        q.clock_ns = q.clock_ns.max(end);
+        q.running = None;
+        end
+    }
+
+    /// When a host read of `dur_ns` starts (see [`Maintenance::host_op`]): it suspends a
+    /// program or an erase.
     pub(crate) fn host_read(
         &mut self,
         die: u32,
@@ -190,40 +226,15 @@ impl Maintenance {
         ready_ns: u64,
         dur_ns: u64,
     ) -> u64 {
-        self.advance(die, host_free_ns, ready_ns);
-        let cfg = &self.cfg;
-        let q = &mut self.dies[die as usize];
-        let Some(r) = q.running.as_mut() else {
-            return ready_ns;
-        };
-        let suspend_ns = match r.kind {
-            StepKind::Program => Some(cfg.program_suspend_ns),
-            StepKind::Erase(_) => Some(cfg.erase_suspend_ns),
+        self.host_op(die, host_free_ns, ready_ns, dur_ns, |c, k| match k {
+            StepKind::Program => Some(c.program_suspend_ns),
+            StepKind::Erase(_) => Some(c.erase_suspend_ns),
             StepKind::Read => None,
-        };
-        match suspend_ns {
-            Some(s) if r.suspensions < cfg.max_suspensions && r.end_ns - ready_ns > s => {
-                // Suspended from `ready_ns` until the read ends; then it resumes.
-                let start = ready_ns + s;
-                r.end_ns += start + dur_ns - ready_ns;
-                r.suspensions += 1;
-                self.suspensions += 1;
-                start
-            }
-            _ => {
-                let end = r.end_ns;
-                q.clock_ns = q.clock_ns.max(end);
-                q.running = None;
-                end
-            }
-        }
+        })
     }
 
-    /// When a host program that keeps the die busy for `busy_ns` may start, ready at
-    /// `ready_ns` (at or after `host_free_ns`): at once; after suspending an erase in
-    /// progress (at the erase's suspension latency, when more than that is left; MQSim's
-    /// preferred erase suspension for writes), the erase then pushed back by the
-    /// program's time; or when the step in progress ends.
+    /// When a host program that keeps the die busy for `busy_ns` starts: it suspends an
+    /// erase (MQSim's preferred erase suspension for writes), not a program.
     pub(crate) fn host_program(
         &mut self,
         die: u32,
@@ -231,42 +242,15 @@ impl Maintenance {
         ready_ns: u64,
         busy_ns: u64,
     ) -> u64 {
-        self.advance(die, host_free_ns, ready_ns);
-        let cfg = &self.cfg;
-        let q = &mut self.dies[die as usize];
-        match q.running.as_mut() {
-            Some(r)
-                if matches!(r.kind, StepKind::Erase(_))
-                    && r.suspensions < cfg.max_suspensions
-                    && r.end_ns - ready_ns > cfg.erase_suspend_ns =>
-            {
-                let start = ready_ns + cfg.erase_suspend_ns;
-                r.end_ns += start + busy_ns - ready_ns;
-                r.suspensions += 1;
-                self.suspensions += 1;
-                start
-            }
-            _ => self.host_other(die, host_free_ns, ready_ns),
-        }
+        self.host_op(die, host_free_ns, ready_ns, busy_ns, |c, k| {
+            matches!(k, StepKind::Erase(_)).then_some(c.erase_suspend_ns)
+        })
     }
 
-    /// When a host operation that does not suspend maintenance (a transfer through the
-    /// die, a translation read) may start, ready at `ready_ns` (at or after
-    /// `host_free_ns`): after the step in progress.
+    /// When a host operation that suspends nothing (a transfer through the die, a
+    /// translation read) may start: after the step in progress.
     pub(crate) fn host_other(&mut self, die: u32, host_free_ns: u64, ready_ns: u64) -> u64 {
-        self.advance(die, host_free_ns, ready_ns);
-        let q = &mut self.dies[die as usize];
-        match q.running.take() {
-            Some(r) if r.end_ns > ready_ns => {
-                q.clock_ns = q.clock_ns.max(r.end_ns);
-                r.end_ns
-            }
-            Some(r) => {
-                q.clock_ns = q.clock_ns.max(r.end_ns);
-                ready_ns
-            }
-            None => ready_ns,
-        }
+        self.host_op(die, host_free_ns, ready_ns, 0, |_, _| None)
     }
 
     /// Whether the erase of `block` waits in `die`'s queue.
