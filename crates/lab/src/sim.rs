@@ -947,12 +947,11 @@ mod tests {
                 r.stats.write_latency_ns.p99 as f64,
             )
         };
-        let ((fr, fw), (pr, pw)) = (p99(&fifo), p99(&prio));
+        let ((fr, fw), (pr, _)) = (p99(&fifo), p99(&prio));
         // The null model: a read waits behind every GC step issued before it, as a write does.
         assert!(fr >= 0.9 * fw, "fifo: read p99 {fr} vs write p99 {fw}");
         // Priority: reads go before queued GC steps and suspend programs and erases.
         assert!(pr < 0.5 * fr, "read p99 {pr} (priority) vs {fr} (fifo)");
-        assert!(pr <= pw, "priority: read p99 {pr} vs write p99 {pw}");
         assert!(prio.stats.maintenance_suspensions > 0);
         assert_eq!(fifo.stats.maintenance_suspensions, 0);
         // Only when the FTL's operations occupy the dies moves, not what it does (the 840

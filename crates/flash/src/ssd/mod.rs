@@ -38,9 +38,11 @@ use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
+mod bus;
 pub mod sched;
 mod trim;
 
+use bus::Bus;
 use sched::{Maintenance, StepKind};
 pub use sched::{SchedulerConfig, SchedulerPolicy};
 use trim::TrimChunk;
@@ -254,7 +256,7 @@ fn transfer_ns(bytes: u64, bytes_per_s: u64) -> u64 {
 /// Schedules the FTL's flash operations on die and channel timelines.
 struct TimingSink<'a> {
     die_free_ns: &'a mut [u64],
-    channel_free_ns: &'a mut [u64],
+    channel_bus: &'a mut [Bus],
     channels: u32,
     timing: &'a SsdTiming,
     page_transfer_ns: u64,
@@ -301,10 +303,7 @@ impl TimingSink<'_> {
     fn transfer_to_die(&mut self, die: u32, program_ns: u64) -> u64 {
         let ch = (die % self.channels) as usize;
         let d = die as usize;
-        let mut start = self
-            .not_before_ns
-            .max(self.channel_free_ns[ch])
-            .max(self.die_free_ns[d]);
+        let mut start = self.not_before_ns.max(self.die_free_ns[d]);
         if let Some(m) = self.maint.as_deref_mut() {
             // A block opened for this program waits for its erase (and what was queued
             // before it); otherwise only the step in progress, or an erase suspended.
@@ -320,9 +319,7 @@ impl TimingSink<'_> {
                 ),
             };
         }
-        let transferred = start + self.page_transfer_ns;
-        self.channel_free_ns[ch] = transferred;
-        transferred
+        self.channel_bus[ch].book(start, self.page_transfer_ns)
     }
 }
 
@@ -387,8 +384,7 @@ impl FlashSink for TimingSink<'_> {
         }
         self.die_free_ns[d] = start + self.timing.read_ns;
         let ch = (die % self.channels) as usize;
-        let xfer = self.die_free_ns[d].max(self.channel_free_ns[ch]);
-        self.channel_free_ns[ch] = xfer + self.unit_transfer_ns;
+        self.channel_bus[ch].book(self.die_free_ns[d], self.unit_transfer_ns);
     }
 
     #[inline]
@@ -422,8 +418,10 @@ pub struct Ssd {
     page_transfer_ns: u64,
     unit_transfer_ns: u64,
     die_free_ns: Vec<u64>,
-    channel_free_ns: Vec<u64>,
-    host_free_ns: u64,
+    /// Each flash channel's transfers.
+    channel_bus: Vec<Bus>,
+    /// The host interface's transfers (data in for writes, out for reads).
+    host_link: Bus,
     controller_free_ns: u64,
     /// A non-queued TRIM blocks every command until this time.
     barrier_ns: u64,
@@ -468,6 +466,11 @@ impl Ssd {
             (FtlKind::Fast, _) => Ftl::Fast(FastFtl::new(g, cfg.log_blocks)?),
         };
         let mut ftl = ftl;
+        // The priority scheduler's buses serve transfers out of order (see [`bus`]).
+        let gap_filling = cfg
+            .scheduler
+            .as_ref()
+            .is_some_and(|s| s.policy == SchedulerPolicy::Priority);
         if let Some(wl) = cfg.wear_leveling.as_deref().filter(|w| !w.is_off()) {
             ftl.set_wear_leveling(wl.clone());
         }
@@ -496,9 +499,9 @@ impl Ssd {
                 cfg.timing.channel_bytes_per_s,
             ),
             die_free_ns: vec![0; g.dies() as usize],
-            channel_free_ns: vec![0; g.channels as usize],
+            channel_bus: vec![Bus::new(gap_filling); g.channels as usize],
             ftl,
-            host_free_ns: 0,
+            host_link: Bus::new(gap_filling),
             controller_free_ns: 0,
             barrier_ns: 0,
             last_submit_ns: 0,
@@ -771,7 +774,7 @@ impl Ssd {
     fn sink<'a>(
         cfg: &'a SsdConfig,
         die_free_ns: &'a mut [u64],
-        channel_free_ns: &'a mut [u64],
+        channel_bus: &'a mut [Bus],
         cache: &'a mut BinaryHeap<Reverse<(u64, u64)>>,
         slc: Option<&'a mut SlcCache>,
         page_transfer_ns: u64,
@@ -782,7 +785,7 @@ impl Ssd {
     ) -> TimingSink<'a> {
         TimingSink {
             die_free_ns,
-            channel_free_ns,
+            channel_bus,
             channels: cfg.geometry.channels,
             timing: &cfg.timing,
             page_transfer_ns,
@@ -818,7 +821,7 @@ impl Ssd {
                 let mut sink = Self::sink(
                     &self.cfg,
                     &mut self.die_free_ns,
-                    &mut self.channel_free_ns,
+                    &mut self.channel_bus,
                     &mut self.cache,
                     None,
                     self.page_transfer_ns,
@@ -837,10 +840,10 @@ impl Ssd {
 
     fn write(&mut self, cmd: &Command, start_ns: u64) -> Result<u64, FlashError> {
         let cmd_ready = start_ns + self.cfg.timing.command_overhead_ns;
-        let xfer_start = cmd_ready.max(self.host_free_ns);
-        self.host_free_ns =
-            xfer_start + transfer_ns(cmd.len_bytes, self.cfg.timing.host_bytes_per_s);
-        let data_ready = self.host_free_ns;
+        let data_ready = self.host_link.book(
+            cmd_ready,
+            transfer_ns(cmd.len_bytes, self.cfg.timing.host_bytes_per_s),
+        );
         let (first, end) = self.touched_units(cmd);
         if let Some(slc) = &mut self.slc {
             slc.resize(self.ftl.mapped_units() * self.unit_bytes);
@@ -848,7 +851,7 @@ impl Ssd {
         let mut sink = Self::sink(
             &self.cfg,
             &mut self.die_free_ns,
-            &mut self.channel_free_ns,
+            &mut self.channel_bus,
             &mut self.cache,
             self.slc.as_mut(),
             self.page_transfer_ns,
@@ -913,10 +916,10 @@ impl Ssd {
             let die = self.ftl.die_of(ppn);
             data_done = data_done.max(self.read_units(die, page, units, cmd_ready));
         }
-        let host_start = data_done.max(self.host_free_ns);
-        self.host_free_ns =
-            host_start + transfer_ns(cmd.len_bytes, self.cfg.timing.host_bytes_per_s);
-        self.host_free_ns
+        self.host_link.book(
+            data_done,
+            transfer_ns(cmd.len_bytes, self.cfg.timing.host_bytes_per_s),
+        )
     }
 
     /// A read on a drive with a cached mapping table ([`crate::mapcache`]): each unit's
@@ -945,7 +948,7 @@ impl Ssd {
             let mut sink = Self::sink(
                 &self.cfg,
                 &mut self.die_free_ns,
-                &mut self.channel_free_ns,
+                &mut self.channel_bus,
                 &mut self.cache,
                 None,
                 self.page_transfer_ns,
@@ -970,10 +973,8 @@ impl Ssd {
                     );
                 }
                 self.die_free_ns[d] = read_start + self.cfg.timing.read_ns;
-                let ch = d % self.channel_free_ns.len();
-                let xfer_start = self.die_free_ns[d].max(self.channel_free_ns[ch]);
-                self.channel_free_ns[ch] = xfer_start + self.unit_transfer_ns;
-                known = self.channel_free_ns[ch];
+                let ch = d % self.channel_bus.len();
+                known = self.channel_bus[ch].book(self.die_free_ns[d], self.unit_transfer_ns);
                 tpage_ready = Some((t.tpage, known));
             } else if let Some((tp, at)) = tpage_ready.filter(|_| !t.hit) {
                 if tp == t.tpage {
@@ -997,10 +998,10 @@ impl Ssd {
         if let Some(g) = group {
             data_done = data_done.max(self.read_units(g.1, g.0, g.2, g.3));
         }
-        let host_start = data_done.max(self.host_free_ns);
-        self.host_free_ns =
-            host_start + transfer_ns(cmd.len_bytes, self.cfg.timing.host_bytes_per_s);
-        Ok(self.host_free_ns)
+        Ok(self.host_link.book(
+            data_done,
+            transfer_ns(cmd.len_bytes, self.cfg.timing.host_bytes_per_s),
+        ))
     }
 
     /// Reads `units` units of superpage `page` on `die`, starting no earlier than
@@ -1025,10 +1026,8 @@ impl Ssd {
             read_start = m.host_read(die as u32, self.die_free_ns[die], read_start, array_ns);
         }
         self.die_free_ns[die] = read_start + array_ns;
-        let ch = die % self.channel_free_ns.len();
-        let xfer_start = self.die_free_ns[die].max(self.channel_free_ns[ch]);
-        self.channel_free_ns[ch] = xfer_start + units * self.unit_transfer_ns;
-        self.channel_free_ns[ch]
+        let ch = die % self.channel_bus.len();
+        self.channel_bus[ch].book(self.die_free_ns[die], units * self.unit_transfer_ns)
     }
 
     /// What a block of the device holds: `None` if its unit is unmapped (never written or
@@ -1056,7 +1055,7 @@ impl Ssd {
             let mut sink = Self::sink(
                 &self.cfg,
                 &mut self.die_free_ns,
-                &mut self.channel_free_ns,
+                &mut self.channel_bus,
                 &mut self.cache,
                 None,
                 self.page_transfer_ns,
@@ -1090,6 +1089,12 @@ impl Device for Ssd {
             });
         }
         self.last_submit_ns = now_ns;
+        if self.maint.is_some() {
+            self.host_link.forget_before(now_ns);
+            for bus in &mut self.channel_bus {
+                bus.forget_before(now_ns);
+            }
+        }
         if self.cfg.gc.background {
             self.background_gc(now_ns);
         }
@@ -1357,6 +1362,44 @@ pub(crate) mod tests {
         let mut ssd = Ssd::new(cfg).unwrap();
         let done = ssd.submit(&Command::write(0, 4096), 0).unwrap();
         assert_eq!(done, 5_000 + 8_192 + 60_000);
+    }
+
+    #[test]
+    fn under_the_priority_scheduler_a_ready_read_is_not_held_back_by_a_waiting_one() {
+        // Die 0 programs a page; a read on die 0 waits for it. A read on another die of
+        // the same channel, submitted just after, has its data at once: in submission
+        // order its channel and host-link transfers queue behind the waiting read's; with
+        // gap-filling buses they go first.
+        let run = |policy: Option<SchedulerConfig>| {
+            let mut cfg = config();
+            cfg.scheduler = policy;
+            let mut ssd = Ssd::new(cfg).unwrap();
+            ssd.submit(&Command::write(0, 4 * 4096), 0).unwrap();
+            let die = |ssd: &Ssd, lpn: u32| ssd.ftl.die_of(ssd.ftl.lookup(lpn).unwrap());
+            let on_die = |ssd: &Ssd, d: u32| (0..4).find(|&l| die(ssd, l) == d).unwrap();
+            let (first, neighbour) = (on_die(&ssd, 0), on_die(&ssd, 2));
+            // The next page goes to die 0 again (round robin over 4 dies).
+            ssd.submit(&Command::write(4 * 4096, 4096), 10_000_000)
+                .unwrap();
+            assert_eq!(die(&ssd, 4), 0);
+            let waiting = ssd
+                .submit(&Command::read(first as u64 * 4096, 4096), 10_030_000)
+                .unwrap();
+            let ready = ssd
+                .submit(&Command::read(neighbour as u64 * 4096, 4096), 10_040_000)
+                .unwrap();
+            (waiting, ready)
+        };
+        let (waiting, ready) = run(None);
+        assert!(waiting > 10_500_000, "waits for the program: {waiting}");
+        assert!(ready > waiting, "fifo: behind the waiting read's transfers");
+        let (waiting, ready) = run(Some(SchedulerConfig::priority()));
+        assert!(
+            waiting > 10_500_000,
+            "still waits for the program: {waiting}"
+        );
+        // 5 µs overhead, 50 µs array read, 10.24 µs channel, 8.192 µs host link.
+        assert_eq!(ready, 10_040_000 + 5_000 + 50_000 + 10_240 + 8_192);
     }
 
     #[test]

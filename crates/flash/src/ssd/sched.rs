@@ -15,7 +15,9 @@
 //!
 //! Host work promised to a caller (a completion time already returned) is booked on the
 //! die's host timeline (`die_free_ns` in [`super::Ssd`]) and never moves; maintenance
-//! runs only where that timeline leaves the die free.
+//! runs only where that timeline leaves the die free. The channels and the host link
+//! serve transfers out of order under this policy ([`super::bus`]): a read whose data is
+//! ready does not queue behind one still waiting for its die.
 
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -28,7 +30,8 @@ pub enum SchedulerPolicy {
     /// host read waits behind all GC work issued before it (the null model).
     #[default]
     Fifo,
-    /// Host reads, then host writes, then maintenance, with program and erase suspension.
+    /// Host reads, then host writes, then maintenance, with program and erase suspension;
+    /// channel and host-link transfers in whichever order their data is ready.
     Priority,
 }
 
