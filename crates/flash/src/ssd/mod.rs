@@ -343,6 +343,22 @@ impl FlashSink for TimingSink<'_> {
                     Some(slc) => slc.host_program_ns(die, self.timing.program_ns),
                     None => self.timing.program_ns,
                 };
+                if let (Some(m), Some(_)) = (self.maint.as_deref_mut(), &self.cache) {
+                    // Buffered: the program waits in the die's queue, promised to nobody
+                    // (the write was acknowledged from the buffer), after the erase of a
+                    // block it opens. Its channel transfer is counted in the die's step
+                    // and not booked on the channel.
+                    if let Some(b) = self.opened.take() {
+                        m.promote_through_erase(die, b);
+                    }
+                    m.push_write(
+                        die,
+                        self.page_transfer_ns + program_ns,
+                        self.not_before_ns,
+                        self.superpage_bytes,
+                    );
+                    return;
+                }
                 let transferred = self.transfer_to_die(die, program_ns);
                 self.die_free_ns[d] = transferred + program_ns;
                 self.host_done_ns = self.host_done_ns.max(self.die_free_ns[d]);
@@ -870,10 +886,26 @@ impl Ssd {
         if self.cfg.write_cache_bytes == 0 {
             return Ok(data_ready.max(programs_done));
         }
-        // Admission to the DRAM cache: wait until enough earlier programs have finished.
         let cap = self.cfg.write_cache_bytes;
         let need = cmd.len_bytes.min(cap);
         let mut admitted = data_ready + self.cfg.timing.write_ack_ns;
+        if let Some(m) = &mut self.maint {
+            // Admission under the priority scheduler: the buffered programs wait in the
+            // dies' queues; when the buffer is full, the one that ends first is promised.
+            m.advance_all(&self.die_free_ns, data_ready);
+            self.cache_used_bytes = self.cache_used_bytes.saturating_sub(m.take_drained());
+            while self.cache_used_bytes + need > cap {
+                let Some((end, bytes)) = m.pin_first_write(&mut self.die_free_ns, data_ready)
+                else {
+                    break;
+                };
+                admitted = admitted.max(end);
+                self.cache_used_bytes = self.cache_used_bytes.saturating_sub(bytes);
+            }
+            self.cache_used_bytes += need;
+            return Ok(admitted);
+        }
+        // Admission to the DRAM cache: wait until enough earlier programs have finished.
         while let Some(&Reverse((done, bytes))) = self.cache.peek() {
             if done > data_ready && self.cache_used_bytes + need <= cap {
                 break;
@@ -1074,6 +1106,16 @@ impl Ssd {
     }
 
     fn flush(&mut self, start_ns: u64) -> u64 {
+        if let Some(m) = &mut self.maint {
+            if self.cfg.write_cache_bytes > 0 {
+                // The buffered programs (and the maintenance queued among them) are
+                // promised now.
+                for (d, free) in self.die_free_ns.iter_mut().enumerate() {
+                    *free = m.drain_all(d as u32, (*free).max(start_ns));
+                }
+                self.cache_used_bytes = self.cache_used_bytes.saturating_sub(m.take_drained());
+            }
+        }
         let all_programs = self.die_free_ns.iter().copied().max().unwrap_or(0);
         (start_ns + self.cfg.timing.command_overhead_ns).max(all_programs)
     }

@@ -104,6 +104,9 @@ struct Step {
     dur_ns: u64,
     /// Not before this time (when the FTL issued it).
     ready_ns: u64,
+    /// Write-buffer bytes this step frees when it ends (a buffered host program's
+    /// superpage; 0 for maintenance).
+    bytes: u64,
 }
 
 /// The step a die is running: from `start_ns`, ending at `end_ns` (pushed on by each
@@ -113,14 +116,55 @@ struct Running {
     kind: StepKind,
     end_ns: u64,
     suspensions: u32,
+    bytes: u64,
 }
 
 #[derive(Debug, Default, Clone)]
 struct DieQueue {
+    /// Buffered host programs (a drive with a write cache), and the maintenance a host
+    /// program had to wait for (moved here from `queued`): before `queued`.
+    writes: VecDeque<Step>,
+    /// Maintenance: GC, background GC, read reclaim.
     queued: VecDeque<Step>,
     running: Option<Running>,
     /// When the die's last maintenance step ended.
     clock_ns: u64,
+}
+
+impl DieQueue {
+    /// The step that runs next from `free_ns` (buffered host programs first when both
+    /// could start by then), and when it may start; not yet taken off its queue.
+    fn next(&self, free_ns: u64) -> Option<(bool, u64)> {
+        let w = self.writes.front().map(|s| free_ns.max(s.ready_ns));
+        let g = self.queued.front().map(|s| free_ns.max(s.ready_ns));
+        match (w, g) {
+            (Some(a), Some(b)) if b < a => Some((false, b)),
+            (Some(a), _) => Some((true, a)),
+            (None, Some(b)) => Some((false, b)),
+            (None, None) => None,
+        }
+    }
+
+    fn take(&mut self, from_writes: bool) -> Step {
+        let q = if from_writes {
+            &mut self.writes
+        } else {
+            &mut self.queued
+        };
+        q.pop_front().expect("next() saw it")
+    }
+
+    /// Ends the running step (the die's clock moves to its end); returns the write-buffer
+    /// bytes it frees.
+    fn finish_running(&mut self) -> u64 {
+        match self.running.take() {
+            Some(r) => {
+                self.clock_ns = self.clock_ns.max(r.end_ns);
+                r.bytes
+            }
+            None => 0,
+        }
+    }
 }
 
 /// Per-die maintenance queues.
@@ -133,6 +177,8 @@ pub(crate) struct Maintenance {
     /// Host programs that waited for queued maintenance up to an erase (the hard
     /// threshold).
     pub(crate) forced_drains: u64,
+    /// Write-buffer bytes whose programs ended since [`Maintenance::take_drained`].
+    drained_bytes: u64,
 }
 
 impl Maintenance {
@@ -142,16 +188,49 @@ impl Maintenance {
             dies: vec![DieQueue::default(); dies as usize],
             suspensions: 0,
             forced_drains: 0,
+            drained_bytes: 0,
         }
     }
 
-    /// Queues a step on `die`, issued at `ready_ns`.
+    /// Queues a maintenance step on `die`, issued at `ready_ns`.
     pub(crate) fn push(&mut self, die: u32, kind: StepKind, dur_ns: u64, ready_ns: u64) {
         self.dies[die as usize].queued.push_back(Step {
             kind,
             dur_ns,
             ready_ns,
+            bytes: 0,
         });
+    }
+
+    /// Queues a buffered host program on `die` (its transfer over the channel and its
+    /// program, `dur_ns` together), whose data arrived at `ready_ns`; it frees `bytes` of
+    /// the write buffer when it ends.
+    pub(crate) fn push_write(&mut self, die: u32, dur_ns: u64, ready_ns: u64, bytes: u64) {
+        self.dies[die as usize].writes.push_back(Step {
+            kind: StepKind::Program,
+            dur_ns,
+            ready_ns,
+            bytes,
+        });
+    }
+
+    /// A buffered host program opens `block`, whose erase waits in `die`'s maintenance
+    /// queue: that erase and every step queued before it move to the host programs'
+    /// queue, ahead of the program (a hard threshold, as the unbuffered host program's
+    /// [`Maintenance::drain_through_erase`]).
+    pub(crate) fn promote_through_erase(&mut self, die: u32, block: u32) {
+        let q = &mut self.dies[die as usize];
+        let Some(i) = q.queued.iter().position(|s| s.kind == StepKind::Erase(block)) else {
+            return;
+        };
+        self.forced_drains += 1;
+        q.writes.extend(q.queued.drain(..=i));
+    }
+
+    /// Write-buffer bytes whose programs have ended (as far as each die has been run),
+    /// since the last call.
+    pub(crate) fn take_drained(&mut self) -> u64 {
+        std::mem::take(&mut self.drained_bytes)
     }
 
     /// Runs `die`'s maintenance in the gaps of its host timeline (free from
@@ -164,23 +243,83 @@ impl Maintenance {
                 if r.end_ns > t_ns {
                     return;
                 }
-                q.clock_ns = q.clock_ns.max(r.end_ns);
-                q.running = None;
+                self.drained_bytes += q.finish_running();
             }
-            let Some(step) = q.queued.front() else {
+            let Some((from_writes, start)) = q.next(q.clock_ns.max(host_free_ns)) else {
                 return;
             };
-            let start = q.clock_ns.max(host_free_ns).max(step.ready_ns);
             if start >= t_ns {
                 return;
             }
-            let step = q.queued.pop_front().expect("front exists");
+            let step = q.take(from_writes);
             q.running = Some(Running {
                 kind: step.kind,
                 end_ns: start + step.dur_ns,
                 suspensions: 0,
+                bytes: step.bytes,
             });
         }
+    }
+
+    /// Runs every die's queues up to `t_ns` (see [`Maintenance::advance`]), each die's
+    /// host timeline free from `host_free_ns[die]`.
+    pub(crate) fn advance_all(&mut self, host_free_ns: &[u64], t_ns: u64) {
+        for (die, &free) in host_free_ns.iter().enumerate() {
+            self.advance(die as u32, free, t_ns);
+        }
+    }
+
+    /// The write buffer is full at `t_ns`: the buffered host program that ends first,
+    /// assuming no more host work arrives, is promised — booked on its die's host
+    /// timeline (`host_free_ns`, moved on to its end), where no later read can suspend or
+    /// overtake it — together with any maintenance queued ahead of it. Returns when it
+    /// ends and the bytes it frees; `None` if no program is buffered.
+    pub(crate) fn pin_first_write(
+        &mut self,
+        host_free_ns: &mut [u64],
+        t_ns: u64,
+    ) -> Option<(u64, u64)> {
+        self.advance_all(host_free_ns, t_ns);
+        // Each die's estimate: its running program, or the steps through its first
+        // buffered program from when the die is free.
+        let mut best: Option<(u64, usize)> = None;
+        for (d, q) in self.dies.iter().enumerate() {
+            let end = match q.running {
+                Some(r) if r.bytes > 0 => r.end_ns,
+                _ => {
+                    let Some(n) = q.writes.iter().position(|s| s.bytes > 0) else {
+                        continue;
+                    };
+                    let busy: u64 = q.writes.iter().take(n + 1).map(|s| s.dur_ns).sum();
+                    let free = t_ns.max(host_free_ns[d]).max(q.clock_ns);
+                    free.max(q.running.map_or(0, |r| r.end_ns)) + busy
+                }
+            };
+            if best.is_none_or(|(e, _)| end < e) {
+                best = Some((end, d));
+            }
+        }
+        let (_, d) = best?;
+        let q = &mut self.dies[d];
+        if let Some(r) = q.running.filter(|r| r.bytes > 0) {
+            q.running = None;
+            q.clock_ns = q.clock_ns.max(r.end_ns);
+            host_free_ns[d] = host_free_ns[d].max(r.end_ns);
+            return Some((r.end_ns, r.bytes));
+        }
+        let n = q
+            .writes
+            .iter()
+            .position(|s| s.bytes > 0)
+            .expect("chosen for it");
+        let steps: Vec<Step> = q.writes.drain(..=n).collect();
+        let busy: u64 = steps.iter().map(|s| s.dur_ns).sum();
+        let ready = steps.iter().map(|s| s.ready_ns).fold(t_ns, u64::max);
+        let free = host_free_ns[d];
+        let start = self.host_program(d as u32, free, ready.max(free), busy);
+        let end = start + busy;
+        host_free_ns[d] = end;
+        Some((end, steps[n].bytes))
     }
 
     /// When a host operation that keeps the die busy for `busy_ns`, ready at `ready_ns`
@@ -215,8 +354,7 @@ impl Maintenance {
             return start;
         }
         let end = r.end_ns;
-        q.clock_ns = q.clock_ns.max(end);
-        q.running = None;
+        self.drained_bytes += q.finish_running();
         end
     }
 
@@ -256,10 +394,12 @@ impl Maintenance {
         self.host_op(die, host_free_ns, ready_ns, 0, |_, _| None)
     }
 
-    /// Whether the erase of `block` waits in `die`'s queue.
+    /// Whether the erase of `block` waits in `die`'s queues.
     pub(crate) fn erase_pending(&self, die: u32, block: u32) -> bool {
         let q = &self.dies[die as usize];
-        q.queued.iter().any(|s| s.kind == StepKind::Erase(block))
+        let is_it = |s: &Step| s.kind == StepKind::Erase(block);
+        q.queued.iter().any(is_it)
+            || q.writes.iter().any(is_it)
             || q.running.is_some_and(|r| r.kind == StepKind::Erase(block))
     }
 
@@ -275,18 +415,20 @@ impl Maintenance {
     ) -> u64 {
         self.forced_drains += 1;
         self.advance(die, host_free_ns, ready_ns);
-        let from_ns = ready_ns;
         let q = &mut self.dies[die as usize];
-        let mut t = from_ns.max(q.clock_ns);
-        if let Some(r) = q.running.take() {
+        let mut t = ready_ns.max(q.clock_ns);
+        if let Some(r) = q.running {
             t = t.max(r.end_ns);
+            self.drained_bytes += q.finish_running();
             if r.kind == StepKind::Erase(block) {
                 q.clock_ns = t;
                 return t;
             }
         }
-        while let Some(step) = q.queued.pop_front() {
-            t = t.max(step.ready_ns) + step.dur_ns;
+        while let Some((from_writes, start)) = q.next(t) {
+            let step = q.take(from_writes);
+            t = start + step.dur_ns;
+            self.drained_bytes += step.bytes;
             if step.kind == StepKind::Erase(block) {
                 break;
             }
@@ -298,7 +440,7 @@ impl Maintenance {
     /// Whether `die` has maintenance queued or running.
     pub(crate) fn busy(&self, die: u32) -> bool {
         let q = &self.dies[die as usize];
-        q.running.is_some() || !q.queued.is_empty()
+        q.running.is_some() || !q.queued.is_empty() || !q.writes.is_empty()
     }
 
     /// When `die`'s last maintenance step ended (0 before any).
