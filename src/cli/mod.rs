@@ -314,6 +314,19 @@ pub(crate) fn print_stats(s: &flash::DeviceStats) {
             );
         }
     }
+    if s.maintenance_suspensions + s.maintenance_forced_drains + s.write_buffer_waits > 0 {
+        println!(
+            "  scheduler         {} program/erase suspensions for host work, {} host programs waited for GC up to an erase",
+            s.maintenance_suspensions, s.maintenance_forced_drains
+        );
+    }
+    if s.write_buffer_waits > 0 {
+        println!(
+            "  write buffer      full for {} writes, each admitted when a buffered program was expected to end; reads that came later made those programs end {:.3} ms later on average (those writes' latencies are optimistic by about that much)",
+            s.write_buffer_waits,
+            ms(s.write_buffer_slip_ns / s.write_buffer_waits)
+        );
+    }
     if let Some(waf) = s.waf {
         println!(
             "  WAF               {waf:.3} ({} host pages, {} flash pages, {} GC copies, {} erases)",

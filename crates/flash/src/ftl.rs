@@ -99,6 +99,12 @@ pub trait FlashSink {
     /// program starts now (the error model of [`crate::aging`] dates its data by this).
     #[inline(always)]
     fn block_opened(&mut self, _block: u32) {}
+    /// As [`FlashSink::block_opened`], for a block GC opens to copy into (its copies are
+    /// queued behind its erase like every GC step).
+    #[inline(always)]
+    fn gc_block_opened(&mut self, block: u32) {
+        self.block_opened(block)
+    }
 }
 
 /// Discards flash operations: the WAF-only path.
@@ -1069,7 +1075,7 @@ impl PageFtl {
                     .take_free(&self.erase_count, self.wear.dynamic)
                     .expect("GC always keeps a free block to copy into");
                 *self.front(die, stream) = Frontier::at(b);
-                sink.block_opened(b);
+                sink.gc_block_opened(b);
                 self.tag_block(b, stream);
             }
             let Frontier { block, next_unit } = *self.front(die, stream);

@@ -171,6 +171,15 @@ pub struct DeviceStats {
     /// maintenance up to the erase of the block they opened.
     #[serde(default)]
     pub maintenance_forced_drains: u64,
+    /// Under the priority scheduler, on a drive with a write buffer: writes that found the
+    /// buffer full and were admitted when a buffered program was expected to end.
+    #[serde(default)]
+    pub write_buffer_waits: u64,
+    /// How much later than expected those programs ended, in all (reads that arrived
+    /// after the write overtook or suspended them): how optimistic those writes'
+    /// latencies are.
+    #[serde(default)]
+    pub write_buffer_slip_ns: u64,
     /// Bytes host writes programmed in SLC mode, on drives with an SLC cache (whole
     /// multi-plane pages).
     pub slc_write_bytes: u64,

@@ -911,10 +911,11 @@ mod tests {
     }
 
     /// 70/30 random 4 KiB at queue depth 32 on a steady 840 Pro at 90% occupancy, under
-    /// `scheduler`.
+    /// `scheduler`, with the write buffer of docs/sources.md's rule (2 superpages x 32 dies).
     fn mixed_steady(scheduler: flash::ssd::SchedulerConfig) -> SimResult {
         let overrides = SsdOverrides {
             capacity_bytes: Some(1 << 30),
+            write_cache_bytes: Some(1 << 20),
             scheduler: Some(scheduler),
             ..Default::default()
         };
@@ -947,11 +948,15 @@ mod tests {
                 r.stats.write_latency_ns.p99 as f64,
             )
         };
-        let ((fr, fw), (pr, _)) = (p99(&fifo), p99(&prio));
-        // The null model: a read waits behind every GC step issued before it, as a write does.
+        let ((fr, fw), (pr, pw)) = (p99(&fifo), p99(&prio));
+        // The null model: a read waits behind every GC step issued before it, as a write
+        // waits for the buffer to drain through them.
         assert!(fr >= 0.9 * fw, "fifo: read p99 {fr} vs write p99 {fw}");
-        // Priority: reads go before queued GC steps and suspend programs and erases.
+        // Priority: reads go before queued GC steps and buffered programs and suspend
+        // programs and erases; writes wait for the buffer, which drains through GC.
         assert!(pr < 0.5 * fr, "read p99 {pr} (priority) vs {fr} (fifo)");
+        assert!(pr <= 0.5 * pw, "priority: read p99 {pr} vs write p99 {pw}");
+        assert!(prio.stats.write_buffer_waits > 0);
         assert!(prio.stats.maintenance_suspensions > 0);
         assert_eq!(fifo.stats.maintenance_suspensions, 0);
         // Only when the FTL's operations occupy the dies moves, not what it does (the 840

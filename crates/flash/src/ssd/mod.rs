@@ -276,8 +276,8 @@ struct TimingSink<'a> {
     /// The priority scheduler's maintenance queues, if the drive has them: GC's reads,
     /// copies and erases are queued there instead of booked on the dies.
     maint: Option<&'a mut Maintenance>,
-    /// A block just opened as a frontier, whose first program may wait for its erase.
-    opened: Option<u32>,
+    /// Blocks per die (a block's die is its number divided by this).
+    blocks_per_die: u32,
 }
 
 /// The WAF-only path's sink on a drive with an SLC cache: no time, but host pages land in
@@ -305,19 +305,14 @@ impl TimingSink<'_> {
         let d = die as usize;
         let mut start = self.not_before_ns.max(self.die_free_ns[d]);
         if let Some(m) = self.maint.as_deref_mut() {
-            // A block opened for this program waits for its erase (and what was queued
-            // before it); otherwise only the step in progress, or an erase suspended.
-            start = match self.opened.take() {
-                Some(b) if m.erase_pending(die, b) => {
-                    m.drain_through_erase(die, b, self.die_free_ns[d], start)
-                }
-                _ => m.host_program(
-                    die,
-                    self.die_free_ns[d],
-                    start,
-                    self.page_transfer_ns + program_ns,
-                ),
-            };
+            // Only the step in progress, or an erase suspended (the erase of a block this
+            // program opened was promised when the block was opened).
+            start = m.host_program(
+                die,
+                self.die_free_ns[d],
+                start,
+                self.page_transfer_ns + program_ns,
+            );
         }
         self.channel_bus[ch].book(start, self.page_transfer_ns)
     }
@@ -346,11 +341,8 @@ impl FlashSink for TimingSink<'_> {
                 if let (Some(m), Some(_)) = (self.maint.as_deref_mut(), &self.cache) {
                     // Buffered: the program waits in the die's queue, promised to nobody
                     // (the write was acknowledged from the buffer), after the erase of a
-                    // block it opens. Its channel transfer is counted in the die's step
-                    // and not booked on the channel.
-                    if let Some(b) = self.opened.take() {
-                        m.promote_through_erase(die, b);
-                    }
+                    // block it opens (see `block_opened`). Its channel transfer is counted
+                    // in the die's step and not booked on the channel.
                     m.push_write(
                         die,
                         self.page_transfer_ns + program_ns,
@@ -370,7 +362,6 @@ impl FlashSink for TimingSink<'_> {
             ProgramKind::GcCopy => {
                 if let Some(m) = self.maint.as_deref_mut() {
                     // Into a block the queue erases first: FIFO order keeps that.
-                    self.opened = None;
                     m.push(
                         die,
                         StepKind::Program,
@@ -420,10 +411,34 @@ impl FlashSink for TimingSink<'_> {
 
     #[inline]
     fn block_opened(&mut self, block: u32) {
+        self.gc_block_opened(block);
+        // A host (or translation) frontier: its programs come after the block's erase, and
+        // the erase after what was queued before it (the hard threshold). A buffered
+        // program is queued behind them already; an unbuffered one is promised, so they
+        // are promised now.
+        let Some(m) = self.maint.as_deref_mut() else {
+            return;
+        };
+        let die = block / self.blocks_per_die;
+        if !m.erase_pending(die, block) {
+            return;
+        }
+        // (A translation page's program is booked at once even on a buffered drive; its
+        // block's erase is not promised for it: a rare overlap on drives with a mapping
+        // cache.)
+        if self.cache.is_none() {
+            let d = die as usize;
+            let free = self.die_free_ns[d];
+            let end = m.drain_through_erase(die, block, free, self.not_before_ns.max(free));
+            self.die_free_ns[d] = free.max(end);
+        }
+    }
+
+    #[inline]
+    fn gc_block_opened(&mut self, block: u32) {
         if let Some(a) = self.aging.as_deref_mut() {
             a.block_opened(block, self.not_before_ns);
         }
-        self.opened = Some(block);
     }
 }
 
@@ -813,7 +828,7 @@ impl Ssd {
             slc,
             aging,
             maint,
-            opened: None,
+            blocks_per_die: cfg.geometry.blocks_per_die() as u32,
         }
     }
 
@@ -891,11 +906,12 @@ impl Ssd {
         let mut admitted = data_ready + self.cfg.timing.write_ack_ns;
         if let Some(m) = &mut self.maint {
             // Admission under the priority scheduler: the buffered programs wait in the
-            // dies' queues; when the buffer is full, the one that ends first is promised.
+            // dies' queues; when the buffer is full, the write is admitted when the one
+            // expected to end first does.
             m.advance_all(&self.die_free_ns, data_ready);
             self.cache_used_bytes = self.cache_used_bytes.saturating_sub(m.take_drained());
             while self.cache_used_bytes + need > cap {
-                let Some((end, bytes)) = m.pin_first_write(&mut self.die_free_ns, data_ready)
+                let Some((end, bytes)) = m.reserve_first_write(&self.die_free_ns, data_ready)
                 else {
                     break;
                 };
@@ -1193,6 +1209,8 @@ impl Device for Ssd {
         if let Some(m) = &self.maint {
             s.maintenance_suspensions = m.suspensions;
             s.maintenance_forced_drains = m.forced_drains;
+            s.write_buffer_waits = m.buffer_waits;
+            s.write_buffer_slip_ns = m.buffer_slip_ns;
         }
         s.trim_ranges = self.trim_ranges;
         if let Some(slc) = &self.slc {
@@ -1245,6 +1263,8 @@ impl Device for Ssd {
         if let Some(m) = &mut self.maint {
             m.suspensions = 0;
             m.forced_drains = 0;
+            m.buffer_waits = 0;
+            m.buffer_slip_ns = 0;
         }
         self.trim_ranges = 0;
         if let Some(slc) = &mut self.slc {

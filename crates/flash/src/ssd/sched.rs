@@ -105,8 +105,11 @@ struct Step {
     /// Not before this time (when the FTL issued it).
     ready_ns: u64,
     /// Write-buffer bytes this step frees when it ends (a buffered host program's
-    /// superpage; 0 for maintenance).
+    /// superpage; 0 for maintenance, and once a write has been admitted on them).
     bytes: u64,
+    /// For a buffered program a write's admission counted on: when it was expected to
+    /// end (0 otherwise).
+    promised_ns: u64,
 }
 
 /// The step a die is running: from `start_ns`, ending at `end_ns` (pushed on by each
@@ -117,53 +120,39 @@ struct Running {
     end_ns: u64,
     suspensions: u32,
     bytes: u64,
+    promised_ns: u64,
 }
 
 #[derive(Debug, Default, Clone)]
 struct DieQueue {
-    /// Buffered host programs (a drive with a write cache), and the maintenance a host
-    /// program had to wait for (moved here from `queued`): before `queued`.
-    writes: VecDeque<Step>,
-    /// Maintenance: GC, background GC, read reclaim.
+    /// Steps in the order the FTL issued them: GC, background GC and read reclaim, and on
+    /// a drive with a write buffer its host programs.
     queued: VecDeque<Step>,
     running: Option<Running>,
     /// When the die's last maintenance step ended.
     clock_ns: u64,
 }
 
+/// How much later than `promised_ns` a step that ended at `end_ns` ended (0 if no
+/// write's admission counted on it).
+fn slip(end_ns: u64, promised_ns: u64) -> u64 {
+    if promised_ns == 0 {
+        0
+    } else {
+        end_ns.saturating_sub(promised_ns)
+    }
+}
+
 impl DieQueue {
-    /// The step that runs next from `free_ns` (buffered host programs first when both
-    /// could start by then), and when it may start; not yet taken off its queue.
-    fn next(&self, free_ns: u64) -> Option<(bool, u64)> {
-        let w = self.writes.front().map(|s| free_ns.max(s.ready_ns));
-        let g = self.queued.front().map(|s| free_ns.max(s.ready_ns));
-        match (w, g) {
-            (Some(a), Some(b)) if b < a => Some((false, b)),
-            (Some(a), _) => Some((true, a)),
-            (None, Some(b)) => Some((false, b)),
-            (None, None) => None,
-        }
-    }
-
-    fn take(&mut self, from_writes: bool) -> Step {
-        let q = if from_writes {
-            &mut self.writes
-        } else {
-            &mut self.queued
-        };
-        q.pop_front().expect("next() saw it")
-    }
-
     /// Ends the running step (the die's clock moves to its end); returns the write-buffer
-    /// bytes it frees.
-    fn finish_running(&mut self) -> u64 {
-        match self.running.take() {
-            Some(r) => {
-                self.clock_ns = self.clock_ns.max(r.end_ns);
-                r.bytes
-            }
-            None => 0,
-        }
+    /// bytes it frees, and adds how much later than promised it ended to `slip_ns`.
+    fn finish_running(&mut self, slip_ns: &mut u64) -> u64 {
+        let Some(r) = self.running.take() else {
+            return 0;
+        };
+        self.clock_ns = self.clock_ns.max(r.end_ns);
+        *slip_ns += slip(r.end_ns, r.promised_ns);
+        r.bytes
     }
 }
 
@@ -179,6 +168,11 @@ pub(crate) struct Maintenance {
     pub(crate) forced_drains: u64,
     /// Write-buffer bytes whose programs ended since [`Maintenance::take_drained`].
     drained_bytes: u64,
+    /// Writes admitted on a buffered program's expected end (the buffer full).
+    pub(crate) buffer_waits: u64,
+    /// How much later than expected, in all, those programs ended (reads that arrived
+    /// after the write overtook or suspended them).
+    pub(crate) buffer_slip_ns: u64,
 }
 
 impl Maintenance {
@@ -189,6 +183,8 @@ impl Maintenance {
             suspensions: 0,
             forced_drains: 0,
             drained_bytes: 0,
+            buffer_waits: 0,
+            buffer_slip_ns: 0,
         }
     }
 
@@ -199,32 +195,22 @@ impl Maintenance {
             dur_ns,
             ready_ns,
             bytes: 0,
+            promised_ns: 0,
         });
     }
 
     /// Queues a buffered host program on `die` (its transfer over the channel and its
-    /// program, `dur_ns` together), whose data arrived at `ready_ns`; it frees `bytes` of
-    /// the write buffer when it ends.
+    /// program, `dur_ns` together), whose data arrived at `ready_ns`, behind the
+    /// maintenance issued before it (GC paced to the writes, and the erase of the block it
+    /// opens); it frees `bytes` of the write buffer when it ends.
     pub(crate) fn push_write(&mut self, die: u32, dur_ns: u64, ready_ns: u64, bytes: u64) {
-        self.dies[die as usize].writes.push_back(Step {
+        self.dies[die as usize].queued.push_back(Step {
             kind: StepKind::Program,
             dur_ns,
             ready_ns,
             bytes,
+            promised_ns: 0,
         });
-    }
-
-    /// A buffered host program opens `block`, whose erase waits in `die`'s maintenance
-    /// queue: that erase and every step queued before it move to the host programs'
-    /// queue, ahead of the program (a hard threshold, as the unbuffered host program's
-    /// [`Maintenance::drain_through_erase`]).
-    pub(crate) fn promote_through_erase(&mut self, die: u32, block: u32) {
-        let q = &mut self.dies[die as usize];
-        let Some(i) = q.queued.iter().position(|s| s.kind == StepKind::Erase(block)) else {
-            return;
-        };
-        self.forced_drains += 1;
-        q.writes.extend(q.queued.drain(..=i));
     }
 
     /// Write-buffer bytes whose programs have ended (as far as each die has been run),
@@ -243,20 +229,22 @@ impl Maintenance {
                 if r.end_ns > t_ns {
                     return;
                 }
-                self.drained_bytes += q.finish_running();
+                self.drained_bytes += q.finish_running(&mut self.buffer_slip_ns);
             }
-            let Some((from_writes, start)) = q.next(q.clock_ns.max(host_free_ns)) else {
+            let Some(step) = q.queued.front() else {
                 return;
             };
+            let start = q.clock_ns.max(host_free_ns).max(step.ready_ns);
             if start >= t_ns {
                 return;
             }
-            let step = q.take(from_writes);
+            let step = q.queued.pop_front().expect("front exists");
             q.running = Some(Running {
                 kind: step.kind,
                 end_ns: start + step.dur_ns,
                 suspensions: 0,
                 bytes: step.bytes,
+                promised_ns: step.promised_ns,
             });
         }
     }
@@ -269,57 +257,56 @@ impl Maintenance {
         }
     }
 
-    /// The write buffer is full at `t_ns`: the buffered host program that ends first,
-    /// assuming no more host work arrives, is promised — booked on its die's host
-    /// timeline (`host_free_ns`, moved on to its end), where no later read can suspend or
-    /// overtake it — together with any maintenance queued ahead of it. Returns when it
-    /// ends and the bytes it frees; `None` if no program is buffered.
-    pub(crate) fn pin_first_write(
+    /// The write buffer is full at `t_ns`: the buffered host program expected to end
+    /// first — with the work queued ahead of it, and no more host work arriving — frees
+    /// its bytes for the write being admitted. Returns when it is expected to end and the
+    /// bytes; `None` if no program holds buffer bytes. The program stays in its queue
+    /// (reads that arrive later still overtake or suspend it: how much later than
+    /// expected it then ends is summed in `buffer_slip_ns`).
+    pub(crate) fn reserve_first_write(
         &mut self,
-        host_free_ns: &mut [u64],
+        host_free_ns: &[u64],
         t_ns: u64,
     ) -> Option<(u64, u64)> {
         self.advance_all(host_free_ns, t_ns);
-        // Each die's estimate: its running program, or the steps through its first
-        // buffered program from when the die is free.
-        let mut best: Option<(u64, usize)> = None;
+        // (expected end, die, index in the queue or None for the running step)
+        let mut best: Option<(u64, usize, Option<usize>)> = None;
         for (d, q) in self.dies.iter().enumerate() {
-            let end = match q.running {
-                Some(r) if r.bytes > 0 => r.end_ns,
+            let found = match q.running {
+                Some(r) if r.bytes > 0 => Some((r.end_ns, None)),
                 _ => {
-                    let Some(n) = q.writes.iter().position(|s| s.bytes > 0) else {
-                        continue;
-                    };
-                    let busy: u64 = q.writes.iter().take(n + 1).map(|s| s.dur_ns).sum();
-                    let free = t_ns.max(host_free_ns[d]).max(q.clock_ns);
-                    free.max(q.running.map_or(0, |r| r.end_ns)) + busy
+                    let mut t = t_ns.max(host_free_ns[d]).max(q.clock_ns);
+                    if let Some(r) = q.running {
+                        t = t.max(r.end_ns);
+                    }
+                    q.queued.iter().enumerate().find_map(|(i, s)| {
+                        t = t.max(s.ready_ns) + s.dur_ns;
+                        (s.bytes > 0).then_some((t, Some(i)))
+                    })
                 }
             };
-            if best.is_none_or(|(e, _)| end < e) {
-                best = Some((end, d));
+            if let Some((end, at)) = found {
+                if best.is_none_or(|(e, _, _)| end < e) {
+                    best = Some((end, d, at));
+                }
             }
         }
-        let (_, d) = best?;
+        let (end, d, at) = best?;
         let q = &mut self.dies[d];
-        if let Some(r) = q.running.filter(|r| r.bytes > 0) {
-            q.running = None;
-            q.clock_ns = q.clock_ns.max(r.end_ns);
-            host_free_ns[d] = host_free_ns[d].max(r.end_ns);
-            return Some((r.end_ns, r.bytes));
-        }
-        let n = q
-            .writes
-            .iter()
-            .position(|s| s.bytes > 0)
-            .expect("chosen for it");
-        let steps: Vec<Step> = q.writes.drain(..=n).collect();
-        let busy: u64 = steps.iter().map(|s| s.dur_ns).sum();
-        let ready = steps.iter().map(|s| s.ready_ns).fold(t_ns, u64::max);
-        let free = host_free_ns[d];
-        let start = self.host_program(d as u32, free, ready.max(free), busy);
-        let end = start + busy;
-        host_free_ns[d] = end;
-        Some((end, steps[n].bytes))
+        let (bytes, promised) = match at {
+            None => {
+                let r = q.running.as_mut().expect("found running");
+                (&mut r.bytes, &mut r.promised_ns)
+            }
+            Some(i) => {
+                let s = &mut q.queued[i];
+                (&mut s.bytes, &mut s.promised_ns)
+            }
+        };
+        let freed = std::mem::take(bytes);
+        *promised = end;
+        self.buffer_waits += 1;
+        Some((end, freed))
     }
 
     /// When a host operation that keeps the die busy for `busy_ns`, ready at `ready_ns`
@@ -354,7 +341,7 @@ impl Maintenance {
             return start;
         }
         let end = r.end_ns;
-        self.drained_bytes += q.finish_running();
+        self.drained_bytes += q.finish_running(&mut self.buffer_slip_ns);
         end
     }
 
@@ -397,9 +384,7 @@ impl Maintenance {
     /// Whether the erase of `block` waits in `die`'s queues.
     pub(crate) fn erase_pending(&self, die: u32, block: u32) -> bool {
         let q = &self.dies[die as usize];
-        let is_it = |s: &Step| s.kind == StepKind::Erase(block);
-        q.queued.iter().any(is_it)
-            || q.writes.iter().any(is_it)
+        q.queued.iter().any(|s| s.kind == StepKind::Erase(block))
             || q.running.is_some_and(|r| r.kind == StepKind::Erase(block))
     }
 
@@ -419,16 +404,16 @@ impl Maintenance {
         let mut t = ready_ns.max(q.clock_ns);
         if let Some(r) = q.running {
             t = t.max(r.end_ns);
-            self.drained_bytes += q.finish_running();
+            self.drained_bytes += q.finish_running(&mut self.buffer_slip_ns);
             if r.kind == StepKind::Erase(block) {
                 q.clock_ns = t;
                 return t;
             }
         }
-        while let Some((from_writes, start)) = q.next(t) {
-            let step = q.take(from_writes);
-            t = start + step.dur_ns;
+        while let Some(step) = q.queued.pop_front() {
+            t = t.max(step.ready_ns) + step.dur_ns;
             self.drained_bytes += step.bytes;
+            self.buffer_slip_ns += slip(t, step.promised_ns);
             if step.kind == StepKind::Erase(block) {
                 break;
             }
@@ -440,7 +425,7 @@ impl Maintenance {
     /// Whether `die` has maintenance queued or running.
     pub(crate) fn busy(&self, die: u32) -> bool {
         let q = &self.dies[die as usize];
-        q.running.is_some() || !q.queued.is_empty() || !q.writes.is_empty()
+        q.running.is_some() || !q.queued.is_empty()
     }
 
     /// When `die`'s last maintenance step ended (0 before any).
@@ -503,6 +488,60 @@ mod tests {
         assert_eq!(q.dies[0].running.unwrap().end_ns, 5_000_000 + 1_800_000);
         q.push(1, StepKind::Program, 1_000_000, 0);
         assert_eq!(q.host_program(1, 0, 100_000, 1_100_000), 1_000_000, "waits");
+    }
+
+    #[test]
+    fn a_buffered_program_waits_behind_earlier_gc_and_a_read_suspends_it() {
+        let mut q = m();
+        q.push(0, StepKind::Read, 50_000, 0);
+        q.push_write(0, 1_000_000, 0, 32_768);
+        // The GC read runs 0-50 µs, then the buffered program 50-1,050 µs.
+        q.advance(0, 0, 60_000);
+        assert_eq!(q.dies[0].running.unwrap().end_ns, 1_050_000);
+        // A read at 200 µs suspends it (850 µs left > 100 µs).
+        assert_eq!(q.host_read(0, 0, 200_000, 60_000), 300_000);
+        q.advance(0, 360_000, 2_000_000);
+        assert_eq!(
+            q.take_drained(),
+            32_768,
+            "its bytes leave the buffer when it ends"
+        );
+        assert_eq!(q.dies[0].clock_ns, 1_050_000 + 160_000);
+    }
+
+    #[test]
+    fn a_full_buffer_admits_on_the_program_expected_to_end_first() {
+        let mut q = m();
+        // Die 0: 2 ms of GC ahead of its buffered program; die 1: the program alone.
+        q.push(0, StepKind::Erase(1), 2_000_000, 0);
+        q.push_write(0, 500_000, 0, 100);
+        q.push_write(1, 800_000, 0, 200);
+        q.push_write(1, 800_000, 0, 300);
+        let free = [0, 0];
+        // At 0 die 1's first program (ends 800 µs) is expected first, then die 1's second
+        // (1.6 ms), then die 0's (2.5 ms).
+        assert_eq!(q.reserve_first_write(&free, 0), Some((800_000, 200)));
+        assert_eq!(q.reserve_first_write(&free, 0), Some((1_600_000, 300)));
+        assert_eq!(q.reserve_first_write(&free, 0), Some((2_500_000, 100)));
+        assert_eq!(
+            q.reserve_first_write(&free, 0),
+            None,
+            "nothing left to wait for"
+        );
+        assert_eq!(q.buffer_waits, 3);
+        // A read at 100 µs suspends die 1's program: it ends 160 µs later than expected.
+        q.host_read(1, 0, 100_000, 60_000);
+        q.advance_all(&[0, 160_000], 10_000_000);
+        assert_eq!(
+            q.buffer_slip_ns,
+            2 * 160_000,
+            "both of die 1's programs slip"
+        );
+        assert_eq!(
+            q.take_drained(),
+            0,
+            "reserved bytes were freed on admission"
+        );
     }
 
     #[test]
