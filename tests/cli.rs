@@ -112,8 +112,10 @@ fn the_dram_less_preset_caches_its_map_and_the_flag_sets_or_removes_a_cache() {
     assert!(m["translation_writes"].as_u64().unwrap() > 0);
     let dram = run(&["--mapping-cache", "0"]);
     assert!(dram.get("mapping_cache").is_none());
+    // (The mean: under the priority scheduler the median read on a busy die sits on a
+    // program's suspension latency either way.)
     assert!(
-        dram["read_latency_ns"]["p50"].as_u64() < hmb["read_latency_ns"]["p50"].as_u64(),
+        dram["read_latency_ns"]["mean"].as_f64() < hmb["read_latency_ns"]["mean"].as_f64(),
         "misses read a translation page first"
     );
     assert!(dram["waf"].as_f64() < hmb["waf"].as_f64());

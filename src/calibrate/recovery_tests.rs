@@ -96,9 +96,11 @@ fn cases() -> Vec<Case> {
             true,
         ),
         case(
-            "mx500 with 16 dies (its SLC rate is the link's)",
+            // Its SLC rate is the link's, and so are its QD32 reads since the dies' transfers
+            // go out of order (the priority scheduler): nothing shows more than a bound.
+            "mx500 with 16 dies (its SLC rate and QD32 read rate are the link's)",
             changed("mx500", |c| c.geometry.chips_per_channel = 4),
-            Dies::FromReads,
+            Dies::LowerBound,
             true,
         ),
         case(

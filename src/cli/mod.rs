@@ -131,9 +131,11 @@ pub(crate) struct DeviceArgs {
     #[arg(long)]
     pub(crate) max_active_zones: Option<u32>,
     /// How each die orders its flash operations: fifo (as issued: a read waits behind
-    /// every GC step issued before it; the null model) or priority (host reads, then host
-    /// writes, then GC in steps, with program and erase suspension for reads; constants
-    /// in docs/sources.md). Default: the preset's ([ssd.scheduler]), else fifo.
+    /// every GC step issued before it; the null model) or priority (host reads first,
+    /// suspending programs and erases; buffered host programs in order with the GC paced
+    /// to them; transfers out of order on channels and the host link; constants in
+    /// docs/sources.md). Default: the preset's ([ssd.scheduler]), else priority
+    /// (fifo on the hybrid log-block FTL).
     #[arg(long, value_enum)]
     pub(crate) scheduler: Option<SchedulerArg>,
 }

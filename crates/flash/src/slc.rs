@@ -136,20 +136,33 @@ impl SlcCache {
         read_ns: u64,
         tlc_program_ns: u64,
     ) {
-        for (d, held) in self.held_pages.iter_mut().enumerate() {
-            if *held == 0 {
-                continue;
+        let cost = read_ns + tlc_program_ns;
+        for (d, free) in die_free_ns.iter_mut().enumerate() {
+            if let Some((start, folds)) = self.idle_folds(d as u32, *free, now_ns, cost) {
+                *free = start + folds * cost;
             }
-            let start = die_free_ns[d] + self.cfg.fold_idle_ns;
-            if start >= now_ns {
-                continue;
-            }
-            let cost = read_ns + tlc_program_ns;
-            let folds = (now_ns - start).div_ceil(cost).min(*held);
-            die_free_ns[d] = start + folds * cost;
-            *held -= folds;
-            self.folded_pages += folds;
         }
+    }
+
+    /// The folds die `die`, idle since `idle_since_ns`, runs up to `now_ns` at `cost_ns`
+    /// each (the one in progress at `now_ns` counted): when they start and how many; they
+    /// are taken from the cache. `None` if none.
+    pub(crate) fn idle_folds(
+        &mut self,
+        die: u32,
+        idle_since_ns: u64,
+        now_ns: u64,
+        cost_ns: u64,
+    ) -> Option<(u64, u64)> {
+        let held = &mut self.held_pages[die as usize];
+        let start = idle_since_ns + self.cfg.fold_idle_ns;
+        if *held == 0 || start >= now_ns {
+            return None;
+        }
+        let folds = (now_ns - start).div_ceil(cost_ns).min(*held);
+        *held -= folds;
+        self.folded_pages += folds;
+        Some((start, folds))
     }
 
     /// SLC-mode blocks erased after their data was folded.

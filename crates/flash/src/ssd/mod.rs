@@ -171,6 +171,17 @@ pub struct SsdConfig {
 }
 
 impl SsdConfig {
+    /// The scheduler this drive runs: `[ssd.scheduler]` if given; otherwise the priority
+    /// scheduler with its sourced defaults, except on the hybrid log-block FTL (whose
+    /// merges are not split into steps), which keeps submission order.
+    pub fn scheduler_or_default(&self) -> SchedulerConfig {
+        match (&self.scheduler, self.ftl) {
+            (Some(s), _) => s.clone(),
+            (None, FtlKind::Page) => SchedulerConfig::priority(),
+            (None, _) => SchedulerConfig::fifo(),
+        }
+    }
+
     pub fn validate(&self) -> Result<(), FlashError> {
         self.geometry.validate()?;
         let t = &self.timing;
@@ -498,10 +509,8 @@ impl Ssd {
         };
         let mut ftl = ftl;
         // The priority scheduler's buses serve transfers out of order (see [`bus`]).
-        let gap_filling = cfg
-            .scheduler
-            .as_ref()
-            .is_some_and(|s| s.policy == SchedulerPolicy::Priority);
+        let scheduler = cfg.scheduler_or_default();
+        let gap_filling = scheduler.policy == SchedulerPolicy::Priority;
         if let Some(wl) = cfg.wear_leveling.as_deref().filter(|w| !w.is_off()) {
             ftl.set_wear_leveling(wl.clone());
         }
@@ -554,11 +563,7 @@ impl Ssd {
                     g.mapping_unit_bytes as u64,
                 ))
             }),
-            maint: cfg
-                .scheduler
-                .as_ref()
-                .filter(|s| s.policy == SchedulerPolicy::Priority)
-                .map(|s| Maintenance::new(s, g.dies())),
+            maint: gap_filling.then(|| Maintenance::new(&scheduler, g.dies())),
             slc: cfg.slc_cache.clone().map(|c| {
                 SlcCache::new(
                     c,
@@ -1127,7 +1132,7 @@ impl Ssd {
                 // The buffered programs (and the maintenance queued among them) are
                 // promised now.
                 for (d, free) in self.die_free_ns.iter_mut().enumerate() {
-                    *free = m.drain_all(d as u32, (*free).max(start_ns));
+                    *free = m.drain_all(d as u32, *free);
                 }
                 self.cache_used_bytes = self.cache_used_bytes.saturating_sub(m.take_drained());
             }
@@ -1158,7 +1163,30 @@ impl Device for Ssd {
         }
         if let Some(slc) = &mut self.slc {
             let t = &self.cfg.timing;
-            slc.fold_idle(&mut self.die_free_ns, now_ns, t.read_ns, t.program_ns);
+            match &mut self.maint {
+                None => slc.fold_idle(&mut self.die_free_ns, now_ns, t.read_ns, t.program_ns),
+                // A die is idle when its maintenance is done too; its folds are queued as
+                // maintenance (a read and a TLC program each), so host commands overtake
+                // and suspend them.
+                Some(m) => {
+                    for (d, &free) in self.die_free_ns.iter().enumerate() {
+                        let die = d as u32;
+                        m.advance(die, free, now_ns);
+                        if m.busy(die) {
+                            continue;
+                        }
+                        let idle_since = free.max(m.clock_ns(die));
+                        let cost = t.read_ns + t.program_ns;
+                        if let Some((start, folds)) = slc.idle_folds(die, idle_since, now_ns, cost)
+                        {
+                            for _ in 0..folds {
+                                m.push(die, StepKind::Read, t.read_ns, start);
+                                m.push(die, StepKind::Program, t.program_ns, start);
+                            }
+                        }
+                    }
+                }
+            }
         }
         if !self.background.is_empty() {
             let wait = self.run_background(now_ns);
@@ -1452,10 +1480,10 @@ pub(crate) mod tests {
                 .unwrap();
             (waiting, ready)
         };
-        let (waiting, ready) = run(None);
+        let (waiting, ready) = run(Some(SchedulerConfig::fifo()));
         assert!(waiting > 10_500_000, "waits for the program: {waiting}");
         assert!(ready > waiting, "fifo: behind the waiting read's transfers");
-        let (waiting, ready) = run(Some(SchedulerConfig::priority()));
+        let (waiting, ready) = run(None); // the default: priority
         assert!(
             waiting > 10_500_000,
             "still waits for the program: {waiting}"
@@ -1478,8 +1506,11 @@ pub(crate) mod tests {
 
     #[test]
     fn background_gc_uses_idle_time() {
+        // In submission order, where foreground GC is booked on the write path. (Under the
+        // priority scheduler foreground GC's steps already wait for the dies' idle gaps.)
         let run = |background: bool| {
             let mut cfg = config();
+            cfg.scheduler = Some(SchedulerConfig::fifo());
             cfg.gc.background = background;
             cfg.gc.background_free_blocks = 4;
             cfg.gc.background_idle_ns = 1_000_000;
