@@ -173,6 +173,17 @@ impl Preset {
                         g.pages_per_block,
                         g.blocks_per_die()
                     ));
+                    // A block of fewer pages is erased as many times more often per byte
+                    // written: its erase is as many times shorter, so the dies spend the
+                    // full drive's erase time per byte (docs/timing.md).
+                    let t = &mut c.timing;
+                    let scaled = t.erase_ns * g.pages_per_block as u64 / before as u64;
+                    self.notes.push(format!(
+                        "scaled to {logical_bytes} bytes: erase {} -> {} us, the full drive's erase time per page",
+                        t.erase_ns / 1000,
+                        scaled / 1000
+                    ));
+                    t.erase_ns = scaled;
                 }
             }
             DeviceConfig::Hdd(c) => c.logical_bytes = logical_bytes,
@@ -314,7 +325,15 @@ mod tests {
             (c.geometry.op - 0.0737).abs() < 1e-9,
             "over-provisioning is kept"
         );
-        assert_eq!(p.notes.len(), 1);
+        // Pages per block and, with them, the erase time: the same erase time per page.
+        assert_eq!(p.notes.len(), 2, "{:?}", p.notes);
+        let whole = Preset::load("840pro").unwrap();
+        let w = whole.ssd_config().unwrap();
+        assert!(c.geometry.pages_per_block < w.geometry.pages_per_block);
+        assert_eq!(
+            c.timing.erase_ns * w.geometry.pages_per_block as u64,
+            w.timing.erase_ns * c.geometry.pages_per_block as u64
+        );
         let full = Preset::load("840pro")
             .unwrap()
             .with_capacity(256_000_000_000);
