@@ -373,12 +373,7 @@ impl FlashSink for TimingSink<'_> {
             ProgramKind::GcCopy => {
                 if let Some(m) = self.maint.as_deref_mut() {
                     // Into a block the queue erases first: FIFO order keeps that.
-                    m.push(
-                        die,
-                        StepKind::Program,
-                        self.timing.program_ns,
-                        self.not_before_ns,
-                    );
+                    m.push_copy(die, self.timing.program_ns, self.not_before_ns);
                     return;
                 }
                 self.die_free_ns[d] =
@@ -442,6 +437,8 @@ impl FlashSink for TimingSink<'_> {
             let free = self.die_free_ns[d];
             let end = m.drain_through_erase(die, block, free, self.not_before_ns.max(free));
             self.die_free_ns[d] = free.max(end);
+        } else {
+            m.release_through_erase(die, block);
         }
     }
 
@@ -567,7 +564,7 @@ impl Ssd {
                     g.mapping_unit_bytes as u64,
                 ))
             }),
-            maint: gap_filling.then(|| Maintenance::new(&scheduler, g.dies())),
+            maint: gap_filling.then(|| Maintenance::new(&scheduler, g.dies(), g.pages_per_block)),
             durable_open_pages: vec![Vec::new(); g.dies() as usize],
             flush_programs: 0,
             slc: cfg.slc_cache.clone().map(|c| {

@@ -110,6 +110,8 @@ struct Step {
     /// For a buffered program a write's admission counted on: when it was expected to
     /// end (0 otherwise).
     promised_ns: u64,
+    /// A buffered host program (else maintenance).
+    host: bool,
 }
 
 /// The step a die is running: from `start_ns`, ending at `end_ns` (pushed on by each
@@ -125,9 +127,23 @@ struct Running {
 
 #[derive(Debug, Default, Clone)]
 struct DieQueue {
-    /// Steps in the order the FTL issued them: GC, background GC and read reclaim, and on
-    /// a drive with a write buffer its host programs.
+    /// On a drive with a write buffer: its buffered host programs, and the GC released
+    /// ahead of each (in proportion to the writes), in order.
     queued: VecDeque<Step>,
+    /// Maintenance not yet released: GC, background GC, read reclaim, SLC folds. It runs
+    /// in the die's gaps; on a drive with a write buffer each buffered program releases
+    /// its share into `queued` ahead of it.
+    gc: VecDeque<Step>,
+    /// GC copies issued since the last erase (the victim being cleaned).
+    victim_copies: u32,
+    /// GC steps (a copy with its reads, or an erase) to release per buffered program:
+    /// the last victim's copies and erase over the pages it freed.
+    per_write: f64,
+    /// Released steps owed: `per_write` per buffered program, less what was released.
+    credit: f64,
+    /// Maintenance steps in `queued` (released, not yet run): while there are any, `gc`
+    /// waits, so maintenance keeps its order.
+    released: u32,
     running: Option<Running>,
     /// When the die's last maintenance step ended.
     clock_ns: u64,
@@ -144,6 +160,47 @@ fn slip(end_ns: u64, promised_ns: u64) -> u64 {
 }
 
 impl DieQueue {
+    /// The step that runs next from `free_ns`, released work first when both could start
+    /// by then, and when it may start; not yet taken off its queue.
+    fn next(&self, free_ns: u64) -> Option<(bool, u64)> {
+        let q = self.queued.front().map(|s| free_ns.max(s.ready_ns));
+        let g = self
+            .gc
+            .front()
+            .filter(|_| self.released == 0)
+            .map(|s| free_ns.max(s.ready_ns));
+        match (q, g) {
+            (Some(a), Some(b)) if b < a => Some((false, b)),
+            (Some(a), _) => Some((true, a)),
+            (None, Some(b)) => Some((false, b)),
+            (None, None) => None,
+        }
+    }
+
+    fn take(&mut self, released: bool) -> Step {
+        if !released {
+            return self.gc.pop_front().expect("next() saw it");
+        }
+        let step = self.queued.pop_front().expect("next() saw it");
+        if !step.host {
+            self.released -= 1;
+        }
+        step
+    }
+
+    /// Moves one GC step group from `gc` to `queued`: the steps up to and including the
+    /// next program or erase. Whether there was one.
+    fn release_one(&mut self) -> bool {
+        while let Some(step) = self.gc.pop_front() {
+            self.queued.push_back(step);
+            self.released += 1;
+            if matches!(step.kind, StepKind::Program | StepKind::Erase(_)) {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Ends the running step (the die's clock moves to its end); returns the write-buffer
     /// bytes it frees, and adds how much later than promised it ended to `slip_ns`.
     fn finish_running(&mut self, slip_ns: &mut u64) -> u64 {
@@ -168,6 +225,8 @@ pub(crate) struct Maintenance {
     pub(crate) forced_drains: u64,
     /// Write-buffer bytes whose programs ended since [`Maintenance::take_drained`].
     drained_bytes: u64,
+    /// Pages per block: what a victim frees is this less its copies.
+    pages_per_block: u32,
     /// Writes admitted on a buffered program's expected end (the buffer full).
     pub(crate) buffer_waits: u64,
     /// How much later than expected, in all, those programs ended (reads that arrived
@@ -176,10 +235,11 @@ pub(crate) struct Maintenance {
 }
 
 impl Maintenance {
-    pub(crate) fn new(cfg: &SchedulerConfig, dies: u32) -> Maintenance {
+    pub(crate) fn new(cfg: &SchedulerConfig, dies: u32, pages_per_block: u32) -> Maintenance {
         Maintenance {
             cfg: cfg.clone(),
             dies: vec![DieQueue::default(); dies as usize],
+            pages_per_block,
             suspensions: 0,
             forced_drains: 0,
             drained_bytes: 0,
@@ -188,15 +248,43 @@ impl Maintenance {
         }
     }
 
-    /// Queues a maintenance step on `die`, issued at `ready_ns`.
+    /// Queues a maintenance step on `die`, issued at `ready_ns`. An erase ends a victim:
+    /// its copies and erase over the pages it freed set how much GC each buffered program
+    /// releases until the next victim.
     pub(crate) fn push(&mut self, die: u32, kind: StepKind, dur_ns: u64, ready_ns: u64) {
-        self.dies[die as usize].queued.push_back(Step {
+        let ppb = self.pages_per_block;
+        let q = &mut self.dies[die as usize];
+        if let StepKind::Erase(_) = kind {
+            let copies = std::mem::take(&mut q.victim_copies);
+            q.per_write = (copies + 1) as f64 / ppb.saturating_sub(copies).max(1) as f64;
+        }
+        q.gc.push_back(Step {
             kind,
             dur_ns,
             ready_ns,
             bytes: 0,
             promised_ns: 0,
+            host: false,
         });
+    }
+
+    /// Queues a GC copy's program on `die` (see [`Maintenance::push`]).
+    pub(crate) fn push_copy(&mut self, die: u32, dur_ns: u64, ready_ns: u64) {
+        self.dies[die as usize].victim_copies += 1;
+        self.push(die, StepKind::Program, dur_ns, ready_ns);
+    }
+
+    /// A buffered host program opens `block`, whose erase waits unreleased on `die`: that
+    /// erase and the GC before it are released now, ahead of the program (the hard
+    /// threshold, as [`Maintenance::drain_through_erase`] is for an unbuffered one).
+    pub(crate) fn release_through_erase(&mut self, die: u32, block: u32) {
+        let q = &mut self.dies[die as usize];
+        let Some(i) = q.gc.iter().position(|s| s.kind == StepKind::Erase(block)) else {
+            return;
+        };
+        self.forced_drains += 1;
+        q.released += i as u32 + 1;
+        q.queued.extend(q.gc.drain(..=i));
     }
 
     /// Queues a buffered host program on `die` (its transfer over the channel and its
@@ -204,12 +292,30 @@ impl Maintenance {
     /// maintenance issued before it (GC paced to the writes, and the erase of the block it
     /// opens); it frees `bytes` of the write buffer when it ends.
     pub(crate) fn push_write(&mut self, die: u32, dur_ns: u64, ready_ns: u64, bytes: u64) {
-        self.dies[die as usize].queued.push_back(Step {
+        let ppb = self.pages_per_block;
+        let q = &mut self.dies[die as usize];
+        // GC in proportion to the writes, a victim's copies spread over the writes that
+        // follow it (before the first victim ends, its copies so far give the share).
+        let per_write = if q.per_write > 0.0 {
+            q.per_write
+        } else {
+            (q.victim_copies + 1) as f64 / ppb.saturating_sub(q.victim_copies).max(1) as f64
+        };
+        q.credit += per_write;
+        while q.credit >= 1.0 && q.release_one() {
+            q.credit -= 1.0;
+        }
+        if q.gc.is_empty() {
+            // Nothing owed yet: no banking for a victim still to come.
+            q.credit = q.credit.min(1.0);
+        }
+        q.queued.push_back(Step {
             kind: StepKind::Program,
             dur_ns,
             ready_ns,
             bytes,
             promised_ns: 0,
+            host: true,
         });
     }
 
@@ -231,14 +337,13 @@ impl Maintenance {
                 }
                 self.drained_bytes += q.finish_running(&mut self.buffer_slip_ns);
             }
-            let Some(step) = q.queued.front() else {
+            let Some((released, start)) = q.next(q.clock_ns.max(host_free_ns)) else {
                 return;
             };
-            let start = q.clock_ns.max(host_free_ns).max(step.ready_ns);
             if start >= t_ns {
                 return;
             }
-            let step = q.queued.pop_front().expect("front exists");
+            let step = q.take(released);
             q.running = Some(Running {
                 kind: step.kind,
                 end_ns: start + step.dur_ns,
@@ -384,7 +489,9 @@ impl Maintenance {
     /// Whether the erase of `block` waits in `die`'s queues.
     pub(crate) fn erase_pending(&self, die: u32, block: u32) -> bool {
         let q = &self.dies[die as usize];
-        q.queued.iter().any(|s| s.kind == StepKind::Erase(block))
+        let is_it = |s: &Step| s.kind == StepKind::Erase(block);
+        q.queued.iter().any(is_it)
+            || q.gc.iter().any(is_it)
             || q.running.is_some_and(|r| r.kind == StepKind::Erase(block))
     }
 
@@ -410,8 +517,9 @@ impl Maintenance {
                 return t;
             }
         }
-        while let Some(step) = q.queued.pop_front() {
-            t = t.max(step.ready_ns) + step.dur_ns;
+        while let Some((released, start)) = q.next(t) {
+            let step = q.take(released);
+            t = start + step.dur_ns;
             self.drained_bytes += step.bytes;
             self.buffer_slip_ns += slip(t, step.promised_ns);
             if step.kind == StepKind::Erase(block) {
@@ -425,7 +533,7 @@ impl Maintenance {
     /// Whether `die` has maintenance queued or running.
     pub(crate) fn busy(&self, die: u32) -> bool {
         let q = &self.dies[die as usize];
-        q.running.is_some() || !q.queued.is_empty()
+        q.running.is_some() || !q.queued.is_empty() || !q.gc.is_empty()
     }
 
     /// When `die`'s last maintenance step ended (0 before any).
@@ -447,7 +555,7 @@ mod tests {
     use super::*;
 
     fn m() -> Maintenance {
-        Maintenance::new(&SchedulerConfig::priority(), 2)
+        Maintenance::new(&SchedulerConfig::priority(), 2, 64)
     }
 
     #[test]
@@ -459,7 +567,7 @@ mod tests {
         // A host read at 10 µs waits for the first (reads are not suspended), then goes
         // before the second.
         assert_eq!(q.host_read(0, 0, 10_000, 60_000), 50_000);
-        assert_eq!(q.dies[0].queued.len(), 1);
+        assert_eq!(q.dies[0].gc.len(), 1);
         // The second starts once the host read (50-110) is done.
         q.advance(0, 110_000, 150_000);
         assert_eq!(q.dies[0].running.unwrap().end_ns, 160_000);
@@ -491,22 +599,53 @@ mod tests {
     }
 
     #[test]
-    fn a_buffered_program_waits_behind_earlier_gc_and_a_read_suspends_it() {
-        let mut q = m();
-        q.push(0, StepKind::Read, 50_000, 0);
+    fn buffered_programs_release_gc_in_proportion_and_a_read_suspends_them() {
+        let mut q = m(); // 64 pages per block
+                         // A victim with 32 valid pages: 32 copies (each after its read) and the erase; it
+                         // frees 32 pages, so each buffered program releases 33/32 GC steps.
+        for _ in 0..32 {
+            q.push(0, StepKind::Read, 50_000, 0);
+            q.push_copy(0, 500_000, 0);
+        }
+        q.push(0, StepKind::Erase(9), 300_000, 0);
         q.push_write(0, 1_000_000, 0, 32_768);
-        // The GC read runs 0-50 µs, then the buffered program 50-1,050 µs.
-        q.advance(0, 0, 60_000);
-        assert_eq!(q.dies[0].running.unwrap().end_ns, 1_050_000);
-        // A read at 200 µs suspends it (850 µs left > 100 µs).
-        assert_eq!(q.host_read(0, 0, 200_000, 60_000), 300_000);
-        q.advance(0, 360_000, 2_000_000);
+        // The first copy (with its read) goes ahead of the program; the rest waits.
+        assert_eq!(q.dies[0].queued.len(), 3);
+        assert_eq!(q.dies[0].gc.len(), 63);
+        for _ in 1..32 {
+            q.push_write(0, 1_000_000, 0, 32_768);
+        }
+        assert!(
+            q.dies[0].gc.is_empty(),
+            "32 programs release the whole victim"
+        );
+        // The die runs the first read (0-50 µs), the copy (50-550 µs), then the program
+        // (550-1,550 µs); a read at 700 µs suspends it (850 µs left > 100 µs).
+        q.advance(0, 0, 600_000);
+        assert_eq!(q.dies[0].running.unwrap().end_ns, 1_550_000);
+        assert_eq!(q.host_read(0, 0, 700_000, 60_000), 800_000);
+        q.advance(0, 860_000, 1_800_000);
         assert_eq!(
             q.take_drained(),
             32_768,
             "its bytes leave the buffer when it ends"
         );
-        assert_eq!(q.dies[0].clock_ns, 1_050_000 + 160_000);
+    }
+
+    #[test]
+    fn gc_not_yet_released_waits_for_the_gc_released_before_it() {
+        let mut q = m();
+        // Erase of block 3 released by the hard threshold, behind a buffered program; a
+        // copy into block 3 stays unreleased: it may not run before that erase.
+        q.push(0, StepKind::Erase(3), 300_000, 0);
+        q.push_write(0, 1_000_000, 0, 100);
+        q.release_through_erase(0, 3);
+        q.push_copy(0, 500_000, 0);
+        q.advance(0, 0, u64::MAX);
+        assert_eq!(q.dies[0].clock_ns, 1_000_000 + 300_000 + 500_000);
+        let mut order = Maintenance::new(&SchedulerConfig::priority(), 1, 64);
+        order.push_write(0, 1_000_000, 0, 100);
+        assert!(order.dies[0].gc.is_empty() && order.dies[0].released == 0);
     }
 
     #[test]
@@ -514,6 +653,7 @@ mod tests {
         let mut q = m();
         // Die 0: 2 ms of GC ahead of its buffered program; die 1: the program alone.
         q.push(0, StepKind::Erase(1), 2_000_000, 0);
+        q.release_through_erase(0, 1); // the program opens block 1
         q.push_write(0, 500_000, 0, 100);
         q.push_write(1, 800_000, 0, 200);
         q.push_write(1, 800_000, 0, 300);
@@ -575,7 +715,7 @@ mod tests {
         assert_eq!(end, 1_000_000 + 50_000 + 500_000 + 2_000_000);
         assert!(!q.erase_pending(0, 3));
         assert_eq!(
-            q.dies[0].queued.len(),
+            q.dies[0].gc.len(),
             1,
             "the read after the erase still waits"
         );
