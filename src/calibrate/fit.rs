@@ -1005,6 +1005,7 @@ impl Fitted {
             read_ns: self.read_ns.value,
             program_ns: self.program_ns.value,
             erase_ns: self.erase_ns.value,
+            erase_every: 1,
             channel_bytes_per_s: self.channel_bytes_per_s.value.max(1),
             host_bytes_per_s: self.host_bytes_per_s.value.max(1),
             command_overhead_ns: self.command_overhead_ns.value,

@@ -173,17 +173,17 @@ impl Preset {
                         g.pages_per_block,
                         g.blocks_per_die()
                     ));
-                    // A block of fewer pages is erased as many times more often per byte
-                    // written: its erase is as many times shorter, so the dies spend the
-                    // full drive's erase time per byte (docs/timing.md).
+                    // A block of 1/k the pages is erased k times as often per byte
+                    // written: one erase in k takes the full erase time, so the dies spend
+                    // the full drive's erase time per byte, each erase as long as its
+                    // (docs/timing.md).
                     let t = &mut c.timing;
-                    let scaled = t.erase_ns * g.pages_per_block as u64 / before as u64;
+                    t.erase_every = (t.erase_every * before / g.pages_per_block).max(1);
                     self.notes.push(format!(
-                        "scaled to {logical_bytes} bytes: erase {} -> {} us, the full drive's erase time per page",
-                        t.erase_ns / 1000,
-                        scaled / 1000
+                        "scaled to {logical_bytes} bytes: one erase in {} takes the full {} us (the others none), the full drive's erase time per byte",
+                        t.erase_every,
+                        t.erase_ns / 1000
                     ));
-                    t.erase_ns = scaled;
                 }
             }
             DeviceConfig::Hdd(c) => c.logical_bytes = logical_bytes,
@@ -325,14 +325,16 @@ mod tests {
             (c.geometry.op - 0.0737).abs() < 1e-9,
             "over-provisioning is kept"
         );
-        // Pages per block and, with them, the erase time: the same erase time per page.
+        // Pages per block and, with them, how often an erase costs time: the same erase
+        // time per page.
         assert_eq!(p.notes.len(), 2, "{:?}", p.notes);
         let whole = Preset::load("840pro").unwrap();
         let w = whole.ssd_config().unwrap();
         assert!(c.geometry.pages_per_block < w.geometry.pages_per_block);
+        assert_eq!(c.timing.erase_ns, w.timing.erase_ns);
         assert_eq!(
-            c.timing.erase_ns * w.geometry.pages_per_block as u64,
-            w.timing.erase_ns * c.geometry.pages_per_block as u64
+            c.timing.erase_every * c.geometry.pages_per_block,
+            w.geometry.pages_per_block
         );
         let full = Preset::load("840pro")
             .unwrap()

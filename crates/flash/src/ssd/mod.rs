@@ -57,6 +57,11 @@ pub struct SsdTiming {
     pub program_ns: u64,
     /// Erase of one block (tBERS).
     pub erase_ns: u64,
+    /// On a drive scaled down by dividing its pages per block by k (`--capacity`): one
+    /// erase in k takes `erase_ns` and the others none, so the dies spend the full drive's
+    /// erase time per byte written, each erase as long as the full drive's.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub erase_every: u32,
     /// Bus bandwidth of one channel.
     pub channel_bytes_per_s: u64,
     /// Effective host interface bandwidth (SATA, NVMe).
@@ -94,6 +99,14 @@ pub struct GcConfig {
 
 fn paced_by_default() -> bool {
     true
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 /// TRIM-family command costs.
@@ -289,6 +302,8 @@ struct TimingSink<'a> {
     maint: Option<&'a mut Maintenance>,
     /// Blocks per die (a block's die is its number divided by this).
     blocks_per_die: u32,
+    /// Per die: erases issued (for [`SsdTiming::erase_every`]).
+    erases_issued: &'a mut [u32],
 }
 
 /// The WAF-only path's sink on a drive with an SLC cache: no time, but host pages land in
@@ -402,17 +417,19 @@ impl FlashSink for TimingSink<'_> {
 
     #[inline]
     fn block_erase(&mut self, die: u32, block: u32) {
+        let issued = &mut self.erases_issued[die as usize];
+        *issued += 1;
+        let erase_ns = if (*issued).is_multiple_of(self.timing.erase_every.max(1)) {
+            self.timing.erase_ns
+        } else {
+            0
+        };
         if let Some(m) = self.maint.as_deref_mut() {
-            m.push(
-                die,
-                StepKind::Erase(block),
-                self.timing.erase_ns,
-                self.not_before_ns,
-            );
+            m.push(die, StepKind::Erase(block), erase_ns, self.not_before_ns);
             return;
         }
         let d = &mut self.die_free_ns[die as usize];
-        *d = (*d).max(self.not_before_ns) + self.timing.erase_ns;
+        *d = (*d).max(self.not_before_ns) + erase_ns;
     }
 
     #[inline]
@@ -487,6 +504,8 @@ pub struct Ssd {
     durable_open_pages: Vec<Vec<(u32, u32)>>,
     /// Programs of open pages that flushes forced.
     flush_programs: u64,
+    /// Per die: erases issued (see [`SsdTiming::erase_every`]).
+    erases_issued: Vec<u32>,
 }
 
 const DATA_BLOCK_BYTES: u64 = crate::fslayout::BLOCK_BYTES as u64;
@@ -567,6 +586,7 @@ impl Ssd {
             maint: gap_filling.then(|| Maintenance::new(&scheduler, g.dies(), g.pages_per_block)),
             durable_open_pages: vec![Vec::new(); g.dies() as usize],
             flush_programs: 0,
+            erases_issued: vec![0; g.dies() as usize],
             slc: cfg.slc_cache.clone().map(|c| {
                 SlcCache::new(
                     c,
@@ -821,6 +841,7 @@ impl Ssd {
         not_before_ns: u64,
         aging: Option<&'a mut AgingState>,
         maint: Option<&'a mut Maintenance>,
+        erases_issued: &'a mut [u32],
     ) -> TimingSink<'a> {
         TimingSink {
             die_free_ns,
@@ -837,6 +858,7 @@ impl Ssd {
             aging,
             maint,
             blocks_per_die: cfg.geometry.blocks_per_die() as u32,
+            erases_issued,
         }
     }
 
@@ -868,6 +890,7 @@ impl Ssd {
                     idle_since + idle_ns,
                     self.aging.as_deref_mut(),
                     self.maint.as_mut(),
+                    &mut self.erases_issued,
                 );
                 sink.cache = None;
                 if !self.ftl.background_collect(die, target, &mut sink) {
@@ -898,6 +921,7 @@ impl Ssd {
             data_ready,
             self.aging.as_deref_mut(),
             self.maint.as_mut(),
+            &mut self.erases_issued,
         );
         if cmd.handle == 0 {
             self.ftl.write_range(first..end, &mut sink)?;
@@ -1012,6 +1036,7 @@ impl Ssd {
                 cmd_ready,
                 self.aging.as_deref_mut(),
                 self.maint.as_mut(),
+                &mut self.erases_issued,
             );
             let t = ftl.translate(lpn, &mut sink)?;
             let page = t.ppn.map(|p| ftl.page_of(p));
@@ -1119,6 +1144,7 @@ impl Ssd {
                 now_ns,
                 self.aging.as_deref_mut(),
                 self.maint.as_mut(),
+                &mut self.erases_issued,
             );
             sink.cache = None;
             if let Some(copied) = self.ftl.reclaim(block, &mut sink) {
@@ -1392,6 +1418,7 @@ pub(crate) mod tests {
                 read_ns: 50_000,
                 program_ns: 500_000,
                 erase_ns: 3_000_000,
+                erase_every: 1,
                 channel_bytes_per_s: 400_000_000,
                 host_bytes_per_s: 500_000_000,
                 command_overhead_ns: 5_000,
