@@ -322,12 +322,6 @@ pub(crate) fn print_stats(s: &flash::DeviceStats) {
             s.maintenance_suspensions, s.maintenance_forced_drains
         );
     }
-    if s.flush_programs > 0 {
-        println!(
-            "  flushes           {} programs of pages not yet full, to make their data durable (not in the WAF)",
-            s.flush_programs
-        );
-    }
     if s.write_buffer_waits > 0 {
         println!(
             "  write buffer      full for {} writes, each admitted when a buffered program was expected to end; reads that came later made those programs end {:.3} ms later on average (those writes' latencies are optimistic by about that much)",

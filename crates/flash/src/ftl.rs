@@ -762,20 +762,6 @@ impl PageFtl {
         self.mapped_units
     }
 
-    /// Die `die`'s host frontiers (handle 0's and, with placement handles, the others')
-    /// whose open superpage holds data not yet programmed: each as (block, the units
-    /// written into the open superpage).
-    pub fn open_host_pages(&self, die: u32) -> Vec<(u32, u32)> {
-        // Handles 1..: host frontiers at even indices (their GC frontiers follow each).
-        let placed_hosts = self.placed_of(die as usize).iter().step_by(2);
-        std::iter::once(&self.die[die as usize].host)
-            .chain(placed_hosts)
-            .filter(|f| f.block != NO_BLOCK)
-            .map(|f| (f.block, self.per_page.rem(f.next_unit)))
-            .filter(|&(_, units)| units > 0)
-            .collect()
-    }
-
     /// Die that holds physical unit `ppn`.
     #[inline]
     pub fn die_of(&self, ppn: u32) -> u32 {

@@ -200,15 +200,6 @@ impl Ftl {
             Ftl::Fast(_) => None,
         }
     }
-    /// See [`PageFtl::open_host_pages`]; none on FAST (its log blocks are not modelled by
-    /// superpage).
-    pub fn open_host_pages(&self, die: u32) -> Vec<(u32, u32)> {
-        match self {
-            Ftl::Page(f) => f.open_host_pages(die),
-            Ftl::Cached(f) => f.page_ftl().open_host_pages(die),
-            Ftl::Fast(_) => Vec::new(),
-        }
-    }
     pub fn free_blocks(&self, die: u32) -> usize {
         match self {
             Ftl::Page(f) => f.free_blocks(die),

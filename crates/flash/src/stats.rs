@@ -171,10 +171,6 @@ pub struct DeviceStats {
     /// maintenance up to the erase of the block they opened.
     #[serde(default)]
     pub maintenance_forced_drains: u64,
-    /// Programs of partly written superpages that flushes forced (data a flush makes
-    /// durable before the rest of its page arrives).
-    #[serde(default)]
-    pub flush_programs: u64,
     /// Under the priority scheduler, on a drive with a write buffer: writes that found the
     /// buffer full and were admitted when a buffered program was expected to end.
     #[serde(default)]

@@ -1155,8 +1155,12 @@ mod tests {
                 hot_space_fraction: 0.1,
             };
             s.writes_x = 2.0;
+            // In submission order, where the mover's work is booked on the write path.
+            // (Under the priority scheduler it runs in the dies' idle gaps, which a queue
+            // depth of 1 leaves plenty of: the writes do not wait for it.)
             s.preset = SsdOverrides {
                 wear_leveling: Some(wl.parse().unwrap()),
+                scheduler: Some(flash::ssd::SchedulerConfig::fifo()),
                 ..Default::default()
             }
             .apply(s.preset)

@@ -500,10 +500,6 @@ pub struct Ssd {
     /// The priority scheduler's per-die maintenance queues ([`sched`]); `None` with
     /// submission order.
     maint: Option<Maintenance>,
-    /// Per die: the open host pages (block, units written) the last flush made durable.
-    durable_open_pages: Vec<Vec<(u32, u32)>>,
-    /// Programs of open pages that flushes forced.
-    flush_programs: u64,
     /// Per die: erases issued (see [`SsdTiming::erase_every`]).
     erases_issued: Vec<u32>,
 }
@@ -584,8 +580,6 @@ impl Ssd {
                 ))
             }),
             maint: gap_filling.then(|| Maintenance::new(&scheduler, g.dies(), g.pages_per_block)),
-            durable_open_pages: vec![Vec::new(); g.dies() as usize],
-            flush_programs: 0,
             erases_issued: vec![0; g.dies() as usize],
             slc: cfg.slc_cache.clone().map(|c| {
                 SlcCache::new(
@@ -1166,47 +1160,8 @@ impl Ssd {
                 self.cache_used_bytes = self.cache_used_bytes.saturating_sub(m.take_drained());
             }
         }
-        let ready = start_ns + self.cfg.timing.command_overhead_ns;
-        self.program_open_pages(ready);
         let all_programs = self.die_free_ns.iter().copied().max().unwrap_or(0);
-        ready.max(all_programs)
-    }
-
-    /// A flush (ATA FLUSH CACHE, NVMe Flush) makes written data durable, including data in
-    /// a superpage the FTL has not filled yet (whose program waits for the rest of the
-    /// page): each open host page holding data no earlier flush made durable is programmed,
-    /// from `ready_ns`, in SLC mode on a drive with an SLC cache. Time only: the FTL's
-    /// layout stays (its units are programmed again with the rest of the page, as a drive
-    /// that padded the page programs the next one), so the WAF leaves these out.
-    fn program_open_pages(&mut self, ready_ns: u64) {
-        let program_ns = self
-            .cfg
-            .slc_cache
-            .as_ref()
-            .map_or(self.cfg.timing.program_ns, |c| c.program_ns);
-        for d in 0..self.die_free_ns.len() {
-            let open = self.ftl.open_host_pages(d as u32);
-            for &(block, units) in &open {
-                if self.durable_open_pages[d].contains(&(block, units)) {
-                    continue;
-                }
-                let transfer_ns = units as u64 * self.unit_transfer_ns;
-                let mut start = ready_ns.max(self.die_free_ns[d]);
-                if let Some(m) = &mut self.maint {
-                    start = m.host_program(
-                        d as u32,
-                        self.die_free_ns[d],
-                        start,
-                        transfer_ns + program_ns,
-                    );
-                }
-                let ch = d % self.channel_bus.len();
-                let transferred = self.channel_bus[ch].book(start, transfer_ns);
-                self.die_free_ns[d] = transferred + program_ns;
-                self.flush_programs += 1;
-            }
-            self.durable_open_pages[d] = open;
-        }
+        (start_ns + self.cfg.timing.command_overhead_ns).max(all_programs)
     }
 }
 
@@ -1309,7 +1264,6 @@ impl Device for Ssd {
             s.write_buffer_slip_ns = m.buffer_slip_ns;
         }
         s.trim_ranges = self.trim_ranges;
-        s.flush_programs = self.flush_programs;
         if let Some(slc) = &self.slc {
             s.slc_write_bytes = slc.written_pages * slc.superpage_bytes;
             s.slc_folded_bytes = slc.folded_pages * slc.superpage_bytes;
@@ -1364,7 +1318,6 @@ impl Device for Ssd {
             m.buffer_slip_ns = 0;
         }
         self.trim_ranges = 0;
-        self.flush_programs = 0;
         if let Some(slc) = &mut self.slc {
             slc.reset_counters();
         }
@@ -1561,41 +1514,6 @@ pub(crate) mod tests {
         );
         // 5 µs overhead, 50 µs array read, 10.24 µs channel, 8.192 µs host link.
         assert_eq!(ready, 10_040_000 + 5_000 + 50_000 + 10_240 + 8_192);
-    }
-
-    #[test]
-    fn a_flush_programs_data_waiting_for_the_rest_of_its_page() {
-        // Two-plane superpages of two 4 KiB units: one unit written leaves its page open.
-        for policy in [SchedulerConfig::fifo(), SchedulerConfig::priority()] {
-            let mut cfg = config();
-            cfg.geometry.planes_per_die = 2;
-            cfg.geometry.pages_per_block = 16; // blocks of the same size
-            cfg.scheduler = Some(policy.clone());
-            let mut ssd = Ssd::new(cfg).unwrap();
-            let written = ssd.submit(&Command::write(0, 4096), 0).unwrap();
-            assert!(
-                written < 100_000,
-                "acknowledged before any program: {written}"
-            );
-            let flushed = ssd.submit(&Command::flush(), written).unwrap();
-            // Overhead 5 µs, one unit over the channel 10.24 µs, program 500 µs.
-            assert_eq!(flushed, written + 5_000 + 10_240 + 500_000, "{policy:?}");
-            assert_eq!(ssd.stats().flush_programs, 1);
-            // Nothing new since: the next flush programs nothing.
-            let again = ssd.submit(&Command::flush(), flushed).unwrap();
-            assert_eq!(again, flushed + 5_000);
-            // A second unit fills the page: its program runs as every full page's does,
-            // and a flush after it has no open page to program.
-            let filled = ssd.submit(&Command::write(4096, 4096), again).unwrap();
-            let after = ssd.submit(&Command::flush(), filled).unwrap();
-            assert_eq!(after, filled + 5_000);
-            assert_eq!(ssd.stats().flush_programs, 1);
-            assert_eq!(
-                ssd.stats().waf,
-                Some(1.0),
-                "time only: the layout is the FTL's"
-            );
-        }
     }
 
     #[test]
