@@ -90,6 +90,10 @@ pub(crate) struct DeviceArgs {
     /// Background TRIM work pauses when a host command arrives.
     #[arg(long)]
     pub(crate) trim_preemptive: bool,
+    /// Work a TRIM leaves after its acknowledgement, which the next TRIM waits for (e.g.
+    /// 90ms: TRIMs back to back then cost about that each, idle ones their command work).
+    #[arg(long, value_parser = units::parse_duration_ns, value_name = "DURATION")]
+    pub(crate) trim_settle: Option<u64>,
     /// Wear leveling: off, dynamic (open the least-worn free block), static[:THRESHOLD]
     /// (move a cold block's data once a die's erase-count spread reaches THRESHOLD,
     /// default 100 as MQSim) or both[:THRESHOLD]; costed in WAF and time.
@@ -239,6 +243,7 @@ impl DeviceArgs {
             trim_queued: self.trim.map(|t| t == TrimKind::Queued),
             trim_background: self.trim_background.then_some(true),
             trim_preemptive: self.trim_preemptive.then_some(true),
+            trim_settle_ns: self.trim_settle,
             wear_leveling: self.wear_leveling.clone(),
             mapping_cache_bytes: self.mapping_cache,
             age: self.age.clone(),
@@ -315,6 +320,15 @@ pub(crate) fn print_stats(s: &flash::DeviceStats) {
                 ms(l.max)
             );
         }
+    }
+    if s.trim_commands > 0 {
+        println!(
+            "  trim work         {:.3} ms in the drive, {:.3} ms on the interface; waiting for earlier TRIMs' settling work: TRIMs {:.3} ms (bursts), other commands {:.3} ms (summed)",
+            ms(s.trim_busy_ns),
+            ms(s.trim_interface_ns),
+            ms(s.trim_settle_wait_ns),
+            ms(s.io_settle_wait_ns)
+        );
     }
     if s.maintenance_suspensions + s.maintenance_forced_drains + s.write_buffer_waits > 0 {
         println!(

@@ -161,6 +161,14 @@ pub struct DeviceStats {
     pub trim_busy_ns: u64,
     /// Host-interface time of TRIM-family commands (command round trips and payloads).
     pub trim_interface_ns: u64,
+    /// Time TRIM-family commands waited for an earlier TRIM's settling work (`[ssd.trim]
+    /// settle_ns`): what a burst of TRIMs costs beyond idle ones.
+    #[serde(default)]
+    pub trim_settle_wait_ns: u64,
+    /// Time reads, writes and flushes waited for a TRIM's settling work, summed over the
+    /// commands (several waiting at once each count).
+    #[serde(default)]
+    pub io_settle_wait_ns: u64,
     /// Metadata blocks fTrim read from flash.
     pub ftrim_metadata_reads: u64,
     /// Under the priority scheduler (`[ssd.scheduler]`): host reads that suspended a

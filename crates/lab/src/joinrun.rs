@@ -112,6 +112,13 @@ pub struct Repetition {
     pub trim_ranges: u64,
     /// Bytes the TRIM commands covered.
     pub trim_bytes: u64,
+    /// Simulated drive only: the TRIMs' work in the drive (command and mapping work).
+    pub trim_busy_ns: u64,
+    /// Simulated drive only: time TRIMs waited for earlier TRIMs' settling work (bursts).
+    pub trim_settle_wait_ns: u64,
+    /// Simulated drive only: time reads, writes and flushes waited for TRIMs' settling work
+    /// (summed over commands).
+    pub io_settle_wait_ns: u64,
     /// Simulated drive only: flash/host pages written during this repetition.
     pub waf: Option<f64>,
     pub host_write_pages: u64,
@@ -680,6 +687,10 @@ pub fn run(
                 repetition.trim_commands = after.trim_commands - before.trim_commands;
                 repetition.trim_ranges = after.trim_ranges - before.trim_ranges;
                 repetition.trim_bytes = after.trim_bytes - before.trim_bytes;
+                repetition.trim_busy_ns = after.trim_busy_ns - before.trim_busy_ns;
+                repetition.trim_settle_wait_ns =
+                    after.trim_settle_wait_ns - before.trim_settle_wait_ns;
+                repetition.io_settle_wait_ns = after.io_settle_wait_ns - before.io_settle_wait_ns;
                 repetition.waf = (host > 0).then(|| flash_pages as f64 / host as f64);
                 repetition.host_write_pages = host;
                 repetition.flash_write_pages = flash_pages;

@@ -59,6 +59,8 @@ pub struct SsdOverrides {
     /// vTrim/fTrim work in idle time, and whether host commands preempt it.
     pub trim_background: Option<bool>,
     pub trim_preemptive: Option<bool>,
+    /// `[ssd.trim] settle_ns`: work a TRIM leaves that the next TRIM waits for.
+    pub trim_settle_ns: Option<u64>,
     /// Wear leveling (`[ssd.wear_leveling]`): off, dynamic, static or both.
     pub wear_leveling: Option<flash::WearLevelingConfig>,
     /// Bytes of a cached mapping table (`[ssd.mapping_cache]`, with the map on flash);
@@ -124,6 +126,7 @@ impl SsdOverrides {
             || self.trim_queued.is_some()
             || self.trim_background.is_some()
             || self.trim_preemptive.is_some()
+            || self.trim_settle_ns.is_some()
             || self.mapping_cache_bytes.is_some()
             || self.age.is_some()
             || self.drive.is_some()
@@ -169,6 +172,9 @@ impl SsdOverrides {
                 }
                 if let Some(p) = self.trim_preemptive {
                     c.trim.preemptive = p;
+                }
+                if let Some(ns) = self.trim_settle_ns {
+                    c.trim.settle_ns = ns;
                 }
                 if let Some(wl) = &self.wear_leveling {
                     c.wear_leveling = (!wl.is_off()).then(|| Box::new(wl.clone()));

@@ -134,6 +134,13 @@ pub struct TrimConfig {
     /// Background TRIM work pauses (at chunk boundaries) when a host command arrives.
     #[serde(default)]
     pub preemptive: bool,
+    /// Work a foreground TRIM-family command leaves after it is acknowledged (the map's
+    /// update finishing in the firmware); the drive takes its next command, of any kind,
+    /// only when it is done. So a TRIM sent alone costs its command work, TRIMs back to back
+    /// cost this each (Lord, linux-ide 2009), and reads and writes behind a burst of small
+    /// TRIMs wait for it (McKusick, FreeBSD r338056, 2018): see docs/sources.md.
+    #[serde(default)]
+    pub settle_ns: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -488,6 +495,12 @@ pub struct Ssd {
     host: HostRecorder,
     trim_busy_ns: u64,
     trim_interface_ns: u64,
+    /// When the last foreground TRIM's settling work ([`TrimConfig::settle_ns`]) ends.
+    trim_settled_ns: u64,
+    /// Time TRIM-family commands waited for an earlier TRIM's settling work (bursts).
+    trim_settle_wait_ns: u64,
+    /// Time reads, writes and flushes waited for a TRIM's settling work (summed).
+    io_settle_wait_ns: u64,
     ftrim_metadata_reads: u64,
     trim_ranges: u64,
     /// Bytes of 4 KiB blocks written with content (file-system metadata), by block number.
@@ -567,6 +580,9 @@ impl Ssd {
             host: HostRecorder::default(),
             trim_busy_ns: 0,
             trim_interface_ns: 0,
+            trim_settled_ns: 0,
+            trim_settle_wait_ns: 0,
+            io_settle_wait_ns: 0,
             ftrim_metadata_reads: 0,
             trim_ranges: 0,
             data: HashMap::new(),
@@ -1215,7 +1231,16 @@ impl Device for Ssd {
             let wait = self.run_background(now_ns);
             self.barrier_ns = self.barrier_ns.max(wait);
         }
-        let start_ns = now_ns.max(self.barrier_ns);
+        let mut start_ns = now_ns.max(self.barrier_ns);
+        // The drive finishes an earlier TRIM's map work before it takes the next command.
+        if self.trim_settled_ns > start_ns {
+            let wait = self.trim_settled_ns - start_ns;
+            match cmd.op {
+                Op::Trim | Op::VTrim | Op::FTrim => self.trim_settle_wait_ns += wait,
+                _ => self.io_settle_wait_ns += wait,
+            }
+            start_ns = self.trim_settled_ns;
+        }
         let done_ns = match cmd.op {
             Op::Write => {
                 if cmd.handle != 0 {
@@ -1256,6 +1281,8 @@ impl Device for Ssd {
         s.trimmed_pages = c.trimmed_units;
         s.trim_busy_ns = self.trim_busy_ns;
         s.trim_interface_ns = self.trim_interface_ns;
+        s.trim_settle_wait_ns = self.trim_settle_wait_ns;
+        s.io_settle_wait_ns = self.io_settle_wait_ns;
         s.ftrim_metadata_reads = self.ftrim_metadata_reads;
         if let Some(m) = &self.maint {
             s.maintenance_suspensions = m.suspensions;
@@ -1310,6 +1337,8 @@ impl Device for Ssd {
         self.host = HostRecorder::default();
         self.trim_busy_ns = 0;
         self.trim_interface_ns = 0;
+        self.trim_settle_wait_ns = 0;
+        self.io_settle_wait_ns = 0;
         self.ftrim_metadata_reads = 0;
         if let Some(m) = &mut self.maint {
             m.suspensions = 0;
@@ -1337,6 +1366,7 @@ impl Device for Ssd {
             t = self.run_chunk(chunk, t);
         }
         t.max(self.die_free_ns.iter().copied().max().unwrap_or(0))
+            .max(self.trim_settled_ns)
     }
 
     fn logical_bytes(&self) -> u64 {
@@ -1458,6 +1488,54 @@ pub(crate) mod tests {
         let t = ssd.submit(&Command::trim(0, 1 << 20), 1_000).unwrap();
         assert_eq!(t, 1_000 + cost, "queued TRIM does not wait for the write");
         assert!(t < w);
+    }
+
+    #[test]
+    fn trims_back_to_back_wait_for_the_last_one_s_settling_work_and_idle_ones_do_not() {
+        // An idle TRIM costs its command work; each TRIM sent as soon as the previous one
+        // completes, and any read behind one, waits for its settling work first.
+        let settle_ns = 50_000_000;
+        let mut cfg = config();
+        cfg.trim.settle_ns = settle_ns;
+        let one = 5_000 + 100_000 + 1_000; // interface + command + one 4 KiB unit
+        let burst = |cfg: SsdConfig, gap_ns: u64| {
+            let mut ssd = Ssd::new(cfg).unwrap();
+            let mut t = 0;
+            let mut took = Vec::new();
+            for i in 0..8u64 {
+                let start = t + gap_ns;
+                t = ssd.submit(&Command::trim(i * 4096, 4096), start).unwrap();
+                took.push(t - start);
+            }
+            (took, ssd.stats().trim_settle_wait_ns)
+        };
+        let (idle, idle_wait) = burst(cfg.clone(), settle_ns);
+        assert!(idle.iter().all(|&d| d == one), "{idle:?}");
+        assert_eq!(idle_wait, 0);
+        let (b2b, wait) = burst(cfg.clone(), 0);
+        assert_eq!(
+            b2b[0], one,
+            "the first TRIM of a burst finds the drive idle"
+        );
+        assert!(b2b[1..].iter().all(|&d| d == settle_ns + one), "{b2b:?}");
+        assert_eq!(wait, 7 * settle_ns);
+        // A read just after a TRIM waits for its settling work, queued TRIM or not.
+        for queued in [false, true] {
+            let mut cfg = cfg.clone();
+            cfg.trim.queued = queued;
+            let mut ssd = Ssd::new(cfg).unwrap();
+            let t = ssd.submit(&Command::trim(0, 4096), 0).unwrap();
+            let r = ssd.submit(&Command::read(8192, 4096), t).unwrap();
+            assert!(r >= t + settle_ns, "queued {queued}: the read ended at {r}");
+            let s = ssd.stats();
+            assert_eq!((s.trim_settle_wait_ns, s.io_settle_wait_ns), (0, settle_ns));
+            // Long after, it does not.
+            let r2 = ssd.submit(&Command::read(8192, 4096), 2 * r).unwrap();
+            assert!(r2 - 2 * r < 1_000_000);
+        }
+        // Without settling work a burst costs what idle TRIMs do.
+        cfg.trim.settle_ns = 0;
+        assert!(burst(cfg, 0).0.iter().all(|&d| d == one));
     }
 
     #[test]
