@@ -12,6 +12,11 @@
 //! interface/in-drive split of TRIM sets the command round trip, vTrim's −63% the
 //! firmware cost per TRIM command, fTrim's −42% the parsing cost per metadata block. The
 //! mixed-workload numbers are then predictions of the model.
+//!
+//! Those predictions rest on four assumed costs ([`Assumption`]): the host's time between
+//! reads and the firmware's per-range, per-unit and recording costs. Table `assumptions`
+//! scales each alone to ¼× and 4×, re-calibrates the three costs under it (so the three
+//! calibrated numbers still hold) and judges every prediction again ([`sensitivity`]).
 
 use super::{derive_seed, Scale};
 use crate::deleterun::{run_scenario, DeleteScenario, ScenarioResult};
@@ -198,11 +203,63 @@ pub fn calibrate(
     })
 }
 
+/// What the section's runs depend on: the drive and the host's time between reads.
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub preset: Preset,
+    pub read_think_ns: u64,
+}
+
+impl Model {
+    /// Paper 002's: the openssd preset as it is, [`READ_THINK_NS`] between reads.
+    pub fn paper() -> Result<Model, crate::LabError> {
+        Ok(Model {
+            preset: Preset::load("openssd")?,
+            read_think_ns: READ_THINK_NS,
+        })
+    }
+
+    fn ssd(&self) -> Result<&SsdConfig, crate::LabError> {
+        match &self.preset.device {
+            flash::DeviceConfig::Ssd(cfg) => Ok(cfg),
+            flash::DeviceConfig::Hdd(_) => {
+                Err(format!("{} is not an SSD", self.preset.name).into())
+            }
+        }
+    }
+
+    fn ssd_mut(&mut self) -> Result<&mut SsdConfig, crate::LabError> {
+        let name = self.preset.name.clone();
+        self.preset
+            .ssd_config_mut()
+            .ok_or_else(|| format!("{name} is not an SSD").into())
+    }
+
+    /// The same model with its three calibrated costs solved again by [`calibrate`]
+    /// (`shape`: [`deletion_shape`]'s counts), and the solution.
+    pub fn recalibrated(
+        mut self,
+        (ranges, units, metadata_blocks): (u64, u64, u64),
+    ) -> Result<(Model, Calibration), crate::LabError> {
+        let cfg = self.ssd_mut()?;
+        let cal = calibrate(cfg, ranges, units, metadata_blocks)?;
+        cfg.timing.command_overhead_ns = cal.interface_ns;
+        cfg.trim.command_overhead_ns = cal.command_ns;
+        cfg.trim.metadata_parse_ns = cal.parse_ns;
+        Ok((self, cal))
+    }
+}
+
 impl DeleteScenario {
     /// Paper 002's setting for `mode` on the openssd preset.
     pub fn paper(mode: Mode, reads: u32, seed: u64) -> Result<Self, crate::LabError> {
-        Ok(DeleteScenario {
-            preset: Preset::load("openssd")?,
+        Ok(Self::of_model(&Model::paper()?, mode, reads, seed))
+    }
+
+    /// Paper 002's setting for `mode` on `model`'s drive and host.
+    pub fn of_model(model: &Model, mode: Mode, reads: u32, seed: u64) -> Self {
+        DeleteScenario {
+            preset: model.preset.clone(),
             fs_bytes: FS_BYTES,
             data_file_bytes: DATA_FILE_BYTES,
             file_bytes: FILE_BYTES,
@@ -212,10 +269,10 @@ impl DeleteScenario {
             background: Some(mode != Mode::Trim),
             preemptive: Some(mode == Mode::FTrimPre),
             reads,
-            read_think_ns: READ_THINK_NS,
+            read_think_ns: model.read_think_ns,
             seed,
             record: false,
-        })
+        }
     }
 }
 
@@ -249,26 +306,368 @@ pub fn deletion_shape() -> Result<(u64, u64, u64), crate::LabError> {
     Ok((r.trim_commands, blocks, f.metadata_reads))
 }
 
+/// Paper 002, Fig. 3: the total time of a delete with `m` and `n` reads over TRIM's
+/// (None: not reported).
+fn paper_of(n: u32, m: Mode) -> Option<f64> {
+    let row = PAPER_MIXED.iter().find(|r| r.reads == n)?;
+    match m {
+        Mode::Trim => Some(1.0),
+        Mode::VTrim => row.vtrim,
+        Mode::FTrim => row.ftrim,
+        Mode::FTrimPre => row.ftrim_pre,
+    }
+}
+
+/// The id of the verdict on the total time of a delete with `m` and `n` reads.
+fn mixed_id(n: u32, m: Mode) -> String {
+    let slug = m.name().to_lowercase().replace('_', "-");
+    format!("trim.{slug}-{n}-reads")
+}
+
+/// The runs the section judges, on one model: each mode's delete alone, then its delete
+/// followed by each number of reads.
+struct Runs {
+    /// The delete alone, in [`Mode::ALL`] order.
+    delete: Vec<ScenarioResult>,
+    /// (reads, total time of delete + reads per mode in [`Mode::ALL`] order).
+    mixed: Vec<(u32, Vec<u64>)>,
+}
+
+impl Runs {
+    /// Runs every mode on `model`: the delete alone (`seed`), then the delete and each
+    /// of `read_counts` reads (the k-th count with seed `derive_seed(seed, k)`).
+    fn run(
+        model: &Model,
+        read_counts: &[u32],
+        seed: u64,
+        ctx: &super::RunCtx,
+    ) -> Result<Runs, crate::LabError> {
+        let once = |m: Mode, reads: u32, seed: u64| {
+            ctx.step(|| run_scenario(&DeleteScenario::of_model(model, m, reads, seed)))
+        };
+        let delete = Mode::ALL
+            .iter()
+            .map(|&m| once(m, 0, seed))
+            .collect::<Result<_, _>>()?;
+        let mut mixed = Vec::new();
+        for (k, &n) in read_counts.iter().enumerate() {
+            let totals: Vec<u64> = Mode::ALL
+                .iter()
+                .map(|&m| once(m, n, derive_seed(seed, k as u64)).map(|r| r.total_ns))
+                .collect::<Result<_, _>>()?;
+            mixed.push((n, totals));
+        }
+        Ok(Runs { delete, mixed })
+    }
+
+    fn trim_delete_ns(&self) -> u64 {
+        self.delete[0].interface_ns + self.delete[0].in_drive_ns
+    }
+
+    /// TRIM's interface share of its delete time.
+    fn interface_share(&self) -> f64 {
+        self.delete[0].interface_ns as f64 / self.trim_delete_ns() as f64
+    }
+
+    /// Each mode's delete time over TRIM's, in [`Mode::ALL`] order.
+    fn delete_norm(&self) -> Vec<f64> {
+        self.delete
+            .iter()
+            .map(|r| (r.interface_ns + r.in_drive_ns) as f64 / self.trim_delete_ns() as f64)
+            .collect()
+    }
+
+    /// The total time of a delete with `m` and `n` reads over TRIM's (as judged).
+    fn ours_of(&self, n: u32, m: Mode) -> f64 {
+        let (_, totals) = self.mixed.iter().find(|r| r.0 == n).expect("ran");
+        let i = Mode::ALL.iter().position(|&x| x == m).expect("a mode");
+        totals[i] as f64 / totals[0] as f64
+    }
+
+    /// The section's verdicts on these runs.
+    fn verdicts(&self) -> Vec<Verdict> {
+        let read_counts: Vec<u32> = self.mixed.iter().map(|r| r.0).collect();
+        analyse(
+            self.interface_share(),
+            &self.delete_norm(),
+            &read_counts,
+            &|n, m| self.ours_of(n, m),
+            &paper_of,
+        )
+    }
+}
+
+/// The four assumed costs the predictions rest on (the three calibrated ones are solved
+/// around them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assumption {
+    /// [`READ_THINK_NS`]: host time between reads.
+    ReadThink,
+    /// `trim.per_range_ns`: locating one range in the mapping table.
+    PerRange,
+    /// `trim.per_page_ns`: invalidating one 4 KiB unit.
+    PerPage,
+    /// `trim.record_ns`: recording a vTrim/fTrim before acknowledging it.
+    Record,
+}
+
+impl Assumption {
+    pub const ALL: [Assumption; 4] = [
+        Assumption::ReadThink,
+        Assumption::PerRange,
+        Assumption::PerPage,
+        Assumption::Record,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Assumption::ReadThink => "READ_THINK_NS",
+            Assumption::PerRange => "trim.per_range_ns",
+            Assumption::PerPage => "trim.per_page_ns",
+            Assumption::Record => "trim.record_ns",
+        }
+    }
+
+    pub fn value_ns(self, model: &Model) -> Result<u64, crate::LabError> {
+        let t = &model.ssd()?.trim;
+        Ok(match self {
+            Assumption::ReadThink => model.read_think_ns,
+            Assumption::PerRange => t.per_range_ns,
+            Assumption::PerPage => t.per_page_ns,
+            Assumption::Record => t.record_ns,
+        })
+    }
+
+    /// `model` with this assumption set to `ns` (the calibrated costs as they were).
+    pub fn with_ns(self, mut model: Model, ns: u64) -> Result<Model, crate::LabError> {
+        match self {
+            Assumption::ReadThink => model.read_think_ns = ns,
+            Assumption::PerRange => model.ssd_mut()?.trim.per_range_ns = ns,
+            Assumption::PerPage => model.ssd_mut()?.trim.per_page_ns = ns,
+            Assumption::Record => model.ssd_mut()?.trim.record_ns = ns,
+        }
+        Ok(model)
+    }
+}
+
+/// Each assumption is taken at these multiples of its value (name, factor).
+pub const ASSUMPTION_FACTORS: [(&str, f64); 2] = [("¼×", 0.25), ("4×", 4.0)];
+
+/// One assumption scaled, the others as they are, the three calibrated costs solved again.
+struct Variant {
+    assumption: Assumption,
+    factor_name: &'static str,
+    value_ns: u64,
+    /// The costs solved under it and the runs, or why [`calibrate`] could not solve them.
+    outcome: Result<(Calibration, Runs), String>,
+}
+
+impl Variant {
+    fn label(&self) -> String {
+        format!("{} {}", self.assumption.name(), self.factor_name)
+    }
+}
+
+/// Every assumption at each of [`ASSUMPTION_FACTORS`], re-calibrated and run as the
+/// section's own model is (same `read_counts`, same seeds); `shape` is
+/// [`deletion_shape`]'s counts.
+fn sensitivity(
+    base: &Model,
+    shape: (u64, u64, u64),
+    read_counts: &[u32],
+    seed: u64,
+    ctx: &super::RunCtx,
+) -> Result<Vec<Variant>, crate::LabError> {
+    let mut variants = Vec::new();
+    for a in Assumption::ALL {
+        for (factor_name, factor) in ASSUMPTION_FACTORS {
+            let value_ns = (a.value_ns(base)? as f64 * factor).round() as u64;
+            let model = a.with_ns(base.clone(), value_ns)?;
+            let outcome = match model.recalibrated(shape) {
+                Ok((model, cal)) => Ok((cal, Runs::run(&model, read_counts, seed, ctx)?)),
+                Err(e) => Err(e.to_string()),
+            };
+            variants.push(Variant {
+                assumption: a,
+                factor_name,
+                value_ns,
+                outcome,
+            });
+        }
+    }
+    Ok(variants)
+}
+
+/// Whether each predicted verdict holds, in the order of `verdicts` (id, holds).
+fn predictions(verdicts: &[Verdict]) -> Vec<(String, bool)> {
+    verdicts
+        .iter()
+        .filter(|v| v.score.as_ref().is_some_and(|s| s.role == Role::Predicted))
+        .map(|v| (v.id().to_string(), v.holds))
+        .collect()
+}
+
+/// Table `assumptions`: the baseline's predictions and each variant's, with the paper's
+/// numbers in the headers; and a sentence, computed from it, on which predictions keep
+/// their holds/fails under every variant and which flip.
+fn assumptions_table(used: &Calibration, baseline: &Runs, variants: &[Variant]) -> (Table, String) {
+    let judged = predictions(&baseline.verdicts());
+    // A prediction on a delete + reads number, or None for an ordering.
+    let mixed_of = |id: &str| {
+        baseline
+            .mixed
+            .iter()
+            .flat_map(|(n, _)| Mode::ALL[1..].iter().map(move |&m| (*n, m)))
+            .find(|&(n, m)| mixed_id(n, m) == id)
+    };
+    let word = |holds: bool| if holds { "holds" } else { "fails" };
+    let mut headers: Vec<String> = [
+        "variant",
+        "value",
+        "calibrated I / C / P ns",
+        "calibrated numbers hold",
+    ]
+    .map(String::from)
+    .to_vec();
+    for (id, _) in &judged {
+        let name = id.trim_start_matches("trim.");
+        headers.push(match mixed_of(id).and_then(|(n, m)| paper_of(n, m)) {
+            Some(p) => format!("{name} (total / TRIM; paper {p:.3})"),
+            None => name.to_string(),
+        });
+    }
+    headers.push("predictions holding".into());
+    let row = |label: String, value: String, cal: &Calibration, runs: &Runs| {
+        let verdicts = runs.verdicts();
+        let calibrated = verdicts
+            .iter()
+            .filter(|v| v.score.as_ref().is_some_and(|s| s.role == Role::Calibrated));
+        let (cal_holding, cal_all) =
+            calibrated.fold((0, 0), |(h, n), v| (h + v.holds as usize, n + 1));
+        let mut r = vec![
+            label,
+            value,
+            format!(
+                "{} / {} / {}",
+                cal.interface_ns, cal.command_ns, cal.parse_ns
+            ),
+            format!("{cal_holding} of {cal_all}"),
+        ];
+        let these = predictions(&verdicts);
+        for (id, holds) in &these {
+            r.push(match mixed_of(id) {
+                Some((n, m)) => format!("{:.3} {}", runs.ours_of(n, m), word(*holds)),
+                None => word(*holds).into(),
+            });
+        }
+        let holding = these.iter().filter(|p| p.1).count();
+        r.push(format!("{holding} of {}", these.len()));
+        (r, these)
+    };
+    let mut t = Table {
+        file_stem: "assumptions".into(),
+        caption: format!(
+            "Sensitivity of the predictions to the four assumed costs: each at {} its value, the others as they are, \
+             the three calibrated costs (interface round trip I, firmware per command C, parse per metadata block P) \
+             solved again for it; each prediction as the verdicts judge it (total time of delete + reads over TRIM's), \
+             the paper's value in its header",
+            ASSUMPTION_FACTORS.map(|f| f.0).join(" and ")
+        ),
+        headers,
+        rows: vec![],
+    };
+    let (base_row, base_holds) = row("baseline (as assumed)".into(), "—".into(), used, baseline);
+    t.rows.push(base_row);
+    // Per prediction, the variants under which it holds/fails otherwise than at baseline.
+    let mut flips: Vec<Vec<String>> = vec![vec![]; base_holds.len()];
+    let mut uncalibrated = Vec::new();
+    for v in variants {
+        let value = format!("{} ns", v.value_ns);
+        match &v.outcome {
+            Ok((cal, runs)) => {
+                let (r, holds) = row(v.label(), value, cal, runs);
+                t.rows.push(r);
+                for (k, ((_, b), (_, h))) in base_holds.iter().zip(&holds).enumerate() {
+                    if b != h {
+                        flips[k].push(v.label());
+                    }
+                }
+            }
+            Err(e) => {
+                let mut r = vec![v.label(), value, e.clone()];
+                r.resize(t.headers.len(), "—".into());
+                t.rows.push(r);
+                uncalibrated.push(v.label());
+            }
+        }
+    }
+    let list = |ids: Vec<&str>| {
+        if ids.is_empty() {
+            "none".to_string()
+        } else {
+            ids.join(", ")
+        }
+    };
+    let kept = |holds: bool| {
+        list(
+            base_holds
+                .iter()
+                .zip(&flips)
+                .filter(|((_, b), f)| *b == holds && f.is_empty())
+                .map(|((id, _), _)| id.as_str())
+                .collect(),
+        )
+    };
+    let flipped: Vec<String> = base_holds
+        .iter()
+        .zip(&flips)
+        .filter(|(_, f)| !f.is_empty())
+        .map(|((id, b), f)| {
+            format!(
+                "{id} ({} at baseline, {} under {})",
+                word(*b),
+                word(!*b),
+                f.join(", ")
+            )
+        })
+        .collect();
+    let calibrated_count = variants.len() - uncalibrated.len();
+    let mut sentence = format!(
+        "Table `assumptions` takes each of the four at {} (re-calibrated each time): across the baseline and \
+         the {calibrated_count} variants that calibrate, these keep holding: {}; these keep failing: {}; these flip: {}",
+        ASSUMPTION_FACTORS.map(|f| f.0).join(" and "),
+        kept(true),
+        kept(false),
+        if flipped.is_empty() { "none".to_string() } else { flipped.join("; ") }
+    );
+    if !uncalibrated.is_empty() {
+        sentence += &format!(
+            ". Cannot be calibrated (the paper's numbers would need negative costs): {}",
+            uncalibrated.join(", ")
+        );
+    }
+    (t, sentence)
+}
+
 pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
     let started = std::time::Instant::now();
-    let (ranges, units, metadata_blocks) = deletion_shape()?;
-    let preset = Preset::load("openssd")?;
-    let flash::DeviceConfig::Ssd(cfg) = &preset.device else {
-        return Err("openssd is not an SSD".into());
-    };
+    let shape = deletion_shape()?;
+    let (ranges, units, metadata_blocks) = shape;
+    let model = Model::paper()?;
+    let cfg = model.ssd()?;
     let cal = calibrate(cfg, ranges, units, metadata_blocks)?;
     let used = Calibration {
         interface_ns: cfg.timing.command_overhead_ns,
         command_ns: cfg.trim.command_overhead_ns,
         parse_ns: cfg.trim.metadata_parse_ns,
     };
+    let read_counts: Vec<u32> = match scale {
+        Scale::Quick | Scale::Full | Scale::Paper => vec![20, 100, 1000],
+    };
+    let runs = Runs::run(&model, &read_counts, seed, ctx)?;
     // Part 1: the delete alone.
-    let delete: Vec<ScenarioResult> = Mode::ALL
-        .iter()
-        .map(|&m| ctx.step(|| run_once(m, 0, seed)))
-        .collect::<Result<_, _>>()?;
-    let trim_total = delete[0].interface_ns + delete[0].in_drive_ns;
-    let norm = |r: &ScenarioResult| (r.interface_ns + r.in_drive_ns) as f64 / trim_total as f64;
+    let delete = &runs.delete;
+    let delete_norm = runs.delete_norm();
     let mut t1 = Table {
         file_stem: "delete".into(),
         caption: format!(
@@ -304,28 +703,13 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             format!("{:.3}", r.interface_ns as f64 / 1e6),
             format!("{:.3}", r.in_drive_ns as f64 / 1e6),
             format!("{:.3}", (r.interface_ns + r.in_drive_ns) as f64 / 1e6),
-            format!("{:.3}", norm(r)),
+            format!("{:.3}", delete_norm[i]),
             paper_delete[i].map_or("—".into(), |v| format!("{v:.2}")),
             r.metadata_reads.to_string(),
         ]);
     }
-    let interface_share = delete[0].interface_ns as f64 / trim_total as f64;
 
     // Part 2: delete + reads.
-    let read_counts: Vec<u32> = match scale {
-        Scale::Quick | Scale::Full | Scale::Paper => vec![20, 100, 1000],
-    };
-    let mut mixed = Vec::new(); // (reads, [total per mode])
-    for (k, &n) in read_counts.iter().enumerate() {
-        let totals: Vec<u64> = Mode::ALL
-            .iter()
-            .map(|&m| {
-                ctx.step(|| run_once(m, n, derive_seed(seed, k as u64)))
-                    .map(|r| r.total_ns)
-            })
-            .collect::<Result<_, _>>()?;
-        mixed.push((n, totals));
-    }
     let mut t2 = Table {
         file_stem: "mixed".into(),
         caption: format!(
@@ -337,27 +721,13 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             .to_vec(),
         rows: vec![],
     };
-    let paper_of = |n: u32, m: Mode| -> Option<f64> {
-        let row = PAPER_MIXED.iter().find(|r| r.reads == n)?;
-        match m {
-            Mode::Trim => Some(1.0),
-            Mode::VTrim => row.vtrim,
-            Mode::FTrim => row.ftrim,
-            Mode::FTrimPre => row.ftrim_pre,
-        }
-    };
-    let ours_of = |n: u32, m: Mode| -> f64 {
-        let (_, totals) = mixed.iter().find(|r| r.0 == n).expect("ran");
-        let i = Mode::ALL.iter().position(|&x| x == m).expect("a mode");
-        totals[i] as f64 / totals[0] as f64
-    };
-    for (n, totals) in &mixed {
+    for (n, totals) in &runs.mixed {
         for (i, &m) in Mode::ALL.iter().enumerate() {
             t2.rows.push(vec![
                 n.to_string(),
                 m.name().into(),
                 format!("{:.3}", totals[i] as f64 / 1e6),
-                format!("{:.3}", ours_of(*n, m)),
+                format!("{:.3}", runs.ours_of(*n, m)),
                 paper_of(*n, m).map_or("—".into(), |v| format!("{v:.3}")),
             ]);
         }
@@ -405,7 +775,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 ("paper 002".into(), paper_delete.to_vec()),
                 (
                     "flashlab".into(),
-                    delete.iter().map(|r| Some(norm(r))).collect(),
+                    delete_norm.iter().map(|&x| Some(x)).collect(),
                 ),
             ],
         }
@@ -434,7 +804,12 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                     "flashlab".into(),
                     read_counts
                         .iter()
-                        .flat_map(|&n| Mode::ALL[1..].iter().map(move |&m| Some(ours_of(n, m))))
+                        .flat_map(|&n| {
+                            let runs = &runs;
+                            Mode::ALL[1..]
+                                .iter()
+                                .map(move |&m| Some(runs.ours_of(n, m)))
+                        })
                         .collect(),
                 ),
             ],
@@ -442,14 +817,9 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         .into(),
     ];
 
-    let delete_norm: Vec<f64> = delete.iter().map(norm).collect();
-    let verdicts = analyse(
-        interface_share,
-        &delete_norm,
-        &read_counts,
-        &ours_of,
-        &paper_of,
-    );
+    let verdicts = runs.verdicts();
+    let variants = sensitivity(&model, shape, &read_counts, seed, ctx)?;
+    let (t5, sensitivity_sentence) = assumptions_table(&used, &runs, &variants);
     let provenance = vec![
         Provenance {
             number: "43% / 57% TRIM split".into(),
@@ -471,7 +841,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 cfg.trim.per_range_ns / 1000,
                 cfg.trim.per_page_ns / 1000,
                 cfg.trim.record_ns / 1000
-            ),
+            ) + ". " + &sensitivity_sentence,
         },
     ];
     Ok(Section {
@@ -493,17 +863,24 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         seed,
         runtime_s: started.elapsed().as_secs_f64(),
         plots,
-        tables: vec![t1, t2, t3, t4],
+        tables: vec![t1, t2, t3, t4, t5],
         verdicts,
         provenance,
         results: json!({
             "ranges": ranges, "units": units, "metadata_blocks": metadata_blocks,
             "calibration_preset_ns": {"interface": used.interface_ns, "command": used.command_ns, "parse": used.parse_ns},
             "calibration_solved_ns": {"interface": cal.interface_ns, "command": cal.command_ns, "parse": cal.parse_ns},
-            "delete": Mode::ALL.iter().zip(&delete).map(|(m, r)| json!({"mode": m.name(), "commands": r.trim_commands, "interface_ns": r.interface_ns, "in_drive_ns": r.in_drive_ns, "normalised": norm(r)})).collect::<Vec<_>>(),
-            "mixed": mixed.iter().map(|(n, t)| json!({"reads": n, "total_ns": t, "normalised": t.iter().map(|&x| x as f64 / t[0] as f64).collect::<Vec<_>>()})).collect::<Vec<_>>(),
+            "delete": Mode::ALL.iter().zip(delete).zip(&delete_norm).map(|((m, r), norm)| json!({"mode": m.name(), "commands": r.trim_commands, "interface_ns": r.interface_ns, "in_drive_ns": r.in_drive_ns, "normalised": norm})).collect::<Vec<_>>(),
+            "mixed": runs.mixed.iter().map(|(n, t)| json!({"reads": n, "total_ns": t, "normalised": t.iter().map(|&x| x as f64 / t[0] as f64).collect::<Vec<_>>()})).collect::<Vec<_>>(),
             "paper": {"trim_interface_share": PAPER_TRIM_INTERFACE_SHARE, "vtrim_delete": PAPER_VTRIM_DELETE, "ftrim_delete": PAPER_FTRIM_DELETE,
                       "mixed": PAPER_MIXED.iter().map(|r| json!({"reads": r.reads, "vtrim": r.vtrim, "ftrim": r.ftrim, "ftrim_pre": r.ftrim_pre})).collect::<Vec<_>>()},
+            "assumptions": variants.iter().map(|v| match &v.outcome {
+                Ok((cal, runs)) => json!({"assumption": v.assumption.name(), "factor": v.factor_name, "value_ns": v.value_ns,
+                    "calibration_ns": {"interface": cal.interface_ns, "command": cal.command_ns, "parse": cal.parse_ns},
+                    "mixed": runs.mixed.iter().map(|(n, t)| json!({"reads": n, "normalised": t.iter().map(|&x| x as f64 / t[0] as f64).collect::<Vec<_>>()})).collect::<Vec<_>>(),
+                    "predictions": predictions(&runs.verdicts()).into_iter().map(|(id, holds)| json!({"id": id, "holds": holds})).collect::<Vec<_>>()}),
+                Err(e) => json!({"assumption": v.assumption.name(), "factor": v.factor_name, "value_ns": v.value_ns, "error": e}),
+            }).collect::<Vec<_>>(),
         }),
     })
 }
@@ -519,7 +896,6 @@ fn analyse(
     paper_of: &dyn Fn(u32, Mode) -> Option<f64>,
 ) -> Vec<Verdict> {
     let pct = |x: f64| format!("{:+.1}%", (x - 1.0) * 100.0);
-    let slug = |m: Mode| m.name().to_lowercase().replace('_', "-");
     let (vtrim, ftrim) = (delete_norm[1], delete_norm[2]);
     let mut v = vec![
         Verdict::numeric(
@@ -575,7 +951,7 @@ fn analyse(
                 continue;
             };
             let ours = ours_of(n, m);
-            let id = format!("trim.{}-{n}-reads", slug(m));
+            let id = mixed_id(n, m);
             let claim = format!(
                 "Predicted: with {n} reads after the delete, {} takes {} of TRIM's total time, its delete alone being faster than TRIM's",
                 m.name(),
@@ -701,16 +1077,70 @@ mod tests {
     }
 
     #[test]
+    fn assumptions_table_has_a_row_per_variant_and_the_think_time_matters() {
+        let ctx = super::super::RunCtx::default();
+        let shape = deletion_shape().unwrap();
+        let model = Model::paper().unwrap();
+        let (_, used) = model.clone().recalibrated(shape).unwrap();
+        let reads = [20, 100, 1000];
+        let baseline = Runs::run(&model, &reads, 7, &ctx).unwrap();
+        let mut variants = sensitivity(&model, shape, &reads, 7, &ctx).unwrap();
+        assert_eq!(
+            variants.len(),
+            Assumption::ALL.len() * ASSUMPTION_FACTORS.len()
+        );
+        let (t, sentence) = assumptions_table(&used, &baseline, &variants);
+        assert_eq!(
+            t.rows.len(),
+            variants.len() + 1,
+            "one row per variant and the baseline"
+        );
+        assert!(t.rows.iter().all(|r| r.len() == t.headers.len()));
+        // Re-calibrated, every variant still gives the paper's three delete-time numbers.
+        for r in &t.rows {
+            assert_eq!(r[3], "3 of 3", "{}: calibrated numbers", r[0]);
+        }
+        // 4x the host's time between reads: the reads weigh more against the delete.
+        let think = variants
+            .iter()
+            .find(|v| v.assumption == Assumption::ReadThink && v.value_ns == 4 * READ_THINK_NS)
+            .unwrap();
+        let (cal, runs) = think.outcome.as_ref().unwrap();
+        assert_eq!(*cal, used, "the think time does not enter the calibration");
+        let moved = reads.iter().any(|&n| {
+            Mode::ALL[1..].iter().any(|&m| {
+                paper_of(n, m).is_some()
+                    && (runs.ours_of(n, m) - baseline.ours_of(n, m)).abs() > 1e-3
+            })
+        });
+        assert!(moved, "4x READ_THINK_NS changes no predicted number");
+        assert!(sentence.starts_with("Table `assumptions`"), "{sentence}");
+        // A variant calibrate() cannot solve is a row saying so, not an error.
+        let free = [
+            Assumption::PerRange,
+            Assumption::PerPage,
+            Assumption::Record,
+        ]
+        .iter()
+        .fold(model.clone(), |m, a| a.with_ns(m, 0).unwrap());
+        let err = free.recalibrated(shape).unwrap_err().to_string();
+        assert!(err.contains("cannot calibrate"), "{err}");
+        variants.push(Variant {
+            assumption: Assumption::Record,
+            factor_name: "0×",
+            value_ns: 0,
+            outcome: Err(err),
+        });
+        let (t, sentence) = assumptions_table(&used, &baseline, &variants);
+        let last = t.rows.last().unwrap();
+        assert!(last[2].contains("cannot calibrate") && last.len() == t.headers.len());
+        assert!(
+            sentence.contains("Cannot be calibrated") && sentence.contains("trim.record_ns 0×")
+        );
+    }
+
+    #[test]
     fn the_papers_own_numbers_hold_every_claim_and_other_numbers_fail() {
-        let paper_of = |n: u32, m: Mode| -> Option<f64> {
-            let row = PAPER_MIXED.iter().find(|r| r.reads == n)?;
-            match m {
-                Mode::Trim => Some(1.0),
-                Mode::VTrim => row.vtrim,
-                Mode::FTrim => row.ftrim,
-                Mode::FTrimPre => row.ftrim_pre,
-            }
-        };
         let deletes = [
             1.0,
             PAPER_VTRIM_DELETE,
