@@ -6,7 +6,7 @@ use crate::btreerun::{BtreeResult, StoreKind};
 use crate::report::{Role, Verdict, HEADLINE_TOLERANCE};
 
 /// Paper 004's numbers (F = 64 / 128 / 256 where three are given).
-mod paper {
+pub(super) mod paper {
     /// Table 3: insert time (s), AS with a 32-node buffer and the in-place B-tree.
     pub const AS_INSERT_S: [f64; 3] = [90.0, 63.0, 61.0];
     pub const BTREE_INSERT_S: [f64; 3] = [109.0, 81.0, 78.0];
@@ -40,9 +40,9 @@ mod paper {
 /// `study(store, cache)` the cache study's (AS with a 32-node buffer), `cleaning(name)` the
 /// file-size runs', whose sliding window used `segment_bytes` segments.
 pub(super) fn analyse<'a>(
-    get: &'a dyn Fn(StoreKind, usize, usize, usize) -> &'a BtreeResult,
-    study: &'a dyn Fn(StoreKind, usize) -> &'a BtreeResult,
-    cleaning: &'a dyn Fn(&str) -> &'a BtreeResult,
+    get: &dyn Fn(StoreKind, usize, usize, usize) -> &'a BtreeResult,
+    study: &dyn Fn(StoreKind, usize) -> &'a BtreeResult,
+    cleaning: &dyn Fn(&str) -> &'a BtreeResult,
     segment_bytes: u64,
 ) -> Vec<Verdict> {
     let as32 = |f| get(StoreKind::As, f, 32, 0);
