@@ -126,6 +126,7 @@ pub struct Fitted {
     pub trim_queued: Param<bool>,
     pub trim_command_overhead_ns: Param<u64>,
     pub trim_per_page_ns: Param<u64>,
+    pub trim_settle_ns: Param<u64>,
     /// Measured but not part of the model: (what, value), for the report.
     pub observations: Vec<(String, String)>,
 }
@@ -362,7 +363,8 @@ const P_READS_QD1: &str = "random 4 KiB reads, QD1";
 const P_READS_QD32: &str = "random 4 KiB reads, QD32";
 const P_WRITES_QD1: &str = "random 4 KiB writes, QD1";
 const P_BURST: &str = "burst of 64 KiB writes at QD32";
-const P_DISCARDS: &str = "discards of several sizes, QD1";
+const P_DISCARDS: &str = "discards of several sizes, QD1, each after an idle pause";
+const P_DISCARD_BURST: &str = "discards back to back, QD1";
 const P_DISCARD_UNDER_READS: &str = "a discard while QD1 reads run";
 
 fn ns(s: f64) -> u64 {
@@ -514,6 +516,7 @@ pub fn fit(m: &Measurements) -> Fitted {
 
     // Discards.
     let (trim_command_overhead_ns, trim_per_page_ns) = fit_discards(m, oh_ns);
+    let trim_settle_ns = fit_settle(m);
     let trim_queued = fit_queued(m);
 
     // Report-only observations.
@@ -602,6 +605,7 @@ pub fn fit(m: &Measurements) -> Fitted {
         trim_queued,
         trim_command_overhead_ns,
         trim_per_page_ns,
+        trim_settle_ns,
         observations: obs,
     }
 }
@@ -894,10 +898,46 @@ fn fit_discards(m: &Measurements, oh_ns: u64) -> (Param<u64>, Param<u64>) {
     }
 }
 
+/// What a TRIM leaves for the next one: discards back to back each take this much longer
+/// than the same discard on an idle drive (the first of the burst finds the drive idle).
+fn fit_settle(m: &Measurements) -> Param<u64> {
+    let (bytes, burst) = &m.discard_burst_ns;
+    let idle: Vec<u64> = m
+        .discards_ns
+        .iter()
+        .filter(|d| d.0 == *bytes)
+        .map(|d| d.1)
+        .collect();
+    if burst.len() < 2 || idle.is_empty() {
+        return assumed(0, "no back-to-back discards were measured");
+    }
+    let (b, i) = (median(&burst[1..]), median(&idle));
+    measured(
+        b.saturating_sub(i),
+        &format!(
+            "{P_DISCARD_BURST}: {:.3} ms each after the first, against {:.3} ms for the same {bytes}-byte discard after an idle pause",
+            b as f64 / 1e6,
+            i as f64 / 1e6
+        ),
+    )
+}
+
 /// Whether a discard holds back reads issued while it runs (a non-queued TRIM does).
 fn fit_queued(m: &Measurements) -> Param<bool> {
     let d = &m.discard_under_reads;
-    let base = median(&m.reads_qd1.latencies_ns);
+    // Against the same stream's reads before the discard: the drive in the same state
+    // (work it does in idle time, such as folding its SLC cache, slows both alike).
+    let before: Vec<u64> = d
+        .reads
+        .iter()
+        .filter(|r| r.complete_ns <= d.discard.submit_ns)
+        .map(|r| r.latency_ns())
+        .collect();
+    let base = if before.is_empty() {
+        median(&m.reads_qd1.latencies_ns)
+    } else {
+        median(&before)
+    };
     let during: Vec<u64> = d
         .reads
         .iter()
@@ -915,7 +955,7 @@ fn fit_queued(m: &Measurements) -> Param<bool> {
     measured(
         !held,
         &format!(
-            "{P_DISCARD_UNDER_READS}: the slowest of {} reads during a {:.2} ms discard of {} MiB took {:.1} µs (reads otherwise {:.1} µs)",
+            "{P_DISCARD_UNDER_READS}: the slowest of {} reads during a {:.2} ms discard of {} MiB took {:.1} µs (reads before it {:.1} µs)",
             during.len(),
             d.discard.latency_ns() as f64 / 1e6,
             d.discard_bytes >> 20,
@@ -982,6 +1022,7 @@ impl Fitted {
             },
             trim_command_overhead_ns: p(0),
             trim_per_page_ns: p(0),
+            trim_settle_ns: p(0),
             observations: Vec::new(),
         }
     }
@@ -1026,6 +1067,7 @@ impl Fitted {
                 queued: self.trim_queued.value,
                 command_overhead_ns: self.trim_command_overhead_ns.value,
                 per_page_ns: self.trim_per_page_ns.value,
+                settle_ns: self.trim_settle_ns.value,
                 ..TrimConfig::default()
             },
             write_cache_bytes: self.write_cache_bytes.value,

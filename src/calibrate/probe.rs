@@ -39,6 +39,13 @@ const BURST_REQUEST_BYTES: u64 = 64 << 10;
 const BURST_MAX_BYTES: u64 = 256 << 20;
 const READ_AFTER_WRITE_PAIRS: usize = 64;
 const DISCARD_REPS: usize = 3;
+/// Idle time before each discard of the size series, so each finds the drive idle: longer
+/// than the most a TRIM has been found to leave behind (Lord 2009: 70-113 ms back to back;
+/// docs/sources.md).
+const DISCARD_GAP_NS: u64 = 250_000_000;
+/// Discards of the smallest size sent back to back (each as the last completes): what a
+/// TRIM leaves for the next one ([`flash::ssd::TrimConfig::settle_ns`]).
+const DISCARD_BURST: usize = 8;
 const DISCARD_SIZES: [u64; 6] = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20];
 /// A pause lets the drive finish work it defers (folding its SLC cache, draining a
 /// buffer); at least this long, and at most [`PAUSE_MAX_NS`].
@@ -125,8 +132,10 @@ pub struct Measurements {
     pub writes_qd32: Batch,
     pub burst: Series,
     pub read_after_write_ns: Vec<u64>,
-    /// (bytes, latency) of each discard at queue depth 1.
+    /// (bytes, latency) of each discard at queue depth 1, each after an idle gap.
     pub discards_ns: Vec<(u64, u64)>,
+    /// (bytes, latencies) of discards of one size sent back to back at queue depth 1.
+    pub discard_burst_ns: (u64, Vec<u64>),
     pub discard_under_reads: DiscardUnderReads,
     /// The pauses the sequence took (idle time it gave the drive).
     pub pauses_ns: Vec<u64>,
@@ -373,22 +382,37 @@ pub fn run(
             .join(", ")
     ));
     let mut next = half;
-    let mut ops = Vec::new();
     for _ in 0..DISCARD_REPS {
         for &len in &sizes {
-            ops.push(ProbeOp::Discard {
+            target.idle(DISCARD_GAP_NS)?;
+            m.pauses_ns.push(DISCARD_GAP_NS);
+            let op = ProbeOp::Discard {
                 offset_bytes: next,
                 len_bytes: len,
-            });
+            };
             next += len;
+            let t = one(target, Stream::new(vec![op], 1))?;
+            m.discards_ns.push((len, t[0].latency_ns()));
         }
     }
-    let t = one(target, Stream::new(ops.clone(), 1))?;
-    m.discards_ns = ops
-        .iter()
-        .zip(&t)
-        .map(|(o, t)| (o.len_bytes(), t.latency_ns()))
+    say(&format!(
+        "{DISCARD_BURST} discards of {} bytes back to back, QD1 (what a TRIM leaves for the next)",
+        sizes[0]
+    ));
+    target.idle(DISCARD_GAP_NS)?;
+    m.pauses_ns.push(DISCARD_GAP_NS);
+    let ops: Vec<ProbeOp> = (0..DISCARD_BURST)
+        .map(|_| {
+            let op = ProbeOp::Discard {
+                offset_bytes: next,
+                len_bytes: sizes[0],
+            };
+            next += sizes[0];
+            op
+        })
         .collect();
+    let t = one(target, Stream::new(ops, 1))?;
+    m.discard_burst_ns = (sizes[0], t.iter().map(|t| t.latency_ns()).collect());
 
     say("a discard while reads run (queued or not)");
     let largest = *sizes.last().expect("64 MiB holds the smallest discards");

@@ -293,6 +293,13 @@ fn hidden_parameters_are_recovered_within_tolerance() {
             t.trim.per_page_ns,
             0.10,
         );
+        measured(n, "TRIM settling", &f.trim_settle_ns);
+        ok(
+            "TRIM settling",
+            f.trim_settle_ns.value,
+            t.trim.settle_ns,
+            0.05,
+        );
     }
 }
 

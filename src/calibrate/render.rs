@@ -177,5 +177,6 @@ pub fn preset_toml(f: &Fitted, name: &str, description: &str, who: &Provenance) 
     o.param("queued", &f.trim_queued);
     o.param("command_overhead_ns", &f.trim_command_overhead_ns);
     o.param("per_page_ns", &f.trim_per_page_ns);
+    o.param("settle_ns", &f.trim_settle_ns);
     o.text
 }

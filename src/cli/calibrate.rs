@@ -23,7 +23,8 @@ const CHECK_CAPACITY_BYTES: u64 = 16 << 30;
 by a flush; sequential 1 MiB writes at queue depth 8 over --size (the rate, and where it drops); \
 reads of 4 KiB up to a superpage; random 4 KiB reads at queue depth 1 and 32; sequential 1 MiB \
 reads; random 4 KiB writes at queue depth 1 and 32; a burst of 64 KiB writes at queue depth 32; \
-reads of data just written; discards of 4 KiB to 256 MiB (the sizes that fit); one discard while reads run. Every value \
+reads of data just written; discards of 4 KiB to 256 MiB (the sizes that fit), each after an idle \
+pause; 8 small discards back to back; one discard while reads run. Every value \
 of the preset says which probe measured it, that it is only a bound, or that it is assumed. On a \
 file, a discard is a punched hole: the file system's work, not the drive's TRIM. See \
 docs/commands.md, `flashlab calibrate`."

@@ -941,7 +941,10 @@ pub(crate) mod tests {
         // waits for them only when TRIM is not queued (SATA before NCQ TRIM, the MX500).
         let read_latency = |queued: bool| {
             let mut p = Preset::load("mx500").unwrap().with_capacity(4 << 30);
-            p.ssd_config_mut().unwrap().trim.queued = queued;
+            let trim = &mut p.ssd_config_mut().unwrap().trim;
+            trim.queued = queued;
+            // Only the queue's rule: no settling work that delays any command after a TRIM.
+            trim.settle_ns = 0;
             let mut cfg = simfs::FsConfig::new(2 << 30);
             cfg.discard = simfs::DiscardMode::Journal;
             let fs = SimFs::mkfs(Timed::new(p.build().unwrap()), cfg).unwrap();

@@ -1533,9 +1533,15 @@ pub(crate) mod tests {
             let r2 = ssd.submit(&Command::read(8192, 4096), 2 * r).unwrap();
             assert!(r2 - 2 * r < 1_000_000);
         }
-        // Without settling work a burst costs what idle TRIMs do.
+        // Without settling work a burst costs what idle TRIMs do, and a queued TRIM holds
+        // back no read that arrives while it works.
         cfg.trim.settle_ns = 0;
-        assert!(burst(cfg, 0).0.iter().all(|&d| d == one));
+        assert!(burst(cfg.clone(), 0).0.iter().all(|&d| d == one));
+        cfg.trim.queued = true;
+        let mut ssd = Ssd::new(cfg).unwrap();
+        let t = ssd.submit(&Command::trim(0, 4096), 0).unwrap();
+        let r = ssd.submit(&Command::read(8192, 4096), 1_000).unwrap();
+        assert!(r < t, "the read ended at {r}, the TRIM at {t}");
     }
 
     #[test]

@@ -223,7 +223,9 @@ impl Ssd {
         for c in chunks {
             end = self.run_chunk(c, end);
         }
-        self.trim_settled_ns = end + t.settle_ns;
+        if t.settle_ns > 0 {
+            self.trim_settled_ns = end + t.settle_ns;
+        }
         if blocking {
             self.barrier_ns = end;
         }
