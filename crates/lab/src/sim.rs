@@ -982,6 +982,58 @@ mod tests {
     }
 
     #[test]
+    fn the_840_pro_scaled_to_16_gib_keeps_its_full_size_latencies() {
+        // Issue 43 item 4 at a size CI affords (bench/scaling.py runs the whole table): 70/30
+        // random 4 KiB at QD32, steady at 90%, the same 256 MiB of measured writes (~153k
+        // reads) at 16 GiB and at the preset's full 256 GB; every read and write p50, p99
+        // and p99.9 within ±15%. (The MX500 and 980 do not pass yet: docs/timing.md.)
+        let at = |capacity_bytes: Option<u64>| {
+            let preset = SsdOverrides {
+                capacity_bytes,
+                ..Default::default()
+            }
+            .apply(Preset::load("840pro").unwrap())
+            .unwrap();
+            let s = SimSpec {
+                writes_x: (256u64 << 20) as f64 / preset.logical_bytes() as f64,
+                preset,
+                pattern: Pattern::Uniform,
+                request_bytes: 4096,
+                read_fraction: 0.7,
+                queue_depth: 32,
+                warmup_x: 0.0,
+                timing: true,
+                seed: 1,
+                precondition: Some((
+                    crate::precondition::Precondition::Steady { max_x: 5.0 },
+                    0.9,
+                )),
+                separate: false,
+            };
+            run(&s, &mut |_, _| {}).unwrap().stats
+        };
+        let (scaled, full) = (at(Some(16 << 30)), at(None));
+        assert!(full.read_latency_ns.count >= 100_000);
+        assert_eq!(scaled.read_latency_ns.count, full.read_latency_ns.count);
+        for (what, s, f) in [
+            ("read", &scaled.read_latency_ns, &full.read_latency_ns),
+            ("write", &scaled.write_latency_ns, &full.write_latency_ns),
+        ] {
+            for (p, a, b) in [
+                ("p50", s.p50, f.p50),
+                ("p99", s.p99, f.p99),
+                ("p99.9", s.p999, f.p999),
+            ] {
+                let r = a as f64 / b as f64;
+                assert!(
+                    (0.85..=1.15).contains(&r),
+                    "{what} {p}: {a} ns at 16 GiB, {b} ns at full size ({r:.2}x)"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn same_seed_same_numbers() {
         let a = run(&spec(true), &mut |_, _| {}).unwrap();
         let b = run(&spec(true), &mut |_, _| {}).unwrap();
