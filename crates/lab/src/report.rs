@@ -252,6 +252,20 @@ impl Verdict {
         }
     }
 
+    /// "N of M": how many of the `predicted` verdicts among `verdicts` hold (a sensitivity
+    /// table's last column).
+    pub fn predictions_holding(verdicts: &[Verdict]) -> String {
+        let predicted: Vec<&Verdict> = verdicts
+            .iter()
+            .filter(|v| v.score.as_ref().is_some_and(|s| s.role == Role::Predicted))
+            .collect();
+        format!(
+            "{} of {}",
+            predicted.iter().filter(|v| v.holds).count(),
+            predicted.len()
+        )
+    }
+
     /// Test helper for null models: asserts that no `predicted` verdict of `verdicts`
     /// holds (a model without the mechanism must fail every prediction).
     #[cfg(test)]

@@ -882,16 +882,7 @@ fn write_cache_table(preset_bytes: u64, rows: &[CacheRow]) -> (Table, String) {
                 _ => format!("{ours:.2} {}", word(v.holds)),
             });
         }
-        let predicted: Vec<&Verdict> = row
-            .verdicts
-            .iter()
-            .filter(|v| v.score.as_ref().is_some_and(|s| s.role == Role::Predicted))
-            .collect();
-        cells.push(format!(
-            "{} of {}",
-            predicted.iter().filter(|v| v.holds).count(),
-            predicted.len()
-        ));
+        cells.push(Verdict::predictions_holding(&row.verdicts));
         table.rows.push(cells);
     }
     // Per column: at which sizes it holds/fails otherwise than at the judged size.

@@ -201,16 +201,7 @@ pub fn table(
             let ours = v.score.as_ref().and_then(|s| s.ours).unwrap_or(f64::NAN);
             cells.push(format!("{ours:.2} {}", word(v.holds)));
         }
-        let predicted: Vec<&Verdict> = r
-            .verdicts
-            .iter()
-            .filter(|v| v.score.as_ref().is_some_and(|s| s.role == Role::Predicted))
-            .collect();
-        cells.push(format!(
-            "{} of {}",
-            predicted.iter().filter(|v| v.holds).count(),
-            predicted.len()
-        ));
+        cells.push(Verdict::predictions_holding(&r.verdicts));
         t.rows.push(cells);
     }
     let Some(base) = rows.iter().find(|r| r.path == judged) else {
