@@ -27,6 +27,11 @@ pub(crate) struct SimArgs {
     /// Warm-up write volume before measuring: a multiple of the capacity (1x) or a size.
     #[arg(long, default_value = "1x", value_parser = units::parse_volume)]
     pub(crate) warmup: units::Volume,
+    /// After --precondition: run the workload, timed but not measured, for this write
+    /// volume (a multiple of the capacity or a size), so what idle time changes (the SLC
+    /// cache's folds) reaches the workload's steady state before measuring.
+    #[arg(long, value_parser = units::parse_volume, value_name = "VOLUME")]
+    pub(crate) timed_warmup: Option<units::Volume>,
     /// on: full timing model; off: the WAF-only fast path.
     #[arg(long, value_enum, default_value = "on")]
     pub(crate) timing: OnOff,
@@ -71,6 +76,7 @@ pub(crate) fn sim_spec(a: &SimArgs) -> Result<SimSpec> {
         queue_depth: a.queue_depth,
         writes_x: a.writes.multiple_of(capacity),
         warmup_x: a.warmup.multiple_of(capacity),
+        timed_warmup_x: a.timed_warmup.map_or(0.0, |v| v.multiple_of(capacity)),
         timing: a.timing.on(),
         seed: a.seed,
         precondition: a.precondition.map(|p| (p, a.occupancy)),

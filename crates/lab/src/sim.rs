@@ -20,6 +20,10 @@ pub struct SimSpec {
     /// Measured write volume, in multiples of the logical capacity.
     pub writes_x: f64,
     pub warmup_x: f64,
+    /// After `precondition`: the workload itself, timed but not measured, for this many
+    /// multiples of the capacity in writes, so that state idle time changes (the SLC
+    /// cache's folds) reaches the workload's steady state before measuring. 0 = none.
+    pub timed_warmup_x: f64,
     pub timing: bool,
     pub seed: u64,
     /// Instead of filling the drive and warming it up with the workload: precondition it
@@ -452,6 +456,22 @@ pub fn run(
         volume_requests
     };
     let warmup_requests = (spec.warmup_x * logical as f64 / rb as f64).ceil() as u64;
+    if !(spec.timed_warmup_x >= 0.0 && spec.timed_warmup_x.is_finite()) {
+        return Err("--timed-warmup must be a non-negative volume".into());
+    }
+    if spec.timed_warmup_x > 0.0 && spec.precondition.is_none() {
+        return Err(
+            "--timed-warmup follows --precondition (without it, --warmup warms the drive up)"
+                .into(),
+        );
+    }
+    // Writes of the timed warm-up; with reads, as many requests as the workload's mix makes.
+    let timed_warmup_requests = if spec.timed_warmup_x > 0.0 {
+        let writes = spec.timed_warmup_x * logical as f64 / rb as f64;
+        (writes / (1.0 - spec.read_fraction).max(1e-9)).ceil() as u64
+    } else {
+        0
+    };
     for (what, n) in [("measured", measured), ("warm-up", warmup_requests)] {
         if n > MAX_REQUESTS {
             return Err(format!(
@@ -535,6 +555,23 @@ pub fn run(
         preconditioned = Some(crate::precondition::precondition(
             &mut dev, mode, occupancy, spec.seed,
         )?);
+        if timed_warmup_requests > 0 {
+            let w = Workload {
+                gen: &mut gen,
+                request_bytes: rb,
+                read_fraction: spec.read_fraction,
+                remaining: timed_warmup_requests,
+                hot_bytes,
+                zones: None,
+                pending: None,
+            };
+            warm_end_ns =
+                trace::replay_closed(&mut dev, vec![w], spec.queue_depth, 0, &mut |_| {
+                    progress(0, measured)
+                })?
+                .end_ns;
+            dev.reset_stats();
+        }
     } else if let AnyDevice::Ssd(ssd) = &mut dev {
         // Fill sequentially in large writes, then warm up, on the WAF-only path.
         crate::precondition::fill(ssd, logical).map_err(err)?;
@@ -642,6 +679,7 @@ mod tests {
             queue_depth: 16,
             writes_x: 1.0,
             warmup_x: 1.0,
+            timed_warmup_x: 0.0,
             timing,
             seed: 9,
             precondition: None,
@@ -721,6 +759,7 @@ mod tests {
                 preset: overrides.apply(Preset::load("nvme").unwrap()).unwrap(),
                 writes_x: 2.0,
                 warmup_x: 2.0,
+                timed_warmup_x: 0.0,
                 ..spec(false)
             };
             if op == 0.07 {
@@ -775,6 +814,7 @@ mod tests {
             },
             writes_x: 3.0,
             warmup_x: 3.0,
+            timed_warmup_x: 0.0,
             separate,
             ..spec(false)
         }
@@ -933,6 +973,7 @@ mod tests {
             queue_depth: 32,
             writes_x: 0.25,
             warmup_x: 0.0,
+            timed_warmup_x: 0.0,
             timing: true,
             seed: 3,
             precondition: Some((
@@ -982,6 +1023,59 @@ mod tests {
     }
 
     #[test]
+    fn a_timed_warm_up_after_preconditioning_brings_the_slc_cache_to_the_workload_s_state() {
+        // Steady preconditioning has no idle time and leaves the MX500's SLC cache full; at
+        // queue depth 1 the workload's idle time folds it. Measured right away, the writes
+        // see that transient; after a timed warm-up, the cache's steady state (more writes
+        // in SLC). The warm-up is not measured.
+        let run_with = |timed_warmup_x: f64| {
+            let preset = SsdOverrides {
+                capacity_bytes: Some(2 << 30),
+                ..Default::default()
+            }
+            .apply(Preset::load("mx500").unwrap())
+            .unwrap();
+            let s = SimSpec {
+                preset,
+                pattern: Pattern::Uniform,
+                request_bytes: 4096,
+                read_fraction: 0.7,
+                queue_depth: 1,
+                writes_x: 1.0 / 64.0,
+                warmup_x: 0.0,
+                timed_warmup_x,
+                timing: true,
+                seed: 1,
+                precondition: Some((
+                    crate::precondition::Precondition::Steady { max_x: 5.0 },
+                    0.9,
+                )),
+                separate: false,
+            };
+            run(&s, &mut |_, _| {})
+        };
+        let (cold, warm) = (run_with(0.0).unwrap(), run_with(0.5).unwrap());
+        assert_eq!(
+            cold.stats.host_ops, warm.stats.host_ops,
+            "the warm-up is not measured"
+        );
+        assert!(
+            warm.stats.slc_write_bytes > cold.stats.slc_write_bytes,
+            "SLC writes: {} after the warm-up, {} without",
+            warm.stats.slc_write_bytes,
+            cold.stats.slc_write_bytes
+        );
+        // Without preconditioning there is nothing for it to follow.
+        let mut s = SimSpec {
+            timed_warmup_x: 0.5,
+            ..spec(true)
+        };
+        s.precondition = None;
+        let e = run(&s, &mut |_, _| {}).unwrap_err().to_string();
+        assert!(e.contains("--timed-warmup follows --precondition"), "{e}");
+    }
+
+    #[test]
     fn the_840_pro_scaled_to_16_gib_keeps_its_full_size_latencies() {
         // Issue 43 item 4 at a size CI affords (bench/scaling.py runs the whole table): 70/30
         // random 4 KiB at QD32, steady at 90%, the same 256 MiB of measured writes (~153k
@@ -1002,6 +1096,7 @@ mod tests {
                 read_fraction: 0.7,
                 queue_depth: 32,
                 warmup_x: 0.0,
+                timed_warmup_x: 0.0,
                 timing: true,
                 seed: 1,
                 precondition: Some((
@@ -1156,6 +1251,7 @@ mod tests {
                 read_fraction: 0.7,
                 writes_x: 0.2,
                 warmup_x: 0.5,
+                timed_warmup_x: 0.0,
                 queue_depth: 4,
                 seed,
                 ..spec(true)

@@ -480,6 +480,7 @@ fn hot_cold_waf(
         queue_depth: 1,
         writes_x: 3.0,
         warmup_x: 3.0,
+        timed_warmup_x: 0.0,
         timing: false,
         seed,
         precondition: None,

@@ -42,6 +42,7 @@ fn spec(preset: &Preset, op: usize, unit_kib: u64, seed: u64) -> SimSpec {
         queue_depth: 32,
         writes_x: 0.25,
         warmup_x: 1.0,
+        timed_warmup_x: 0.0,
         timing: true,
         seed,
         precondition: None,
