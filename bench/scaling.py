@@ -9,9 +9,13 @@ p50, p99, p99.9) at each scaled capacity with the full-size drive's.
 
     python3 bench/scaling.py --flashlab target/release/flashlab --out /tmp/scaling
     python3 bench/scaling.py --report /tmp/scaling/runs.jsonl   # the table again
+    python3 bench/scaling.py --timed-warmup 8GiB --out /tmp/scaling-warm   # SLC steady first
 
 Runs are appended to OUT/runs.jsonl as they finish (a rerun skips the ones done), and the
-table is written to OUT/table.md. docs/timing.md quotes it.
+table is written to OUT/table.md. docs/timing.md quotes it; the runs behind it are kept in
+bench/results/scaling_runs.jsonl (without a timed warm-up; the 980 half done, nvme not run)
+and scaling_warm_runs.jsonl (MX500, --timed-warmup 8GiB): copy one to OUT/runs.jsonl to
+resume or to print its table with --report.
 """
 
 import argparse
@@ -34,10 +38,12 @@ def key(preset, workload, qd, seed, capacity):
     return f"{preset}|{workload}|{qd}|{seed}|{capacity}"
 
 
-def run_one(flashlab, preset, workload, qd, seed, capacity):
+def run_one(flashlab, preset, workload, qd, seed, capacity, timed_warmup=None):
     cmd = [flashlab, "sim", "--preset", preset, "--workload", WORKLOADS[workload],
            "--read-fraction", "0.7", "--queue-depth", str(qd), "--precondition", "steady",
            "--occupancy", "0.9", "--writes", "256MiB", "--seed", str(seed), "--json"]
+    if timed_warmup:
+        cmd += ["--timed-warmup", timed_warmup]
     if capacity != "full":
         cmd += ["--capacity", capacity]
     out = subprocess.run(cmd, capture_output=True, text=True)
@@ -113,6 +119,8 @@ def main():
     ap.add_argument("--out", default="/tmp/scaling")
     ap.add_argument("--report", help="only print the table of this runs.jsonl")
     ap.add_argument("--presets", default=",".join(PRESETS))
+    ap.add_argument("--timed-warmup", help="sim's --timed-warmup for every run (e.g. 8GiB): "
+                    "the SLC cache in the workload's steady state before the window")
     a = ap.parse_args()
     if a.report:
         print(table(load(a.report)), end="")
@@ -128,7 +136,7 @@ def main():
                         k = key(preset, workload, qd, seed, cap)
                         if k in rows:
                             continue
-                        r = run_one(a.flashlab, preset, workload, qd, seed, cap)
+                        r = run_one(a.flashlab, preset, workload, qd, seed, cap, a.timed_warmup)
                         rows[k] = r
                         with open(path, "a") as f:
                             f.write(json.dumps(r) + "\n")
