@@ -365,10 +365,13 @@ pub fn run(
 
     // Discards: each size DISCARD_REPS times, plus one of the largest under reads, each
     // on bytes not discarded before, in the second half.
+    // The second half holds every discard: the series (DISCARD_REPS of each size), the
+    // back-to-back burst of the smallest, and one of the largest under reads.
+    let burst_bytes = DISCARD_BURST as u64 * DISCARD_SIZES[0];
     let mut sizes: Vec<u64> = Vec::new();
     for s in DISCARD_SIZES {
         let total: u64 = sizes.iter().sum::<u64>() + s;
-        if total * (DISCARD_REPS as u64 + 1) > half {
+        if total * (DISCARD_REPS as u64 + 1) + burst_bytes > half {
             break;
         }
         sizes.push(s);
@@ -416,6 +419,12 @@ pub fn run(
 
     say("a discard while reads run (queued or not)");
     let largest = *sizes.last().expect("64 MiB holds the smallest discards");
+    if next + largest > region {
+        bail!(
+            "internal error: the discards would reach byte {} of a {region}-byte region",
+            next + largest
+        );
+    }
     // Reads run from before the discard to well after it would end alone, counted at the
     // fastest reads' pace (the reads must not run out first).
     let read_ns = fit::median(&m.reads_qd1.latencies_ns).max(1);

@@ -956,6 +956,28 @@ mod tests {
             .contains("limited"));
     }
 
+    /// 70/30 random 4 KiB on `preset` at `queue_depth`, preconditioned to steady state at
+    /// 90% occupancy, `writes_x` of the capacity measured, with no warm-up.
+    fn steady_mixed(preset: Preset, queue_depth: u32, writes_x: f64, seed: u64) -> SimSpec {
+        SimSpec {
+            preset,
+            pattern: Pattern::Uniform,
+            request_bytes: 4096,
+            read_fraction: 0.7,
+            queue_depth,
+            writes_x,
+            warmup_x: 0.0,
+            timed_warmup_x: 0.0,
+            timing: true,
+            seed,
+            precondition: Some((
+                crate::precondition::Precondition::Steady { max_x: 5.0 },
+                0.9,
+            )),
+            separate: false,
+        }
+    }
+
     /// 70/30 random 4 KiB at queue depth 32 on a steady 840 Pro at 90% occupancy, under
     /// `scheduler`, with the write buffer of docs/sources.md's rule (2 superpages x 32 dies).
     fn mixed_steady(scheduler: flash::ssd::SchedulerConfig) -> SimResult {
@@ -965,24 +987,8 @@ mod tests {
             scheduler: Some(scheduler),
             ..Default::default()
         };
-        let s = SimSpec {
-            preset: overrides.apply(Preset::load("840pro").unwrap()).unwrap(),
-            pattern: Pattern::Uniform,
-            request_bytes: 4096,
-            read_fraction: 0.7,
-            queue_depth: 32,
-            writes_x: 0.25,
-            warmup_x: 0.0,
-            timed_warmup_x: 0.0,
-            timing: true,
-            seed: 3,
-            precondition: Some((
-                crate::precondition::Precondition::Steady { max_x: 5.0 },
-                0.9,
-            )),
-            separate: false,
-        };
-        run(&s, &mut |_, _| {}).unwrap()
+        let preset = overrides.apply(Preset::load("840pro").unwrap()).unwrap();
+        run(&steady_mixed(preset, 32, 0.25, 3), &mut |_, _| {}).unwrap()
     }
 
     #[test]
@@ -1036,21 +1042,8 @@ mod tests {
             .apply(Preset::load("mx500").unwrap())
             .unwrap();
             let s = SimSpec {
-                preset,
-                pattern: Pattern::Uniform,
-                request_bytes: 4096,
-                read_fraction: 0.7,
-                queue_depth: 1,
-                writes_x: 1.0 / 64.0,
-                warmup_x: 0.0,
                 timed_warmup_x,
-                timing: true,
-                seed: 1,
-                precondition: Some((
-                    crate::precondition::Precondition::Steady { max_x: 5.0 },
-                    0.9,
-                )),
-                separate: false,
+                ..steady_mixed(preset, 1, 1.0 / 64.0, 1)
             };
             run(&s, &mut |_, _| {})
         };
@@ -1088,24 +1081,10 @@ mod tests {
             }
             .apply(Preset::load("840pro").unwrap())
             .unwrap();
-            let s = SimSpec {
-                writes_x: (256u64 << 20) as f64 / preset.logical_bytes() as f64,
-                preset,
-                pattern: Pattern::Uniform,
-                request_bytes: 4096,
-                read_fraction: 0.7,
-                queue_depth: 32,
-                warmup_x: 0.0,
-                timed_warmup_x: 0.0,
-                timing: true,
-                seed: 1,
-                precondition: Some((
-                    crate::precondition::Precondition::Steady { max_x: 5.0 },
-                    0.9,
-                )),
-                separate: false,
-            };
-            run(&s, &mut |_, _| {}).unwrap().stats
+            let writes_x = (256u64 << 20) as f64 / preset.logical_bytes() as f64;
+            run(&steady_mixed(preset, 32, writes_x, 1), &mut |_, _| {})
+                .unwrap()
+                .stats
         };
         let (scaled, full) = (at(Some(16 << 30)), at(None));
         assert!(full.read_latency_ns.count >= 100_000);
