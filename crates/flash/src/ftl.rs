@@ -1157,7 +1157,12 @@ impl PageFtl {
                     .expect("pool holds more than the threshold");
                 *self.front(d, stream) = Frontier::at(b);
                 self.closed[b as usize] = false;
-                sink.block_opened(b);
+                match stream {
+                    // Translation programs wait for nobody: queued behind the erase as
+                    // GC's copies are.
+                    Stream::Map => sink.gc_block_opened(b),
+                    _ => sink.block_opened(b),
+                }
                 self.tag_block(b, stream);
                 self.set_stream_die(stream, d);
                 return Ok(d);

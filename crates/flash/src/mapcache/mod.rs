@@ -41,6 +41,11 @@
 //!   / host units written. With `location = "hmb"`, every lookup of a read also pays
 //!   `hmb_access_ns`, a round trip over PCIe to host memory, before its flash read starts.
 //!
+//! Timing: under the priority scheduler ([`crate::ssd`]) the translation page work no
+//! command waits for — a dirty eviction's read-modify-write and a write's miss — is
+//! maintenance, queued per die behind host commands; in submission order it takes the die
+//! at once.
+//!
 //! Limits: lookups of one command proceed in parallel; the HMB's round trip is charged to
 //! reads only (a write's mapping update is off its critical path); translation programs
 //! are never in SLC mode; fTrim's metadata lookups and the write path's hits are free; the

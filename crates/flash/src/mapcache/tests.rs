@@ -397,3 +397,67 @@ fn bad_settings_name_the_field() {
     cfg.mapping_cache = Some(MappingCacheConfig::dram(1 << 20));
     assert!(cfg.validate().unwrap_err().to_string().contains("page"));
 }
+
+/// One die, 4 KiB pages (every write programs at once), an HMB cache of `entries`, under
+/// `scheduler`; filled without timing, so the cache holds the fill's last entries, dirty.
+fn one_die_drive(entries: u64, scheduler: Option<crate::ssd::SchedulerConfig>) -> Ssd {
+    let mut cfg = ssd_config();
+    cfg.geometry.channels = 1;
+    cfg.geometry.chips_per_channel = 1;
+    cfg.mapping_cache = (entries > 0).then(|| MappingCacheConfig {
+        cache_bytes: entries * 4,
+        entry_bytes: 4,
+        location: CacheLocation::Hmb,
+        hmb_access_ns: 1_000,
+    });
+    cfg.scheduler = scheduler;
+    let mut ssd = Ssd::new(cfg).unwrap();
+    ssd.write_untimed(0, 16 << 20).unwrap();
+    ssd.reset_stats();
+    ssd
+}
+
+#[test]
+fn translation_page_work_is_maintenance_under_the_priority_scheduler() {
+    // A write whose miss evicts a dirty entry writes that entry's translation page back
+    // (read-modify-write: a page read and a program). Nobody waits for that page: under
+    // the priority scheduler it queues as maintenance, so the write costs what it costs on
+    // a drive with the whole map in DRAM, and a read arriving as the write completes
+    // (submitted then on every drive, so at queue depth 2 in submission order) overtakes
+    // the queued program or suspends it; in submission order both wait for it.
+    let at = 1_000_000_000;
+    let write = Command::write(100 * 4096, 4096);
+    let read = Command::read(2000 * 4096, 4096);
+    let run = |entries: u64, scheduler: Option<crate::ssd::SchedulerConfig>, read_at: u64| {
+        let mut ssd = one_die_drive(entries, scheduler);
+        let w = ssd.submit(&write, at).unwrap();
+        let read_at = if read_at == 0 { w } else { read_at };
+        let r = ssd.submit(&read, read_at).unwrap();
+        let tw = ssd.stats().mapping_cache.map(|m| m.translation_writes);
+        (w - at, r - read_at, tw)
+    };
+    let (w_dram, r_dram, _) = run(0, None, 0);
+    let read_at = at + w_dram;
+    let (w_pri, r_pri, tw_pri) = run(16, None, read_at);
+    let fifo = Some(crate::ssd::SchedulerConfig::fifo());
+    let (w_fifo, r_fifo, tw_fifo) = run(16, fifo, read_at);
+    assert_eq!((tw_pri, tw_fifo), (Some(1), Some(1)), "one dirty eviction");
+    assert_eq!(
+        w_pri, w_dram,
+        "the write does not wait for the translation page"
+    );
+    assert!(
+        w_fifo >= w_dram + 500_000,
+        "in submission order the write waits for the translation program: {w_fifo} vs {w_dram}"
+    );
+    // The read misses too: an HMB round trip and its translation page read first.
+    let own = r_dram + 1_000 + 50_000 + 10_240;
+    assert!(
+        r_pri < own + 250_000,
+        "under priority a read meets at most a step's start and a suspension: {r_pri} ns, its own work {own} ns"
+    );
+    assert!(
+        r_fifo >= own + 500_000,
+        "in submission order it waits out the translation program: {r_fifo} ns"
+    );
+}

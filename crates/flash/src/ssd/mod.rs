@@ -402,21 +402,37 @@ impl FlashSink for TimingSink<'_> {
                     self.die_free_ns[d].max(self.not_before_ns) + self.timing.program_ns;
             }
             // Translation pages come from controller memory like host data, but no host
-            // command waits for them (only for the die and channel they occupy).
+            // command waits for them: under the priority scheduler they are maintenance
+            // (queued, overtaken and suspended by host commands, their channel transfer
+            // counted in the step as a buffered program's is); in submission order they
+            // take the die and channel at once.
             ProgramKind::Map => {
+                if let Some(m) = self.maint.as_deref_mut() {
+                    m.push(
+                        die,
+                        StepKind::Program,
+                        self.page_transfer_ns + self.timing.program_ns,
+                        self.not_before_ns,
+                    );
+                    return;
+                }
                 let transferred = self.transfer_to_die(die, self.timing.program_ns);
                 self.die_free_ns[d] = transferred + self.timing.program_ns;
             }
         }
     }
 
+    /// A translation page read no host command waits for (a write's miss, the read half of
+    /// a dirty eviction's read-modify-write; a read's own miss is timed by `read_cached`):
+    /// maintenance under the priority scheduler.
     #[inline]
     fn map_read(&mut self, die: u32) {
         let d = die as usize;
-        let mut start = self.die_free_ns[d].max(self.not_before_ns);
         if let Some(m) = self.maint.as_deref_mut() {
-            start = m.host_other(die, self.die_free_ns[d], start);
+            m.push(die, StepKind::Read, self.timing.read_ns, self.not_before_ns);
+            return;
         }
+        let start = self.die_free_ns[d].max(self.not_before_ns);
         self.die_free_ns[d] = start + self.timing.read_ns;
         let ch = (die % self.channels) as usize;
         self.channel_bus[ch].book(self.die_free_ns[d], self.unit_transfer_ns);
@@ -442,7 +458,7 @@ impl FlashSink for TimingSink<'_> {
     #[inline]
     fn block_opened(&mut self, block: u32) {
         self.gc_block_opened(block);
-        // A host (or translation) frontier: its programs come after the block's erase, and
+        // A host frontier: its programs come after the block's erase, and
         // the erase after what was queued before it (the hard threshold). A buffered
         // program is queued behind them already; an unbuffered one is promised, so they
         // are promised now.
@@ -453,9 +469,6 @@ impl FlashSink for TimingSink<'_> {
         if !m.erase_pending(die, block) {
             return;
         }
-        // (A translation page's program is booked at once even on a buffered drive; its
-        // block's erase is not promised for it: a rare overlap on drives with a mapping
-        // cache.)
         if self.cache.is_none() {
             let d = die as usize;
             let free = self.die_free_ns[d];
