@@ -528,6 +528,12 @@ pub struct Ssd {
     maint: Option<Maintenance>,
     /// Per die: erases issued (see [`SsdTiming::erase_every`]).
     erases_issued: Vec<u32>,
+    /// Per die, under the priority scheduler: the gaps `[from, to)` the host timeline left
+    /// before reads booked ahead of it, in time order (see [`Ssd::book_host_read`]); those
+    /// ended before the latest submission are dropped.
+    holes: Vec<Vec<(u64, u64)>>,
+    /// Host reads placed in such a gap.
+    hole_reads: u64,
 }
 
 const DATA_BLOCK_BYTES: u64 = crate::fslayout::BLOCK_BYTES as u64;
@@ -610,6 +616,8 @@ impl Ssd {
             }),
             maint: gap_filling.then(|| Maintenance::new(&scheduler, g.dies(), g.pages_per_block)),
             erases_issued: vec![0; g.dies() as usize],
+            holes: vec![Vec::new(); g.dies() as usize],
+            hole_reads: 0,
             slc: cfg.slc_cache.clone().map(|c| {
                 SlcCache::new(
                     c,
@@ -1067,18 +1075,10 @@ impl Ssd {
             let mut known = cmd_ready + lookup_ns;
             if let Some(d) = t.read_die {
                 let d = d as usize;
-                let mut read_start = known.max(self.die_free_ns[d]);
-                if let Some(m) = &mut self.maint {
-                    read_start = m.host_read(
-                        d as u32,
-                        self.die_free_ns[d],
-                        read_start,
-                        self.cfg.timing.read_ns,
-                    );
-                }
-                self.die_free_ns[d] = read_start + self.cfg.timing.read_ns;
+                let read_end = self.book_host_read(d, known, self.cfg.timing.read_ns)
+                    + self.cfg.timing.read_ns;
                 let ch = d % self.channel_bus.len();
-                known = self.channel_bus[ch].book(self.die_free_ns[d], self.unit_transfer_ns);
+                known = self.channel_bus[ch].book(read_end, self.unit_transfer_ns);
                 tpage_ready = Some((t.tpage, known));
             } else if let Some((tp, at)) = tpage_ready.filter(|_| !t.hit) {
                 if tp == t.tpage {
@@ -1108,13 +1108,54 @@ impl Ssd {
         ))
     }
 
+    /// Books a host read of `dur_ns` on `die`, ready at `ready_ns`; returns when it starts.
+    /// Under the priority scheduler a read may be booked ahead of the die's host timeline
+    /// (a read that waited for its translation page on another die): the gap it leaves
+    /// before it (one of the die's *holes*, [`Ssd::holes`]) takes later reads that
+    /// fit, so a read booked ahead holds back only reads that arrive after it. Maintenance
+    /// ran in that gap when the read ahead was booked; a read placed there suspends it (a
+    /// suspension's latency) and pushes it back by its own time. In submission order the
+    /// die's host timeline is one "busy until" time.
+    fn book_host_read(&mut self, die: usize, ready_ns: u64, dur_ns: u64) -> u64 {
+        let free = self.die_free_ns[die];
+        let Some(m) = &mut self.maint else {
+            let start = ready_ns.max(free);
+            self.die_free_ns[die] = start + dur_ns;
+            return start;
+        };
+        let holes = &mut self.holes[die];
+        if ready_ns < free {
+            // The first gap, in time order, that the read fits.
+            for i in holes.partition_point(|&(_, to)| to <= ready_ns)..holes.len() {
+                let (from, to) = holes[i];
+                if let Some(start) = m.give_way(die as u32, ready_ns.max(from), dur_ns, to) {
+                    // What is left of the gap after the read (its start side is lost).
+                    holes[i].0 = start + dur_ns;
+                    if holes[i].0 >= to {
+                        holes.remove(i);
+                    }
+                    self.hole_reads += 1;
+                    return start;
+                }
+            }
+        } else if ready_ns > free {
+            holes.push((free, ready_ns));
+        }
+        // Before queued maintenance; a program or erase in progress is suspended or
+        // waited for.
+        let start = m.host_read(die as u32, free, ready_ns.max(free), dur_ns);
+        self.die_free_ns[die] = start + dur_ns;
+        start
+    }
+
     /// Reads `units` units of superpage `page` on `die`, starting no earlier than
     /// `ready_ns`; returns when their data has crossed the channel. With the error model,
     /// the array read is repeated for each read retry it draws.
     #[inline]
     fn read_units(&mut self, die: u32, page: u32, units: u64, ready_ns: u64) -> u64 {
         let die = die as usize;
-        let mut read_start = ready_ns.max(self.die_free_ns[die]);
+        // (The error model dates the read by when the die's host timeline frees.)
+        let read_start = ready_ns.max(self.die_free_ns[die]);
         let array_ns = match self.aging.as_deref_mut() {
             None => self.cfg.timing.read_ns,
             Some(a) => {
@@ -1124,14 +1165,9 @@ impl Ssd {
                 self.cfg.timing.read_ns * (1 + retries as u64)
             }
         };
-        if let Some(m) = &mut self.maint {
-            // Before queued maintenance; a program or erase in progress is suspended or
-            // waited for.
-            read_start = m.host_read(die as u32, self.die_free_ns[die], read_start, array_ns);
-        }
-        self.die_free_ns[die] = read_start + array_ns;
+        let read_start = self.book_host_read(die, ready_ns, array_ns);
         let ch = die % self.channel_bus.len();
-        self.channel_bus[ch].book(self.die_free_ns[die], units * self.unit_transfer_ns)
+        self.channel_bus[ch].book(read_start + array_ns, units * self.unit_transfer_ns)
     }
 
     /// What a block of the device holds: `None` if its unit is unmapped (never written or
@@ -1205,6 +1241,12 @@ impl Device for Ssd {
         }
         self.last_submit_ns = now_ns;
         if self.maint.is_some() {
+            for h in &mut self.holes {
+                let n = h.partition_point(|&(_, to)| to <= now_ns);
+                if n > 0 {
+                    h.drain(..n);
+                }
+            }
             self.host_link.forget_before(now_ns);
             for bus in &mut self.channel_bus {
                 bus.forget_before(now_ns);
@@ -1611,6 +1653,36 @@ pub(crate) mod tests {
         );
         // 5 µs overhead, 50 µs array read, 10.24 µs channel, 8.192 µs host link.
         assert_eq!(ready, 10_040_000 + 5_000 + 50_000 + 10_240 + 8_192);
+    }
+
+    #[test]
+    fn a_read_booked_ahead_of_its_die_holds_back_only_reads_that_come_after_it() {
+        // A read that waited for its translation page elsewhere is booked on an idle die
+        // at 1 ms. Under the priority scheduler the die is free before it: a read ready at
+        // 0.1 ms starts then; one that does not fit before 1 ms waits for it. In
+        // submission order (one "busy until" time per die) both wait.
+        let run = |policy: Option<SchedulerConfig>| {
+            let mut cfg = config();
+            cfg.scheduler = policy;
+            let mut ssd = Ssd::new(cfg).unwrap();
+            let ahead = ssd.book_host_read(0, 1_000_000, 50_000);
+            let early = ssd.book_host_read(0, 100_000, 50_000);
+            let late = ssd.book_host_read(0, 990_000, 50_000);
+            (ahead, early, late, ssd.hole_reads)
+        };
+        assert_eq!(run(None), (1_000_000, 100_000, 1_050_000, 1));
+        let fifo = run(Some(SchedulerConfig::fifo()));
+        assert_eq!(fifo, (1_000_000, 1_050_000, 1_100_000, 0));
+        // Maintenance ran in the gap (a 0.5 ms program from 0, when the read ahead was
+        // booked): the early read suspends it, starting a program suspension's latency
+        // (0.1 ms) late, and the die's maintenance ends the read's time and that later.
+        let mut ssd = Ssd::new(config()).unwrap();
+        let m = ssd.maint.as_mut().unwrap();
+        m.push(0, StepKind::Program, 500_000, 0);
+        assert_eq!(ssd.book_host_read(0, 1_000_000, 50_000), 1_000_000);
+        assert_eq!(ssd.maint.as_ref().unwrap().clock_ns(0), 500_000);
+        assert_eq!(ssd.book_host_read(0, 100_000, 50_000), 200_000);
+        assert_eq!(ssd.maint.as_ref().unwrap().clock_ns(0), 650_000);
     }
 
     #[test]

@@ -486,6 +486,42 @@ impl Maintenance {
         self.host_op(die, host_free_ns, ready_ns, 0, |_, _| None)
     }
 
+    /// A host read of `dur_ns` placed in a gap of the die's host timeline that ends at
+    /// `gap_end_ns`, from `at_ns` (before host work already booked after the gap;
+    /// maintenance ran in the gap when that work was booked). If maintenance was busy at
+    /// `at_ns`, the read suspends it: it starts a suspension's latency later, and the step
+    /// in progress (or, if it has ended, the die's maintenance clock) moves back by the
+    /// read's time and that latency. Returns when the read starts, or `None` if it does not
+    /// fit before `gap_end_ns`.
+    pub(crate) fn give_way(
+        &mut self,
+        die: u32,
+        at_ns: u64,
+        dur_ns: u64,
+        gap_end_ns: u64,
+    ) -> Option<u64> {
+        let q = &mut self.dies[die as usize];
+        let running = q.running.filter(|r| r.end_ns > at_ns);
+        let busy = running.is_some() || q.clock_ns > at_ns;
+        let wait = match running.map(|r| r.kind) {
+            _ if !busy => 0,
+            Some(StepKind::Erase(_)) => self.cfg.erase_suspend_ns,
+            _ => self.cfg.program_suspend_ns,
+        };
+        let start = at_ns + wait;
+        if start + dur_ns > gap_end_ns {
+            return None;
+        }
+        if busy {
+            match q.running.as_mut() {
+                Some(r) if r.end_ns > at_ns => r.end_ns += wait + dur_ns,
+                _ => q.clock_ns += wait + dur_ns,
+            }
+            self.suspensions += 1;
+        }
+        Some(start)
+    }
+
     /// Whether the erase of `block` waits in `die`'s queues.
     pub(crate) fn erase_pending(&self, die: u32, block: u32) -> bool {
         let q = &self.dies[die as usize];
