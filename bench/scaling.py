@@ -13,9 +13,10 @@ p50, p99, p99.9) at each scaled capacity with the full-size drive's.
 
 Runs are appended to OUT/runs.jsonl as they finish (a rerun skips the ones done), and the
 table is written to OUT/table.md. docs/timing.md quotes it; the runs behind it are kept in
-bench/results/scaling_runs.jsonl (without a timed warm-up; the 980 half done, nvme not run)
-and scaling_warm_runs.jsonl (MX500, --timed-warmup 8GiB): copy one to OUT/runs.jsonl to
-resume or to print its table with --report.
+bench/results/scaling_runs.jsonl (without a timed warm-up; MX500, 840 Pro, and the 980's
+uniform half before two timing fixes of the 980's mapping-cache reads), scaling_warm_runs.jsonl
+(MX500, --timed-warmup 8GiB) and scaling_nvme_runs.jsonl (nvme, no warm-up): copy one to
+OUT/runs.jsonl to resume or to print its table with --report.
 """
 
 import argparse

@@ -158,6 +158,11 @@ impl Preset {
                         mc.cache_bytes = scaled;
                     }
                 }
+                if c.slc_cache.is_some() && logical_bytes < before_bytes {
+                    self.notes.push(format!(
+                        "scaled to {logical_bytes} bytes: the SLC cache scales with capacity, and how full it is after preconditioning depends on the idle time since; compare sizes after a timed warm-up (sim --timed-warmup, docs/timing.md)"
+                    ));
+                }
                 if !scale_blocks {
                     return self;
                 }
