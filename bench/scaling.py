@@ -120,6 +120,8 @@ def main():
     ap.add_argument("--out", default="/tmp/scaling")
     ap.add_argument("--report", help="only print the table of this runs.jsonl")
     ap.add_argument("--presets", default=",".join(PRESETS))
+    ap.add_argument("--queue-depths", default=",".join(map(str, QUEUE_DEPTHS)),
+                    help="run only these queue depths (e.g. 32)")
     ap.add_argument("--timed-warmup", help="sim's --timed-warmup for every run (e.g. 8GiB): "
                     "the SLC cache in the workload's steady state before the window")
     a = ap.parse_args()
@@ -131,7 +133,7 @@ def main():
     rows = load(path)
     for preset in a.presets.split(","):
         for workload in WORKLOADS:
-            for qd in QUEUE_DEPTHS:
+            for qd in [int(q) for q in a.queue_depths.split(",")]:
                 for seed in SEEDS:
                     for cap in CAPACITIES:
                         k = key(preset, workload, qd, seed, cap)
