@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const TRACEFS: &str = "/sys/kernel/tracing";
+pub(crate) const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// The file systems a capture can make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,7 +250,7 @@ fn ensure_tracefs() -> Result<(), CaptureError> {
 }
 
 /// Runs a program to completion; an error names the step and carries its stderr.
-fn run(what: &str, prog: &str, args: &[&str]) -> Result<String, CaptureError> {
+pub(crate) fn run(what: &str, prog: &str, args: &[&str]) -> Result<String, CaptureError> {
     let exe = which(prog).unwrap_or_else(|| PathBuf::from(prog));
     let out = Command::new(&exe)
         .args(args)
@@ -613,7 +613,11 @@ fn mount_table() -> Vec<MountEntry> {
 /// however the source was named) or of the file system `fs_dev`, every mount stacked on
 /// one of those (by parent id), and every mount at or under `root` (the work directory,
 /// while it is still the one this capture made).
-fn mounts_to_undo(devices: &[u64], fs_dev: Option<u64>, root: Option<&Path>) -> Vec<PathBuf> {
+pub(crate) fn mounts_to_undo(
+    devices: &[u64],
+    fs_dev: Option<u64>,
+    root: Option<&Path>,
+) -> Vec<PathBuf> {
     let table = mount_table();
     let mut chosen: Vec<u32> = table
         .iter()
@@ -645,7 +649,7 @@ fn mounts_to_undo(devices: &[u64], fs_dev: Option<u64>, root: Option<&Path>) -> 
 
 /// Unmounts `point`, never following a symlink in its last component (`UMOUNT_NOFOLLOW`);
 /// `lazy`: detach it now, free it when its users let go (`MNT_DETACH`).
-fn unmount(point: &Path, lazy: bool) -> Result<(), String> {
+pub(crate) fn unmount(point: &Path, lazy: bool) -> Result<(), String> {
     let c = std::ffi::CString::new(point.as_os_str().as_encoded_bytes())
         .map_err(|_| "a NUL in a mount point".to_string())?;
     let flags = libc::UMOUNT_NOFOLLOW | if lazy { libc::MNT_DETACH } else { 0 };
@@ -744,6 +748,10 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     };
     let mut setup = Setup::default();
 
+    // What captures killed outright (SIGKILL, the OOM killer) left here goes first.
+    for line in crate::reclaim::reclaim_siblings(&spec.work_dir, "flashlab-capture-") {
+        eprintln!("flashlab capture: a killed capture's leftover: {line}");
+    }
     // A fresh work directory (mkdtemp: unpredictable name, mode 0700, never an existing
     // path), the image inside it, and a loop device.
     let dir = tempfile::Builder::new()
@@ -758,6 +766,13 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         })?
         .keep();
     setup.dir = Some(dir.clone());
+    // Its owner first, so that a run killed from here on is reclaimed by the next.
+    crate::reclaim::write_owner(&dir).map_err(|e| {
+        step(
+            "make the work directory",
+            format!("{}: {e}", dir.join(crate::reclaim::OWNER_FILE).display()),
+        )
+    })?;
     setup.dir_real = std::fs::canonicalize(&dir).ok();
     setup.dir_id = std::fs::symlink_metadata(&dir)
         .ok()

@@ -21,6 +21,7 @@ pub mod leftovers;
 pub mod loopdev;
 pub mod mkfs_opts;
 pub mod procs;
+pub mod reclaim;
 pub mod replay;
 pub mod request;
 pub mod ring_buffer;

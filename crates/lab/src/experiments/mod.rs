@@ -20,11 +20,18 @@ use trace::Cancel;
 /// A fresh private work directory (mkdtemp: an unpredictable name, mode 0700, never an
 /// existing path) under the system's temp directory, removed when dropped.
 pub(crate) fn work_dir(prefix: &str) -> Result<tempfile::TempDir, crate::LabError> {
-    tempfile::Builder::new()
+    let base = std::env::temp_dir();
+    // A killed run's (SIGKILL, the OOM killer) first, as in `capture_dir`.
+    for line in trace::reclaim::reclaim_siblings(&base, prefix) {
+        eprintln!("flashlab: a killed run's leftover: {line}");
+    }
+    let dir = tempfile::Builder::new()
         .prefix(prefix)
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .tempdir()
-        .map_err(|e| crate::LabError::io(&std::env::temp_dir(), e))
+        .tempdir_in(&base)
+        .map_err(|e| crate::LabError::io(&base, e))?;
+    trace::reclaim::write_owner(dir.path()).map_err(|e| crate::LabError::io(dir.path(), e))?;
+    Ok(dir)
 }
 
 /// Where the captures keep their loop devices' images: in memory (`/dev/shm`) when it is
@@ -43,11 +50,17 @@ pub(crate) fn capture_dir(
         None if memory_has_room_for(image_bytes) => std::path::PathBuf::from(SHM),
         None => std::env::temp_dir(),
     };
+    // What a run killed outright (SIGKILL, the OOM killer) left here goes first: its
+    // images, their loop devices and mounts (trace::reclaim).
+    for line in trace::reclaim::reclaim_siblings(&base, prefix) {
+        eprintln!("flashlab: a killed run's leftover: {line}");
+    }
     let dir = tempfile::Builder::new()
         .prefix(prefix)
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir_in(&base)
         .map_err(|e| crate::LabError::io(&base, e))?;
+    trace::reclaim::write_owner(dir.path()).map_err(|e| crate::LabError::io(dir.path(), e))?;
     let place = if base == std::path::Path::new(SHM) {
         format!("in memory ({SHM})")
     } else {
