@@ -529,8 +529,8 @@ pub struct Ssd {
     /// Per die: erases issued (see [`SsdTiming::erase_every`]).
     erases_issued: Vec<u32>,
     /// Per die, under the priority scheduler: the gaps `[from, to)` the host timeline left
-    /// before reads booked ahead of it, in time order (see [`Ssd::book_host_read`]); those
-    /// ended before the latest submission are dropped.
+    /// before reads booked ahead of it, at least a read long, in time order (see
+    /// [`Ssd::book_host_read`]); those ended before the latest submission are dropped.
     holes: Vec<Vec<(u64, u64)>>,
     /// Host reads placed in such a gap.
     hole_reads: u64,
@@ -1123,7 +1123,13 @@ impl Ssd {
             self.die_free_ns[die] = start + dur_ns;
             return start;
         };
+        let now = self.last_submit_ns;
         let holes = &mut self.holes[die];
+        // Gaps that ended before this command was submitted take nothing more.
+        if holes.first().is_some_and(|&(_, to)| to <= now) {
+            let n = holes.partition_point(|&(_, to)| to <= now);
+            holes.drain(..n);
+        }
         if ready_ns < free {
             // The first gap, in time order, that the read fits.
             for i in holes.partition_point(|&(_, to)| to <= ready_ns)..holes.len() {
@@ -1138,8 +1144,10 @@ impl Ssd {
                     return start;
                 }
             }
-        } else if ready_ns > free {
-            holes.push((free, ready_ns));
+        } else if ready_ns.saturating_sub(free.max(now)) >= dur_ns {
+            // A gap a read could fit in (most are the microseconds of a command's overhead
+            // on an idle die, and are not kept).
+            holes.push((free.max(now), ready_ns));
         }
         // Before queued maintenance; a program or erase in progress is suspended or
         // waited for.
@@ -1241,12 +1249,6 @@ impl Device for Ssd {
         }
         self.last_submit_ns = now_ns;
         if self.maint.is_some() {
-            for h in &mut self.holes {
-                let n = h.partition_point(|&(_, to)| to <= now_ns);
-                if n > 0 {
-                    h.drain(..n);
-                }
-            }
             self.host_link.forget_before(now_ns);
             for bus in &mut self.channel_bus {
                 bus.forget_before(now_ns);
