@@ -329,13 +329,18 @@ fn subtree(dir: &std::path::Path) -> Vec<PathBuf> {
     out
 }
 
-/// A cgroup v2 directory `name` made under this process's own cgroup, or None where there
-/// is no writable cgroup v2 hierarchy.
-fn make_cgroup(name: &str) -> Option<PathBuf> {
+/// Where a cgroup v2 directory `name` under this process's own cgroup is (or would be).
+pub(crate) fn cgroup_path(name: &str) -> Option<PathBuf> {
     let mount = cgroup2_mount()?;
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let own = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
-    let dir = mount.join(own.trim_start_matches('/')).join(name);
+    Some(mount.join(own.trim_start_matches('/')).join(name))
+}
+
+/// A cgroup v2 directory `name` made under this process's own cgroup, or None where there
+/// is no writable cgroup v2 hierarchy.
+fn make_cgroup(name: &str) -> Option<PathBuf> {
+    let dir = cgroup_path(name)?;
     std::fs::create_dir(&dir).ok()?;
     // A hierarchy where processes cannot be moved (not delegated to us) is no use.
     if !dir.join("cgroup.procs").exists() {
