@@ -2763,6 +2763,59 @@ fn engines_print_the_drive_s_wear_and_age_seeds_its_erase_counts() {
 }
 
 #[test]
+fn reproduce_against_a_baseline_fails_when_a_verdict_changes_outcome() {
+    let stderr = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    let dir = Scratch::new("baseline");
+    let (first, second) = (dir.0.join("a"), dir.0.join("b"));
+    let run = |out: &std::path::Path, baseline: Option<&std::path::Path>| {
+        let mut args = vec![
+            "reproduce",
+            "--only",
+            "trim",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        if let Some(b) = baseline {
+            args.extend(["--baseline", b.to_str().unwrap()]);
+        }
+        flashlab(&args)
+    };
+    assert!(run(&first, None).status.success());
+    let results = first.join("results.json");
+    // The same run against itself: every outcome the same, exit 0.
+    let o = run(&second, Some(&results));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("every verdict has the baseline's outcome"));
+    // A baseline where one verdict had the other outcome: named, and a non-zero exit.
+    let mut old: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let v = &mut old["experiments"]["trim"]["verdicts"][0];
+    let id = v["id"].as_str().unwrap().to_string();
+    let holds = v["holds"].as_bool().unwrap();
+    v["holds"] = serde_json::Value::Bool(!holds);
+    let flipped = dir.0.join("flipped.json");
+    std::fs::write(&flipped, old.to_string()).unwrap();
+    std::fs::remove_dir_all(&second).unwrap();
+    let o = run(&second, Some(&flipped));
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    let word = |h: bool| if h { "holds" } else { "fails" };
+    assert!(
+        e.contains(&format!("{id}: {} -> {}", word(!holds), word(holds))),
+        "{e}"
+    );
+    assert!(e.contains("1 verdict(s) changed outcome"), "{e}");
+    // Not a report's results.json: refused before anything runs.
+    let o = run(&dir.0.join("c"), Some(&dir.0.join("a/index.html")));
+    assert!(
+        stderr(&o).contains("is not a report's results.json"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.0.join("c").exists());
+}
+
+#[test]
 fn reproduce_keeps_what_it_did_not_write() {
     let stderr = |o: &std::process::Output| {
         assert!(!o.status.success());

@@ -17,6 +17,67 @@ pub(crate) struct ReproduceArgs {
     pub(crate) out: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
+    /// An earlier report's results.json: after the run, list every verdict of the
+    /// experiments run whose outcome (holds or fails) differs from it, or that is new or
+    /// gone, and exit non-zero if there is any (for a CI that guards the findings).
+    #[arg(long, value_name = "OLD/results.json")]
+    pub(crate) baseline: Option<PathBuf>,
+}
+
+/// Verdict outcomes by id (`holds`), of each experiment in a results.json.
+type Outcomes = std::collections::BTreeMap<String, std::collections::BTreeMap<String, bool>>;
+
+/// The verdicts' outcomes in a report's results.json text.
+fn outcomes(text: &str) -> std::result::Result<Outcomes, String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let experiments = v
+        .get("experiments")
+        .and_then(|e| e.as_object())
+        .ok_or("no \"experiments\" object (not a flashlab report's results.json)")?;
+    let mut out = Outcomes::new();
+    for (id, e) in experiments {
+        let verdicts = out.entry(id.clone()).or_default();
+        for v in e
+            .get("verdicts")
+            .and_then(|v| v.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let (Some(vid), Some(holds)) = (
+                v.get("id").and_then(|i| i.as_str()),
+                v.get("holds").and_then(|h| h.as_bool()),
+            ) else {
+                return Err(format!("a verdict of {id} without an id or holds"));
+            };
+            verdicts.insert(vid.to_string(), holds);
+        }
+    }
+    Ok(out)
+}
+
+/// What changed from `old` to `new` among the verdicts of experiments `new` ran (an
+/// experiment that failed or was skipped has none and is not compared), one line each.
+fn outcome_changes(old: &Outcomes, new: &Outcomes) -> Vec<String> {
+    let word = |h: bool| if h { "holds" } else { "fails" };
+    let mut out = Vec::new();
+    for (exp, verdicts) in new.iter().filter(|(_, v)| !v.is_empty()) {
+        let before = old.get(exp);
+        for (id, &holds) in verdicts {
+            match before.and_then(|b| b.get(id)) {
+                Some(&was) if was != holds => {
+                    out.push(format!("{id}: {} -> {}", word(was), word(holds)))
+                }
+                Some(_) => {}
+                None => out.push(format!("{id}: new, {}", word(holds))),
+            }
+        }
+        for (id, &was) in before.into_iter().flatten() {
+            if !verdicts.contains_key(id) {
+                out.push(format!("{id}: gone (was {})", word(was)));
+            }
+        }
+    }
+    out
 }
 
 /// The one experiment `--scale paper` runs.
@@ -47,6 +108,21 @@ pub(crate) fn run(a: ReproduceArgs) -> Result<()> {
             );
         }
     }
+    // The baseline is read first: a bad one fails before anything runs.
+    let baseline = match &a.baseline {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --baseline {}", path.display()))?;
+            let o = outcomes(&text).map_err(|e| {
+                anyhow::anyhow!(
+                    "--baseline {} is not a report's results.json: {e}",
+                    path.display()
+                )
+            })?;
+            Some(o)
+        }
+        None => None,
+    };
     // Part of the report never goes over the whole one.
     let out = a.out.clone().unwrap_or_else(|| {
         if a.only.is_empty() {
@@ -90,6 +166,24 @@ pub(crate) fn run(a: ReproduceArgs) -> Result<()> {
     println!("report written to {}", r.index.display());
     if r.interrupted {
         bail!("interrupted; the report holds the experiments that finished");
+    }
+    if let Some(old) = &baseline {
+        let results = out.join("results.json");
+        let text = std::fs::read_to_string(&results)
+            .with_context(|| format!("cannot read {}", results.display()))?;
+        let new = outcomes(&text).map_err(|e| anyhow::anyhow!("{}: {e}", results.display()))?;
+        let changes = outcome_changes(old, &new);
+        if !changes.is_empty() {
+            for c in &changes {
+                eprintln!("  changed: {c}");
+            }
+            bail!(
+                "{} verdict(s) changed outcome against the baseline {}",
+                changes.len(),
+                a.baseline.as_ref().expect("a baseline").display()
+            );
+        }
+        eprintln!("every verdict has the baseline's outcome");
     }
     if !r.failed.is_empty() {
         bail!(
@@ -189,5 +283,60 @@ pub(crate) fn print_section_summary(s: &lab::report::Section) {
             },
             v.claim
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(verdicts: &[(&str, &str, bool)]) -> String {
+        let mut exps: std::collections::BTreeMap<&str, Vec<serde_json::Value>> = Default::default();
+        for (e, id, holds) in verdicts {
+            exps.entry(e)
+                .or_default()
+                .push(serde_json::json!({"id": id, "holds": holds, "claim": "c"}));
+        }
+        let experiments: serde_json::Map<String, serde_json::Value> = exps
+            .into_iter()
+            .map(|(e, v)| (e.to_string(), serde_json::json!({ "verdicts": v })))
+            .collect();
+        serde_json::json!({ "experiments": experiments, "run": {} }).to_string()
+    }
+
+    #[test]
+    fn outcome_changes_lists_flips_new_and_gone_verdicts_of_the_experiments_run() {
+        let old = outcomes(&report(&[
+            ("trim", "trim.a", true),
+            ("trim", "trim.b", false),
+            ("trim", "trim.gone", true),
+            ("waf", "waf.x", true),
+        ]))
+        .unwrap();
+        // waf was not run this time (--only trim): its verdicts are not compared.
+        let new = outcomes(&report(&[
+            ("trim", "trim.a", false),
+            ("trim", "trim.b", false),
+            ("trim", "trim.new", true),
+        ]))
+        .unwrap();
+        assert_eq!(
+            outcome_changes(&old, &new),
+            vec![
+                "trim.a: holds -> fails".to_string(),
+                "trim.new: new, holds".to_string(),
+                "trim.gone: gone (was holds)".to_string(),
+            ]
+        );
+        assert!(outcome_changes(&old, &old).is_empty());
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_report_is_refused_with_the_reason() {
+        assert!(outcomes("not json").is_err());
+        let e = outcomes("{\"run\": {}}").unwrap_err();
+        assert!(e.contains("experiments"), "{e}");
+        let e = outcomes(r#"{"experiments": {"trim": {"verdicts": [{"id": "x"}]}}}"#).unwrap_err();
+        assert!(e.contains("without an id or holds"), "{e}");
     }
 }
