@@ -10,6 +10,10 @@ p50, p99, p99.9) at each scaled capacity with the full-size drive's.
     python3 bench/scaling.py --flashlab target/release/flashlab --out /tmp/scaling
     python3 bench/scaling.py --report /tmp/scaling/runs.jsonl   # the table again
     python3 bench/scaling.py --timed-warmup 8GiB --out /tmp/scaling-warm   # SLC steady first
+    python3 bench/scaling.py --presets nvme --capacities 128GiB --out /tmp/scaling-nvme
+        # a larger capacity, to name where a figure 64 GiB missed is kept
+    python3 bench/scaling.py --limits presets/scaling_limits.toml mx500=RUNS.jsonl ...
+        # the misses as data: `sim` prints them on a scaled drive
 
 Runs are appended to OUT/runs.jsonl as they finish (a rerun skips the ones done), and the
 table is written to OUT/table.md. docs/timing.md quotes it; the runs behind it are kept in
@@ -24,6 +28,7 @@ OUT/runs.jsonl to resume or to print its table with --report.
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -73,13 +78,27 @@ def load(path):
     return rows
 
 
-def table(rows):
-    """Markdown: per (preset, workload, qd), each figure's full-size mean over seeds and the
-    scaled capacities' ratio to it; figures outside ±15% are marked."""
-    lines = ["| drive | workload | QD | figure | full size (ms) | 16 GiB / full | 64 GiB / full |",
-             "|---|---|---|---|---|---|---|"]
-    kept = missed = 0
-    misses = []
+def capacity_bytes(capacity):
+    """Bytes of a capacity as sim takes it ("16GiB"); None for "full"."""
+    if capacity == "full":
+        return None
+    m = re.fullmatch(r"(\d+)GiB", capacity)
+    if not m:
+        sys.exit(f"capacity {capacity!r}: expected N GiB or full")
+    return int(m.group(1)) << 30
+
+
+def scaled_capacities(rows):
+    """The scaled capacities the runs hold, smallest first."""
+    caps = {r["capacity"] for r in rows.values() if r["capacity"] != "full"}
+    return sorted(caps, key=capacity_bytes)
+
+
+def comparisons(rows):
+    """Per (preset, workload, qd, figure): the full-size mean over seeds and, per scaled
+    capacity, the ratio of its mean to it (None where a seed's run is missing)."""
+    out = []
+    caps = scaled_capacities(rows)
     for preset in PRESETS:
         for workload in WORKLOADS:
             for qd in QUEUE_DEPTHS:
@@ -92,28 +111,95 @@ def table(rows):
                     full = mean("full", fig)
                     if full is None:
                         continue
-                    cells = []
-                    for cap in ("16GiB", "64GiB"):
+                    ratios = {}
+                    for cap in caps:
                         v = mean(cap, fig)
-                        if v is None:
-                            cells.append("—")
-                            continue
-                        r = v / full
-                        ok = abs(r - 1) <= TOLERANCE
-                        kept += ok
-                        missed += not ok
-                        if not ok:
-                            misses.append(f"{preset} {workload} QD{qd} {kind} {p} at {cap}: {r:.2}")
-                        cells.append(f"{r:.2}" if ok else f"**{r:.2}**")
-                    name = {"p50": "p50", "p99": "p99", "p999": "p99.9"}[p]
-                    lines.append(f"| {preset} | {workload} | {qd} | {kind} {name} | {full:.3f} | "
-                                 + " | ".join(cells) + " |")
+                        ratios[cap] = None if v is None else v / full
+                    out.append(((preset, workload, qd, kind, p), full, ratios))
+    return out
+
+
+FIGURE_NAMES = {"p50": "p50", "p99": "p99", "p999": "p99.9"}
+
+
+def table(rows):
+    """Markdown: per (preset, workload, qd), each figure's full-size mean over seeds and the
+    scaled capacities' ratio to it; figures outside ±15% are marked."""
+    caps = scaled_capacities(rows)
+    lines = ["| drive | workload | QD | figure | full size (ms) | "
+             + " | ".join(f"{c.replace('GiB', ' GiB')} / full" for c in caps) + " |",
+             "|---|---|---|---|---|" + "---|" * len(caps)]
+    kept = missed = 0
+    misses = []
+    for (preset, workload, qd, kind, p), full, ratios in comparisons(rows):
+        cells = []
+        for cap in caps:
+            r = ratios[cap]
+            if r is None:
+                cells.append("—")
+                continue
+            ok = abs(r - 1) <= TOLERANCE
+            kept += ok
+            missed += not ok
+            if not ok:
+                misses.append(f"{preset} {workload} QD{qd} {kind} {p} at {cap}: {r:.2}")
+            cells.append(f"{r:.2}" if ok else f"**{r:.2}**")
+        lines.append(f"| {preset} | {workload} | {qd} | {kind} {FIGURE_NAMES[p]} | {full:.3f} | "
+                     + " | ".join(cells) + " |")
     lines.append("")
     lines.append(f"{kept} of {kept + missed} comparisons within ±{TOLERANCE:.0%} of full size "
                  f"(each figure the mean over seeds {SEEDS}).")
     if misses:
         lines.append("Outside: " + "; ".join(misses) + ".")
     return "\n".join(lines) + "\n"
+
+
+def limits(sources):
+    """presets/scaling_limits.toml's text: for each figure a scaled capacity missed (outside
+    ±15% of full size), the smallest measured capacity from which every larger one measured
+    keeps it ("full" if none does). `sources` maps a preset to the runs.jsonl that is its
+    table."""
+    out = ["# Written by `python3 bench/scaling.py --limits presets/scaling_limits.toml "
+           + " ".join(f"{p}={f}" for p, f in sources.items()) + "`; do not edit by hand.",
+           "# Each [[miss]]: a latency figure that `sim --capacity` did not keep within ±15% of",
+           "# the full-size drive's (mean over seeds 1-3; 70% reads; steady preconditioning at 90%",
+           "# occupancy; 256 MiB of measured writes), the ratio, and the smallest measured capacity",
+           "# from which every capacity measured keeps it. `sim` prints them on a scaled drive",
+           "# (docs/timing.md, \"Latency across --capacity\"). Each [[measured]]: a preset's",
+           "# scaled capacities measured and how many of its comparisons kept their figure.", ""]
+    for preset, path in sources.items():
+        rows = {k: r for k, r in load(path).items() if r["preset"] == preset}
+        if not rows:
+            sys.exit(f"{path}: no runs of {preset}")
+        comps = comparisons(rows)
+        judged = [abs(r - 1) <= TOLERANCE for _, _, ratios in comps for r in ratios.values()
+                  if r is not None]
+        out += ["[[measured]]",
+                f'preset = "{preset}"',
+                "capacities = [" + ", ".join(f'"{c}"' for c in scaled_capacities(rows)) + "]",
+                f"comparisons = {len(judged)}",
+                f"kept = {sum(judged)}",
+                f'runs = "{path}"', ""]
+        for (pr, workload, qd, kind, p), full, ratios in comps:
+            caps = [c for c in scaled_capacities(rows) if ratios[c] is not None]
+            missed = [c for c in caps if abs(ratios[c] - 1) > TOLERANCE]
+            if not missed:
+                continue
+            keeps = [c for i, c in enumerate(caps)
+                     if all(abs(ratios[d] - 1) <= TOLERANCE for d in caps[i:])]
+            keeps_at = keeps[0] if keeps else "full"
+            for cap in missed:
+                out += ["[[miss]]",
+                        f'preset = "{preset}"',
+                        f'workload = "{WORKLOADS[workload]}"',
+                        f"queue_depth = {qd}",
+                        f'figure = "{kind} {FIGURE_NAMES[p]}"',
+                        f'capacity = "{cap}"',
+                        f"ratio = {ratios[cap]:.2f}",
+                        f"full_ms = {full:.3f}",
+                        f'keeps_at = "{keeps_at}"',
+                        f'runs = "{path}"', ""]
+    return "\n".join(out)
 
 
 def main():
@@ -126,7 +212,17 @@ def main():
                     help="run only these queue depths (e.g. 32)")
     ap.add_argument("--timed-warmup", help="sim's --timed-warmup for every run (e.g. 8GiB): "
                     "the SLC cache in the workload's steady state before the window")
+    ap.add_argument("--capacities", default=",".join(CAPACITIES),
+                    help="run only these capacities (e.g. 128GiB to name where a figure is kept)")
+    ap.add_argument("--limits", nargs="+", metavar=("OUT.toml", "PRESET=RUNS"),
+                    help="write the scaling limits file from each preset's runs.jsonl")
     a = ap.parse_args()
+    if a.limits:
+        out, *pairs = a.limits
+        sources = dict(p.split("=", 1) for p in pairs)
+        with open(out, "w") as f:
+            f.write(limits(sources))
+        return
     if a.report:
         print(table(load(a.report)), end="")
         return
@@ -137,7 +233,7 @@ def main():
         for workload in WORKLOADS:
             for qd in [int(q) for q in a.queue_depths.split(",")]:
                 for seed in SEEDS:
-                    for cap in CAPACITIES:
+                    for cap in a.capacities.split(","):
                         k = key(preset, workload, qd, seed, cap)
                         if k in rows:
                             continue

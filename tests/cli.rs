@@ -203,6 +203,51 @@ fn the_wear_report_projects_tbw_beside_the_datasheets_under_jesd219() {
 }
 
 #[test]
+fn sim_on_a_scaled_drive_names_the_latency_its_capacity_is_not_known_to_keep() {
+    let run = |capacity: Option<&str>, preset: &str| {
+        let mut args = vec![
+            "sim",
+            "--preset",
+            preset,
+            "--workload",
+            "uniform",
+            "--read-fraction",
+            "0.7",
+            "--queue-depth",
+            "32",
+            "--writes",
+            "1MiB",
+            "--warmup",
+            "1MiB",
+            "--json",
+        ];
+        if let Some(c) = capacity {
+            args.extend(["--capacity", c]);
+        }
+        let notes = stdout_json(&flashlab(&args))["scaling_notes"].clone();
+        notes
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    // The MX500 at 16 GiB missed its QD32 read p99.9 (bench/results): named, with where it
+    // is kept; at 4 GiB, below every capacity measured, that is said too.
+    let at16 = run(Some("16GiB"), "mx500");
+    assert!(
+        at16.iter()
+            .any(|n| n.contains("read p99.9") && n.contains("64 GiB")),
+        "{at16:?}"
+    );
+    let at4 = run(Some("4GiB"), "mx500");
+    assert!(at4.iter().any(|n| n.contains("from 16 GiB up")), "{at4:?}");
+    // A drive with no measured miss at 16 GiB, and a preset never measured: no such note.
+    assert!(run(Some("16GiB"), "840pro").is_empty());
+    assert!(run(Some("1GiB"), "x25e").is_empty());
+}
+
+#[test]
 fn replays_a_native_trace_with_trims() {
     let dir = Scratch::new("replay");
     let path = dir.0.join("t.trace");

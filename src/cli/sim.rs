@@ -84,6 +84,25 @@ pub(crate) fn sim_spec(a: &SimArgs) -> Result<SimSpec> {
     })
 }
 
+/// What the measured scaling runs say of this run's capacity, for a built-in preset whose
+/// capacity `--capacity` changed (see [`flash::scaling_limits::notes`]).
+fn scaling_notes(a: &SimArgs, spec: &SimSpec) -> Vec<String> {
+    let name = &a.device.preset;
+    let Some((_, text)) = flash::preset::BUILTIN.iter().find(|(n, _)| n == name) else {
+        return Vec::new();
+    };
+    let Ok(full) = Preset::from_toml(name, text) else {
+        return Vec::new();
+    };
+    flash::scaling_limits::notes(
+        name,
+        full.logical_bytes(),
+        spec.preset.logical_bytes(),
+        &spec.pattern.to_string(),
+        spec.queue_depth,
+    )
+}
+
 pub(crate) fn run(a: SimArgs) -> Result<()> {
     let started = Instant::now();
     let spec = sim_spec(&a)?;
@@ -95,10 +114,12 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
     pb.finish_and_clear();
     let result = result?;
     let wall_s = started.elapsed().as_secs_f64();
+    let scaling = scaling_notes(&a, &spec);
     if a.json {
         let mut v = serde_json::to_value(&result)?;
         v["wall_s"] = serde_json::json!(wall_s);
         v["preset_notes"] = serde_json::json!(spec.preset.notes);
+        v["scaling_notes"] = serde_json::json!(scaling);
         println!("{}", serde_json::to_string(&v)?);
     } else {
         println!(
@@ -114,6 +135,9 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
             if a.timing.on() { "on" } else { "off" }
         );
         for n in &spec.preset.notes {
+            println!("  note              {n}");
+        }
+        for n in &scaling {
             println!("  note              {n}");
         }
         if let (Some(op), Some(eff)) = (result.op, result.effective_op) {

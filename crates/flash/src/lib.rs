@@ -37,6 +37,7 @@ pub mod mapcache;
 pub mod mapping;
 pub mod placement;
 pub mod preset;
+pub mod scaling_limits;
 pub mod slc;
 pub mod ssd;
 pub mod stats;

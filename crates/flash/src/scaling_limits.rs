@@ -1,0 +1,222 @@
+//! Where a drive scaled by `--capacity` was measured not to keep the full-size drive's
+//! latency: `presets/scaling_limits.toml`, written by `bench/scaling.py --limits` from the
+//! runs in `bench/results/` (docs/timing.md, "Latency across --capacity"). `sim` prints
+//! [`notes`] for a built-in preset run below the capacity that keeps a figure.
+
+use serde::Deserialize;
+
+/// The measured misses, compiled in.
+const LIMITS_TOML: &str = include_str!("../../../presets/scaling_limits.toml");
+
+/// One latency figure a scaled drive did not keep within ±15% of the full-size drive's.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScalingMiss {
+    pub preset: String,
+    /// As `sim --workload` takes it (`uniform`, `hotcold:0.7/0.3`).
+    pub workload: String,
+    pub queue_depth: u32,
+    /// `read p99.9`, `write p99`, ...
+    pub figure: String,
+    /// The scaled capacity that missed (`16GiB`).
+    pub capacity: String,
+    /// Its mean over seeds divided by the full-size drive's.
+    pub ratio: f64,
+    /// The full-size drive's mean, in milliseconds.
+    pub full_ms: f64,
+    /// The smallest measured capacity from which every measured one keeps the figure, or
+    /// `full` if none below full does.
+    pub keeps_at: String,
+    /// The runs behind it (a file under `bench/results/`).
+    pub runs: String,
+}
+
+/// A preset whose scaled latency was measured.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Measured {
+    pub preset: String,
+    /// The scaled capacities run (`16GiB`, `64GiB`), smallest first.
+    pub capacities: Vec<String>,
+    /// Figures times capacities compared with full size, and how many kept within ±15%.
+    pub comparisons: u32,
+    pub kept: u32,
+    pub runs: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsFile {
+    #[serde(default)]
+    measured: Vec<Measured>,
+    #[serde(default)]
+    miss: Vec<ScalingMiss>,
+}
+
+/// The compiled-in file (checked by this module's tests).
+fn file() -> LimitsFile {
+    toml::from_str(LIMITS_TOML).unwrap_or_default()
+}
+
+/// Every measured miss.
+pub fn all() -> Vec<ScalingMiss> {
+    file().miss
+}
+
+/// `16GiB` in bytes; `None` for `full` or anything else.
+fn gib_bytes(capacity: &str) -> Option<u64> {
+    capacity
+        .strip_suffix("GiB")
+        .and_then(|n| n.parse::<u64>().ok())
+        .map(|n| n << 30)
+}
+
+/// What `sim` says of a run of the built-in `preset` at `logical_bytes` (below its full
+/// size of `full_bytes`) under `workload` at `queue_depth`: one line per latency figure a
+/// measured scaled run of the preset missed and that is not known to be kept at this
+/// capacity (it is below the smallest capacity measured to keep it). If the run's
+/// workload and queue depth were measured, only their figures; otherwise every measured
+/// configuration's, each named. Empty for a full-size run or a preset never measured.
+pub fn notes(
+    preset: &str,
+    full_bytes: u64,
+    logical_bytes: u64,
+    workload: &str,
+    queue_depth: u32,
+) -> Vec<String> {
+    if logical_bytes >= full_bytes {
+        return Vec::new();
+    }
+    let f = file();
+    let Some(measured) = f.measured.iter().find(|m| m.preset == preset) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(smallest) = measured.capacities.first().and_then(|c| gib_bytes(c)) {
+        if logical_bytes < smallest {
+            out.push(format!(
+                "latency across --capacity was measured for {preset} from {} up ({} of {} figures within ±15% of full size; {}): below it no figure is known to keep the full-size drive's",
+                measured.capacities[0].replace("GiB", " GiB"),
+                measured.kept,
+                measured.comparisons,
+                measured.runs
+            ));
+        }
+    }
+    let misses: Vec<ScalingMiss> = f.miss.into_iter().filter(|m| m.preset == preset).collect();
+    let measured_here = misses
+        .iter()
+        .any(|m| m.workload == workload && m.queue_depth == queue_depth);
+    // (workload, queue depth, figure) -> the misses, in file order (smallest capacity first).
+    let mut groups: Vec<(String, u32, String, Vec<&ScalingMiss>)> = Vec::new();
+    for m in &misses {
+        if measured_here && (m.workload != workload || m.queue_depth != queue_depth) {
+            continue;
+        }
+        let kept_here = gib_bytes(&m.keeps_at).is_some_and(|k| logical_bytes >= k);
+        if kept_here {
+            continue;
+        }
+        match groups
+            .iter_mut()
+            .find(|(w, q, f, _)| *w == m.workload && *q == m.queue_depth && *f == m.figure)
+        {
+            Some(g) => g.3.push(m),
+            None => groups.push((m.workload.clone(), m.queue_depth, m.figure.clone(), vec![m])),
+        }
+    }
+    out.extend(groups.into_iter().map(|(w, q, f, ms)| {
+            let measured = ms
+                .iter()
+                .map(|m| format!("{:.2}x at {}", m.ratio, m.capacity.replace("GiB", " GiB")))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let config = if measured_here {
+                String::new()
+            } else {
+                format!(" under --workload {w} --queue-depth {q}")
+            };
+            let kept = match gib_bytes(&ms[0].keeps_at) {
+                Some(_) => format!(
+                    "the smallest measured capacity that keeps it is {}",
+                    ms[0].keeps_at.replace("GiB", " GiB")
+                ),
+                None => "no measured capacity below full size keeps it".to_string(),
+            };
+            format!(
+                "scaled runs{config} did not keep the full-size drive's {f} ({:.3} ms): {measured}; {kept} ({}, 70% reads, steady at 90% full; presets/scaling_limits.toml)",
+                ms[0].full_ms, ms[0].runs
+            )
+    }));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_compiled_in_limits_parse_and_name_built_in_presets() {
+        let parsed: LimitsFile = toml::from_str(LIMITS_TOML).expect("scaling_limits.toml parses");
+        assert!(!parsed.miss.is_empty());
+        for m in &parsed.measured {
+            assert!(!m.capacities.is_empty() && m.kept <= m.comparisons, "{m:?}");
+            assert!(m.capacities.iter().all(|c| gib_bytes(c).is_some()), "{m:?}");
+        }
+        for m in &parsed.miss {
+            assert!(
+                parsed.measured.iter().any(|p| p.preset == m.preset),
+                "a miss of a preset not measured: {m:?}"
+            );
+        }
+        for m in &parsed.miss {
+            assert!(
+                crate::preset::BUILTIN.iter().any(|(n, _)| *n == m.preset),
+                "{m:?}"
+            );
+            assert!(gib_bytes(&m.capacity).is_some(), "{m:?}");
+            assert!(
+                m.keeps_at == "full" || gib_bytes(&m.keeps_at).is_some(),
+                "{m:?}"
+            );
+            assert!(
+                (m.ratio - 1.0).abs() > 0.15,
+                "a miss is outside ±15%: {m:?}"
+            );
+            assert!(m.runs.starts_with("bench/results/"), "{m:?}");
+        }
+    }
+
+    #[test]
+    fn a_scaled_run_is_told_which_figures_its_capacity_does_not_keep() {
+        let full_of = |p: &str| crate::preset::Preset::load(p).unwrap().logical_bytes();
+        let full = full_of("mx500");
+        // The MX500's QD32 read p99.9 was missed at 16 GiB and kept from 64 GiB.
+        let at16 = notes("mx500", full, 16 << 30, "uniform", 32);
+        assert!(
+            at16.iter()
+                .any(|n| n.contains("read p99.9") && n.contains("keeps it is 64 GiB")),
+            "{at16:?}"
+        );
+        let at64 = notes("mx500", full, 64 << 30, "uniform", 32);
+        assert!(
+            !at64.iter().any(|n| n.contains("keeps it is 64 GiB")),
+            "{at64:?}"
+        );
+        // Below the smallest capacity measured, that is said first.
+        let at4 = notes("mx500", full, 4 << 30, "uniform", 32);
+        assert!(at4[0].contains("from 16 GiB up"), "{at4:?}");
+        // A preset measured with no misses: nothing at a measured capacity.
+        assert!(notes("840pro", full_of("840pro"), 16 << 30, "uniform", 32).is_empty());
+        // Full size, or a preset never measured: nothing.
+        assert!(notes("mx500", full, full, "uniform", 32).is_empty());
+        assert!(notes("x25e", 64 << 30, 4 << 30, "uniform", 32).is_empty());
+        // A configuration never measured: every measured one's misses, each named.
+        let other = notes("mx500", full, 16 << 30, "zipf:0.9", 4);
+        assert!(!other.is_empty());
+        assert!(
+            other.iter().all(|n| n.contains("under --workload")),
+            "{other:?}"
+        );
+    }
+}
