@@ -19,6 +19,7 @@ pub mod joinrun;
 pub mod kvrun;
 pub mod precondition;
 pub mod report;
+pub mod rows;
 pub mod safe_dir;
 pub mod sim;
 

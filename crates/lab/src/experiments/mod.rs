@@ -7,6 +7,7 @@ pub mod gracejoin;
 pub mod lifetime;
 pub mod nosql;
 pub mod placement;
+pub mod plan;
 pub mod tempfiles;
 pub mod tempfiles_real;
 pub mod trim;

@@ -18,9 +18,11 @@
 //! scales each alone to ¼× and 4×, re-calibrates the three costs under it (so the three
 //! calibrated numbers still hold) and judges every prediction again ([`sensitivity`]).
 
+use super::plan::{Done, Plan};
 use super::{derive_seed, Scale};
 use crate::deleterun::{run_scenario, DeleteScenario, ScenarioResult};
 use crate::report::{BarPlot, Provenance, Role, Section, Table, Verdict};
+use crate::rows::{Cell, Row};
 use flash::{Preset, SsdConfig};
 use serde_json::json;
 use simfs::{DiscardMode, FsConfig, SimFs};
@@ -334,30 +336,30 @@ struct Runs {
 }
 
 impl Runs {
-    /// Runs every mode on `model`: the delete alone (`seed`), then the delete and each
-    /// of `read_counts` reads (the k-th count with seed `derive_seed(seed, k)`).
-    fn run(
-        model: &Model,
+    /// The runs of `variant` (None: the section's own model) out of the plan's results.
+    fn of(
+        done: &Done<RunKey, ScenarioResult>,
+        variant: Option<usize>,
         read_counts: &[u32],
-        seed: u64,
-        ctx: &super::RunCtx,
-    ) -> Result<Runs, crate::LabError> {
-        let once = |m: Mode, reads: u32, seed: u64| {
-            ctx.step(|| run_scenario(&DeleteScenario::of_model(model, m, reads, seed)))
+    ) -> Runs {
+        let key = |mode, reads| RunKey {
+            variant,
+            mode,
+            reads,
         };
-        let delete = Mode::ALL
-            .iter()
-            .map(|&m| once(m, 0, seed))
-            .collect::<Result<_, _>>()?;
-        let mut mixed = Vec::new();
-        for (k, &n) in read_counts.iter().enumerate() {
-            let totals: Vec<u64> = Mode::ALL
+        Runs {
+            delete: Mode::ALL
                 .iter()
-                .map(|&m| once(m, n, derive_seed(seed, k as u64)).map(|r| r.total_ns))
-                .collect::<Result<_, _>>()?;
-            mixed.push((n, totals));
+                .map(|&m| done.get(&key(m, 0)).clone())
+                .collect(),
+            mixed: read_counts
+                .iter()
+                .map(|&n| {
+                    let totals = Mode::ALL.iter().map(|&m| done.get(&key(m, n)).total_ns);
+                    (n, totals.collect())
+                })
+                .collect(),
         }
-        Ok(Runs { delete, mixed })
     }
 
     fn trim_delete_ns(&self) -> u64 {
@@ -468,34 +470,132 @@ impl Variant {
     }
 }
 
-/// Every assumption at each of [`ASSUMPTION_FACTORS`], re-calibrated and run as the
-/// section's own model is (same `read_counts`, same seeds); `shape` is
-/// [`deletion_shape`]'s counts.
-fn sensitivity(
+/// A variant's model before its runs: the model re-calibrated under it, or why it could not be.
+struct VariantModel {
+    assumption: Assumption,
+    factor_name: &'static str,
+    value_ns: u64,
+    model: Result<(Model, Calibration), String>,
+}
+
+/// Every assumption at each of [`ASSUMPTION_FACTORS`], re-calibrated (to be run as the
+/// section's own model is: same read counts, same seeds); `shape` is [`deletion_shape`]'s
+/// counts.
+fn variant_models(
     base: &Model,
     shape: (u64, u64, u64),
-    read_counts: &[u32],
-    seed: u64,
-    ctx: &super::RunCtx,
-) -> Result<Vec<Variant>, crate::LabError> {
+) -> Result<Vec<VariantModel>, crate::LabError> {
     let mut variants = Vec::new();
     for a in Assumption::ALL {
         for (factor_name, factor) in ASSUMPTION_FACTORS {
             let value_ns = (a.value_ns(base)? as f64 * factor).round() as u64;
             let model = a.with_ns(base.clone(), value_ns)?;
-            let outcome = match model.recalibrated(shape) {
-                Ok((model, cal)) => Ok((cal, Runs::run(&model, read_counts, seed, ctx)?)),
-                Err(e) => Err(e.to_string()),
-            };
-            variants.push(Variant {
+            variants.push(VariantModel {
                 assumption: a,
                 factor_name,
                 value_ns,
-                outcome,
+                model: model.recalibrated(shape).map_err(|e| e.to_string()),
             });
         }
     }
     Ok(variants)
+}
+
+/// What one run of the section is: the model it runs on (a variant's index in
+/// [`Setup::variants`], or None for the section's own), the discard mode, the reads after
+/// the delete (0: the delete alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct RunKey {
+    variant: Option<usize>,
+    mode: Mode,
+    reads: u32,
+}
+
+/// What the section runs on, before any run: the deletion's shape, the model and its
+/// calibration, the read counts and the assumption variants.
+struct Setup {
+    shape: (u64, u64, u64),
+    model: Model,
+    /// The preset's calibrated costs, and what [`calibrate`] solves them to now.
+    used: Calibration,
+    solved: Calibration,
+    read_counts: Vec<u32>,
+    variants: Vec<VariantModel>,
+}
+
+impl Setup {
+    fn new(scale: Scale) -> Result<Setup, crate::LabError> {
+        let shape = deletion_shape()?;
+        let model = Model::paper()?;
+        let cfg = model.ssd()?;
+        let solved = calibrate(cfg, shape.0, shape.1, shape.2)?;
+        let used = Calibration {
+            interface_ns: cfg.timing.command_overhead_ns,
+            command_ns: cfg.trim.command_overhead_ns,
+            parse_ns: cfg.trim.metadata_parse_ns,
+        };
+        let read_counts: Vec<u32> = match scale {
+            Scale::Quick | Scale::Full | Scale::Paper => vec![20, 100, 1000],
+        };
+        let variants = variant_models(&model, shape)?;
+        Ok(Setup {
+            shape,
+            model,
+            used,
+            solved,
+            read_counts,
+            variants,
+        })
+    }
+
+    /// Every run: on the section's model and on each variant that calibrates, each mode's
+    /// delete alone (`seed`), then its delete and each of the read counts (the k-th with
+    /// seed `derive_seed(seed, k)`).
+    fn plan(&self, seed: u64) -> Plan<RunKey, DeleteScenario> {
+        let mut plan = Plan::new();
+        let models = std::iter::once((None, &self.model)).chain(
+            self.variants
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| v.model.as_ref().ok().map(|(m, _)| (Some(i), m))),
+        );
+        for (variant, model) in models {
+            let reads = std::iter::once((0, seed)).chain(
+                self.read_counts
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &n)| (n, derive_seed(seed, k as u64))),
+            );
+            for (n, seed) in reads {
+                for mode in Mode::ALL {
+                    let key = RunKey {
+                        variant,
+                        mode,
+                        reads: n,
+                    };
+                    plan.add(key, DeleteScenario::of_model(model, mode, n, seed));
+                }
+            }
+        }
+        plan
+    }
+
+    /// Each variant with its runs (or why it could not be calibrated).
+    fn variants(&self, done: &Done<RunKey, ScenarioResult>) -> Vec<Variant> {
+        self.variants
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Variant {
+                assumption: v.assumption,
+                factor_name: v.factor_name,
+                value_ns: v.value_ns,
+                outcome: match &v.model {
+                    Ok((_, cal)) => Ok((*cal, Runs::of(done, Some(i), &self.read_counts))),
+                    Err(e) => Err(e.clone()),
+                },
+            })
+            .collect()
+    }
 }
 
 /// Whether each predicted verdict holds, in the order of `verdicts` (id, holds).
@@ -512,15 +612,7 @@ fn predictions(verdicts: &[Verdict]) -> Vec<(String, bool)> {
 /// their holds/fails under every variant and which flip.
 fn assumptions_table(used: &Calibration, baseline: &Runs, variants: &[Variant]) -> (Table, String) {
     let judged = predictions(&baseline.verdicts());
-    // A prediction on a delete + reads number, or None for an ordering.
-    let mixed_of = |id: &str| {
-        baseline
-            .mixed
-            .iter()
-            .flat_map(|(n, _)| Mode::ALL[1..].iter().map(move |&m| (*n, m)))
-            .find(|&(n, m)| mixed_id(n, m) == id)
-    };
-    let word = |holds: bool| if holds { "holds" } else { "fails" };
+    let mixed_of = |id: &str| mixed_case(baseline, id);
     let mut headers: Vec<String> = [
         "variant",
         "value",
@@ -537,33 +629,6 @@ fn assumptions_table(used: &Calibration, baseline: &Runs, variants: &[Variant]) 
         });
     }
     headers.push("predictions holding".into());
-    let row = |label: String, value: String, cal: &Calibration, runs: &Runs| {
-        let verdicts = runs.verdicts();
-        let calibrated = verdicts
-            .iter()
-            .filter(|v| v.score.as_ref().is_some_and(|s| s.role == Role::Calibrated));
-        let (cal_holding, cal_all) =
-            calibrated.fold((0, 0), |(h, n), v| (h + v.holds as usize, n + 1));
-        let mut r = vec![
-            label,
-            value,
-            format!(
-                "{} / {} / {}",
-                cal.interface_ns, cal.command_ns, cal.parse_ns
-            ),
-            format!("{cal_holding} of {cal_all}"),
-        ];
-        let these = predictions(&verdicts);
-        for (id, holds) in &these {
-            r.push(match mixed_of(id) {
-                Some((n, m)) => format!("{:.3} {}", runs.ours_of(n, m), word(*holds)),
-                None => word(*holds).into(),
-            });
-        }
-        let holding = these.iter().filter(|p| p.1).count();
-        r.push(format!("{holding} of {}", these.len()));
-        (r, these)
-    };
     let mut t = Table {
         file_stem: "assumptions".into(),
         caption: format!(
@@ -576,7 +641,8 @@ fn assumptions_table(used: &Calibration, baseline: &Runs, variants: &[Variant]) 
         headers,
         rows: vec![],
     };
-    let (base_row, base_holds) = row("baseline (as assumed)".into(), "—".into(), used, baseline);
+    let (base_row, base_holds) =
+        assumption_row("baseline (as assumed)".into(), "—".into(), used, baseline);
     t.rows.push(base_row);
     // Per prediction, the variants under which it holds/fails otherwise than at baseline.
     let mut flips: Vec<Vec<String>> = vec![vec![]; base_holds.len()];
@@ -585,7 +651,7 @@ fn assumptions_table(used: &Calibration, baseline: &Runs, variants: &[Variant]) 
         let value = format!("{} ns", v.value_ns);
         match &v.outcome {
             Ok((cal, runs)) => {
-                let (r, holds) = row(v.label(), value, cal, runs);
+                let (r, holds) = assumption_row(v.label(), value, cal, runs);
                 t.rows.push(r);
                 for (k, ((_, b), (_, h))) in base_holds.iter().zip(&holds).enumerate() {
                     if b != h {
@@ -601,6 +667,68 @@ fn assumptions_table(used: &Calibration, baseline: &Runs, variants: &[Variant]) 
             }
         }
     }
+    let calibrated_count = variants.len() - uncalibrated.len();
+    let sentence = sensitivity_sentence(&base_holds, &flips, calibrated_count, &uncalibrated);
+    (t, sentence)
+}
+
+/// The (reads, mode) a prediction's id judges, or None for an ordering.
+fn mixed_case(runs: &Runs, id: &str) -> Option<(u32, Mode)> {
+    runs.mixed
+        .iter()
+        .flat_map(|(n, _)| Mode::ALL[1..].iter().map(move |&m| (*n, m)))
+        .find(|&(n, m)| mixed_id(n, m) == id)
+}
+
+fn holds_word(holds: bool) -> &'static str {
+    if holds {
+        "holds"
+    } else {
+        "fails"
+    }
+}
+
+/// A row of table `assumptions` for one model's runs, and its predictions (id, holds).
+fn assumption_row(
+    label: String,
+    value: String,
+    cal: &Calibration,
+    runs: &Runs,
+) -> (Vec<String>, Vec<(String, bool)>) {
+    let verdicts = runs.verdicts();
+    let calibrated = verdicts
+        .iter()
+        .filter(|v| v.score.as_ref().is_some_and(|s| s.role == Role::Calibrated));
+    let (cal_holding, cal_all) = calibrated.fold((0, 0), |(h, n), v| (h + v.holds as usize, n + 1));
+    let mut r = vec![
+        label,
+        value,
+        format!(
+            "{} / {} / {}",
+            cal.interface_ns, cal.command_ns, cal.parse_ns
+        ),
+        format!("{cal_holding} of {cal_all}"),
+    ];
+    let these = predictions(&verdicts);
+    for (id, holds) in &these {
+        r.push(match mixed_case(runs, id) {
+            Some((n, m)) => format!("{:.3} {}", runs.ours_of(n, m), holds_word(*holds)),
+            None => holds_word(*holds).into(),
+        });
+    }
+    let holding = these.iter().filter(|p| p.1).count();
+    r.push(format!("{holding} of {}", these.len()));
+    (r, these)
+}
+
+/// Which predictions keep holding or failing under every variant that calibrates and which
+/// flip (`flips[k]`: the variants under which `base_holds[k]` flips).
+fn sensitivity_sentence(
+    base_holds: &[(String, bool)],
+    flips: &[Vec<String>],
+    calibrated_count: usize,
+    uncalibrated: &[String],
+) -> String {
     let list = |ids: Vec<&str>| {
         if ids.is_empty() {
             "none".to_string()
@@ -612,7 +740,7 @@ fn assumptions_table(used: &Calibration, baseline: &Runs, variants: &[Variant]) 
         list(
             base_holds
                 .iter()
-                .zip(&flips)
+                .zip(flips)
                 .filter(|((_, b), f)| *b == holds && f.is_empty())
                 .map(|((id, _), _)| id.as_str())
                 .collect(),
@@ -620,18 +748,17 @@ fn assumptions_table(used: &Calibration, baseline: &Runs, variants: &[Variant]) 
     };
     let flipped: Vec<String> = base_holds
         .iter()
-        .zip(&flips)
+        .zip(flips)
         .filter(|(_, f)| !f.is_empty())
         .map(|((id, b), f)| {
             format!(
                 "{id} ({} at baseline, {} under {})",
-                word(*b),
-                word(!*b),
+                holds_word(*b),
+                holds_word(!*b),
                 f.join(", ")
             )
         })
         .collect();
-    let calibrated_count = variants.len() - uncalibrated.len();
     let mut sentence = format!(
         "Table `assumptions` takes each of the four at {} (re-calibrated each time): across the baseline and \
          the {calibrated_count} variants that calibrate, these keep holding: {}; these keep failing: {}; these flip: {}",
@@ -646,136 +773,217 @@ fn assumptions_table(used: &Calibration, baseline: &Runs, variants: &[Variant]) 
             uncalibrated.join(", ")
         );
     }
-    (t, sentence)
+    sentence
 }
 
 pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
     let started = std::time::Instant::now();
-    let shape = deletion_shape()?;
-    let (ranges, units, metadata_blocks) = shape;
-    let model = Model::paper()?;
-    let cfg = model.ssd()?;
-    let cal = calibrate(cfg, ranges, units, metadata_blocks)?;
-    let used = Calibration {
-        interface_ns: cfg.timing.command_overhead_ns,
-        command_ns: cfg.trim.command_overhead_ns,
-        parse_ns: cfg.trim.metadata_parse_ns,
-    };
-    let read_counts: Vec<u32> = match scale {
-        Scale::Quick | Scale::Full | Scale::Paper => vec![20, 100, 1000],
-    };
-    let runs = Runs::run(&model, &read_counts, seed, ctx)?;
-    // Part 1: the delete alone.
-    let delete = &runs.delete;
-    let delete_norm = runs.delete_norm();
-    let mut t1 = Table {
-        file_stem: "delete".into(),
-        caption: format!(
-            "Deleting a {} MB file of {} extents",
+    let setup = Setup::new(scale)?;
+    let done = ctx.run_plan(setup.plan(seed), run_scenario)?;
+    let runs = Runs::of(&done, None, &setup.read_counts);
+    let variants = setup.variants(&done);
+    let (t5, sensitivity_sentence) = assumptions_table(&setup.used, &runs, &variants);
+    let (ranges, _, metadata_blocks) = setup.shape;
+    Ok(Section {
+        id: "trim".into(),
+        title: "TRIM, vTrim and fTrim: deleting a fragmented file (paper 002)".into(),
+        question: format!(
+            "How much of a file deletion's cost is the host interface, and how much do vectored and file-based TRIM \
+             save? simfs (ext4-like, {} GB) on the openssd preset holds a {} MiB data file and a {} MB file of {} extents, \
+             which is deleted with one TRIM per extent ({} commands with the extent leaf block), one vTrim, one fTrim \
+             (the drive reads {} metadata blocks), or fTrim with preemptive background processing. vTrim and fTrim are \
+             acknowledged once recorded and do their mapping work in idle time.",
+            FS_BYTES >> 30,
+            DATA_FILE_BYTES >> 20,
             FILE_BYTES >> 20,
-            FILE_EXTENTS
+            FILE_EXTENTS,
+            ranges,
+            metadata_blocks
         ),
-        headers: [
-            "mode",
-            "commands",
-            "interface ms",
-            "in-drive ms",
-            "delete ms",
-            "ours vs TRIM",
-            "paper vs TRIM",
-            "metadata reads",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: vec![],
-    };
-    let paper_delete = [
-        Some(1.0),
-        Some(PAPER_VTRIM_DELETE),
-        Some(PAPER_FTRIM_DELETE),
-        None,
+        seed,
+        runtime_s: started.elapsed().as_secs_f64(),
+        plots: plots(&runs, &setup.read_counts),
+        tables: vec![
+            delete_table(&runs),
+            mixed_table(&runs),
+            calibration_table(&setup),
+            additive_table(),
+            t5,
+        ],
+        verdicts: runs.verdicts(),
+        provenance: provenance(&setup, &sensitivity_sentence)?,
+        results: results_json(&setup, &runs, &variants),
+    })
+}
+
+/// Paper 002, Fig. 2's delete times over TRIM's, in [`Mode::ALL`] order (None: not reported).
+const PAPER_DELETE: [Option<f64>; 4] = [
+    Some(1.0),
+    Some(PAPER_VTRIM_DELETE),
+    Some(PAPER_FTRIM_DELETE),
+    None,
+];
+
+/// A row of table `delete`: one mode's delete alone.
+struct DeleteRow<'a> {
+    mode: Mode,
+    result: &'a ScenarioResult,
+    /// Its delete time over TRIM's.
+    norm: f64,
+    paper: Option<f64>,
+}
+
+impl Row for DeleteRow<'_> {
+    const COLUMNS: &'static [&'static str] = &[
+        "mode",
+        "commands",
+        "interface ms",
+        "in-drive ms",
+        "delete ms",
+        "ours vs TRIM",
+        "paper vs TRIM",
+        "metadata reads",
     ];
-    for (i, m) in Mode::ALL.iter().enumerate() {
-        let r = &delete[i];
-        t1.rows.push(vec![
-            m.name().into(),
-            r.trim_commands.to_string(),
-            format!("{:.3}", r.interface_ns as f64 / 1e6),
-            format!("{:.3}", r.in_drive_ns as f64 / 1e6),
-            format!("{:.3}", (r.interface_ns + r.in_drive_ns) as f64 / 1e6),
-            format!("{:.3}", delete_norm[i]),
-            paper_delete[i].map_or("—".into(), |v| format!("{v:.2}")),
-            r.metadata_reads.to_string(),
-        ]);
+    fn cells(&self) -> Vec<Cell> {
+        let r = self.result;
+        vec![
+            self.mode.name().into(),
+            Cell::Count(r.trim_commands),
+            Cell::ms(r.interface_ns, 3),
+            Cell::ms(r.in_drive_ns, 3),
+            Cell::ms(r.interface_ns + r.in_drive_ns, 3),
+            Cell::Fixed(self.norm, 3),
+            Cell::opt(self.paper, 2),
+            Cell::Count(r.metadata_reads),
+        ]
     }
+}
 
-    // Part 2: delete + reads.
-    let mut t2 = Table {
-        file_stem: "mixed".into(),
-        caption: format!(
-            "Delete, then N random 4 KiB reads ({} µs host time between reads): total time",
-            READ_THINK_NS / 1000
-        ),
-        headers: ["reads", "mode", "total ms", "ours vs TRIM", "paper vs TRIM"]
-            .map(String::from)
-            .to_vec(),
-        rows: vec![],
+/// Table `delete`: part 1, the delete alone.
+fn delete_table(runs: &Runs) -> Table {
+    let norm = runs.delete_norm();
+    let rows = Mode::ALL.iter().enumerate().map(|(i, &mode)| DeleteRow {
+        mode,
+        result: &runs.delete[i],
+        norm: norm[i],
+        paper: PAPER_DELETE[i],
+    });
+    let caption = format!(
+        "Deleting a {} MB file of {} extents",
+        FILE_BYTES >> 20,
+        FILE_EXTENTS
+    );
+    Table::of("delete", caption, rows)
+}
+
+/// A row of table `mixed`: one mode's delete followed by `reads` reads.
+struct MixedRow {
+    reads: u32,
+    mode: Mode,
+    total_ns: u64,
+    ours: f64,
+    paper: Option<f64>,
+}
+
+impl Row for MixedRow {
+    const COLUMNS: &'static [&'static str] =
+        &["reads", "mode", "total ms", "ours vs TRIM", "paper vs TRIM"];
+    fn cells(&self) -> Vec<Cell> {
+        vec![
+            Cell::Count(self.reads.into()),
+            self.mode.name().into(),
+            Cell::ms(self.total_ns, 3),
+            Cell::Fixed(self.ours, 3),
+            Cell::opt(self.paper, 3),
+        ]
+    }
+}
+
+/// Table `mixed`: part 2, the delete and reads.
+fn mixed_table(runs: &Runs) -> Table {
+    let rows = runs.mixed.iter().flat_map(|(n, totals)| {
+        Mode::ALL
+            .iter()
+            .enumerate()
+            .map(move |(i, &mode)| MixedRow {
+                reads: *n,
+                mode,
+                total_ns: totals[i],
+                ours: runs.ours_of(*n, mode),
+                paper: paper_of(*n, mode),
+            })
+    });
+    let caption = format!(
+        "Delete, then N random 4 KiB reads ({} µs host time between reads): total time",
+        READ_THINK_NS / 1000
+    );
+    Table::of("mixed", caption, rows)
+}
+
+/// A row of table `calibration`: one calibrated parameter.
+struct CalibrationRow {
+    parameter: &'static str,
+    preset_ns: u64,
+    solved_ns: u64,
+}
+
+impl Row for CalibrationRow {
+    const COLUMNS: &'static [&'static str] = &["parameter", "preset value ns", "solved now ns"];
+    fn cells(&self) -> Vec<Cell> {
+        vec![
+            self.parameter.into(),
+            Cell::Count(self.preset_ns),
+            Cell::Count(self.solved_ns),
+        ]
+    }
+}
+
+/// Table `calibration`: the three calibrated costs, in the preset and solved now.
+fn calibration_table(setup: &Setup) -> Table {
+    let (used, cal) = (&setup.used, &setup.solved);
+    let row = |parameter, preset_ns, solved_ns| CalibrationRow {
+        parameter,
+        preset_ns,
+        solved_ns,
     };
-    for (n, totals) in &runs.mixed {
-        for (i, &m) in Mode::ALL.iter().enumerate() {
-            t2.rows.push(vec![
-                n.to_string(),
-                m.name().into(),
-                format!("{:.3}", totals[i] as f64 / 1e6),
-                format!("{:.3}", runs.ours_of(*n, m)),
-                paper_of(*n, m).map_or("—".into(), |v| format!("{v:.3}")),
-            ]);
-        }
-    }
-    let mut t3 = Table {
-        file_stem: "calibration".into(),
-        caption: "Calibrated drive parameters (solved from the paper's three delete-time numbers)"
-            .into(),
-        headers: ["parameter", "preset value ns", "solved now ns"]
-            .map(String::from)
-            .to_vec(),
-        rows: vec![],
-    };
-    for (name, a, b) in [
-        (
-            "timing.command_overhead_ns (interface round trip)",
-            used.interface_ns,
-            cal.interface_ns,
-        ),
-        (
-            "trim.command_overhead_ns (firmware per command)",
-            used.command_ns,
-            cal.command_ns,
-        ),
-        (
-            "trim.metadata_parse_ns (per fTrim metadata block)",
-            used.parse_ns,
-            cal.parse_ns,
-        ),
-    ] {
-        t3.rows
-            .push(vec![name.into(), a.to_string(), b.to_string()]);
-    }
+    Table::of(
+        "calibration",
+        "Calibrated drive parameters (solved from the paper's three delete-time numbers)",
+        [
+            row(
+                "timing.command_overhead_ns (interface round trip)",
+                used.interface_ns,
+                cal.interface_ns,
+            ),
+            row(
+                "trim.command_overhead_ns (firmware per command)",
+                used.command_ns,
+                cal.command_ns,
+            ),
+            row(
+                "trim.metadata_parse_ns (per fTrim metadata block)",
+                used.parse_ns,
+                cal.parse_ns,
+            ),
+        ],
+    )
+}
 
-    let t4 = additive_table();
-
-    // Plots.
-    let plots = vec![
+/// The section's two figures: the delete alone, and delete + reads, each over TRIM's.
+fn plots(runs: &Runs, read_counts: &[u32]) -> Vec<crate::report::Plot> {
+    let mixed = |n: u32| Mode::ALL[1..].iter().map(move |&m| (n, m));
+    let cases: Vec<(u32, Mode)> = read_counts.iter().flat_map(|&n| mixed(n)).collect();
+    vec![
         BarPlot {
             file_stem: "delete".into(),
             title: "Delete time of a 10 MB, 160-extent file, normalised to TRIM".into(),
             y_label: "delete time / TRIM".into(),
             categories: Mode::ALL.iter().map(|m| m.name().to_string()).collect(),
             series: vec![
-                ("paper 002".into(), paper_delete.to_vec()),
+                ("paper 002".into(), PAPER_DELETE.to_vec()),
                 (
                     "flashlab".into(),
-                    delete_norm.iter().map(|&x| Some(x)).collect(),
+                    runs.delete_norm().iter().map(|&x| Some(x)).collect(),
                 ),
             ],
         }
@@ -784,43 +992,36 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             file_stem: "mixed".into(),
             title: "Delete + N reads, total time normalised to TRIM".into(),
             y_label: "total time / TRIM".into(),
-            categories: read_counts
+            categories: cases
                 .iter()
-                .flat_map(|n| {
-                    Mode::ALL[1..]
-                        .iter()
-                        .map(move |m| format!("{n}: {}", m.name()))
-                })
+                .map(|(n, m)| format!("{n}: {}", m.name()))
                 .collect(),
             series: vec![
                 (
                     "paper 002".into(),
-                    read_counts
-                        .iter()
-                        .flat_map(|&n| Mode::ALL[1..].iter().map(move |&m| paper_of(n, m)))
-                        .collect(),
+                    cases.iter().map(|&(n, m)| paper_of(n, m)).collect(),
                 ),
                 (
                     "flashlab".into(),
-                    read_counts
+                    cases
                         .iter()
-                        .flat_map(|&n| {
-                            let runs = &runs;
-                            Mode::ALL[1..]
-                                .iter()
-                                .map(move |&m| Some(runs.ours_of(n, m)))
-                        })
+                        .map(|&(n, m)| Some(runs.ours_of(n, m)))
                         .collect(),
                 ),
             ],
         }
         .into(),
-    ];
+    ]
+}
 
-    let verdicts = runs.verdicts();
-    let variants = sensitivity(&model, shape, &read_counts, seed, ctx)?;
-    let (t5, sensitivity_sentence) = assumptions_table(&used, &runs, &variants);
-    let provenance = vec![
+/// Where each paper number enters: the three calibrated ones, and the predicted ones with
+/// the assumptions they rest on and how they move with them.
+fn provenance(
+    setup: &Setup,
+    sensitivity_sentence: &str,
+) -> Result<Vec<Provenance>, crate::LabError> {
+    let (used, cfg) = (&setup.used, setup.model.ssd()?);
+    Ok(vec![
         Provenance {
             number: "43% / 57% TRIM split".into(),
             role: format!("calibrated: sets the interface round trip of every command ({} ns)", used.interface_ns),
@@ -841,47 +1042,35 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 cfg.trim.per_range_ns / 1000,
                 cfg.trim.per_page_ns / 1000,
                 cfg.trim.record_ns / 1000
-            ) + ". " + &sensitivity_sentence,
+            ) + ". " + sensitivity_sentence,
         },
-    ];
-    Ok(Section {
-        id: "trim".into(),
-        title: "TRIM, vTrim and fTrim: deleting a fragmented file (paper 002)".into(),
-        question: format!(
-            "How much of a file deletion's cost is the host interface, and how much do vectored and file-based TRIM \
-             save? simfs (ext4-like, {} GB) on the openssd preset holds a {} MiB data file and a {} MB file of {} extents, \
-             which is deleted with one TRIM per extent ({} commands with the extent leaf block), one vTrim, one fTrim \
-             (the drive reads {} metadata blocks), or fTrim with preemptive background processing. vTrim and fTrim are \
-             acknowledged once recorded and do their mapping work in idle time.",
-            FS_BYTES >> 30,
-            DATA_FILE_BYTES >> 20,
-            FILE_BYTES >> 20,
-            FILE_EXTENTS,
-            ranges,
-            metadata_blocks
-        ),
-        seed,
-        runtime_s: started.elapsed().as_secs_f64(),
-        plots,
-        tables: vec![t1, t2, t3, t4, t5],
-        verdicts,
-        provenance,
-        results: json!({
-            "ranges": ranges, "units": units, "metadata_blocks": metadata_blocks,
-            "calibration_preset_ns": {"interface": used.interface_ns, "command": used.command_ns, "parse": used.parse_ns},
-            "calibration_solved_ns": {"interface": cal.interface_ns, "command": cal.command_ns, "parse": cal.parse_ns},
-            "delete": Mode::ALL.iter().zip(delete).zip(&delete_norm).map(|((m, r), norm)| json!({"mode": m.name(), "commands": r.trim_commands, "interface_ns": r.interface_ns, "in_drive_ns": r.in_drive_ns, "normalised": norm})).collect::<Vec<_>>(),
-            "mixed": runs.mixed.iter().map(|(n, t)| json!({"reads": n, "total_ns": t, "normalised": t.iter().map(|&x| x as f64 / t[0] as f64).collect::<Vec<_>>()})).collect::<Vec<_>>(),
-            "paper": {"trim_interface_share": PAPER_TRIM_INTERFACE_SHARE, "vtrim_delete": PAPER_VTRIM_DELETE, "ftrim_delete": PAPER_FTRIM_DELETE,
-                      "mixed": PAPER_MIXED.iter().map(|r| json!({"reads": r.reads, "vtrim": r.vtrim, "ftrim": r.ftrim, "ftrim_pre": r.ftrim_pre})).collect::<Vec<_>>()},
-            "assumptions": variants.iter().map(|v| match &v.outcome {
-                Ok((cal, runs)) => json!({"assumption": v.assumption.name(), "factor": v.factor_name, "value_ns": v.value_ns,
-                    "calibration_ns": {"interface": cal.interface_ns, "command": cal.command_ns, "parse": cal.parse_ns},
-                    "mixed": runs.mixed.iter().map(|(n, t)| json!({"reads": n, "normalised": t.iter().map(|&x| x as f64 / t[0] as f64).collect::<Vec<_>>()})).collect::<Vec<_>>(),
-                    "predictions": predictions(&runs.verdicts()).into_iter().map(|(id, holds)| json!({"id": id, "holds": holds})).collect::<Vec<_>>()}),
-                Err(e) => json!({"assumption": v.assumption.name(), "factor": v.factor_name, "value_ns": v.value_ns, "error": e}),
-            }).collect::<Vec<_>>(),
-        }),
+    ])
+}
+
+/// The section's numbers for scripts (`results.json`).
+fn results_json(setup: &Setup, runs: &Runs, variants: &[Variant]) -> serde_json::Value {
+    let (ranges, units, metadata_blocks) = setup.shape;
+    let (used, cal) = (&setup.used, &setup.solved);
+    let normalised = |t: &[u64]| {
+        t.iter()
+            .map(|&x| x as f64 / t[0] as f64)
+            .collect::<Vec<_>>()
+    };
+    json!({
+        "ranges": ranges, "units": units, "metadata_blocks": metadata_blocks,
+        "calibration_preset_ns": {"interface": used.interface_ns, "command": used.command_ns, "parse": used.parse_ns},
+        "calibration_solved_ns": {"interface": cal.interface_ns, "command": cal.command_ns, "parse": cal.parse_ns},
+        "delete": Mode::ALL.iter().zip(&runs.delete).zip(&runs.delete_norm()).map(|((m, r), norm)| json!({"mode": m.name(), "commands": r.trim_commands, "interface_ns": r.interface_ns, "in_drive_ns": r.in_drive_ns, "normalised": norm})).collect::<Vec<_>>(),
+        "mixed": runs.mixed.iter().map(|(n, t)| json!({"reads": n, "total_ns": t, "normalised": normalised(t)})).collect::<Vec<_>>(),
+        "paper": {"trim_interface_share": PAPER_TRIM_INTERFACE_SHARE, "vtrim_delete": PAPER_VTRIM_DELETE, "ftrim_delete": PAPER_FTRIM_DELETE,
+                  "mixed": PAPER_MIXED.iter().map(|r| json!({"reads": r.reads, "vtrim": r.vtrim, "ftrim": r.ftrim, "ftrim_pre": r.ftrim_pre})).collect::<Vec<_>>()},
+        "assumptions": variants.iter().map(|v| match &v.outcome {
+            Ok((cal, runs)) => json!({"assumption": v.assumption.name(), "factor": v.factor_name, "value_ns": v.value_ns,
+                "calibration_ns": {"interface": cal.interface_ns, "command": cal.command_ns, "parse": cal.parse_ns},
+                "mixed": runs.mixed.iter().map(|(n, t)| json!({"reads": n, "normalised": normalised(t)})).collect::<Vec<_>>(),
+                "predictions": predictions(&runs.verdicts()).into_iter().map(|(id, holds)| json!({"id": id, "holds": holds})).collect::<Vec<_>>()}),
+            Err(e) => json!({"assumption": v.assumption.name(), "factor": v.factor_name, "value_ns": v.value_ns, "error": e}),
+        }).collect::<Vec<_>>(),
     })
 }
 
@@ -895,9 +1084,21 @@ fn analyse(
     ours_of: &dyn Fn(u32, Mode) -> f64,
     paper_of: &dyn Fn(u32, Mode) -> Option<f64>,
 ) -> Vec<Verdict> {
-    let pct = |x: f64| format!("{:+.1}%", (x - 1.0) * 100.0);
+    let mut v = delete_verdicts(interface_share, delete_norm);
+    v.extend(mixed_verdicts(delete_norm, read_counts, ours_of, paper_of));
+    v.extend(ordering_verdicts(ours_of));
+    v
+}
+
+/// `+12.3%` for 1.123.
+fn pct(x: f64) -> String {
+    format!("{:+.1}%", (x - 1.0) * 100.0)
+}
+
+/// The delete alone: the three calibrated numbers, and the check that follows from them.
+fn delete_verdicts(interface_share: f64, delete_norm: &[f64]) -> Vec<Verdict> {
     let (vtrim, ftrim) = (delete_norm[1], delete_norm[2]);
-    let mut v = vec![
+    vec![
         Verdict::numeric(
             "trim.interface-share",
             "Calibrated: TRIM's delete time splits 43% interface / 57% in the drive",
@@ -941,7 +1142,17 @@ fn analyse(
             format!("fTrim {} vs vTrim {}", pct(ftrim), pct(vtrim)),
         )
         .with_role(Role::Check),
-    ];
+    ]
+}
+
+/// Each mixed-workload number on its own (see [`analyse`]).
+fn mixed_verdicts(
+    delete_norm: &[f64],
+    read_counts: &[u32],
+    ours_of: &dyn Fn(u32, Mode) -> f64,
+    paper_of: &dyn Fn(u32, Mode) -> Option<f64>,
+) -> Vec<Verdict> {
+    let mut v = Vec::new();
     // Each mixed-workload number on its own. The two headline ones as the paper words
     // them (relative reduction of the total time, ±30%); the others as total time over
     // TRIM's, within 10%.
@@ -985,6 +1196,12 @@ fn analyse(
             v.push(verdict);
         }
     }
+    v
+}
+
+/// The orderings of the delete + reads totals.
+fn ordering_verdicts(ours_of: &dyn Fn(u32, Mode) -> f64) -> Vec<Verdict> {
+    let mut v = Vec::new();
     let (v20, v1000) = (ours_of(20, Mode::VTrim), ours_of(1000, Mode::VTrim));
     let (f20, p20) = (ours_of(20, Mode::FTrim), ours_of(20, Mode::FTrimPre));
     v.push(
@@ -1079,12 +1296,14 @@ mod tests {
     #[test]
     fn assumptions_table_has_a_row_per_variant_and_the_think_time_matters() {
         let ctx = super::super::RunCtx::default();
-        let shape = deletion_shape().unwrap();
-        let model = Model::paper().unwrap();
+        let setup = Setup::new(Scale::Quick).unwrap();
+        let (shape, model) = (setup.shape, setup.model.clone());
         let (_, used) = model.clone().recalibrated(shape).unwrap();
         let reads = [20, 100, 1000];
-        let baseline = Runs::run(&model, &reads, 7, &ctx).unwrap();
-        let mut variants = sensitivity(&model, shape, &reads, 7, &ctx).unwrap();
+        assert_eq!(setup.read_counts, reads);
+        let done = ctx.run_plan(setup.plan(7), run_scenario).unwrap();
+        let baseline = Runs::of(&done, None, &reads);
+        let mut variants = setup.variants(&done);
         assert_eq!(
             variants.len(),
             Assumption::ALL.len() * ASSUMPTION_FACTORS.len()
