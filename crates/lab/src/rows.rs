@@ -13,6 +13,8 @@ pub enum Cell {
     Count(u64),
     /// A number with this many decimals.
     Fixed(f64, usize),
+    /// A number with its sign and this many decimals (`+1.25`).
+    Signed(f64, usize),
     /// No value ("—").
     Missing,
 }
@@ -39,6 +41,7 @@ impl fmt::Display for Cell {
             Cell::Text(s) => f.write_str(s),
             Cell::Count(n) => write!(f, "{n}"),
             Cell::Fixed(v, d) => write!(f, "{:.*}", d, v),
+            Cell::Signed(v, d) => write!(f, "{:+.*}", d, v),
             Cell::Missing => f.write_str("—"),
         }
     }

@@ -5,11 +5,14 @@
 //! model for FIFO cleaning; then the same sweep under hot/cold skew (90% of writes to 10%
 //! of the space). Runs on the WAF-only path: fill sequentially, warm up, measure.
 
+use super::plan::Plan;
 use super::{derive_seed, Scale};
 use crate::analytic::fifo_waf;
 use crate::report::{LinePlot, Provenance, Role, Section, Series, Table, Verdict};
+use crate::rows::{Cell, Row};
 use flash::ftl::{NoTiming, PageFtl};
 use flash::{GcPolicy, Geometry};
+use serde::Serialize;
 use serde_json::json;
 use workloads::synthetic::{Pattern, SlotGen};
 
@@ -90,89 +93,159 @@ pub fn steady_state_waf(
     Ok(c.flash_write_units() as f64 / c.host_write_units as f64)
 }
 
-struct Job {
+/// What one run is: its workload, victim policy and over-provisioning.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct RunKey {
+    pattern: Pattern,
     policy: GcPolicy,
     op: f64,
-    pattern: Pattern,
-    seed: u64,
+}
+
+/// Every (workload, policy, over-provisioning), the k-th planned with seed
+/// `derive_seed(seed, k)`; a run's spec is its key and seed.
+fn plan(seed: u64) -> Plan<RunKey, (RunKey, u64)> {
+    let mut plan = Plan::new();
+    for pattern in [Pattern::Uniform, HOTCOLD] {
+        for &policy in POLICIES {
+            for &op in OPS {
+                let key = RunKey {
+                    pattern,
+                    policy,
+                    op,
+                };
+                let seed = derive_seed(seed, plan.len() as u64);
+                plan.add(key, (key, seed));
+            }
+        }
+    }
+    plan
 }
 
 pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
     let started = std::time::Instant::now();
     let s = setup(scale);
-    let mut jobs = Vec::new();
-    for pattern in [Pattern::Uniform, HOTCOLD] {
-        for &policy in POLICIES {
-            for &op in OPS {
-                let seed = derive_seed(seed, jobs.len() as u64);
-                jobs.push(Job {
-                    policy,
-                    op,
-                    pattern,
-                    seed,
-                });
-            }
-        }
-    }
-    let results: Vec<f64> = ctx.map(&jobs, |j| {
-        let g = geometry(s.logical_bytes, s.pages_per_block, j.op);
-        steady_state_waf(&g, j.policy, j.pattern, s.warmup_x, s.measure_x, j.seed)
+    let plan = plan(seed);
+    let runs = plan.len();
+    let done = ctx.run_plan(plan, |&(k, seed)| {
+        let g = geometry(s.logical_bytes, s.pages_per_block, k.op);
+        steady_state_waf(&g, k.policy, k.pattern, s.warmup_x, s.measure_x, seed)
     })?;
-    let waf_of = |pattern: Pattern, policy: GcPolicy, op: f64| -> f64 {
-        let i = jobs
-            .iter()
-            .position(|j| j.pattern == pattern && j.policy == policy && j.op == op)
-            .expect("every combination ran");
-        results[i]
+    let waf_of = |pattern, policy, op| {
+        *done.get(&RunKey {
+            pattern,
+            policy,
+            op,
+        })
     };
+    let points = points(&waf_of);
+    let fifo_max_err = points
+        .iter()
+        .filter_map(|p| p.fifo_error_percent)
+        .fold(0.0f64, |m, e| m.max(e.abs()));
+    Ok(Section {
+        id: "waf".into(),
+        title: "Write amplification versus over-provisioning".into(),
+        question: format!(
+            "How much does garbage collection amplify writes at a given over-provisioning, and how close is the \
+             simulator to the closed-form model of FIFO cleaning? A {} GiB drive with 4 KiB pages and mapping, \
+             {} pages per block, one free block kept for GC, is filled sequentially, warmed up with {}× its \
+             capacity of random 4 KiB writes and measured over {}× more; for each of greedy, cost-benefit and \
+             FIFO victim choice, uniform and hot/cold 90/10 writes. {} runs on the WAF-only path.",
+            s.logical_bytes >> 30,
+            s.pages_per_block,
+            s.warmup_x,
+            s.measure_x,
+            runs
+        ),
+        seed,
+        runtime_s: started.elapsed().as_secs_f64(),
+        plots: plots(&waf_of),
+        tables: vec![Table::of("waf", "Steady-state WAF", points.iter())],
+        verdicts: analyse(&waf_of),
+        provenance: vec![Provenance {
+            number: "analytic FIFO curve".into(),
+            role: "predicted: no simulator parameter was fitted to it; it depends only on the over-provisioning".into(),
+        }],
+        results: json!({
+            "logical_bytes": s.logical_bytes,
+            "pages_per_block": s.pages_per_block,
+            "warmup_x": s.warmup_x,
+            "measure_x": s.measure_x,
+            "points": points,
+            "fifo_max_error_percent": fifo_max_err,
+            "hotcold_cost_benefit_over_greedy": mean_cost_benefit_over_greedy(&waf_of),
+        }),
+    })
+}
 
-    // Tables and plots.
-    let mut table = Table {
-        file_stem: "waf".into(),
-        caption: "Steady-state WAF".into(),
-        headers: [
-            "workload",
-            "op",
-            "greedy",
-            "cost-benefit",
-            "fifo",
-            "analytic fifo (Desnoyers)",
-            "fifo error %",
+/// One (workload, over-provisioning) of the sweep: every policy's WAF and the analytic
+/// FIFO curve's (a row of table `waf`, and of `points` in results.json).
+#[derive(Debug, Serialize)]
+struct Point {
+    #[serde(serialize_with = "as_display")]
+    workload: Pattern,
+    op: f64,
+    greedy: f64,
+    cost_benefit: f64,
+    fifo: f64,
+    analytic_fifo: f64,
+    /// FIFO against the analytic curve (uniform writes only: the curve assumes them).
+    #[serde(skip)]
+    fifo_error_percent: Option<f64>,
+}
+
+fn as_display<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+impl Row for &Point {
+    const COLUMNS: &'static [&'static str] = &[
+        "workload",
+        "op",
+        "greedy",
+        "cost-benefit",
+        "fifo",
+        "analytic fifo (Desnoyers)",
+        "fifo error %",
+    ];
+    fn cells(&self) -> Vec<Cell> {
+        vec![
+            self.workload.to_string().into(),
+            Cell::Fixed(self.op, 2),
+            Cell::Fixed(self.greedy, 3),
+            Cell::Fixed(self.cost_benefit, 3),
+            Cell::Fixed(self.fifo, 3),
+            Cell::Fixed(self.analytic_fifo, 3),
+            self.fifo_error_percent
+                .map_or(Cell::Missing, |e| Cell::Signed(e, 2)),
         ]
-        .map(String::from)
-        .to_vec(),
-        rows: vec![],
-    };
-    let mut fifo_max_err = 0.0f64;
-    let mut per_op = Vec::new();
+    }
+}
+
+/// Every point of the sweep, uniform then hot/cold, by over-provisioning.
+fn points(waf_of: &dyn Fn(Pattern, GcPolicy, f64) -> f64) -> Vec<Point> {
+    let mut points = Vec::new();
     for pattern in [Pattern::Uniform, HOTCOLD] {
         for &op in OPS {
-            let (g, cb, f) = (
-                waf_of(pattern, GcPolicy::Greedy, op),
-                waf_of(pattern, GcPolicy::CostBenefit, op),
-                waf_of(pattern, GcPolicy::Fifo, op),
-            );
+            let fifo = waf_of(pattern, GcPolicy::Fifo, op);
             let model = fifo_waf(op);
-            let err = (f - model) / model * 100.0;
-            if pattern == Pattern::Uniform {
-                fifo_max_err = fifo_max_err.max(err.abs());
-            }
-            per_op.push(json!({"workload": pattern.to_string(), "op": op, "greedy": g, "cost_benefit": cb, "fifo": f, "analytic_fifo": model}));
-            table.rows.push(vec![
-                pattern.to_string(),
-                format!("{op:.2}"),
-                format!("{g:.3}"),
-                format!("{cb:.3}"),
-                format!("{f:.3}"),
-                format!("{model:.3}"),
-                if pattern == Pattern::Uniform {
-                    format!("{err:+.2}")
-                } else {
-                    "—".into()
-                },
-            ]);
+            points.push(Point {
+                workload: pattern,
+                op,
+                greedy: waf_of(pattern, GcPolicy::Greedy, op),
+                cost_benefit: waf_of(pattern, GcPolicy::CostBenefit, op),
+                fifo,
+                analytic_fifo: model,
+                fifo_error_percent: (pattern == Pattern::Uniform)
+                    .then(|| (fifo - model) / model * 100.0),
+            });
         }
     }
+    points
+}
+
+/// WAF against over-provisioning, each policy a line, the analytic FIFO curve beside.
+fn plots(waf_of: &dyn Fn(Pattern, GcPolicy, f64) -> f64) -> Vec<crate::report::Plot> {
     let series = |pattern: Pattern| -> Vec<Series> {
         let mut v: Vec<Series> = POLICIES
             .iter()
@@ -195,7 +268,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         });
         v
     };
-    let plots: Vec<crate::report::Plot> = vec![
+    vec![
         LinePlot {
             file_stem: "waf_uniform".into(),
             title: "WAF vs over-provisioning, uniform random 4 KiB writes".into(),
@@ -212,45 +285,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             series: series(HOTCOLD),
         }
         .into(),
-    ];
-
-    let verdicts = analyse(&waf_of);
-    let mean_skew_ratio = mean_cost_benefit_over_greedy(&waf_of);
-    let g = geometry(s.logical_bytes, s.pages_per_block, OPS[0]);
-    Ok(Section {
-        id: "waf".into(),
-        title: "Write amplification versus over-provisioning".into(),
-        question: format!(
-            "How much does garbage collection amplify writes at a given over-provisioning, and how close is the \
-             simulator to the closed-form model of FIFO cleaning? A {} GiB drive with 4 KiB pages and mapping, \
-             {} pages per block, one free block kept for GC, is filled sequentially, warmed up with {}× its \
-             capacity of random 4 KiB writes and measured over {}× more; for each of greedy, cost-benefit and \
-             FIFO victim choice, uniform and hot/cold 90/10 writes. {} runs on the WAF-only path.",
-            s.logical_bytes >> 30,
-            g.pages_per_block,
-            s.warmup_x,
-            s.measure_x,
-            jobs.len()
-        ),
-        seed,
-        runtime_s: started.elapsed().as_secs_f64(),
-        plots,
-        tables: vec![table],
-        verdicts,
-        provenance: vec![Provenance {
-            number: "analytic FIFO curve".into(),
-            role: "predicted: no simulator parameter was fitted to it; it depends only on the over-provisioning".into(),
-        }],
-        results: json!({
-            "logical_bytes": s.logical_bytes,
-            "pages_per_block": s.pages_per_block,
-            "warmup_x": s.warmup_x,
-            "measure_x": s.measure_x,
-            "points": per_op,
-            "fifo_max_error_percent": fifo_max_err,
-            "hotcold_cost_benefit_over_greedy": mean_skew_ratio,
-        }),
-    })
+    ]
 }
 
 /// Mean over the sweep of cost-benefit's WAF over greedy's, hot/cold writes.
