@@ -15,6 +15,7 @@ pub mod os_target;
 pub mod probe;
 pub mod render;
 pub mod sim_target;
+pub mod stats;
 pub mod target;
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! 7. discards of several sizes in the second half of `R` (reads stay in the first half:
 //!    a discarded range reads without flash work), then one discard while reads run.
 
-use super::fit;
+use super::stats;
 use super::target::{OpTime, ProbeOp, ProbeTarget, Stream};
 use anyhow::{bail, Result};
 
@@ -79,6 +79,30 @@ impl Series {
             .map(|(i, &t)| (((i + 1) as u64 * self.request_bytes) as f64, t as f64))
             .collect()
     }
+}
+
+/// Bytes per second of the last three quarters of a series (the first quarter holds the
+/// queue filling up).
+pub fn series_rate(s: &Series) -> f64 {
+    rate_between(s, s.completions_ns.len() / 4, s.completions_ns.len())
+}
+
+/// Bytes per second over the last quarter of a series.
+pub fn tail_rate(s: &Series) -> f64 {
+    let n = s.completions_ns.len();
+    rate_between(s, n.saturating_sub(n / 4 + 1), n)
+}
+
+fn rate_between(s: &Series, from: usize, to: usize) -> f64 {
+    if to < from + 2 {
+        return 0.0;
+    }
+    let t = &s.completions_ns;
+    let dt = t[to - 1].saturating_sub(t[from]) as f64;
+    if dt <= 0.0 {
+        return 0.0;
+    }
+    ((to - 1 - from) as u64 * s.request_bytes) as f64 * 1e9 / dt
 }
 
 /// Operations of one stream run at a fixed queue depth: latencies and the batch's span.
@@ -269,7 +293,7 @@ pub fn run(
         Stream::new(sequential(region, SEQ_REQUEST_BYTES, true), SEQ_QUEUE_DEPTH),
     )?;
     m.seq_write = Series::new(SEQ_REQUEST_BYTES, SEQ_QUEUE_DEPTH, &t);
-    let pause = fold_pause_ns(region, fit::tail_rate(&m.seq_write));
+    let pause = fold_pause_ns(region, tail_rate(&m.seq_write));
     say(&format!(
         "pause {:.1} s (the drive folds or drains)",
         pause as f64 / 1e9
@@ -279,7 +303,7 @@ pub fn run(
 
     // Reads inside one superpage, from 4 KiB up to its size: the data was written in
     // order from the start of a superpage, so a superpage-aligned read stays in one.
-    let superpage = fit::superpage_units(&m.sync_writes_ns).map(|n| n * u);
+    let superpage = stats::superpage_units(&m.sync_writes_ns).map(|n| n * u);
     let sizes: Vec<u64> = match superpage {
         Some(sp) => READ_SIZES_UNITS
             .iter()
@@ -336,7 +360,7 @@ pub fn run(
         .collect();
     m.writes_qd32 = Batch::new(&one(target, Stream::new(ops, DEEP_QUEUE))?);
     let written = (WRITES_QD1 + WRITES_QD32) as u64 * u;
-    let pause = fold_pause_ns(written, fit::tail_rate(&m.seq_write));
+    let pause = fold_pause_ns(written, tail_rate(&m.seq_write));
     say(&format!("pause {:.1} s", pause as f64 / 1e9));
     target.idle(pause)?;
     m.pauses_ns.push(pause);
@@ -348,7 +372,7 @@ pub fn run(
         Stream::new(sequential(bytes, BURST_REQUEST_BYTES, true), DEEP_QUEUE),
     )?;
     m.burst = Series::new(BURST_REQUEST_BYTES, DEEP_QUEUE, &t);
-    let pause = fold_pause_ns(bytes, fit::tail_rate(&m.seq_write));
+    let pause = fold_pause_ns(bytes, tail_rate(&m.seq_write));
     say(&format!("pause {:.1} s", pause as f64 / 1e9));
     target.idle(pause)?;
     m.pauses_ns.push(pause);
@@ -427,8 +451,8 @@ pub fn run(
     }
     // Reads run from before the discard to well after it would end alone, counted at the
     // fastest reads' pace (the reads must not run out first).
-    let read_ns = fit::median(&m.reads_qd1.latencies_ns).max(1);
-    let fast_read_ns = fit::quantile(&m.reads_qd1.latencies_ns, 0.1).max(1);
+    let read_ns = stats::median(&m.reads_qd1.latencies_ns).max(1);
+    let fast_read_ns = stats::quantile(&m.reads_qd1.latencies_ns, 0.1).max(1);
     let discard_ns = m
         .discards_ns
         .iter()

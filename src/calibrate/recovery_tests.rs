@@ -313,7 +313,7 @@ fn the_fitted_preset_looks_like_the_drive_to_the_probes() {
         let fitted = f.preset("fitted", "fitted");
         let (m2, _) = calibrate(&fitted);
         let n = c.name;
-        let p50 = |v: &[u64]| fit::median(v) as f64;
+        let p50 = |v: &[u64]| super::stats::median(v) as f64;
         let same = |what: &str, a: f64, b: f64, tol: f64| close(n, what, b, a, tol);
         let (s1, s2) = (fit::rate_drop(&m.seq_write), fit::rate_drop(&m2.seq_write));
         same("sequential write rate", s1.before, s2.before, 0.05);
@@ -329,8 +329,8 @@ fn the_fitted_preset_looks_like_the_drive_to_the_probes() {
         }
         same(
             "sequential read rate",
-            fit::series_rate(&m.seq_read),
-            fit::series_rate(&m2.seq_read),
+            probe::series_rate(&m.seq_read),
+            probe::series_rate(&m2.seq_read),
             0.05,
         );
         same(

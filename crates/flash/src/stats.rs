@@ -219,7 +219,7 @@ pub struct DeviceStats {
     pub fdp: Option<crate::placement::FdpStats>,
     /// On zoned drives (`[ssd.zoned]`): zone resets, finishes and states.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub zoned: Option<crate::zoned::ZonedStats>,
+    pub zoned: Option<ZonedStats>,
 }
 
 /// A cached mapping table's counters. Translation pages are mapping units.
@@ -303,4 +303,23 @@ mod tests {
         assert_eq!(s.host_ops, 2);
         assert!((s.iops - 2.0).abs() < 1e-9);
     }
+}
+
+/// Counters of a zoned drive ([`crate::zoned`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ZonedStats {
+    pub zones: u32,
+    pub zone_size_bytes: u64,
+    pub zone_capacity_bytes: u64,
+    pub max_open_zones: u32,
+    pub max_active_zones: u32,
+    pub resets: u64,
+    pub finishes: u64,
+    pub explicit_opens: u64,
+    /// Implicitly opened zones the drive closed to open another.
+    pub implicit_closes: u64,
+    pub appends: u64,
+    pub open_zones: u32,
+    pub active_zones: u32,
+    pub full_zones: u32,
 }

@@ -33,6 +33,7 @@
 //! Not modelled: zone descriptors' extensions, zone random write area, variable zone
 //! capacity, the Zone Descriptor Changed events, simple copy.
 
+pub use crate::stats::ZonedStats;
 use crate::stats::{DeviceStats, HostRecorder};
 use crate::{Command, Device, FlashError, Geometry, Op, SsdConfig};
 use serde::{Deserialize, Serialize};
@@ -158,25 +159,6 @@ pub struct ZoneDescriptor {
     pub capacity_bytes: u64,
     /// Absolute byte offset of the write pointer (its start + capacity when Full).
     pub write_pointer_bytes: u64,
-}
-
-/// Counters of a zoned drive.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ZonedStats {
-    pub zones: u32,
-    pub zone_size_bytes: u64,
-    pub zone_capacity_bytes: u64,
-    pub max_open_zones: u32,
-    pub max_active_zones: u32,
-    pub resets: u64,
-    pub finishes: u64,
-    pub explicit_opens: u64,
-    /// Implicitly opened zones the drive closed to open another.
-    pub implicit_closes: u64,
-    pub appends: u64,
-    pub open_zones: u32,
-    pub active_zones: u32,
-    pub full_zones: u32,
 }
 
 #[derive(Debug, Clone, Copy)]

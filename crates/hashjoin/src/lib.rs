@@ -2,6 +2,7 @@
 //! and LINEITEM under a hard memory budget, spilling to real files or to simfs on a
 //! simulated drive.
 //!
+//! - [`spec`]: what a join is asked (algorithm, inputs, memory and buffers) and answers.
 //! - [`join`]: the algorithms (partitioning, role reversal, recursion, nested-loop
 //!   fallback).
 //! - [`store`]: the spill-file backends ([`store::OsStore`], [`store::SimStore`]).
@@ -18,6 +19,7 @@ pub mod memory;
 pub mod parallel;
 pub mod postgres;
 pub mod recorded;
+pub mod spec;
 pub mod store;
 pub mod table;
 

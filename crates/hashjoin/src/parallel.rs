@@ -20,10 +20,9 @@
 //! [`Store::wait_until`]). Totals are sums, so the answer does not depend on which thread
 //! joined what.
 
-use crate::join::{
-    check_spec, planning_budget, resident_partitions, Join, Piece, Side, Source, Totals, SKEW_SLACK,
-};
+use crate::join::{resident_partitions, Join, Piece, Side, Totals};
 use crate::memory::MemoryPool;
+use crate::spec::{check_spec, planning_budget, Source, SKEW_SLACK};
 use crate::store::{FileId, Store};
 use crate::table::{table_bytes, HashTable};
 use crate::{hash_join, Algorithm, Input, JoinError, JoinResult, JoinSpec};

@@ -38,8 +38,8 @@
 //! [`crate::JoinSpec::fallocate`] each segment file is preallocated at its batch's
 //! expected size (what paper 000's modified server did; the size is our assumption).
 
-use crate::join::{Input, JoinResult, JoinSpec, Relation, SKEW_SLACK};
 use crate::memory::MemoryPool;
+use crate::spec::{Input, JoinResult, JoinSpec, Relation, SKEW_SLACK};
 use crate::store::{FileId, Store};
 use crate::JoinError;
 use workloads::tpch::{Layout, Record};

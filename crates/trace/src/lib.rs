@@ -16,6 +16,8 @@ mod capture_events;
 mod command_group;
 pub mod error;
 pub mod formats;
+mod fs_kind;
+mod host;
 mod input;
 pub mod leftovers;
 pub mod loopdev;

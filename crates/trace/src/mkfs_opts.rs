@@ -12,7 +12,7 @@
 //! out too: the capture needs a file system. Suboptions (`-E`, `-J` and XFS's sections)
 //! are checked key by key.
 
-use crate::capture::FsKind;
+use crate::fs_kind::FsKind;
 
 /// What an option's value may be.
 #[derive(Clone, Copy)]

@@ -259,9 +259,7 @@ fn release(dir: &Path) -> (Vec<String>, bool) {
         });
     if let Some(tag) = &tag {
         end_command_group(tag, &mut said);
-        let inst = Path::new(crate::capture::TRACEFS)
-            .join("instances")
-            .join(tag);
+        let inst = Path::new(crate::host::TRACEFS).join("instances").join(tag);
         if inst.is_dir() {
             let _ = std::fs::write(inst.join("tracing_on"), "0");
             match std::fs::remove_dir(&inst) {
@@ -289,12 +287,12 @@ fn release(dir: &Path) -> (Vec<String>, bool) {
     // Mounts of those devices, or under the directory, newest first.
     let mut stuck = false;
     if same(&real) {
-        for point in crate::capture::mounts_to_undo(&devices, None, Some(&real))
+        for point in crate::host::mounts_to_undo(&devices, None, Some(&real))
             .into_iter()
             .rev()
         {
-            match crate::capture::unmount(&point, false)
-                .or_else(|_| crate::capture::unmount(&point, true))
+            match crate::host::unmount(&point, false)
+                .or_else(|_| crate::host::unmount(&point, true))
             {
                 Ok(()) => said.push(format!("unmounted {}", point.display())),
                 Err(e) => {
@@ -305,7 +303,7 @@ fn release(dir: &Path) -> (Vec<String>, bool) {
         }
     }
     for (dev, _) in &loops {
-        match crate::capture::run("detach a loop device", "losetup", &["-d", dev]) {
+        match crate::host::run_program("losetup", &["-d", dev]) {
             Ok(_) => said.push(format!("detached loop device {dev}")),
             Err(e) => {
                 stuck = true;
@@ -314,7 +312,7 @@ fn release(dir: &Path) -> (Vec<String>, bool) {
         }
     }
     // Never remove through a mount that stayed, nor a directory that is not the one opened.
-    if stuck || !crate::capture::mounts_to_undo(&[], None, Some(&real)).is_empty() || !same(&real) {
+    if stuck || !crate::host::mounts_to_undo(&[], None, Some(&real)).is_empty() || !same(&real) {
         said.push(format!(
             "left {}: something is still mounted or attached there",
             real.display()
@@ -529,7 +527,7 @@ mod root_tests {
         let mnt = dir.join("mnt");
         std::fs::create_dir(&mnt).unwrap();
         sh("mount", &[&dev, mnt.to_str().unwrap()]);
-        let inst = Path::new(crate::capture::TRACEFS)
+        let inst = Path::new(crate::host::TRACEFS)
             .join("instances")
             .join(format!("flashlab-capture-{dead}-rtest1"));
         let traced = std::fs::create_dir(&inst).is_ok();
@@ -545,7 +543,7 @@ mod root_tests {
         let attached = crate::loopdev::attached().iter().any(|(d, _)| *d == dev);
         if mounted || attached {
             // Clean up by hand before failing.
-            let _ = crate::capture::unmount(&mnt, true);
+            let _ = crate::host::unmount(&mnt, true);
             let _ = std::process::Command::new("losetup")
                 .args(["-d", &dev])
                 .status();
