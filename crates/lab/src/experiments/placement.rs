@@ -20,9 +20,11 @@
 //! separated WAF ([`crate::analytic::separated_waf`]), and a CacheLib-like flash cache on
 //! FDP against the published claim that FDP brings its device WAF to about 1.
 
+use super::plan::{Done, Plan};
 use super::{derive_seed, Scale};
 use crate::analytic::{separated_waf, Stream};
 use crate::report::{BarPlot, Provenance, Role, Section, Table, Verdict};
+use crate::rows::{Cell, Row};
 use flash::{AnyDevice, Command, Device, FdpConfig, Preset, ZonedConfig};
 use serde_json::json;
 use simfs::fs::BLOCK;
@@ -558,7 +560,9 @@ pub fn cachelib_waf(
     Ok(flash as f64 / host.max(1) as f64)
 }
 
-enum Job {
+/// What one run is (and all it needs to run).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum RunKey {
     Engine(Engine, DriveKind, Host),
     HotCold { op: f64, separate: bool },
     CacheLib { fdp: bool, utilization: f64 },
@@ -577,119 +581,116 @@ const HOT_COLD: (f64, f64) = (0.8, 0.2);
 /// hardest), and half (CacheLib's PR #277 speaks of "above 50%").
 const CACHE_UTILIZATIONS: [f64; 2] = [1.0, 0.5];
 
-pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
-    let started = std::time::Instant::now();
-    let s = setup(scale);
-    let mut jobs = Vec::new();
+/// Every run: each engine on each drive (log-structured, and in place where the drive
+/// allows), the hot/cold cases, the cache's.
+fn plan() -> Plan<RunKey, RunKey> {
+    let mut plan = Plan::new();
+    let mut add = |k: RunKey| plan.add(k, k);
     for e in Engine::ALL {
         for d in DriveKind::ALL {
-            jobs.push(Job::Engine(e, d, Host::Log));
+            add(RunKey::Engine(e, d, Host::Log));
         }
         for d in [DriveKind::Conventional, DriveKind::Fdp] {
-            jobs.push(Job::Engine(e, d, Host::InPlace));
+            add(RunKey::Engine(e, d, Host::InPlace));
         }
     }
     for op in HOT_COLD_OPS {
         for separate in [false, true] {
-            jobs.push(Job::HotCold { op, separate });
+            add(RunKey::HotCold { op, separate });
         }
     }
     for utilization in CACHE_UTILIZATIONS {
         for fdp in [false, true] {
-            jobs.push(Job::CacheLib { fdp, utilization });
+            add(RunKey::CacheLib { fdp, utilization });
         }
     }
-    let outs = ctx.map(&jobs, |j| {
-        Ok(match *j {
-            // The same seed for the three drives of an engine: the same writes.
-            Job::Engine(e, d, h) => Out::Run(Box::new(run_one(
-                e,
-                d,
-                h,
-                scale,
-                derive_seed(seed, e as u64),
-            )?)),
-            Job::HotCold { op, separate } => {
-                Out::Waf(hot_cold_waf(op, HOT_COLD, separate, derive_seed(seed, 10))?)
-            }
-            Job::CacheLib { fdp, utilization } => {
-                Out::Waf(cachelib_waf(fdp, utilization, 2.0, derive_seed(seed, 20))?)
-            }
-        })
-    })?;
-    let mut runs: Vec<Run> = Vec::new();
-    let mut hot_cold = Vec::new();
-    let mut cachelib = Vec::new();
-    for (j, o) in jobs.iter().zip(outs) {
-        match (j, o) {
-            (Job::Engine(..), Out::Run(r)) => runs.push(*r),
-            (Job::HotCold { op, separate }, Out::Waf(w)) => hot_cold.push((*op, *separate, w)),
-            (Job::CacheLib { fdp, utilization }, Out::Waf(w)) => {
-                cachelib.push((*fdp, *utilization, w))
-            }
-            _ => unreachable!("each job gives its kind of result"),
+    plan
+}
+
+/// Runs one planned run.
+fn run_key(k: RunKey, scale: Scale, seed: u64) -> Result<Out, crate::LabError> {
+    Ok(match k {
+        // The same seed for the three drives of an engine: the same writes.
+        RunKey::Engine(e, d, h) => Out::Run(Box::new(run_one(
+            e,
+            d,
+            h,
+            scale,
+            derive_seed(seed, e as u64),
+        )?)),
+        RunKey::HotCold { op, separate } => {
+            Out::Waf(hot_cold_waf(op, HOT_COLD, separate, derive_seed(seed, 10))?)
         }
+        RunKey::CacheLib { fdp, utilization } => {
+            Out::Waf(cachelib_waf(fdp, utilization, 2.0, derive_seed(seed, 20))?)
+        }
+    })
+}
+
+/// What the section measured, in the order planned: the engines' runs, the hot/cold cases
+/// (op, separated, WAF), the cache's (FDP, utilization, WAF). The verdicts and tables are
+/// functions of it.
+struct Measured {
+    runs: Vec<Run>,
+    hot_cold: Vec<(f64, bool, f64)>,
+    cachelib: Vec<(bool, f64, f64)>,
+}
+
+impl Measured {
+    fn of(done: &Done<RunKey, Out>) -> Measured {
+        let mut m = Measured {
+            runs: Vec::new(),
+            hot_cold: Vec::new(),
+            cachelib: Vec::new(),
+        };
+        for (k, o) in done.iter() {
+            match (*k, o) {
+                (RunKey::Engine(..), Out::Run(r)) => m.runs.push((**r).clone()),
+                (RunKey::HotCold { op, separate }, Out::Waf(w)) => {
+                    m.hot_cold.push((op, separate, *w))
+                }
+                (RunKey::CacheLib { fdp, utilization }, Out::Waf(w)) => {
+                    m.cachelib.push((fdp, utilization, *w))
+                }
+                _ => unreachable!("each run gives its kind of result"),
+            }
+        }
+        m
     }
-    let run_at = |e: Engine, d: DriveKind, h: Host| -> &Run {
-        runs.iter()
+
+    fn run_at(&self, e: Engine, d: DriveKind, h: Host) -> &Run {
+        self.runs
+            .iter()
             .find(|r| r.engine == e.id() && r.drive == d.name() && r.host == h.name())
             .expect("every engine ran on every drive")
-    };
-    let run_of = |e: Engine, d: DriveKind| run_at(e, d, Host::Log);
-
-    let mut table = Table {
-        file_stem: "placement".into(),
-        caption: "The engines on three drives of the same flash".into(),
-        headers: [
-            "engine",
-            "drive",
-            "file system",
-            "engine MiB",
-            "host MiB",
-            "flash MiB",
-            "device WAF",
-            "flash per engine byte",
-            "erases",
-            "life used %",
-            "simulated s",
-            "fs cleaned blocks",
-            "zone resets",
-            "answer",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: vec![],
-    };
-    for r in &runs {
-        let engine = Engine::ALL
-            .iter()
-            .find(|e| e.id() == r.engine)
-            .map_or(r.engine, |e| e.name());
-        table.rows.push(vec![
-            engine.into(),
-            r.drive.into(),
-            r.host.into(),
-            format!("{:.1}", r.engine_bytes as f64 / (1 << 20) as f64),
-            format!("{:.1}", r.host_bytes as f64 / (1 << 20) as f64),
-            format!("{:.1}", r.flash_bytes as f64 / (1 << 20) as f64),
-            format!("{:.3}", r.device_waf),
-            format!("{:.3}", r.end_to_end),
-            r.erases.to_string(),
-            format!("{:.4}", r.life_used * 100.0),
-            format!("{:.2}", r.time_ns as f64 / 1e9),
-            r.fs_cleaned_blocks.to_string(),
-            r.zone_resets.to_string(),
-            r.answer.clone(),
-        ]);
     }
-    let hc = |op: f64, separate: bool| {
-        hot_cold
+
+    fn run_of(&self, e: Engine, d: DriveKind) -> &Run {
+        self.run_at(e, d, Host::Log)
+    }
+
+    /// The hot/cold case's WAF.
+    fn hc(&self, op: f64, separate: bool) -> f64 {
+        self.hot_cold
             .iter()
             .find(|h| h.0 == op && h.1 == separate)
             .map(|h| h.2)
             .expect("every hot/cold case ran")
-    };
-    let streams = [
+    }
+
+    /// The cache's WAF.
+    fn cl(&self, fdp: bool, u: f64) -> f64 {
+        self.cachelib
+            .iter()
+            .find(|c| c.0 == fdp && c.1 == u)
+            .map(|c| c.2)
+            .expect("every cache run ran")
+    }
+}
+
+/// The hot/cold streams: 80% of the writes to 20% of the space.
+fn hot_cold_streams() -> [Stream; 2] {
+    [
         Stream {
             write_share: HOT_COLD.0,
             space_share: HOT_COLD.1,
@@ -698,112 +699,276 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             write_share: 1.0 - HOT_COLD.0,
             space_share: 1.0 - HOT_COLD.1,
         },
-    ];
-    let mut model_table = Table {
-        file_stem: "placement_hotcold".into(),
-        caption: "Hot/cold 80/20 writes: one handle, separated by handle, analytic separated WAF at the op and at the effective op (less GC's free block and half of each open frontier)"
-            .into(),
-        headers: [
-            "op",
-            "one handle",
-            "separated",
-            "model at op",
-            "effective op",
-            "model at effective op",
-            "separated vs model at effective op %",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: vec![],
-    };
-    let mut worst = 1.0f64;
-    let mut gain = f64::MAX;
-    for op in HOT_COLD_OPS {
-        let (mixed, sep) = (hc(op, false), hc(op, true));
-        let eff = hot_cold_effective_op(op);
-        let model = separated_waf(eff, &streams);
-        if ((sep / model) - 1.0).abs() > (worst - 1.0).abs() {
-            worst = sep / model;
-        }
-        gain = gain.min(mixed / sep);
-        model_table.rows.push(vec![
-            format!("{op:.2}"),
-            format!("{mixed:.3}"),
-            format!("{sep:.3}"),
-            format!("{:.3}", separated_waf(op, &streams)),
-            format!("{eff:.4}"),
-            format!("{model:.3}"),
-            format!("{:+.1}", (sep / model - 1.0) * 100.0),
-        ]);
-    }
-    let cl = |fdp: bool, u: f64| {
-        cachelib
-            .iter()
-            .find(|c| c.0 == fdp && c.1 == u)
-            .map(|c| c.2)
-            .expect("every cache run ran")
-    };
-    let (cl_plain, cl_fdp) = (cl(false, 1.0), cl(true, 1.0));
-    let cache_table = Table {
-        file_stem: "placement_cachelib".into(),
-        caption: "A CacheLib-like flash cache: device WAF on one frontier and on FDP, by the share of the drive the cache fills".into(),
-        headers: ["cache / logical space", "one frontier", "FDP (BigHash on handle 1)"]
-            .map(String::from)
-            .to_vec(),
-        rows: CACHE_UTILIZATIONS
-            .iter()
-            .map(|&u| {
-                vec![
-                    format!("{:.0}%", u * 100.0),
-                    format!("{:.3}", cl(false, u)),
-                    format!("{:.3}", cl(true, u)),
-                ]
-            })
-            .collect(),
-    };
+    ]
+}
 
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
+    let started = std::time::Instant::now();
+    let s = setup(scale);
+    let done = ctx.run_plan(plan(), |&k| run_key(k, scale, seed))?;
+    let m = Measured::of(&done);
+    let streams = hot_cold_streams();
+    Ok(Section {
+        id: "placement".into(),
+        title: "Data placement: conventional, FDP and zoned drives".into(),
+        question: question(&s),
+        seed,
+        runtime_s: started.elapsed().as_secs_f64(),
+        plots: plots(&m),
+        tables: vec![engine_table(&m), hot_cold_table(&m), cache_table(&m)],
+        verdicts: analyse(&m),
+        provenance: vec![
+            Provenance {
+                number: "analytic separated WAF".into(),
+                role: "predicted: no parameter fitted; it depends only on the over-provisioning and the FTL's per-die reserve (its free blocks and open frontiers: analytic::effective_op)".into(),
+            },
+            Provenance {
+                number: "CacheLib's ~1 on FDP (arXiv 2503.11665)".into(),
+                role: "predicted: the cache's layout (BigHash 4%, 256 KiB BlockCache writes) comes from CacheLib's published configuration; the byte mix (half each) is ours, not fitted".into(),
+            },
+        ],
+        results: json!({
+            "capacity_bytes": s.capacity_bytes,
+            "handles": HANDLES,
+            "runs": m.runs,
+            "hot_cold": m.hot_cold.iter().map(|h| json!({"op": h.0, "separated": h.1, "waf": h.2, "model": separated_waf(h.0, &streams), "effective_op": hot_cold_effective_op(h.0), "model_at_effective_op": separated_waf(hot_cold_effective_op(h.0), &streams)})).collect::<Vec<_>>(),
+            "cachelib": m.cachelib.iter().map(|c| json!({"fdp": c.0, "utilization": c.1, "waf": c.2})).collect::<Vec<_>>(),
+        }),
+    })
+}
+
+/// What the section asks, at its sizes.
+fn question(s: &Setup) -> String {
+    format!(
+            "Does telling the drive what dies together pay off for the papers' engines? On {} MiB \
+             x25e-class drives (conventional; FDP with {HANDLES} handles, simfs mapping Linux \
+             write-life hints onto them; zoned, simfs in its zoned mode), simfs's log-structured \
+             policy (and, on the conventional and FDP drives, the in-place policy without \
+             discard) on {:.0}% of the drive, a cold file filling {:.0}% of it, then each \
+             engine's fixed work: paper 000's grace join {} times (TPC-H SF {}, 128 KiB of \
+             memory, each pass's spill files on their own hint), paper 003's document updates \
+             ({} commits of 256 over {} keys, 1,000-byte documents), paper 004's AS B-tree ({} \
+             batches of 1,024 random inserts over {} keys). Plus two checks: hot/cold writes separated by \
+             handle against the analytic model read at the drive's effective over-provisioning \
+             (GC's per-die free blocks and open frontiers taken off), and a CacheLib-like cache on FDP against the \
+             published ~1.",
+            s.capacity_bytes >> 20,
+            90.0,
+            COLD_SHARE * 100.0,
+            s.join_repeats,
+            s.join_sf,
+            s.kv_rounds,
+            s.kv_keys,
+            s.tree_batches,
+            s.tree_keys
+        )
+}
+
+/// A row of table `placement`: one engine on one drive.
+impl Row for &Run {
+    const COLUMNS: &'static [&'static str] = &[
+        "engine",
+        "drive",
+        "file system",
+        "engine MiB",
+        "host MiB",
+        "flash MiB",
+        "device WAF",
+        "flash per engine byte",
+        "erases",
+        "life used %",
+        "simulated s",
+        "fs cleaned blocks",
+        "zone resets",
+        "answer",
+    ];
+    fn cells(&self) -> Vec<Cell> {
+        let r = self;
+        let engine = Engine::ALL
+            .iter()
+            .find(|e| e.id() == r.engine)
+            .map_or(r.engine, |e| e.name());
+        let mib = |b: u64| Cell::Fixed(b as f64 / (1 << 20) as f64, 1);
+        vec![
+            engine.into(),
+            r.drive.into(),
+            r.host.into(),
+            mib(r.engine_bytes),
+            mib(r.host_bytes),
+            mib(r.flash_bytes),
+            Cell::Fixed(r.device_waf, 3),
+            Cell::Fixed(r.end_to_end, 3),
+            Cell::Count(r.erases),
+            Cell::Fixed(r.life_used * 100.0, 4),
+            Cell::Fixed(r.time_ns as f64 / 1e9, 2),
+            Cell::Count(r.fs_cleaned_blocks),
+            Cell::Count(r.zone_resets),
+            r.answer.clone().into(),
+        ]
+    }
+}
+
+/// Table `placement`: every engine on every drive.
+fn engine_table(m: &Measured) -> Table {
+    Table::of(
+        "placement",
+        "The engines on three drives of the same flash",
+        m.runs.iter(),
+    )
+}
+
+/// A row of table `placement_hotcold`.
+struct HotColdRow {
+    op: f64,
+    mixed: f64,
+    separated: f64,
+    model_at_op: f64,
+    effective_op: f64,
+    model: f64,
+}
+
+impl Row for HotColdRow {
+    const COLUMNS: &'static [&'static str] = &[
+        "op",
+        "one handle",
+        "separated",
+        "model at op",
+        "effective op",
+        "model at effective op",
+        "separated vs model at effective op %",
+    ];
+    fn cells(&self) -> Vec<Cell> {
+        vec![
+            Cell::Fixed(self.op, 2),
+            Cell::Fixed(self.mixed, 3),
+            Cell::Fixed(self.separated, 3),
+            Cell::Fixed(self.model_at_op, 3),
+            Cell::Fixed(self.effective_op, 4),
+            Cell::Fixed(self.model, 3),
+            Cell::Signed((self.separated / self.model - 1.0) * 100.0, 1),
+        ]
+    }
+}
+
+/// The hot/cold cases against the analytic separated WAF, by over-provisioning.
+fn hot_cold_rows(m: &Measured) -> Vec<HotColdRow> {
+    let streams = hot_cold_streams();
+    HOT_COLD_OPS
+        .iter()
+        .map(|&op| {
+            let eff = hot_cold_effective_op(op);
+            HotColdRow {
+                op,
+                mixed: m.hc(op, false),
+                separated: m.hc(op, true),
+                model_at_op: separated_waf(op, &streams),
+                effective_op: eff,
+                model: separated_waf(eff, &streams),
+            }
+        })
+        .collect()
+}
+
+/// Table `placement_hotcold`.
+fn hot_cold_table(m: &Measured) -> Table {
+    Table::of(
+        "placement_hotcold",
+        "Hot/cold 80/20 writes: one handle, separated by handle, analytic separated WAF at the op and at the effective op (less GC's free block and half of each open frontier)",
+        hot_cold_rows(m),
+    )
+}
+
+/// A row of table `placement_cachelib`.
+struct CacheRow {
+    utilization: f64,
+    plain: f64,
+    fdp: f64,
+}
+
+impl Row for CacheRow {
+    const COLUMNS: &'static [&'static str] = &[
+        "cache / logical space",
+        "one frontier",
+        "FDP (BigHash on handle 1)",
+    ];
+    fn cells(&self) -> Vec<Cell> {
+        vec![
+            Cell::Text(format!("{:.0}%", self.utilization * 100.0)),
+            Cell::Fixed(self.plain, 3),
+            Cell::Fixed(self.fdp, 3),
+        ]
+    }
+}
+
+/// Table `placement_cachelib`.
+fn cache_table(m: &Measured) -> Table {
+    let rows = CACHE_UTILIZATIONS.iter().map(|&u| CacheRow {
+        utilization: u,
+        plain: m.cl(false, u),
+        fdp: m.cl(true, u),
+    });
+    Table::of(
+        "placement_cachelib",
+        "A CacheLib-like flash cache: device WAF on one frontier and on FDP, by the share of the drive the cache fills",
+        rows,
+    )
+}
+
+/// Device WAF, flash per engine byte and time, by engine and drive.
+fn plots(m: &Measured) -> Vec<crate::report::Plot> {
     let categories: Vec<String> = Engine::ALL.iter().map(|e| e.id().to_string()).collect();
     let series = |f: &dyn Fn(&Run) -> f64| -> Vec<(String, Vec<Option<f64>>)> {
         DriveKind::ALL
             .iter()
             .map(|&d| {
-                (
-                    d.name().to_string(),
-                    Engine::ALL.iter().map(|&e| Some(f(run_of(e, d)))).collect(),
-                )
+                let values = Engine::ALL.iter().map(|&e| Some(f(m.run_of(e, d))));
+                (d.name().to_string(), values.collect())
             })
             .collect()
     };
-    let plots = vec![
+    let bars = |file_stem: &str,
+                title: &str,
+                y_label: &str,
+                f: &dyn Fn(&Run) -> f64|
+     -> crate::report::Plot {
         BarPlot {
-            file_stem: "placement_waf".into(),
-            title: "Device WAF by engine and drive".into(),
-            y_label: "device WAF".into(),
+            file_stem: file_stem.into(),
+            title: title.into(),
+            y_label: y_label.into(),
             categories: categories.clone(),
-            series: series(&|r| r.device_waf),
+            series: series(f),
         }
-        .into(),
-        BarPlot {
-            file_stem: "placement_end_to_end".into(),
-            title: "Flash bytes per byte the engine wrote (file system and drive)".into(),
-            y_label: "flash bytes / engine byte".into(),
-            categories: categories.clone(),
-            series: series(&|r| r.end_to_end),
-        }
-        .into(),
-        BarPlot {
-            file_stem: "placement_time".into(),
-            title: "Simulated time by engine and drive".into(),
-            y_label: "simulated s".into(),
-            categories,
-            series: series(&|r| r.time_ns as f64 / 1e9),
-        }
-        .into(),
-    ];
+        .into()
+    };
+    vec![
+        bars(
+            "placement_waf",
+            "Device WAF by engine and drive",
+            "device WAF",
+            &|r| r.device_waf,
+        ),
+        bars(
+            "placement_end_to_end",
+            "Flash bytes per byte the engine wrote (file system and drive)",
+            "flash bytes / engine byte",
+            &|r| r.end_to_end,
+        ),
+        bars(
+            "placement_time",
+            "Simulated time by engine and drive",
+            "simulated s",
+            &|r| r.time_ns as f64 / 1e9,
+        ),
+    ]
+}
 
+/// The verdicts, a pure function of what was measured.
+fn analyse(m: &Measured) -> Vec<Verdict> {
+    let run_of = |e, d| m.run_of(e, d);
     let same_answers = Engine::ALL.iter().all(|&e| {
         let a = &run_of(e, DriveKind::Conventional).answer;
-        runs.iter()
+        m.runs
+            .iter()
             .filter(|r| r.engine == e.id())
             .all(|r| &r.answer == a)
     });
@@ -815,16 +980,22 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         .iter()
         .flat_map(|&e| [(e, Host::Log), (e, Host::InPlace)])
         .map(|(e, h)| {
-            (
-                e,
-                h,
-                run_at(e, DriveKind::Fdp, h).device_waf
-                    / run_at(e, DriveKind::Conventional, h).device_waf,
-            )
+            let ratio = m.run_at(e, DriveKind::Fdp, h).device_waf
+                / m.run_at(e, DriveKind::Conventional, h).device_waf;
+            (e, h, ratio)
         })
         .collect();
     let fdp_worst = fdp_vs_conv.iter().map(|f| f.2).fold(0.0f64, f64::max);
-    let verdicts = vec![
+    let mut worst = 1.0f64;
+    let mut gain = f64::MAX;
+    for r in hot_cold_rows(m) {
+        if ((r.separated / r.model) - 1.0).abs() > (worst - 1.0).abs() {
+            worst = r.separated / r.model;
+        }
+        gain = gain.min(r.mixed / r.separated);
+    }
+    let (cl_plain, cl_fdp) = (m.cl(false, 1.0), m.cl(true, 1.0));
+    vec![
         Verdict::ordering(
             "placement.answers-unchanged",
             "The engines' answers do not depend on the drive or on placement",
@@ -898,56 +1069,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             cl_plain > cl_fdp,
             format!("one frontier / FDP {:.3}", cl_plain / cl_fdp),
         ),
-    ];
-    Ok(Section {
-        id: "placement".into(),
-        title: "Data placement: conventional, FDP and zoned drives".into(),
-        question: format!(
-            "Does telling the drive what dies together pay off for the papers' engines? On {} MiB \
-             x25e-class drives (conventional; FDP with {HANDLES} handles, simfs mapping Linux \
-             write-life hints onto them; zoned, simfs in its zoned mode), simfs's log-structured \
-             policy (and, on the conventional and FDP drives, the in-place policy without \
-             discard) on {:.0}% of the drive, a cold file filling {:.0}% of it, then each \
-             engine's fixed work: paper 000's grace join {} times (TPC-H SF {}, 128 KiB of \
-             memory, each pass's spill files on their own hint), paper 003's document updates \
-             ({} commits of 256 over {} keys, 1,000-byte documents), paper 004's AS B-tree ({} \
-             batches of 1,024 random inserts over {} keys). Plus two checks: hot/cold writes separated by \
-             handle against the analytic model read at the drive's effective over-provisioning \
-             (GC's per-die free blocks and open frontiers taken off), and a CacheLib-like cache on FDP against the \
-             published ~1.",
-            s.capacity_bytes >> 20,
-            90.0,
-            COLD_SHARE * 100.0,
-            s.join_repeats,
-            s.join_sf,
-            s.kv_rounds,
-            s.kv_keys,
-            s.tree_batches,
-            s.tree_keys
-        ),
-        seed,
-        runtime_s: started.elapsed().as_secs_f64(),
-        plots,
-        tables: vec![table, model_table, cache_table],
-        verdicts,
-        provenance: vec![
-            Provenance {
-                number: "analytic separated WAF".into(),
-                role: "predicted: no parameter fitted; it depends only on the over-provisioning and the FTL's per-die reserve (its free blocks and open frontiers: analytic::effective_op)".into(),
-            },
-            Provenance {
-                number: "CacheLib's ~1 on FDP (arXiv 2503.11665)".into(),
-                role: "predicted: the cache's layout (BigHash 4%, 256 KiB BlockCache writes) comes from CacheLib's published configuration; the byte mix (half each) is ours, not fitted".into(),
-            },
-        ],
-        results: json!({
-            "capacity_bytes": s.capacity_bytes,
-            "handles": HANDLES,
-            "runs": runs,
-            "hot_cold": hot_cold.iter().map(|h| json!({"op": h.0, "separated": h.1, "waf": h.2, "model": separated_waf(h.0, &streams), "effective_op": hot_cold_effective_op(h.0), "model_at_effective_op": separated_waf(hot_cold_effective_op(h.0), &streams)})).collect::<Vec<_>>(),
-            "cachelib": cachelib.iter().map(|c| json!({"fdp": c.0, "utilization": c.1, "waf": c.2})).collect::<Vec<_>>(),
-        }),
-    })
+    ]
 }
 
 #[cfg(test)]
@@ -983,6 +1105,75 @@ mod tests {
             })
             .collect();
         assert!(answers.iter().all(|a| *a == answers[0]), "{answers:?}");
+    }
+
+    /// What the section would measure on drives whose placement does nothing: every
+    /// engine's device WAF `waf` on every drive but the zoned one (1), hot/cold writes as
+    /// amplified separated as mixed, the cache the same on FDP as on one frontier.
+    fn measured_without_placement(waf: f64, separated_vs_model: f64) -> Measured {
+        let mut runs = Vec::new();
+        for e in Engine::ALL {
+            for (d, h) in [
+                (DriveKind::Conventional, Host::Log),
+                (DriveKind::Fdp, Host::Log),
+                (DriveKind::Zoned, Host::Log),
+                (DriveKind::Conventional, Host::InPlace),
+                (DriveKind::Fdp, Host::InPlace),
+            ] {
+                runs.push(Run {
+                    engine: e.id(),
+                    drive: d.name(),
+                    host: h.name(),
+                    engine_bytes: 1 << 20,
+                    host_bytes: 1 << 20,
+                    flash_bytes: 1 << 20,
+                    erases: 1,
+                    device_waf: if d == DriveKind::Zoned { 1.0 } else { waf },
+                    end_to_end: waf,
+                    time_ns: 1,
+                    life_used: 0.0,
+                    fs_cleaned_blocks: 0,
+                    zone_resets: 0,
+                    answer: "same".into(),
+                });
+            }
+        }
+        let streams = hot_cold_streams();
+        let hot_cold = HOT_COLD_OPS
+            .iter()
+            .flat_map(|&op| {
+                let w = separated_waf(hot_cold_effective_op(op), &streams) * separated_vs_model;
+                [(op, false, w), (op, true, w)]
+            })
+            .collect();
+        let cachelib = CACHE_UTILIZATIONS
+            .iter()
+            .flat_map(|&u| [(false, u, waf), (true, u, waf)])
+            .collect();
+        Measured {
+            runs,
+            hot_cold,
+            cachelib,
+        }
+    }
+
+    #[test]
+    fn a_drive_whose_placement_does_nothing_fails_every_prediction() {
+        let verdicts = analyse(&measured_without_placement(1.6, 1.0));
+        let predicted: Vec<&Verdict> = verdicts
+            .iter()
+            .filter(|v| v.score.as_ref().is_none_or(|s| s.role == Role::Predicted))
+            .collect();
+        assert!(!predicted.is_empty());
+        for v in predicted {
+            assert!(!v.holds, "{} holds without placement", v.id());
+        }
+        // Separation that gains nothing fails its check too.
+        let sep = verdicts
+            .iter()
+            .find(|v| v.id() == "placement.separation-beats-mixing")
+            .unwrap();
+        assert!(!sep.holds);
     }
 
     #[test]
