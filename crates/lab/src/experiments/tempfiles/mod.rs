@@ -16,7 +16,9 @@
 //! show how the TRIM count and the join-phase penalty follow the number of files.
 
 mod analyse;
+mod render;
 
+use super::plan::{self, Plan};
 use super::Scale;
 use crate::backend::Backend;
 use crate::joinrun::{self, JoinRunResult, JoinRunSpec, JoinStorage};
@@ -120,6 +122,8 @@ const PAPER_WORK_MEM_KIB: u64 = 4096;
 /// At paper scale, repetitions of the runs beside the judged ones.
 const PAPER_EXTRA_REPEAT: u32 = 3;
 
+/// The judged runs' spec (the host path), for the tests.
+#[cfg(test)]
 fn spec(s: &Setup, d: &Drive, fallocate: bool, trim: bool) -> Result<JoinRunSpec, crate::LabError> {
     Path::Host.spec(s, d, fallocate, trim)
 }
@@ -407,373 +411,83 @@ const QUICK_PREVIEW_WHY: &str = "quick scale joins SF 0.2 (full: SF 0.5) at the 
     judged and the four-times-larger work_mem make other batch-file counts and sizes: measured, the small \
     work_mem's cost holds at quick scale and is gone at full";
 
-pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
-    let started = std::time::Instant::now();
-    let s = setup(scale);
-    // The longest runs first (the small-memory run, then the MX500's), so the cores stay
-    // busy to the end; the order changes no result.
-    let mut jobs = Vec::new();
+/// What one run is: the path from the join to the drive, the drive (an index in the
+/// setup's drives), fallocate and TRIM.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct RunKey {
+    path: Path,
+    drive: usize,
+    fallocate: bool,
+    trim: bool,
+}
+
+/// Every run, the longest first (the small-memory runs, then the MX500's), so the cores
+/// stay busy to the end; the order changes no result.
+fn plan(s: &Setup) -> Result<Plan<RunKey, JoinRunSpec>, crate::LabError> {
+    let mut plan = Plan::new();
+    let mut add =
+        |path: Path, drive: usize, fallocate: bool, trim: bool| -> Result<(), crate::LabError> {
+            let key = RunKey {
+                path,
+                drive,
+                fallocate,
+                trim,
+            };
+            plan.add(key, path.spec(s, &s.drives[drive], fallocate, trim)?);
+            Ok(())
+        };
     // Fig. 5: too small a work_mem (neither option, as PostgreSQL's defaults), against
     // each factor more.
     for factor in WORK_MEM_FACTORS {
-        let path = Path::AmpleWorkMem(factor);
-        jobs.push((
-            path,
-            MX500,
-            false,
-            false,
-            path.spec(&s, &s.drives[MX500], false, false)?,
-        ));
+        add(Path::AmpleWorkMem(factor), MX500, false, false)?;
     }
     // The mechanisms behind the MX500's numbers: the same runs with one part of the
     // host path changed.
     for path in [Path::QueuedTrim, Path::NoHost] {
         for &(f, t) in &[(false, false), (false, true), (true, true)] {
-            jobs.push((path, 0, f, t, path.spec(&s, &s.drives[0], f, t)?));
+            add(path, MX500, f, t)?;
         }
     }
-    for (di, d) in s.drives.iter().enumerate() {
+    for di in 0..s.drives.len() {
         for &(f, t) in &COMBOS {
-            jobs.push((Path::Host, di, f, t, spec(&s, d, f, t)?));
+            add(Path::Host, di, f, t)?;
         }
     }
     // How the headlines move with the MX500's assumed TRIM cost (the combinations with
     // TRIM; neither sends none).
     for us in TRIM_SETTLE_US {
-        let path = Path::TrimSettleUs(us);
         for &(f, t) in &[(false, true), (true, true)] {
-            jobs.push((path, MX500, f, t, path.spec(&s, &s.drives[MX500], f, t)?));
+            add(Path::TrimSettleUs(us), MX500, f, t)?;
         }
     }
     // How the TRIM count and the join-phase penalty depend on the number of batch files.
     for &kib in &s.batch_work_mem_kib {
-        let path = Path::PostgresWorkMem(kib);
         for &(f, t) in &BATCH_COMBOS {
-            jobs.push((path, MX500, f, t, path.spec(&s, &s.drives[MX500], f, t)?));
+            add(Path::PostgresWorkMem(kib), MX500, f, t)?;
         }
     }
-    let results: Vec<JoinRunResult> =
-        ctx.map(&jobs, |(_, _, _, _, sp)| joinrun::run(sp, &mut |_| {}))?;
-    let find = |path: Path, di: usize, f: bool, t: bool| -> &JoinRunResult {
-        let i = jobs
-            .iter()
-            .position(|j| j.0 == path && j.1 == di && j.2 == f && j.3 == t)
-            .expect("every job ran");
-        &results[i]
-    };
-    let get = |di: usize, f: bool, t: bool| find(Path::Host, di, f, t);
+    Ok(plan)
+}
 
-    let mut plots: Vec<Plot> = Vec::new();
-    let mut table = Table {
-        file_stem: "repetitions".into(),
-        caption: "Time and WAF per repetition".into(),
-        headers: [
-            "drive",
-            "combination",
-            "repetition",
-            "time s",
-            "partition s",
-            "join s",
-            "TRIM commands",
-            "WAF",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: vec![],
+type Done = plan::Done<RunKey, JoinRunResult>;
+
+/// The run on `path` of drive `di` with fallocate `f` and TRIM `t`.
+fn find(done: &Done, path: Path, di: usize, f: bool, t: bool) -> &JoinRunResult {
+    done.get(&RunKey {
+        path,
+        drive: di,
+        fallocate: f,
+        trim: t,
+    })
+}
+
+pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
+    let started = std::time::Instant::now();
+    let s = setup(scale);
+    let done = ctx.run_plan(plan(&s)?, |spec| joinrun::run(spec, &mut |_| {}))?;
+    let reps = |path: Path, di: usize, f: bool, t: bool| {
+        find(&done, path, di, f, t).repetitions.as_slice()
     };
-    let mut summary = Table {
-        file_stem: "summary".into(),
-        caption: "Per drive and combination: first and last repetitions".into(),
-        headers: [
-            "drive",
-            "combination",
-            "time first 3 s",
-            "time last 3 s",
-            "WAF last",
-            "TRIM commands / rep",
-            "join phase s / rep",
-            "SLC cache share of writes, last 3 %",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: vec![],
-    };
-    for (di, d) in s.drives.iter().enumerate() {
-        let series = |metric: &dyn Fn(&joinrun::Repetition) -> f64| -> Vec<Series> {
-            COMBOS
-                .iter()
-                .map(|&(f, t)| Series {
-                    name: combo_name(f, t).into(),
-                    points: get(di, f, t)
-                        .repetitions
-                        .iter()
-                        .enumerate()
-                        .map(|(i, r)| ((i + 1) as f64, metric(r)))
-                        .collect(),
-                    reference: false,
-                })
-                .collect()
-        };
-        plots.push(
-            LinePlot {
-                file_stem: format!("time_{}", d.preset),
-                title: format!("{}: join time per repetition", d.label),
-                x_label: "repetition".into(),
-                y_label: "simulated time (s)".into(),
-                series: series(&|r| secs(r.total_ns)),
-            }
-            .into(),
-        );
-        plots.push(
-            LinePlot {
-                file_stem: format!("waf_{}", d.preset),
-                title: format!("{}: WAF per repetition", d.label),
-                x_label: "repetition".into(),
-                y_label: "write amplification".into(),
-                series: series(&|r| r.waf.unwrap_or(0.0)),
-            }
-            .into(),
-        );
-        for &(f, t) in &COMBOS {
-            let r = get(di, f, t);
-            for (i, rep) in r.repetitions.iter().enumerate() {
-                table.rows.push(vec![
-                    d.preset.into(),
-                    combo_name(f, t).into(),
-                    (i + 1).to_string(),
-                    format!("{:.3}", secs(rep.total_ns)),
-                    format!("{:.3}", secs(rep.partition_ns)),
-                    format!("{:.3}", secs(rep.join_ns)),
-                    rep.trim_commands.to_string(),
-                    format!("{:.3}", rep.waf.unwrap_or(0.0)),
-                ]);
-            }
-            let n = r.repetitions.len();
-            summary.rows.push(vec![
-                d.preset.into(),
-                combo_name(f, t).into(),
-                format!(
-                    "{:.3}",
-                    mean(r.repetitions[..3].iter().map(|x| secs(x.total_ns)))
-                ),
-                format!(
-                    "{:.3}",
-                    mean(r.repetitions[n - 3..].iter().map(|x| secs(x.total_ns)))
-                ),
-                format!("{:.3}", r.repetitions[n - 1].waf.unwrap_or(0.0)),
-                format!(
-                    "{:.0}",
-                    mean(r.repetitions.iter().map(|x| x.trim_commands as f64))
-                ),
-                format!("{:.3}", mean(r.repetitions.iter().map(|x| secs(x.join_ns)))),
-                slc_share(&r.repetitions[n - 3..]),
-            ]);
-        }
-    }
-    // What each part of the path does to the MX500's numbers.
-    let mut mechanisms = Table {
-        file_stem: "mechanisms".into(),
-        caption:
-            "MX500: the same runs with one part of the host path changed (means over repetitions)"
-                .into(),
-        headers: [
-            "path",
-            "join phase s: neither",
-            "join phase s: TRIM only",
-            "TRIM penalty ×",
-            "TRIMs / rep: TRIM only",
-            "TRIMs / rep: fallocate + TRIM",
-            "TRIM count ratio ×",
-            "TRIM work s / rep: TRIM only",
-            "TRIMs waiting on earlier TRIMs' settling s / rep (summed): TRIM only",
-            "reads and writes waiting on TRIM settling s / rep (summed): TRIM only",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: vec![],
-    };
-    // The MX500's numbers on `path`: join phase with and without TRIM, TRIM counts.
-    let mechanism_row = |path: Path, first: String| -> Vec<String> {
-        let n = &find(path, MX500, false, false).repetitions;
-        let t = &find(path, MX500, false, true).repetitions;
-        let ft = &find(path, MX500, true, true).repetitions;
-        let join = |r: &[joinrun::Repetition]| mean_of(r, |x| secs(x.join_ns));
-        let trims = |r: &[joinrun::Repetition]| mean_of(r, |x| x.trim_commands as f64);
-        vec![
-            first,
-            format!("{:.3}", join(n)),
-            format!("{:.3}", join(t)),
-            format!("{:.2}", join(t) / join(n)),
-            format!("{:.0}", trims(t)),
-            format!("{:.0}", trims(ft)),
-            format!("{:.1}", trims(t) / trims(ft).max(1.0)),
-            format!("{:.3}", mean_of(t, |x| secs(x.trim_busy_ns))),
-            format!("{:.3}", mean_of(t, |x| secs(x.trim_settle_wait_ns))),
-            format!("{:.3}", mean_of(t, |x| secs(x.io_settle_wait_ns))),
-        ]
-    };
-    for path in [Path::Host, Path::QueuedTrim, Path::NoHost] {
-        mechanisms
-            .rows
-            .push(mechanism_row(path, path.label().into()));
-    }
-    let mut batches = Table {
-        file_stem: "batch_files".into(),
-        caption: format!(
-            "MX500, host path: the join with PostgreSQL 12's batch files for a given work_mem (its rule in nodeHash.c; each file's 8 KiB buffer beside work_mem; means over {BATCHES_REPEAT} repetitions)"
-        ),
-        headers: mechanisms.headers.clone(),
-        rows: vec![],
-    };
-    {
-        // The same numbers as a plot, against the paper's two headline values.
-        let x = |kib: u64| (postgres_batches(s.sf, kib) as f64).log2();
-        let curve = |of: &ThreeRuns| {
-            s.batch_work_mem_kib
-                .iter()
-                .map(|&kib| {
-                    let path = Path::PostgresWorkMem(kib);
-                    let r = |f, t| find(path, MX500, f, t).repetitions.as_slice();
-                    (x(kib), of(r(false, false), r(false, true), r(true, true)))
-                })
-                .collect::<Vec<_>>()
-        };
-        let flat = |y: f64| {
-            s.batch_work_mem_kib
-                .iter()
-                .map(|&kib| (x(kib), y))
-                .collect::<Vec<_>>()
-        };
-        plots.push(
-            LinePlot {
-                file_stem: "batch_files".into(),
-                title: "MX500: TRIM count ratio and join-phase penalty vs PostgreSQL's batch files"
-                    .into(),
-                x_label: "log2(batch files per side)".into(),
-                y_label: "ratio (×)".into(),
-                series: vec![
-                    Series {
-                        name: "TRIM count ratio, fallocate off / on".into(),
-                        points: curve(&|_, t, ft| trim_count_ratio(t, ft)),
-                        reference: false,
-                    },
-                    Series {
-                        name: "join-phase penalty, TRIM only / neither".into(),
-                        points: curve(&|n, t, _| trim_penalty(t, n)),
-                        reference: false,
-                    },
-                    Series {
-                        name: "paper 000: ~16× more TRIMs".into(),
-                        points: flat(paper::TRIM_COUNT_RATIO),
-                        reference: true,
-                    },
-                    Series {
-                        name: "paper 000: ~2.7× join phase".into(),
-                        points: flat(paper::JOIN_TRIM_PENALTY),
-                        reference: true,
-                    },
-                ],
-            }
-            .into(),
-        );
-    }
-    batches.headers[0] = "work_mem KiB: batch files per side".into();
-    for &kib in &s.batch_work_mem_kib {
-        batches.rows.push(mechanism_row(
-            Path::PostgresWorkMem(kib),
-            format!("{kib}: {}", postgres_batches(s.sf, kib)),
-        ));
-    }
-    // Fig. 5's "too small": the judged work_mem against each factor more.
-    let small_work_mem = {
-        let judged_kib = s.work_mem_bytes >> 10;
-        let neither = &find(Path::Host, MX500, false, false).repetitions;
-        Table {
-            file_stem: "small_work_mem".into(),
-            caption: format!(
-                "MX500, neither option: the judged work_mem ({judged_kib} kB, {} batch files per side) against more, 10 repetitions (Fig. 5; the paper's values are not in its text, a factor of {JUDGED_WORK_MEM_FACTOR} is judged)",
-                postgres_batches(s.sf, judged_kib)
-            ),
-            headers: [
-                "factor",
-                "more work_mem kB: batch files per side",
-                "up to × (repetition)",
-                "mean time ×",
-                "paper",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows: WORK_MEM_FACTORS
-                .iter()
-                .map(|&k| {
-                    let ample = &find(Path::AmpleWorkMem(k), MX500, false, false).repetitions;
-                    let (worst, rep) = small_work_mem_cost(neither, ample);
-                    let n = ample.len().min(neither.len());
-                    vec![
-                        format!("{k}{}", if k == JUDGED_WORK_MEM_FACTOR { " (judged)" } else { "" }),
-                        format!("{}: {}", judged_kib * k, postgres_batches(s.sf, judged_kib * k)),
-                        format!("{worst:.2} ({rep})"),
-                        format!(
-                            "{:.2}",
-                            mean_of(&neither[..n], |x| secs(x.total_ns))
-                                / mean_of(ample, |x| secs(x.total_ns))
-                        ),
-                        format!("{}", paper::SMALL_WORK_MEM),
-                    ]
-                })
-                .collect(),
-        }
-    };
-    // Numbers for the plots and verdicts.
-    let reps =
-        |path: Path, di: usize, f: bool, t: bool| find(path, di, f, t).repetitions.as_slice();
-    let penalty = |di: usize| {
-        trim_penalty(
-            reps(Path::Host, di, false, true),
-            reps(Path::Host, di, false, false),
-        )
-    };
-    let trim_ratio = |di: usize| {
-        trim_count_ratio(
-            reps(Path::Host, di, false, true),
-            reps(Path::Host, di, true, true),
-        )
-    };
-    plots.push(
-        BarPlot {
-            file_stem: "trim_commands".into(),
-            title: "TRIM commands per repetition: fallocate off / on (TRIM on)".into(),
-            y_label: "ratio".into(),
-            categories: s.drives.iter().map(|d| d.label.to_string()).collect(),
-            series: vec![
-                ("paper 000 (~16×)".into(), vec![Some(16.0), None, None]),
-                (
-                    "flashlab".into(),
-                    (0..3).map(|di| Some(trim_ratio(di))).collect(),
-                ),
-            ],
-        }
-        .into(),
-    );
-    plots.push(
-        BarPlot {
-            file_stem: "join_phase".into(),
-            title: "Join-phase time with TRIM / without (fallocate off)".into(),
-            y_label: "ratio".into(),
-            categories: s.drives.iter().map(|d| d.label.to_string()).collect(),
-            series: vec![
-                (
-                    "paper 000 (MX500 ~2.7×)".into(),
-                    vec![Some(2.7), None, None],
-                ),
-                (
-                    "flashlab".into(),
-                    (0..3).map(|di| Some(penalty(di))).collect(),
-                ),
-            ],
-        }
-        .into(),
-    );
     // The MX500 preset's TRIM costs, for the text: command work and settling work, ms.
     let (trim_ms, settle_ms) = Preset::load("mx500")
         .ok()
@@ -782,112 +496,58 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 .map(|c| (c.trim.command_overhead_ns, c.trim.settle_ns))
         })
         .map_or((0.0, 0.0), |(c, st)| (c as f64 / 1e6, st as f64 / 1e6));
-    let verdicts = analyse(
-        &reps,
-        (trim_ms, settle_ms),
-        &s.batch_work_mem_kib
-            .iter()
-            .map(|&k| (k, postgres_batches(s.sf, k)))
-            .collect::<Vec<_>>(),
-    );
+    let batch_files: Vec<(u64, u64)> = s
+        .batch_work_mem_kib
+        .iter()
+        .map(|&k| (k, postgres_batches(s.sf, k)))
+        .collect();
+    let verdicts = analyse(&reps, (trim_ms, settle_ms), &batch_files);
     // How each MX500 headline moves with the assumed TRIM cost.
     let sens = sensitivity(&reps, settle_ms);
-    let headlines: [(&str, &Vec<f64>, f64); 4] = [
-        (
-            "join-phase penalty ×",
-            &sens.penalty,
-            paper::JOIN_TRIM_PENALTY,
-        ),
-        (
-            "fallocate + TRIM vs neither × (best)",
-            &sens.ft_vs_neither,
-            paper::FT_VS_NEITHER,
-        ),
-        (
-            "fallocate + TRIM vs TRIM only × (best)",
-            &sens.ft_vs_trim_only,
-            paper::FT_VS_TRIM_ONLY,
-        ),
-        (
-            "TRIM count ratio ×",
-            &sens.count_ratio,
-            paper::TRIM_COUNT_RATIO,
-        ),
-    ];
-    let mut trim_cost = Table {
-        file_stem: "trim_cost".into(),
-        caption: format!(
-            "MX500, host path: each headline against the work a TRIM leaves that the drive's next command waits for (settling; the preset's {settle_ms} ms and {trim_ms} ms of command work are assumed by docs/sources.md's rule, none measured on the drive), and the settling cost at which the paper's number would be reached"
-        ),
-        headers: std::iter::once("settling ms".to_string())
-            .chain(headlines.iter().map(|h| h.0.to_string()))
-            .collect(),
-        rows: sens
-            .costs_ms
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                std::iter::once(format!("{c}"))
-                    .chain(headlines.iter().map(|h| format!("{:.2}", h.1[i])))
-                    .collect()
-            })
-            .collect(),
+    let mut plots = render::repetition_plots(&s, &done);
+    plots.push(render::batch_files_plot(&s, &done));
+    plots.extend(render::ratio_plots(&s, &done));
+    plots.extend(render::trim_cost_plots(&sens));
+    let mut section = Section {
+        id: "tempfiles".into(),
+        title: "Hash-join temporary files: fallocate and TRIM (paper 000)".into(),
+        question: question(&s),
+        seed,
+        runtime_s: started.elapsed().as_secs_f64(),
+        plots,
+        tables: vec![
+            render::summary_table(&s, &done),
+            render::mechanisms_table(&done),
+            render::trim_cost_table(&sens, trim_ms, settle_ms),
+            render::small_work_mem_table(&s, &done),
+            render::batch_files_table(&s, &done),
+            render::repetitions_table(&s, &done),
+        ],
+        verdicts,
+        provenance: provenance(&s, trim_ms, settle_ms),
+        results: results_json(&s, &done, &sens),
     };
-    trim_cost.rows.push(
-        std::iter::once("paper".to_string())
-            .chain(headlines.iter().map(|h| format!("{}", h.2)))
-            .collect(),
-    );
-    trim_cost.rows.push(
-        std::iter::once("reached at (ms)".to_string())
-            .chain(headlines.iter().map(|h| {
-                cost_reaching(&sens.costs_ms, h.1, h.2)
-                    .map_or("not in this range".to_string(), |ms| format!("{ms:.2}"))
-            }))
-            .collect(),
-    );
-    // Two plots: the penalty grows far beyond the speed-ups' scale.
-    for (stem, title, which) in [
-        (
-            "trim_cost_penalty",
-            "MX500: join-phase TRIM penalty against the assumed TRIM settling cost",
-            &headlines[..1],
-        ),
-        (
-            "trim_cost_speedups",
-            "MX500: fallocate + TRIM speed-ups against the assumed TRIM settling cost",
-            &headlines[1..3],
-        ),
-    ] {
-        plots.push(
-            LinePlot {
-                file_stem: stem.into(),
-                title: title.into(),
-                x_label: "log10(TRIM settling cost, ms)".into(),
-                y_label: "ratio (×)".into(),
-                series: which
-                    .iter()
-                    .map(|h| Series {
-                        name: h.0.into(),
-                        points: sens
-                            .costs_ms
-                            .iter()
-                            .zip(h.1.iter())
-                            .map(|(c, v)| (c.log10(), *v))
-                            .collect(),
-                        reference: false,
-                    })
-                    .chain(which.iter().map(|h| Series {
-                        name: format!("paper 000: {} {}", h.0, h.2),
-                        points: sens.costs_ms.iter().map(|c| (c.log10(), h.2)).collect(),
-                        reference: true,
-                    }))
-                    .collect(),
-            }
-            .into(),
-        );
+    if scale == Scale::Quick {
+        section.mark_previews(&QUICK_PREVIEWS, QUICK_PREVIEW_WHY)?;
     }
-    let provenance = vec![
+    Ok(section)
+}
+
+/// What the section asks, at its setup.
+fn question(s: &Setup) -> String {
+    format!(
+            "Does preallocating temporary files and discarding them on delete pay off, run after run? \
+             PostgreSQL 12's hash join (work_mem {} kB: {} batch files per side) writes its batch files on simfs \
+             over MX500-, 840 Pro- and Cosmos+-like drives and deletes each once read back; fallocate off/on × \
+             TRIM off/on, repeated with the drive's state carried over.",
+            s.work_mem_bytes >> 10,
+            postgres_batches(s.sf, s.work_mem_bytes >> 10)
+        )
+}
+
+/// Where the section's numbers come from.
+fn provenance(s: &Setup, trim_ms: f64, settle_ms: f64) -> Vec<Provenance> {
+    vec![
         Provenance {
             number: "every number of paper 000".into(),
             role: format!("predicted: no drive parameter was fitted to paper 000. The TRIM costs of the mx500 and 840pro presets ({trim_ms} ms of command work, {settle_ms} ms of settling work the next command waits for) and cosmos's (NVMe: 50 µs, no settling) are set by docs/sources.md's rule from the only published measurements found, none of these drives (Lord 2009's idle SATA TRIMs, McKusick 2018's bursts, fio #764's NVMe deallocate); the MX500's and 840 Pro's 1 ms per command before them had been first written beside paper 000's finding. Table `trim_cost` shows every MX500 headline against the settling cost and where each would reach the paper's number"),
@@ -952,8 +612,14 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 )
             },
         },
-    ];
-    let results_json = json!({
+    ]
+}
+
+/// The section's numbers for scripts (`results.json`).
+fn results_json(s: &Setup, done: &Done, sens: &Sensitivity) -> serde_json::Value {
+    let get = |di: usize, f: bool, t: bool| find(done, Path::Host, di, f, t);
+    let find = |path: Path, di: usize, f: bool, t: bool| find(done, path, di, f, t);
+    json!({
         "sf": s.sf,
         "algorithm": "postgres",
         "work_mem_bytes": s.work_mem_bytes,
@@ -980,30 +646,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             "trim_count_ratio": sens.count_ratio,
         },
         "paper": {"mx500_join_phase_trim_penalty": 2.7, "trim_commands_ratio": 16.0, "mx500_fallocate_trim_vs_neither": 3.0, "mx500_fallocate_trim_vs_trim_only": 5.0, "cosmos_fallocate_trim_vs_trim_only": 1.3},
-    });
-    let mut section = Section {
-        id: "tempfiles".into(),
-        title: "Hash-join temporary files: fallocate and TRIM (paper 000)".into(),
-        question: format!(
-            "Does preallocating temporary files and discarding them on delete pay off, run after run? \
-             PostgreSQL 12's hash join (work_mem {} kB: {} batch files per side) writes its batch files on simfs \
-             over MX500-, 840 Pro- and Cosmos+-like drives and deletes each once read back; fallocate off/on × \
-             TRIM off/on, repeated with the drive's state carried over.",
-            s.work_mem_bytes >> 10,
-            postgres_batches(s.sf, s.work_mem_bytes >> 10)
-        ),
-        seed,
-        runtime_s: started.elapsed().as_secs_f64(),
-        plots,
-        tables: vec![summary, mechanisms, trim_cost, small_work_mem, batches, table],
-        verdicts,
-        provenance,
-        results: results_json,
-    };
-    if scale == Scale::Quick {
-        section.mark_previews(&QUICK_PREVIEWS, QUICK_PREVIEW_WHY)?;
-    }
-    Ok(section)
+    })
 }
 
 #[cfg(test)]
