@@ -45,12 +45,24 @@ pub(super) fn analyse<'a>(
     cleaning: &dyn Fn(&str) -> &'a BtreeResult,
     segment_bytes: u64,
 ) -> Vec<Verdict> {
+    let mut v = insert_verdicts(get, cleaning);
+    v.extend(search_and_split_verdicts(get));
+    v.extend(cache_verdicts(study));
+    v.extend(cache_at_32_verdicts(study));
+    v.extend(file_size_verdicts(cleaning, segment_bytes));
+    v
+}
+
+/// Tables 2–5: insert times.
+fn insert_verdicts<'a>(
+    get: &dyn Fn(StoreKind, usize, usize, usize) -> &'a BtreeResult,
+    cleaning: &dyn Fn(&str) -> &'a BtreeResult,
+) -> Vec<Verdict> {
     let as32 = |f| get(StoreKind::As, f, 32, 0);
     let inplace = |f| get(StoreKind::InPlace, f, 1, 0);
     let bftl = |f| get(StoreKind::Bftl, f, 1, 0);
     let list =
         |f: &dyn Fn(usize) -> String| FANOUTS.iter().map(|&x| f(x)).collect::<Vec<_>>().join("; ");
-    let mb = |b: u64| b as f64 / 1e6;
     let mut v = Vec::new();
 
     let (unbuffered_inplace, unbuffered_as) = (
@@ -141,6 +153,20 @@ pub(super) fn analyse<'a>(
         closest > 1.0,
         list(&|f| format!("F={f}: {:.2}", bftl(f).insert_s)),
     ));
+
+    v
+}
+
+/// Searches, and the insert time's read/write split.
+fn search_and_split_verdicts<'a>(
+    get: &dyn Fn(StoreKind, usize, usize, usize) -> &'a BtreeResult,
+) -> Vec<Verdict> {
+    let as32 = |f| get(StoreKind::As, f, 32, 0);
+    let inplace = |f| get(StoreKind::InPlace, f, 1, 0);
+    let bftl = |f| get(StoreKind::Bftl, f, 1, 0);
+    let list =
+        |f: &dyn Fn(usize) -> String| FANOUTS.iter().map(|&x| f(x)).collect::<Vec<_>>().join("; ");
+    let mut v = Vec::new();
     let search_worst = FANOUTS
         .iter()
         .map(|&f| as32(f).search_s / inplace(f).search_s)
@@ -238,6 +264,12 @@ pub(super) fn analyse<'a>(
             more * 100.0
         ),
     ));
+    v
+}
+
+/// Tables 6–7's cache study and the write buffer's hits.
+fn cache_verdicts<'a>(study: &dyn Fn(StoreKind, usize) -> &'a BtreeResult) -> Vec<Verdict> {
+    let mut v = Vec::new();
     let as0 = study(StoreKind::As, 0);
     for (id, what, ours, paper) in [
         (
@@ -344,6 +376,14 @@ pub(super) fn analyse<'a>(
         a16 < b48,
         format!("{a16:.2} s vs {b48:.2} s"),
     ));
+
+    v
+}
+
+/// Section 4's cache study at 32 nodes.
+fn cache_at_32_verdicts<'a>(study: &dyn Fn(StoreKind, usize) -> &'a BtreeResult) -> Vec<Verdict> {
+    let as0 = study(StoreKind::As, 0);
+    let mut v = Vec::new();
     // Section 4's cache study at 32 nodes ("root and inner nodes all fit"): insert times
     // AS 34 s, B-tree 46 s (−26%), BFTL 117 s (−70%); the AS tree without a cache takes
     // 32% longer than the B-tree with 32 nodes; searches AS = B-tree 28 s, BFTL 44 s (−36%).
@@ -402,6 +442,16 @@ pub(super) fn analyse<'a>(
             ),
         ));
     }
+    v
+}
+
+/// Table 7 and Fig. 6: file sizes, the sliding window, the uncleaned log.
+fn file_size_verdicts<'a>(
+    cleaning: &dyn Fn(&str) -> &'a BtreeResult,
+    segment_bytes: u64,
+) -> Vec<Verdict> {
+    let mb = |b: u64| b as f64 / 1e6;
+    let mut v = Vec::new();
     // File sizes on the file-size runs (F=256, the same inserts), where the AS log is
     // cleaned by the paper's sliding window, with BFTL beside them.
     let (b, a, f) = (
