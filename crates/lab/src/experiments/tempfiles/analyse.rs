@@ -224,6 +224,49 @@ fn against_postgres_range(range: Option<(f64, f64)>, paper: f64) -> String {
     }
 }
 
+/// What every group of verdicts reads: the runs, the MX500 preset's TRIM costs, and
+/// numbers computed once from them.
+struct Inputs<'a> {
+    reps: &'a dyn Fn(Path, usize, bool, bool) -> &'a [joinrun::Repetition],
+    trim_ms: f64,
+    settle_ms: f64,
+    /// The MX500's runs on the host path: neither, fallocate only, TRIM only, both.
+    neither: &'a [joinrun::Repetition],
+    f_only: &'a [joinrun::Repetition],
+    t_only: &'a [joinrun::Repetition],
+    both: &'a [joinrun::Repetition],
+    sens: Sensitivity,
+    /// The MX500's join-phase TRIM penalty on the host path.
+    p: f64,
+    /// The penalty and the TRIM count ratio by batch files, and their range at the
+    /// paper's batch counts.
+    penalty_by_batches: String,
+    penalty_range: Option<(f64, f64)>,
+    ratio_by_batches: String,
+    ratio_range: Option<(f64, f64)>,
+}
+
+impl<'a> Inputs<'a> {
+    fn host(&self, di: usize, f: bool, t: bool) -> &'a [joinrun::Repetition] {
+        (self.reps)(Path::Host, di, f, t)
+    }
+
+    fn penalty(&self, path: Path, di: usize) -> f64 {
+        trim_penalty(
+            (self.reps)(path, di, false, true),
+            (self.reps)(path, di, false, false),
+        )
+    }
+}
+
+fn join_phase(r: &[joinrun::Repetition]) -> f64 {
+    mean_of(r, |x| secs(x.join_ns))
+}
+
+fn trims(r: &[joinrun::Repetition]) -> f64 {
+    mean_of(r, |x| x.trim_commands as f64)
+}
+
 /// `batch_files`: the (work_mem KiB, batch files per side) of the `PostgresWorkMem` runs.
 pub(super) fn analyse<'a>(
     reps: &'a dyn Fn(Path, usize, bool, bool) -> &'a [joinrun::Repetition],
@@ -242,18 +285,45 @@ pub(super) fn analyse<'a>(
             reps(path, MX500, true, true),
         )
     });
-    let join_phase = |r: &[joinrun::Repetition]| mean_of(r, |x| secs(x.join_ns));
-    let trims = |r: &[joinrun::Repetition]| mean_of(r, |x| x.trim_commands as f64);
-    let (neither, f_only, t_only, both) = (
-        host(MX500, false, false),
-        host(MX500, true, false),
-        host(MX500, false, true),
-        host(MX500, true, true),
-    );
-    let mut v = Vec::new();
-    let sens = sensitivity(reps, settle_ms);
+    let i = Inputs {
+        reps,
+        trim_ms,
+        settle_ms,
+        neither: host(MX500, false, false),
+        f_only: host(MX500, true, false),
+        t_only: host(MX500, false, true),
+        both: host(MX500, true, true),
+        sens: sensitivity(reps, settle_ms),
+        p: penalty(Path::Host, MX500),
+        penalty_by_batches,
+        penalty_range,
+        ratio_by_batches,
+        ratio_range,
+    };
+    let mut v = mx500_penalty_verdicts(&i);
+    v.extend(trace_and_count_verdicts(&i));
+    v.extend(growth_verdicts(&i));
+    v.extend(speedup_verdicts(&i));
+    v.extend(work_mem_and_840pro_verdicts(&i));
+    v.extend(cosmos_verdicts(&i));
+    v
+}
 
-    let p = penalty(Path::Host, MX500);
+/// Paper 000's headline on the MX500: the join phase's TRIM penalty, and its cause.
+fn mx500_penalty_verdicts(i: &Inputs) -> Vec<Verdict> {
+    let Inputs {
+        reps,
+        trim_ms,
+        settle_ms,
+        neither,
+        t_only,
+        ..
+    } = *i;
+    let sens = &i.sens;
+    let p = i.p;
+    let penalty_by_batches = &i.penalty_by_batches;
+    let penalty_range = i.penalty_range;
+    let mut v = Vec::new();
     let added = join_phase(t_only) - join_phase(neither);
     let needed = (paper::JOIN_TRIM_PENALTY - 1.0) * join_phase(neither);
     // What the control runs say causes it: the time TRIM adds with TRIM queued (nothing
@@ -292,8 +362,8 @@ pub(super) fn analyse<'a>(
              {:.1} ms per TRIM or that many more TRIMs. It follows the number of batch files (table \
              `batch_files`, by work_mem): {penalty_by_batches}; {}. The MX500's TRIM costs are not measured \
              on the drive (docs/sources.md's rule): {}",
-            penalty(Path::NoHost, MX500),
-            penalty(Path::QueuedTrim, MX500),
+            i.penalty(Path::NoHost, MX500),
+            i.penalty(Path::QueuedTrim, MX500),
             trims(t_only),
             mean_of(t_only, |x| secs(x.trim_busy_ns)),
             mean_of(t_only, |x| secs(x.trim_settle_wait_ns)),
@@ -304,7 +374,21 @@ pub(super) fn analyse<'a>(
             reaching_text(&sens.costs_ms, &sens.penalty, paper::JOIN_TRIM_PENALTY),
         ),
     ));
+    v
+}
 
+/// Fig. 2's block trace and Fig. 4's TRIM count ratio.
+fn trace_and_count_verdicts(i: &Inputs) -> Vec<Verdict> {
+    let Inputs {
+        reps,
+        neither,
+        t_only,
+        both,
+        ..
+    } = *i;
+    let ratio_by_batches = &i.ratio_by_batches;
+    let ratio_range = i.ratio_range;
+    let mut v = Vec::new();
     // Fig. 2: the first run's block trace, TRIM off and on. The partition phase looks the
     // same; only the join phase (reads and deletes together) pays. Beside the join phase's
     // slowdown, so a model where TRIM changes nothing fails it.
@@ -329,7 +413,7 @@ pub(super) fn analyse<'a>(
         ),
     ));
 
-    let ratio = |di| trim_count_ratio(host(di, false, true), host(di, true, true));
+    let ratio = |di| trim_count_ratio(i.host(di, false, true), i.host(di, true, true));
     v.push(Verdict::numeric(
 "tempfiles.trim-count-ratio",
         "Without fallocate, deleting temp files sends ~16× more TRIM commands (MX500)",
@@ -356,7 +440,12 @@ pub(super) fn analyse<'a>(
             against_postgres_range(ratio_range, paper::TRIM_COUNT_RATIO),
         ),
     ));
+    v
+}
 
+/// Figs. 6-10: without TRIM, time and WAF grow run after run.
+fn growth_verdicts(i: &Inputs) -> Vec<Verdict> {
+    let mut v = Vec::new();
     let grows = |r: &[joinrun::Repetition]| last3(r) / first3(r);
     // Figs. 6-7 (MX500), 8 (840 Pro), 9-10 (Cosmos+): without TRIM, time and WAF grow.
     for (di, id, name, figs) in [
@@ -369,7 +458,7 @@ pub(super) fn analyse<'a>(
             "Figs. 9-10",
         ),
     ] {
-        let (neither, f_only) = (host(di, false, false), host(di, true, false));
+        let (neither, f_only) = (i.host(di, false, false), i.host(di, true, false));
         let g = grows(neither).min(grows(f_only));
         v.push(Verdict::ordering(
             id,
@@ -388,7 +477,20 @@ pub(super) fn analyse<'a>(
             ),
         ));
     }
+    v
+}
 
+/// The MX500's speed-ups of fallocate + TRIM, and the orderings beside them.
+fn speedup_verdicts(i: &Inputs) -> Vec<Verdict> {
+    let Inputs {
+        neither,
+        f_only,
+        t_only,
+        both,
+        ..
+    } = *i;
+    let sens = &i.sens;
+    let mut v = Vec::new();
     let up_neither = best_speedup(neither, both);
     v.push(Verdict::numeric(
         "tempfiles.mx500-ft-vs-neither",
@@ -483,7 +585,14 @@ pub(super) fn analyse<'a>(
             waf_last(neither)
         ),
     ));
+    v
+}
 
+/// Fig. 5's too small work_mem, and the 840 Pro against the MX500.
+fn work_mem_and_840pro_verdicts(i: &Inputs) -> Vec<Verdict> {
+    let Inputs { reps, neither, .. } = *i;
+    let p = i.p;
+    let mut v = Vec::new();
     let ample = reps(
         Path::AmpleWorkMem(JUDGED_WORK_MEM_FACTOR),
         MX500,
@@ -522,7 +631,7 @@ pub(super) fn analyse<'a>(
         ),
     ));
 
-    let (pp, pm) = (penalty(Path::Host, PRO), p);
+    let (pp, pm) = (i.penalty(Path::Host, PRO), p);
     v.push(Verdict::ordering(
         "tempfiles.840pro-smaller-penalty",
         "840 Pro: the same shape with a smaller TRIM penalty than the MX500",
@@ -540,9 +649,10 @@ pub(super) fn analyse<'a>(
     // Fig. 8's text: with TRIM "the slowdown TRIM causes is very large early on" on the
     // 840 Pro. Per repetition, TRIM only against neither; the first three against the last
     // three.
-    let pro_ratio: Vec<f64> = host(PRO, false, true)
+    let pro_ratio: Vec<f64> = i
+        .host(PRO, false, true)
         .iter()
-        .zip(host(PRO, false, false))
+        .zip(i.host(PRO, false, false))
         .map(|(t, n)| t.total_ns as f64 / n.total_ns as f64)
         .collect();
     let early = mean(pro_ratio.iter().take(3).copied());
@@ -560,11 +670,16 @@ pub(super) fn analyse<'a>(
              collection copies the deleted files' pages (Fig. 8's other curves)"
         ),
     ));
+    v
+}
 
-    let cos_waf = waf_max(host(COSMOS, false, true)).max(waf_max(host(COSMOS, true, true)));
+/// Figs. 9-10: the Cosmos+.
+fn cosmos_verdicts(i: &Inputs) -> Vec<Verdict> {
+    let mut v = Vec::new();
+    let cos_waf = waf_max(i.host(COSMOS, false, true)).max(waf_max(i.host(COSMOS, true, true)));
     // Only beside a WAF that grows without TRIM does "stays 1.0" say anything: a model in
     // which WAF never moves would pass it alone.
-    let cos_waf_without = waf_last(host(COSMOS, false, false));
+    let cos_waf_without = waf_last(i.host(COSMOS, false, false));
     let mut waf_verdict = Verdict::numeric(
         "tempfiles.cosmos-waf-with-trim",
         "Cosmos+: with TRIM the WAF stays 1.0, while without TRIM it grows (above 1.05)",
@@ -579,8 +694,8 @@ pub(super) fn analyse<'a>(
     waf_verdict.holds &= cos_waf_without > 1.05;
     v.push(waf_verdict);
 
-    let cos_ft = mean_of(host(COSMOS, false, true), |x| secs(x.total_ns))
-        / mean_of(host(COSMOS, true, true), |x| secs(x.total_ns));
+    let cos_ft = mean_of(i.host(COSMOS, false, true), |x| secs(x.total_ns))
+        / mean_of(i.host(COSMOS, true, true), |x| secs(x.total_ns));
     // ±30% of 1.3 reaches down to 0.91: "faster" must hold too, or a model with no effect
     // (1.0) would pass.
     let mut ft_verdict = Verdict::numeric(
@@ -595,8 +710,8 @@ pub(super) fn analyse<'a>(
     ft_verdict.holds &= cos_ft > 1.05;
     v.push(ft_verdict);
 
-    let cos_f = mean_of(host(COSMOS, true, false), |x| secs(x.total_ns))
-        / mean_of(host(COSMOS, false, false), |x| secs(x.total_ns));
+    let cos_f = mean_of(i.host(COSMOS, true, false), |x| secs(x.total_ns))
+        / mean_of(i.host(COSMOS, false, false), |x| secs(x.total_ns));
     v.push(Verdict::ordering(
         "tempfiles.cosmos-fallocate-only-slower",
         "Cosmos+: fallocate without TRIM is slower than neither",
