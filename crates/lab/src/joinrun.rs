@@ -394,20 +394,24 @@ fn validate(spec: &JoinRunSpec) -> Result<(), crate::LabError> {
     Ok(())
 }
 
-/// Runs the join `spec.repeat` times with `spec.users` concurrent users per repetition.
-pub fn run(
-    spec: &JoinRunSpec,
-    progress: &mut dyn FnMut(u32),
-) -> Result<JoinRunResult, crate::LabError> {
-    validate(spec)?;
-    let e = |e: JoinError| match e {
+/// What a join error says, with each user's share of the budget where several users plan.
+fn join_error(spec: &JoinRunSpec) -> impl Fn(JoinError) -> String + '_ {
+    move |e| match e {
         // Each of several users plans within its share of the budget: say so.
         JoinError::Memory { .. } if spec.users > 1 => format!(
             "{e} (each of the {} users has its share of --memory, {} / {} bytes)",
             spec.users, spec.memory_bytes, spec.users
         ),
         e => e.to_string(),
-    };
+    }
+}
+
+/// Runs the join `spec.repeat` times with `spec.users` concurrent users per repetition.
+pub fn run(
+    spec: &JoinRunSpec,
+    progress: &mut dyn FnMut(u32),
+) -> Result<JoinRunResult, crate::LabError> {
+    validate(spec)?;
     let mut out = JoinRunResult {
         sf: spec.sf,
         layout: spec.layout.to_string(),
@@ -418,7 +422,6 @@ pub fn run(
         ..Default::default()
     };
     let pool = MemoryPool::new(spec.memory_bytes);
-    let st = &spec.storage;
     out.backend = spec.backend.label();
     match &spec.backend {
         Backend::Mem => {
@@ -430,283 +433,8 @@ pub fn run(
             dir,
             direct_io,
             cancel,
-        } => {
-            let data_dir = st.data_dir.as_ref().unwrap_or(dir);
-            for (what, d) in [("spill directory", dir), ("data directory", data_dir)] {
-                if !d.is_dir() {
-                    return Err(format!(
-                        "{what} {}: does not exist or is not a directory (create it first)",
-                        d.display()
-                    )
-                    .into());
-                }
-            }
-            let (op, oh) = ensure_table_file(data_dir, Table::Orders, spec.sf, spec.layout)?;
-            let (lp, lh) = ensure_table_file(data_dir, Table::Lineitem, spec.sf, spec.layout)?;
-            for rep in 0..spec.repeat {
-                let started = std::time::Instant::now();
-                let results: Vec<Result<(JoinResult, u64), crate::LabError>> =
-                    for_each_user(spec.users, |_| {
-                        // Plan first: one store per thread the plan uses, each with its
-                        // share of the spill cap.
-                        let (a, b) = inputs(spec, (0, oh.rows), (0, lh.rows), 0);
-                        let threads =
-                            planned_threads(&pool, &spec.join, &a, &b, spec.threads as usize);
-                        let cap = st.spill_cap_bytes.map(|c| c / threads as u64);
-                        let mut stores = Vec::new();
-                        let mut pairs = Vec::new();
-                        for _ in 0..threads {
-                            let mut store =
-                                OsStore::in_dir(dir, *direct_io, cap, cancel.clone()).map_err(e)?;
-                            if let Some(total) = st.spill_cap_bytes {
-                                store = store.with_cap_share(total, threads);
-                            }
-                            let o = store.open_input_path(&op).map_err(e)?;
-                            let l = store.open_input_path(&lp).map_err(e)?;
-                            pairs.push(inputs(
-                                spec,
-                                (o, oh.rows),
-                                (l, lh.rows),
-                                tpch::HEADER_BYTES,
-                            ));
-                            stores.push(store);
-                        }
-                        let r = parallel_hash_join(&mut stores, &pool, &spec.join, &pairs)
-                            .map_err(e)?;
-                        Ok((r, stores.iter().map(|s| s.stale_removed).sum()))
-                    });
-                let mut r0 = Repetition {
-                    total_ns: started.elapsed().as_nanos() as u64,
-                    ..Default::default()
-                };
-                for r in results {
-                    let (r, stale) = r?;
-                    out.stale_spill_files_removed += stale;
-                    r0.partition_ns = r0.partition_ns.max(r.partition_ns);
-                    r0.join_ns = r0.join_ns.max(r.join_ns);
-                    if rep == 0 {
-                        merge(&mut out, &r);
-                    }
-                }
-                out.repetitions.push(r0);
-                progress(rep + 1);
-            }
-        }
-        Backend::Sim { preset } => {
-            let mut dev = preset.build()?;
-            crate::precondition::precondition(
-                &mut dev,
-                st.precondition,
-                1.0,
-                st.precondition_seed,
-            )?;
-            let logical = dev.logical_bytes();
-            let mut cfg = match st.fs_bytes {
-                Some(b) => FsConfig::new(b),
-                None => FsConfig::for_device(logical),
-            };
-            cfg.alloc = st.alloc;
-            cfg.discard = st.discard;
-            cfg.prealloc = st.prealloc;
-            cfg.kernel = st.kernel;
-            crate::backend::fit_to_drive(&mut cfg, &dev);
-            let fs = simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg).map_err(|x| x.to_string())?;
-            let mut drive = vfs::SimVfs::with_host(fs, st.host.clone());
-            if st.stream_inputs && st.inputs_on_device {
-                return Err("streamed inputs are generated off the drive: they cannot also be on it (inputs_on_device)".into());
-            }
-            let (od, ld) = if st.stream_inputs {
-                (Arc::new(Vec::new()), Arc::new(Vec::new()))
-            } else {
-                (
-                    table_data(Table::Orders, spec.sf, spec.layout),
-                    table_data(Table::Lineitem, spec.sf, spec.layout),
-                )
-            };
-            let rb = spec.layout.record_bytes() as u64;
-            if st.inputs_on_device {
-                for (name, bytes) in [("orders", &od), ("lineitem", &ld)] {
-                    write_input(&mut drive, name, bytes).map_err(|x| x.to_string())?;
-                }
-            }
-            drive.start_measuring();
-            out.wear_at_start = drive.fs().device().dev.wear_report();
-            // Each user plans and reserves within its own share of the budget, a pool of
-            // its own: a pool shared in real time would let one user's reservations change
-            // what another plans or reserves, run to run.
-            let users = spec.users as usize;
-            let user_pools: Vec<MemoryPool> = (0..users)
-                .map(|_| MemoryPool::new(spec.memory_bytes / users as u64))
-                .collect();
-            let user_join = JoinSpec {
-                concurrent_users: 1,
-                ..spec.join.clone()
-            };
-            // Every thread of every user is a user of the drive; only the threads the
-            // plan uses.
-            let rows = if st.stream_inputs {
-                (
-                    table_rows(Table::Orders, spec.sf),
-                    table_rows(Table::Lineitem, spec.sf),
-                )
-            } else {
-                (od.len() as u64 / rb, ld.len() as u64 / rb)
-            };
-            let (a, b) = inputs(spec, (0, rows.0), (0, rows.1), 0);
-            let threads =
-                planned_threads(&user_pools[0], &user_join, &a, &b, spec.threads as usize);
-            let turns = vfs::Turns::on_cores(
-                drive,
-                spec.users as usize,
-                threads,
-                spec.host_cores.map(|c| c as usize),
-            );
-            turns.set_scheduler(spec.io_scheduler);
-            // A store of user `u`'s thread `t`, its inputs added, parked: as every
-            // repetition starts.
-            let setup = |u: usize, t: usize| -> Result<_, crate::LabError> {
-                let mut store =
-                    VfsStore::on(turns.user(u * threads + t), "the simulated drive", None)
-                        .with_prefix(&format!("flashlab-spill-user{u}-thread{t}-"));
-                let (o, l) = if st.inputs_on_device {
-                    (
-                        store.open_input("orders").map_err(e)?,
-                        store.open_input("lineitem").map_err(e)?,
-                    )
-                } else if st.stream_inputs {
-                    let source = |table: Table| -> vfs::SourceFactory {
-                        let (sf, layout) = (spec.sf, spec.layout);
-                        Arc::new(move || {
-                            Box::new(GeneratedTable::new(table, sf, layout))
-                                as Box<dyn vfs::FileSource>
-                        })
-                    };
-                    (
-                        store
-                            .add_generated_input("orders", source(Table::Orders))
-                            .map_err(e)?,
-                        store
-                            .add_generated_input("lineitem", source(Table::Lineitem))
-                            .map_err(e)?,
-                    )
-                } else {
-                    (
-                        store.add_memory_input("orders", od.clone()).map_err(e)?,
-                        store.add_memory_input("lineitem", ld.clone()).map_err(e)?,
-                    )
-                };
-                let pair = inputs(spec, (o, rows.0), (l, rows.1), 0);
-                store.park();
-                Ok((store, pair))
-            };
-            // One user on one thread: the join makes the same storage calls every
-            // repetition, so the first one's are recorded and the later repetitions replay
-            // them (`hashjoin::recorded`: the same simulated I/O and times, without
-            // computing the join again).
-            let serial =
-                st.replay_repetitions && spec.users == 1 && threads == 1 && spec.repeat > 1;
-            let mut recording: Option<hashjoin::recorded::Recording> = None;
-            for rep in 0..spec.repeat {
-                let before = turns.with_vfs(|v| v.fs().device().dev.stats());
-                turns.start_round();
-                let results: Vec<Result<(JoinResult, u64), crate::LabError>> =
-                    if let Some(recorded) = &recording {
-                        let (mut store, _) = setup(0, 0)?;
-                        let replayed = recorded.replay(&mut store).map_err(e)?;
-                        out.replayed_repetitions += 1;
-                        let (partition_ns, join_ns) =
-                            hashjoin::recorded::Recording::phases(&replayed);
-                        let r = JoinResult {
-                            partition_ns,
-                            join_ns,
-                            ..JoinResult::default()
-                        };
-                        vec![Ok((r, store.elapsed_ns()))]
-                    } else if serial {
-                        let (store, pair) = setup(0, 0)?;
-                        let mut stores = [hashjoin::recorded::Recorder::new(store)];
-                        let r =
-                            parallel_hash_join(&mut stores, &user_pools[0], &user_join, &[pair])
-                                .map_err(e)?;
-                        let [rec] = stores;
-                        let (rec, store) = rec.finish();
-                        // Replayed only if its phase times come out as the join's do.
-                        recording = rec
-                            .check_phases(r.partition_ns, r.join_ns)
-                            .ok()
-                            .map(|()| rec);
-                        vec![Ok((r, store.elapsed_ns()))]
-                    } else {
-                        // Each user joins in its own thread with its own store; the shared
-                        // drive orders their I/O in virtual time, so the result does not
-                        // depend on thread scheduling.
-                        for_each_user(spec.users, |u| {
-                            // The user's threads are one group of the drive's users, all
-                            // parked after setting up: the join resumes them together.
-                            let mut stores = Vec::new();
-                            let mut pairs = Vec::new();
-                            for t in 0..threads {
-                                let (store, pair) = setup(u, t)?;
-                                pairs.push(pair);
-                                stores.push(store);
-                            }
-                            let r =
-                                parallel_hash_join(&mut stores, &user_pools[u], &user_join, &pairs)
-                                    .map_err(e)?;
-                            Ok((r, stores.iter().map(|s| s.elapsed_ns()).max().unwrap_or(0)))
-                        })
-                    };
-                let mut repetition = Repetition::default();
-                for r in results {
-                    let (r, elapsed) = r?;
-                    repetition.total_ns = repetition.total_ns.max(elapsed);
-                    repetition.partition_ns = repetition.partition_ns.max(r.partition_ns);
-                    repetition.join_ns = repetition.join_ns.max(r.join_ns);
-                    if rep == 0 {
-                        merge(&mut out, &r);
-                    }
-                }
-                // The run ends as `sync` or an unmount ends one: with the journal's final
-                // commit, which sends the discards of what the run freed since the last
-                // timed commit (journal discard mode); then deferred discards (fstrim).
-                // (With `commit_each_repetition` off, only the last repetition ends so: the
-                // repetitions of one real run, whose commits come on their own timer.)
-                let ends_run = st.commit_each_repetition || rep + 1 == spec.repeat;
-                let after = turns.with_vfs(|v| -> Result<flash::DeviceStats, crate::LabError> {
-                    if ends_run {
-                        v.fs_mut().sync().map_err(|x| x.to_string())?;
-                        v.fs_mut().fstrim().map_err(|x| x.to_string())?;
-                        // And the file system settles: the discard worker's last TRIMs
-                        // (in the background) are done before anything else runs.
-                        v.fs_mut().finish_discards().map_err(|x| x.to_string())?;
-                    }
-                    Ok(v.fs().device().dev.stats())
-                })?;
-                let host = after.host_write_pages - before.host_write_pages;
-                let flash_pages = after.flash_write_pages - before.flash_write_pages;
-                repetition.trim_commands = after.trim_commands - before.trim_commands;
-                repetition.trim_ranges = after.trim_ranges - before.trim_ranges;
-                repetition.trim_bytes = after.trim_bytes - before.trim_bytes;
-                repetition.trim_busy_ns = after.trim_busy_ns - before.trim_busy_ns;
-                repetition.trim_settle_wait_ns =
-                    after.trim_settle_wait_ns - before.trim_settle_wait_ns;
-                repetition.io_settle_wait_ns = after.io_settle_wait_ns - before.io_settle_wait_ns;
-                repetition.waf = (host > 0).then(|| flash_pages as f64 / host as f64);
-                repetition.host_write_pages = host;
-                repetition.flash_write_pages = flash_pages;
-                repetition.slc_write_bytes = after.slc_write_bytes - before.slc_write_bytes;
-                repetition.host_write_bytes = after.host_write_bytes - before.host_write_bytes;
-                out.repetitions.push(repetition);
-                progress(rep + 1);
-                let written: u64 = out.repetitions.iter().map(|r| r.host_write_bytes).sum();
-                if st.host_write_target_bytes.is_some_and(|t| written >= t) {
-                    break;
-                }
-            }
-            out.wear = turns.with_vfs(|v| v.fs().device().dev.wear_report());
-            // The users' peaks, added: at most the budget (each pool is a share of it).
-            out.peak_memory_bytes = user_pools.iter().map(|p| p.peak_bytes()).sum();
-        }
+        } => run_on_files(spec, dir, *direct_io, cancel, &pool, &mut out, progress)?,
+        Backend::Sim { preset } => run_on_drive(spec, preset, &mut out, progress)?,
     }
     out.peak_memory_bytes = out.peak_memory_bytes.max(pool.peak_bytes());
     out.spill_ratio = if out.input_bytes > 0 {
@@ -715,6 +443,355 @@ pub fn run(
         0.0
     };
     Ok(out)
+}
+
+/// The join on real files in `dir` (and the data directory), each repetition timed by the
+/// wall clock.
+fn run_on_files(
+    spec: &JoinRunSpec,
+    dir: &PathBuf,
+    direct_io: bool,
+    cancel: &trace::Cancel,
+    pool: &MemoryPool,
+    out: &mut JoinRunResult,
+    progress: &mut dyn FnMut(u32),
+) -> Result<(), crate::LabError> {
+    let (st, e) = (&spec.storage, &join_error(spec));
+    let direct_io = &direct_io;
+    let data_dir = st.data_dir.as_ref().unwrap_or(dir);
+    for (what, d) in [("spill directory", dir), ("data directory", data_dir)] {
+        if !d.is_dir() {
+            return Err(format!(
+                "{what} {}: does not exist or is not a directory (create it first)",
+                d.display()
+            )
+            .into());
+        }
+    }
+    let (op, oh) = ensure_table_file(data_dir, Table::Orders, spec.sf, spec.layout)?;
+    let (lp, lh) = ensure_table_file(data_dir, Table::Lineitem, spec.sf, spec.layout)?;
+    for rep in 0..spec.repeat {
+        let started = std::time::Instant::now();
+        let results: Vec<Result<(JoinResult, u64), crate::LabError>> =
+            for_each_user(spec.users, |_| {
+                // Plan first: one store per thread the plan uses, each with its
+                // share of the spill cap.
+                let (a, b) = inputs(spec, (0, oh.rows), (0, lh.rows), 0);
+                let threads = planned_threads(pool, &spec.join, &a, &b, spec.threads as usize);
+                let cap = st.spill_cap_bytes.map(|c| c / threads as u64);
+                let mut stores = Vec::new();
+                let mut pairs = Vec::new();
+                for _ in 0..threads {
+                    let mut store =
+                        OsStore::in_dir(dir, *direct_io, cap, cancel.clone()).map_err(e)?;
+                    if let Some(total) = st.spill_cap_bytes {
+                        store = store.with_cap_share(total, threads);
+                    }
+                    let o = store.open_input_path(&op).map_err(e)?;
+                    let l = store.open_input_path(&lp).map_err(e)?;
+                    pairs.push(inputs(spec, (o, oh.rows), (l, lh.rows), tpch::HEADER_BYTES));
+                    stores.push(store);
+                }
+                let r = parallel_hash_join(&mut stores, pool, &spec.join, &pairs).map_err(e)?;
+                Ok((r, stores.iter().map(|s| s.stale_removed).sum()))
+            });
+        let mut r0 = Repetition {
+            total_ns: started.elapsed().as_nanos() as u64,
+            ..Default::default()
+        };
+        for r in results {
+            let (r, stale) = r?;
+            out.stale_spill_files_removed += stale;
+            r0.partition_ns = r0.partition_ns.max(r.partition_ns);
+            r0.join_ns = r0.join_ns.max(r.join_ns);
+            if rep == 0 {
+                merge(out, &r);
+            }
+        }
+        out.repetitions.push(r0);
+        progress(rep + 1);
+    }
+    Ok(())
+}
+
+/// A table's bytes, shared (no copy) by every user's store.
+type TableBytes = Arc<Vec<u8>>;
+
+/// simfs on the simulated drive, the host path over it, and the input tables (on the
+/// drive, in memory, or none when they are generated as read).
+fn mount_drive(
+    spec: &JoinRunSpec,
+    preset: &flash::Preset,
+) -> Result<(vfs::SimVfs, TableBytes, TableBytes), crate::LabError> {
+    let st = &spec.storage;
+    let mut dev = preset.build()?;
+    crate::precondition::precondition(&mut dev, st.precondition, 1.0, st.precondition_seed)?;
+    let logical = dev.logical_bytes();
+    let mut cfg = match st.fs_bytes {
+        Some(b) => FsConfig::new(b),
+        None => FsConfig::for_device(logical),
+    };
+    cfg.alloc = st.alloc;
+    cfg.discard = st.discard;
+    cfg.prealloc = st.prealloc;
+    cfg.kernel = st.kernel;
+    crate::backend::fit_to_drive(&mut cfg, &dev);
+    let fs = simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg).map_err(|x| x.to_string())?;
+    let mut drive = vfs::SimVfs::with_host(fs, st.host.clone());
+    if st.stream_inputs && st.inputs_on_device {
+        return Err("streamed inputs are generated off the drive: they cannot also be on it (inputs_on_device)".into());
+    }
+    let (od, ld) = if st.stream_inputs {
+        (Arc::new(Vec::new()), Arc::new(Vec::new()))
+    } else {
+        (
+            table_data(Table::Orders, spec.sf, spec.layout),
+            table_data(Table::Lineitem, spec.sf, spec.layout),
+        )
+    };
+    if st.inputs_on_device {
+        for (name, bytes) in [("orders", &od), ("lineitem", &ld)] {
+            write_input(&mut drive, name, bytes).map_err(|x| x.to_string())?;
+        }
+    }
+    Ok((drive, od, ld))
+}
+
+/// What a repetition did to the drive: its TRIMs, writes and WAF, from the drive's
+/// counters before and after it.
+fn repetition_counts(before: &flash::DeviceStats, after: &flash::DeviceStats) -> Repetition {
+    let host = after.host_write_pages - before.host_write_pages;
+    let flash_pages = after.flash_write_pages - before.flash_write_pages;
+    Repetition {
+        trim_commands: after.trim_commands - before.trim_commands,
+        trim_ranges: after.trim_ranges - before.trim_ranges,
+        trim_bytes: after.trim_bytes - before.trim_bytes,
+        trim_busy_ns: after.trim_busy_ns - before.trim_busy_ns,
+        trim_settle_wait_ns: after.trim_settle_wait_ns - before.trim_settle_wait_ns,
+        io_settle_wait_ns: after.io_settle_wait_ns - before.io_settle_wait_ns,
+        waf: (host > 0).then(|| flash_pages as f64 / host as f64),
+        host_write_pages: host,
+        flash_write_pages: flash_pages,
+        slc_write_bytes: after.slc_write_bytes - before.slc_write_bytes,
+        host_write_bytes: after.host_write_bytes - before.host_write_bytes,
+        ..Repetition::default()
+    }
+}
+
+/// Opens or adds the inputs of the user's store: on the drive, generated as read, or in
+/// memory.
+fn add_inputs<V: Vfs>(
+    store: &mut VfsStore<V>,
+    spec: &JoinRunSpec,
+    od: &Arc<Vec<u8>>,
+    ld: &Arc<Vec<u8>>,
+) -> Result<(FileId, FileId), crate::LabError> {
+    let (st, e) = (&spec.storage, &join_error(spec));
+    Ok(if st.inputs_on_device {
+        (
+            store.open_input("orders").map_err(e)?,
+            store.open_input("lineitem").map_err(e)?,
+        )
+    } else if st.stream_inputs {
+        let source = |table: Table| -> vfs::SourceFactory {
+            let (sf, layout) = (spec.sf, spec.layout);
+            Arc::new(move || {
+                Box::new(GeneratedTable::new(table, sf, layout)) as Box<dyn vfs::FileSource>
+            })
+        };
+        (
+            store
+                .add_generated_input("orders", source(Table::Orders))
+                .map_err(e)?,
+            store
+                .add_generated_input("lineitem", source(Table::Lineitem))
+                .map_err(e)?,
+        )
+    } else {
+        (
+            store.add_memory_input("orders", od.clone()).map_err(e)?,
+            store.add_memory_input("lineitem", ld.clone()).map_err(e)?,
+        )
+    })
+}
+
+/// A repetition's times from its users' results (the slowest user's); the first
+/// repetition's join results go into `out`.
+fn fold_users(
+    results: Vec<Result<(JoinResult, u64), crate::LabError>>,
+    first: bool,
+    out: &mut JoinRunResult,
+) -> Result<Repetition, crate::LabError> {
+    let mut repetition = Repetition::default();
+    for r in results {
+        let (r, elapsed) = r?;
+        repetition.total_ns = repetition.total_ns.max(elapsed);
+        repetition.partition_ns = repetition.partition_ns.max(r.partition_ns);
+        repetition.join_ns = repetition.join_ns.max(r.join_ns);
+        if first {
+            merge(out, &r);
+        }
+    }
+    Ok(repetition)
+}
+
+/// The drive's counters at the end of a repetition. The run ends as `sync` or an unmount
+/// ends one (`ends_run`): with the journal's final commit, which sends the discards of
+/// what the run freed since the last timed commit (journal discard mode); then deferred
+/// discards (fstrim); and the file system settles: the discard worker's last TRIMs (in
+/// the background) are done before anything else runs.
+fn end_repetition(
+    v: &mut vfs::SimVfs,
+    ends_run: bool,
+) -> Result<flash::DeviceStats, crate::LabError> {
+    if ends_run {
+        v.fs_mut().sync().map_err(|x| x.to_string())?;
+        v.fs_mut().fstrim().map_err(|x| x.to_string())?;
+        v.fs_mut().finish_discards().map_err(|x| x.to_string())?;
+    }
+    Ok(v.fs().device().dev.stats())
+}
+
+/// The rows of the two inputs.
+fn input_rows(spec: &JoinRunSpec, od: &[u8], ld: &[u8]) -> (u64, u64) {
+    let rb = spec.layout.record_bytes() as u64;
+    if spec.storage.stream_inputs {
+        (
+            table_rows(Table::Orders, spec.sf),
+            table_rows(Table::Lineitem, spec.sf),
+        )
+    } else {
+        (od.len() as u64 / rb, ld.len() as u64 / rb)
+    }
+}
+
+/// Each user's memory pool and join spec, and the threads a user's join plans. Each user
+/// plans and reserves within its own share of the budget, a pool of its own: a pool shared
+/// in real time would let one user's reservations change what another plans or reserves,
+/// run to run. Every thread of every user is a user of the drive; only the threads the
+/// plan uses.
+fn plan_users(spec: &JoinRunSpec, rows: (u64, u64)) -> (Vec<MemoryPool>, JoinSpec, usize) {
+    let users = spec.users as usize;
+    let user_pools: Vec<MemoryPool> = (0..users)
+        .map(|_| MemoryPool::new(spec.memory_bytes / users as u64))
+        .collect();
+    let user_join = JoinSpec {
+        concurrent_users: 1,
+        ..spec.join.clone()
+    };
+    let (a, b) = inputs(spec, (0, rows.0), (0, rows.1), 0);
+    let threads = planned_threads(&user_pools[0], &user_join, &a, &b, spec.threads as usize);
+    (user_pools, user_join, threads)
+}
+
+/// The join on simfs over the simulated drive, in virtual time.
+fn run_on_drive(
+    spec: &JoinRunSpec,
+    preset: &flash::Preset,
+    out: &mut JoinRunResult,
+    progress: &mut dyn FnMut(u32),
+) -> Result<(), crate::LabError> {
+    let (st, e) = (&spec.storage, &join_error(spec));
+    let (mut drive, od, ld) = mount_drive(spec, preset)?;
+    drive.start_measuring();
+    out.wear_at_start = drive.fs().device().dev.wear_report();
+    let rows = input_rows(spec, &od, &ld);
+    let (user_pools, user_join, threads) = plan_users(spec, rows);
+    let turns = vfs::Turns::on_cores(
+        drive,
+        spec.users as usize,
+        threads,
+        spec.host_cores.map(|c| c as usize),
+    );
+    turns.set_scheduler(spec.io_scheduler);
+    // A store of user `u`'s thread `t`, its inputs added, parked: as every
+    // repetition starts.
+    let setup = |u: usize, t: usize| -> Result<_, crate::LabError> {
+        let mut store = VfsStore::on(turns.user(u * threads + t), "the simulated drive", None)
+            .with_prefix(&format!("flashlab-spill-user{u}-thread{t}-"));
+        let (o, l) = add_inputs(&mut store, spec, &od, &ld)?;
+        let pair = inputs(spec, (o, rows.0), (l, rows.1), 0);
+        store.park();
+        Ok((store, pair))
+    };
+    // One user on one thread: the join makes the same storage calls every
+    // repetition, so the first one's are recorded and the later repetitions replay
+    // them (`hashjoin::recorded`: the same simulated I/O and times, without
+    // computing the join again).
+    let serial = st.replay_repetitions && spec.users == 1 && threads == 1 && spec.repeat > 1;
+    let mut recording: Option<hashjoin::recorded::Recording> = None;
+    for rep in 0..spec.repeat {
+        let before = turns.with_vfs(|v| v.fs().device().dev.stats());
+        turns.start_round();
+        let results: Vec<Result<(JoinResult, u64), crate::LabError>> =
+            if let Some(recorded) = &recording {
+                let (mut store, _) = setup(0, 0)?;
+                let replayed = recorded.replay(&mut store).map_err(e)?;
+                out.replayed_repetitions += 1;
+                let (partition_ns, join_ns) = hashjoin::recorded::Recording::phases(&replayed);
+                let r = JoinResult {
+                    partition_ns,
+                    join_ns,
+                    ..JoinResult::default()
+                };
+                vec![Ok((r, store.elapsed_ns()))]
+            } else if serial {
+                let (store, pair) = setup(0, 0)?;
+                let mut stores = [hashjoin::recorded::Recorder::new(store)];
+                let r = parallel_hash_join(&mut stores, &user_pools[0], &user_join, &[pair])
+                    .map_err(e)?;
+                let [rec] = stores;
+                let (rec, store) = rec.finish();
+                // Replayed only if its phase times come out as the join's do.
+                recording = rec
+                    .check_phases(r.partition_ns, r.join_ns)
+                    .ok()
+                    .map(|()| rec);
+                vec![Ok((r, store.elapsed_ns()))]
+            } else {
+                // Each user joins in its own thread with its own store; the shared
+                // drive orders their I/O in virtual time, so the result does not
+                // depend on thread scheduling.
+                for_each_user(spec.users, |u| {
+                    // The user's threads are one group of the drive's users, all
+                    // parked after setting up: the join resumes them together.
+                    let mut stores = Vec::new();
+                    let mut pairs = Vec::new();
+                    for t in 0..threads {
+                        let (store, pair) = setup(u, t)?;
+                        pairs.push(pair);
+                        stores.push(store);
+                    }
+                    let r = parallel_hash_join(&mut stores, &user_pools[u], &user_join, &pairs)
+                        .map_err(e)?;
+                    Ok((r, stores.iter().map(|s| s.elapsed_ns()).max().unwrap_or(0)))
+                })
+            };
+        let repetition = fold_users(results, rep == 0, out)?;
+        // The run ends as `sync` or an unmount ends one: with the journal's final
+        // commit, which sends the discards of what the run freed since the last
+        // timed commit (journal discard mode); then deferred discards (fstrim).
+        // (With `commit_each_repetition` off, only the last repetition ends so: the
+        // repetitions of one real run, whose commits come on their own timer.)
+        let ends_run = st.commit_each_repetition || rep + 1 == spec.repeat;
+        let after = turns.with_vfs(|v| end_repetition(v, ends_run))?;
+        let repetition = Repetition {
+            total_ns: repetition.total_ns,
+            partition_ns: repetition.partition_ns,
+            join_ns: repetition.join_ns,
+            ..repetition_counts(&before, &after)
+        };
+        out.repetitions.push(repetition);
+        progress(rep + 1);
+        let written: u64 = out.repetitions.iter().map(|r| r.host_write_bytes).sum();
+        if st.host_write_target_bytes.is_some_and(|t| written >= t) {
+            break;
+        }
+    }
+    out.wear = turns.with_vfs(|v| v.fs().device().dev.wear_report());
+    // The users' peaks, added: at most the budget (each pool is a share of it).
+    out.peak_memory_bytes = user_pools.iter().map(|p| p.peak_bytes()).sum();
+    Ok(())
 }
 
 /// The join's two inputs: ORDERS and LINEITEM, `(file, rows)` each, records from `offset`.
