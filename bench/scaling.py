@@ -20,8 +20,8 @@ table is written to OUT/table.md. docs/timing.md quotes it; the runs behind it a
 bench/results/scaling_runs.jsonl (without a timed warm-up; MX500, 840 Pro, and the 980's
 uniform half before two timing fixes of the 980's mapping-cache reads), scaling_warm_runs.jsonl
 (MX500, --timed-warmup 8GiB), scaling_nvme_runs.jsonl (nvme, no warm-up) and
-scaling_980_warm_runs.jsonl (980 at QD32, --timed-warmup 8GiB, after its mapping-cache timing
-fixes; the hot/cold half incomplete): copy one to
+scaling_980_warm_runs.jsonl (980, --timed-warmup 8GiB, after its mapping-cache timing
+fixes): copy one to
 OUT/runs.jsonl to resume or to print its table with --report.
 """
 
