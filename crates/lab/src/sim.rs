@@ -99,28 +99,51 @@ impl SsdOverrides {
                 p.name
             )));
         }
-        if matches!(self.drive, Some(Drive::Zoned(_))) {
-            // A zoned drive maps zones, not pages, and moves no data of its own.
-            for (given, flag, why) in [
-                (
-                    self.mapping_cache_bytes.is_some(),
-                    "--mapping-cache",
-                    "a zoned drive has no page mapping table to cache (its map is a zone's write pointer)",
-                ),
-                (
-                    self.wear_leveling.is_some(),
-                    "--wear-leveling",
-                    "a zoned drive moves no data of its own (the host chooses which zones to reset)",
-                ),
-            ] {
-                if given {
-                    return Err(FlashError::Config(format!(
-                        "{flag} does nothing with --drive zoned: {why}"
-                    )));
-                }
+        self.refuse_with_zoned()?;
+        let name = p.name.clone();
+        match p.ssd_config_mut() {
+            Some(c) => self.apply_to_ssd(&name, c)?,
+            None if self.ssd_only() => {
+                return Err(FlashError::Config(format!(
+                    "preset {} is a disk: --op, --page-size, --pages-per-block, --gc, --gc-free-blocks, --background-gc, --write-cache, --trim, --mapping-cache, --age, --drive and --scheduler apply to SSDs only",
+                    p.name
+                )))
             }
+            None => {}
         }
-        let ssd_only = self.op.is_some()
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// Refuses what a zoned drive cannot do: it maps zones, not pages, and moves no data of
+    /// its own.
+    fn refuse_with_zoned(&self) -> Result<(), FlashError> {
+        if !matches!(self.drive, Some(Drive::Zoned(_))) {
+            return Ok(());
+        }
+        let refused = [
+            (
+                self.mapping_cache_bytes.is_some(),
+                "--mapping-cache",
+                "a zoned drive has no page mapping table to cache (its map is a zone's write pointer)",
+            ),
+            (
+                self.wear_leveling.is_some(),
+                "--wear-leveling",
+                "a zoned drive moves no data of its own (the host chooses which zones to reset)",
+            ),
+        ];
+        match refused.iter().find(|r| r.0) {
+            Some((_, flag, why)) => Err(FlashError::Config(format!(
+                "{flag} does nothing with --drive zoned: {why}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether any override applies to SSDs only.
+    fn ssd_only(&self) -> bool {
+        self.op.is_some()
             || self.page_size_bytes.is_some()
             || self.pages_per_block.is_some()
             || self.gc.is_some()
@@ -134,84 +157,75 @@ impl SsdOverrides {
             || self.mapping_cache_bytes.is_some()
             || self.age.is_some()
             || self.drive.is_some()
-            || self.scheduler.is_some();
-        let name = p.name.clone();
-        match p.ssd_config_mut() {
-            Some(c) => {
-                let g = &mut c.geometry;
-                if let Some(op) = self.op {
-                    g.op = op;
-                }
-                if let Some(ps) = self.page_size_bytes {
-                    g.page_size_bytes = ps;
-                    g.mapping_unit_bytes = g.mapping_unit_bytes.min(ps);
-                }
-                if let Some(ppb) = self.pages_per_block {
-                    g.pages_per_block = ppb;
-                }
-                if let Some(gc) = self.gc {
-                    c.gc.policy = gc;
-                }
-                if let Some(n) = self.gc_free_blocks {
-                    c.gc.free_blocks = n;
-                    if c.gc.background && c.gc.background_free_blocks <= n {
-                        c.gc.background_free_blocks = n + 1;
-                    }
-                }
-                if let Some(n) = self.background_gc_free_blocks {
-                    c.gc.background = true;
-                    c.gc.background_free_blocks = n;
-                    if c.gc.background_idle_ns == 0 {
-                        c.gc.background_idle_ns = 1_000_000;
-                    }
-                }
-                if let Some(b) = self.write_cache_bytes {
-                    c.write_cache_bytes = b;
-                }
-                if let Some(q) = self.trim_queued {
-                    c.trim.queued = q;
-                }
-                if let Some(b) = self.trim_background {
-                    c.trim.background = b;
-                }
-                if let Some(p) = self.trim_preemptive {
-                    c.trim.preemptive = p;
-                }
-                if let Some(ns) = self.trim_settle_ns {
-                    c.trim.settle_ns = ns;
-                }
-                if let Some(wl) = &self.wear_leveling {
-                    c.wear_leveling = (!wl.is_off()).then(|| Box::new(wl.clone()));
-                }
-                match (self.mapping_cache_bytes, &mut c.mapping_cache) {
-                    (None, _) => {}
-                    (Some(0), mc) => *mc = None,
-                    (Some(b), Some(mc)) => mc.cache_bytes = b,
-                    (Some(b), mc) => *mc = Some(flash::MappingCacheConfig::dram(b)),
-                }
-                if let Some(age) = &self.age {
-                    set_age(&name, c, age)?;
-                }
-                if let Some(sc) = &self.scheduler {
-                    c.scheduler = Some(sc.clone());
-                }
-                match &self.drive {
-                    None => {}
-                    Some(Drive::Conventional) => (c.fdp, c.zoned) = (None, None),
-                    Some(Drive::Fdp(f)) => (c.fdp, c.zoned) = (Some(Box::new(f.clone())), None),
-                    Some(Drive::Zoned(z)) => (c.fdp, c.zoned) = (None, Some(Box::new(z.clone()))),
-                }
-            }
-            None if ssd_only => {
-                return Err(FlashError::Config(format!(
-                    "preset {} is a disk: --op, --page-size, --pages-per-block, --gc, --gc-free-blocks, --background-gc, --write-cache, --trim, --mapping-cache, --age, --drive and --scheduler apply to SSDs only",
-                    p.name
-                )))
-            }
-            None => {}
+            || self.scheduler.is_some()
+    }
+
+    /// The overrides on an SSD's configuration (preset `name`'s).
+    fn apply_to_ssd(&self, name: &str, c: &mut flash::SsdConfig) -> Result<(), FlashError> {
+        let g = &mut c.geometry;
+        if let Some(op) = self.op {
+            g.op = op;
         }
-        p.validate()?;
-        Ok(p)
+        if let Some(ps) = self.page_size_bytes {
+            g.page_size_bytes = ps;
+            g.mapping_unit_bytes = g.mapping_unit_bytes.min(ps);
+        }
+        if let Some(ppb) = self.pages_per_block {
+            g.pages_per_block = ppb;
+        }
+        if let Some(gc) = self.gc {
+            c.gc.policy = gc;
+        }
+        if let Some(n) = self.gc_free_blocks {
+            c.gc.free_blocks = n;
+            if c.gc.background && c.gc.background_free_blocks <= n {
+                c.gc.background_free_blocks = n + 1;
+            }
+        }
+        if let Some(n) = self.background_gc_free_blocks {
+            c.gc.background = true;
+            c.gc.background_free_blocks = n;
+            if c.gc.background_idle_ns == 0 {
+                c.gc.background_idle_ns = 1_000_000;
+            }
+        }
+        if let Some(b) = self.write_cache_bytes {
+            c.write_cache_bytes = b;
+        }
+        if let Some(q) = self.trim_queued {
+            c.trim.queued = q;
+        }
+        if let Some(b) = self.trim_background {
+            c.trim.background = b;
+        }
+        if let Some(p) = self.trim_preemptive {
+            c.trim.preemptive = p;
+        }
+        if let Some(ns) = self.trim_settle_ns {
+            c.trim.settle_ns = ns;
+        }
+        if let Some(wl) = &self.wear_leveling {
+            c.wear_leveling = (!wl.is_off()).then(|| Box::new(wl.clone()));
+        }
+        match (self.mapping_cache_bytes, &mut c.mapping_cache) {
+            (None, _) => {}
+            (Some(0), mc) => *mc = None,
+            (Some(b), Some(mc)) => mc.cache_bytes = b,
+            (Some(b), mc) => *mc = Some(flash::MappingCacheConfig::dram(b)),
+        }
+        if let Some(age) = &self.age {
+            set_age(name, c, age)?;
+        }
+        if let Some(sc) = &self.scheduler {
+            c.scheduler = Some(sc.clone());
+        }
+        match &self.drive {
+            None => {}
+            Some(Drive::Conventional) => (c.fdp, c.zoned) = (None, None),
+            Some(Drive::Fdp(f)) => (c.fdp, c.zoned) = (Some(Box::new(f.clone())), None),
+            Some(Drive::Zoned(z)) => (c.fdp, c.zoned) = (None, Some(Box::new(z.clone()))),
+        }
+        Ok(())
     }
 }
 
@@ -404,11 +418,21 @@ fn write_untimed_requests(
 /// more is a typo such as `--read-fraction 0.9999999999`, not an experiment.
 pub const MAX_REQUESTS: u64 = 10_000_000_000;
 
-/// Runs a simulation. `progress(done, total)` is called now and then with request counts.
-pub fn run(
-    spec: &SimSpec,
-    progress: &mut dyn FnMut(u64, u64),
-) -> Result<SimResult, crate::LabError> {
+/// A run's request counts, from its spec and the drive's logical bytes.
+#[derive(Debug, Clone, Copy)]
+struct Requests {
+    /// Bytes of each request.
+    rb: u64,
+    /// Request-sized slots the workload addresses.
+    slots: u64,
+    /// Requests of the measured phase, the warm-up and the timed warm-up.
+    measured: u64,
+    warmup: u64,
+    timed_warmup: u64,
+}
+
+/// Refuses a spec whose mix or volumes make no run.
+fn check_volumes(spec: &SimSpec) -> Result<(), crate::LabError> {
     if !(0.0..=1.0).contains(&spec.read_fraction) {
         return Err(format!("--read-fraction {} must lie in [0, 1]", spec.read_fraction).into());
     }
@@ -419,11 +443,21 @@ pub fn run(
     {
         return Err("--writes must be positive and --warmup non-negative (multiples of the capacity, e.g. 2x)".into());
     }
-    let mut dev = spec.preset.build()?;
-    if let AnyDevice::Ssd(s) = &mut dev {
-        s.seed_errors(errors_seed(spec.seed));
+    if !(spec.timed_warmup_x >= 0.0 && spec.timed_warmup_x.is_finite()) {
+        return Err("--timed-warmup must be a non-negative volume".into());
     }
-    let logical = dev.logical_bytes();
+    if spec.timed_warmup_x > 0.0 && spec.precondition.is_none() {
+        return Err(
+            "--timed-warmup follows --precondition (without it, --warmup warms the drive up)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// The requests of each phase on a drive of `logical` bytes, or why the spec asks for
+/// none or too many.
+fn requests(spec: &SimSpec, logical: u64) -> Result<Requests, crate::LabError> {
     let rb = spec.request_bytes;
     if rb == 0 || !rb.is_multiple_of(512) {
         return Err(format!("--request-size {rb} must be a positive multiple of 512 bytes").into());
@@ -456,15 +490,6 @@ pub fn run(
         volume_requests
     };
     let warmup_requests = (spec.warmup_x * logical as f64 / rb as f64).ceil() as u64;
-    if !(spec.timed_warmup_x >= 0.0 && spec.timed_warmup_x.is_finite()) {
-        return Err("--timed-warmup must be a non-negative volume".into());
-    }
-    if spec.timed_warmup_x > 0.0 && spec.precondition.is_none() {
-        return Err(
-            "--timed-warmup follows --precondition (without it, --warmup warms the drive up)"
-                .into(),
-        );
-    }
     // Writes of the timed warm-up; with reads, as many requests as the workload's mix makes.
     let timed_warmup_requests = if spec.timed_warmup_x > 0.0 {
         let writes = spec.timed_warmup_x * logical as f64 / rb as f64;
@@ -480,9 +505,24 @@ pub fn run(
             ).into());
         }
     }
-    let mut gen = SlotGen::new(spec.pattern, slots, spec.seed)?;
-    let err = |e: FlashError| e.to_string();
-    let hot_bytes = if spec.separate {
+    Ok(Requests {
+        rb,
+        slots,
+        measured,
+        warmup: warmup_requests,
+        timed_warmup: timed_warmup_requests,
+    })
+}
+
+/// With `--separate`: where the hot region ends (writes below it go to handle 1); checks
+/// the workload and the drive allow it.
+fn hot_region(
+    spec: &SimSpec,
+    dev: &AnyDevice,
+    gen: &SlotGen,
+    rb: u64,
+) -> Result<Option<u64>, crate::LabError> {
+    Ok(if spec.separate {
         if !matches!(spec.pattern, Pattern::HotCold { .. }) {
             return Err(format!(
                 "--separate puts the hot region's writes on handle 1: it needs --workload hotcold:R/F, not {}",
@@ -505,9 +545,13 @@ pub fn run(
         Some(gen.hot_slots() * rb)
     } else {
         None
-    };
-    let mut zones_written = Vec::new();
-    let zone_bytes = match &dev {
+    })
+}
+
+/// On a zoned drive, its zone size, after checking sim can run it (sequential writes that
+/// fill zones, no preconditioning).
+fn zone_size(spec: &SimSpec, dev: &AnyDevice, rb: u64) -> Result<Option<u64>, crate::LabError> {
+    Ok(match dev {
         AnyDevice::Zoned(z) => {
             let zb = z.zone_size_bytes();
             if spec.pattern != Pattern::Sequential || spec.read_fraction > 0.0 {
@@ -526,11 +570,125 @@ pub fn run(
             if spec.precondition.is_some() {
                 return Err("a zoned drive keeps no mapping to age: use no --precondition (sim writes its zones in turn, resetting each before writing it again)".into());
             }
-            zones_written = vec![false; z.zones() as usize];
             Some(zb)
         }
         _ => None,
+    })
+}
+
+/// The result of a run that ended with the drive's counters `stats`.
+fn sim_result(
+    spec: &SimSpec,
+    dev: &AnyDevice,
+    logical: u64,
+    stats: flash::DeviceStats,
+    preconditioned: Option<crate::precondition::PreconditionReport>,
+) -> Result<SimResult, crate::LabError> {
+    let wear = match &dev {
+        AnyDevice::Ssd(ssd) => ssd.wear_report(Some(stats.host_write_bytes)),
+        AnyDevice::Zoned(z) => z.wear_report(),
+        AnyDevice::Hdd(_) => None,
     };
+    let (physical_bytes, op, gc, effective) = match &spec.preset.device {
+        flash::DeviceConfig::Ssd(c) => (
+            Some(c.geometry.physical_bytes()),
+            Some(c.geometry.op),
+            Some(c.gc.policy.to_string()),
+            effective_op(c, if spec.separate { 2 } else { 1 }),
+        ),
+        flash::DeviceConfig::Hdd(_) => (None, None, None, None),
+    };
+    Ok(SimResult {
+        preset: spec.preset.name.clone(),
+        workload: spec.pattern.to_string(),
+        seed: spec.seed,
+        timing: spec.timing,
+        logical_bytes: logical,
+        physical_bytes,
+        op,
+        effective_op: effective,
+        gc,
+        precondition: preconditioned,
+        stats,
+        wear,
+    })
+}
+
+/// The measured phase's workload: its generator, request size, requests, hot region (with
+/// `--separate`) and, on a zoned drive, its zones.
+struct Phase<'a> {
+    gen: &'a mut SlotGen,
+    rb: u64,
+    requests: u64,
+    hot_bytes: Option<u64>,
+    zones: Option<(u64, &'a mut Vec<bool>)>,
+}
+
+/// Runs the measured phase from `start_ns`: on the WAF-only path (returning its reads,
+/// writes and bytes written, which it does not time) or timed, closed loop at the spec's
+/// queue depth.
+fn measure(
+    spec: &SimSpec,
+    dev: &mut AnyDevice,
+    p: Phase,
+    start_ns: u64,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Option<(u64, u64, u64)>, crate::LabError> {
+    let measured = p.requests;
+    if let (AnyDevice::Ssd(ssd), false) = (&mut *dev, spec.timing) {
+        let ops = write_untimed_requests(
+            ssd,
+            p.gen,
+            p.rb,
+            measured,
+            spec.read_fraction,
+            p.hot_bytes,
+            &mut |n| progress(n, measured),
+        )
+        .map_err(|e| e.to_string())?;
+        return Ok(Some(ops));
+    }
+    let w = Workload {
+        gen: p.gen,
+        request_bytes: p.rb,
+        read_fraction: spec.read_fraction,
+        remaining: measured,
+        hot_bytes: p.hot_bytes,
+        zones: p.zones,
+        pending: None,
+    };
+    trace::replay_closed(dev, vec![w], spec.queue_depth, start_ns, &mut |n| {
+        progress(n, measured)
+    })?;
+    Ok(None)
+}
+
+/// Runs a simulation. `progress(done, total)` is called now and then with request counts.
+pub fn run(
+    spec: &SimSpec,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<SimResult, crate::LabError> {
+    check_volumes(spec)?;
+    let mut dev = spec.preset.build()?;
+    if let AnyDevice::Ssd(s) = &mut dev {
+        s.seed_errors(errors_seed(spec.seed));
+    }
+    let logical = dev.logical_bytes();
+    let Requests {
+        rb,
+        slots,
+        measured,
+        warmup: warmup_requests,
+        timed_warmup: timed_warmup_requests,
+    } = requests(spec, logical)?;
+    let mut gen = SlotGen::new(spec.pattern, slots, spec.seed)?;
+    let err = |e: FlashError| e.to_string();
+    let hot_bytes = hot_region(spec, &dev, &gen, rb)?;
+    let mut zones_written = Vec::new();
+    let zone_bytes = zone_size(spec, &dev, rb)?;
+    if let AnyDevice::Zoned(z) = &dev {
+        zones_written = vec![false; z.zones() as usize];
+    }
     let mut preconditioned = None;
     // Where the measured phase starts in virtual time: 0 after the WAF-only path's fill
     // and warm-up (which take no time), after the warm-up on a zoned drive.
@@ -587,38 +745,14 @@ pub fn run(
         .map_err(err)?;
         ssd.reset_stats();
     }
-    let mut untimed_ops: Option<(u64, u64, u64)> = None;
-    match (&mut dev, spec.timing) {
-        (AnyDevice::Ssd(ssd), false) => {
-            untimed_ops = Some(
-                write_untimed_requests(
-                    ssd,
-                    &mut gen,
-                    rb,
-                    measured,
-                    spec.read_fraction,
-                    hot_bytes,
-                    &mut |n| progress(n, measured),
-                )
-                .map_err(err)?,
-            );
-        }
-        _ => {
-            let start_ns = warm_end_ns;
-            let w = Workload {
-                gen: &mut gen,
-                request_bytes: rb,
-                read_fraction: spec.read_fraction,
-                remaining: measured,
-                hot_bytes,
-                zones: zone_bytes.map(|zb| (zb, &mut zones_written)),
-                pending: None,
-            };
-            trace::replay_closed(&mut dev, vec![w], spec.queue_depth, start_ns, &mut |n| {
-                progress(n, measured)
-            })?;
-        }
-    }
+    let phase = Phase {
+        gen: &mut gen,
+        rb,
+        requests: measured,
+        hot_bytes,
+        zones: zone_bytes.map(|zb| (zb, &mut zones_written)),
+    };
+    let untimed_ops = measure(spec, &mut dev, phase, warm_end_ns, progress)?;
     progress(measured, measured);
     if let AnyDevice::Ssd(ssd) = &dev {
         ssd.check_counts()
@@ -631,34 +765,7 @@ pub fn run(
         stats.host_ops = reads + writes;
         stats.host_write_bytes = write_bytes;
     }
-    let wear = match &dev {
-        AnyDevice::Ssd(ssd) => ssd.wear_report(Some(stats.host_write_bytes)),
-        AnyDevice::Zoned(z) => z.wear_report(),
-        AnyDevice::Hdd(_) => None,
-    };
-    let (physical_bytes, op, gc, effective) = match &spec.preset.device {
-        flash::DeviceConfig::Ssd(c) => (
-            Some(c.geometry.physical_bytes()),
-            Some(c.geometry.op),
-            Some(c.gc.policy.to_string()),
-            effective_op(c, if spec.separate { 2 } else { 1 }),
-        ),
-        flash::DeviceConfig::Hdd(_) => (None, None, None, None),
-    };
-    Ok(SimResult {
-        preset: spec.preset.name.clone(),
-        workload: spec.pattern.to_string(),
-        seed: spec.seed,
-        timing: spec.timing,
-        logical_bytes: logical,
-        physical_bytes,
-        op,
-        effective_op: effective,
-        gc,
-        precondition: preconditioned,
-        stats,
-        wear,
-    })
+    sim_result(spec, &dev, logical, stats, preconditioned)
 }
 
 #[cfg(test)]
