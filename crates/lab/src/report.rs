@@ -915,189 +915,198 @@ pub fn remove_stale_section(out: &Path, id: &str) -> Vec<PathBuf> {
     left
 }
 
-/// Writes `dir/index.html`, `dir/results.json`, and per section `dir/ID/*.svg|csv`.
-pub fn write_report(
-    dir: &Path,
-    info: &RunInfo,
-    sections: &[Section],
-) -> Result<PathBuf, crate::LabError> {
-    let io = |what: &Path, e: std::io::Error| format!("cannot write {}: {e}", what.display());
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-    let root = SafeDir::open(dir).map_err(|e| io(dir, e))?;
+/// A section's heading, question, run line and previews' explanation.
+fn section_head(s: &Section, info: &RunInfo) -> String {
     let mut body = String::new();
-    let mut toc = String::new();
-    for s in sections {
-        let sdir = dir.join(&s.id);
-        let sec = root.subdir(&s.id).map_err(|e| io(&sdir, e))?;
-        let status = match s.failed_with() {
-            Some(_) => "<b class=\"fails\">failed</b>".to_string(),
-            None => html_escape(&s.claims_summary()),
-        };
-        let _ = writeln!(
-            toc,
-            "<li><a href=\"#{id}\">{t}</a> — {status}</li>",
-            id = s.id,
-            t = html_escape(&s.title),
-        );
-        let _ = writeln!(
-            body,
-            "<section id=\"{}\"><h2>{}</h2>",
-            s.id,
-            html_escape(&s.title)
-        );
-        let class = if s.failed_with().is_some() {
-            " class=\"fails\""
-        } else {
-            ""
-        };
-        let _ = writeln!(body, "<p{class}>{}</p>", prose(&s.question));
-        // Experiments run side by side, their jobs sharing the cores: the time one ended
-        // after says little of its own work, so its jobs' time goes beside it.
-        let jobs_s: f64 = s
-            .results
-            .get("job_wall_s")
-            .and_then(|v| v.as_array())
-            .map(|a| a.iter().filter_map(|x| x.as_f64()).sum())
-            .unwrap_or(0.0);
-        let time = if jobs_s > 0.0 {
-            format!(
-                "ended after {:.1} s (its jobs: {jobs_s:.1} s on the cores it shared)",
-                s.runtime_s
-            )
-        } else {
-            format!("ended after {:.1} s", s.runtime_s)
-        };
+    let _ = writeln!(
+        body,
+        "<section id=\"{}\"><h2>{}</h2>",
+        s.id,
+        html_escape(&s.title)
+    );
+    let class = if s.failed_with().is_some() {
+        " class=\"fails\""
+    } else {
+        ""
+    };
+    let _ = writeln!(body, "<p{class}>{}</p>", prose(&s.question));
+    // Experiments run side by side, their jobs sharing the cores: the time one ended
+    // after says little of its own work, so its jobs' time goes beside it.
+    let jobs_s: f64 = s
+        .results
+        .get("job_wall_s")
+        .and_then(|v| v.as_array())
+        .map(|a| a.iter().filter_map(|x| x.as_f64()).sum())
+        .unwrap_or(0.0);
+    let time = if jobs_s > 0.0 {
+        format!(
+            "ended after {:.1} s (its jobs: {jobs_s:.1} s on the cores it shared)",
+            s.runtime_s
+        )
+    } else {
+        format!("ended after {:.1} s", s.runtime_s)
+    };
+    let _ = writeln!(
+        body,
+        "<p class=\"meta\">seed {} · {time} · reproduce: <code>flashlab reproduce --only {} --scale {}</code></p>",
+        s.seed, s.id, info.scale
+    );
+    let mut whys: Vec<&str> = s
+        .verdicts
+        .iter()
+        .filter_map(|v| v.preview.as_deref())
+        .collect();
+    whys.dedup();
+    for why in whys {
         let _ = writeln!(
             body,
-            "<p class=\"meta\">seed {} · {time} · reproduce: <code>flashlab reproduce --only {} --scale {}</code></p>",
-            s.seed, s.id, info.scale
+            "<p class=\"meta\"><b>Previews.</b> The verdicts marked preview are judged at <code>--scale full</code>: {}.</p>",
+            prose(why)
         );
-        let mut whys: Vec<&str> = s
-            .verdicts
-            .iter()
-            .filter_map(|v| v.preview.as_deref())
-            .collect();
-        whys.dedup();
-        for why in whys {
+    }
+    body
+}
+
+/// A section's verdicts as a table, each with its role and id.
+fn verdicts_html(s: &Section) -> String {
+    let mut body = String::new();
+    body.push_str("<table class=\"verdicts\"><tr><th>claim</th><th>reference</th><th>ours</th><th>verdict</th></tr>\n");
+    for v in &s.verdicts {
+        let _ = writeln!(
+            body,
+            "<tr><td>{}{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+            prose(&v.claim),
+            v.score.as_ref().map_or(String::new(), |sc| format!(
+                "<br><span class=\"meta\"><code>{}</code> · {}</span>",
+                html_escape(&sc.id),
+                match sc.role {
+                    Role::Calibrated => "calibrated: holds by construction",
+                    Role::Predicted => "predicted",
+                    Role::Check => "model check",
+                }
+            )),
+            prose(&v.reference),
+            ours_cell(v.score.as_ref().and_then(|sc| sc.ours), &v.measured),
+            match (&v.preview, v.holds) {
+                (Some(_), _) => "preview",
+                (None, true) => "holds",
+                (None, false) => "fails",
+            },
+            match (&v.preview, v.holds) {
+                (Some(_), held) => format!(
+                    "preview: {} at this scale<br><span class=\"meta\">judged at <code>--scale full</code> (see above)</span>",
+                    if held { "holds" } else { "does not hold" },
+                ),
+                (None, true) => "holds".into(),
+                (None, false) => "does not hold".into(),
+            }
+        );
+    }
+    body.push_str("</table>\n");
+    body
+}
+
+/// Where the section's numbers come from.
+fn provenance_html(s: &Section) -> String {
+    let mut body = String::new();
+    if !s.provenance.is_empty() {
+        body.push_str("<h3>Calibrated or predicted</h3><ul>\n");
+        for p in &s.provenance {
             let _ = writeln!(
                 body,
-                "<p class=\"meta\"><b>Previews.</b> The verdicts marked preview are judged at <code>--scale full</code>: {}.</p>",
-                prose(why)
+                "<li><b>{}</b>: {}</li>",
+                prose(&p.number),
+                prose(&p.role)
             );
         }
-        body.push_str("<table class=\"verdicts\"><tr><th>claim</th><th>reference</th><th>ours</th><th>verdict</th></tr>\n");
-        for v in &s.verdicts {
+        body.push_str("</ul>\n");
+    }
+    body
+}
+
+/// A section's plots: each written as `ID/STEM.svg` and shown (one that cannot be drawn is
+/// said instead).
+fn figures_html(s: &Section, sec: &SafeDir, sdir: &Path) -> Result<String, crate::LabError> {
+    let io = |what: &Path, e: std::io::Error| format!("cannot write {}: {e}", what.display());
+    let mut body = String::new();
+    for p in &s.plots {
+        let svg = match p.svg() {
+            Ok(svg) => svg,
+            Err(e) => {
+                // One plot that cannot be drawn does not cost the report.
+                let _ = writeln!(
+                    body,
+                    "<p class=\"fails\">plot {} could not be drawn: {}</p>",
+                    html_escape(p.title()),
+                    html_escape(&e.to_string())
+                );
+                continue;
+            }
+        };
+        let name = format!("{}.svg", p.file_stem());
+        sec.write(&name, svg.as_bytes())
+            .map_err(|e| io(&sdir.join(&name), e))?;
+        let _ = writeln!(
+            body,
+            "<figure><img src=\"{id}/{f}.svg\" alt=\"{t}\"><figcaption>{t} (<a href=\"{id}/{f}.svg\">SVG</a>)</figcaption></figure>",
+            id = s.id,
+            f = p.file_stem(),
+            t = html_escape(p.title())
+        );
+    }
+    Ok(body)
+}
+
+/// A section's tables: each written as `ID/STEM.csv` and shown (long ones folded).
+fn tables_html(s: &Section, sec: &SafeDir, sdir: &Path) -> Result<String, crate::LabError> {
+    let io = |what: &Path, e: std::io::Error| format!("cannot write {}: {e}", what.display());
+    let mut body = String::new();
+    for t in &s.tables {
+        let name = format!("{}.csv", t.file_stem);
+        sec.write(&name, t.to_csv().as_bytes())
+            .map_err(|e| io(&sdir.join(&name), e))?;
+        // Long tables fold away (the CSV has them whole).
+        const LONG_TABLE_ROWS: usize = 20;
+        let folded = t.rows.len() > LONG_TABLE_ROWS;
+        if folded {
             let _ = writeln!(
                 body,
-                "<tr><td>{}{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
-                prose(&v.claim),
-                v.score.as_ref().map_or(String::new(), |sc| format!(
-                    "<br><span class=\"meta\"><code>{}</code> · {}</span>",
-                    html_escape(&sc.id),
-                    match sc.role {
-                        Role::Calibrated => "calibrated: holds by construction",
-                        Role::Predicted => "predicted",
-                        Role::Check => "model check",
-                    }
-                )),
-                prose(&v.reference),
-                ours_cell(v.score.as_ref().and_then(|sc| sc.ours), &v.measured),
-                match (&v.preview, v.holds) {
-                    (Some(_), _) => "preview",
-                    (None, true) => "holds",
-                    (None, false) => "fails",
-                },
-                match (&v.preview, v.holds) {
-                    (Some(_), held) => format!(
-                        "preview: {} at this scale<br><span class=\"meta\">judged at <code>--scale full</code> (see above)</span>",
-                        if held { "holds" } else { "does not hold" },
-                    ),
-                    (None, true) => "holds".into(),
-                    (None, false) => "does not hold".into(),
-                }
+                "<details><summary>{}: {} rows (click to show)</summary>",
+                prose(&t.caption),
+                t.rows.len()
+            );
+        }
+        let _ = writeln!(
+            body,
+            "<h3>{} (<a href=\"{}/{}.csv\">CSV</a>)</h3><table><tr>{}</tr>",
+            prose(&t.caption),
+            s.id,
+            t.file_stem,
+            t.headers
+                .iter()
+                .map(|h| format!("<th>{}</th>", html_escape(h)))
+                .collect::<String>()
+        );
+        for row in &t.rows {
+            let _ = writeln!(
+                body,
+                "<tr>{}</tr>",
+                row.iter()
+                    .map(|c| format!("<td>{}</td>", html_escape(c)))
+                    .collect::<String>()
             );
         }
         body.push_str("</table>\n");
-        if !s.provenance.is_empty() {
-            body.push_str("<h3>Calibrated or predicted</h3><ul>\n");
-            for p in &s.provenance {
-                let _ = writeln!(
-                    body,
-                    "<li><b>{}</b>: {}</li>",
-                    prose(&p.number),
-                    prose(&p.role)
-                );
-            }
-            body.push_str("</ul>\n");
+        if folded {
+            body.push_str("</details>\n");
         }
-        for p in &s.plots {
-            let svg = match p.svg() {
-                Ok(svg) => svg,
-                Err(e) => {
-                    // One plot that cannot be drawn does not cost the report.
-                    let _ = writeln!(
-                        body,
-                        "<p class=\"fails\">plot {} could not be drawn: {}</p>",
-                        html_escape(p.title()),
-                        html_escape(&e.to_string())
-                    );
-                    continue;
-                }
-            };
-            let name = format!("{}.svg", p.file_stem());
-            sec.write(&name, svg.as_bytes())
-                .map_err(|e| io(&sdir.join(&name), e))?;
-            let _ = writeln!(
-                body,
-                "<figure><img src=\"{id}/{f}.svg\" alt=\"{t}\"><figcaption>{t} (<a href=\"{id}/{f}.svg\">SVG</a>)</figcaption></figure>",
-                id = s.id,
-                f = p.file_stem(),
-                t = html_escape(p.title())
-            );
-        }
-        for t in &s.tables {
-            let name = format!("{}.csv", t.file_stem);
-            sec.write(&name, t.to_csv().as_bytes())
-                .map_err(|e| io(&sdir.join(&name), e))?;
-            // Long tables fold away (the CSV has them whole).
-            const LONG_TABLE_ROWS: usize = 20;
-            let folded = t.rows.len() > LONG_TABLE_ROWS;
-            if folded {
-                let _ = writeln!(
-                    body,
-                    "<details><summary>{}: {} rows (click to show)</summary>",
-                    prose(&t.caption),
-                    t.rows.len()
-                );
-            }
-            let _ = writeln!(
-                body,
-                "<h3>{} (<a href=\"{}/{}.csv\">CSV</a>)</h3><table><tr>{}</tr>",
-                prose(&t.caption),
-                s.id,
-                t.file_stem,
-                t.headers
-                    .iter()
-                    .map(|h| format!("<th>{}</th>", html_escape(h)))
-                    .collect::<String>()
-            );
-            for row in &t.rows {
-                let _ = writeln!(
-                    body,
-                    "<tr>{}</tr>",
-                    row.iter()
-                        .map(|c| format!("<td>{}</td>", html_escape(c)))
-                        .collect::<String>()
-                );
-            }
-            body.push_str("</table>\n");
-            if folded {
-                body.push_str("</details>\n");
-            }
-        }
-        body.push_str("</section>\n");
     }
-    let html = format!(
+    Ok(body)
+}
+
+/// The page around the sections: style, run line, contents.
+fn page_html(info: &RunInfo, toc: &str, body: &str) -> String {
+    format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>flashlab report</title>
 <style>
@@ -1128,7 +1137,41 @@ Machine-readable results: <a href="results.json">results.json</a>.</p>
         scale = html_escape(&info.scale),
         rt = info.total_runtime_s,
         cmd = html_escape(&info.command),
-    );
+    )
+}
+
+/// Writes `dir/index.html`, `dir/results.json`, and per section `dir/ID/*.svg|csv`.
+pub fn write_report(
+    dir: &Path,
+    info: &RunInfo,
+    sections: &[Section],
+) -> Result<PathBuf, crate::LabError> {
+    let io = |what: &Path, e: std::io::Error| format!("cannot write {}: {e}", what.display());
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let root = SafeDir::open(dir).map_err(|e| io(dir, e))?;
+    let mut body = String::new();
+    let mut toc = String::new();
+    for s in sections {
+        let sdir = dir.join(&s.id);
+        let sec = root.subdir(&s.id).map_err(|e| io(&sdir, e))?;
+        let status = match s.failed_with() {
+            Some(_) => "<b class=\"fails\">failed</b>".to_string(),
+            None => html_escape(&s.claims_summary()),
+        };
+        let _ = writeln!(
+            toc,
+            "<li><a href=\"#{id}\">{t}</a> — {status}</li>",
+            id = s.id,
+            t = html_escape(&s.title),
+        );
+        body.push_str(&section_head(s, info));
+        body.push_str(&verdicts_html(s));
+        body.push_str(&provenance_html(s));
+        body.push_str(&figures_html(s, &sec, &sdir)?);
+        body.push_str(&tables_html(s, &sec, &sdir)?);
+        body.push_str("</section>\n");
+    }
+    let html = page_html(info, &toc, &body);
     let index = dir.join("index.html");
     root.write("index.html", html.as_bytes())
         .map_err(|e| io(&index, e))?;
