@@ -76,13 +76,56 @@ const QUICK_PREVIEW_WHY: &str = "quick scale keeps 256,000 documents and makes a
     256 per commit), so the rise from 1 to 256 is a third to a half of the quick scale's";
 
 pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
-    let cancel = &ctx.cancel;
     let started = std::time::Instant::now();
     for fs in FILE_SYSTEMS {
         if let Err(e) = capture::check_support(fs) {
             return Ok(Section::skipped(ID, TITLE, &e.to_string(), NEEDS, seed));
         }
     }
+    let (docs, _) = docs_and_max_updates(scale);
+    let (points, images_at) = measure(scale, seed, ctx)?;
+    let ops = |fs: &str, b: u64| median_ops(&points, fs, b);
+    let mut section = Section {
+        id: ID.into(),
+        title: TITLE.into(),
+        question: question(docs, &images_at),
+        seed,
+        runtime_s: started.elapsed().as_secs_f64(),
+        plots: plots(&points),
+        tables: vec![median_table(&points), rise_table(&points), runs_table(&points)],
+        verdicts: analyse(&ops),
+        provenance: vec![
+            Provenance {
+                number: "Table 2 (ops/s)".into(),
+                role: format!("predicted: the requests are the real file systems' own, the drive is the 840 Pro preset's model; think times are this machine's CPU time (each task's time on a CPU between its requests, from the scheduler's events, with the workload at real-time priority), and a writer that slept in fsync until another task's journal write completed waits for that write's simulated completion. So the CPU cost per update is flashlab kv's on this machine, not ForestDB's on the paper's host: at 256 documents per commit, where CPU and reads dominate, ours is the faster. Median of {REPETITIONS} captures; a capture with a CPU hog on every core gives rises within ~15% of a quiet one (what still varies: how the journal groups concurrent fsyncs)"),
+            },
+            Provenance {
+                number: "scale".into(),
+                role: "the paper used 100,000,000 documents; the quick scale uses a few thousand, so the index fits in memory and reads cost little".into(),
+            },
+        ],
+        results: json!({
+            "docs": docs,
+            "images": images_at,
+            "points": points,
+            "paper": PAPER.iter().map(|(f, v)| json!({"fs": f, "ops_per_s": v})).collect::<Vec<_>>(),
+        }),
+    };
+    if scale == Scale::Quick {
+        section.mark_previews(&QUICK_PREVIEWS, QUICK_PREVIEW_WHY)?;
+    }
+    Ok(section)
+}
+
+/// Every run: each file system and batch size captured for real `REPETITIONS` times and
+/// replayed, then simfs's log-structured stand-in for F2FS simulated; and where the
+/// captures' images were.
+fn measure(
+    scale: Scale,
+    seed: u64,
+    ctx: &super::RunCtx,
+) -> Result<(Vec<Point>, String), crate::LabError> {
+    let cancel = &ctx.cancel;
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the flashlab binary: {e}"))?;
     let (docs, max_ops) = docs_and_max_updates(scale);
@@ -125,15 +168,25 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         let ops = updates(batch, max_ops);
         lfs_run(batch, docs, ops, sizes, derive_seed(seed, i as u64))
     })?);
-    // Per file system and batch size, the median over its repetitions.
-    let runs_of = |fs: &str, b: u64| -> Vec<&Point> {
-        points
-            .iter()
-            .filter(|p| p.fs == fs && p.batch == b)
-            .collect()
-    };
-    let median_ops =
-        |fs: &str, b: u64| median(runs_of(fs, b).iter().map(|p| p.ops_per_s).collect());
+    Ok((points, images_at))
+}
+
+/// A file system's runs at batch size `b`, one per capture.
+fn runs_of<'a>(points: &'a [Point], fs: &str, b: u64) -> Vec<&'a Point> {
+    points
+        .iter()
+        .filter(|p| p.fs == fs && p.batch == b)
+        .collect()
+}
+
+/// Per file system and batch size, the median over its repetitions.
+fn median_ops(points: &[Point], fs: &str, b: u64) -> f64 {
+    median(runs_of(points, fs, b).iter().map(|p| p.ops_per_s).collect())
+}
+
+/// Table `nosql`: updates per second by file system and batch, beside the paper's.
+fn median_table(points: &[Point]) -> Table {
+    let runs_of = |fs: &str, b: u64| runs_of(points, fs, b);
     let mut table = Table {
         file_stem: "nosql".into(),
         caption: format!("Updates per second on the simulated 840 Pro (captured runs replayed: median of {REPETITIONS} captures, range in brackets), beside the paper's Table 2"),
@@ -168,6 +221,11 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         );
         table.rows.push(row);
     }
+    table
+}
+
+/// Table `nosql_runs`: every run.
+fn runs_table(points: &[Point]) -> Table {
     let mut detail = Table {
         file_stem: "nosql_runs".into(),
         caption: "Every run: the update phase's requests as captured, and throughput on this machine and on the simulated drive".into(),
@@ -176,7 +234,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             .to_vec(),
         rows: vec![],
     };
-    for p in &points {
+    for p in points {
         detail.rows.push(vec![
             p.fs.clone(),
             p.batch.to_string(),
@@ -191,41 +249,12 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             format!("{:.0}", p.ops_per_s),
         ]);
     }
-    let mut series: Vec<Series> = FILE_SYSTEMS
-        .iter()
-        .map(|f| f.name())
-        .chain([LFS])
-        .map(|fs| Series {
-            name: format!("{fs} (ours)"),
-            points: BATCHES
-                .iter()
-                .map(|&b| (b as f64, median_ops(fs, b)))
-                .collect(),
-            reference: false,
-        })
-        .collect();
-    series.extend(PAPER.iter().map(|(fs, v)| {
-        Series {
-            name: format!("{fs} (paper)"),
-            points: BATCHES
-                .iter()
-                .zip(v)
-                .map(|(&b, &y)| (b as f64, y))
-                .collect(),
-            reference: true,
-        }
-    }));
-    let plots: Vec<Plot> = vec![LinePlot {
-        file_stem: "nosql".into(),
-        title: "Updates per second vs write batch size".into(),
-        x_label: "documents per commit".into(),
-        y_label: "ops/s".into(),
-        series,
-    }
-    .into()];
-    let ops = |fs: &str, b: u64| median_ops(fs, b);
-    let verdicts = analyse(&ops);
-    // The batch rise of each capture (its batch-256 run over its batch-1 run).
+    detail
+}
+
+/// Table `nosql_rise`: the batch rise of each capture (its batch-256 run over its batch-1 run).
+fn rise_table(points: &[Point]) -> Table {
+    let median_ops = |fs: &str, b: u64| median_ops(points, fs, b);
     let mut spread = Table {
         file_stem: "nosql_rise".into(),
         caption: format!("Throughput rise from 1 to 256 documents per commit, per capture ({REPETITIONS} captures of each; the verdicts use the medians' ratio)"),
@@ -259,13 +288,52 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             paper,
         ]);
     }
+    spread
+}
+
+/// Updates per second against the batch size, ours and the paper's.
+fn plots(points: &[Point]) -> Vec<Plot> {
+    let median_ops = |fs: &str, b: u64| median_ops(points, fs, b);
+    let mut series: Vec<Series> = FILE_SYSTEMS
+        .iter()
+        .map(|f| f.name())
+        .chain([LFS])
+        .map(|fs| Series {
+            name: format!("{fs} (ours)"),
+            points: BATCHES
+                .iter()
+                .map(|&b| (b as f64, median_ops(fs, b)))
+                .collect(),
+            reference: false,
+        })
+        .collect();
+    series.extend(PAPER.iter().map(|(fs, v)| {
+        Series {
+            name: format!("{fs} (paper)"),
+            points: BATCHES
+                .iter()
+                .zip(v)
+                .map(|(&b, &y)| (b as f64, y))
+                .collect(),
+            reference: true,
+        }
+    }));
+    vec![LinePlot {
+        file_stem: "nosql".into(),
+        title: "Updates per second vs write batch size".into(),
+        x_label: "documents per commit".into(),
+        y_label: "ops/s".into(),
+        series,
+    }
+    .into()]
+}
+
+/// What the section asks, for `docs` documents with the images `images_at`.
+fn question(docs: u64, images_at: &str) -> String {
     // Each database's node cache.
     let kv_cfg = kv::KvConfig::default();
     let cache_bytes = (kv_cfg.cache_nodes * kv_cfg.node_bytes) as u64;
-    let mut section = Section {
-        id: ID.into(),
-        title: TITLE.into(),
-        question: format!(
+    format!(
             "How much does the write batch size (documents per commit) of an append-only key-value store \
              matter, and does the file system? {docs} documents of 1 KiB in 4 databases, one writer each, \
              updating random documents (YCSB F style) with 1–256 updates per commit, run for real on ext4, \
@@ -278,33 +346,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
              O_DIRECT so this machine's page cache does not hold them either.",
             docs * 1024 / (4 * cache_bytes).max(1),
             cache_bytes >> 20,
-        ),
-        seed,
-        runtime_s: started.elapsed().as_secs_f64(),
-        plots,
-        tables: vec![table, spread, detail],
-        verdicts,
-        provenance: vec![
-            Provenance {
-                number: "Table 2 (ops/s)".into(),
-                role: format!("predicted: the requests are the real file systems' own, the drive is the 840 Pro preset's model; think times are this machine's CPU time (each task's time on a CPU between its requests, from the scheduler's events, with the workload at real-time priority), and a writer that slept in fsync until another task's journal write completed waits for that write's simulated completion. So the CPU cost per update is flashlab kv's on this machine, not ForestDB's on the paper's host: at 256 documents per commit, where CPU and reads dominate, ours is the faster. Median of {REPETITIONS} captures; a capture with a CPU hog on every core gives rises within ~15% of a quiet one (what still varies: how the journal groups concurrent fsyncs)"),
-            },
-            Provenance {
-                number: "scale".into(),
-                role: "the paper used 100,000,000 documents; the quick scale uses a few thousand, so the index fits in memory and reads cost little".into(),
-            },
-        ],
-        results: json!({
-            "docs": docs,
-            "images": images_at,
-            "points": points,
-            "paper": PAPER.iter().map(|(f, v)| json!({"fs": f, "ops_per_s": v})).collect::<Vec<_>>(),
-        }),
-    };
-    if scale == Scale::Quick {
-        section.mark_previews(&QUICK_PREVIEWS, QUICK_PREVIEW_WHY)?;
-    }
-    Ok(section)
+        )
 }
 
 /// The captured file system's size and the simulated drive's.
@@ -603,6 +645,13 @@ fn analyse(ops: &dyn Fn(&str, u64) -> f64) -> Vec<Verdict> {
         rise("btrfs") >= 10.0,
         format!("{:.0} → {:.0} ops/s ({:.1}×)", ops("btrfs", 1), ops("btrfs", 256), rise("btrfs")),
     ));
+    v.extend(file_system_verdicts(ops));
+    v
+}
+
+/// Which file system wins at each batch size, how far apart they are, and Table 2's cells.
+fn file_system_verdicts(ops: &dyn Fn(&str, u64) -> f64) -> Vec<Verdict> {
+    let mut v = Vec::new();
     // The paper's three: ext4, XFS and F2FS (here its stand-in); btrfs is ours, shown beside.
     let fs3 = ["ext4", "xfs", LFS];
     let winners: Vec<&str> = BATCHES

@@ -59,93 +59,125 @@ const TITLE: &str = "Hash-join temp files on real ext4: discard and fallocate (p
 /// What the experiment needs, said when it is skipped.
 const NEEDS: &str = "This experiment runs the join inside ext4 on a loop device, captures its block I/O and needs root, loop devices and tracefs.";
 
+/// The run's sizes: scale factor, repetitions, file system (and drive) bytes.
+fn sizes(scale: Scale) -> (f64, u32, u64) {
+    match scale {
+        Scale::Quick => (0.2, 3u32, 1u64 << 30),
+        Scale::Full | Scale::Paper => (0.5, 20, 4 << 30),
+    }
+}
+
 pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crate::LabError> {
-    let cancel = &ctx.cancel;
     let started = std::time::Instant::now();
     if let Err(e) = capture::check_support(FsKind::Ext4) {
         return Ok(Section::skipped(ID, TITLE, &e.to_string(), NEEDS, seed));
     }
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find the flashlab binary: {e}"))?;
-    let (sf, repeat, capacity) = match scale {
-        Scale::Quick => (0.2, 3u32, 1u64 << 30),
-        Scale::Full | Scale::Paper => (0.5, 20, 4 << 30),
-    };
+    let (sf, repeat, capacity) = sizes(scale);
     let work_dir = super::work_dir("flashlab-tempfiles-real-")?;
     let data = work_dir.path().join("data");
     let (images_dir, images_at) = super::capture_dir("flashlab-tempfiles-real-", capacity)?;
-    let work = images_dir.path();
     std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
-    let result = (|| -> Result<Vec<Run>, crate::LabError> {
-        // The input tables, generated once outside the captured file system (as the
-        // simulated experiment keeps them off its drive).
-        let gen = std::process::Command::new(&exe)
-            .args([
-                "join",
-                "--sf",
-                &sf.to_string(),
-                "--layout",
-                "fixed128",
-                "--memory",
-                "64MiB",
-            ])
-            .arg("--dir")
-            .arg(&data)
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
-        if !gen.status.success() {
-            return Err(format!(
-                "generating the tables failed: {}",
-                String::from_utf8_lossy(&gen.stderr)
-            )
-            .into());
-        }
-        // The captures one at a time, each on a settled file system of its own; then the
-        // model runs, pure simulation, on the cores.
-        let mut runs = Vec::new();
-        for &(fallocate, discard) in &COMBOS {
-            runs.push(ctx.capture_step(|| {
-                one_run(
-                    &exe, work, cancel, &data, sf, repeat, capacity, fallocate, discard,
-                )
-            })?);
-        }
-        let models: Vec<(usize, bool)> = (0..runs.len())
-            .flat_map(|i| [(i, false), (i, true)])
-            .collect();
-        let modelled = ctx.map(&models, |&(i, journal)| {
-            model_run(
-                sf,
-                repeat,
-                capacity,
-                runs[i].fallocate,
-                runs[i].discard,
-                journal,
-            )
-        })?;
-        for (&(i, journal), m) in models.iter().zip(modelled) {
-            let r = &mut runs[i];
-            if journal {
-                r.sim_rep_trim_commands = m.repetitions.iter().map(|r| r.trim_commands).collect();
-                r.sim_rep_trim_bytes = m.repetitions.iter().map(|r| r.trim_bytes).collect();
-                r.sim_trim_commands = m.repetitions.iter().map(|r| r.trim_commands).sum();
-                r.sim_trim_bytes = m.repetitions.iter().map(|r| r.trim_bytes).sum();
-                r.sim_s = m.repetitions.iter().map(|r| r.total_ns).sum::<u64>() as f64 / 1e9;
-                r.sim_waf = {
-                    let (h, f) = m.repetitions.iter().fold((0, 0), |(h, f), r| {
-                        (h + r.host_write_pages, f + r.flash_write_pages)
-                    });
-                    (h > 0).then(|| f as f64 / h as f64)
-                };
-            } else {
-                r.sim_trims_per_unlink = m.repetitions.iter().map(|r| r.trim_commands).sum();
-            }
-        }
-        Ok(runs)
-    })();
+    let result = measure(scale, ctx, &data, images_dir.path());
     drop(images_dir);
     drop(work_dir);
     let runs = result?;
+    Ok(Section {
+        id: ID.into(),
+        title: TITLE.into(),
+        question: question(scale, &images_at),
+        seed,
+        runtime_s: started.elapsed().as_secs_f64(),
+        plots: plots(&runs),
+        tables: vec![runs_table(scale, &runs)],
+        verdicts: analyse(&runs, repeat),
+        provenance: provenance(),
+        results: json!({"sf": sf, "repeat": repeat, "capacity_bytes": capacity, "images": images_at, "runs": runs}),
+    })
+}
+
+/// The four captured runs (tables generated into `data`, images in `work`), each with its
+/// model runs beside it.
+fn measure(
+    scale: Scale,
+    ctx: &super::RunCtx,
+    data: &std::path::Path,
+    work: &std::path::Path,
+) -> Result<Vec<Run>, crate::LabError> {
+    let cancel = &ctx.cancel;
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the flashlab binary: {e}"))?;
+    let (sf, repeat, capacity) = sizes(scale);
+    // The input tables, generated once outside the captured file system (as the
+    // simulated experiment keeps them off its drive).
+    let gen = std::process::Command::new(&exe)
+        .args([
+            "join",
+            "--sf",
+            &sf.to_string(),
+            "--layout",
+            "fixed128",
+            "--memory",
+            "64MiB",
+        ])
+        .arg("--dir")
+        .arg(data)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+    if !gen.status.success() {
+        return Err(format!(
+            "generating the tables failed: {}",
+            String::from_utf8_lossy(&gen.stderr)
+        )
+        .into());
+    }
+    // The captures one at a time, each on a settled file system of its own; then the
+    // model runs, pure simulation, on the cores.
+    let mut runs = Vec::new();
+    for &(fallocate, discard) in &COMBOS {
+        runs.push(ctx.capture_step(|| {
+            one_run(
+                &exe, work, cancel, data, sf, repeat, capacity, fallocate, discard,
+            )
+        })?);
+    }
+    let models: Vec<(usize, bool)> = (0..runs.len())
+        .flat_map(|i| [(i, false), (i, true)])
+        .collect();
+    let modelled = ctx.map(&models, |&(i, journal)| {
+        model_run(
+            sf,
+            repeat,
+            capacity,
+            runs[i].fallocate,
+            runs[i].discard,
+            journal,
+        )
+    })?;
+    for (&(i, journal), m) in models.iter().zip(modelled) {
+        let r = &mut runs[i];
+        if journal {
+            r.sim_rep_trim_commands = m.repetitions.iter().map(|r| r.trim_commands).collect();
+            r.sim_rep_trim_bytes = m.repetitions.iter().map(|r| r.trim_bytes).collect();
+            r.sim_trim_commands = m.repetitions.iter().map(|r| r.trim_commands).sum();
+            r.sim_trim_bytes = m.repetitions.iter().map(|r| r.trim_bytes).sum();
+            r.sim_s = m.repetitions.iter().map(|r| r.total_ns).sum::<u64>() as f64 / 1e9;
+            r.sim_waf = {
+                let (h, f) = m.repetitions.iter().fold((0, 0), |(h, f), r| {
+                    (h + r.host_write_pages, f + r.flash_write_pages)
+                });
+                (h > 0).then(|| f as f64 / h as f64)
+            };
+        } else {
+            r.sim_trims_per_unlink = m.repetitions.iter().map(|r| r.trim_commands).sum();
+        }
+    }
+    Ok(runs)
+}
+
+/// Table `tempfiles_real`: each combination's real discards and writes, replayed, beside
+/// simfs's.
+fn runs_table(scale: Scale, runs: &[Run]) -> Table {
+    let (sf, repeat, capacity) = sizes(scale);
     let mut table = Table {
         file_stem: "tempfiles_real".into(),
         caption: format!(
@@ -171,7 +203,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         rows: vec![],
     };
     let waf = |w: Option<f64>| w.map_or("—".into(), |w| format!("{w:.2}"));
-    for r in &runs {
+    for r in runs {
         table.rows.push(vec![
             combo_name(r.fallocate, r.discard).into(),
             r.discards.to_string(),
@@ -187,7 +219,12 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             waf(r.sim_waf),
         ]);
     }
-    let plots: Vec<Plot> = vec![BarPlot {
+    table
+}
+
+/// The join's time on the MX500: real ext4 replayed against simfs simulated.
+fn plots(runs: &[Run]) -> Vec<Plot> {
+    vec![BarPlot {
         file_stem: "tempfiles_real".into(),
         title: "Join time on the MX500: real ext4 replayed vs simfs simulated".into(),
         y_label: "simulated s".into(),
@@ -206,12 +243,13 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
             ),
         ],
     }
-    .into()];
-    let verdicts = analyse(&runs, repeat);
-    Ok(Section {
-        id: ID.into(),
-        title: TITLE.into(),
-        question: format!(
+    .into()]
+}
+
+/// What the section asks, at its scale, with the images `images_at`.
+fn question(scale: Scale, images_at: &str) -> String {
+    let (sf, repeat, capacity) = sizes(scale);
+    format!(
             "Does a real kernel's ext4 send the TRIMs the simulated experiment assumes, and what do they cost? \
              PostgreSQL 12's hash join of SF {sf} (128-byte rows, work_mem 64 kB, 8 KiB BufFile writes) runs \
              {repeat} times with flashlab's os backend (O_DIRECT, or the page cache would absorb the batch \
@@ -220,13 +258,12 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
              to settle, on one CPU; its block I/O is captured and replayed (closed \
              loop per issuing task) on a fresh MX500 preset of the same size.",
             capacity >> 20
-        ),
-        seed,
-        runtime_s: started.elapsed().as_secs_f64(),
-        plots,
-        tables: vec![table],
-        verdicts,
-        provenance: vec![
+        )
+}
+
+/// Where the section's numbers come from.
+fn provenance() -> Vec<Provenance> {
+    vec![
             Provenance {
                 number: "discard requests, bytes written".into(),
                 role: "measured on this machine's kernel (ext4 on a loop device). Since Linux 6.8 (and the 2024 stable kernels; commit 68da4c44b994) ext4's online discard trims from each freed extent to the end of the free space it lies in, within its group, once for every extent a commit freed: far more bytes are discarded than were written, the same free space again and again".into(),
@@ -239,9 +276,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
                 number: "replayed times and WAF".into(),
                 role: "predicted by the MX500 preset's model (TRIM cost an assumption, see `tempfiles`); think times are this machine's".into(),
             },
-        ],
-        results: json!({"sf": sf, "repeat": repeat, "capacity_bytes": capacity, "images": images_at, "runs": runs}),
-    })
+        ]
 }
 
 /// The verdicts of the four runs (`repeat` repetitions each).
