@@ -168,20 +168,18 @@ pub struct Table {
 }
 
 impl Table {
+    /// The table as CSV (RFC 4180 quoting where a cell needs it), headers first.
     pub fn to_csv(&self) -> String {
-        let esc = |s: &str| {
-            if s.contains([',', '"', '\n']) {
-                format!("\"{}\"", s.replace('"', "\"\""))
-            } else {
-                s.to_string()
-            }
-        };
-        let mut out = String::new();
+        // Rows of another length than the headers are written as they are (flexible), and
+        // writing to memory cannot fail otherwise.
+        let mut w = csv::WriterBuilder::new()
+            .flexible(true)
+            .from_writer(Vec::new());
         for row in std::iter::once(&self.headers).chain(&self.rows) {
-            out.push_str(&row.iter().map(|c| esc(c)).collect::<Vec<_>>().join(","));
-            out.push('\n');
+            let _ = w.write_record(row);
         }
-        out
+        let bytes = w.into_inner().unwrap_or_default();
+        String::from_utf8(bytes).unwrap_or_default()
     }
 }
 
