@@ -15,6 +15,7 @@
 //! bytes); the MX500's datasheet TBW stands beside the projections in the table, not as a
 //! verdict: a rating holds for the vendor's workload (JESD219), not for these.
 
+use super::plan::Plan;
 use super::{derive_seed, Scale};
 use crate::backend::Backend;
 use crate::btreerun::{self, BtreeSpec, StoreKind};
@@ -165,8 +166,8 @@ pub(crate) fn measure(
     seed: u64,
     ctx: &super::RunCtx,
 ) -> Result<Vec<Run>, crate::LabError> {
-    let mut jobs = Vec::new();
-    // The B-trees first: BFTL's run is the longest.
+    // Each run by its group and combination; the B-trees first: BFTL's run is the longest.
+    let mut plan = Plan::new();
     let preset = Preset::load("ssd2011")?.with_capacity(s.btree_capacity_bytes);
     for (name, store, buffer) in STORES {
         let spec = BtreeSpec {
@@ -189,10 +190,11 @@ pub(crate) fn measure(
                 },
             )
         };
-        jobs.push(Job::Btree {
+        let job = Job::Btree {
             combo: name,
             spec: Box::new(spec),
-        });
+        };
+        plan.add((Group::Btree, name), job);
     }
     for &(f, t) in &super::tempfiles::COMBOS {
         let mut spec = super::tempfiles::host_path_spec(
@@ -208,12 +210,14 @@ pub(crate) fn measure(
             max_x: crate::precondition::DEFAULT_STEADY_MAX_X,
         };
         spec.storage.precondition_seed = derive_seed(seed, 1);
-        jobs.push(Job::Join {
-            combo: super::tempfiles::combo_name(f, t),
+        let combo = super::tempfiles::combo_name(f, t);
+        let job = Job::Join {
+            combo,
             spec: Box::new(spec),
-        });
+        };
+        plan.add((Group::Join, combo), job);
     }
-    let runs = ctx.map(&jobs, |j| -> Result<Run, crate::LabError> {
+    let done = ctx.run_plan(plan, |j| -> Result<Run, crate::LabError> {
         let no_wear = |what: &str| format!("lifetime: {what}: the drive gave no wear report");
         Ok(match j {
             Job::Join { combo, spec } => {
@@ -238,7 +242,7 @@ pub(crate) fn measure(
             }
         })
     })?;
-    Ok(runs)
+    Ok(done.iter().map(|(_, r)| r.clone()).collect())
 }
 
 /// A prediction: one run's life used against another's, beside the null model's ratio.
