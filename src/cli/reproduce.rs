@@ -18,14 +18,16 @@ pub(crate) struct ReproduceArgs {
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
     /// An earlier report's results.json: after the run, list every verdict of the
-    /// experiments run whose outcome (holds or fails) differs from it, or that is new or
-    /// gone, and exit non-zero if there is any (for a CI that guards the findings).
+    /// experiments run whose outcome (holds, fails or preview) differs from it, or that is
+    /// new or gone, and exit non-zero if there is any (for a CI that guards the findings).
     #[arg(long, value_name = "OLD/results.json")]
     pub(crate) baseline: Option<PathBuf>,
 }
 
-/// Verdict outcomes by id (`holds`), of each experiment in a results.json.
-type Outcomes = std::collections::BTreeMap<String, std::collections::BTreeMap<String, bool>>;
+/// Verdict outcomes by id (`holds`, `fails` or `preview`), of each experiment in a
+/// results.json.
+type Outcomes =
+    std::collections::BTreeMap<String, std::collections::BTreeMap<String, &'static str>>;
 
 /// The verdicts' outcomes in a report's results.json text.
 fn outcomes(text: &str) -> std::result::Result<Outcomes, String> {
@@ -49,7 +51,13 @@ fn outcomes(text: &str) -> std::result::Result<Outcomes, String> {
             ) else {
                 return Err(format!("a verdict of {id} without an id or holds"));
             };
-            verdicts.insert(vid.to_string(), holds);
+            // Reports before `outcome` was written count a preview's holds as its outcome.
+            let outcome = match v.get("outcome").and_then(|o| o.as_str()) {
+                Some("preview") => "preview",
+                _ if holds => "holds",
+                _ => "fails",
+            };
+            verdicts.insert(vid.to_string(), outcome);
         }
     }
     Ok(out)
@@ -58,22 +66,19 @@ fn outcomes(text: &str) -> std::result::Result<Outcomes, String> {
 /// What changed from `old` to `new` among the verdicts of experiments `new` ran (an
 /// experiment that failed or was skipped has none and is not compared), one line each.
 fn outcome_changes(old: &Outcomes, new: &Outcomes) -> Vec<String> {
-    let word = |h: bool| if h { "holds" } else { "fails" };
     let mut out = Vec::new();
     for (exp, verdicts) in new.iter().filter(|(_, v)| !v.is_empty()) {
         let before = old.get(exp);
-        for (id, &holds) in verdicts {
+        for (id, &now) in verdicts {
             match before.and_then(|b| b.get(id)) {
-                Some(&was) if was != holds => {
-                    out.push(format!("{id}: {} -> {}", word(was), word(holds)))
-                }
+                Some(&was) if was != now => out.push(format!("{id}: {was} -> {now}")),
                 Some(_) => {}
-                None => out.push(format!("{id}: new, {}", word(holds))),
+                None => out.push(format!("{id}: new, {now}")),
             }
         }
         for (id, &was) in before.into_iter().flatten() {
             if !verdicts.contains_key(id) {
-                out.push(format!("{id}: gone (was {})", word(was)));
+                out.push(format!("{id}: gone (was {was})"));
             }
         }
     }
@@ -329,6 +334,21 @@ mod tests {
             ]
         );
         assert!(outcome_changes(&old, &old).is_empty());
+    }
+
+    #[test]
+    fn a_verdict_that_becomes_a_preview_is_an_outcome_change() {
+        let held =
+            outcomes(r#"{"experiments": {"t": {"verdicts": [{"id": "t.a", "holds": true}]}}}"#)
+                .unwrap();
+        let preview = outcomes(
+            r#"{"experiments": {"t": {"verdicts": [{"id": "t.a", "holds": false, "outcome": "preview", "holds_at_this_scale": true}]}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            outcome_changes(&held, &preview),
+            vec!["t.a: holds -> preview".to_string()]
+        );
     }
 
     #[test]

@@ -186,11 +186,12 @@ impl Table {
 /// A headline ratio holds within ±30% of the paper's value.
 pub const HEADLINE_TOLERANCE: f64 = 0.3;
 
-/// A claim checked against the run's numbers.
-#[derive(Debug, Clone, Serialize)]
+/// A claim checked against the run's numbers. In results.json a preview never holds:
+/// its `holds` is false, `outcome` is `preview` and `holds_at_this_scale` is what this run
+/// measured (see [`Verdict::outcome`]).
+#[derive(Debug, Clone)]
 pub struct Verdict {
     /// The numbers a script reads (id, role, ours, paper, tolerance), where given.
-    #[serde(flatten)]
     pub score: Option<Score>,
     pub claim: String,
     pub reference: String,
@@ -199,8 +200,134 @@ pub struct Verdict {
     /// Set where this scale is only a preview of the verdict: the claim is judged at the
     /// paper's size (`--scale full`), and the text says why this scale cannot keep it.
     /// `holds` is still what this run measured.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub preview: Option<String>,
+}
+
+/// How a verdict came out: a preview is neither (it is judged at `--scale full`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Holds,
+    Fails,
+    Preview,
+}
+
+impl Outcome {
+    pub fn word(self) -> &'static str {
+        match self {
+            Outcome::Holds => "holds",
+            Outcome::Fails => "fails",
+            Outcome::Preview => "preview",
+        }
+    }
+}
+
+impl Serialize for Verdict {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        if let Some(sc) = &self.score {
+            m.serialize_entry("id", &sc.id)?;
+            m.serialize_entry("role", &sc.role)?;
+            m.serialize_entry("ours", &sc.ours)?;
+            m.serialize_entry("paper", &sc.paper)?;
+            m.serialize_entry("tolerance", &sc.tolerance)?;
+        }
+        m.serialize_entry("claim", &self.claim)?;
+        m.serialize_entry("reference", &self.reference)?;
+        m.serialize_entry("measured", &self.measured)?;
+        m.serialize_entry("holds", &(self.outcome() == Outcome::Holds))?;
+        m.serialize_entry("outcome", self.outcome().word())?;
+        if let Some(p) = &self.preview {
+            m.serialize_entry("preview", p)?;
+            m.serialize_entry("holds_at_this_scale", &self.holds)?;
+        }
+        m.end()
+    }
+}
+
+/// A section's verdicts counted apart: predictions that hold and fail, previews (judged at
+/// `--scale full`, never counted as holding), model checks and calibrated numbers (each
+/// with how many fail).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub holds: usize,
+    pub fails: usize,
+    pub previews: usize,
+    pub checks: usize,
+    pub checks_failing: usize,
+    pub calibrated: usize,
+    pub calibrated_failing: usize,
+}
+
+impl Tally {
+    pub fn of(verdicts: &[Verdict]) -> Tally {
+        let mut t = Tally::default();
+        for v in verdicts {
+            let role = v.score.as_ref().map_or(Role::Predicted, |s| s.role);
+            match (v.outcome(), role) {
+                (Outcome::Preview, _) => t.previews += 1,
+                (o, Role::Check) => {
+                    t.checks += 1;
+                    t.checks_failing += usize::from(o == Outcome::Fails);
+                }
+                (o, Role::Calibrated) => {
+                    t.calibrated += 1;
+                    t.calibrated_failing += usize::from(o == Outcome::Fails);
+                }
+                (Outcome::Holds, Role::Predicted) => t.holds += 1,
+                (_, Role::Predicted) => t.fails += 1,
+            }
+        }
+        t
+    }
+
+    /// Another section's counts added.
+    pub fn add(&mut self, o: &Tally) {
+        self.holds += o.holds;
+        self.fails += o.fails;
+        self.previews += o.previews;
+        self.checks += o.checks;
+        self.checks_failing += o.checks_failing;
+        self.calibrated += o.calibrated;
+        self.calibrated_failing += o.calibrated_failing;
+    }
+
+    /// Whether anything failed (a prediction, a check or a calibrated number).
+    pub fn any_failing(&self) -> bool {
+        self.fails + self.checks_failing + self.calibrated_failing > 0
+    }
+
+    /// "5 of 8 predictions hold (3 fail) · 1 preview · 4 checks hold · 3 calibrated".
+    pub fn sentence(&self) -> String {
+        let predictions = self.holds + self.fails;
+        let mut parts = vec![if self.fails == 0 {
+            format!("{} of {predictions} predictions hold", self.holds)
+        } else {
+            format!(
+                "{} of {predictions} predictions hold ({} fail)",
+                self.holds, self.fails
+            )
+        }];
+        if self.previews > 0 {
+            parts.push(format!(
+                "{} preview{} (judged at --scale full)",
+                self.previews,
+                if self.previews == 1 { "" } else { "s" }
+            ));
+        }
+        let counted = |n: usize, failing: usize, what: &str| match (n, failing) {
+            (0, _) => None,
+            (n, 0) => Some(format!("{n} {what} hold")),
+            (n, f) => Some(format!("{n} {what} ({f} fail)")),
+        };
+        parts.extend(counted(self.checks, self.checks_failing, "checks"));
+        parts.extend(counted(
+            self.calibrated,
+            self.calibrated_failing,
+            "calibrated",
+        ));
+        parts.join(" · ")
+    }
 }
 
 impl Verdict {
@@ -303,6 +430,15 @@ impl Verdict {
             s.role = role;
         }
         self
+    }
+
+    /// How it came out: a preview, else whether it holds.
+    pub fn outcome(&self) -> Outcome {
+        match (&self.preview, self.holds) {
+            (Some(_), _) => Outcome::Preview,
+            (None, true) => Outcome::Holds,
+            (None, false) => Outcome::Fails,
+        }
     }
 
     /// The id of the verdict (empty for one without a score).
@@ -425,18 +561,14 @@ impl Section {
         Ok(())
     }
 
-    /// How many verdicts hold, and how many of all are previews: "12/14 claims hold",
-    /// "12/14 claims hold (3 of them previews)".
+    /// The section's verdicts counted apart, in words ([`Tally::sentence`]).
     pub fn claims_summary(&self) -> String {
-        let held = self.verdicts.iter().filter(|v| v.holds).count();
-        let previews = self.verdicts.iter().filter(|v| v.preview.is_some()).count();
-        let mut s = format!("{held}/{} claims hold", self.verdicts.len());
-        if previews > 0 {
-            s.push_str(&format!(
-                " ({previews} of them previews, judged at --scale full)"
-            ));
-        }
-        s
+        self.tally().sentence()
+    }
+
+    /// The section's verdicts counted apart.
+    pub fn tally(&self) -> Tally {
+        Tally::of(&self.verdicts)
     }
 
     /// A section that says why it has no numbers.
@@ -922,6 +1054,13 @@ fn section_head(s: &Section, info: &RunInfo) -> String {
         s.id,
         html_escape(&s.title)
     );
+    if s.failed_with().is_none() && !s.verdicts.is_empty() {
+        let _ = writeln!(
+            body,
+            "<p class=\"tally\">{}</p>",
+            html_escape(&s.tally().sentence())
+        );
+    }
     let class = if s.failed_with().is_some() {
         " class=\"fails\""
     } else {
@@ -1103,7 +1242,7 @@ fn tables_html(s: &Section, sec: &SafeDir, sdir: &Path) -> Result<String, crate:
 }
 
 /// The page around the sections: style, run line, contents.
-fn page_html(info: &RunInfo, toc: &str, body: &str) -> String {
+fn page_html(info: &RunInfo, total: &Tally, toc: &str, body: &str) -> String {
     format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>flashlab report</title>
@@ -1121,13 +1260,16 @@ p.fails, b.fails {{ color: #a00000; font-weight: bold; }}
 .meta {{ color: #666; font-size: 0.9em; }}
 figure {{ margin: 1em 0; }} img {{ max-width: 100%; border: 1px solid #eee; }}
 section {{ border-top: 2px solid #ddd; margin-top: 2em; }}
+span.holds {{ color: #1a7f1a; font-weight: bold; }} span.fails {{ color: #a00000; font-weight: bold; }}
+p.tally {{ background: #f6f6f6; padding: 0.5em 0.8em; }}
 </style></head><body>
 <h1>flashlab report</h1>
 <p class="meta">flashlab {ver} · scale <b>{scale}</b> · total run time {rt:.1} s · command <code>{cmd}</code></p>
 <p>Every number below was computed by this run; every verdict is computed from those numbers.
 Results are deterministic: the same command gives the same numbers (run times aside).
 Machine-readable results: <a href="results.json">results.json</a>.</p>
-<ul>
+<p class="tally"><b>All sections:</b> {tally}. A preview is judged at <code>--scale full</code> and never counted as holding; checks test the model (theory, datasheets, its own limits), calibrated numbers hold by construction.</p>
+<ul class="toc">
 {toc}</ul>
 {body}</body></html>
 "#,
@@ -1135,6 +1277,7 @@ Machine-readable results: <a href="results.json">results.json</a>.</p>
         scale = html_escape(&info.scale),
         rt = info.total_runtime_s,
         cmd = html_escape(&info.command),
+        tally = html_escape(&total.sentence()),
     )
 }
 
@@ -1149,16 +1292,25 @@ pub fn write_report(
     let root = SafeDir::open(dir).map_err(|e| io(dir, e))?;
     let mut body = String::new();
     let mut toc = String::new();
+    let mut total = Tally::default();
     for s in sections {
         let sdir = dir.join(&s.id);
         let sec = root.subdir(&s.id).map_err(|e| io(&sdir, e))?;
+        let tally = s.tally();
+        total.add(&tally);
         let status = match s.failed_with() {
             Some(_) => "<b class=\"fails\">failed</b>".to_string(),
-            None => html_escape(&s.claims_summary()),
+            None => html_escape(&tally.sentence()),
+        };
+        // A mark in the contents: something fails (or the section failed), or nothing does.
+        let mark = if s.failed_with().is_some() || tally.any_failing() {
+            "<span class=\"fails\">✗</span>"
+        } else {
+            "<span class=\"holds\">✓</span>"
         };
         let _ = writeln!(
             toc,
-            "<li><a href=\"#{id}\">{t}</a> — {status}</li>",
+            "<li>{mark} <a href=\"#{id}\">{t}</a> — {status}</li>",
             id = s.id,
             t = html_escape(&s.title),
         );
@@ -1169,13 +1321,20 @@ pub fn write_report(
         body.push_str(&tables_html(s, &sec, &sdir)?);
         body.push_str("</section>\n");
     }
-    let html = page_html(info, &toc, &body);
+    let html = page_html(info, &total, &toc, &body);
     let index = dir.join("index.html");
     root.write("index.html", html.as_bytes())
         .map_err(|e| io(&index, e))?;
     let json = serde_json::json!({
         "run": info,
-        "experiments": sections.iter().map(|s| (s.id.clone(), serde_json::to_value(s).unwrap_or_default())).collect::<serde_json::Map<_, _>>(),
+        "tally": total,
+        "experiments": sections.iter().map(|s| {
+            let mut v = serde_json::to_value(s).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.insert("tally".into(), serde_json::to_value(s.tally()).unwrap_or_default());
+            }
+            (s.id.clone(), v)
+        }).collect::<serde_json::Map<_, _>>(),
     });
     let path = dir.join("results.json");
     root.write(
@@ -1191,6 +1350,60 @@ pub fn write_report(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_preview_never_counts_as_holding_and_each_kind_is_counted_apart() {
+        let mut v = vec![
+            Verdict::numeric("x.a", "a", "r", 1.0, 1.0, 0.1, "m".into()),
+            Verdict::numeric("x.b", "b", "r", 3.0, 1.0, 0.1, "m".into()),
+            Verdict::numeric("x.c", "c", "r", 1.0, 1.0, 0.1, "m".into()).with_role(Role::Check),
+            Verdict::numeric("x.d", "d", "r", 2.0, 1.0, 0.1, "m".into())
+                .with_role(Role::Calibrated),
+            Verdict::numeric("x.e", "e", "r", 1.0, 1.0, 0.1, "m".into()),
+        ];
+        v[4].preview = Some("a small scale".into());
+        let t = Tally::of(&v);
+        assert_eq!(
+            t,
+            Tally {
+                holds: 1,
+                fails: 1,
+                previews: 1,
+                checks: 1,
+                checks_failing: 0,
+                calibrated: 1,
+                calibrated_failing: 1,
+            }
+        );
+        assert!(t.any_failing());
+        assert_eq!(
+            t.sentence(),
+            "1 of 2 predictions hold (1 fail) · 1 preview (judged at --scale full) · 1 checks hold · 1 calibrated (1 fail)"
+        );
+        // In results.json the preview does not hold; what this scale measured is beside it.
+        let p = serde_json::to_value(&v[4]).unwrap();
+        assert_eq!(p["holds"], false);
+        assert_eq!(p["outcome"], "preview");
+        assert_eq!(p["holds_at_this_scale"], true);
+        let h = serde_json::to_value(&v[0]).unwrap();
+        assert_eq!(
+            (h["holds"].clone(), h["outcome"].clone()),
+            (true.into(), "holds".into())
+        );
+        assert!(h.get("holds_at_this_scale").is_none());
+        for k in [
+            "id",
+            "role",
+            "ours",
+            "paper",
+            "tolerance",
+            "claim",
+            "reference",
+            "measured",
+        ] {
+            assert!(h.get(k).is_some(), "{k}");
+        }
+    }
 
     #[test]
     fn csv_escapes_commas_and_quotes() {
@@ -1209,15 +1422,16 @@ mod tests {
             Verdict::numeric("x.a", "a", "r", 1.0, 1.0, 0.1, "m".into()),
             Verdict::numeric("x.b", "b", "r", 3.0, 1.0, 0.1, "m".into()),
         ];
-        assert_eq!(s.claims_summary(), "1/2 claims hold");
+        assert_eq!(s.claims_summary(), "1 of 2 predictions hold (1 fail)");
         s.mark_previews(&["x.b"], "quick is smaller").unwrap();
         assert_eq!(
             s.claims_summary(),
-            "1/2 claims hold (1 of them previews, judged at --scale full)"
+            "1 of 1 predictions hold · 1 preview (judged at --scale full)"
         );
         let b = serde_json::to_value(&s.verdicts[1]).unwrap();
         assert_eq!(b["preview"], "quick is smaller");
-        assert_eq!(b["holds"], false, "a preview keeps what this run measured");
+        assert_eq!(b["holds"], false, "a preview never holds");
+        assert_eq!(b["holds_at_this_scale"], false, "what this run measured");
         let a = serde_json::to_value(&s.verdicts[0]).unwrap();
         assert!(a.get("preview").is_none());
         let e = s.mark_previews(&["x.renamed"], "w").unwrap_err();
@@ -1228,7 +1442,17 @@ mod tests {
         assert_eq!(html.matches("<b>Previews.</b>").count(), 1, "the why once");
         assert!(html.contains("quick is smaller"));
         assert!(html.contains("preview: does not hold at this scale"));
-        assert!(html.contains("1 of them previews"));
+        assert!(html.contains("1 preview (judged at --scale full)"));
+        // The contents mark the section: nothing in it fails.
+        assert!(html.contains("<span class=\"holds\">✓</span> <a href=\"#x\">"));
+        // The overall tally at the top.
+        assert!(html.contains("<b>All sections:</b> 1 of 1 predictions hold"));
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("results.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(json["tally"]["previews"], 1);
+        assert_eq!(json["experiments"]["x"]["tally"]["holds"], 1);
     }
 
     #[test]
