@@ -53,23 +53,40 @@ pub(super) fn analyse<'a>(
     v
 }
 
+/// The main runs at a fanout: the AS B-tree with a 32-node buffer, the in-place B-tree,
+/// BFTL.
+struct Main<'a, 'g>(&'g dyn Fn(StoreKind, usize, usize, usize) -> &'a BtreeResult);
+
+impl<'a> Main<'a, '_> {
+    fn as32(&self, f: usize) -> &'a BtreeResult {
+        (self.0)(StoreKind::As, f, 32, 0)
+    }
+    fn inplace(&self, f: usize) -> &'a BtreeResult {
+        (self.0)(StoreKind::InPlace, f, 1, 0)
+    }
+    fn bftl(&self, f: usize) -> &'a BtreeResult {
+        (self.0)(StoreKind::Bftl, f, 1, 0)
+    }
+}
+
+/// `f` of every fanout, joined: "F=64 ...; F=128 ...; F=256 ...".
+fn per_fanout(f: &dyn Fn(usize) -> String) -> String {
+    FANOUTS.iter().map(|&x| f(x)).collect::<Vec<_>>().join("; ")
+}
+
 /// Tables 2–5: insert times.
 fn insert_verdicts<'a>(
     get: &dyn Fn(StoreKind, usize, usize, usize) -> &'a BtreeResult,
     cleaning: &dyn Fn(&str) -> &'a BtreeResult,
 ) -> Vec<Verdict> {
-    let as32 = |f| get(StoreKind::As, f, 32, 0);
-    let inplace = |f| get(StoreKind::InPlace, f, 1, 0);
-    let bftl = |f| get(StoreKind::Bftl, f, 1, 0);
-    let list =
-        |f: &dyn Fn(usize) -> String| FANOUTS.iter().map(|&x| f(x)).collect::<Vec<_>>().join("; ");
+    let m = Main(get);
     let mut v = Vec::new();
 
     let (unbuffered_inplace, unbuffered_as) = (
         cleaning(super::DRIVE_CACHE_RUNS[0]),
         cleaning(super::DRIVE_CACHE_RUNS[1]),
     );
-    let cut = 1.0 - as32(256).insert_s / inplace(256).insert_s;
+    let cut = 1.0 - m.as32(256).insert_s / m.inplace(256).insert_s;
     v.push(Verdict::numeric(
         "astree.as-vs-btree-insert-f256",
         "F=256: the AS B-tree (buffer 32) cuts the in-place B-tree's insert time by ~21%",
@@ -85,18 +102,18 @@ fn insert_verdicts<'a>(
              model gives no reason to differ: both trees read the same nodes. Without the drive's write buffer \
              (not judged) every write waits for the FTL's merges: {:.2} s vs {:.2} s ({:+.0}%), the in-place \
              writes {:.0}% of its insert time: a cut near the paper's from writes far slower than the paper's",
-            as32(256).insert_s,
-            inplace(256).insert_s,
+            m.as32(256).insert_s,
+            m.inplace(256).insert_s,
             -cut * 100.0,
-            100.0 * inplace(256).insert_write_s / inplace(256).insert_s.max(1e-12),
-            1e3 * inplace(256).insert_write_s / inplace(256).insert_node_writes.max(1) as f64,
+            100.0 * m.inplace(256).insert_write_s / m.inplace(256).insert_s.max(1e-12),
+            1e3 * m.inplace(256).insert_write_s / m.inplace(256).insert_node_writes.max(1) as f64,
             unbuffered_as.insert_s,
             unbuffered_inplace.insert_s,
             -(1.0 - unbuffered_as.insert_s / unbuffered_inplace.insert_s.max(1e-12)) * 100.0,
             100.0 * unbuffered_inplace.insert_write_s / unbuffered_inplace.insert_s.max(1e-12),
         ),
     ));
-    let cut_bftl = 1.0 - as32(256).insert_s / bftl(256).insert_s;
+    let cut_bftl = 1.0 - m.as32(256).insert_s / m.bftl(256).insert_s;
     v.push(Verdict::numeric(
         "astree.as-vs-bftl-insert-f256",
         "F=256: the AS B-tree cuts BFTL's insert time by ~57%",
@@ -106,14 +123,14 @@ fn insert_verdicts<'a>(
         HEADLINE_TOLERANCE,
         format!(
             "{:.2} s vs {:.2} s ({:+.0}%)",
-            as32(256).insert_s,
-            bftl(256).insert_s,
+            m.as32(256).insert_s,
+            m.bftl(256).insert_s,
             -cut_bftl * 100.0
         ),
     ));
     let worst = FANOUTS
         .iter()
-        .map(|&f| as32(f).insert_s / inplace(f).insert_s)
+        .map(|&f| m.as32(f).insert_s / m.inplace(f).insert_s)
         .fold(0.0, f64::max);
     v.push(Verdict::ordering(
 "astree.as-faster-every-fanout",
@@ -121,11 +138,11 @@ fn insert_verdicts<'a>(
         "90/63/61 s vs 109/81/78 s",
         worst,
         worst < 1.0,
-        list(&|f| format!("F={f}: {:.2} vs {:.2}", as32(f).insert_s, inplace(f).insert_s)),
+        per_fanout(&|f| format!("F={f}: {:.2} vs {:.2}", m.as32(f).insert_s, m.inplace(f).insert_s)),
     ));
     let worst = FANOUTS
         .iter()
-        .map(|&f| as32(f).insert_s / get(StoreKind::As, f, 1, 0).insert_s)
+        .map(|&f| m.as32(f).insert_s / get(StoreKind::As, f, 1, 0).insert_s)
         .fold(0.0, f64::max);
     v.push(Verdict::ordering(
         "astree.buffer-speeds-as",
@@ -133,17 +150,17 @@ fn insert_verdicts<'a>(
         "108→90, 76→63, 68→61 s",
         worst,
         worst < 1.0,
-        list(&|f| {
+        per_fanout(&|f| {
             format!(
                 "F={f}: {:.2}→{:.2}",
                 get(StoreKind::As, f, 1, 0).insert_s,
-                as32(f).insert_s
+                m.as32(f).insert_s
             )
         }),
     ));
     let closest = FANOUTS
         .iter()
-        .map(|&f| bftl(f).insert_s / inplace(f).insert_s.max(as32(f).insert_s))
+        .map(|&f| m.bftl(f).insert_s / m.inplace(f).insert_s.max(m.as32(f).insert_s))
         .fold(f64::MAX, f64::min);
     v.push(Verdict::ordering(
         "astree.bftl-slowest",
@@ -151,7 +168,7 @@ fn insert_verdicts<'a>(
         "184/149/143 s",
         closest,
         closest > 1.0,
-        list(&|f| format!("F={f}: {:.2}", bftl(f).insert_s)),
+        per_fanout(&|f| format!("F={f}: {:.2}", m.bftl(f).insert_s)),
     ));
 
     v
@@ -161,15 +178,11 @@ fn insert_verdicts<'a>(
 fn search_and_split_verdicts<'a>(
     get: &dyn Fn(StoreKind, usize, usize, usize) -> &'a BtreeResult,
 ) -> Vec<Verdict> {
-    let as32 = |f| get(StoreKind::As, f, 32, 0);
-    let inplace = |f| get(StoreKind::InPlace, f, 1, 0);
-    let bftl = |f| get(StoreKind::Bftl, f, 1, 0);
-    let list =
-        |f: &dyn Fn(usize) -> String| FANOUTS.iter().map(|&x| f(x)).collect::<Vec<_>>().join("; ");
+    let m = Main(get);
     let mut v = Vec::new();
     let search_worst = FANOUTS
         .iter()
-        .map(|&f| as32(f).search_s / inplace(f).search_s)
+        .map(|&f| m.as32(f).search_s / m.inplace(f).search_s)
         .fold(1.0f64, |w, r| {
             if (r - 1.0).abs() > (w - 1.0).abs() {
                 r
@@ -185,11 +198,11 @@ fn search_and_split_verdicts<'a>(
             search_worst,
             1.0,
             0.1,
-            list(&|f| format!("F={f}: AS {:.2}, B-tree {:.2}", as32(f).search_s, inplace(f).search_s)),
+            per_fanout(&|f| format!("F={f}: AS {:.2}, B-tree {:.2}", m.as32(f).search_s, m.inplace(f).search_s)),
         )
         .with_role(Role::Check),
     );
-    let bftl_search = bftl(256).search_s / inplace(256).search_s;
+    let bftl_search = m.bftl(256).search_s / m.inplace(256).search_s;
     v.push(Verdict::numeric(
         "astree.bftl-vs-btree-search-f256",
         "F=256: BFTL searches ~1.6× slower than the B-tree (nodes scattered over sectors)",
@@ -199,11 +212,11 @@ fn search_and_split_verdicts<'a>(
         HEADLINE_TOLERANCE,
         format!(
             "{:.2} s vs {:.2} s ({bftl_search:.2}×)",
-            bftl(256).search_s,
-            inplace(256).search_s
+            m.bftl(256).search_s,
+            m.inplace(256).search_s
         ),
     ));
-    let write_share = as32(256).insert_write_s / inplace(256).insert_write_s;
+    let write_share = m.as32(256).insert_write_s / m.inplace(256).insert_write_s;
     v.push(Verdict::numeric(
         "astree.as-write-time-f256",
         "F=256, buffer 32: AS spends half the in-place B-tree's write time",
@@ -213,11 +226,11 @@ fn search_and_split_verdicts<'a>(
         HEADLINE_TOLERANCE,
         format!(
             "{:.2} s vs {:.2} s",
-            as32(256).insert_write_s,
-            inplace(256).insert_write_s
+            m.as32(256).insert_write_s,
+            m.inplace(256).insert_write_s
         ),
     ));
-    let read_cut = 1.0 - as32(256).insert_read_s / inplace(256).insert_read_s.max(1e-12);
+    let read_cut = 1.0 - m.as32(256).insert_read_s / m.inplace(256).insert_read_s.max(1e-12);
     v.push(Verdict::numeric(
         "astree.as-insert-read-time-f256",
         "F=256, buffer 32: the AS B-tree's inserts spend ~17% less time reading than the in-place B-tree's",
@@ -227,8 +240,8 @@ fn search_and_split_verdicts<'a>(
         HEADLINE_TOLERANCE,
         format!(
             "{:.2} s vs {:.2} s ({:+.0}%)",
-            as32(256).insert_read_s,
-            inplace(256).insert_read_s,
+            m.as32(256).insert_read_s,
+            m.inplace(256).insert_read_s,
             -read_cut * 100.0
         ),
     ));
@@ -238,17 +251,17 @@ fn search_and_split_verdicts<'a>(
         "astree.bftl-sectors-per-node",
         "F=256 searches: BFTL reads ~1.49 sectors per node (a node's IUs lie in 1–3 sectors)",
         "1.49",
-        per_node(bftl(256)),
+        per_node(m.bftl(256)),
         paper::BFTL_SECTORS_PER_NODE,
         HEADLINE_TOLERANCE,
         format!(
             "{} read requests for {} node reads",
-            bftl(256).search_read_requests,
-            bftl(256).search_node_reads
+            m.bftl(256).search_read_requests,
+            m.bftl(256).search_node_reads
         ),
     ));
-    let more = bftl(256).search_read_requests as f64
-        / inplace(256).search_read_requests.max(1) as f64
+    let more = m.bftl(256).search_read_requests as f64
+        / m.inplace(256).search_read_requests.max(1) as f64
         - 1.0;
     v.push(Verdict::numeric(
         "astree.bftl-more-read-requests",
@@ -259,8 +272,8 @@ fn search_and_split_verdicts<'a>(
         HEADLINE_TOLERANCE,
         format!(
             "{} vs {} ({:+.0}%)",
-            bftl(256).search_read_requests,
-            inplace(256).search_read_requests,
+            m.bftl(256).search_read_requests,
+            m.inplace(256).search_read_requests,
             more * 100.0
         ),
     ));
