@@ -297,16 +297,34 @@ impl Tally {
         self.fails + self.checks_failing + self.calibrated_failing > 0
     }
 
-    /// "5 of 8 predictions hold (3 fail) · 1 preview · 4 checks hold · 3 calibrated".
+    /// "5 of 8 predictions hold (3 fail) · 1 preview (judged at --scale full) · 4 checks
+    /// hold · 3 calibrated numbers hold".
     pub fn sentence(&self) -> String {
+        // "1 check holds", "4 checks hold", "4 checks (1 fails)".
+        let counted = |n: usize, failing: usize, one: &str, many: &str| match (n, failing) {
+            (0, _) => None,
+            (1, 0) => Some(format!("1 {one} holds")),
+            (n, 0) => Some(format!("{n} {many} hold")),
+            (n, f) => Some(format!(
+                "{n} {} ({f} {})",
+                if n == 1 { one } else { many },
+                if f == 1 { "fails" } else { "fail" }
+            )),
+        };
         let predictions = self.holds + self.fails;
-        let mut parts = vec![if self.fails == 0 {
-            format!("{} of {predictions} predictions hold", self.holds)
-        } else {
-            format!(
-                "{} of {predictions} predictions hold ({} fail)",
-                self.holds, self.fails
-            )
+        let mut parts = vec![match (predictions, self.fails) {
+            (0, _) => "no predictions".to_string(),
+            (1, _) => format!(
+                "{} of 1 prediction holds{}",
+                self.holds,
+                if self.fails > 0 { " (1 fails)" } else { "" }
+            ),
+            (n, 0) => format!("{} of {n} predictions hold", self.holds),
+            (n, f) => format!(
+                "{} of {n} predictions hold ({f} {})",
+                self.holds,
+                if f == 1 { "fails" } else { "fail" }
+            ),
         }];
         if self.previews > 0 {
             parts.push(format!(
@@ -315,16 +333,12 @@ impl Tally {
                 if self.previews == 1 { "" } else { "s" }
             ));
         }
-        let counted = |n: usize, failing: usize, what: &str| match (n, failing) {
-            (0, _) => None,
-            (n, 0) => Some(format!("{n} {what} hold")),
-            (n, f) => Some(format!("{n} {what} ({f} fail)")),
-        };
-        parts.extend(counted(self.checks, self.checks_failing, "checks"));
+        parts.extend(counted(self.checks, self.checks_failing, "check", "checks"));
         parts.extend(counted(
             self.calibrated,
             self.calibrated_failing,
-            "calibrated",
+            "calibrated number",
+            "calibrated numbers",
         ));
         parts.join(" · ")
     }
@@ -1378,7 +1392,7 @@ mod tests {
         assert!(t.any_failing());
         assert_eq!(
             t.sentence(),
-            "1 of 2 predictions hold (1 fail) · 1 preview (judged at --scale full) · 1 checks hold · 1 calibrated (1 fail)"
+            "1 of 2 predictions hold (1 fails) · 1 preview (judged at --scale full) · 1 check holds · 1 calibrated number (1 fails)"
         );
         // In results.json the preview does not hold; what this scale measured is beside it.
         let p = serde_json::to_value(&v[4]).unwrap();
@@ -1422,11 +1436,11 @@ mod tests {
             Verdict::numeric("x.a", "a", "r", 1.0, 1.0, 0.1, "m".into()),
             Verdict::numeric("x.b", "b", "r", 3.0, 1.0, 0.1, "m".into()),
         ];
-        assert_eq!(s.claims_summary(), "1 of 2 predictions hold (1 fail)");
+        assert_eq!(s.claims_summary(), "1 of 2 predictions hold (1 fails)");
         s.mark_previews(&["x.b"], "quick is smaller").unwrap();
         assert_eq!(
             s.claims_summary(),
-            "1 of 1 predictions hold · 1 preview (judged at --scale full)"
+            "1 of 1 prediction holds · 1 preview (judged at --scale full)"
         );
         let b = serde_json::to_value(&s.verdicts[1]).unwrap();
         assert_eq!(b["preview"], "quick is smaller");
@@ -1446,7 +1460,7 @@ mod tests {
         // The contents mark the section: nothing in it fails.
         assert!(html.contains("<span class=\"holds\">✓</span> <a href=\"#x\">"));
         // The overall tally at the top.
-        assert!(html.contains("<b>All sections:</b> 1 of 1 predictions hold"));
+        assert!(html.contains("<b>All sections:</b> 1 of 1 prediction holds"));
         let json: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(dir.path().join("results.json")).unwrap(),
         )
