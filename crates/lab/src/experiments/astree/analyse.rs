@@ -715,6 +715,32 @@ mod tests {
     }
 
     #[test]
+    fn every_verdict_that_reads_the_cache_study_is_a_quick_preview() {
+        // The cache study runs at F=128 at quick scale, the paper's numbers are F=256's: a
+        // verdict whose text moves when the cached runs move reads the study.
+        let base = verdicts(61.0);
+        let moved = verdicts_with(61.0, |r, _, cache| {
+            if cache > 0 {
+                r.insert_s *= 1.37;
+                r.search_s *= 1.41;
+            }
+        });
+        let reads_study: Vec<&str> = base
+            .iter()
+            .zip(&moved)
+            .filter(|(a, b)| a.measured != b.measured)
+            .map(|(a, _)| a.id())
+            .collect();
+        assert!(reads_study.len() >= 6, "{reads_study:?}");
+        for id in reads_study {
+            assert!(
+                super::super::QUICK_PREVIEWS.contains(&id),
+                "{id} reads the cache study but is not a quick preview"
+            );
+        }
+    }
+
+    #[test]
     fn the_last_sixth_is_the_newest_segments() {
         let even: Vec<(u64, u64)> = (0..12).map(|s| (s, 100)).collect();
         assert_eq!(share_in_last_sixth(&even), (2.0 / 12.0, 2));
