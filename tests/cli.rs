@@ -2844,9 +2844,18 @@ fn reproduce_against_a_baseline_fails_when_a_verdict_changes_outcome() {
     let o = run(&second, Some(&flipped));
     assert!(!o.status.success());
     let e = stderr(&o);
+    // A verdict that is not a prediction carries its role beside its outcome.
+    let role = match old["experiments"]["trim"]["verdicts"][0]["role"].as_str() {
+        None | Some("predicted") => String::new(),
+        Some(r) => format!(" ({r})"),
+    };
     let word = |h: bool| if h { "holds" } else { "fails" };
     assert!(
-        e.contains(&format!("{id}: {} -> {}", word(!holds), word(holds))),
+        e.contains(&format!(
+            "{id}: {}{role} -> {}{role}",
+            word(!holds),
+            word(holds)
+        )),
         "{e}"
     );
     assert!(e.contains("1 verdict(s) changed outcome"), "{e}");

@@ -33,6 +33,10 @@ pub(crate) struct BtreeRunArgs {
     /// BFTL: sectors on a node's list before it is compacted (C).
     #[arg(long, default_value_t = 3)]
     pub(crate) bftl_list: usize,
+    /// BFTL: the reservation buffer is also written out when it holds this many index
+    /// units (paper 004 keeps it at the fanout F); without it, only its bytes count.
+    #[arg(long, value_name = "IUS")]
+    pub(crate) bftl_reservation: Option<usize>,
     /// LRU cache of this many nodes (0 = none).
     #[arg(long, default_value_t = 0)]
     pub(crate) cache: usize,
@@ -106,7 +110,7 @@ fn check_store_flags(store: lab::btreerun::StoreKind) -> Result<()> {
         store == StoreKind::As,
     )?;
     only(
-        &["bftl_list"],
+        &["bftl_list", "bftl_reservation"],
         "BFTL (--store bftl)",
         store == StoreKind::Bftl,
     )?;
@@ -138,6 +142,7 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
         write_buffer_nodes: r.write_buffer,
         cache_nodes: r.cache,
         bftl_max_list: r.bftl_list,
+        bftl_reservation_ius: r.bftl_reservation,
         preload: r.preload,
         ops: r.ops,
         seed: r.seed,

@@ -26,8 +26,7 @@ pub(crate) struct ReproduceArgs {
 
 /// Verdict outcomes by id (`holds`, `fails` or `preview`), of each experiment in a
 /// results.json.
-type Outcomes =
-    std::collections::BTreeMap<String, std::collections::BTreeMap<String, &'static str>>;
+type Outcomes = std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>;
 
 /// The verdicts' outcomes in a report's results.json text.
 fn outcomes(text: &str) -> std::result::Result<Outcomes, String> {
@@ -57,7 +56,12 @@ fn outcomes(text: &str) -> std::result::Result<Outcomes, String> {
                 _ if holds => "holds",
                 _ => "fails",
             };
-            verdicts.insert(vid.to_string(), outcome);
+            // A verdict that is not a prediction says so: a change of role is a change too.
+            let role = match v.get("role").and_then(|r| r.as_str()) {
+                None | Some("predicted") => String::new(),
+                Some(r) => format!(" ({r})"),
+            };
+            verdicts.insert(vid.to_string(), format!("{outcome}{role}"));
         }
     }
     Ok(out)
@@ -69,14 +73,14 @@ fn outcome_changes(old: &Outcomes, new: &Outcomes) -> Vec<String> {
     let mut out = Vec::new();
     for (exp, verdicts) in new.iter().filter(|(_, v)| !v.is_empty()) {
         let before = old.get(exp);
-        for (id, &now) in verdicts {
+        for (id, now) in verdicts {
             match before.and_then(|b| b.get(id)) {
-                Some(&was) if was != now => out.push(format!("{id}: {was} -> {now}")),
+                Some(was) if was != now => out.push(format!("{id}: {was} -> {now}")),
                 Some(_) => {}
                 None => out.push(format!("{id}: new, {now}")),
             }
         }
-        for (id, &was) in before.into_iter().flatten() {
+        for (id, was) in before.into_iter().flatten() {
             if !verdicts.contains_key(id) {
                 out.push(format!("{id}: gone (was {was})"));
             }
@@ -183,7 +187,7 @@ pub(crate) fn run(a: ReproduceArgs) -> Result<()> {
                 eprintln!("  changed: {c}");
             }
             bail!(
-                "{} verdict(s) changed outcome against the baseline {}",
+                "{} verdict(s) changed outcome or role against the baseline {}",
                 changes.len(),
                 a.baseline.as_ref().expect("a baseline").display()
             );
@@ -348,6 +352,22 @@ mod tests {
         assert_eq!(
             outcome_changes(&held, &preview),
             vec!["t.a: holds -> preview".to_string()]
+        );
+    }
+
+    #[test]
+    fn a_prediction_demoted_to_a_check_is_a_change_even_when_it_still_holds() {
+        let predicted = outcomes(
+            r#"{"experiments": {"t": {"verdicts": [{"id": "t.a", "holds": true, "role": "predicted"}]}}}"#,
+        )
+        .unwrap();
+        let check = outcomes(
+            r#"{"experiments": {"t": {"verdicts": [{"id": "t.a", "holds": true, "role": "check"}]}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            outcome_changes(&predicted, &check),
+            vec!["t.a: holds -> holds (check)".to_string()]
         );
     }
 

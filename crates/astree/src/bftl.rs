@@ -206,6 +206,9 @@ pub struct BftlStore<S: Storage> {
     storage: S,
     node_bytes: usize,
     buffer_bytes: usize,
+    /// The reservation buffer is also full at this many IUs (`usize::MAX`: bytes only).
+    max_ius: usize,
+    pending_ius: usize,
     max_list: usize,
     /// Reservation buffer: IUs in arrival order, per node.
     pending: BTreeMap<NodeId, Vec<Iu>>,
@@ -245,6 +248,8 @@ impl<S: Storage> BftlStore<S> {
             storage,
             node_bytes,
             buffer_bytes: buffer_sectors * SECTOR_BYTES,
+            max_ius: usize::MAX,
+            pending_ius: 0,
             max_list,
             pending: BTreeMap::new(),
             pending_bytes: 0,
@@ -257,6 +262,19 @@ impl<S: Storage> BftlStore<S> {
             compactions: 0,
             stats: StoreStats::default(),
         })
+    }
+
+    /// The reservation buffer also counted in IUs: it is written out when it holds
+    /// `ius` of them (or its bytes fill its sectors, whichever comes first). Paper 004
+    /// keeps "the most IUs the reservation buffer holds" equal to the fanout F.
+    pub fn with_max_ius(mut self, ius: usize) -> Result<Self, TreeError> {
+        if ius == 0 {
+            return Err(TreeError::Config(
+                "BFTL's reservation buffer needs room for at least one index unit".into(),
+            ));
+        }
+        self.max_ius = ius;
+        Ok(self)
     }
 
     pub fn compactions(&self) -> u64 {
@@ -352,6 +370,7 @@ impl<S: Storage> BftlStore<S> {
         }
         let by_node = std::mem::take(&mut self.pending);
         self.pending_bytes = 0;
+        self.pending_ius = 0;
         // Pack each node's IUs together; a node's IUs of one commit form one run of
         // sectors, one entry on its list.
         let mut sectors: Vec<Vec<u8>> = Vec::new();
@@ -409,6 +428,7 @@ impl<S: Storage> BftlStore<S> {
             self.compactions += 1;
             for iu in content.full() {
                 self.pending_bytes += iu.bytes();
+                self.pending_ius += 1;
                 self.pending.entry(n).or_default().push(iu);
             }
         }
@@ -464,6 +484,7 @@ impl<S: Storage> NodeStore for BftlStore<S> {
         };
         for iu in ius {
             self.pending_bytes += iu.bytes();
+            self.pending_ius += 1;
             self.pending.entry(id).or_default().push(iu);
         }
         self.ntt.entry(id).or_default();
@@ -472,7 +493,7 @@ impl<S: Storage> NodeStore for BftlStore<S> {
             self.recent.clear();
         }
         self.stats.node_writes += 1;
-        if self.pending_bytes >= self.buffer_bytes {
+        if self.pending_bytes >= self.buffer_bytes || self.pending_ius >= self.max_ius {
             self.commit()?;
         }
         Ok(())
@@ -488,6 +509,7 @@ impl<S: Storage> NodeStore for BftlStore<S> {
         self.recent.remove(&id);
         if let Some(ius) = self.pending.remove(&id) {
             self.pending_bytes -= ius.iter().map(Iu::bytes).sum::<usize>();
+            self.pending_ius -= ius.len();
         }
         Ok(())
     }
@@ -548,5 +570,32 @@ mod tests {
                 panic!("after remove {i}: {e}");
             }
         }
+    }
+
+    #[test]
+    fn a_reservation_buffer_counted_in_ius_commits_sooner_and_reads_back() {
+        // Bytes alone: 64 sectors (32 KiB) of buffer; counted in IUs: at most 8 of them.
+        let run = |ius: Option<usize>| {
+            let mut store = BftlStore::new(MemStorage::new(), 1024, 64, 3).unwrap();
+            if let Some(n) = ius {
+                store = store.with_max_ius(n).unwrap();
+            }
+            let mut t = BTree::new(store, 8).unwrap();
+            for i in 0..400u32 {
+                let k = format!("k{:05}", (i * 7919) % 1000);
+                t.insert(k.as_bytes(), &[i as u8; 5]).unwrap();
+            }
+            assert_eq!(t.check().unwrap(), 400);
+            t.store().stats().write_requests
+        };
+        let (bytes_only, counted) = (run(None), run(Some(8)));
+        assert!(
+            counted > 4 * bytes_only,
+            "{counted} vs {bytes_only} commits"
+        );
+        assert!(BftlStore::new(MemStorage::new(), 1024, 2, 3)
+            .unwrap()
+            .with_max_ius(0)
+            .is_err());
     }
 }

@@ -34,6 +34,10 @@ impl std::str::FromStr for StoreKind {
     }
 }
 
+/// BFTL's list limit C: a node is compacted when its list passes this many sector runs.
+/// Paper 004 sets C = 3, "the value used in the BFTL paper's experiments".
+pub const BFTL_LIST: usize = 3;
+
 #[derive(Debug, Clone)]
 pub struct BtreeSpec {
     pub store: StoreKind,
@@ -43,6 +47,9 @@ pub struct BtreeSpec {
     pub cache_nodes: usize,
     /// BFTL: sector-list length C before a node is compacted.
     pub bftl_max_list: usize,
+    /// BFTL: the reservation buffer is also full at this many index units (paper 004:
+    /// the fanout); None: its bytes only (as many as the write buffer's nodes).
+    pub bftl_reservation_ius: Option<usize>,
     pub preload: u64,
     pub ops: u64,
     pub backend: Backend,
@@ -82,7 +89,8 @@ impl BtreeSpec {
             node_bytes: 8192,
             write_buffer_nodes: 1,
             cache_nodes: 0,
-            bftl_max_list: 3,
+            bftl_max_list: BFTL_LIST,
+            bftl_reservation_ius: None,
             preload: 400_000,
             ops: 100_000,
             backend,
@@ -366,12 +374,12 @@ fn with_storage<T: Storage>(
             // The reservation buffer holds as many bytes as the AS write buffer.
             let sectors =
                 (spec.write_buffer_nodes * spec.node_bytes).div_ceil(astree::bftl::SECTOR_BYTES);
-            with_store(
-                BftlStore::new(storage, spec.node_bytes, sectors, spec.bftl_max_list).map_err(e)?,
-                spec,
-                host_bytes,
-                out,
-            )
+            let mut store =
+                BftlStore::new(storage, spec.node_bytes, sectors, spec.bftl_max_list).map_err(e)?;
+            if let Some(ius) = spec.bftl_reservation_ius {
+                store = store.with_max_ius(ius).map_err(e)?;
+            }
+            with_store(store, spec, host_bytes, out)
         }
     }
 }

@@ -201,6 +201,10 @@ pub struct Verdict {
     /// paper's size (`--scale full`), and the text says why this scale cannot keep it.
     /// `holds` is still what this run measured.
     pub preview: Option<String>,
+    /// For a prediction: what we believe the model lacks when it fails, with a source or a
+    /// measured sensitivity (shown, and written to results.json as `believed_missing`,
+    /// only when it fails). A failing prediction without one is marked as unexplained.
+    pub if_missed: Option<String>,
 }
 
 /// How a verdict came out: a preview is neither (it is judged at `--scale full`).
@@ -241,6 +245,11 @@ impl Serialize for Verdict {
             m.serialize_entry("preview", p)?;
             m.serialize_entry("holds_at_this_scale", &self.holds)?;
         }
+        if self.unexplained_miss() {
+            m.serialize_entry("believed_missing", &serde_json::Value::Null)?;
+        } else if let (Outcome::Fails, Some(why)) = (self.outcome(), &self.if_missed) {
+            m.serialize_entry("believed_missing", why)?;
+        }
         m.end()
     }
 }
@@ -257,6 +266,8 @@ pub struct Tally {
     pub checks_failing: usize,
     pub calibrated: usize,
     pub calibrated_failing: usize,
+    /// Failing predictions that do not say what is believed missing.
+    pub fails_unexplained: usize,
 }
 
 impl Tally {
@@ -275,7 +286,10 @@ impl Tally {
                     t.calibrated_failing += usize::from(o == Outcome::Fails);
                 }
                 (Outcome::Holds, Role::Predicted) => t.holds += 1,
-                (_, Role::Predicted) => t.fails += 1,
+                (_, Role::Predicted) => {
+                    t.fails += 1;
+                    t.fails_unexplained += usize::from(v.unexplained_miss());
+                }
             }
         }
         t
@@ -290,6 +304,7 @@ impl Tally {
         self.checks_failing += o.checks_failing;
         self.calibrated += o.calibrated;
         self.calibrated_failing += o.calibrated_failing;
+        self.fails_unexplained += o.fails_unexplained;
     }
 
     /// Whether anything failed (a prediction, a check or a calibrated number).
@@ -317,13 +332,21 @@ impl Tally {
             (1, _) => format!(
                 "{} of 1 prediction holds{}",
                 self.holds,
-                if self.fails > 0 { " (1 fails)" } else { "" }
+                match (self.fails, self.fails_unexplained) {
+                    (0, _) => "",
+                    (_, 0) => " (1 fails)",
+                    _ => " (1 fails, without what is believed missing)",
+                }
             ),
             (n, 0) => format!("{} of {n} predictions hold", self.holds),
             (n, f) => format!(
-                "{} of {n} predictions hold ({f} {})",
+                "{} of {n} predictions hold ({f} {}{})",
                 self.holds,
-                if f == 1 { "fails" } else { "fail" }
+                if f == 1 { "fails" } else { "fail" },
+                match self.fails_unexplained {
+                    0 => String::new(),
+                    u => format!(", {u} without what is believed missing"),
+                }
             ),
         }];
         if self.previews > 0 {
@@ -369,6 +392,7 @@ impl Verdict {
             reference: reference.into(),
             measured,
             preview: None,
+            if_missed: None,
         }
     }
 
@@ -438,6 +462,23 @@ impl Verdict {
         ids
     }
 
+    /// The same verdict with what we believe is missing should it fail (see
+    /// [`Verdict::if_missed`]).
+    pub fn if_missed(mut self, why: impl Into<String>) -> Verdict {
+        self.if_missed = Some(why.into());
+        self
+    }
+
+    /// A prediction that fails and does not say what is believed missing.
+    pub fn unexplained_miss(&self) -> bool {
+        self.outcome() == Outcome::Fails
+            && self.if_missed.is_none()
+            && self
+                .score
+                .as_ref()
+                .is_none_or(|s| s.role == Role::Predicted)
+    }
+
     /// The same verdict with another role (e.g. [`Role::Check`] for a model check).
     pub fn with_role(mut self, role: Role) -> Verdict {
         if let Some(s) = &mut self.score {
@@ -483,6 +524,7 @@ impl Verdict {
             measured,
             holds,
             preview: None,
+            if_missed: None,
         }
     }
 }
@@ -1152,9 +1194,26 @@ fn verdicts_html(s: &Section) -> String {
                 (None, false) => "does not hold".into(),
             }
         );
+        body.push_str(&miss_html(v));
     }
     body.push_str("</table>\n");
     body
+}
+
+/// Under a failing prediction: what is believed missing, or that nothing is said.
+fn miss_html(v: &Verdict) -> String {
+    match (&v.if_missed, v.outcome()) {
+        (Some(why), Outcome::Fails) => format!(
+            "<tr class=\"miss\"><td colspan=\"4\"><b>Believed missing</b> ({}): {}</td></tr>\n",
+            html_escape(v.id()),
+            prose(why)
+        ),
+        _ if v.unexplained_miss() => format!(
+            "<tr class=\"miss\"><td colspan=\"4\" class=\"fails\">{}: nothing is said about what the model lacks (a defect)</td></tr>\n",
+            html_escape(v.id())
+        ),
+        _ => String::new(),
+    }
 }
 
 /// Where the section's numbers come from.
@@ -1272,6 +1331,7 @@ td.preview {{ background: #f3f0e0; }}
 td.fails {{ background: #fbe3e3; font-weight: bold; }}
 p.fails, b.fails {{ color: #a00000; font-weight: bold; }}
 .meta {{ color: #666; font-size: 0.9em; }}
+tr.miss td {{ background: #fff8e6; font-size: 0.9em; border-top: none; }}
 figure {{ margin: 1em 0; }} img {{ max-width: 100%; border: 1px solid #eee; }}
 section {{ border-top: 2px solid #ddd; margin-top: 2em; }}
 span.holds {{ color: #1a7f1a; font-weight: bold; }} span.fails {{ color: #a00000; font-weight: bold; }}
@@ -1387,13 +1447,17 @@ mod tests {
                 checks_failing: 0,
                 calibrated: 1,
                 calibrated_failing: 1,
+                fails_unexplained: 1,
             }
         );
         assert!(t.any_failing());
         assert_eq!(
             t.sentence(),
-            "1 of 2 predictions hold (1 fails) · 1 preview (judged at --scale full) · 1 check holds · 1 calibrated number (1 fails)"
+            "1 of 2 predictions hold (1 fails, 1 without what is believed missing) · 1 preview (judged at --scale full) · 1 check holds · 1 calibrated number (1 fails)"
         );
+        // A miss that says what is believed missing is no longer counted as unexplained.
+        let explained: Vec<Verdict> = v.iter().cloned().map(|x| x.if_missed("why")).collect();
+        assert_eq!(Tally::of(&explained).fails_unexplained, 0);
         // In results.json the preview does not hold; what this scale measured is beside it.
         let p = serde_json::to_value(&v[4]).unwrap();
         assert_eq!(p["holds"], false);
@@ -1436,7 +1500,10 @@ mod tests {
             Verdict::numeric("x.a", "a", "r", 1.0, 1.0, 0.1, "m".into()),
             Verdict::numeric("x.b", "b", "r", 3.0, 1.0, 0.1, "m".into()),
         ];
-        assert_eq!(s.claims_summary(), "1 of 2 predictions hold (1 fails)");
+        assert_eq!(
+            s.claims_summary(),
+            "1 of 2 predictions hold (1 fails, 1 without what is believed missing)"
+        );
         s.mark_previews(&["x.b"], "quick is smaller").unwrap();
         assert_eq!(
             s.claims_summary(),
@@ -1494,12 +1561,22 @@ mod tests {
             measured: "m".into(),
             holds: false,
             preview: None,
+            if_missed: None,
         };
         let j = serde_json::to_value(&v).unwrap();
         assert_eq!(j["id"], "x.y");
         assert_eq!(j["role"], "predicted");
         assert_eq!(j["paper"], 2.7);
         assert_eq!(j["holds"], false);
+        // A failing prediction says what is believed missing, or is marked as saying nothing.
+        assert!(v.unexplained_miss());
+        assert!(j["believed_missing"].is_null() && j.get("believed_missing").is_some());
+        let v = v.if_missed("the drive's read retries");
+        let j = serde_json::to_value(&v).unwrap();
+        assert_eq!(j["believed_missing"], "the drive's read retries");
+        let held = Verdict { holds: true, ..v };
+        let j = serde_json::to_value(&held).unwrap();
+        assert!(j.get("believed_missing").is_none(), "only a miss says it");
     }
 
     #[test]

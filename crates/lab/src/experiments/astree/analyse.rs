@@ -38,15 +38,18 @@ pub(super) mod paper {
 
 /// The verdicts: `get(store, fanout, buffer, cache)` the main runs' results,
 /// `study(store, cache)` the cache study's (AS with a 32-node buffer), `cleaning(name)` the
-/// file-size runs', whose sliding window used `segment_bytes` segments.
+/// file-size runs', whose sliding window used `segment_bytes` segments; `bftl_sooner` BFTL
+/// at F=256 compacting one sector run sooner (`super::BFTL_SOONER`), not judged.
 pub(super) fn analyse<'a>(
     get: &dyn Fn(StoreKind, usize, usize, usize) -> &'a BtreeResult,
     study: &dyn Fn(StoreKind, usize) -> &'a BtreeResult,
     cleaning: &dyn Fn(&str) -> &'a BtreeResult,
+    bftl_sooner: &'a BtreeResult,
     segment_bytes: u64,
 ) -> Vec<Verdict> {
     let mut v = insert_verdicts(get, cleaning);
-    v.extend(search_and_split_verdicts(get));
+    v.extend(search_and_split_verdicts(get, cleaning));
+    v.extend(bftl_verdicts(get, bftl_sooner));
     v.extend(cache_verdicts(study));
     v.extend(cache_at_32_verdicts(study));
     v.extend(file_size_verdicts(cleaning, segment_bytes));
@@ -73,6 +76,14 @@ impl<'a> Main<'a, '_> {
 fn per_fanout(f: &dyn Fn(usize) -> String) -> String {
     FANOUTS.iter().map(|&x| f(x)).collect::<Vec<_>>().join("; ")
 }
+
+const INTERFERENCE: &str = "read/write interference on the drive, which paper 004 itself credits for part of \
+     the AS tree's gain (an SSD's writes are slower interleaved with reads than alone, citing Nam & Park, 2007; \
+     its reference Chen, Koufaty & Zhang, SIGMETRICS 2009, measured such interference on SSDs of the time): the \
+     in-place tree interleaves a random write with every insert's reads, the AS tree \
+     writes its 32 buffered nodes together with no read between them. In this model a read waits only for flash \
+     work on its own die and the drive acknowledges writes from its DRAM, so the interleaving costs the reads \
+     little; how much it cost the paper's unnamed drive has no source";
 
 /// Tables 2–5: insert times.
 fn insert_verdicts<'a>(
@@ -112,7 +123,12 @@ fn insert_verdicts<'a>(
             -(1.0 - unbuffered_as.insert_s / unbuffered_inplace.insert_s.max(1e-12)) * 100.0,
             100.0 * unbuffered_inplace.insert_write_s / unbuffered_inplace.insert_s.max(1e-12),
         ),
-    ));
+    )
+    .if_missed(format!(
+        "{INTERFERENCE}. Without the drive's write buffer (not judged) the cut is {:+.0}%, from writes \
+         far slower than the paper's",
+        -(1.0 - unbuffered_as.insert_s / unbuffered_inplace.insert_s.max(1e-12)) * 100.0
+    )));
     let cut_bftl = 1.0 - m.as32(256).insert_s / m.bftl(256).insert_s;
     v.push(Verdict::numeric(
         "astree.as-vs-bftl-insert-f256",
@@ -177,6 +193,7 @@ fn insert_verdicts<'a>(
 /// Searches, and the insert time's read/write split.
 fn search_and_split_verdicts<'a>(
     get: &dyn Fn(StoreKind, usize, usize, usize) -> &'a BtreeResult,
+    cleaning: &dyn Fn(&str) -> &'a BtreeResult,
 ) -> Vec<Verdict> {
     let m = Main(get);
     let mut v = Vec::new();
@@ -202,20 +219,6 @@ fn search_and_split_verdicts<'a>(
         )
         .with_role(Role::Check),
     );
-    let bftl_search = m.bftl(256).search_s / m.inplace(256).search_s;
-    v.push(Verdict::numeric(
-        "astree.bftl-vs-btree-search-f256",
-        "F=256: BFTL searches ~1.6× slower than the B-tree (nodes scattered over sectors)",
-        "88 s vs 56 s",
-        bftl_search,
-        paper::BFTL_SEARCH_S_F256 / paper::BTREE_SEARCH_S_F256,
-        HEADLINE_TOLERANCE,
-        format!(
-            "{:.2} s vs {:.2} s ({bftl_search:.2}×)",
-            m.bftl(256).search_s,
-            m.inplace(256).search_s
-        ),
-    ));
     let write_share = m.as32(256).insert_write_s / m.inplace(256).insert_write_s;
     v.push(Verdict::numeric(
         "astree.as-write-time-f256",
@@ -244,39 +247,133 @@ fn search_and_split_verdicts<'a>(
             m.inplace(256).insert_read_s,
             -read_cut * 100.0
         ),
-    ));
+    )
+    .if_missed({
+        let (a, b) = (
+            cleaning(super::DRIVE_CACHE_RUNS[1]).insert_read_s,
+            cleaning(super::DRIVE_CACHE_RUNS[0]).insert_read_s,
+        );
+        format!(
+            "{INTERFERENCE}. The paper's in-place tree reads for 12 s longer for the same node reads. \
+             Without the drive's write buffer (not judged), where every write waits for the FTL: AS {a:.2} s \
+             vs {b:.2} s ({:+.0}%)",
+            -(1.0 - a / b.max(1e-12)) * 100.0
+        )
+    }));
+    v
+}
+
+/// Bytes in MB (the paper's unit).
+fn mb(b: u64) -> f64 {
+    b as f64 / 1e6
+}
+
+/// BFTL at F=256 on paper 004's configuration (C = 3, a reservation buffer of F index
+/// units): its searches' read requests and time, and its file after the main runs' inserts
+/// (Table 7 gives the experiments' files at F=256). A miss names what we believe differs,
+/// where the paper's BFTL compacts a node, with `sooner` (compacting one sector run
+/// sooner, not judged) as the measured sensitivity.
+fn bftl_verdicts<'a>(
+    get: &dyn Fn(StoreKind, usize, usize, usize) -> &'a BtreeResult,
+    sooner: &BtreeResult,
+) -> Vec<Verdict> {
+    let m = Main(get);
+    let (bftl, btree) = (m.bftl(256), m.inplace(256));
     let per_node =
         |r: &BtreeResult| r.search_read_requests as f64 / r.search_node_reads.max(1) as f64;
-    v.push(Verdict::numeric(
-        "astree.bftl-sectors-per-node",
-        "F=256 searches: BFTL reads ~1.49 sectors per node (a node's IUs lie in 1–3 sectors)",
-        "1.49",
-        per_node(m.bftl(256)),
-        paper::BFTL_SECTORS_PER_NODE,
-        HEADLINE_TOLERANCE,
+    let more = |r: &BtreeResult| {
+        r.search_read_requests as f64 / btree.search_read_requests.max(1) as f64 - 1.0
+    };
+    let search = |r: &BtreeResult| r.search_s / btree.search_s.max(1e-12);
+    let file = |r: &BtreeResult| r.file_bytes as f64 / btree.file_bytes.max(1) as f64;
+    // What every BFTL miss believes missing, with the number `what` as the sooner run gives it.
+    let miss = |at_sooner: String| {
         format!(
-            "{} read requests for {} node reads",
-            m.bftl(256).search_read_requests,
-            m.bftl(256).search_node_reads
-        ),
-    ));
-    let more = m.bftl(256).search_read_requests as f64
-        / m.inplace(256).search_read_requests.max(1) as f64
-        - 1.0;
-    v.push(Verdict::numeric(
-        "astree.bftl-more-read-requests",
-        "F=256 searches: BFTL sends ~37% more read requests than the B-tree",
-        "+37%",
-        more,
-        paper::BFTL_MORE_READ_REQUESTS,
-        HEADLINE_TOLERANCE,
-        format!(
-            "{} vs {} ({:+.0}%)",
-            m.bftl(256).search_read_requests,
-            m.inplace(256).search_read_requests,
-            more * 100.0
-        ),
-    ));
+            "where the paper's BFTL compacts a node. Paper 004 sets C = 3 and compacts \"when the \
+             list grows longer\"; ours compacts a node when its list passes {} sector runs, and its \
+             searches read {:.2} runs a node, where the paper's account (\"1~3 reads a node, 1.5 on \
+             average\") puts most nodes on the shortest lists. Compacting when a list reaches C instead \
+             (`--bftl-list {}`, run beside, not judged) gives {at_sooner}. That reading is not \
+             adopted: chosen because it comes nearer, it would be fitted to these very numbers",
+            crate::btreerun::BFTL_LIST,
+            per_node(bftl),
+            super::BFTL_SOONER,
+        )
+    };
+    let mut v = Vec::new();
+    v.push(
+        Verdict::numeric(
+            "astree.bftl-vs-btree-search-f256",
+            "F=256: BFTL searches ~1.6× slower than the B-tree (nodes scattered over sectors)",
+            "88 s vs 56 s",
+            search(bftl),
+            paper::BFTL_SEARCH_S_F256 / paper::BTREE_SEARCH_S_F256,
+            HEADLINE_TOLERANCE,
+            format!(
+                "{:.2} s vs {:.2} s ({:.2}×): each sector run on a node's list is a read request at \
+                 the drive's random-read cost",
+                bftl.search_s,
+                btree.search_s,
+                search(bftl)
+            ),
+        )
+        .if_missed(miss(format!("searches {:.2}× the B-tree's time", search(sooner)))),
+    );
+    v.push(
+        Verdict::numeric(
+            "astree.bftl-sectors-per-node",
+            "F=256 searches: BFTL reads ~1.49 sectors per node (a node's IUs lie in 1–3 sectors)",
+            "1.49",
+            per_node(bftl),
+            paper::BFTL_SECTORS_PER_NODE,
+            HEADLINE_TOLERANCE,
+            format!(
+                "{} read requests (one per sector run) for {} node reads",
+                bftl.search_read_requests, bftl.search_node_reads
+            ),
+        )
+        .if_missed(miss(format!("{:.2} runs a node", per_node(sooner)))),
+    );
+    v.push(
+        Verdict::numeric(
+            "astree.bftl-more-read-requests",
+            "F=256 searches: BFTL sends ~37% more read requests than the B-tree",
+            "+37%",
+            more(bftl),
+            paper::BFTL_MORE_READ_REQUESTS,
+            HEADLINE_TOLERANCE,
+            format!(
+                "{} vs {} ({:+.0}%); the paper's own 1.49 sectors a node would make +49%",
+                bftl.search_read_requests,
+                btree.search_read_requests,
+                more(bftl) * 100.0
+            ),
+        )
+        .if_missed(miss(format!("{:+.0}% requests", more(sooner) * 100.0))),
+    );
+    v.push(
+        Verdict::numeric(
+            "astree.bftl-file-vs-btree",
+            "BFTL's file is ~72× the in-place B-tree's after the same inserts (Table 7, F=256: 1,615 MB vs 22.4 MB)",
+            "1615 MB / 22.4 MB",
+            file(bftl),
+            1615.0 / 22.4,
+            HEADLINE_TOLERANCE,
+            format!(
+                "{:.1}× ({:.1} MB vs {:.1} MB after the main runs' preload and timed inserts). BFTL \
+                 appends every node change as index units packed into 512-byte sectors, a compacted \
+                 node's whole content again; its log is never cleaned",
+                file(bftl),
+                mb(bftl.file_bytes),
+                mb(btree.file_bytes)
+            ),
+        )
+        .if_missed(format!(
+            "{}. Beyond when a node is compacted, the bytes an index unit takes (ours: a 15-byte \
+             header with the key and value; the paper gives no format) set the file's size",
+            miss(format!("a file {:.1}× the B-tree's", file(sooner)))
+        )),
+    );
     v
 }
 
@@ -463,7 +560,6 @@ fn file_size_verdicts<'a>(
     cleaning: &dyn Fn(&str) -> &'a BtreeResult,
     segment_bytes: u64,
 ) -> Vec<Verdict> {
-    let mb = |b: u64| b as f64 / 1e6;
     let mut v = Vec::new();
     // File sizes on the file-size runs (F=256, the same inserts), where the AS log is
     // cleaned by the paper's sliding window, with BFTL beside them.
@@ -483,23 +579,6 @@ fn file_size_verdicts<'a>(
         )
         .with_role(Role::Check),
     );
-    v.push(Verdict::numeric(
-        "astree.bftl-file-vs-btree",
-        "BFTL's file is ~72× the in-place B-tree's after the same inserts (1,615 MB vs 22.4 MB)",
-        "1615 MB / 22.4 MB",
-        f as f64 / b.max(1) as f64,
-        1615.0 / 22.4,
-        HEADLINE_TOLERANCE,
-        format!(
-            "{:.1}× ({:.1} MB vs {:.1} MB). BFTL appends every node change as index units packed into \
-             512-byte sectors and compacts a node when its sector list passes C = 3 (Wu, Kuo & Chang); its log \
-             is never cleaned here. The paper's larger file points to a different packing or list limit in its \
-             BFTL, which it does not give",
-            f as f64 / b.max(1) as f64,
-            mb(f),
-            mb(b)
-        ),
-    ));
     // The sliding window keeps a few segments: compared in segments, which does not depend
     // on the segment size the run's length called for.
     let window = cleaning("AS, sliding window");
@@ -707,6 +786,7 @@ mod tests {
             &|s, f, b, c| &runs[&(s, f, b, c)],
             &|s, c| &runs[&(s, 256, if s == StoreKind::As { 32 } else { 1 }, c)],
             &|n| &clean[n],
+            &runs[&(StoreKind::Bftl, 256, 1, 0)],
             128 << 20,
         )
     }
@@ -784,7 +864,13 @@ mod tests {
             ],
             ..Default::default()
         };
-        let v = analyse(&|_, _, _, _| &same, &|_, _| &same, &|_| &same, 128 << 20);
+        let v = analyse(
+            &|_, _, _, _| &same,
+            &|_, _| &same,
+            &|_| &same,
+            &same,
+            128 << 20,
+        );
         Verdict::assert_no_prediction_holds(&v);
     }
 

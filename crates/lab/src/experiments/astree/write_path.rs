@@ -302,7 +302,7 @@ mod tests {
         let get = |s, f, b, c| &runs[&(s, f, b, c)];
         let study = |s, c| &runs[&(s, 256, if s == StoreKind::As { 32 } else { 1 }, c)];
         let cleaning = |_: &str| &none;
-        let mut v = analyse(&get, &study, &cleaning, 128 << 20);
+        let mut v = analyse(&get, &study, &cleaning, &none, 128 << 20);
         v.extend(Rates(PAPER.map(|p| p.1)).verdicts(write_us));
         Row::new(WritePath::NoWriteCache, &get, &v).verdicts
     }

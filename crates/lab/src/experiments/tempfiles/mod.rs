@@ -153,7 +153,14 @@ enum Path {
     /// The host path on the MX500 with this TRIM settling cost in µs (`[ssd.trim]
     /// settle_ns`) instead of the preset's assumed one: how each headline moves with it.
     TrimSettleUs(u64),
+    /// The host path on the Cosmos+ with this mapping unit (bytes) instead of the preset's
+    /// 16 KiB: how its WAF with TRIM moves when a TRIM smaller than 16 KiB can unmap what
+    /// it covers.
+    MappingUnit(u32),
 }
+
+/// The Cosmos+'s mapping unit in its sensitivity runs (its pages' 4 KiB sectors).
+pub(crate) const COSMOS_SENSITIVITY_UNIT: u32 = 4096;
 
 /// TRIM settling costs of the sensitivity runs, µs (the preset's 1 ms, by the rule in
 /// docs/sources.md, is the judged run).
@@ -207,6 +214,7 @@ impl Path {
             Path::AmpleWorkMem(_) => "host path, more work_mem",
             Path::PostgresWorkMem(_) => "host path, PostgreSQL's batch files",
             Path::TrimSettleUs(_) => "host path, another TRIM settling cost",
+            Path::MappingUnit(_) => "host path, another mapping unit",
         }
     }
 
@@ -222,8 +230,10 @@ impl Path {
         spec.join.algorithm = Algorithm::Postgres;
         spec.memory_bytes = s.work_mem_bytes;
         spec.storage.stream_inputs = s.stream_inputs;
-        if let (Some(r), Path::QueuedTrim | Path::NoHost | Path::TrimSettleUs(_)) =
-            (s.extra_repeat, self)
+        if let (
+            Some(r),
+            Path::QueuedTrim | Path::NoHost | Path::TrimSettleUs(_) | Path::MappingUnit(_),
+        ) = (s.extra_repeat, self)
         {
             spec.repeat = spec.repeat.min(r);
         }
@@ -253,6 +263,14 @@ impl Path {
                 if let Backend::Sim { preset } = &mut spec.backend {
                     if let Some(ssd) = preset.ssd_config_mut() {
                         ssd.trim.settle_ns = us * 1_000;
+                    }
+                }
+            }
+            Path::MappingUnit(bytes) => {
+                set_host(&mut spec, postgres_host(s.sf), trim);
+                if let Backend::Sim { preset } = &mut spec.backend {
+                    if let Some(ssd) = preset.ssd_config_mut() {
+                        ssd.geometry.mapping_unit_bytes = bytes;
                     }
                 }
             }
@@ -459,6 +477,10 @@ fn plan(s: &Setup) -> Result<Plan<RunKey, JoinRunSpec>, crate::LabError> {
         for &(f, t) in &[(false, true), (true, true)] {
             add(Path::TrimSettleUs(us), MX500, f, t)?;
         }
+    }
+    // The Cosmos+'s TRIM runs with a mapping unit no larger than the smallest TRIM.
+    for &(f, t) in &[(false, true), (true, true)] {
+        add(Path::MappingUnit(COSMOS_SENSITIVITY_UNIT), COSMOS, f, t)?;
     }
     // How the TRIM count and the join-phase penalty depend on the number of batch files.
     for &kib in &s.batch_work_mem_kib {
