@@ -165,6 +165,11 @@ impl SlcCache {
         Some((start, folds))
     }
 
+    /// What one SLC-mode erase is of a P/E cycle, counted in bytes: 1 / bits per cell.
+    pub(crate) fn erase_weight(&self) -> f64 {
+        1.0 / self.cfg.bits_per_cell as f64
+    }
+
     /// SLC-mode blocks erased after their data was folded.
     pub(crate) fn erased_blocks(&self) -> u64 {
         self.folded_pages / self.block_pages

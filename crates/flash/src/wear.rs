@@ -184,8 +184,10 @@ pub struct WearReport {
     pub erase_count_min: u32,
     pub erase_count_max: u32,
     pub erase_count_mean: f64,
-    /// Erases of SLC-mode blocks (an SLC cache's account places no blocks): spread over
-    /// every block in `life_used`.
+    /// Erases of SLC-mode blocks in the measured phase (an SLC cache's account places no
+    /// blocks): spread over every block in `life_used`, each counted in bytes as WAF counts
+    /// its programs: an SLC-mode block holds 1/bits-per-cell of a block's bytes, so its
+    /// erase is that share of a P/E cycle.
     pub slc_mode_erases: u64,
     pub histogram: Vec<HistogramBin>,
     /// Mean erases per block since the drive was new (fill and warm-up included) / rated
@@ -193,6 +195,10 @@ pub struct WearReport {
     pub life_used: f64,
     /// The most-worn block's erases / rated P/E cycles.
     pub life_used_worst_block: f64,
+    /// Of the measured phase alone: its erases per block (SLC-mode ones in bytes, as in
+    /// `life_used`) / rated P/E cycles, and the block it wore most.
+    pub phase_life_used: f64,
+    pub phase_life_used_worst_block: f64,
     /// Of the measured phase: host bytes written and flash bytes programmed.
     pub host_write_bytes: u64,
     pub flash_write_bytes: u64,
@@ -221,7 +227,7 @@ pub struct WearReport {
 }
 
 /// The projection's formula, printed with it.
-pub const TBW_FORMULA: &str = "projected TBW = rated P/E cycles x raw flash bytes of the rated drive / WAF (flash bytes programmed / host bytes written, measured); assumes that WAF for the drive's whole life, even wear (the worst-block variant divides by max/mean erases), and every program a full cycle of wear (SLC-mode ones too)";
+pub const TBW_FORMULA: &str = "projected TBW = rated P/E cycles x raw flash bytes of the rated drive / WAF (flash bytes programmed / host bytes written, measured); assumes that WAF for the drive's whole life, even wear (the worst-block variant divides by max/mean erases), and wear counted in bytes programmed: an SLC-mode program wears as many bytes as it writes (an SLC-mode erase is 1/bits-per-cell of a cycle), as WAF counts it";
 
 /// What the report is computed from.
 #[derive(Debug, Clone, Copy)]
@@ -229,7 +235,11 @@ pub struct WearInputs<'a> {
     pub endurance: &'a EnduranceConfig,
     /// Per-block erase counts since the drive was new.
     pub erase_counts: &'a [u32],
+    /// Per-block erase counts when the measured phase began (empty: the drive was new).
+    pub phase_start_counts: &'a [u32],
     pub slc_mode_erases: u64,
+    /// What one SLC-mode erase is of a P/E cycle: 1 / bits per cell.
+    pub slc_erase_weight: f64,
     pub simulated_logical_bytes: u64,
     pub simulated_raw_bytes: u64,
     /// Of the measured phase.
@@ -250,7 +260,22 @@ impl WearReport {
         let blocks = i.erase_counts.len() as u64;
         let sum: u64 = i.erase_counts.iter().map(|&c| c as u64).sum();
         let mean_blocks = sum as f64 / blocks.max(1) as f64;
-        let mean = (sum + i.slc_mode_erases) as f64 / blocks.max(1) as f64;
+        let slc = i.slc_mode_erases as f64 * i.slc_erase_weight;
+        let mean = (sum as f64 + slc) / blocks.max(1) as f64;
+        let base = |b: usize| i.phase_start_counts.get(b).copied().unwrap_or(0);
+        let phase_sum: u64 = i
+            .erase_counts
+            .iter()
+            .enumerate()
+            .map(|(b, &c)| (c - base(b).min(c)) as u64)
+            .sum();
+        let phase_max = i
+            .erase_counts
+            .iter()
+            .enumerate()
+            .map(|(b, &c)| c - base(b).min(c))
+            .max()
+            .unwrap_or(0);
         let max = i.erase_counts.iter().copied().max().unwrap_or(0);
         let waf = (i.host_write_bytes > 0)
             .then(|| i.flash_write_bytes as f64 / i.host_write_bytes as f64)
@@ -273,6 +298,8 @@ impl WearReport {
             histogram: erase_histogram(i.erase_counts),
             life_used: mean / pe,
             life_used_worst_block: max as f64 / pe,
+            phase_life_used: (phase_sum as f64 + slc) / blocks.max(1) as f64 / pe,
+            phase_life_used_worst_block: phase_max as f64 / pe,
             host_write_bytes: i.host_write_bytes,
             flash_write_bytes: i.flash_write_bytes,
             waf_bytes: waf,
@@ -312,7 +339,9 @@ mod tests {
         let r = WearReport::new(WearInputs {
             endurance: &e,
             erase_counts: &counts,
+            phase_start_counts: &[1, 1, 4, 2],
             slc_mode_erases: 0,
+            slc_erase_weight: 1.0,
             simulated_logical_bytes: 1 << 30,
             simulated_raw_bytes: 5 << 28,
             host_write_bytes: 1 << 30,
@@ -326,6 +355,9 @@ mod tests {
         assert_eq!(r.projected_tbw_bytes, Some(tbw));
         assert_eq!(r.projected_tbw_worst_block_bytes, Some(tbw / 1.5));
         assert_eq!(r.life_used, 4.0 / 1000.0);
+        // The measured phase alone: 1 + 3 + 0 + 4 erases, the fourth block the most worn.
+        assert_eq!(r.phase_life_used, 2.0 / 1000.0);
+        assert_eq!(r.phase_life_used_worst_block, 4.0 / 1000.0);
         assert!((r.life_used_per_tb_written.unwrap() * tbw - 1e12).abs() < 1e-3);
         let rate = (1u64 << 30) as f64 / 2.0;
         assert!((r.projected_days.unwrap() - tbw / rate / 86_400.0).abs() < 1e-9);

@@ -193,6 +193,8 @@ pub struct ZonedSsd {
     /// Erases per block since the drive was new, zone by zone (a zone's block on each die
     /// in turn): a reset erases the blocks of the dies its data reached.
     block_erases: Vec<u32>,
+    /// `block_erases` when the measured phase began (the last reset_stats).
+    phase_block_erases: Vec<u32>,
     host: HostRecorder,
     stats: ZonedStats,
     written_units: u64,
@@ -246,6 +248,7 @@ impl ZonedSsd {
             open_seq: 0,
             zone_erases: vec![0; zones as usize],
             block_erases: vec![0; zones as usize * g.dies() as usize],
+            phase_block_erases: Vec::new(),
             host: HostRecorder::default(),
             stats: ZonedStats {
                 zones,
@@ -518,7 +521,9 @@ impl ZonedSsd {
         Some(crate::WearReport::new(crate::wear::WearInputs {
             endurance,
             erase_counts: &counts,
+            phase_start_counts: &self.phase_block_erases,
             slc_mode_erases: 0,
+            slc_erase_weight: 1.0,
             simulated_logical_bytes: g.logical_bytes,
             simulated_raw_bytes: g.physical_bytes(),
             host_write_bytes: s.host_write_bytes,
@@ -743,6 +748,7 @@ impl Device for ZonedSsd {
 
     fn reset_stats(&mut self) {
         self.host = HostRecorder::default();
+        self.phase_block_erases = self.block_erases.clone();
         self.written_units = 0;
         self.erases = 0;
         let keep = (

@@ -490,6 +490,9 @@ impl FlashSink for TimingSink<'_> {
 pub struct Ssd {
     cfg: SsdConfig,
     ftl: Ftl,
+    /// Per-block erase counts when the measured phase began (at the last
+    /// [`Device::reset_stats`]; empty before any, or without an endurance rating).
+    phase_erase_counts: Vec<u32>,
     unit_bytes: u64,
     page_transfer_ns: u64,
     unit_transfer_ns: u64,
@@ -580,6 +583,7 @@ impl Ssd {
             )?;
         }
         Ok(Ssd {
+            phase_erase_counts: Vec::new(),
             unit_bytes: g.mapping_unit_bytes as u64,
             page_transfer_ns: transfer_ns(g.superpage_bytes(), cfg.timing.channel_bytes_per_s),
             unit_transfer_ns: transfer_ns(
@@ -673,7 +677,9 @@ impl Ssd {
         Some(WearReport::new(WearInputs {
             endurance,
             erase_counts: self.ftl.erase_counts(),
+            phase_start_counts: &self.phase_erase_counts,
             slc_mode_erases: self.slc.as_ref().map_or(0, |c| c.erased_blocks()),
+            slc_erase_weight: self.slc.as_ref().map_or(1.0, |c| c.erase_weight()),
             simulated_logical_bytes: g.logical_bytes,
             simulated_raw_bytes: g.physical_bytes(),
             host_write_bytes: host_write_bytes.unwrap_or(s.host_write_bytes),
@@ -1391,6 +1397,9 @@ impl Device for Ssd {
 
     fn reset_stats(&mut self) {
         self.ftl.reset_counters();
+        if self.cfg.endurance.is_some() {
+            self.phase_erase_counts = self.ftl.erase_counts().to_vec();
+        }
         self.host = HostRecorder::default();
         self.trim_busy_ns = 0;
         self.trim_interface_ns = 0;

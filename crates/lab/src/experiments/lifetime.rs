@@ -102,31 +102,76 @@ pub(crate) struct Run {
     pub combo: &'static str,
     /// Join repetitions or timed B-tree inserts.
     pub rounds: u64,
-    /// The drive's wear at the end of the run (host and NAND bytes of the run, erase counts
-    /// since new).
+    /// Inserts the run made (B-trees: the preload and the timed ones; 0 for the joins).
+    pub inserts: u64,
+    /// The drive's wear at the end of the run: host and NAND bytes of the run, erase
+    /// counts since new, and the run's own erases (`phase_*`).
     pub wear: WearReport,
-    /// Life used when the run started (the preconditioning's erases).
-    pub start_life_used: f64,
 }
 
+/// Paper 004's AS B-tree takes 100,000 inserts in 61 s (Table 3, F=256, buffer 32): the
+/// B-tree rows' fixed rate for projected days.
+pub(crate) const PAPER_004_INSERTS_PER_S: f64 = 100_000.0 / 61.0;
+
 impl Run {
-    /// Life used by the run itself: erases since it started / rated P/E.
+    /// The simulated drive's raw bytes.
+    fn raw_bytes(&self) -> f64 {
+        self.wear.rated_raw_bytes as f64 / self.wear.capacity_scale
+    }
+
+    /// Life used by the run, counted in bytes as WAF counts them: NAND bytes programmed
+    /// / (rated P/E × the simulated drive's raw bytes). Projected TBW is the same count's
+    /// other face (host bytes / life used, for the rated drive), so the two agree; an
+    /// SLC-mode program wears the bytes it writes.
     pub fn life_used(&self) -> f64 {
-        self.wear.life_used - self.start_life_used
+        self.wear.flash_write_bytes as f64 / (self.wear.rated_pe_cycles as f64 * self.raw_bytes())
     }
 
     /// The null model's life used: host bytes at WAF 1 spread over the simulated drive's
     /// raw flash, against its rated cycles.
     fn null_life_used(&self) -> f64 {
+        self.wear.host_write_bytes as f64 / (self.wear.rated_pe_cycles as f64 * self.raw_bytes())
+    }
+
+    /// The host bytes the rated drive takes a day at the group's fixed rate, and that
+    /// rate in words: the MX500's rated writes (datasheet TBW over the warranty), paper
+    /// 004's insert rate at the run's host bytes per insert.
+    fn fixed_rate(&self) -> Option<(f64, String)> {
         let w = &self.wear;
-        let raw = w.rated_raw_bytes as f64 / w.capacity_scale;
-        w.host_write_bytes as f64 / (w.rated_pe_cycles as f64 * raw)
+        match self.group {
+            Group::Join => {
+                let days = w.warranty_years? * 365.25;
+                let per_day = w.rated_tbw_bytes? as f64 / days;
+                Some((
+                    per_day,
+                    format!(
+                        "its rated {:.1} GB a day (datasheet TBW over the warranty)",
+                        per_day / 1e9
+                    ),
+                ))
+            }
+            Group::Btree => {
+                let per_insert = w.host_write_bytes as f64 / self.inserts.max(1) as f64;
+                Some((
+                    per_insert * PAPER_004_INSERTS_PER_S * 86_400.0,
+                    format!(
+                        "paper 004's {PAPER_004_INSERTS_PER_S:.0} inserts a second (AS, F=256) at the run's {per_insert:.0} host bytes an insert"
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// Days the rated drive lasts at the group's fixed rate ([`Run::fixed_rate`]).
+    fn projected_days(&self) -> Option<f64> {
+        Some(self.wear.projected_tbw_bytes? / self.fixed_rate()?.0)
     }
 }
 
-/// B-tree stores: (name, store, AS write buffer in nodes).
+/// B-tree stores: (name, store, AS write buffer in nodes). The AS store cleans by
+/// cost-benefit over 256 KiB segments, not paper 004's sliding window (its name says so).
 const STORES: [(&str, StoreKind, usize); 3] = [
-    ("AS B-tree", StoreKind::As, 32),
+    ("AS B-tree (cost-benefit cleaning)", StoreKind::As, 32),
     ("in-place B-tree", StoreKind::InPlace, 1),
     ("BFTL", StoreKind::Bftl, 1),
 ];
@@ -179,6 +224,8 @@ pub(crate) fn measure(
             segment_bytes: SEGMENT_BYTES,
             cleaning: Cleaning::CostBenefit,
             commit_every: COMMIT_EVERY,
+            // BFTL as paper 004 sets it (astree's runs too): a reservation buffer of F IUs.
+            bftl_reservation_ius: (store == StoreKind::Bftl).then_some(FANOUT),
             host_write_target_bytes: Some(s.btree_target_bytes),
             precondition: Precondition::Steady {
                 max_x: crate::precondition::DEFAULT_STEADY_MAX_X,
@@ -226,17 +273,19 @@ pub(crate) fn measure(
                     group: Group::Join,
                     combo,
                     rounds: r.repetitions.len() as u64,
-                    start_life_used: r.wear_at_start.map_or(0.0, |w| w.life_used),
+                    inserts: 0,
                     wear: r.wear.ok_or_else(|| no_wear(combo))?,
                 }
             }
             Job::Btree { combo, spec } => {
+                let preload = spec.preload;
                 let r = btreerun::run(spec)?;
+                let rounds = r.timed_inserts.unwrap_or(0);
                 Run {
                     group: Group::Btree,
                     combo,
-                    rounds: r.timed_inserts.unwrap_or(0),
-                    start_life_used: r.wear_at_start.map_or(0.0, |w| w.life_used),
+                    rounds,
+                    inserts: preload + rounds,
                     wear: r.wear.ok_or_else(|| no_wear(combo))?,
                 }
             }
@@ -263,8 +312,12 @@ const PAIRS: [(Group, &str, &str); 6] = [
     (Group::Join, "TRIM only", "fallocate + TRIM"),
     (Group::Join, "fallocate only", "fallocate + TRIM"),
     (Group::Join, "neither", "TRIM only"),
-    (Group::Btree, "in-place B-tree", "AS B-tree"),
-    (Group::Btree, "BFTL", "AS B-tree"),
+    (
+        Group::Btree,
+        "in-place B-tree",
+        "AS B-tree (cost-benefit cleaning)",
+    ),
+    (Group::Btree, "BFTL", "AS B-tree (cost-benefit cleaning)"),
 ];
 
 fn find<'a>(runs: &'a [Run], group: Group, combo: &str) -> Option<&'a Run> {
@@ -343,9 +396,29 @@ fn pct(x: f64) -> String {
 
 /// The per-combination table.
 fn wear_table(runs: &[Run]) -> Table {
+    let rates: Vec<String> = [Group::Join, Group::Btree]
+        .iter()
+        .filter_map(|&g| {
+            let r = runs.iter().find(|r| r.group == g)?;
+            let rate = match g {
+                Group::Join => r.fixed_rate()?.1,
+                Group::Btree => format!(
+                    "paper 004's {PAPER_004_INSERTS_PER_S:.0} inserts a second (AS, F=256) at each run's host bytes an insert"
+                ),
+            };
+            Some(format!("{}: {rate}", g.drive()))
+        })
+        .collect();
     let mut t = Table {
         file_stem: "lifetime".into(),
-        caption: "Each combination on a used drive (preconditioned to steady state) to the same host bytes as the others of its paper: the drive's wear at the end".into(),
+        caption: format!(
+            "Each combination on a used drive (preconditioned to steady state) to the same host bytes as the others of its paper. \
+             Life used by the run is counted in bytes as WAF is (NAND bytes programmed / (rated P/E × raw bytes)), so it and the \
+             projected TBW are one answer: life used × projected TBW = the run's host bytes on the rated drive. Erase counts are \
+             since the drive was new; the worst block is the one the run itself erased most. Projected days at a fixed rate, \
+             not the run's own speed: {}",
+            rates.join("; ")
+        ),
         headers: [
             "drive",
             "combination",
@@ -358,11 +431,10 @@ fn wear_table(runs: &[Run]) -> Table {
             "erases mean",
             "max / mean",
             "life used by the run %",
-            "worst block since new %",
+            "worst block in the run %",
             "null model life %",
-            "life / null",
             "projected TBW (TB)",
-            "projected days",
+            "projected days at the fixed rate",
             "datasheet TBW (TB)",
         ]
         .map(String::from)
@@ -371,7 +443,6 @@ fn wear_table(runs: &[Run]) -> Table {
     };
     for r in runs {
         let w = &r.wear;
-        let null = r.null_life_used();
         t.rows.push(vec![
             r.group.drive().into(),
             r.combo.into(),
@@ -395,16 +466,11 @@ fn wear_table(runs: &[Run]) -> Table {
                 "-".into()
             },
             pct(r.life_used()),
-            pct(w.life_used_worst_block),
-            pct(null),
-            if null > 0.0 {
-                format!("{:.2}", r.life_used() / null)
-            } else {
-                "-".into()
-            },
+            pct(w.phase_life_used_worst_block),
+            pct(r.null_life_used()),
             w.projected_tbw_bytes
                 .map_or("-".into(), |b| format!("{:.0}", b / 1e12)),
-            w.projected_days.map_or("-".into(), |d| format!("{d:.1}")),
+            r.projected_days().map_or("-".into(), |d| format!("{d:.0}")),
             w.rated_tbw_bytes
                 .map_or("none given".into(), |b| format!("{:.0}", b as f64 / 1e12)),
         ]);
@@ -491,7 +557,7 @@ pub(crate) fn section(s: &Setup, runs: &[Run], seed: u64, runtime_s: f64) -> Sec
         },
         Provenance {
             number: "the drives".into(),
-            role: "each run's drive is used, not new: preconditioned before simfs is made on it as SNIA's PTS does it (`--precondition steady`: its whole logical space written sequentially, then random 4 KiB writes until WAF is steady, at most 5× the drive; counters cleared), so the run meets garbage collection in steady state from its first write, as a drive in service does. On a new drive (or one only filled) the first writes land in erased blocks and in log blocks that are erased later, so a short run's erase counts lag its writes (measured: the in-place B-tree's life used half its WAF predicts); in steady state that backlog is the same at the start and the end. Life used is the run's own (erases since the run started); the erase counts shown are since new".into(),
+            role: "each run's drive is used, not new: preconditioned before simfs is made on it as SNIA's PTS does it (`--precondition steady`: its whole logical space written sequentially, then random 4 KiB writes until WAF is steady, at most 5× the drive; counters cleared), so the run meets garbage collection in steady state from its first write, as a drive in service does. The worst block is the run's own (its erases since the run started); the erase counts shown are since new".into(),
         },
         Provenance {
             number: "equal host bytes".into(),
@@ -500,7 +566,7 @@ pub(crate) fn section(s: &Setup, runs: &[Run], seed: u64, runtime_s: f64) -> Sec
         Provenance {
             number: "life used, projected TBW and days".into(),
             role: format!(
-                "the drive's wear report: life used = mean erases per block since new / rated P/E (SLC-mode erases of the MX500's cache spread over every block); {}; days at the run's host write rate in simulated time",
+                "life used by the run = NAND bytes programmed / (rated P/E × raw bytes): wear counted in bytes as WAF counts them, so an SLC-mode program of the MX500's cache wears the bytes it writes (no source gives the MX500's SLC-mode endurance; industrial drives rate pSLC cycles several times TLC ones, so this may overstate the cache's wear); {}; days at a fixed rate (the MX500's rated TBW over its warranty; for the 2011 drive, which gives no TBW, paper 004's {PAPER_004_INSERTS_PER_S:.0} inserts a second at each run's host bytes per insert), not each run's own speed",
                 flash::wear::TBW_FORMULA
             ),
         },
@@ -521,8 +587,10 @@ pub(crate) fn section(s: &Setup, runs: &[Run], seed: u64, runtime_s: f64) -> Sec
             "combination": r.combo,
             "rounds": r.rounds,
             "life_used": r.life_used(),
-            "start_life_used": r.start_life_used,
+            "life_used_worst_block_in_run": r.wear.phase_life_used_worst_block,
             "null_life_used": r.null_life_used(),
+            "projected_days_at_fixed_rate": r.projected_days(),
+            "fixed_rate_bytes_per_day": r.fixed_rate().map(|f| f.0),
             "wear": r.wear,
         })).collect::<Vec<_>>(),
         "predictions": preds.iter().map(|p| json!({
@@ -539,7 +607,7 @@ pub(crate) fn section(s: &Setup, runs: &[Run], seed: u64, runtime_s: f64) -> Sec
         question: "How much of a drive's rated life do the papers' engines use for the same host bytes? \
             Paper 000's hash join (fallocate off/on × TRIM off/on) on the MX500 and paper 004's AS B-tree, \
             in-place B-tree and BFTL on the 2011 drive, each on a used drive (preconditioned to steady state) run to the same host bytes as the \
-            others of its paper; the drive's erase counts give life used against the rated P/E cycles, its WAF a \
+            others of its paper; the NAND bytes it programs give life used against the rated P/E cycles and, as one answer, a \
             projected TBW beside the datasheet's. A null model (WAF 1) says equal host bytes wear alike: the \
             ratios it fails are the model's predictions."
             .into(),
@@ -601,6 +669,16 @@ mod tests {
                 r.wear
             );
             assert!(r.rounds > 0 && r.wear.life_used > 0.0, "{}", r.combo);
+            // One answer: life used and the projected TBW give the run's host bytes back
+            // (on the rated drive), and the worst block is the run's own.
+            let tbw = r.wear.projected_tbw_bytes.unwrap();
+            let back =
+                r.life_used() * tbw / (r.wear.host_write_bytes as f64 * r.wear.capacity_scale);
+            assert!((back - 1.0).abs() < 0.01, "{}: {back}", r.combo);
+            assert!(r.wear.phase_life_used_worst_block <= r.wear.life_used_worst_block);
+            assert!(r.wear.phase_life_used_worst_block > 0.0, "{}", r.combo);
+            // Days at a fixed rate: the MX500's rated writes, paper 004's insert rate.
+            assert!(r.projected_days().is_some_and(|d| d > 0.0), "{}", r.combo);
         }
         // As the experiment measures it: with TRIM the drive copies less (fallocate off and
         // on), so TRIM's WAF is at most that without.
@@ -632,7 +710,7 @@ mod tests {
             (Group::Join, "fallocate only"),
             (Group::Join, "TRIM only"),
             (Group::Join, "fallocate + TRIM"),
-            (Group::Btree, "AS B-tree"),
+            (Group::Btree, "AS B-tree (cost-benefit cleaning)"),
             (Group::Btree, "in-place B-tree"),
             (Group::Btree, "BFTL"),
         ];
@@ -650,7 +728,9 @@ mod tests {
                 let wear = WearReport::new(flash::wear::WearInputs {
                     endurance: &endurance,
                     erase_counts: &counts,
+                    phase_start_counts: &[],
                     slc_mode_erases: 0,
+                    slc_erase_weight: 1.0,
                     simulated_logical_bytes: 900 << 20,
                     simulated_raw_bytes: 1 << 30,
                     host_write_bytes: 3 << 30,
@@ -661,8 +741,8 @@ mod tests {
                     group,
                     combo,
                     rounds: 10,
+                    inserts: 1000,
                     wear,
-                    start_life_used: 0.0,
                 }
             })
             .collect()
@@ -685,6 +765,24 @@ mod tests {
     }
 
     #[test]
+    fn projected_days_do_not_depend_on_how_fast_the_run_went() {
+        let runs = null_runs();
+        let mut slow = runs[0].clone();
+        let w = &mut slow.wear;
+        w.host_write_bytes_per_s = w.host_write_bytes_per_s.map(|r| r / 10.0);
+        w.projected_days = w.projected_days.map(|d| d * 10.0);
+        assert_eq!(slow.projected_days(), runs[0].projected_days());
+        // The MX500's rated rate: 100 TB over 5 years.
+        let per_day = runs[0].fixed_rate().unwrap().0;
+        assert!((per_day - 100e12 / (5.0 * 365.25)).abs() < 1.0);
+        // A B-tree run: paper 004's insert rate at its own bytes per insert.
+        let b = &runs[4];
+        let per_insert = b.wear.host_write_bytes as f64 / b.inserts as f64;
+        let expect = per_insert * PAPER_004_INSERTS_PER_S * 86_400.0;
+        assert!((b.fixed_rate().unwrap().0 - expect).abs() < 1e-6);
+    }
+
+    #[test]
     fn a_combination_that_copies_more_is_a_prediction_beyond_the_null_model() {
         let mut runs = null_runs();
         // "neither" erased every block twice as often for the same host bytes.
@@ -697,7 +795,9 @@ mod tests {
         runs[0].wear = WearReport::new(flash::wear::WearInputs {
             endurance: &endurance,
             erase_counts: &[6u32; 1024],
+            phase_start_counts: &[],
             slc_mode_erases: 0,
+            slc_erase_weight: 1.0,
             simulated_logical_bytes: 900 << 20,
             simulated_raw_bytes: 1 << 30,
             host_write_bytes: 3 << 30,
