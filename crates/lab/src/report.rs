@@ -686,13 +686,17 @@ fn prose(s: &str) -> String {
 }
 
 /// A measured-value cell: the number first, a long explanation folded under it.
-fn ours_cell(ours: Option<f64>, measured: &str) -> String {
+fn ours_cell(ours: Option<f64>, paper: Option<f64>, measured: &str) -> String {
     const SHORT: usize = 90;
     if measured.chars().count() <= SHORT {
         return prose(measured);
     }
-    let head = match ours {
-        Some(v) if v.is_finite() => axis_label((v * 1000.0).round() / 1000.0),
+    let num = |v: f64| axis_label((v * 1000.0).round() / 1000.0);
+    // Ours beside the paper's number in the same unit: the reference column words it as
+    // the paper does ("61 s vs 78 s"), the score holds the ratio both are judged in.
+    let head = match (ours, paper) {
+        (Some(v), Some(p)) if v.is_finite() => format!("{} (paper {})", num(v), num(p)),
+        (Some(v), None) if v.is_finite() => num(v),
         _ => measured.chars().take(40).collect::<String>() + "…",
     };
     format!(
@@ -700,6 +704,36 @@ fn ours_cell(ours: Option<f64>, measured: &str) -> String {
         html_escape(&head),
         prose(measured)
     )
+}
+
+/// A table cell that is a plain number of five or more integer digits, with thousands
+/// separators ("2536198144" → "2,536,198,144", "-12345.5" → "-12,345.5"); anything else
+/// as it is. The CSV keeps the plain number for scripts.
+fn digits_grouped(cell: &str) -> String {
+    let (sign, rest) = match cell.strip_prefix('-') {
+        Some(r) => ("-", r),
+        None => ("", cell),
+    };
+    let (int, frac) = match rest.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (rest, None),
+    };
+    let plain = |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit());
+    if int.len() < 5 || !plain(int) || frac.is_some_and(|f| !plain(f)) {
+        return cell.to_string();
+    }
+    let mut out = String::from(sign);
+    for (i, ch) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if let Some(f) = frac {
+        out.push('.');
+        out.push_str(f);
+    }
+    out
 }
 
 fn html_escape(s: &str) -> String {
@@ -738,6 +772,14 @@ fn powers_of_two_axis(p: &LinePlot) -> bool {
         && xs.iter().all(|&x| x.log2() == x.log2().round())
 }
 
+/// Whether x values are positive and span at least two decades (a cost swept from 0.03
+/// to 10 ms): such an axis is drawn in log10, ticked in the quantity's own units.
+fn decades_axis(p: &LinePlot) -> bool {
+    let xs = p.series.iter().flat_map(|s| s.points.iter().map(|pt| pt.0));
+    let (lo, hi) = xs.fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    lo > 0.0 && hi / lo >= 100.0
+}
+
 /// Pixels of the plot (left) and of its legend (right, outside the data).
 const PLOT_PX: (u32, u32) = (760, 460);
 const LEGEND_PX: u32 = 250;
@@ -768,6 +810,10 @@ pub fn line_plot_svg(p: &LinePlot) -> Result<String, crate::LabError> {
         let (plot_area, legend_area) = root.split_horizontally(PLOT_PX.0);
         if powers_of_two_axis(p) {
             let xr = (x0 / 1.25..x1 * 1.25).log_scale().base(2.0);
+            draw_lines(&plot_area, p, xr, y0..y1)?;
+        } else if decades_axis(p) {
+            // Ticked in the quantity's own units (0.1, 1, 10), not in its logarithm.
+            let xr = (x0 / 1.5..x1 * 1.5).log_scale();
             draw_lines(&plot_area, p, xr, y0..y1)?;
         } else {
             let xpad = ((x1 - x0) * 0.03).max(1e-9);
@@ -800,9 +846,9 @@ fn marker<DB: DrawingBackend>(
     k: usize,
     (x, y): (i32, i32),
     color: RGBAColor,
+    r: i32,
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<_>| e.to_string();
-    let r = 4;
     match k % 5 {
         0 => area
             .draw(&Circle::new((x, y), r, color.filled()))
@@ -873,7 +919,15 @@ where
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(e)?;
-    for (i, s) in p.series.iter().enumerate() {
+    // Reference curves first, so the simulated lines and markers are drawn over them;
+    // their markers smaller.
+    let order = p
+        .series
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.reference)
+        .chain(p.series.iter().enumerate().filter(|(_, s)| !s.reference));
+    for (i, s) in order {
         let (color, dash, gap) = series_style(s, i);
         if s.reference {
             chart
@@ -898,6 +952,7 @@ where
                 i,
                 (at.0 - ox, at.1 - oy),
                 color,
+                if s.reference { 2 } else { 4 },
             )?;
         }
     }
@@ -932,7 +987,7 @@ fn draw_legend(
             ))
             .map_err(e)?;
         }
-        marker(area, i, (20, y), color)
+        marker(area, i, (20, y), color, if s.reference { 3 } else { 4 })
     })
 }
 
@@ -1163,7 +1218,7 @@ fn section_head(s: &Section, info: &RunInfo) -> String {
 /// A section's verdicts as a table, each with its role and id.
 fn verdicts_html(s: &Section) -> String {
     let mut body = String::new();
-    body.push_str("<table class=\"verdicts\"><tr><th>claim</th><th>reference</th><th>ours</th><th>verdict</th></tr>\n");
+    body.push_str("<div class=\"scroll\"><table class=\"verdicts\"><tr><th>claim</th><th>reference</th><th>ours</th><th>verdict</th></tr>\n");
     for v in &s.verdicts {
         let _ = writeln!(
             body,
@@ -1179,7 +1234,11 @@ fn verdicts_html(s: &Section) -> String {
                 }
             )),
             prose(&v.reference),
-            ours_cell(v.score.as_ref().and_then(|sc| sc.ours), &v.measured),
+            ours_cell(
+                v.score.as_ref().and_then(|sc| sc.ours),
+                v.score.as_ref().and_then(|sc| sc.paper),
+                &v.measured
+            ),
             match (&v.preview, v.holds) {
                 (Some(_), _) => "preview",
                 (None, true) => "holds",
@@ -1196,7 +1255,7 @@ fn verdicts_html(s: &Section) -> String {
         );
         body.push_str(&miss_html(v));
     }
-    body.push_str("</table>\n");
+    body.push_str("</table></div>\n");
     body
 }
 
@@ -1288,7 +1347,7 @@ fn tables_html(s: &Section, sec: &SafeDir, sdir: &Path) -> Result<String, crate:
         }
         let _ = writeln!(
             body,
-            "<h3>{} (<a href=\"{}/{}.csv\">CSV</a>)</h3><table><tr>{}</tr>",
+            "<h3>{} (<a href=\"{}/{}.csv\">CSV</a>)</h3><div class=\"scroll\"><table><tr>{}</tr>",
             prose(&t.caption),
             s.id,
             t.file_stem,
@@ -1302,11 +1361,11 @@ fn tables_html(s: &Section, sec: &SafeDir, sdir: &Path) -> Result<String, crate:
                 body,
                 "<tr>{}</tr>",
                 row.iter()
-                    .map(|c| format!("<td>{}</td>", html_escape(c)))
+                    .map(|c| format!("<td>{}</td>", html_escape(&digits_grouped(c))))
                     .collect::<String>()
             );
         }
-        body.push_str("</table>\n");
+        body.push_str("</table></div>\n");
         if folded {
             body.push_str("</details>\n");
         }
@@ -1332,6 +1391,7 @@ td.fails {{ background: #fbe3e3; font-weight: bold; }}
 p.fails, b.fails {{ color: #a00000; font-weight: bold; }}
 .meta {{ color: #666; font-size: 0.9em; }}
 tr.miss td {{ background: #fff8e6; font-size: 0.9em; border-top: none; }}
+div.scroll {{ overflow-x: auto; max-width: 100%; }}
 figure {{ margin: 1em 0; }} img {{ max-width: 100%; border: 1px solid #eee; }}
 section {{ border-top: 2px solid #ddd; margin-top: 2em; }}
 span.holds {{ color: #1a7f1a; font-weight: bold; }} span.fails {{ color: #a00000; font-weight: bold; }}
@@ -1537,6 +1597,82 @@ mod tests {
     }
 
     #[test]
+    fn an_axis_over_decades_is_ticked_in_its_own_units_and_references_sit_under_the_lines() {
+        let costs = [0.03, 0.3, 1.0, 3.0, 10.0];
+        let p = LinePlot {
+            file_stem: "t".into(),
+            title: "t".into(),
+            x_label: "cost, ms (log scale)".into(),
+            y_label: "y".into(),
+            series: vec![
+                Series {
+                    name: "paper".into(),
+                    points: costs.iter().map(|&c| (c, 2.7)).collect(),
+                    reference: true,
+                },
+                Series {
+                    name: "ours".into(),
+                    points: costs.iter().map(|&c| (c, 1.0 + c)).collect(),
+                    reference: false,
+                },
+            ],
+        };
+        assert!(decades_axis(&p) && !powers_of_two_axis(&p));
+        let svg = line_plot_svg(&p).unwrap();
+        let texts: Vec<&str> = svg
+            .split("<text")
+            .skip(1)
+            .filter_map(|t| t.split_once('>').map(|(_, rest)| rest))
+            .filter_map(|t| t.split("</text>").next())
+            .map(str::trim)
+            .collect();
+        for tick in ["0.1", "1", "10"] {
+            assert!(texts.contains(&tick), "no tick {tick}: {texts:?}");
+        }
+        assert!(!texts.contains(&"-1"), "ticks in the logarithm: {texts:?}");
+        // The reference's dashes come before (under) the simulated line in the SVG.
+        let dashed = svg.find("stroke-dasharray").unwrap_or(usize::MAX);
+        let solid = svg.find("<polyline").unwrap();
+        assert!(
+            dashed < solid || !svg.contains("stroke-dasharray"),
+            "reference drawn last"
+        );
+    }
+
+    #[test]
+    fn large_numbers_have_separators_in_the_html_and_tables_scroll_sideways() {
+        assert_eq!(digits_grouped("2536198144"), "2,536,198,144");
+        assert_eq!(digits_grouped("-12345.50"), "-12,345.50");
+        assert_eq!(digits_grouped("9999"), "9999");
+        assert_eq!(digits_grouped("1.5e10"), "1.5e10");
+        assert_eq!(digits_grouped("12345 MB"), "12345 MB");
+        let mut s = Section::without_numbers("x", "X", "q".into(), 1, serde_json::json!({}));
+        s.tables = vec![Table {
+            file_stem: "t".into(),
+            caption: "c".into(),
+            headers: vec!["bytes".into(), "ratio".into()],
+            rows: vec![vec!["2536198144".into(), "12345.678".into()]],
+        }];
+        let dir = tempfile::tempdir().unwrap();
+        let index = write_report(dir.path(), &RunInfo::default(), &[s]).unwrap();
+        let html = std::fs::read_to_string(index).unwrap();
+        // In table cells, no run of five digits without a separator.
+        for cell in html.split("<td>").skip(1) {
+            let text = cell.split("</td>").next().unwrap();
+            let mut run = 0;
+            for ch in text.chars() {
+                run = if ch.is_ascii_digit() { run + 1 } else { 0 };
+                assert!(run < 5, "{text}");
+            }
+        }
+        assert!(html.contains("<td>2,536,198,144</td><td>12,345.678</td>"));
+        assert!(html.contains("<div class=\"scroll\"><table>"));
+        // The CSV keeps the plain number for scripts.
+        let csv = std::fs::read_to_string(dir.path().join("x/t.csv")).unwrap();
+        assert!(csv.contains("2536198144"));
+    }
+
+    #[test]
     fn a_score_holds_within_its_tolerance_of_the_paper_and_serialises_flat() {
         let score = |ours: Option<f64>| Score {
             id: "x.y".into(),
@@ -1586,10 +1722,16 @@ mod tests {
             "table <code>batch_files</code> &lt;b&gt;"
         );
         assert_eq!(prose("a lone ` stays"), "a lone ` stays");
-        assert_eq!(ours_cell(Some(1.5), "1.5x"), "1.5x");
+        assert_eq!(ours_cell(Some(1.5), None, "1.5x"), "1.5x");
         let long = "x".repeat(200);
-        let cell = ours_cell(Some(2.0), &long);
+        let cell = ours_cell(Some(2.0), None, &long);
         assert!(cell.starts_with("<details><summary>2</summary>"), "{cell}");
+        // Beside the paper's number in the same unit.
+        let cell = ours_cell(Some(0.153), Some(0.218), &long);
+        assert!(
+            cell.starts_with("<details><summary>0.153 (paper 0.218)</summary>"),
+            "{cell}"
+        );
         assert_eq!(
             (axis_label(2.0), axis_label(2.5)),
             ("2".into(), "2.5".into())

@@ -1068,7 +1068,7 @@ fn analyse(time: &dyn Fn(Sweep, usize, u64) -> f64) -> Vec<Verdict> {
 "gracejoin.hdd-write-buffer-gain", "HDD: write buffers 4→128 KB help ~20% (1.08–1.32×)", "~1.2×", hdd_w,
             paper::HDD_WRITE_GAIN, 0.1, format!("{hdd_w:.2}×")),
         Verdict::ordering(
-"gracejoin.hdd-ssd-gap-2users", "Two concurrent users: the HDD / SSD gap is about 9× or more (\"약 9배 이상\": a lower bound, judged as at least 9× less the headline tolerance)", "≥ ~9×", gap2,
+"gracejoin.hdd-ssd-gap-2users", "Two concurrent users: the HDD / SSD gap is about 9× or more (the paper's \"yak 9-bae isang\", about 9 times or more: a lower bound, judged as at least 9× less the headline tolerance)", "≥ ~9×", gap2,
             gap2 >= paper::HDD_SSD_GAP_2USERS * (1.0 - t), format!(
                 "{gap2:.1}× (bound {:.1}×). The users share the paper's two cores, and the disk's requests pass \
                  CFQ as Linux 2.6.35 ran it (a 100 ms slice per thread, 8 ms idling for a user that does not \

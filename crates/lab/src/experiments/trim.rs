@@ -1174,6 +1174,21 @@ fn pct(x: f64) -> String {
     format!("{:+.1}%", (x - 1.0) * 100.0)
 }
 
+/// A total time over TRIM's (`x`) as words: "36.0% less time than TRIM",
+/// "0.1% more time than TRIM".
+fn than_trim(x: f64) -> String {
+    let d = (x - 1.0) * 100.0;
+    if d.abs() < 0.05 {
+        "as long as TRIM".into()
+    } else {
+        format!(
+            "{:.1}% {} time than TRIM",
+            d.abs(),
+            if d < 0.0 { "less" } else { "more" }
+        )
+    }
+}
+
 /// The delete alone: the three calibrated numbers, and the check that follows from them.
 fn delete_verdicts(interface_share: f64, delete_norm: &[f64]) -> Vec<Verdict> {
     let (vtrim, ftrim) = (delete_norm[1], delete_norm[2]);
@@ -1243,9 +1258,9 @@ fn mixed_verdicts(
             let ours = ours_of(n, m);
             let id = mixed_id(n, m);
             let claim = format!(
-                "Predicted: with {n} reads after the delete, {} takes {} of TRIM's total time, its delete alone being faster than TRIM's",
+                "Predicted: with {n} reads after the delete, {} takes {} (the delete and the reads together), its delete alone being faster than TRIM's",
                 m.name(),
-                pct(paper)
+                than_trim(paper)
             );
             let measured = format!(
                 "{} (its delete alone: {})",
@@ -1288,10 +1303,10 @@ fn mixed_verdicts(
             if let Some(null) = no_contention {
                 verdict = verdict.with_role(Role::Check);
                 verdict.claim = format!(
-                    "Check: with {n} reads after the delete, {} takes {} of TRIM's total time — not a prediction: without contention between the reads and the deletion's work (additive timing on the paper's own delete times) it is {}, already within its tolerance",
+                    "Check: with {n} reads after the delete, {} takes {} (the delete and the reads together) — not a prediction: without contention between the reads and the deletion's work (additive timing on the paper's own delete times) it takes {}, already within its tolerance",
                     m.name(),
-                    pct(paper),
-                    pct(null)
+                    than_trim(paper),
+                    than_trim(null)
                 );
             }
             v.push(verdict);

@@ -832,6 +832,30 @@ pub(super) mod tests {
     use joinrun::Repetition;
 
     #[test]
+    fn the_cosmos_runs_on_its_own_table_1_setup() {
+        use super::super::{setup, COSMOS_SETUP, MAIN_SETUP};
+        for scale in [Scale::Quick, Scale::Full, Scale::Paper] {
+            let s = setup(scale);
+            let (mx, cos) = (&s.drives[MX500], &s.drives[COSMOS]);
+            // Each repetition fills the share of the drive its paper's query did: 40 GB of
+            // data on 250 GB, 3 GB on 32 GB.
+            let fill = |d: &super::super::Drive| d.sf / d.capacity_bytes as f64;
+            let paper = |p: super::super::PaperSetup| p.sf() / p.drive_bytes;
+            for (d, p) in [(mx, MAIN_SETUP), (cos, COSMOS_SETUP)] {
+                assert!((fill(d) / paper(p) - 1.0).abs() < 0.001, "{scale:?}");
+            }
+            // The same 1 GB host, scaled with each query: the Cosmos+'s query is smaller,
+            // so its host is larger against it.
+            let ram = |d: &super::super::Drive| d.host.ram_bytes as f64 / d.sf;
+            assert!((ram(cos) / ram(mx) - 40.0 / 3.0).abs() < 0.01, "{scale:?}");
+        }
+        let paper = setup(Scale::Paper);
+        assert_eq!(paper.drives[COSMOS].work_mem_bytes, 512 << 10);
+        assert!((paper.drives[COSMOS].sf - 2.25).abs() < 1e-12);
+        assert_eq!(paper.drives[COSMOS].capacity_bytes, 30518 << 20);
+    }
+
+    #[test]
     fn each_repetition_fills_the_share_of_the_drive_the_paper_s_did() {
         // The paper's query (SF 30 assumed) on its 250 GB drive, whatever the scale: the
         // same share of the drive per repetition.

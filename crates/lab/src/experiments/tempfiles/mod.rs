@@ -48,6 +48,80 @@ struct Drive {
     preset: &'static str,
     label: &'static str,
     repeat: u32,
+    /// The query, the drive and the host as this drive's paper setup scales them
+    /// ([`PaperSetup`]): the Cosmos+ ran paper 000's smaller one.
+    sf: f64,
+    capacity_bytes: u64,
+    host: vfs::HostConfig,
+    work_mem_bytes: u64,
+}
+
+/// A drive's setup in paper 000's Table 1: the database, the drive's capacity and
+/// work_mem (the MX500 and the 840 Pro: 40 GB, 250 GB, 4 MB; the Cosmos+: 3 GB, 32 GB,
+/// 512 KB). The host is the same 1 GB machine; shared_buffers (128 MB, the Cosmos+'s
+/// 16 MB) do not hold temp files, which PostgreSQL writes through its own BufFiles.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct PaperSetup {
+    pub db_bytes: f64,
+    pub drive_bytes: f64,
+    pub work_mem_kib: u64,
+}
+
+/// The MX500's and the 840 Pro's setup.
+pub(crate) const MAIN_SETUP: PaperSetup = PaperSetup {
+    db_bytes: 40e9,
+    drive_bytes: PAPER_DRIVE_BYTES,
+    work_mem_kib: PAPER_WORK_MEM_KIB,
+};
+/// The Cosmos+'s (Table 1: "40GB (Cosmos+: 3GB)", "4MB (Cosmos+: 512KB)"; Table 3: 32 GB).
+pub(crate) const COSMOS_SETUP: PaperSetup = PaperSetup {
+    db_bytes: 3e9,
+    drive_bytes: 32e9,
+    work_mem_kib: 512,
+};
+
+impl PaperSetup {
+    /// The paper's query's scale factor: its database's share of the 40 GB one, whose SF
+    /// is assumed ([`PAPER_SF`]).
+    pub fn sf(&self) -> f64 {
+        PAPER_SF * self.db_bytes / MAIN_SETUP.db_bytes
+    }
+
+    /// The drive at SF `sf`: the paper's scaled with the query (whole MiB).
+    pub fn drive_bytes_at(&self, sf: f64) -> u64 {
+        let bytes = self.drive_bytes * sf / self.sf();
+        (bytes / (1 << 20) as f64).round() as u64 * (1 << 20)
+    }
+
+    /// The paper's host at SF `sf`, scaled with the query ([`postgres_host`]).
+    pub fn host_at(&self, sf: f64) -> vfs::HostConfig {
+        scaled_host(sf / self.sf())
+    }
+
+    /// This drive at the scale's SF (`sf`; at paper scale, the paper's own query).
+    fn drive(
+        &self,
+        preset: &'static str,
+        label: &'static str,
+        repeat: u32,
+        sf: f64,
+        paper: bool,
+    ) -> Drive {
+        let sf = if paper { self.sf() } else { sf };
+        Drive {
+            preset,
+            label,
+            repeat,
+            sf,
+            capacity_bytes: self.drive_bytes_at(sf),
+            host: self.host_at(sf),
+            work_mem_bytes: if paper {
+                self.work_mem_kib << 10
+            } else {
+                hashjoin::postgres::MIN_WORK_MEM_BYTES
+            },
+        }
+    }
 }
 
 struct Setup {
@@ -86,21 +160,9 @@ fn setup(scale: Scale) -> Setup {
         },
         capacity_bytes: drive_bytes(sf),
         drives: vec![
-            Drive {
-                preset: "mx500",
-                label: "Crucial MX500",
-                repeat: long,
-            },
-            Drive {
-                preset: "840pro",
-                label: "Samsung 840 Pro",
-                repeat: short,
-            },
-            Drive {
-                preset: "cosmos",
-                label: "Cosmos+ OpenSSD",
-                repeat: short,
-            },
+            MAIN_SETUP.drive("mx500", "Crucial MX500", long, sf, paper),
+            MAIN_SETUP.drive("840pro", "Samsung 840 Pro", short, sf, paper),
+            COSMOS_SETUP.drive("cosmos", "Cosmos+ OpenSSD", short, sf, paper),
         ],
         batch_work_mem_kib: if paper {
             vec![4 * PAPER_WORK_MEM_KIB, PAPER_WORK_MEM_KIB]
@@ -225,10 +287,10 @@ impl Path {
         fallocate: bool,
         trim: bool,
     ) -> Result<JoinRunSpec, crate::LabError> {
-        let mut spec = join_spec(d.preset, s.sf, s.capacity_bytes, d.repeat, fallocate, trim)?;
+        let mut spec = join_spec(d.preset, d.sf, d.capacity_bytes, d.repeat, fallocate, trim)?;
         // PostgreSQL 12's hash join, as the paper ran it, at this scale's work_mem.
         spec.join.algorithm = Algorithm::Postgres;
-        spec.memory_bytes = s.work_mem_bytes;
+        spec.memory_bytes = d.work_mem_bytes;
         spec.storage.stream_inputs = s.stream_inputs;
         if let (
             Some(r),
@@ -238,9 +300,9 @@ impl Path {
             spec.repeat = spec.repeat.min(r);
         }
         match self {
-            Path::Host => set_host(&mut spec, postgres_host(s.sf), trim),
+            Path::Host => set_host(&mut spec, d.host.clone(), trim),
             Path::QueuedTrim => {
-                set_host(&mut spec, postgres_host(s.sf), trim);
+                set_host(&mut spec, d.host.clone(), trim);
                 if let Backend::Sim { preset } = &mut spec.backend {
                     if let Some(ssd) = preset.ssd_config_mut() {
                         ssd.trim.queued = true;
@@ -249,17 +311,17 @@ impl Path {
             }
             Path::NoHost => {}
             Path::AmpleWorkMem(factor) => {
-                set_host(&mut spec, postgres_host(s.sf), trim);
+                set_host(&mut spec, d.host.clone(), trim);
                 spec.memory_bytes *= factor;
                 spec.repeat = AMPLE_WORK_MEM_REPEAT;
             }
             Path::PostgresWorkMem(kib) => {
-                set_host(&mut spec, postgres_host(s.sf), trim);
+                set_host(&mut spec, d.host.clone(), trim);
                 spec.memory_bytes = kib << 10;
                 spec.repeat = BATCHES_REPEAT;
             }
             Path::TrimSettleUs(us) => {
-                set_host(&mut spec, postgres_host(s.sf), trim);
+                set_host(&mut spec, d.host.clone(), trim);
                 if let Backend::Sim { preset } = &mut spec.backend {
                     if let Some(ssd) = preset.ssd_config_mut() {
                         ssd.trim.settle_ns = us * 1_000;
@@ -267,7 +329,7 @@ impl Path {
                 }
             }
             Path::MappingUnit(bytes) => {
-                set_host(&mut spec, postgres_host(s.sf), trim);
+                set_host(&mut spec, d.host.clone(), trim);
                 if let Backend::Sim { preset } = &mut spec.backend {
                     if let Some(ssd) = preset.ssd_config_mut() {
                         ssd.geometry.mapping_unit_bytes = bytes;
@@ -303,8 +365,7 @@ fn spill_bytes(sf: f64) -> f64 {
 /// so that each repetition fills the same share of it as the paper's query did of its
 /// MX500 (rounded to whole MiB).
 pub(crate) fn drive_bytes(sf: f64) -> u64 {
-    let bytes = PAPER_DRIVE_BYTES * paper_share(sf);
-    (bytes / (1 << 20) as f64).round() as u64 * (1 << 20)
+    MAIN_SETUP.drive_bytes_at(sf)
 }
 
 /// The paper's host (Linux's defaults, 1 GB of DRAM), scaled down as the query is: the
@@ -315,7 +376,11 @@ pub(crate) fn drive_bytes(sf: f64) -> u64 {
 /// PostgreSQL writes its batch files through the page cache (buffered BufFiles of 8 KiB
 /// blocks).
 pub(crate) fn postgres_host(sf: f64) -> vfs::HostConfig {
-    let scale = paper_share(sf);
+    scaled_host(paper_share(sf))
+}
+
+/// The paper's 1 GB host with its memory and timers scaled by `scale`.
+fn scaled_host(scale: f64) -> vfs::HostConfig {
     let linux = vfs::HostConfig::linux(1 << 30);
     let shrink = |x: u64| (x as f64 * scale) as u64;
     vfs::HostConfig {
@@ -625,12 +690,19 @@ fn provenance(s: &Setup, trim_ms: f64, settle_ms: f64) -> Vec<Provenance> {
                         s.work_mem_bytes >> 10,
                     )
                 };
+                let cos = &s.drives[COSMOS];
                 format!(
-                    "SF {} with 128-byte rows ({} MB of input per query) on {} MiB drives: each repetition writes the same share of a drive ({:.0}%) as the paper's query did of its 250 GB MX500 (its 40 GB database assumed TPC-H SF 30, whole rows spilled), the same share for every drive; {scaling}; 100 ns of CPU per row (assumed)",
+                    "SF {} with 128-byte rows ({} MB of input per query) on {} MiB drives: each repetition writes the same share of a drive ({:.0}%) as the paper's query did of its 250 GB MX500 (its 40 GB database assumed TPC-H SF 30, whole rows spilled); {scaling}. The Cosmos+ runs its own setup of Table 1 (a 3 GB database, i.e. SF {:.2} under the same assumption, on 32 GB, work_mem 512 KB), scaled the same way: SF {} on {} MiB ({:.0}% a repetition), the 1 GB host scaled with its smaller query ({:.0} MiB of page cache), work_mem {} kB; 100 ns of CPU per row (assumed)",
                     s.sf,
                     (s.sf * 7_500_000.0 * 128.0 / 1e6).round(),
                     s.capacity_bytes >> 20,
                     100.0 * spill_bytes(s.sf) / s.capacity_bytes as f64,
+                    COSMOS_SETUP.sf(),
+                    cos.sf,
+                    cos.capacity_bytes >> 20,
+                    100.0 * spill_bytes(cos.sf) / cos.capacity_bytes as f64,
+                    cos.host.ram_bytes as f64 / (1 << 20) as f64,
+                    cos.work_mem_bytes >> 10,
                 )
             },
         },

@@ -478,7 +478,7 @@ pub(super) fn trim_cost_plots(sens: &Sensitivity) -> Vec<Plot> {
             LinePlot {
                 file_stem: stem.into(),
                 title: title.into(),
-                x_label: "log10(TRIM settling cost, ms)".into(),
+                x_label: "TRIM settling cost, ms (log scale)".into(),
                 y_label: "ratio (×)".into(),
                 series: which
                     .iter()
@@ -488,13 +488,13 @@ pub(super) fn trim_cost_plots(sens: &Sensitivity) -> Vec<Plot> {
                             .costs_ms
                             .iter()
                             .zip(h.1.iter())
-                            .map(|(c, v)| (c.log10(), *v))
+                            .map(|(c, v)| (*c, *v))
                             .collect(),
                         reference: false,
                     })
                     .chain(which.iter().map(|h| Series {
                         name: format!("paper 000: {} {}", h.0, h.2),
-                        points: sens.costs_ms.iter().map(|c| (c.log10(), h.2)).collect(),
+                        points: sens.costs_ms.iter().map(|c| (*c, h.2)).collect(),
                         reference: true,
                     }))
                     .collect(),
