@@ -19,7 +19,7 @@ import json
 import sys
 
 WALL_CLOCK = {"runtime_s", "job_wall_s", "wall_s", "peak_rss_bytes", "total_runtime_s",
-              "command"}
+              "command", "started_utc"}
 REAL_KERNEL = {"tempfiles-real", "nosql"}
 
 

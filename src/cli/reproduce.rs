@@ -155,6 +155,7 @@ pub(crate) fn run(a: ReproduceArgs) -> Result<()> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         version: env!("CARGO_PKG_VERSION").to_string(),
         total_runtime_s: 0.0,
+        started_utc: lab::report::utc_minute(std::time::SystemTime::now()),
     };
     let _held = trace::leftovers::hold(format!(
         "report directory {} (its report not written yet)",

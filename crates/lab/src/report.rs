@@ -257,7 +257,8 @@ impl Serialize for Verdict {
 /// A section's verdicts counted apart: predictions that hold and fail, previews (judged at
 /// `--scale full`, never counted as holding), model checks and calibrated numbers (each
 /// with how many fail).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Tally {
     pub holds: usize,
     pub fails: usize,
@@ -1035,6 +1036,76 @@ pub struct RunInfo {
     pub command: String,
     pub version: String,
     pub total_runtime_s: f64,
+    /// When the run started, UTC ("2026-11-28 21:34 UTC"; empty where unknown).
+    #[serde(default)]
+    pub started_utc: String,
+}
+
+/// `t` as "YYYY-MM-DD HH:MM UTC" (days to a civil date: Howard Hinnant's algorithm).
+pub fn utc_minute(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        rem / 3_600,
+        rem % 3_600 / 60
+    )
+}
+
+/// A section of an earlier report kept as it was (`reproduce --only X` into a report):
+/// its contents line, its HTML and its results.json entry, as the run that made it wrote
+/// them (each section's HTML says which run that was).
+#[derive(Debug, Clone)]
+pub struct KeptSection {
+    pub id: String,
+    pub toc: String,
+    pub html: String,
+    pub json: serde_json::Value,
+    pub tally: Tally,
+}
+
+/// What a section keeps of itself beside its figures, so a later run can keep it.
+const SECTION_HTML: &str = "section.html";
+const SECTION_TOC: &str = "toc.html";
+
+/// The sections `ids` of the report in `dir`, as its run wrote them; a section missing
+/// any part (an older report, a failed write) is left out, to be removed as stale.
+pub fn kept_sections(dir: &Path, ids: &[String]) -> Vec<KeptSection> {
+    // Only regular files are read: never through a symlink, never a FIFO.
+    let read = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .ok()
+            .filter(|m| m.file_type().is_file())
+            .and_then(|_| std::fs::read_to_string(p).ok())
+    };
+    let json: serde_json::Value = read(&dir.join("results.json"))
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    ids.iter()
+        .filter_map(|id| {
+            let entry = json.get("experiments")?.get(id)?.clone();
+            let tally: Tally = serde_json::from_value(entry.get("tally")?.clone()).ok()?;
+            let in_section = |f: &str| read(&dir.join(id).join(f));
+            Some(KeptSection {
+                id: id.clone(),
+                toc: in_section(SECTION_TOC)?,
+                html: in_section(SECTION_HTML)?,
+                json: entry,
+                tally,
+            })
+        })
+        .collect()
 }
 
 /// The file that marks a directory as a report flashlab made (so a later run may replace
@@ -1198,6 +1269,18 @@ fn section_head(s: &Section, info: &RunInfo) -> String {
         body,
         "<p class=\"meta\">seed {} · {time} · reproduce: <code>flashlab reproduce --only {} --scale {}</code></p>",
         s.seed, s.id, info.scale
+    );
+    let _ = writeln!(
+        body,
+        "<p class=\"meta\">Made by <code>{}</code> (flashlab {}, scale {}{}).</p>",
+        html_escape(&info.command),
+        html_escape(&info.version),
+        html_escape(&info.scale),
+        if info.started_utc.is_empty() {
+            String::new()
+        } else {
+            format!(", started {}", html_escape(&info.started_utc))
+        }
     );
     let mut whys: Vec<&str> = s
         .verdicts
@@ -1415,46 +1498,59 @@ Machine-readable results: <a href="results.json">results.json</a>.</p>
     )
 }
 
-/// Writes `dir/index.html`, `dir/results.json`, and per section `dir/ID/*.svg|csv`.
+/// Writes `dir/index.html`, `dir/results.json`, and per section `dir/ID/*.svg|csv` (and
+/// the section's HTML and contents line, which a later `--only` run keeps); `kept`, an
+/// earlier report's sections this run did not make, go beside them as they were. The
+/// sections come in the order of `order` (ids), any other last.
 pub fn write_report(
     dir: &Path,
     info: &RunInfo,
     sections: &[Section],
+    kept: &[KeptSection],
+    order: &[&str],
 ) -> Result<PathBuf, crate::LabError> {
     let io = |what: &Path, e: std::io::Error| format!("cannot write {}: {e}", what.display());
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     let root = SafeDir::open(dir).map_err(|e| io(dir, e))?;
-    let mut body = String::new();
-    let mut toc = String::new();
-    let mut total = Tally::default();
+    // Each section's contents line, HTML, results.json entry and tally, by id.
+    let mut parts: Vec<(String, String, String, serde_json::Value, Tally)> = Vec::new();
     for s in sections {
-        let sdir = dir.join(&s.id);
-        let sec = root.subdir(&s.id).map_err(|e| io(&sdir, e))?;
-        let tally = s.tally();
-        total.add(&tally);
-        let status = match s.failed_with() {
-            Some(_) => "<b class=\"fails\">failed</b>".to_string(),
-            None => html_escape(&tally.sentence()),
-        };
-        // A mark in the contents: something fails (or the section failed), or nothing does.
-        let mark = if s.failed_with().is_some() || tally.any_failing() {
-            "<span class=\"fails\">✗</span>"
-        } else {
-            "<span class=\"holds\">✓</span>"
-        };
-        let _ = writeln!(
-            toc,
-            "<li>{mark} <a href=\"#{id}\">{t}</a> — {status}</li>",
-            id = s.id,
-            t = html_escape(&s.title),
-        );
-        body.push_str(&section_head(s, info));
-        body.push_str(&verdicts_html(s));
-        body.push_str(&provenance_html(s));
-        body.push_str(&figures_html(s, &sec, &sdir)?);
-        body.push_str(&tables_html(s, &sec, &sdir)?);
-        body.push_str("</section>\n");
+        let (toc, html) = section_html(s, info, &root, dir)?;
+        for (name, text) in [(SECTION_HTML, &html), (SECTION_TOC, &toc)] {
+            root.subdir(&s.id)
+                .and_then(|d| d.write(name, text.as_bytes()))
+                .map_err(|e| io(&dir.join(&s.id).join(name), e))?;
+        }
+        let mut v = serde_json::to_value(s).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert(
+                "tally".into(),
+                serde_json::to_value(s.tally()).unwrap_or_default(),
+            );
+            o.insert(
+                "made_by".into(),
+                serde_json::to_value(info).unwrap_or_default(),
+            );
+        }
+        parts.push((s.id.clone(), toc, html, v, s.tally()));
     }
+    for k in kept {
+        parts.push((
+            k.id.clone(),
+            k.toc.clone(),
+            k.html.clone(),
+            k.json.clone(),
+            k.tally,
+        ));
+    }
+    let rank = |id: &str| order.iter().position(|o| *o == id).unwrap_or(order.len());
+    parts.sort_by_key(|p| rank(&p.0));
+    let mut total = Tally::default();
+    for p in &parts {
+        total.add(&p.4);
+    }
+    let toc: String = parts.iter().map(|p| p.1.as_str()).collect();
+    let body: String = parts.iter().map(|p| p.2.as_str()).collect();
     let html = page_html(info, &total, &toc, &body);
     let index = dir.join("index.html");
     root.write("index.html", html.as_bytes())
@@ -1462,13 +1558,11 @@ pub fn write_report(
     let json = serde_json::json!({
         "run": info,
         "tally": total,
-        "experiments": sections.iter().map(|s| {
-            let mut v = serde_json::to_value(s).unwrap_or_default();
-            if let Some(o) = v.as_object_mut() {
-                o.insert("tally".into(), serde_json::to_value(s.tally()).unwrap_or_default());
-            }
-            (s.id.clone(), v)
-        }).collect::<serde_json::Map<_, _>>(),
+        "kept_from_earlier_runs": kept.iter().map(|k| k.id.clone()).collect::<Vec<_>>(),
+        "experiments": parts
+            .iter()
+            .map(|p| (p.0.clone(), p.3.clone()))
+            .collect::<serde_json::Map<_, _>>(),
     });
     let path = dir.join("results.json");
     root.write(
@@ -1476,9 +1570,48 @@ pub fn write_report(
         serde_json::to_string_pretty(&json)?.as_bytes(),
     )
     .map_err(|e| io(&path, e))?;
-    let ids: Vec<String> = sections.iter().map(|s| s.id.clone()).collect();
+    let ids: Vec<String> = parts.iter().map(|p| p.0.clone()).collect();
     write_mark(&root, &ids).map_err(|e| io(&dir.join(REPORT_MARK), e))?;
     Ok(index)
+}
+
+/// A section's contents line and HTML (its figures and tables written into its
+/// directory on the way).
+fn section_html(
+    s: &Section,
+    info: &RunInfo,
+    root: &SafeDir,
+    dir: &Path,
+) -> Result<(String, String), crate::LabError> {
+    let io = |what: &Path, e: std::io::Error| format!("cannot write {}: {e}", what.display());
+    let sdir = dir.join(&s.id);
+    let sec = root.subdir(&s.id).map_err(|e| io(&sdir, e))?;
+    let mut toc = String::new();
+    let mut body = String::new();
+    let tally = s.tally();
+    let status = match s.failed_with() {
+        Some(_) => "<b class=\"fails\">failed</b>".to_string(),
+        None => html_escape(&tally.sentence()),
+    };
+    // A mark in the contents: something fails (or the section failed), or nothing does.
+    let mark = if s.failed_with().is_some() || tally.any_failing() {
+        "<span class=\"fails\">✗</span>"
+    } else {
+        "<span class=\"holds\">✓</span>"
+    };
+    let _ = writeln!(
+        toc,
+        "<li>{mark} <a href=\"#{id}\">{t}</a> — {status}</li>",
+        id = s.id,
+        t = html_escape(&s.title),
+    );
+    body.push_str(&section_head(s, info));
+    body.push_str(&verdicts_html(s));
+    body.push_str(&provenance_html(s));
+    body.push_str(&figures_html(s, &sec, &sdir)?);
+    body.push_str(&tables_html(s, &sec, &sdir)?);
+    body.push_str("</section>\n");
+    Ok((toc, body))
 }
 
 #[cfg(test)]
@@ -1578,7 +1711,7 @@ mod tests {
         let e = s.mark_previews(&["x.renamed"], "w").unwrap_err();
         assert!(e.to_string().contains("x.renamed"), "{e}");
         let dir = tempfile::tempdir().unwrap();
-        let index = write_report(dir.path(), &RunInfo::default(), &[s]).unwrap();
+        let index = write_report(dir.path(), &RunInfo::default(), &[s], &[], &[]).unwrap();
         let html = std::fs::read_to_string(index).unwrap();
         assert_eq!(html.matches("<b>Previews.</b>").count(), 1, "the why once");
         assert!(html.contains("quick is smaller"));
@@ -1594,6 +1727,85 @@ mod tests {
         .unwrap();
         assert_eq!(json["tally"]["previews"], 1);
         assert_eq!(json["experiments"]["x"]["tally"]["holds"], 1);
+    }
+
+    #[test]
+    fn a_run_of_one_section_into_a_report_replaces_it_and_keeps_the_others_as_they_were() {
+        let dir = tempfile::tempdir().unwrap();
+        let section = |id: &str, ours: f64| {
+            let mut s = Section::without_numbers(
+                id,
+                &id.to_uppercase(),
+                "q".into(),
+                1,
+                serde_json::json!({}),
+            );
+            s.verdicts = vec![Verdict::numeric(
+                &format!("{id}.v"),
+                "c",
+                "r",
+                ours,
+                1.0,
+                0.1,
+                format!("ours {ours}"),
+            )];
+            s
+        };
+        let info = |cmd: &str| RunInfo {
+            command: cmd.into(),
+            started_utc: "2026-11-28 21:00 UTC".into(),
+            ..Default::default()
+        };
+        let order = ["a", "b"];
+        write_report(
+            dir.path(),
+            &info("full run"),
+            &[section("a", 1.0), section("b", 1.0)],
+            &[],
+            &order,
+        )
+        .unwrap();
+        // `--only b` into it: b replaced (now failing), a kept as the full run made it.
+        let kept = kept_sections(dir.path(), &["a".to_string()]);
+        assert_eq!(kept.len(), 1);
+        let index = write_report(
+            dir.path(),
+            &info("only b"),
+            &[section("b", 3.0)],
+            &kept,
+            &order,
+        )
+        .unwrap();
+        let html = std::fs::read_to_string(index).unwrap();
+        let (a, b) = (
+            html.find("id=\"a\"").unwrap(),
+            html.find("id=\"b\"").unwrap(),
+        );
+        assert!(a < b, "in the experiments' order");
+        assert!(html.contains("Made by <code>full run</code>"));
+        assert!(html.contains("Made by <code>only b</code>"));
+        assert!(html.contains("ours 1") && html.contains("ours 3"));
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("results.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(json["experiments"]["a"]["made_by"]["command"], "full run");
+        assert_eq!(json["experiments"]["b"]["made_by"]["command"], "only b");
+        assert_eq!(json["kept_from_earlier_runs"][0], "a");
+        // The overall tally counts both: a holds, b fails.
+        assert_eq!(
+            (
+                json["tally"]["holds"].clone(),
+                json["tally"]["fails"].clone()
+            ),
+            (1.into(), 1.into())
+        );
+        // A section without its saved parts (an older report's) is not kept.
+        std::fs::remove_file(dir.path().join("a").join(SECTION_HTML)).unwrap();
+        assert!(kept_sections(dir.path(), &["a".to_string()]).is_empty());
+        assert_eq!(utc_minute(std::time::UNIX_EPOCH), "1970-01-01 00:00 UTC");
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_901_640);
+        assert_eq!(utc_minute(t), "2026-11-28 21:34 UTC");
     }
 
     #[test]
@@ -1654,7 +1866,7 @@ mod tests {
             rows: vec![vec!["2536198144".into(), "12345.678".into()]],
         }];
         let dir = tempfile::tempdir().unwrap();
-        let index = write_report(dir.path(), &RunInfo::default(), &[s]).unwrap();
+        let index = write_report(dir.path(), &RunInfo::default(), &[s], &[], &[]).unwrap();
         let html = std::fs::read_to_string(index).unwrap();
         // In table cells, no run of five digits without a separator.
         for cell in html.split("<td>").skip(1) {

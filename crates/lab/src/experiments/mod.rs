@@ -439,7 +439,8 @@ pub trait Watcher {
 
 /// Runs `chosen` and writes the report of what ran to `out` (checked first with
 /// [`crate::report::prepare_report_dir`]; an earlier report's other sections there are
-/// removed), sections in `chosen`'s order.
+/// kept as they were, or removed where they cannot be kept whole), sections in the order
+/// of [`ALL`].
 /// Every experiment runs at the same time as the others, their jobs sharing one slot per
 /// core (so the cores stay busy while one experiment finishes its last long jobs); the
 /// captures of [`Kind::Captures`] experiments hold no slot. An experiment that fails (an
@@ -491,13 +492,22 @@ pub fn reproduce(
     let interrupted = done.iter().any(Option::is_none);
     let sections: Vec<Section> = done.into_iter().flatten().collect();
     info.total_runtime_s = started.elapsed().as_secs_f64();
-    // An earlier report's sections that this run did not write would be stale beside it:
-    // what that report wrote in them goes (only sections its mark lists; anything else
-    // there is left, and said).
-    for id in &earlier.earlier_sections {
-        if sections.iter().any(|s| &s.id == id) || !ALL.iter().any(|e| e.id == id) {
-            continue;
-        }
+    // An earlier report's sections that this run did not make are kept as they were
+    // (each says which run made it), so `--only X` into a report replaces X alone; one
+    // that cannot be kept whole (an older report's) would be stale beside the rest: what
+    // that report wrote in it goes (only sections its mark lists; anything else there is
+    // left, and said).
+    let others: Vec<String> = earlier
+        .earlier_sections
+        .iter()
+        .filter(|id| !sections.iter().any(|s| &s.id == *id) && ALL.iter().any(|e| e.id == *id))
+        .cloned()
+        .collect();
+    let kept = crate::report::kept_sections(out, &others);
+    for id in others
+        .iter()
+        .filter(|id| !kept.iter().any(|k| &k.id == *id))
+    {
         for p in crate::report::remove_stale_section(out, id) {
             eprintln!(
                 "flashlab reproduce: kept {} (not written by flashlab) in the stale section {id}",
@@ -505,7 +515,8 @@ pub fn reproduce(
             );
         }
     }
-    let index = crate::report::write_report(out, &info, &sections)?;
+    let order: Vec<&str> = ALL.iter().map(|e| e.id).collect();
+    let index = crate::report::write_report(out, &info, &sections, &kept, &order)?;
     let failed = sections
         .iter()
         .filter(|s| s.failed_with().is_some())
