@@ -92,7 +92,12 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         seed,
         runtime_s: started.elapsed().as_secs_f64(),
         plots: plots(&points),
-        tables: vec![median_table(&points), rise_table(&points), runs_table(&points)],
+        tables: vec![
+            median_table(&points),
+            rise_table(&points),
+            winners_table(&ops),
+            runs_table(&points),
+        ],
         verdicts: analyse(&ops),
         provenance: vec![
             Provenance {
@@ -222,6 +227,41 @@ fn median_table(points: &[Point]) -> Table {
         table.rows.push(row);
     }
     table
+}
+
+/// Table `nosql_winners`: which file system wins at each batch size, the paper's (Table
+/// 2) beside ours, among the paper's three (F2FS as its stand-in) and among the two
+/// captured ones (ext4 and XFS) alone.
+fn winners_table(ops: &dyn Fn(&str, u64) -> f64) -> Table {
+    let winner = |fss: &[&str], rate: &dyn Fn(&str, u64) -> f64, b: u64| {
+        let mut v: Vec<(&str, f64)> = fss.iter().map(|&f| (f, rate(f, b))).collect();
+        v.sort_by(|x, y| y.1.total_cmp(&x.1));
+        format!(
+            "{} (+{:.1}%)",
+            v[0].0,
+            100.0 * (v[0].1 - v[1].1) / v[0].1.max(1e-9)
+        )
+    };
+    let paper = |f: &str, b: u64| paper_ops(f, b);
+    Table {
+        file_stem: "nosql_winners".into(),
+        caption: "Which file system wins at each batch size (its lead over the second in brackets): the paper's Table 2 beside ours, among the paper's three (F2FS by its simulated stand-in) and among ext4 and XFS alone, both captured on this machine".into(),
+        headers: ["batch", "paper (ext4, XFS, F2FS)", "ours (ext4, XFS, stand-in)", "paper (ext4, XFS)", "ours (ext4, XFS)"]
+            .map(String::from)
+            .to_vec(),
+        rows: BATCHES
+            .iter()
+            .map(|&b| {
+                vec![
+                    b.to_string(),
+                    winner(&["ext4", "xfs", "f2fs"], &paper, b),
+                    winner(&["ext4", "xfs", LFS], ops, b),
+                    winner(&["ext4", "xfs"], &paper, b),
+                    winner(&["ext4", "xfs"], ops, b),
+                ]
+            })
+            .collect(),
+    }
 }
 
 /// Table `nosql_runs`: every run.
@@ -825,6 +865,25 @@ mod tests {
             LFS => paper_ops("f2fs", b),
             f => paper_ops(f, b),
         }
+    }
+
+    #[test]
+    fn the_winners_table_reads_the_papers_table_2() {
+        let t = winners_table(&paperlike);
+        let paper3: Vec<&str> = t
+            .rows
+            .iter()
+            .map(|r| r[1].split(' ').next().unwrap())
+            .collect();
+        assert_eq!(paper3, ["xfs", "f2fs", "xfs", "f2fs", "xfs"]);
+        // Ours from paper-shaped rates: the same winners (the stand-in in F2FS's place).
+        let ours3: Vec<&str> = t
+            .rows
+            .iter()
+            .map(|r| r[2].split(' ').next().unwrap())
+            .collect();
+        assert_eq!(ours3, ["xfs", LFS, "xfs", LFS, "xfs"]);
+        assert_eq!(t.rows[0][1], "xfs (+4.5%)");
     }
 
     #[test]
