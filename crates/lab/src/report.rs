@@ -680,7 +680,42 @@ fn prose(s: &str) -> String {
             if i % 2 == 1 {
                 out.push('`');
             }
-            out.push_str(part);
+            out.push_str(&digits_grouped_in_text(part));
+        }
+    }
+    out
+}
+
+/// Text with every whole number of five or more digits grouped by thousands ("2500853760
+/// bytes" → "2,500,853,760 bytes"); digits that are part of a word, an identifier or a
+/// number's fraction ("0.123456", "v12345", "#12345", "2503.11665") are left as they are.
+fn digits_grouped_in_text(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_digit() {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && chars[i].is_ascii_digit() {
+            i += 1;
+        }
+        let run: String = chars[start..i].iter().collect();
+        let before = start.checked_sub(1).map(|b| chars[b]);
+        let after = chars.get(i).copied();
+        let glued = |c: Option<char>| {
+            c.is_some_and(|c| c.is_alphanumeric() || matches!(c, '.' | ',' | '#' | '_' | '/'))
+        };
+        // A decimal point after the digits is fine ("12345.6"), one before is a fraction.
+        let after_ok = !glued(after)
+            || (after == Some('.') && chars.get(i + 1).is_some_and(|c| c.is_ascii_digit()));
+        if run.len() >= 5 && !glued(before) && after_ok {
+            out.push_str(&digits_grouped(&run));
+        } else {
+            out.push_str(&run);
         }
     }
     out
@@ -1853,6 +1888,10 @@ mod tests {
 
     #[test]
     fn large_numbers_have_separators_in_the_html_and_tables_scroll_sideways() {
+        assert_eq!(
+            prose("2500853760 bytes; 0.123456; v12345; #12345; arXiv 2503.11665; 12345.6 s; `--ops 100000`"),
+            "2,500,853,760 bytes; 0.123456; v12345; #12345; arXiv 2503.11665; 12,345.6 s; <code>--ops 100000</code>"
+        );
         assert_eq!(digits_grouped("2536198144"), "2,536,198,144");
         assert_eq!(digits_grouped("-12345.50"), "-12,345.50");
         assert_eq!(digits_grouped("9999"), "9999");
