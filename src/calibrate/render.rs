@@ -85,7 +85,7 @@ pub fn preset_toml(f: &Fitted, name: &str, description: &str, who: &Provenance) 
     ));
     o.raw("# Every value says where it comes from: the probe that measured it (as flashlab's SSD");
     o.raw("# model explains the probe's numbers), a bound where the probe shows no more, or an");
-    o.raw("# assumption where no probe can see it. See docs/commands.md, `flashlab calibrate`.");
+    o.raw("# assumption where no probe can see it. See docs/commands/calibrate.md.");
     let label = |s: &str| Basis::Assumed(s.to_string());
     let _ = writeln!(
         o.text,

@@ -27,7 +27,7 @@ reads of data just written; discards of 4 KiB to 256 MiB (the sizes that fit), e
 pause; 8 small discards back to back; one discard while reads run. Every value \
 of the preset says which probe measured it, that it is only a bound, or that it is assumed. On a \
 file, a discard is a punched hole: the file system's work, not the drive's TRIM. See \
-docs/commands.md, `flashlab calibrate`."
+docs/commands/calibrate.md."
 )]
 pub(crate) struct CalibrateArgs {
     /// Probe a new file at PATH on a disk's file system (O_DIRECT): created, used and

@@ -15,7 +15,7 @@ pub(crate) struct CaptureArgs {
     pub(crate) discard: bool,
     /// Extra mkfs options, as one string: "-b 4096" (ext4), "-b size=4096" (xfs),
     /// "--nodesize 16384" (btrfs). Only options that cannot name a file or device pass
-    /// (an allow-list per mkfs; docs/commands.md lists what is refused).
+    /// (an allow-list per mkfs; docs/commands/capture.md lists what is refused).
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub(crate) mkfs_opts: String,
     /// Extra mount options, comma-separated (e.g. "noatime").

@@ -41,7 +41,7 @@ pub(crate) const HONOURED: &[&str] = &[
 ];
 
 /// Options taken but replaced by what flashlab does instead (the reasons are in
-/// docs/commands.md): the job's name and description, the engine (the simulated drive),
+/// docs/commands/fio.md): the job's name and description, the engine (the simulated drive),
 /// direct I/O (there is no page cache: always direct), the file (the drive, addressed as
 /// a raw device), threads or processes, and group_reporting (honoured in the report).
 pub(crate) const ACCEPTED: &[&str] = &[

@@ -26,7 +26,7 @@ pub(crate) enum OutputFormat {
     Json,
 }
 
-/// What `flashlab fio --help` says of job options (docs/commands.md has the reasons).
+/// What `flashlab fio --help` says of job options (docs/commands/fio.md has the reasons).
 const JOB_OPTIONS_HELP: &str = "\
 Job options honoured (fio writes them into the I/O log): rw/readwrite (trim, randtrim and
 trimwrite as TRIMs), bs/blocksize, bssplit, bsrange/blocksize_range, blockalign/ba, size,

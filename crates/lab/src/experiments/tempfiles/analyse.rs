@@ -481,7 +481,7 @@ fn trace_and_count_verdicts(i: &Inputs) -> Vec<Verdict> {
     .if_missed(
         "the paper's file sizes. The ratio falls as the batch files multiply and shrink (table \
          `batch_files`); at this scale the paper's file count makes each file about 1/200 of the paper's \
-         size, so a `--scale paper` run is what would settle it (docs/commands.md: single repetitions at \
+         size, so a `--scale paper` run is what would settle it (docs/commands/reproduce.md: single repetitions at \
          the paper's 4 MB work_mem and SF 6 and 12 give about 16×)",
     ));
     v
