@@ -29,19 +29,9 @@ pub fn today() -> String {
     civil_date(secs / 86_400)
 }
 
-/// The proleptic Gregorian date of day `days` since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`).
+/// The proleptic Gregorian date of day `days` since 1970-01-01.
 fn civil_date(days: u64) -> String {
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+    lab::report::civil_date(days as i64)
 }
 
 #[cfg(test)]

@@ -1076,26 +1076,33 @@ pub struct RunInfo {
     pub started_utc: String,
 }
 
-/// `t` as "YYYY-MM-DD HH:MM UTC" (days to a civil date: Howard Hinnant's algorithm).
+/// `t` as "YYYY-MM-DD HH:MM UTC".
 pub fn utc_minute(t: std::time::SystemTime) -> String {
     let secs = t
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs()) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    format!(
+        "{} {:02}:{:02} UTC",
+        civil_date(days),
+        rem / 3_600,
+        rem % 3_600 / 60
+    )
+}
+
+/// The proleptic Gregorian date ("YYYY-MM-DD") of day `days` since 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+pub fn civil_date(days: i64) -> String {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
     let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
-        rem / 3_600,
-        rem % 3_600 / 60
-    )
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
 }
 
 /// A section of an earlier report kept as it was (`reproduce --only X` into a report):
