@@ -445,9 +445,13 @@ impl Runs {
         self.delete[0].interface_ns + self.delete[0].in_drive_ns
     }
 
-    /// TRIM's interface share of its delete time.
-    fn interface_share(&self) -> f64 {
-        self.delete[0].interface_ns as f64 / self.trim_delete_ns() as f64
+    /// Each mode's interface time over TRIM's delete time, in [`Mode::ALL`] order (TRIM's
+    /// own is its interface share).
+    fn interface(&self) -> Vec<f64> {
+        self.delete
+            .iter()
+            .map(|r| r.interface_ns as f64 / self.trim_delete_ns() as f64)
+            .collect()
     }
 
     /// Each mode's delete time over TRIM's, in [`Mode::ALL`] order.
@@ -469,7 +473,7 @@ impl Runs {
     fn verdicts(&self) -> Vec<Verdict> {
         let read_counts: Vec<u32> = self.mixed.iter().map(|r| r.0).collect();
         analyse(
-            self.interface_share(),
+            &self.interface(),
             &self.delete_norm(),
             &read_counts,
             &|n, m| self.ours_of(n, m),
@@ -1157,13 +1161,13 @@ fn results_json(setup: &Setup, runs: &Runs, variants: &[Variant]) -> serde_json:
 /// TRIM's (`delete_norm`, in [`Mode::ALL`] order), and `ours_of(reads, mode)` /
 /// `paper_of(reads, mode)` the total time of a delete and `reads` reads over TRIM's.
 fn analyse(
-    interface_share: f64,
+    interface: &[f64],
     delete_norm: &[f64],
     read_counts: &[u32],
     ours_of: &dyn Fn(u32, Mode) -> f64,
     paper_of: &dyn Fn(u32, Mode) -> Option<f64>,
 ) -> Vec<Verdict> {
-    let mut v = delete_verdicts(interface_share, delete_norm);
+    let mut v = delete_verdicts(interface, delete_norm);
     v.extend(mixed_verdicts(delete_norm, read_counts, ours_of, paper_of));
     v.extend(ordering_verdicts(ours_of));
     v
@@ -1190,9 +1194,32 @@ fn than_trim(x: f64) -> String {
 }
 
 /// The delete alone: the three calibrated numbers, and the check that follows from them.
-fn delete_verdicts(interface_share: f64, delete_norm: &[f64]) -> Vec<Verdict> {
+/// The delete alone: `interface` and `delete_norm` each mode's interface time and delete
+/// time over TRIM's delete time, in [`Mode::ALL`] order.
+fn delete_verdicts(interface: &[f64], delete_norm: &[f64]) -> Vec<Verdict> {
     let (vtrim, ftrim) = (delete_norm[1], delete_norm[2]);
+    let interface_share = interface[0];
+    // Fig. 2 and section 3: vTrim and fTrim send the whole delete in one command, so their
+    // interface time shrinks; fTrim, sending only the inode, "reduces the interface
+    // overhead more than vTrim".
+    let (if_v, if_f) = (
+        interface[1] / interface_share,
+        interface[2] / interface_share,
+    );
+    let one_command = Verdict::ordering(
+        "trim.one-command-interface",
+        "Check: vTrim and fTrim each spend under a tenth of TRIM's interface time, fTrim no more than vTrim (Fig. 2; \"fTrim reduces the interface overhead more than vTrim\") — not a prediction: one command against one per extent, and both send one write to the reserved last page",
+        "one command each; fTrim ≤ vTrim",
+        if_v.max(if_f),
+        if_v < 0.1 && if_f < 0.1 && if_f <= if_v * (1.0 + 1e-9),
+        format!(
+            "interface time over TRIM's: vTrim {:.3}, fTrim {:.3}",
+            if_v, if_f
+        ),
+    )
+    .with_role(Role::Check);
     vec![
+        one_command,
         Verdict::numeric(
             "trim.interface-share",
             "Calibrated: TRIM's delete time splits 43% interface / 57% in the drive",
@@ -1493,7 +1520,7 @@ mod tests {
             PAPER_FTRIM_DELETE,
         ];
         let v = analyse(
-            PAPER_TRIM_INTERFACE_SHARE,
+            &paper_interface(PAPER_TRIM_INTERFACE_SHARE),
             &deletes,
             &[20, 100, 1000],
             &|n, m| paper_of(n, m).unwrap_or(1.0),
@@ -1517,6 +1544,12 @@ mod tests {
         }
     }
 
+    /// Interface times shaped as the paper's: TRIM's share `share`, vTrim's and fTrim's one
+    /// command each.
+    fn paper_interface(share: f64) -> [f64; 4] {
+        [share, share / 160.0, share / 160.0, share / 160.0]
+    }
+
     #[test]
     fn the_papers_own_numbers_hold_every_claim_and_other_numbers_fail() {
         let deletes = [
@@ -1527,7 +1560,7 @@ mod tests {
         ];
         let reads = [20, 100, 1000];
         let v = analyse(
-            PAPER_TRIM_INTERFACE_SHARE,
+            &paper_interface(PAPER_TRIM_INTERFACE_SHARE),
             &deletes,
             &reads,
             &|n, m| paper_of(n, m).unwrap_or(1.0),
@@ -1540,7 +1573,7 @@ mod tests {
         // Every mode as slow as TRIM: every claim of a gain fails (numbers near 1, like
         // fTrim's −7% and −0.1%, may still hold).
         let flat = analyse(
-            PAPER_TRIM_INTERFACE_SHARE,
+            &[PAPER_TRIM_INTERFACE_SHARE; 4],
             &[1.0; 4],
             &reads,
             &|_, _| 1.0,
@@ -1565,15 +1598,17 @@ mod tests {
             assert!(!holds(id), "{id} should fail");
         }
         let off_split = analyse(
-            0.6,
+            &paper_interface(0.6),
             &deletes,
             &reads,
             &|n, m| paper_of(n, m).unwrap_or(1.0),
             &paper_of,
         );
         assert!(
-            !off_split[0].holds,
+            !Verdict::holds_in(&off_split, "trim.interface-share"),
             "a 60/40 split is not the paper's 43/57"
         );
+        // Every mode sending as many commands as TRIM fails the one-command check.
+        assert!(!holds("trim.one-command-interface"));
     }
 }
