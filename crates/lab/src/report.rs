@@ -1502,7 +1502,7 @@ fn tables_html(s: &Section, sec: &SafeDir, sdir: &Path) -> Result<String, crate:
 fn page_html(info: &RunInfo, total: &Tally, toc: &str, body: &str) -> String {
     format!(
         r#"<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>flashlab report</title>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>flashlab report</title>
 <style>
 body {{ font-family: system-ui, sans-serif; max-width: 1000px; margin: 2em auto; padding: 0 1em; color: #222; }}
 table {{ border-collapse: collapse; margin: 0.5em 0 1.2em; font-size: 0.92em; }}

@@ -67,7 +67,7 @@ use slot::*;
 
 /// Dead segment files kept for reuse as new segments (their blocks stay allocated, so a
 /// commit into them overwrites instead of growing a file).
-const RECYCLE_POOL: usize = 2;
+pub const RECYCLE_POOL: usize = 2;
 /// Commits between two checkpoints of the mapping table.
 pub const DEFAULT_CHECKPOINT_EVERY: u64 = 64;
 /// The paper's segment file size.

@@ -54,8 +54,9 @@ pub(super) const DRIVE_CACHE_RUNS: [&str; 2] = [
 /// scale, the paper's size; and every verdict of the cache study, which quick scale runs at
 /// F=128 (the paper's tree shape needs F=256 after 400,000 keys) while the paper's numbers
 /// are F=256's: a verdict judged on a configuration the paper did not use is a preview.
-const QUICK_PREVIEWS: [&str; 15] = [
+const QUICK_PREVIEWS: [&str; 16] = [
     "astree.bftl-file-vs-btree",
+    "astree.as-file-vs-btree",
     "astree.as-faster-with-fanout",
     "astree.cache-same-rate",
     "astree.search-gains-stop-after-32",
