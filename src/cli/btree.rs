@@ -129,6 +129,11 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
     }
     let r = a.run;
     check_store_flags(r.store)?;
+    if r.bftl_reservation == Some(0) {
+        bail!(
+            "--bftl-reservation must be at least 1: the reservation buffer's room in index units"
+        );
+    }
     if r.defer.is_some() && !(r.logical_commits && r.store == lab::btreerun::StoreKind::As) {
         bail!(
             "--defer needs the AS store with --logical-commits: deferred changes are made \

@@ -181,7 +181,9 @@ pub(crate) fn run(a: ReproduceArgs) -> Result<()> {
         let results = out.join("results.json");
         let text = std::fs::read_to_string(&results)
             .with_context(|| format!("cannot read {}", results.display()))?;
-        let new = outcomes(&text).map_err(|e| anyhow::anyhow!("{}: {e}", results.display()))?;
+        let mut new = outcomes(&text).map_err(|e| anyhow::anyhow!("{}: {e}", results.display()))?;
+        // Only the experiments this run made: sections kept from earlier runs are not news.
+        new.retain(|id, _| r.sections.iter().any(|s| &s.id == id));
         let changes = outcome_changes(old, &new);
         if !changes.is_empty() {
             for c in &changes {

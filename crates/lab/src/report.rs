@@ -709,9 +709,12 @@ fn digits_grouped_in_text(text: &str) -> String {
         let glued = |c: Option<char>| {
             c.is_some_and(|c| c.is_alphanumeric() || matches!(c, '.' | ',' | '#' | '_' | '/'))
         };
-        // A decimal point after the digits is fine ("12345.6"), one before is a fraction.
+        // A decimal point after the digits is fine ("12345.6"), one before is a fraction;
+        // a comma or a full stop that ends a clause or a sentence is fine too.
+        let next_is_digit = chars.get(i + 1).is_some_and(|c| c.is_ascii_digit());
         let after_ok = !glued(after)
-            || (after == Some('.') && chars.get(i + 1).is_some_and(|c| c.is_ascii_digit()));
+            || (after == Some('.') && next_is_digit)
+            || (matches!(after, Some(',') | Some('.')) && !next_is_digit);
         if run.len() >= 5 && !glued(before) && after_ok {
             out.push_str(&digits_grouped(&run));
         } else {
@@ -1124,25 +1127,27 @@ const SECTION_TOC: &str = "toc.html";
 /// The sections `ids` of the report in `dir`, as its run wrote them; a section missing
 /// any part (an older report, a failed write) is left out, to be removed as stale.
 pub fn kept_sections(dir: &Path, ids: &[String]) -> Vec<KeptSection> {
-    // Only regular files are read: never through a symlink, never a FIFO.
-    let read = |p: &Path| {
-        std::fs::symlink_metadata(p)
-            .ok()
-            .filter(|m| m.file_type().is_file())
-            .and_then(|_| std::fs::read_to_string(p).ok())
+    // Read inside the open directory only: never through a symlink (a section directory
+    // or a file), never from a FIFO.
+    let Ok(root) = SafeDir::open(dir) else {
+        return Vec::new();
     };
-    let json: serde_json::Value = read(&dir.join("results.json"))
+    let json: serde_json::Value = root
+        .read_text("results.json")
+        .ok()
+        .flatten()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default();
     ids.iter()
         .filter_map(|id| {
             let entry = json.get("experiments")?.get(id)?.clone();
             let tally: Tally = serde_json::from_value(entry.get("tally")?.clone()).ok()?;
-            let in_section = |f: &str| read(&dir.join(id).join(f));
+            let sec = root.subdir_existing(id).ok().flatten()?;
+            let read = |f: &str| sec.read_text(f).ok().flatten();
             Some(KeptSection {
                 id: id.clone(),
-                toc: in_section(SECTION_TOC)?,
-                html: in_section(SECTION_HTML)?,
+                toc: read(SECTION_TOC)?,
+                html: read(SECTION_HTML)?,
                 json: entry,
                 tally,
             })
@@ -1257,7 +1262,10 @@ pub fn remove_stale_section(out: &Path, id: &str) -> Vec<PathBuf> {
         return left;
     };
     for name in sec.names().unwrap_or_default() {
-        let ours = (name.ends_with(".svg") || name.ends_with(".csv"))
+        let ours = (name.ends_with(".svg")
+            || name.ends_with(".csv")
+            || name == SECTION_HTML
+            || name == SECTION_TOC)
             && sec.kind(&name).ok().flatten() == Some(Kind::File);
         if !(ours && sec.remove_file(&name).is_ok()) {
             left.push(out.join(id).join(&name));
@@ -1486,7 +1494,7 @@ fn tables_html(s: &Section, sec: &SafeDir, sdir: &Path) -> Result<String, crate:
                 body,
                 "<tr>{}</tr>",
                 row.iter()
-                    .map(|c| format!("<td>{}</td>", html_escape(&digits_grouped(c))))
+                    .map(|c| format!("<td>{}</td>", digits_grouped_in_text(&html_escape(c))))
                     .collect::<String>()
             );
         }
@@ -1842,6 +1850,15 @@ mod tests {
             ),
             (1.into(), 1.into())
         );
+        // A section directory that is a symlink is never read through.
+        let outside = tempfile::tempdir().unwrap();
+        let moved = outside.path().join("a");
+        std::fs::rename(dir.path().join("a"), &moved).unwrap();
+        std::os::unix::fs::symlink(&moved, dir.path().join("a")).unwrap();
+        assert!(kept_sections(dir.path(), &["a".to_string()]).is_empty());
+        std::fs::remove_file(dir.path().join("a")).unwrap();
+        std::fs::rename(&moved, dir.path().join("a")).unwrap();
+        assert_eq!(kept_sections(dir.path(), &["a".to_string()]).len(), 1);
         // A section without its saved parts (an older report's) is not kept.
         std::fs::remove_file(dir.path().join("a").join(SECTION_HTML)).unwrap();
         assert!(kept_sections(dir.path(), &["a".to_string()]).is_empty());
@@ -1899,6 +1916,11 @@ mod tests {
             prose("2500853760 bytes; 0.123456; v12345; #12345; arXiv 2503.11665; 12345.6 s; `--ops 100000`"),
             "2,500,853,760 bytes; 0.123456; v12345; #12345; arXiv 2503.11665; 12,345.6 s; <code>--ops 100000</code>"
         );
+        // At the end of a clause or a sentence too.
+        assert_eq!(
+            prose("ext4 219718235477, simfs 12345. Then 1,024 files"),
+            "ext4 219,718,235,477, simfs 12,345. Then 1,024 files"
+        );
         assert_eq!(digits_grouped("2536198144"), "2,536,198,144");
         assert_eq!(digits_grouped("-12345.50"), "-12,345.50");
         assert_eq!(digits_grouped("9999"), "9999");
@@ -1909,7 +1931,10 @@ mod tests {
             file_stem: "t".into(),
             caption: "c".into(),
             headers: vec!["bytes".into(), "ratio".into()],
-            rows: vec![vec!["2536198144".into(), "12345.678".into()]],
+            rows: vec![
+                vec!["2536198144".into(), "12345.678".into()],
+                vec!["31301 inserts".into(), "11600 (10967–12302)".into()],
+            ],
         }];
         let dir = tempfile::tempdir().unwrap();
         let index = write_report(dir.path(), &RunInfo::default(), &[s], &[], &[]).unwrap();
@@ -1924,6 +1949,7 @@ mod tests {
             }
         }
         assert!(html.contains("<td>2,536,198,144</td><td>12,345.678</td>"));
+        assert!(html.contains("<td>31,301 inserts</td><td>11,600 (10,967–12,302)</td>"));
         assert!(html.contains("<div class=\"scroll\"><table>"));
         // The CSV keeps the plain number for scripts.
         let csv = std::fs::read_to_string(dir.path().join("x/t.csv")).unwrap();

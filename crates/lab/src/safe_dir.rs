@@ -169,6 +169,53 @@ impl SafeDir {
         Ok(())
     }
 
+    /// Takes an exclusive advisory lock on the directory (`flock`, held until this
+    /// `SafeDir` is dropped); false if another process holds it.
+    pub fn try_lock(&self) -> Result<bool> {
+        // SAFETY: flock on an open descriptor we own.
+        let rc = unsafe { libc::flock(self.fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            Ok(false)
+        } else {
+            Err(e)
+        }
+    }
+
+    /// The text of regular file `name`, or None if there is none (a symlink, FIFO or
+    /// directory by that name is not read: opened without following, without blocking, and
+    /// checked to be a regular file before reading).
+    pub fn read_text(&self, name: &str) -> Result<Option<String>> {
+        use std::io::Read;
+        let c = cname(name)?;
+        // SAFETY: openat reads a NUL-terminated name relative to an open directory.
+        let fd = unsafe {
+            libc::openat(
+                self.fd(),
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            let e = Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::ENOENT | libc::ELOOP) => Ok(None),
+                _ => Err(e),
+            };
+        }
+        // SAFETY: fd is a fresh descriptor nobody else owns.
+        let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        if !f.metadata()?.file_type().is_file() {
+            return Ok(None);
+        }
+        let mut text = String::new();
+        f.read_to_string(&mut text)?;
+        Ok(Some(text))
+    }
+
     /// Removes the non-directory `name` (a symlink itself, not what it points at).
     pub fn remove_file(&self, name: &str) -> Result<()> {
         let c = cname(name)?;
@@ -197,6 +244,38 @@ impl SafeDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_only_regular_files_and_one_lock_holder_at_a_time() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, "outside").unwrap();
+        let d = t.path().join("d");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("f"), "mine").unwrap();
+        std::os::unix::fs::symlink(&victim, d.join("sym")).unwrap();
+        let c = CString::new(d.join("fifo").to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo reads a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let sd = SafeDir::open(&d).unwrap();
+        assert_eq!(sd.read_text("f").unwrap().as_deref(), Some("mine"));
+        assert_eq!(sd.read_text("sym").unwrap(), None, "not through a symlink");
+        assert_eq!(
+            sd.read_text("fifo").unwrap(),
+            None,
+            "a FIFO is not read (nor waited on)"
+        );
+        assert_eq!(sd.read_text("absent").unwrap(), None);
+        // Two opens of the same directory: the second cannot take the lock the first holds.
+        let other = SafeDir::open(&d).unwrap();
+        assert!(sd.try_lock().unwrap());
+        assert!(!other.try_lock().unwrap());
+        drop(sd);
+        assert!(
+            other.try_lock().unwrap(),
+            "released when the holder is dropped"
+        );
+    }
 
     #[test]
     fn writes_replace_links_and_fifos_without_touching_what_they_name() {

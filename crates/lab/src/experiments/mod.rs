@@ -458,6 +458,21 @@ pub fn reproduce(
     // Before anything runs: a directory that is not a report of ours is refused, one that
     // cannot be written fails now.
     let earlier = crate::report::prepare_report_dir(out)?;
+    // One run writes a report at a time: another one into the same directory would keep
+    // sections this one is about to replace, or lose this one's.
+    let _lock = crate::safe_dir::SafeDir::open(out)
+        .and_then(|d| d.try_lock().map(|held| (d, held)))
+        .map_err(|e| format!("--out {}: cannot lock it: {e}", out.display()))
+        .and_then(|(d, held)| {
+            if held {
+                Ok(d)
+            } else {
+                Err(format!(
+                    "--out {}: another flashlab reproduce is writing this report; wait for it or give another --out",
+                    out.display()
+                ))
+            }
+        })?;
     let started = std::time::Instant::now();
     let mut done: Vec<Option<Section>> = chosen.iter().map(|_| None).collect();
     let watcher = std::sync::Mutex::new(watcher);
@@ -490,7 +505,11 @@ pub fn reproduce(
         }
     });
     let interrupted = done.iter().any(Option::is_none);
-    let sections: Vec<Section> = done.into_iter().flatten().collect();
+    let mut sections: Vec<Section> = done.into_iter().flatten().collect();
+    if cancel.is_cancelled() {
+        // An experiment the interrupt cut short does not replace what an earlier run made.
+        sections.retain(|s| s.failed_with().is_none() || !earlier.earlier_sections.contains(&s.id));
+    }
     info.total_runtime_s = started.elapsed().as_secs_f64();
     // An earlier report's sections that this run did not make are kept as they were
     // (each says which run made it), so `--only X` into a report replaces X alone; one
