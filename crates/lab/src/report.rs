@@ -1507,7 +1507,18 @@ fn tables_html(s: &Section, sec: &SafeDir, sdir: &Path) -> Result<String, crate:
 }
 
 /// The page around the sections: style, run line, contents.
-fn page_html(info: &RunInfo, total: &Tally, toc: &str, body: &str) -> String {
+fn page_html(info: &RunInfo, total: &Tally, toc: &str, body: &str, kept: &[String]) -> String {
+    let whose =
+        if kept.is_empty() {
+            "Every number below was computed by this run".to_string()
+        } else {
+            format!(
+            "Every number below was computed by the run that made its section, which the section \
+             names: this run's command is above; {} kept from earlier runs ({})",
+            if kept.len() == 1 { "one section is" } else { "these sections are" },
+            html_escape(&kept.join(", "))
+        )
+        };
     format!(
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>flashlab report</title>
@@ -1532,7 +1543,7 @@ p.tally {{ background: #f6f6f6; padding: 0.5em 0.8em; }}
 </style></head><body>
 <h1>flashlab report</h1>
 <p class="meta">flashlab {ver} · scale <b>{scale}</b> · total run time {rt:.1} s · command <code>{cmd}</code></p>
-<p>Every number below was computed by this run; every verdict is computed from those numbers.
+<p>{whose}; every verdict is computed from those numbers.
 Results are deterministic: the same command gives the same numbers (run times aside).
 Machine-readable results: <a href="results.json">results.json</a>.</p>
 <p class="tally"><b>All sections:</b> {tally}. A preview is judged at <code>--scale full</code> and never counted as holding; checks test the model (theory, datasheets, its own limits), calibrated numbers hold by construction.</p>
@@ -1601,7 +1612,8 @@ pub fn write_report(
     }
     let toc: String = parts.iter().map(|p| p.1.as_str()).collect();
     let body: String = parts.iter().map(|p| p.2.as_str()).collect();
-    let html = page_html(info, &total, &toc, &body);
+    let kept_ids: Vec<String> = kept.iter().map(|k| k.id.clone()).collect();
+    let html = page_html(info, &total, &toc, &body, &kept_ids);
     let index = dir.join("index.html");
     root.write("index.html", html.as_bytes())
         .map_err(|e| io(&index, e))?;
@@ -1833,6 +1845,7 @@ mod tests {
         );
         assert!(a < b, "in the experiments' order");
         assert!(html.contains("Made by <code>full run</code>"));
+        assert!(html.contains("one section is kept from earlier runs (a)"));
         assert!(html.contains("Made by <code>only b</code>"));
         assert!(html.contains("ours 1") && html.contains("ours 3"));
         let json: serde_json::Value = serde_json::from_str(
