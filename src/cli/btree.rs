@@ -168,6 +168,10 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
     if r.json {
         let mut v = serde_json::to_value(&res)?;
         v["wall_s"] = serde_json::json!(started.elapsed().as_secs_f64());
+        if r.store == lab::btreerun::StoreKind::Bftl {
+            v["bftl_list"] = serde_json::json!(r.bftl_list);
+            v["bftl_reservation_ius"] = serde_json::json!(r.bftl_reservation);
+        }
         if r.storage.wear {
             super::wear::add_wear_json(&mut v, res.wear.as_ref())?;
         }
@@ -178,6 +182,16 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
         "flashlab btree: {} store, fanout {}, {} byte nodes, write buffer {}, cache {}, backend {}, seed {}",
         res.store, res.fanout, res.node_bytes, res.write_buffer_nodes, res.cache_nodes, res.backend, res.seed
     );
+    if r.store == lab::btreerun::StoreKind::Bftl {
+        println!(
+            "  BFTL                   list limit C = {}, reservation buffer {}",
+            r.bftl_list,
+            match r.bftl_reservation {
+                Some(n) => format!("{n} index units (or its bytes, whichever fills first)"),
+                None => "counted in bytes only".into(),
+            }
+        );
+    }
     // Times on a simulated drive are virtual; on real files and in RAM, wall time.
     let clock = if spec.backend.virtual_time() {
         "simulated"
