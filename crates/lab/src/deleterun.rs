@@ -41,6 +41,9 @@ pub struct ScenarioResult {
     pub interface_ns: u64,
     pub in_drive_ns: u64,
     pub metadata_reads: u64,
+    /// From the delete until the host's unlink and fstrim returned (the deletion
+    /// acknowledged): the time the host waits before its next command.
+    pub returned_ns: u64,
     /// From the delete until the last read completed; without reads, until the drive
     /// finished the deletion's work.
     pub total_ns: u64,
@@ -91,6 +94,7 @@ pub fn run_scenario(sc: &DeleteScenario) -> Result<ScenarioResult, crate::LabErr
     let t0 = dev.now_ns();
     fs.unlink("fragmented").map_err(e)?;
     fs.fstrim().map_err(e)?;
+    let returned = fs.device_mut().now_ns();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(sc.seed);
     let data_blocks = (sc.data_file_bytes / 4096).max(1);
     for _ in 0..sc.reads {
@@ -115,6 +119,7 @@ pub fn run_scenario(sc: &DeleteScenario) -> Result<ScenarioResult, crate::LabErr
         interface_ns: s.trim_interface_ns,
         in_drive_ns: s.trim_busy_ns,
         metadata_reads: s.ftrim_metadata_reads,
+        returned_ns: returned - t0,
         total_ns: end - t0,
         read_latency_ns: s.read_latency_ns,
         trace,

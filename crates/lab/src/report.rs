@@ -273,10 +273,42 @@ pub struct Tally {
 
 impl Tally {
     pub fn of(verdicts: &[Verdict]) -> Tally {
-        let mut t = Tally::default();
-        for v in verdicts {
+        Self::counted(verdicts.iter().map(|v| {
             let role = v.score.as_ref().map_or(Role::Predicted, |s| s.role);
-            match (v.outcome(), role) {
+            (v.outcome(), role, v.unexplained_miss())
+        }))
+    }
+
+    /// The counts of a section's verdicts as results.json holds them (its `verdicts`
+    /// list): a kept section is counted from its verdicts, not from the tally saved beside
+    /// them. None if an entry does not read as a verdict.
+    pub fn of_json(verdicts: &serde_json::Value) -> Option<Tally> {
+        let entries = verdicts.as_array()?;
+        let mut read = Vec::with_capacity(entries.len());
+        for v in entries {
+            let outcome = match v.get("outcome")?.as_str()? {
+                "holds" => Outcome::Holds,
+                "fails" => Outcome::Fails,
+                "preview" => Outcome::Preview,
+                _ => return None,
+            };
+            let role = match v.get("role").and_then(|r| r.as_str()) {
+                None | Some("predicted") => Role::Predicted,
+                Some("check") => Role::Check,
+                Some("calibrated") => Role::Calibrated,
+                Some(_) => return None,
+            };
+            let unexplained = v.get("believed_missing").is_some_and(|b| b.is_null());
+            read.push((outcome, role, unexplained));
+        }
+        Some(Self::counted(read.into_iter()))
+    }
+
+    /// Counts (outcome, role, whether a failing prediction leaves its miss unexplained).
+    fn counted(verdicts: impl Iterator<Item = (Outcome, Role, bool)>) -> Tally {
+        let mut t = Tally::default();
+        for (outcome, role, unexplained) in verdicts {
+            match (outcome, role) {
                 (Outcome::Preview, _) => t.previews += 1,
                 (o, Role::Check) => {
                     t.checks += 1;
@@ -289,7 +321,7 @@ impl Tally {
                 (Outcome::Holds, Role::Predicted) => t.holds += 1,
                 (_, Role::Predicted) => {
                     t.fails += 1;
-                    t.fails_unexplained += usize::from(v.unexplained_miss());
+                    t.fails_unexplained += usize::from(unexplained);
                 }
             }
         }
@@ -1140,8 +1172,11 @@ pub fn kept_sections(dir: &Path, ids: &[String]) -> Vec<KeptSection> {
         .unwrap_or_default();
     ids.iter()
         .filter_map(|id| {
-            let entry = json.get("experiments")?.get(id)?.clone();
-            let tally: Tally = serde_json::from_value(entry.get("tally")?.clone()).ok()?;
+            let mut entry = json.get("experiments")?.get(id)?.clone();
+            let tally = Tally::of_json(entry.get("verdicts")?)?;
+            entry
+                .as_object_mut()?
+                .insert("tally".into(), serde_json::to_value(tally).ok()?);
             let sec = root.subdir_existing(id).ok().flatten()?;
             let read = |f: &str| sec.read_text(f).ok().flatten();
             Some(KeptSection {
@@ -1212,6 +1247,11 @@ pub fn prepare_report_dir(dir: &Path) -> Result<ReportDir, crate::LabError> {
                     .is_ok_and(|m| m.file_type().is_file())
                 && std::fs::read_to_string(dir.join("index.html"))
                     .is_ok_and(|h| h.contains("<title>flashlab report</title>"));
+            if legacy {
+                // A report whose mark was removed by hand: the sections it can give back
+                // whole are kept as a marked report's would be.
+                found.earlier_sections = keepable_sections(dir);
+            }
             if !empty && !marked && !legacy {
                 return Err(format!(
                     "--out {}: not empty, and not a report flashlab made (no {REPORT_MARK} in it): give a new or empty directory (nothing in it was touched)",
@@ -1230,6 +1270,34 @@ pub fn prepare_report_dir(dir: &Path) -> Result<ReportDir, crate::LabError> {
         .and_then(|d| write_mark(&d, &found.earlier_sections))
         .map_err(|e| format!("--out {}: cannot write in it: {e}", dir.display()))?;
     Ok(found)
+}
+
+/// The sections of the report in `dir` (its results.json) that [`kept_sections`] could
+/// keep whole: each with its saved HTML and contents line.
+fn keepable_sections(dir: &Path) -> Vec<String> {
+    let Ok(root) = SafeDir::open(dir) else {
+        return Vec::new();
+    };
+    let json: serde_json::Value = root
+        .read_text("results.json")
+        .ok()
+        .flatten()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let Some(experiments) = json.get("experiments").and_then(|e| e.as_object()) else {
+        return Vec::new();
+    };
+    experiments
+        .keys()
+        .filter(|id| {
+            root.subdir_existing(id).ok().flatten().is_some_and(|sec| {
+                [SECTION_HTML, SECTION_TOC]
+                    .iter()
+                    .all(|f| sec.read_text(f).ok().flatten().is_some())
+            })
+        })
+        .cloned()
+        .collect()
 }
 
 /// Writes the mark listing `sections` into the report directory `dir`.
@@ -1507,7 +1575,37 @@ fn tables_html(s: &Section, sec: &SafeDir, sdir: &Path) -> Result<String, crate:
 }
 
 /// The page around the sections: style, run line, contents.
-fn page_html(info: &RunInfo, total: &Tally, toc: &str, body: &str, kept: &[String]) -> String {
+fn page_html(
+    info: &RunInfo,
+    total: &Tally,
+    toc: &str,
+    body: &str,
+    kept: &[String],
+    failed: &[String],
+) -> String {
+    let failed_line = if failed.is_empty() {
+        String::new()
+    } else {
+        let named: Vec<String> = failed
+            .iter()
+            .map(|id| {
+                if kept.contains(id) {
+                    format!("{id} (kept from an earlier run)")
+                } else {
+                    id.clone()
+                }
+            })
+            .collect();
+        format!(
+            "<p class=\"fails\">{} could not run to the end: {}; the section says why.</p>\n",
+            if failed.len() == 1 {
+                "One section"
+            } else {
+                "Some sections"
+            },
+            html_escape(&named.join(", "))
+        )
+    };
     let whose =
         if kept.is_empty() {
             "Every number below was computed by this run".to_string()
@@ -1547,7 +1645,7 @@ p.tally {{ background: #f6f6f6; padding: 0.5em 0.8em; }}
 Results are deterministic: the same command gives the same numbers (run times aside).
 Machine-readable results: <a href="results.json">results.json</a>.</p>
 <p class="tally"><b>All sections:</b> {tally}. A preview is judged at <code>--scale full</code> and never counted as holding; checks test the model (theory, datasheets, its own limits), calibrated numbers hold by construction.</p>
-<ul class="toc">
+{failed_line}<ul class="toc">
 {toc}</ul>
 {body}</body></html>
 "#,
@@ -1613,14 +1711,24 @@ pub fn write_report(
     let toc: String = parts.iter().map(|p| p.1.as_str()).collect();
     let body: String = parts.iter().map(|p| p.2.as_str()).collect();
     let kept_ids: Vec<String> = kept.iter().map(|k| k.id.clone()).collect();
-    let html = page_html(info, &total, &toc, &body, &kept_ids);
+    // Sections that did not run to the end, this run's or kept ones.
+    let failed: Vec<String> = parts
+        .iter()
+        .filter(|p| {
+            p.3.pointer("/results/failed")
+                .is_some_and(|f| f.is_string())
+        })
+        .map(|p| p.0.clone())
+        .collect();
+    let html = page_html(info, &total, &toc, &body, &kept_ids, &failed);
     let index = dir.join("index.html");
     root.write("index.html", html.as_bytes())
         .map_err(|e| io(&index, e))?;
     let json = serde_json::json!({
         "run": info,
         "tally": total,
-        "kept_from_earlier_runs": kept.iter().map(|k| k.id.clone()).collect::<Vec<_>>(),
+        "kept_from_earlier_runs": kept_ids,
+        "sections_failed": failed,
         "experiments": parts
             .iter()
             .map(|p| (p.0.clone(), p.3.clone()))
@@ -1878,6 +1986,74 @@ mod tests {
         assert_eq!(utc_minute(std::time::UNIX_EPOCH), "1970-01-01 00:00 UTC");
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_901_640);
         assert_eq!(utc_minute(t), "2026-11-28 21:34 UTC");
+    }
+
+    #[test]
+    fn a_kept_section_is_counted_from_its_verdicts_flagged_if_it_failed_and_kept_without_the_mark()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Section::without_numbers("a", "A", "q".into(), 1, serde_json::json!({}));
+        a.verdicts = vec![
+            Verdict::numeric("a.v", "c", "r", 3.0, 1.0, 0.1, "m".into()),
+            Verdict::numeric("a.w", "c", "r", 1.0, 1.0, 0.1, "m".into()).with_role(Role::Check),
+        ];
+        let b = Section::without_numbers(
+            "b",
+            "B",
+            "q".into(),
+            1,
+            serde_json::json!({"failed": "the drive ran out of space"}),
+        );
+        let order = ["a", "b"];
+        write_report(
+            dir.path(),
+            &RunInfo::default(),
+            &[a.clone(), b],
+            &[],
+            &order,
+        )
+        .unwrap();
+        // The verdicts read back count as the section's own do.
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("results.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            Tally::of_json(&json["experiments"]["a"]["verdicts"]),
+            Some(a.tally())
+        );
+        assert_eq!(json["sections_failed"], serde_json::json!(["b"]));
+        // A tally edited by hand is not believed: the kept section is counted again.
+        let mut edited = json.clone();
+        edited["experiments"]["a"]["tally"]["holds"] = 5.into();
+        std::fs::write(
+            dir.path().join("results.json"),
+            serde_json::to_string(&edited).unwrap(),
+        )
+        .unwrap();
+        // The mark removed by hand: the report is still found, its sections still kept.
+        std::fs::remove_file(dir.path().join(REPORT_MARK)).unwrap();
+        let found = prepare_report_dir(dir.path()).unwrap();
+        assert_eq!(
+            found.earlier_sections,
+            vec!["a".to_string(), "b".to_string()]
+        );
+        let kept = kept_sections(dir.path(), &["b".to_string()]);
+        let index = write_report(dir.path(), &RunInfo::default(), &[a], &kept, &order).unwrap();
+        let html = std::fs::read_to_string(index).unwrap();
+        assert!(
+            html.contains("One section could not run to the end: b (kept from an earlier run)"),
+            "{html}"
+        );
+        let kept = kept_sections(dir.path(), &["a".to_string()]);
+        assert_eq!(kept[0].tally.holds, 0);
+        assert_eq!(kept[0].tally.fails, 1);
+        assert_eq!(kept[0].json["tally"]["holds"], 0);
+        // Something that is not a verdict list is not counted.
+        assert_eq!(
+            Tally::of_json(&serde_json::json!([{"outcome": "maybe"}])),
+            None
+        );
     }
 
     #[test]
