@@ -104,6 +104,10 @@ pub(crate) struct DeviceArgs {
     /// the preset's (the 980's HMB) or adds one in controller DRAM.
     #[arg(long, value_name = "SIZE", value_parser = units::parse_size)]
     pub(crate) mapping_cache: Option<u64>,
+    /// What the mapping cache holds: entry (single entries, DFTL) or page (whole
+    /// translation pages: one miss brings in its 1,024 neighbours, as TPFTL and HMB drives).
+    #[arg(long, value_name = "entry|page", value_parser = parse_granularity)]
+    pub(crate) mapping_cache_granularity: Option<flash::CacheGranularity>,
     /// The drive's age: enables the error model (RBER, ECC, read retries, read reclaim) with
     /// every block at pe=N P/E cycles and the data present at the start retention=T old
     /// (s, h, d, y), e.g. pe=1500,retention=1y; cell=slc|mlc|tlc for a preset that does
@@ -246,6 +250,7 @@ impl DeviceArgs {
             trim_settle_ns: self.trim_settle,
             wear_leveling: self.wear_leveling.clone(),
             mapping_cache_bytes: self.mapping_cache,
+            mapping_cache_granularity: self.mapping_cache_granularity,
             age: self.age.clone(),
             drive,
             scheduler: self.scheduler.map(|s| match s {
@@ -367,15 +372,19 @@ pub(crate) fn print_stats(s: &flash::DeviceStats) {
     }
     if let Some(m) = &s.mapping_cache {
         println!(
-            "  mapping cache     {} entries of {} bytes ({} bytes in {}) for {} translation pages: hit ratio {} ({} hits, {} misses), {} translation pages read, {} written, {} copied by GC",
+            "  mapping cache     {} entries of {} bytes ({} bytes in {}, cached by {}) for {} translation pages: hit ratio {} ({} hits, {} misses, {} of them cold{}), {} translation pages read, {} written, {} copied by GC",
             m.cache_entries,
             m.entry_bytes,
             m.cache_bytes,
             m.location,
+            m.granularity,
             m.translation_pages,
             m.hit_ratio.map_or("-".into(), |r| format!("{r:.4}")),
             m.hits,
             m.misses,
+            m.cold_misses,
+            m.cold_miss_share
+                .map_or(String::new(), |r| format!(": {:.1}%", 100.0 * r)),
             m.translation_reads,
             m.translation_writes,
             m.translation_gc_copies
@@ -692,4 +701,12 @@ pub(crate) fn peak_rss_bytes() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+fn parse_granularity(s: &str) -> Result<flash::CacheGranularity, String> {
+    match s {
+        "entry" => Ok(flash::CacheGranularity::Entry),
+        "page" => Ok(flash::CacheGranularity::Page),
+        _ => Err(format!("{s:?} is not a granularity: give entry or page")),
+    }
 }

@@ -50,7 +50,7 @@ pub use error::FlashError;
 pub use gc::GcPolicy;
 pub use geometry::Geometry;
 pub use hdd::{DestageOrder, Hdd, HddConfig};
-pub use mapcache::{CacheLocation, MappingCacheConfig};
+pub use mapcache::{CacheGranularity, CacheLocation, MappingCacheConfig};
 pub use placement::{FdpConfig, FdpStats, Isolation};
 pub use preset::{AnyDevice, DeviceConfig, Preset};
 pub use slc::SlcCacheConfig;

@@ -149,7 +149,11 @@ impl Preset {
                 if let Some(mc) = &mut c.mapping_cache {
                     let scaled = (mc.cache_bytes as u128 * logical_bytes as u128
                         / before_bytes.max(1) as u128) as u64;
-                    let scaled = scaled.max(mc.entry_bytes as u64);
+                    let least = match mc.granularity {
+                        crate::CacheGranularity::Entry => mc.entry_bytes,
+                        crate::CacheGranularity::Page => g.mapping_unit_bytes,
+                    };
+                    let scaled = scaled.max(least as u64);
                     if scaled != mc.cache_bytes {
                         self.notes.push(format!(
                             "scaled to {logical_bytes} bytes: mapping cache {} -> {scaled} bytes, the same share of the map",

@@ -227,6 +227,8 @@ pub struct DeviceStats {
 pub struct MappingCacheStats {
     /// `dram` or `hmb`.
     pub location: String,
+    /// `entry` (single entries cached) or `page` (whole translation pages).
+    pub granularity: String,
     pub cache_bytes: u64,
     pub cache_entries: u64,
     pub entry_bytes: u32,
@@ -236,6 +238,10 @@ pub struct MappingCacheStats {
     pub misses: u64,
     /// hits / (hits + misses); `None` without lookups.
     pub hit_ratio: Option<f64>,
+    /// Misses on an entry (or page) never cached before: no cache size removes them.
+    pub cold_misses: u64,
+    /// cold_misses / misses; `None` without misses.
+    pub cold_miss_share: Option<f64>,
     /// Translation pages read from flash: misses and read-modify-writes.
     pub translation_reads: u64,
     /// Translation pages written (dirty evictions, batch updates): part of

@@ -70,6 +70,9 @@ pub struct SsdOverrides {
     /// Bytes of a cached mapping table (`[ssd.mapping_cache]`, with the map on flash);
     /// 0 = the whole map in DRAM. A preset without one gets one in controller DRAM.
     pub mapping_cache_bytes: Option<u64>,
+    /// What the mapping cache holds (`entry` or `page`); needs a mapping cache (the
+    /// preset's or `mapping_cache_bytes`).
+    pub mapping_cache_granularity: Option<flash::CacheGranularity>,
     /// The drive's age (`--age`): enables the error model (`[ssd.aging]`, with the cell
     /// type's defaults if the preset has none) and sets its starting P/E cycles and data
     /// retention.
@@ -123,7 +126,7 @@ impl SsdOverrides {
         }
         let refused = [
             (
-                self.mapping_cache_bytes.is_some(),
+                self.mapping_cache_bytes.is_some() || self.mapping_cache_granularity.is_some(),
                 "--mapping-cache",
                 "a zoned drive has no page mapping table to cache (its map is a zone's write pointer)",
             ),
@@ -155,6 +158,7 @@ impl SsdOverrides {
             || self.trim_preemptive.is_some()
             || self.trim_settle_ns.is_some()
             || self.mapping_cache_bytes.is_some()
+            || self.mapping_cache_granularity.is_some()
             || self.age.is_some()
             || self.drive.is_some()
             || self.scheduler.is_some()
@@ -212,6 +216,15 @@ impl SsdOverrides {
             (Some(0), mc) => *mc = None,
             (Some(b), Some(mc)) => mc.cache_bytes = b,
             (Some(b), mc) => *mc = Some(flash::MappingCacheConfig::dram(b)),
+        }
+        match (self.mapping_cache_granularity, &mut c.mapping_cache) {
+            (None, _) => {}
+            (Some(g), Some(mc)) => mc.granularity = g,
+            (Some(_), None) => {
+                return Err(FlashError::Config(format!(
+                    "--mapping-cache-granularity needs a mapping cache: preset {name} keeps its whole map in DRAM (add --mapping-cache SIZE)"
+                )))
+            }
         }
         if let Some(age) = &self.age {
             set_age(name, c, age)?;

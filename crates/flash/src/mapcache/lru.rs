@@ -41,6 +41,11 @@ impl EntryLru {
         }
     }
 
+    /// Entries it can hold.
+    pub(crate) fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
     pub(crate) fn len(&self) -> u32 {
         self.slots.len() as u32
     }

@@ -19,6 +19,15 @@
 //!   charged), least recently used out first. DFTL uses a segmented LRU; plain LRU is used
 //!   here, so that the hit ratio follows LRU theory (uniform references over F units with
 //!   C cached: C/F; Zipf: Che's approximation; both tested).
+//! - **Granularity** (`granularity`): `entry` (DFTL) caches and evicts single entries;
+//!   `page` caches whole translation pages (`cache_bytes / mapping_unit_bytes` of them,
+//!   least recently used page out first), as TPFTL (Zhou et al., EuroSys 2015) and S-FTL
+//!   (Jiang et al., MSST 2011) do and as host-memory-buffer drives and UFS's Host Performance
+//!   Booster page map segments in: one miss brings in the entries of its neighbours, so a
+//!   workload with spatial locality misses once per translation page, not once per unit. A
+//!   cached page is written back whole on eviction (no read first).
+//! - **Cold misses** (the first lookup of an entry, or of a page, never cached before) are
+//!   counted apart: no cache size removes them, only granularity and prefetching do.
 //! - **A miss** (a read or a write whose entry is not cached) reads the entry's translation
 //!   page (a flash read on its die: tR and one unit over the channel; none if the page was
 //!   never written, as the GTD tells), then caches the entry. A read waits for it; a write
@@ -85,6 +94,26 @@ fn four() -> u32 {
     4
 }
 
+/// What the cache holds and evicts (see the module's notes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheGranularity {
+    /// Single mapping entries (DFTL).
+    #[default]
+    Entry,
+    /// Whole translation pages (TPFTL, S-FTL, HMB map segments).
+    Page,
+}
+
+impl std::fmt::Display for CacheGranularity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CacheGranularity::Entry => "entry",
+            CacheGranularity::Page => "page",
+        })
+    }
+}
+
 /// A preset's `[ssd.mapping_cache]`. Sources are given per preset.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -100,6 +129,9 @@ pub struct MappingCacheConfig {
     /// With `location = "hmb"`: one lookup's round trip to host memory over PCIe.
     #[serde(default)]
     pub hmb_access_ns: u64,
+    /// `entry` (default) or `page`: what one miss brings in and one eviction sends out.
+    #[serde(default)]
+    pub granularity: CacheGranularity,
 }
 
 impl MappingCacheConfig {
@@ -110,6 +142,7 @@ impl MappingCacheConfig {
             entry_bytes: four(),
             location: CacheLocation::Dram,
             hmb_access_ns: 0,
+            granularity: CacheGranularity::Entry,
         }
     }
 
@@ -129,6 +162,14 @@ impl MappingCacheConfig {
                 self.cache_bytes, self.entry_bytes
             ));
         }
+        if self.granularity == CacheGranularity::Page
+            && self.cache_bytes < mapping_unit_bytes as u64
+        {
+            return Err(format!(
+                "mapping_cache.cache_bytes {} holds no translation page of {mapping_unit_bytes} bytes (granularity = \"page\" caches whole pages: give at least one, or granularity = \"entry\")",
+                self.cache_bytes
+            ));
+        }
         match (self.location, self.hmb_access_ns) {
             (CacheLocation::Hmb, 0) => Err(
                 "mapping_cache.location = \"hmb\" needs hmb_access_ns, the PCIe round trip of a lookup".into(),
@@ -140,9 +181,16 @@ impl MappingCacheConfig {
         }
     }
 
-    /// Entries the cache holds.
-    pub fn entries(&self) -> u64 {
-        self.cache_bytes / self.entry_bytes as u64
+    /// Entries the cache holds (with `page` granularity, those of the whole pages it
+    /// holds, for translation pages of `mapping_unit_bytes`).
+    pub fn entries(&self, mapping_unit_bytes: u32) -> u64 {
+        match self.granularity {
+            CacheGranularity::Entry => self.cache_bytes / self.entry_bytes as u64,
+            CacheGranularity::Page => {
+                self.cache_bytes / mapping_unit_bytes as u64
+                    * (mapping_unit_bytes / self.entry_bytes) as u64
+            }
+        }
     }
 
     /// What one read's lookup costs on top of the command's overhead.
@@ -159,6 +207,8 @@ impl MappingCacheConfig {
 pub struct MapCacheCounters {
     pub hits: u64,
     pub misses: u64,
+    /// Misses on an entry (or, with `page` granularity, a page) never cached before.
+    pub cold_misses: u64,
     /// Translation pages read from flash (misses and read-modify-writes).
     pub translation_reads: u64,
 }
@@ -186,7 +236,11 @@ const NONE: u32 = u32::MAX;
 pub struct CachedFtl {
     ftl: PageFtl,
     cfg: MappingCacheConfig,
+    /// Cached entries (`entry` granularity) or translation pages (`page`), by
+    /// [`CachedFtl::key`].
     lru: EntryLru,
+    /// Per key, whether it was ever cached (a bit each): tells cold misses.
+    seen: Vec<u64>,
     entries_per_tpage: u32,
     /// Per translation page, the generation its cached dirty entries carry (never 0).
     dirty_gen: Vec<u32>,
@@ -215,11 +269,16 @@ impl CachedFtl {
         let tpages = logical_units.div_ceil(entries_per_tpage);
         let ftl =
             PageFtl::with_translation_pages(g, policy, gc_free_blocks, tpages)?.with_pacing(paced);
-        let capacity = cfg.entries().min(logical_units as u64).max(1) as u32;
+        let (keys, capacity) = match cfg.granularity {
+            CacheGranularity::Entry => (logical_units, cfg.entries(g.mapping_unit_bytes)),
+            CacheGranularity::Page => (tpages, cfg.cache_bytes / g.mapping_unit_bytes as u64),
+        };
+        let capacity = capacity.min(keys as u64).max(1) as u32;
         Ok(CachedFtl {
             ftl,
             cfg: cfg.clone(),
-            lru: EntryLru::new(capacity, logical_units),
+            lru: EntryLru::new(capacity, keys),
+            seen: vec![0; (keys as usize).div_ceil(64)],
             entries_per_tpage,
             dirty_gen: vec![1; tpages as usize],
             last_tpage: NONE,
@@ -249,7 +308,29 @@ impl CachedFtl {
 
     /// Entries the cache can hold (at most one per logical unit).
     pub fn cache_entries(&self) -> u64 {
-        self.cfg.entries().min(self.ftl.logical_units() as u64)
+        let held = match self.cfg.granularity {
+            CacheGranularity::Entry => self.lru.capacity() as u64,
+            CacheGranularity::Page => self.lru.capacity() as u64 * self.entries_per_tpage as u64,
+        };
+        held.min(self.ftl.logical_units() as u64)
+    }
+
+    /// What the cache keeps `lpn`'s entry under: the entry itself, or its translation page.
+    #[inline]
+    fn key(&self, lpn: u32) -> u32 {
+        match self.cfg.granularity {
+            CacheGranularity::Entry => lpn,
+            CacheGranularity::Page => lpn / self.entries_per_tpage,
+        }
+    }
+
+    /// The translation page of a cache key.
+    #[inline]
+    fn tpage_of_key(&self, key: u32) -> u32 {
+        match self.cfg.granularity {
+            CacheGranularity::Entry => key / self.entries_per_tpage,
+            CacheGranularity::Page => key,
+        }
     }
 
     /// Looks `lpn`'s entry up as a host read does: a hit, or a miss that caches it (and
@@ -289,7 +370,7 @@ impl CachedFtl {
         if !self.ftl.trim(lpn) {
             return false;
         }
-        match self.lru.get(lpn) {
+        match self.lru.get(self.key(lpn)) {
             Some(_) => self.mark_dirty(lpn),
             None => self.pending.push(lpn / self.entries_per_tpage),
         }
@@ -367,16 +448,24 @@ impl CachedFtl {
         lpn: u32,
         sink: &mut S,
     ) -> Result<(bool, Option<u32>), FlashError> {
-        if let Some(slot) = self.lru.get(lpn) {
+        let key = self.key(lpn);
+        if let Some(slot) = self.lru.get(key) {
             self.lru.touch(slot);
             self.counters.hits += 1;
             return Ok((true, None));
         }
         self.counters.misses += 1;
-        if let Some((victim, generation)) = self.lru.insert(lpn) {
-            let vt = victim / self.entries_per_tpage;
+        let (word, bit) = ((key / 64) as usize, 1u64 << (key % 64));
+        if self.seen[word] & bit == 0 {
+            self.seen[word] |= bit;
+            self.counters.cold_misses += 1;
+        }
+        if let Some((victim, generation)) = self.lru.insert(key) {
+            let vt = self.tpage_of_key(victim);
             if generation != 0 && generation == self.dirty_gen[vt as usize] {
-                self.write_tpage(vt, sink)?;
+                // A whole cached page goes out without being read first.
+                let whole = self.cfg.granularity == CacheGranularity::Page;
+                self.write_tpage(vt, whole, sink)?;
             }
         }
         Ok((false, self.read_tpage(lpn / self.entries_per_tpage)))
@@ -395,10 +484,17 @@ impl CachedFtl {
     }
 
     /// Writes translation page `tpage` with every cached dirty entry of it (read-modify-
-    /// write), which are clean afterwards.
-    fn write_tpage<S: FlashSink>(&mut self, tpage: u32, sink: &mut S) -> Result<(), FlashError> {
-        if let Some(d) = self.read_tpage(tpage) {
-            sink.map_read(d);
+    /// write, unless the `whole` page is in controller memory), which are clean afterwards.
+    fn write_tpage<S: FlashSink>(
+        &mut self,
+        tpage: u32,
+        whole: bool,
+        sink: &mut S,
+    ) -> Result<(), FlashError> {
+        if !whole {
+            if let Some(d) = self.read_tpage(tpage) {
+                sink.map_read(d);
+            }
         }
         let g = &mut self.dirty_gen[tpage as usize];
         *g = g.wrapping_add(1).max(1);
@@ -411,7 +507,7 @@ impl CachedFtl {
     fn mark_dirty(&mut self, lpn: u32) {
         let slot = self
             .lru
-            .get(lpn)
+            .get(self.key(lpn))
             .expect("a unit whose entry changes was just looked up");
         let tpage = lpn / self.entries_per_tpage;
         self.lru.set_dirty_gen(slot, self.dirty_gen[tpage as usize]);
@@ -423,7 +519,7 @@ impl CachedFtl {
         let mut moved = std::mem::take(&mut self.moved);
         self.ftl.take_moved(&mut moved);
         for &lpn in &moved {
-            match self.lru.get(lpn) {
+            match self.lru.get(self.key(lpn)) {
                 Some(_) => self.mark_dirty(lpn),
                 None => self.pending.push(lpn / self.entries_per_tpage),
             }
@@ -442,7 +538,9 @@ impl CachedFtl {
             batch.sort_unstable();
             batch.dedup();
             for &t in &batch {
-                self.write_tpage(t, sink)?;
+                // A queued page is not cached whole (a cached page's entries are updated
+                // in the cache): it is read first.
+                self.write_tpage(t, false, sink)?;
             }
             batch.clear();
             self.pending = batch;

@@ -28,6 +28,17 @@ fn cached(g: &Geometry, entries: u64, entry_bytes: u32) -> CachedFtl {
         entry_bytes,
         location: CacheLocation::Dram,
         hmb_access_ns: 0,
+        granularity: CacheGranularity::Entry,
+    };
+    CachedFtl::new(g, GcPolicy::Greedy, 2, true, &cfg).unwrap()
+}
+
+/// A cache of `pages` whole translation pages (4-byte entries).
+fn cached_pages(g: &Geometry, pages: u64) -> CachedFtl {
+    let cfg = MappingCacheConfig {
+        cache_bytes: pages * g.mapping_unit_bytes as u64,
+        granularity: CacheGranularity::Page,
+        ..MappingCacheConfig::dram(4)
     };
     CachedFtl::new(g, GcPolicy::Greedy, 2, true, &cfg).unwrap()
 }
@@ -321,6 +332,7 @@ fn hmb_drive(cache_entries: u64) -> Ssd {
         entry_bytes: 4,
         location: CacheLocation::Hmb,
         hmb_access_ns: 1_000,
+        granularity: CacheGranularity::Entry,
     });
     Ssd::new(cfg).unwrap()
 }
@@ -392,6 +404,18 @@ fn bad_settings_name_the_field() {
     c.cache_bytes = 1 << 20;
     c.location = CacheLocation::Hmb;
     assert!(c.validate(4096).unwrap_err().contains("hmb_access_ns"));
+    let mut c = MappingCacheConfig::dram(2048);
+    c.granularity = CacheGranularity::Page;
+    assert!(c.validate(4096).unwrap_err().contains("granularity"));
+    let parsed: MappingCacheConfig =
+        toml::from_str("cache_bytes = 8192\ngranularity = \"page\"").unwrap();
+    assert_eq!(parsed.granularity, CacheGranularity::Page);
+    assert_eq!(parsed.entries(4096), 2048);
+    let e = toml::from_str::<MappingCacheConfig>("cache_bytes = 8192\ngranularity = \"segment\"");
+    assert!(e
+        .unwrap_err()
+        .to_string()
+        .contains("unknown variant `segment`"));
     let mut cfg = ssd_config();
     cfg.ftl = crate::mapping::FtlKind::Fast;
     cfg.mapping_cache = Some(MappingCacheConfig::dram(1 << 20));
@@ -409,6 +433,7 @@ fn one_die_drive(entries: u64, scheduler: Option<crate::ssd::SchedulerConfig>) -
         entry_bytes: 4,
         location: CacheLocation::Hmb,
         hmb_access_ns: 1_000,
+        granularity: CacheGranularity::Entry,
     });
     cfg.scheduler = scheduler;
     let mut ssd = Ssd::new(cfg).unwrap();
@@ -459,5 +484,91 @@ fn translation_page_work_is_maintenance_under_the_priority_scheduler() {
     assert!(
         r_fifo >= own + 500_000,
         "in submission order it waits out the translation program: {r_fifo} ns"
+    );
+}
+
+#[test]
+fn page_granularity_misses_once_per_translation_page_on_a_scan_and_every_first_miss_is_cold() {
+    let g = geometry(64 << 20, 0.25);
+    let units = 16 * 1024u32; // 16 translation pages of 1,024 entries
+    let mut pages = cached_pages(&g, 4);
+    let mut entries = cached(&g, 4 * 1024, 4); // the same bytes, as entries
+    for ftl in [&mut pages, &mut entries] {
+        for lpn in 0..units {
+            ftl.write(lpn, &mut NoTiming).unwrap();
+        }
+        ftl.reset_counters();
+        for lpn in 0..units {
+            ftl.translate(lpn, &mut NoTiming).unwrap();
+        }
+        ftl.check_invariants().unwrap();
+    }
+    let (p, e) = (pages.cache_counters(), entries.cache_counters());
+    // A page brings its 1,024 neighbours in: 16 misses; entries miss on every unit.
+    assert_eq!((p.hits, p.misses), (units as u64 - 16, 16));
+    assert_eq!((e.hits, e.misses), (0, units as u64));
+    // Counters were reset, not the record of what was cached: the scan's misses are
+    // capacity misses now (every page and entry was cached during the writes).
+    assert_eq!((p.cold_misses, e.cold_misses), (0, 0));
+    assert_eq!(pages.cache_entries(), entries.cache_entries());
+    // On a fresh drive every first lookup is cold.
+    let mut fresh = cached_pages(&g, 4);
+    for lpn in 0..units {
+        fresh.translate(lpn, &mut NoTiming).unwrap();
+    }
+    let f = fresh.cache_counters();
+    assert_eq!((f.misses, f.cold_misses), (16, 16));
+}
+
+#[test]
+fn uniform_reads_hit_in_proportion_to_the_cached_share_of_translation_pages() {
+    // LRU over pages: a uniform reference over F units falls on one of F/E pages uniformly,
+    // so with P pages cached it hits with probability P / (F/E).
+    let g = geometry(64 << 20, 0.25);
+    let footprint = 16 * 1024u32; // 16 pages
+    for cached_p in [2u64, 8, 12] {
+        let mut ftl = cached_pages(&g, cached_p);
+        for lpn in 0..footprint {
+            ftl.write(lpn, &mut NoTiming).unwrap();
+        }
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(11);
+        let ratio = read_hit_ratio(&mut ftl, 50_000, 200_000, || rng.random_range(0..footprint));
+        let theory = cached_p as f64 / 16.0;
+        assert!(
+            (ratio - theory).abs() < 0.005,
+            "{cached_p} of 16 pages: hit ratio {ratio:.4}, theory {theory:.4}"
+        );
+        ftl.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn a_whole_cached_page_is_written_back_without_reading_it_first() {
+    // Writes cycling over 8 pages with 1 cached: every miss evicts a dirty page. Entries
+    // read the victim's page before writing it back (read-modify-write); a whole cached
+    // page goes out as it is, so its reads are only the misses' own.
+    let g = geometry(64 << 20, 0.25);
+    let units = 8 * 1024u32;
+    let run = |mut ftl: CachedFtl| {
+        for round in 0..3 {
+            for lpn in (0..units).step_by(4) {
+                ftl.write(lpn + round, &mut NoTiming).unwrap();
+            }
+        }
+        ftl.check_invariants().unwrap();
+        (ftl.cache_counters(), ftl.counters().map_write_units)
+    };
+    let (p, p_writes) = run(cached_pages(&g, 1));
+    let (e, e_writes) = run(cached(&g, 1024, 4));
+    assert!(p.misses > 0 && p_writes > 0);
+    // Each page miss reads its page at most once (none the first time: never written).
+    assert!(p.translation_reads <= p.misses, "{p:?}");
+    // Entries: a read for the miss and another for the write-back of a different page.
+    assert!(e.translation_reads > p.translation_reads, "{e:?} vs {p:?}");
+    // Both write each dirty page back about once a round (entries: the first eviction
+    // of a page's entry cleans all of them).
+    assert!(
+        e_writes > 0 && e_writes.abs_diff(p_writes) <= 8,
+        "{e_writes} vs {p_writes}"
     );
 }

@@ -1371,6 +1371,7 @@ impl Device for Ssd {
             let lookups = k.hits + k.misses;
             s.mapping_cache = Some(MappingCacheStats {
                 location: cfg.location.to_string(),
+                granularity: cfg.granularity.to_string(),
                 cache_bytes: cfg.cache_bytes,
                 cache_entries: mc.cache_entries(),
                 entry_bytes: cfg.entry_bytes,
@@ -1378,6 +1379,8 @@ impl Device for Ssd {
                 hits: k.hits,
                 misses: k.misses,
                 hit_ratio: (lookups > 0).then(|| k.hits as f64 / lookups as f64),
+                cold_misses: k.cold_misses,
+                cold_miss_share: (k.misses > 0).then(|| k.cold_misses as f64 / k.misses as f64),
                 translation_reads: k.translation_reads,
                 translation_writes: c.map_write_units,
                 translation_gc_copies: c.gc_copied_map_units,
