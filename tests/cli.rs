@@ -102,10 +102,30 @@ fn the_dram_less_preset_caches_its_map_and_the_flag_sets_or_removes_a_cache() {
     assert_eq!(hmb, run(&[]), "same arguments, same numbers");
     let m = &hmb["mapping_cache"];
     assert_eq!(m["location"], "hmb");
-    // The preset's 64 MiB for 1 TB keeps its share of the map at 1 GiB (6.9%), and uniform
-    // lookups over the whole drive hit in that proportion (LRU: C/F).
-    let entries = (64u64 << 20) / 4 * (1 << 30) / 1_000_000_000_000;
+    assert_eq!(m["granularity"], "page");
+    // The preset's 64 MiB for 1 TB keeps its share of the map at 1 GiB (6.9%: 72,057 bytes,
+    // 17 whole translation pages of 1,024 entries), and uniform lookups over the whole drive
+    // hit in that proportion (LRU over pages: C/F).
+    let bytes = (64u64 << 20) * (1 << 30) / 1_000_000_000_000;
+    let entries = bytes / 4096 * 1024;
     assert_eq!(m["cache_entries"], entries);
+    // By entry, the same bytes hold every whole entry.
+    let by_entry = run(&["--mapping-cache-granularity", "entry"]);
+    assert_eq!(by_entry["mapping_cache"]["granularity"], "entry");
+    assert_eq!(by_entry["mapping_cache"]["cache_entries"], bytes / 4);
+    let refused = flashlab(&[
+        "sim",
+        "--preset",
+        "840pro",
+        "--capacity",
+        "1GiB",
+        "--workload",
+        "uniform",
+        "--mapping-cache-granularity",
+        "page",
+    ]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("needs a mapping cache"));
     let hit = m["hit_ratio"].as_f64().unwrap();
     let share = entries as f64 / ((1u64 << 30) / 4096) as f64;
     assert!((hit - share).abs() < 0.01, "hit ratio {hit}, C/F {share}");

@@ -8,13 +8,14 @@
 
 mod grammar;
 mod iolog;
-mod jobfile;
+pub(crate) mod jobfile;
 mod latency;
 mod report;
 
 use super::*;
 use report::Unit;
 use std::cell::RefCell;
+use std::path::Path;
 use std::rc::Rc;
 
 /// How the report is printed.
@@ -89,9 +90,105 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
     }
     let jobs = jobfile::read(&a.jobfile)?;
     let preset = a.device.preset()?;
+    let run = simulate(
+        &jobs,
+        &preset,
+        &a.fio,
+        a.precondition,
+        a.occupancy.unwrap_or(1.0),
+        a.seed,
+    )?;
+    if a.output_format == OutputFormat::Json {
+        let mut v = run.json(&jobs, &preset);
+        v["flashlab"]["jobfile"] = serde_json::json!(a.jobfile.display().to_string());
+        if a.wear {
+            v["flashlab"]["wear"] = serde_json::to_value(&run.wear)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!(
+            "flashlab fio: {} on {} ({} bytes): the I/O {}'s null engine wrote, replayed in virtual time; latencies are the simulated drive's (no host software stack), percentiles exact",
+            a.jobfile.display(),
+            preset.name,
+            run.drive_bytes,
+            run.fio_version
+        );
+        for n in &preset.notes {
+            println!("  note              {n}");
+        }
+        if a.precondition != lab::precondition::Precondition::None {
+            print_precondition(&run.precondition);
+        }
+        println!();
+        print!("{}", report::text(&run.units));
+        if a.wear {
+            println!();
+            super::wear::print_wear_or_why(run.wear.as_ref(), &preset);
+        }
+    }
+    Ok(())
+}
+
+/// A job file's run on a simulated drive: what `flashlab fio` reports.
+pub(crate) struct Simulated {
+    pub(crate) fio_version: String,
+    pub(crate) drive_bytes: u64,
+    pub(crate) units: Vec<Unit>,
+    pub(crate) summary: trace::ReplaySummary,
+    pub(crate) precondition: lab::precondition::PreconditionReport,
+    pub(crate) stats: flash::DeviceStats,
+    pub(crate) wear: Option<flash::WearReport>,
+}
+
+impl Simulated {
+    /// fio's JSON shape, with flashlab's own figures under `flashlab`.
+    pub(crate) fn json(
+        &self,
+        jobs: &jobfile::JobFile,
+        preset: &flash::Preset,
+    ) -> serde_json::Value {
+        let global: serde_json::Map<String, serde_json::Value> = jobs
+            .global
+            .iter()
+            .map(|o| {
+                (
+                    o.key.clone(),
+                    serde_json::json!(o.value.clone().unwrap_or_default()),
+                )
+            })
+            .collect();
+        serde_json::json!({
+            "fio version": self.fio_version,
+            "global options": global,
+            "jobs": self.units.iter().map(report::job_json).collect::<Vec<_>>(),
+            "flashlab": {
+                "preset": preset.name,
+                "preset_notes": preset.notes,
+                "logical_bytes": self.drive_bytes,
+                "requests": self.summary.requests,
+                "simulated_ns": self.summary.end_ns,
+                "precondition": self.precondition,
+                "latency": "the simulated drive's, from issue to completion (no host software stack: slat is 0, lat equals clat)",
+                "percentiles": "exact, nearest rank over every request (fio estimates them from histogram buckets)",
+                "drive": self.stats,
+            },
+        })
+    }
+}
+
+/// Runs `jobs` on a new `preset` drive, preconditioned first (not measured): the real
+/// `fio` writes the jobs' I/O logs, which are replayed together in virtual time.
+pub(crate) fn simulate(
+    jobs: &jobfile::JobFile,
+    preset: &flash::Preset,
+    fio: &Path,
+    precondition: lab::precondition::Precondition,
+    occupancy: f64,
+    seed: u64,
+) -> Result<Simulated> {
     let mut dev = preset.build()?;
     let drive_bytes = dev.logical_bytes();
-    let fio_version = iolog::version(&a.fio)?;
+    let fio_version = iolog::version(fio)?;
     let cancel = crate::signals::cancel_token();
     // fio's job file, its output and the I/O logs: removed when this returns (and, if
     // this process is killed first, by the next run).
@@ -104,13 +201,8 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
         "directory {} (fio's I/O logs; the next flashlab fio removes it)",
         dir.path().display()
     ));
-    let instances = iolog::write_iologs(&a.fio, &jobs, dir.path(), drive_bytes, &cancel)?;
-    let pre = lab::precondition::precondition(
-        &mut dev,
-        a.precondition,
-        a.occupancy.unwrap_or(1.0),
-        a.seed,
-    )?;
+    let instances = iolog::write_iologs(fio, jobs, dir.path(), drive_bytes, &cancel)?;
+    let pre = lab::precondition::precondition(&mut dev, precondition, occupancy, seed)?;
 
     let error = Rc::new(RefCell::new(None));
     let mut streams = Vec::new();
@@ -191,61 +283,15 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
     }
     let summary = summary?;
     dev.settle();
-    let stats = dev.stats();
-    let wear = dev.wear_report();
-
-    if a.output_format == OutputFormat::Json {
-        let global: serde_json::Map<String, serde_json::Value> = jobs
-            .global
-            .iter()
-            .map(|o| {
-                (
-                    o.key.clone(),
-                    serde_json::json!(o.value.clone().unwrap_or_default()),
-                )
-            })
-            .collect();
-        let mut v = serde_json::json!({
-            "fio version": fio_version,
-            "global options": global,
-            "jobs": units.iter().map(report::job_json).collect::<Vec<_>>(),
-            "flashlab": {
-                "jobfile": a.jobfile.display().to_string(),
-                "preset": preset.name,
-                "preset_notes": preset.notes,
-                "logical_bytes": drive_bytes,
-                "requests": summary.requests,
-                "simulated_ns": summary.end_ns,
-                "precondition": pre,
-                "latency": "the simulated drive's, from issue to completion (no host software stack: slat is 0, lat equals clat)",
-                "percentiles": "exact, nearest rank over every request (fio estimates them from histogram buckets)",
-                "drive": stats,
-            },
-        });
-        if a.wear {
-            v["flashlab"]["wear"] = serde_json::to_value(&wear)?;
-        }
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        println!(
-            "flashlab fio: {} on {} ({drive_bytes} bytes): the I/O {fio_version}'s null engine wrote, replayed in virtual time; latencies are the simulated drive's (no host software stack), percentiles exact",
-            a.jobfile.display(),
-            preset.name
-        );
-        for n in &preset.notes {
-            println!("  note              {n}");
-        }
-        if a.precondition != lab::precondition::Precondition::None {
-            print_precondition(&pre);
-        }
-        println!();
-        print!("{}", report::text(&units));
-        if a.wear {
-            println!();
-            super::wear::print_wear_or_why(wear.as_ref(), &preset);
-        }
-    }
-    Ok(())
+    Ok(Simulated {
+        fio_version,
+        drive_bytes,
+        units,
+        summary,
+        precondition: pre,
+        stats: dev.stats(),
+        wear: dev.wear_report(),
+    })
 }
 
 #[cfg(test)]
