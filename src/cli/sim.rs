@@ -81,6 +81,7 @@ pub(crate) fn sim_spec(a: &SimArgs) -> Result<SimSpec> {
         seed: a.seed,
         precondition: a.precondition.map(|p| (p, a.occupancy)),
         separate: a.separate,
+        idle_after_precondition: false,
     })
 }
 

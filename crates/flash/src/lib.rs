@@ -79,4 +79,10 @@ pub trait Device {
     /// Lets the device finish deferred work (background TRIM processing) as if the host
     /// stayed idle; returns the virtual time at which the device is idle.
     fn settle(&mut self) -> u64;
+    /// Lets the device rest as a drive left idle does: deferred work settled, then the
+    /// idle-time work (an SLC cache's folds) done; returns the virtual time at which a
+    /// command finds it all done.
+    fn rested_ns(&mut self) -> u64 {
+        self.settle()
+    }
 }

@@ -304,6 +304,13 @@ impl Device for AnyDevice {
             AnyDevice::Zoned(d) => d.settle(),
         }
     }
+    fn rested_ns(&mut self) -> u64 {
+        match self {
+            AnyDevice::Ssd(d) => d.rested_ns(),
+            AnyDevice::Hdd(d) => d.rested_ns(),
+            AnyDevice::Zoned(d) => d.rested_ns(),
+        }
+    }
 }
 
 #[cfg(test)]

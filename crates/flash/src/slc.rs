@@ -165,6 +165,15 @@ impl SlcCache {
         Some((start, folds))
     }
 
+    /// How long die `die`, idle from now, takes to start folding and fold everything it
+    /// holds, at `cost_ns` a page.
+    pub(crate) fn rest_ns(&self, die: u32, cost_ns: u64) -> u64 {
+        match self.held_pages[die as usize] {
+            0 => 0,
+            held => self.cfg.fold_idle_ns + held * cost_ns,
+        }
+    }
+
     /// What one SLC-mode erase is of a P/E cycle, counted in bytes: 1 / bits per cell.
     pub(crate) fn erase_weight(&self) -> f64 {
         1.0 / self.cfg.bits_per_cell as f64

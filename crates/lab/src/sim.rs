@@ -34,6 +34,9 @@ pub struct SimSpec {
     /// hot region carry handle 1 and the rest handle 0 (an FDP drive with two handles or
     /// more, `--drive fdp`).
     pub separate: bool,
+    /// After `precondition`: leave the drive idle until its deferred and idle-time work
+    /// (the SLC cache's folds) is done before measuring, as a drive tested after a rest.
+    pub idle_after_precondition: bool,
 }
 
 /// The kind of drive (`--drive`), replacing the preset's `[ssd.fdp]` and `[ssd.zoned]`.
@@ -726,6 +729,10 @@ pub fn run(
         preconditioned = Some(crate::precondition::precondition(
             &mut dev, mode, occupancy, spec.seed,
         )?);
+        if spec.idle_after_precondition {
+            warm_end_ns = dev.rested_ns();
+            dev.reset_stats();
+        }
         if timed_warmup_requests > 0 {
             let w = Workload {
                 gen: &mut gen,
@@ -736,11 +743,14 @@ pub fn run(
                 zones: None,
                 pending: None,
             };
-            warm_end_ns =
-                trace::replay_closed(&mut dev, vec![w], spec.queue_depth, 0, &mut |_| {
-                    progress(0, measured)
-                })?
-                .end_ns;
+            warm_end_ns = trace::replay_closed(
+                &mut dev,
+                vec![w],
+                spec.queue_depth,
+                warm_end_ns,
+                &mut |_| progress(0, measured),
+            )?
+            .end_ns;
             dev.reset_stats();
         }
     } else if let AnyDevice::Ssd(ssd) = &mut dev {
@@ -804,6 +814,7 @@ mod tests {
             seed: 9,
             precondition: None,
             separate: false,
+            idle_after_precondition: false,
         }
     }
 
@@ -1095,7 +1106,37 @@ mod tests {
                 0.9,
             )),
             separate: false,
+            idle_after_precondition: false,
         }
+    }
+
+    #[test]
+    fn a_rested_drive_has_folded_its_slc_cache_before_the_reads_start() {
+        // The 980 filled (untimed: its first 16% lands in the SLC cache), then random 4 KiB
+        // reads at QD1 with the map in DRAM: without a rest, dies idle between reads start
+        // folding and reads wait behind the folds; rested, every read is one flash read.
+        let overrides = SsdOverrides {
+            capacity_bytes: Some(2 << 30),
+            mapping_cache_bytes: Some(0),
+            ..Default::default()
+        };
+        let preset = overrides.apply(Preset::load("980").unwrap()).unwrap();
+        let spec = |rest: bool| SimSpec {
+            read_fraction: 1.0,
+            queue_depth: 1,
+            writes_x: 20_000.0 * 4096.0 / (2u64 << 30) as f64,
+            precondition: Some((crate::precondition::Precondition::Fill, 1.0)),
+            idle_after_precondition: rest,
+            ..steady_mixed(preset.clone(), 1, 0.0, 3)
+        };
+        let tired = run(&spec(false), &mut |_, _| {}).unwrap();
+        let rested = run(&spec(true), &mut |_, _| {}).unwrap();
+        let (t, r) = (&tired.stats.read_latency_ns, &rested.stats.read_latency_ns);
+        assert_eq!(r.count, t.count);
+        assert!(t.max > r.max, "tired {t:?} rested {r:?}");
+        // Rested, every read costs the same: tR, the transfers and the command overhead.
+        assert_eq!(r.p50, r.max, "{r:?}");
+        assert!(r.mean < t.mean);
     }
 
     /// 70/30 random 4 KiB at queue depth 32 on a steady 840 Pro at 90% occupancy, under

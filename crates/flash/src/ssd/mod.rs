@@ -1424,6 +1424,25 @@ impl Device for Ssd {
         }
     }
 
+    fn rested_ns(&mut self) -> u64 {
+        let settled = self.settle();
+        let Some(slc) = &self.slc else {
+            return settled;
+        };
+        let cost = self.cfg.timing.read_ns + self.cfg.timing.program_ns;
+        let rest = (0..self.die_free_ns.len() as u32)
+            .map(|d| slc.rest_ns(d, cost))
+            .max()
+            .unwrap_or(0);
+        // The first command after the rest finds every fold done (plus a nanosecond: a
+        // fold that ends as it arrives is behind it).
+        if rest == 0 {
+            settled
+        } else {
+            settled + rest + 1
+        }
+    }
+
     fn settle(&mut self) -> u64 {
         if let Some(m) = &mut self.maint {
             for (d, free) in self.die_free_ns.iter_mut().enumerate() {

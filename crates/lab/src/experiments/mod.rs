@@ -8,6 +8,7 @@ pub mod lifetime;
 pub mod nosql;
 pub mod placement;
 pub mod plan;
+pub mod presets;
 pub mod tempfiles;
 pub mod tempfiles_real;
 pub mod trim;
@@ -362,6 +363,12 @@ pub fn run_experiment(e: &Experiment, scale: Scale, seed: u64, ctx: &RunCtx) -> 
 }
 
 pub const ALL: &[Experiment] = &[
+    Experiment {
+        id: "presets",
+        about: "issue 45: each preset that names a product against its drive's datasheet and reviews: calibrated numbers shown, held-out ones predicted within 15%",
+        run: presets::run,
+        kind: Kind::Simulated,
+    },
     Experiment {
         id: "waf",
         about: "WAF versus over-provisioning for greedy, cost-benefit and FIFO GC, against Desnoyers's analytic FIFO model; hot/cold skew",

@@ -487,6 +487,7 @@ fn hot_cold_waf(
         seed,
         precondition: None,
         separate,
+        idle_after_precondition: false,
     };
     let r = crate::sim::run(&spec, &mut |_, _| {})?;
     r.stats.waf.ok_or_else(|| "no host writes".into())

@@ -47,6 +47,7 @@ fn spec(preset: &Preset, op: usize, unit_kib: u64, seed: u64) -> SimSpec {
         seed,
         precondition: None,
         separate: false,
+        idle_after_precondition: false,
     }
 }
 
