@@ -45,6 +45,9 @@ const ASSUMED_FOLD_IDLE_NS: u64 = 1_000_000;
 /// The smallest array read or program time a fit gives (a measured value below it means the
 /// probe saw nothing of it).
 const MIN_FLASH_NS: u64 = 1_000;
+/// The command overhead is measured unless the writes give it below the idle flush's by
+/// more than this share.
+const OVERHEAD_AGREEMENT: f64 = 0.1;
 
 /// Where a fitted value comes from.
 #[derive(Debug, Clone, PartialEq)]
@@ -241,6 +244,7 @@ const P_BURST: &str = "burst of 64 KiB writes at QD32";
 const P_DISCARDS: &str = "discards of several sizes, QD1, each after an idle pause";
 const P_DISCARD_BURST: &str = "discards back to back, QD1";
 const P_DISCARD_UNDER_READS: &str = "a discard while QD1 reads run";
+const P_TRIMMED_READS: &str = "reads of discarded data, QD1";
 
 fn ns(s: f64) -> u64 {
     (s * 1e9).round().max(0.0) as u64
@@ -251,13 +255,22 @@ pub fn fit(m: &Measurements) -> Fitted {
     let u = UNIT_BYTES as f64;
     let mut obs: Vec<(String, String)> = Vec::new();
 
-    // The link: sequential reads run at the link's rate when the flash behind it is faster.
-    let host = series_rate(&m.seq_read).max(1.0);
-    let host_bytes_per_s = bound(
-        host as u64,
-        P_SEQ_READ,
-        "sequential reads run at the slowest of the link, the channels and the dies, so the link is at least this fast (and this fast where it is the slowest, as on most drives)".into(),
-    );
+    // The link: reads of discarded data cross it with no flash behind them, so their
+    // latency grows with size at the link's rate; without them (a file), sequential reads
+    // run at the slowest of the link, the channels and the dies: a lower bound.
+    let seq_rate = series_rate(&m.seq_read).max(1.0);
+    let host_bytes_per_s = match link_from_trimmed_reads(m, seq_rate) {
+        Some(rate) => measured(
+            rate as u64,
+            &format!("{P_TRIMMED_READS}: latency per byte (sequential reads ran at {:.0} MB/s)", seq_rate / 1e6),
+        ),
+        None => bound(
+            seq_rate as u64,
+            P_SEQ_READ,
+            "sequential reads run at the slowest of the link, the channels and the dies, so the link is at least this fast (and this fast where it is the slowest, as on most drives)".into(),
+        ),
+    };
+    let host = host_bytes_per_s.value.max(1) as f64;
 
     // Command overhead: all a flush with nothing to wait for takes, and all a write that
     // waits for no program takes besides its transfer. Each is at least the overhead (a
@@ -268,14 +281,30 @@ pub fn fit(m: &Measurements) -> Fitted {
         .min(quantile(&m.writes_qd1.latencies_ns, 0.25))
         .saturating_sub(ns(u / host));
     let oh_ns = by_flush.min(by_write);
-    let command_overhead_ns = measured(
-        oh_ns,
-        &if by_flush <= by_write {
-            format!("{P_IDLE_FLUSH}: median latency (less than a write's, {by_write} ns)")
-        } else {
-            format!("{P_SYNC} and {P_WRITES_QD1}: lower-quartile write latency less the link transfer (less than an idle flush's, {by_flush} ns)")
-        },
-    );
+    let how = if by_flush <= by_write {
+        format!("{P_IDLE_FLUSH}: median latency (less than a write's, {by_write} ns)")
+    } else {
+        format!("{P_SYNC} and {P_WRITES_QD1}: lower-quartile write latency less the link transfer (less than an idle flush's, {by_flush} ns)")
+    };
+    // A write is never quicker than the round trip and its transfer (a buffered one adds
+    // its acknowledgement), so where the writes give no less than the flush, the flush is
+    // the round trip: measured. Where they give well less, the write's estimate is low by
+    // its transfer at a link faster than it was taken to be, or the flush's high by work
+    // of its own: the truth lies between them.
+    let agree = by_write as f64 >= (1.0 - OVERHEAD_AGREEMENT) * by_flush as f64;
+    let command_overhead_ns = if agree {
+        measured(oh_ns, &how)
+    } else {
+        bound(
+            oh_ns,
+            &how,
+            format!(
+                "the writes less their link transfer ({by_write} ns) take more than {:.0}% less than the idle flush ({by_flush} ns): a write's transfer at a link faster than measured, or a flush doing more than a round trip; the overhead lies between the two",
+                OVERHEAD_AGREEMENT * 100.0
+            ),
+        )
+    };
+    let oh_measured = agree;
     let oh = oh_ns as f64 / 1e9;
 
     // Superpage size, program wait and write buffer from the write + flush pairs.
@@ -328,10 +357,16 @@ pub fn fit(m: &Measurements) -> Fitted {
                 read_1 * 1e6
             ),
         )
-    } else if let Basis::Measured(_) = channel_bytes_per_s.basis {
+    } else if let (Basis::Measured(_), true) = (&channel_bytes_per_s.basis, oh_measured) {
         measured(
             ns(tr),
             &format!("{P_READ_SIZES}: latency at zero size less the command overhead"),
+        )
+    } else if let Basis::Measured(_) = channel_bytes_per_s.basis {
+        tied(
+            ns(tr),
+            P_READ_SIZES,
+            "latency at zero size less the command overhead, which is only bounded: the two together are what the probe measured",
         )
     } else {
         tied(
@@ -376,7 +411,14 @@ pub fn fit(m: &Measurements) -> Fitted {
             ),
         },
     ));
-    let dies = fit_dies(m, &seq, x, sp, host, &reads, &mut obs);
+    let read_path_measured = [
+        &read_ns.basis,
+        &channel_bytes_per_s.basis,
+        &command_overhead_ns.basis,
+    ]
+    .iter()
+    .all(|b| matches!(b, Basis::Measured(_)));
+    let dies = fit_dies(m, &seq, x, sp, host, &reads, read_path_measured, &mut obs);
     let (program_ns, slc) = fit_programs(m, &seq, x, sp, ch, &dies);
     // Channels are not visible: every probe sees dies, not how they share buses.
     let d = dies.value;
@@ -390,7 +432,7 @@ pub fn fit(m: &Measurements) -> Fitted {
     let (write_cache_bytes, write_ack_ns) = fit_buffer(m, sync, oh, host);
 
     // Discards.
-    let (trim_command_overhead_ns, trim_per_page_ns) = fit_discards(m, oh_ns);
+    let (trim_command_overhead_ns, trim_per_page_ns) = fit_discards(m, &command_overhead_ns);
     let trim_settle_ns = fit_settle(m);
     let trim_queued = fit_queued(m);
 
@@ -485,6 +527,23 @@ pub fn fit(m: &Measurements) -> Fitted {
     }
 }
 
+/// The link's rate from reads of discarded data (bytes per second), if they grow with
+/// size as a link does: a positive slope, and a rate no slower than the sequential reads
+/// (`seq_rate`, which the link carried) by more than 10%.
+fn link_from_trimmed_reads(m: &Measurements, seq_rate: f64) -> Option<f64> {
+    let points: Vec<(f64, f64)> = m
+        .trimmed_reads_ns
+        .iter()
+        .map(|(b, l)| (*b as f64, median(l) as f64 / 1e9))
+        .collect();
+    if points.len() < 3 {
+        return None;
+    }
+    let (_, per_byte) = line(&points)?;
+    let rate = 1.0 / per_byte;
+    (per_byte > 0.0 && rate >= 0.9 * seq_rate).then(|| rate.max(seq_rate))
+}
+
 /// [`ASSUMED_PAGES_PER_BLOCK`], halved while the drive would have fewer than
 /// [`flash::preset::MIN_BLOCKS_PER_DIE`] blocks per die (as scaling a preset down does), so
 /// that GC's reserve stays a small part of the spare space.
@@ -568,21 +627,32 @@ fn fit_dies(
     sp: f64,
     host: f64,
     reads: &ReadPath,
+    read_path_measured: bool,
     obs: &mut Vec<(String, String)>,
 ) -> Param<u32> {
     let writes_bound = seq.before >= LINK_BOUND_SHARE * host;
     let from_writes = x.map(|x| seq.before * x / sp);
-    if let (Some(d), false) = (from_writes, writes_bound) {
-        return measured(
-            d.round().max(1.0) as u32,
-            &format!(
-                "{P_SEQ_WRITE} and {P_SYNC}: write rate times a program's wait, over the superpage"
-            ),
-        );
-    }
     let read_rate = m.reads_qd32.ops_per_s();
     let reads_bound = read_rate * UNIT_BYTES as f64 >= LINK_BOUND_SHARE * host;
     let from_reads = dies_from_reads(read_rate, reads, m.region_bytes);
+    if let (Some(d), false) = (from_writes, writes_bound) {
+        let d = d.round().max(1.0) as u32;
+        let how = format!(
+            "{P_SEQ_WRITE} and {P_SYNC}: write rate times a program's wait, over the superpage"
+        );
+        // Both counts assume a bus per die; where the QD32 reads (not link-bound) need a
+        // count far from the writes', the dies share buses and neither count is theirs.
+        return match from_reads.filter(|_| !reads_bound) {
+            Some(r) if r.abs_diff(d) as f64 > (0.25 * d as f64).max(1.0) => tied(
+                d,
+                &how,
+                &format!(
+                    "the QD32 reads need {r} dies with a bus per die, the writes {d}: the dies share buses, which the probes do not show, so this count holds only with the bus per die the preset assumes"
+                ),
+            ),
+            _ => measured(d, &how),
+        };
+    }
     obs.push((
         "dies from QD32 reads".into(),
         match from_reads {
@@ -592,27 +662,42 @@ fn fit_dies(
     ));
     let write_floor = from_writes.map(|d| d.ceil().max(1.0) as u32);
     if let Some(d) = from_reads.filter(|&d| !reads_bound && d >= write_floor.unwrap_or(1)) {
-        return measured(
+        let how = format!("{P_READS_QD32}: the die count at which the model, with the fitted read timings, reaches the measured rate");
+        return tied(
             d,
-            &format!("{P_READS_QD32}: the die count at which the model, with the fitted read timings, reaches the measured rate"),
+            &how,
+            if read_path_measured {
+                "with a bus per die (the channel layout does not show): dies that share fewer buses give the same rate in greater number"
+            } else {
+                "the read timings it rests on are not all measured (the array read, the channel or the command overhead is assumed, tied or bounded), and the channel layout does not show: with them it gives the measured rate"
+            },
         );
     }
-    let floors = [
-        write_floor.map(|d| (d, P_SEQ_WRITE)),
-        from_reads.map(|d| (d, P_READS_QD32)),
-    ];
-    match floors.into_iter().flatten().max_by_key(|f| f.0) {
-        Some((d, probe)) => bound(
-            d,
-            probe,
-            format!(
-                "writes ({:.0} MB/s) and QD32 reads ({:.0} MB/s) run at or near the link's rate ({:.0} MB/s), so more dies would not show",
-                seq.before / 1e6,
-                read_rate * UNIT_BYTES as f64 / 1e6,
-                host / 1e6
-            ),
+    let why = format!(
+        "writes ({:.0} MB/s) and QD32 reads ({:.0} MB/s) run at or near the link's rate ({:.0} MB/s), so more dies would not show",
+        seq.before / 1e6,
+        read_rate * UNIT_BYTES as f64 / 1e6,
+        host / 1e6
+    );
+    // Link-bound QD32 reads give no floor: near the link's cap the model's rate grows so
+    // slowly with the dies (random collisions) that the count reaching it may be more than
+    // the drive's. Where it is more than the writes' floor it is kept, so that the fitted
+    // drive reads as fast as the drive did, but tied to the model, not called a bound.
+    match (write_floor, from_reads) {
+        (Some(w), Some(r)) if reads_bound && r > w => tied(
+            r,
+            P_READS_QD32,
+            &format!("the count at which the model's QD32 reads reach the link's rate, as the drive's did (fewer would read slower); the writes show at least {w}, and the drive may have fewer than this or more"),
         ),
-        None => assumed(
+        (None, Some(r)) if reads_bound => tied(
+            r,
+            P_READS_QD32,
+            "the count at which the model's QD32 reads reach the link's rate, as the drive's did: the drive may have fewer or more",
+        ),
+        (Some(w), Some(r)) if !reads_bound && r > w => bound(r, P_READS_QD32, why),
+        (None, Some(r)) if !reads_bound => bound(r, P_READS_QD32, why),
+        (Some(w), _) => bound(w, P_SEQ_WRITE, why),
+        _ => assumed(
             ASSUMED_DIES,
             "no write showed a program's wait and the QD32 reads fit the model at no die count",
         ),
@@ -659,10 +744,32 @@ fn fit_programs(
             Some(x) => from_wait(x, ""),
             None => from_rate(seq.before, "sustained write rate"),
         };
-        let none = Basis::Measured(format!(
-            "{P_SEQ_WRITE}: no drop in {} MiB (no SLC cache, or one larger than the region)",
-            m.region_bytes >> 20
-        ));
+        if m.region_bytes >= m.capacity_bytes {
+            let none = Basis::Measured(format!(
+                "{P_SEQ_WRITE}: no drop over the whole drive ({} MiB written)",
+                m.region_bytes >> 20
+            ));
+            return (program_ns, Err(none));
+        }
+        // The writes covered only part of the drive: an SLC cache larger than that part
+        // would take all of them, so what they showed may be its program time, which is
+        // shorter than the native one.
+        let why = format!(
+            "the write rate held over the {} MiB written, {:.1}% of the drive: an SLC cache larger than that would take every write, so this may be the cache's program time; the native one is at least this (probe the whole drive to see it)",
+            m.region_bytes >> 20,
+            100.0 * m.region_bytes as f64 / m.capacity_bytes.max(1) as f64
+        );
+        let program_ns = match program_ns.basis {
+            Basis::Measured(probe) => bound(program_ns.value, &probe, why),
+            _ => program_ns,
+        };
+        let none = Basis::Bound(
+            P_SEQ_WRITE.to_string(),
+            format!(
+                "no drop in the {} MiB written: no SLC cache, or one larger than that",
+                m.region_bytes >> 20
+            ),
+        );
         return (program_ns, Err(none));
     };
     let fraction = (dr.at_bytes as f64 / m.capacity_bytes as f64).clamp(1e-6, 1.0);
@@ -739,7 +846,8 @@ fn fit_buffer(
 }
 
 /// TRIM's fixed and per-unit cost from discards of several sizes.
-fn fit_discards(m: &Measurements, oh_ns: u64) -> (Param<u64>, Param<u64>) {
+fn fit_discards(m: &Measurements, oh: &Param<u64>) -> (Param<u64>, Param<u64>) {
+    let oh_ns = oh.value;
     let mut sizes: Vec<u64> = m.discards_ns.iter().map(|d| d.0).collect();
     sizes.sort_unstable();
     sizes.dedup();
@@ -757,10 +865,18 @@ fn fit_discards(m: &Measurements, oh_ns: u64) -> (Param<u64>, Param<u64>) {
         .collect();
     match line(&points) {
         Some((a, b)) => (
-            measured(
-                (a - oh_ns as f64).max(0.0).round() as u64,
-                &format!("{P_DISCARDS}: latency at zero size less the command overhead"),
-            ),
+            {
+                let v = (a - oh_ns as f64).max(0.0).round() as u64;
+                let how = format!("{P_DISCARDS}: latency at zero size less the command overhead");
+                match oh.basis {
+                    Basis::Measured(_) => measured(v, &how),
+                    _ => tied(
+                        v,
+                        &how,
+                        "the command overhead it is taken from is only bounded: the two together are the discard's fixed cost",
+                    ),
+                }
+            },
             measured(
                 b.max(0.0).round() as u64,
                 &format!("{P_DISCARDS}: latency per 4 KiB unit"),
@@ -826,6 +942,19 @@ fn fit_queued(m: &Measurements) -> Param<bool> {
         );
     }
     let worst = *during.iter().max().expect("not empty");
+    if d.discard.latency_ns() <= 2 * base {
+        // A read held back waits at most the discard and its own time, which the test
+        // below cannot tell from a slow read.
+        return assumed(
+            false,
+            format!(
+                "the discard of {} bytes took {:.1} µs, not more than two reads' time ({:.1} µs each): whether reads wait for it does not show; taken as non-queued, the cautious choice",
+                d.discard_bytes,
+                d.discard.latency_ns() as f64 / 1e3,
+                base as f64 / 1e3
+            ),
+        );
+    }
     let held = worst > (3 * base).max(base + d.discard.latency_ns() / 2);
     measured(
         !held,

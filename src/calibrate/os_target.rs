@@ -563,6 +563,10 @@ impl ProbeTarget for OsTarget {
         self.region_bytes
     }
 
+    fn discards_are_trims(&self) -> bool {
+        matches!(self.kind, Kind::Device)
+    }
+
     fn discard_kind(&self) -> String {
         match &self.kind {
             Kind::Device => format!(

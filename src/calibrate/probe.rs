@@ -13,7 +13,9 @@
 //! 6. random 4 KiB writes at QD1 and QD32; a pause; a burst of 64 KiB writes at QD32 (a
 //!    write buffer filling); reads of data just written;
 //! 7. discards of several sizes in the second half of `R` (reads stay in the first half:
-//!    a discarded range reads without flash work), then one discard while reads run.
+//!    a discarded range reads without flash work), then one discard while reads run;
+//! 8. where discards are TRIMs (a device, a simulated drive): reads of discarded data of
+//!    4 KiB up to 64 KiB, which the controller answers without the flash: the link's rate.
 
 use super::stats;
 use super::target::{OpTime, ProbeOp, ProbeTarget, Stream};
@@ -27,6 +29,9 @@ const SYNC_WRITES: usize = 256;
 const SEQ_REQUEST_BYTES: u64 = 1 << 20;
 const SEQ_QUEUE_DEPTH: u32 = 8;
 const READ_SIZE_REPS: usize = 16;
+/// The read-size probe reads within this many consecutive superpages (their mapping
+/// entries warmed first).
+const READ_POOL_SUPERPAGES: u64 = 32;
 /// Read sizes, in units, tried up to a superpage.
 const READ_SIZES_UNITS: [u64; 8] = [1, 2, 3, 4, 6, 8, 12, 16];
 const READS_QD1: usize = 1000;
@@ -161,6 +166,9 @@ pub struct Measurements {
     /// (bytes, latencies) of discards of one size sent back to back at queue depth 1.
     pub discard_burst_ns: (u64, Vec<u64>),
     pub discard_under_reads: DiscardUnderReads,
+    /// Where discards are TRIMs: read latencies by request size (bytes) of discarded
+    /// data, which the controller answers without the flash (empty on a file).
+    pub trimmed_reads_ns: Vec<(u64, Vec<u64>)>,
     /// The pauses the sequence took (idle time it gave the drive).
     pub pauses_ns: Vec<u64>,
 }
@@ -314,10 +322,19 @@ pub fn run(
     };
     let align = superpage.unwrap_or(u);
     say("reads of 4 KiB up to a superpage, QD1 (flash channel rate, read time)");
+    // A pool of consecutive superpages, each read whole first (not timed), so that a
+    // drive caching its mapping table (DRAM-less, HMB) has their entries cached when the
+    // timed reads come: they see the flash, not the map's misses.
+    let pool_bytes = (READ_POOL_SUPERPAGES * align).min(half);
+    let pool_start = rng.aligned(half, align, pool_bytes);
+    let warm: Vec<ProbeOp> = (0..pool_bytes / align)
+        .map(|k| read(pool_start + k * align, align))
+        .collect();
+    one(target, Stream::new(warm, 1))?;
     let mut ops = Vec::new();
     for _ in 0..READ_SIZE_REPS {
         for &len in &sizes {
-            ops.push(read(rng.aligned(half, align, len), len));
+            ops.push(read(pool_start + rng.aligned(pool_bytes, align, len), len));
         }
     }
     let t = one(target, Stream::new(ops.clone(), 1))?;
@@ -479,5 +496,37 @@ pub fn run(
         discard_bytes: largest,
         reads: std::mem::take(&mut t[0]),
     };
+
+    if target.discards_are_trims() {
+        // The size series discarded [half, series_end): reads there cost the command and
+        // the link only (no flash), so their growth with size is the link's rate.
+        let series_end = half + sizes.iter().sum::<u64>() * DISCARD_REPS as u64;
+        let span = series_end - half;
+        let lens: Vec<u64> = READ_SIZES_UNITS
+            .iter()
+            .map(|k| k * u)
+            .filter(|&b| b <= span)
+            .collect();
+        say("reads of discarded data, 4 KiB up to 64 KiB, QD1 (link rate: no flash behind them)");
+        let mut ops = Vec::new();
+        for _ in 0..READ_SIZE_REPS {
+            for &len in &lens {
+                ops.push(read(half + rng.aligned(span, u, len), len));
+            }
+        }
+        let t = one(target, Stream::new(ops.clone(), 1))?;
+        m.trimmed_reads_ns = lens
+            .iter()
+            .map(|&len| {
+                let lat = ops
+                    .iter()
+                    .zip(&t)
+                    .filter(|(o, _)| o.len_bytes() == len)
+                    .map(|(_, t)| t.latency_ns())
+                    .collect();
+                (len, lat)
+            })
+            .collect();
+    }
     Ok(m)
 }

@@ -6,7 +6,7 @@
 //! | parameter | tolerance |
 //! |---|---|
 //! | command overhead, TRIM overhead | 5% |
-//! | link rate (a lower bound; these drives' reads are link-bound) | 5% |
+//! | link rate (from reads of discarded data, which no flash work slows) | 5% |
 //! | channel rate, array read, program times (native and SLC) | 10% |
 //! | superpage size, dies (when measured from writes), TRIM queued or not | exact |
 //! | dies measured from QD32 reads (random collisions make the rate a slow function of the count) | ±1 |
@@ -113,7 +113,14 @@ fn cases() -> Vec<Case> {
             Dies::Measured,
             true,
         ),
-        case("840pro (32 dies)", base("840pro"), Dies::Measured, true),
+        case(
+            // 32 dies x 16 KiB per 1.0 ms program: its writes (504 MB/s) come within 10% of
+            // the link's 550, so the dies show only as a bound.
+            "840pro (32 dies, writes near the link's rate)",
+            base("840pro"),
+            Dies::LowerBound,
+            true,
+        ),
         case(
             "nvme (queued TRIM, 64 KiB superpages)",
             base("nvme"),
@@ -161,10 +168,8 @@ fn hidden_parameters_are_recovered_within_tolerance() {
             t.timing.command_overhead_ns,
             0.05,
         );
-        assert!(
-            matches!(f.host_bytes_per_s.basis, Basis::Bound(..)),
-            "{n}: the link rate is a lower bound"
-        );
+        // Reads of discarded data show the link's rate itself.
+        measured(n, "link rate", &f.host_bytes_per_s);
         assert!(
             f.host_bytes_per_s.value as f64 <= 1.01 * t.timing.host_bytes_per_s as f64,
             "{n}: link bound above the truth"
@@ -205,19 +210,17 @@ fn hidden_parameters_are_recovered_within_tolerance() {
                     t.geometry.dies()
                 );
             }
-            Dies::LowerBound => {
-                assert!(
-                    matches!(f.dies.basis, Basis::Bound(..)),
-                    "{n}: dies should be a bound: {:?}",
-                    f.dies
-                );
-                assert!(
+            Dies::LowerBound => match f.dies.basis {
+                Basis::Bound(..) => assert!(
                     f.dies.value <= t.geometry.dies(),
                     "{n}: dies' lower bound {} above the truth {}",
                     f.dies.value,
                     t.geometry.dies()
-                );
-            }
+                ),
+                // The count at which the model's link-bound reads keep up: not a bound.
+                Basis::Tied(..) => {}
+                _ => panic!("{n}: dies should be a bound or tied: {:?}", f.dies),
+            },
         }
         match &f.program_ns.basis {
             Basis::Measured(_) if c.dies == Dies::FromReads => {
@@ -237,6 +240,14 @@ fn hidden_parameters_are_recovered_within_tolerance() {
                 0.10,
             ),
             Basis::Tied(..) => assert_eq!(c.dies, Dies::LowerBound, "{n}: program time tied"),
+            // No drop over a region smaller than the drive: the writes may all have gone
+            // to an SLC cache, so the program time they show is a lower bound.
+            Basis::Bound(..) => assert!(
+                f.program_ns.value as f64 <= 1.01 * t.timing.program_ns as f64,
+                "{n}: program time's lower bound {} above the truth {}",
+                f.program_ns.value,
+                t.timing.program_ns
+            ),
             other => panic!("{n}: program time {other:?}"),
         }
         match (&f.slc, &t.slc_cache) {
@@ -399,4 +410,194 @@ fn the_written_preset_loads_as_the_fit_and_every_value_says_where_it_came_from()
     use flash::Device;
     let done = d.submit(&flash::Command::write(0, 1 << 20), 0).unwrap();
     assert!(done > 0);
+}
+
+/// One fitted value beside the preset's: (name, basis, recovered, true, which side of the
+/// truth a bound lies on: true for a lower bound).
+type Compared<'a> = (&'static str, &'a Basis, f64, f64, bool);
+
+/// Every numeric value the fit gives, beside the drive's own (TRIM per unit in 4 KiB, the
+/// probes' unit; the fixed TRIM cost with its per-range part, which one-range discards pay).
+fn compared<'a>(f: &'a Fitted, t: &SsdConfig) -> Vec<Compared<'a>> {
+    let mut v: Vec<Compared<'a>> = vec![
+        (
+            "command overhead",
+            &f.command_overhead_ns.basis,
+            f.command_overhead_ns.value as f64,
+            t.timing.command_overhead_ns as f64,
+            true,
+        ),
+        (
+            "link rate",
+            &f.host_bytes_per_s.basis,
+            f.host_bytes_per_s.value as f64,
+            t.timing.host_bytes_per_s as f64,
+            true,
+        ),
+        (
+            "channel rate",
+            &f.channel_bytes_per_s.basis,
+            f.channel_bytes_per_s.value as f64,
+            t.timing.channel_bytes_per_s as f64,
+            false,
+        ),
+        (
+            "array read",
+            &f.read_ns.basis,
+            f.read_ns.value as f64,
+            t.timing.read_ns as f64,
+            true,
+        ),
+        (
+            "superpage",
+            &f.superpage_bytes.basis,
+            f.superpage_bytes.value as f64,
+            t.geometry.superpage_bytes() as f64,
+            true,
+        ),
+        (
+            "dies",
+            &f.dies.basis,
+            f.dies.value as f64,
+            t.geometry.dies() as f64,
+            true,
+        ),
+        (
+            "program time",
+            &f.program_ns.basis,
+            f.program_ns.value as f64,
+            t.timing.program_ns as f64,
+            true,
+        ),
+        (
+            "write buffer",
+            &f.write_cache_bytes.basis,
+            f.write_cache_bytes.value as f64,
+            t.write_cache_bytes as f64,
+            true,
+        ),
+        (
+            "acknowledgement",
+            &f.write_ack_ns.basis,
+            f.write_ack_ns.value as f64,
+            t.timing.write_ack_ns as f64,
+            true,
+        ),
+        (
+            "TRIM overhead",
+            &f.trim_command_overhead_ns.basis,
+            f.trim_command_overhead_ns.value as f64,
+            (t.trim.command_overhead_ns + t.trim.per_range_ns) as f64,
+            true,
+        ),
+        (
+            "TRIM per 4 KiB",
+            &f.trim_per_page_ns.basis,
+            f.trim_per_page_ns.value as f64,
+            t.trim.per_page_ns as f64 * 4096.0 / t.geometry.mapping_unit_bytes as f64,
+            true,
+        ),
+        (
+            "TRIM settling",
+            &f.trim_settle_ns.basis,
+            f.trim_settle_ns.value as f64,
+            t.trim.settle_ns as f64,
+            true,
+        ),
+    ];
+    if let (Ok(s), Some(ts)) = (&f.slc, &t.slc_cache) {
+        v.push((
+            "SLC program time",
+            &s.program_ns.basis,
+            s.program_ns.value as f64,
+            ts.program_ns as f64,
+            true,
+        ));
+        v.push((
+            "SLC cache fraction",
+            &s.max_fraction.basis,
+            s.max_fraction.value,
+            ts.max_fraction,
+            true,
+        ));
+    }
+    v
+}
+
+/// calibrate labels only what it recovers: on every SSD preset, probing 64 MiB and 1 GiB
+/// of drives of 1 GiB and 4 GiB, every value it calls measured is within 10% of the
+/// drive's (TRIM per unit: 10% or 1 ns, the fit's resolution), every bound lies on its
+/// side of the truth (within 1%), and the SLC cache and TRIM's queueing, where measured,
+/// are the drive's.
+#[test]
+fn every_measured_value_is_the_drives_at_every_size_on_every_preset() {
+    let presets = [
+        "840pro", "mx500", "980", "nvme", "x25e", "cosmos", "openssd", "ssd2011",
+    ];
+    let mut wrong = Vec::new();
+    for name in presets {
+        for capacity in [1u64 << 30, 4 << 30] {
+            for region in [64u64 << 20, 1 << 30] {
+                let p = Preset::load(name).unwrap().with_capacity(capacity);
+                let t = p.ssd_config().unwrap().clone();
+                let mut target = SimTarget::new(&p, region).unwrap();
+                let m = probe::run(&mut target, 1, &mut |_| {}).unwrap();
+                let f = fit::fit(&m);
+                let case = format!("{name} at {} MiB of {} GiB", region >> 20, capacity >> 30);
+                for (what, basis, got, want, lower) in compared(&f, &t) {
+                    match basis {
+                        Basis::Measured(_) => {
+                            let slack = if what == "TRIM per 4 KiB" { 1.0 } else { 0.0 };
+                            if (got - want).abs() > (0.10 * want.abs()).max(slack) {
+                                wrong.push(format!("{case}: {what} measured {got}, true {want}"));
+                            }
+                        }
+                        Basis::Bound(..) => {
+                            let ok = if lower {
+                                got <= 1.01 * want
+                            } else {
+                                got >= 0.99 * want
+                            };
+                            if !ok {
+                                wrong.push(format!(
+                                    "{case}: {what} bound {got} on the wrong side of {want}"
+                                ));
+                            }
+                        }
+                        Basis::Tied(..) | Basis::Assumed(_) => {}
+                    }
+                }
+                match (&f.slc, &t.slc_cache) {
+                    (Err(Basis::Measured(_)), Some(_)) => {
+                        wrong.push(format!("{case}: measured no SLC cache, the drive has one"))
+                    }
+                    (Ok(_), None) => {
+                        wrong.push(format!("{case}: found an SLC cache, the drive has none"))
+                    }
+                    _ => {}
+                }
+                if matches!(f.trim_queued.basis, Basis::Measured(_))
+                    && f.trim_queued.value != t.trim.queued
+                {
+                    wrong.push(format!(
+                        "{case}: TRIM queued measured {}, true {}",
+                        f.trim_queued.value, t.trim.queued
+                    ));
+                }
+                if matches!(f.write_cache_bytes.basis, Basis::Measured(_))
+                    && (f.write_cache_bytes.value == 0) != (t.write_cache_bytes == 0)
+                {
+                    wrong.push(format!(
+                        "{case}: write buffer measured {}, true {}",
+                        f.write_cache_bytes.value, t.write_cache_bytes
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "calibrate labels as measured what it did not recover:\n{}",
+        wrong.join("\n")
+    );
 }

@@ -71,6 +71,10 @@ impl ProbeTarget for SimTarget {
         "TRIM commands to the simulated drive".into()
     }
 
+    fn discards_are_trims(&self) -> bool {
+        true
+    }
+
     /// A closed loop per stream: a slot that frees (its operation completed) issues the
     /// stream's next operation at once. Submissions reach the device in time order, ties
     /// broken by a sequence number, so a batch is a pure function of the drive's state.

@@ -78,6 +78,12 @@ pub trait ProbeTarget {
     fn region_bytes(&self) -> u64;
     /// What a discard is on this target, for the report.
     fn discard_kind(&self) -> String;
+    /// Whether a discard reaches the drive as a TRIM (a device or a simulated drive), so a
+    /// read of discarded data is answered by the controller without the flash: its time is
+    /// the command and the link's. Not on a file, whose holes the file system answers.
+    fn discards_are_trims(&self) -> bool {
+        false
+    }
     /// Runs the streams concurrently, each keeping up to its queue depth in flight, and
     /// returns every operation's times, per stream in order. Returns once all completed.
     fn run(&mut self, streams: &[Stream]) -> Result<Vec<Vec<OpTime>>>;

@@ -4,7 +4,7 @@
 use super::*;
 use crate::calibrate::fit::{self, Basis, Fitted};
 use crate::calibrate::os_target::OsTarget;
-use crate::calibrate::probe::{self, MIN_REGION_BYTES};
+use crate::calibrate::probe::{self, MIN_REGION_BYTES, UNIT_BYTES};
 use crate::calibrate::render::{self, Provenance};
 use crate::calibrate::sim_target::SimTarget;
 use crate::calibrate::target::ProbeTarget;
@@ -24,7 +24,8 @@ by a flush; sequential 1 MiB writes at queue depth 8 over --size (the rate, and 
 reads of 4 KiB up to a superpage; random 4 KiB reads at queue depth 1 and 32; sequential 1 MiB \
 reads; random 4 KiB writes at queue depth 1 and 32; a burst of 64 KiB writes at queue depth 32; \
 reads of data just written; discards of 4 KiB to 256 MiB (the sizes that fit), each after an idle \
-pause; 8 small discards back to back; one discard while reads run. Every value \
+pause; 8 small discards back to back; one discard while reads run; on a device or a simulated drive, \
+reads of discarded data of 4 KiB to 64 KiB (the link's rate, no flash behind them). Every value \
 of the preset says which probe measured it, that it is only a bound, or that it is assumed. On a \
 file, a discard is a punched hole: the file system's work, not the drive's TRIM. See \
 docs/commands/calibrate.md."
@@ -303,10 +304,20 @@ fn rows(f: &Fitted, truth: Option<&SsdConfig>) -> Vec<(String, String, Option<St
         t.map(|c| (c.trim.command_overhead_ns + c.trim.per_range_ns).to_string()),
         &f.trim_command_overhead_ns.basis,
     );
+    // Per 4 KiB (the fitted preset's mapping unit): a drive mapping larger units pays its
+    // per-unit cost once for several of the probes' units.
     row(
         "trim per_page_ns",
         f.trim_per_page_ns.value.to_string(),
-        t.map(|c| c.trim.per_page_ns.to_string()),
+        t.map(|c| {
+            let per_4k = c.trim.per_page_ns as f64 * UNIT_BYTES as f64
+                / c.geometry.mapping_unit_bytes as f64;
+            if per_4k.fract() == 0.0 {
+                format!("{per_4k:.0}")
+            } else {
+                format!("{per_4k:.2}")
+            }
+        }),
         &f.trim_per_page_ns.basis,
     );
     r
