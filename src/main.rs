@@ -70,6 +70,9 @@ enum Command {
     /// Probe a drive (a new file, a block device, or a simulated drive) and write a preset
     /// fitted to it, every value saying which probe set it.
     Calibrate(cli::calibrate::CalibrateArgs),
+    /// Run a held-out set of fio jobs on a target (a new file, or a simulated drive) and on
+    /// a preset, side by side: IOPS, mean, p50 and p99 latency, the model's error.
+    Validate(cli::validate::ValidateArgs),
 }
 
 fn main() {
@@ -93,7 +96,8 @@ fn main() {
         | Command::Reproduce(_)
         | Command::Bench(_)
         | Command::Sweep(_)
-        | Command::Fio(_) => true,
+        | Command::Fio(_)
+        | Command::Validate(_) => true,
         Command::Calibrate(a) => a.sim_preset.is_none(),
         Command::Btree(a) => a.cmd.is_none() && a.run.storage.backend == Some(BackendKind::Os),
         Command::Kv(a) => a.cmd.is_none() && a.run.storage.backend == Some(BackendKind::Os),
@@ -116,6 +120,7 @@ fn main() {
         Command::Bench(a) => bench::run(a),
         Command::Sweep(a) => sweep::run(a),
         Command::Calibrate(a) => cli::calibrate::run(a),
+        Command::Validate(a) => cli::validate::run(a),
     };
     if let Err(e) = r {
         if signals::cancel_token().is_cancelled() {

@@ -3501,3 +3501,66 @@ fn more_flags_that_would_do_nothing_are_refused() {
     ]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
 }
+
+#[test]
+fn validate_runs_its_jobs_on_a_new_file_and_removes_it_and_refuses_what_it_cannot_do() {
+    if Command::new("fio").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: validate needs fio (apt-get install fio)");
+        return;
+    }
+    let scratch = Scratch::new("validate");
+    let target = scratch.0.join("target.bin");
+    let t = target.to_str().unwrap();
+    let out = flashlab(&[
+        "validate", "--preset", "840pro", "--file", t, "--size", "64MiB", "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = stdout_json(&out);
+    // 9 jobs in 2 phases, the 70/30 mix a row per direction: every row has both sides.
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 20);
+    for r in rows {
+        assert!(r["target"]["iops"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["model"]["p99_ns"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(!target.exists(), "the target file is removed");
+    // A file that exists is refused, and left as it was.
+    std::fs::write(&target, b"keep").unwrap();
+    let out = flashlab(&["validate", "--preset", "840pro", "--file", t]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("it exists"));
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep");
+    for (args, says) in [
+        (vec!["--file", t, "--capacity", "1GiB"], "--capacity"),
+        (
+            vec!["--sim-preset", "mx500", "--tolerance", "0"],
+            "--tolerance",
+        ),
+        (vec!["--sim-preset", "mx500", "--size", "1MiB"], "--size"),
+        (
+            vec![
+                "--sim-preset",
+                "mx500",
+                "--capacity",
+                "1GiB",
+                "--size",
+                "2GiB",
+            ],
+            "--size",
+        ),
+    ] {
+        let mut a = vec!["validate", "--preset", "840pro"];
+        a.extend(args);
+        let out = flashlab(&a);
+        assert!(!out.status.success(), "{a:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{a:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

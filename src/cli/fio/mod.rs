@@ -9,8 +9,8 @@
 mod grammar;
 mod iolog;
 pub(crate) mod jobfile;
-mod latency;
-mod report;
+pub(crate) mod latency;
+pub(crate) mod report;
 
 use super::*;
 use report::Unit;
@@ -71,6 +71,11 @@ pub(crate) struct FioArgs {
     /// jobs' write rate); with --output-format=json, `flashlab.wear`.
     #[arg(long)]
     pub(crate) wear: bool,
+}
+
+/// The installed fio's version (an error naming how to install it if there is none).
+pub(crate) fn iolog_version(fio: &Path) -> Result<String> {
+    iolog::version(fio)
 }
 
 /// The name prefix of fio's scratch directories in the temp directory.
@@ -189,6 +194,32 @@ pub(crate) fn simulate(
     let mut dev = preset.build()?;
     let drive_bytes = dev.logical_bytes();
     let fio_version = iolog::version(fio)?;
+    let pre = lab::precondition::precondition(&mut dev, precondition, occupancy, seed)?;
+    let (units, summary) = replay_jobs(&mut dev, jobs, fio, 0, &preset.name)?;
+    dev.settle();
+    Ok(Simulated {
+        fio_version,
+        drive_bytes,
+        units,
+        summary,
+        precondition: pre,
+        stats: dev.stats(),
+        wear: dev.wear_report(),
+    })
+}
+
+/// Replays `jobs` (their I/O as the real `fio`'s null engine writes it) together on `dev`
+/// from virtual time `start_ns`, each job (and clone) a closed-loop stream at its iodepth;
+/// returns the report's entries (latencies, and the last completion's absolute time as
+/// each entry's runtime) and the replay's summary. `drive` names the drive in errors.
+pub(crate) fn replay_jobs(
+    dev: &mut flash::AnyDevice,
+    jobs: &jobfile::JobFile,
+    fio: &Path,
+    start_ns: u64,
+    drive: &str,
+) -> Result<(Vec<Unit>, trace::ReplaySummary)> {
+    let drive_bytes = dev.logical_bytes();
     let cancel = crate::signals::cancel_token();
     // fio's job file, its output and the I/O logs: removed when this returns (and, if
     // this process is killed first, by the next run).
@@ -202,7 +233,6 @@ pub(crate) fn simulate(
         dir.path().display()
     ));
     let instances = iolog::write_iologs(fio, jobs, dir.path(), drive_bytes, &cancel)?;
-    let pre = lab::precondition::precondition(&mut dev, precondition, occupancy, seed)?;
 
     let error = Rc::new(RefCell::new(None));
     let mut streams = Vec::new();
@@ -221,10 +251,9 @@ pub(crate) fn simulate(
         let end = file.info().max_end_bytes;
         if end > drive_bytes {
             bail!(
-                "job {} reaches byte {end} ({}) but the drive ({}) holds {}: pass --capacity with at least that (e.g. --capacity {}), or give the job a smaller size or offset",
+                "job {} reaches byte {end} ({}) but the drive ({drive}) holds {}: pass --capacity with at least that (e.g. --capacity {}), or give the job a smaller size or offset",
                 job.name,
                 flash::bytes::binary(end),
-                preset.name,
                 flash::bytes::exact(drive_bytes),
                 flash::bytes::whole_gib_at_least(end)
             );
@@ -253,10 +282,10 @@ pub(crate) fn simulate(
     }
     let pb = progress_bar(requests, "fio");
     let summary = trace::replay_closed_each(
-        &mut dev,
+        dev,
         streams,
         &depths,
-        0,
+        start_ns,
         &mut |n| pb.set_position(n),
         &mut |r, issued| {
             let u = &mut units[unit_of[issued.stream]];
@@ -281,17 +310,7 @@ pub(crate) fn simulate(
     if let Some(e) = error.borrow_mut().take() {
         return Err(e.context("replaying fio's I/O logs"));
     }
-    let summary = summary?;
-    dev.settle();
-    Ok(Simulated {
-        fio_version,
-        drive_bytes,
-        units,
-        summary,
-        precondition: pre,
-        stats: dev.stats(),
-        wear: dev.wear_report(),
-    })
+    Ok((units, summary?))
 }
 
 #[cfg(test)]
