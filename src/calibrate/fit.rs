@@ -245,6 +245,7 @@ const P_DISCARDS: &str = "discards of several sizes, QD1, each after an idle pau
 const P_DISCARD_BURST: &str = "discards back to back, QD1";
 const P_DISCARD_UNDER_READS: &str = "a discard while QD1 reads run";
 const P_TRIMMED_READS: &str = "reads of discarded data, QD1";
+const P_LARGE_READS: &str = "1 MiB reads at random places, QD1";
 
 fn ns(s: f64) -> u64 {
     (s * 1e9).round().max(0.0) as u64
@@ -420,13 +421,9 @@ pub fn fit(m: &Measurements) -> Fitted {
     .all(|b| matches!(b, Basis::Measured(_)));
     let dies = fit_dies(m, &seq, x, sp, host, &reads, read_path_measured, &mut obs);
     let (program_ns, slc) = fit_programs(m, &seq, x, sp, ch, &dies);
-    // Channels are not visible: every probe sees dies, not how they share buses.
     let d = dies.value;
     let ppb = pages_per_block(m.capacity_bytes, d, superpage_bytes.value);
-    let channels = assumed(
-        d,
-        "how the dies share buses does not show (the channel rate is one read's transfer; sharing would show only as less parallelism, which the die count then holds): a bus per die",
-    );
+    let channels = fit_channels(m, &dies, &reads, read_path_measured, &mut obs);
 
     // Write buffer.
     let (write_cache_bytes, write_ack_ns) = fit_buffer(m, sync, oh, host);
@@ -614,6 +611,81 @@ fn dies_from_reads(measured: f64, r: &ReadPath, region_bytes: u64) -> Option<u32
     } else {
         hi
     })
+}
+
+/// The median 1 MiB QD1 read the model gives `dies` dies on `channels` buses with the
+/// fitted read path (None if the model cannot be built).
+fn model_large_read_ns(dies: u32, channels: u32, r: &ReadPath, region_bytes: u64) -> Option<u64> {
+    let min_block_bytes = r.superpage_bytes * flash::preset::MIN_PAGES_PER_BLOCK as u64;
+    let blocks_bytes = (dies as u64 * 16 * min_block_bytes) as f64 / (1.0 + READ_MODEL_OP);
+    let capacity = (2 * region_bytes).max((blocks_bytes as u64).next_multiple_of(UNIT_BYTES));
+    let mut fitted = Fitted::for_reads(dies, r, capacity);
+    fitted.channels.value = channels;
+    let preset = fitted.preset("read-model", "channels from 1 MiB reads");
+    let mut t = SimTarget::new(&preset, region_bytes).ok()?;
+    probe::large_read_latencies(&mut t).ok().map(|l| median(&l))
+}
+
+/// How the dies share channels, from 1 MiB reads at QD1: each spreads over the dies, and
+/// the fewer buses carry it the longer it takes. The channel count (a divisor of the dies)
+/// whose model read is nearest the drive's, if that is within 5% and the counts differ by
+/// more than 2% (else the layout does not show: a bus per die).
+fn fit_channels(
+    m: &Measurements,
+    dies: &Param<u32>,
+    reads: &ReadPath,
+    read_path_measured: bool,
+    obs: &mut Vec<(String, String)>,
+) -> Param<u32> {
+    let d = dies.value.max(1);
+    let per_die = |why: &str| assumed(d, format!("{why}: a bus per die"));
+    if m.large_reads_qd1_ns.is_empty() {
+        return per_die("no large reads were measured");
+    }
+    let measured_ns = median(&m.large_reads_qd1_ns) as f64;
+    let candidates: Vec<(u32, f64)> = (1..=d)
+        .filter(|c| d.is_multiple_of(*c))
+        .filter_map(|c| model_large_read_ns(d, c, reads, m.region_bytes).map(|ns| (c, ns as f64)))
+        .collect();
+    let Some(&(best, best_ns)) = candidates.iter().min_by(|a, b| {
+        (a.1 - measured_ns)
+            .abs()
+            .total_cmp(&(b.1 - measured_ns).abs())
+    }) else {
+        return per_die("the model could not be built for the large reads");
+    };
+    let per_die_ns = candidates
+        .iter()
+        .find(|c| c.0 == d)
+        .map_or(best_ns, |c| c.1);
+    obs.push((
+        "1 MiB reads at QD1".into(),
+        format!(
+            "median {:.1} µs; the model gives {} ({} dies, fitted read path)",
+            measured_ns / 1e3,
+            candidates
+                .iter()
+                .map(|(c, ns)| format!("{c} buses {:.1} µs", ns / 1e3))
+                .collect::<Vec<_>>()
+                .join(", "),
+            d
+        ),
+    ));
+    if (best_ns - measured_ns).abs() > 0.05 * measured_ns {
+        return per_die("no channel count makes the model's 1 MiB read within 5% of the drive's");
+    }
+    if (per_die_ns - best_ns).abs() <= 0.02 * best_ns {
+        return per_die("1 MiB reads take the same with any channel count near the best: the layout does not show");
+    }
+    let how = format!("{P_LARGE_READS}: the channel count whose model read is nearest the drive's");
+    match (&dies.basis, read_path_measured) {
+        (Basis::Measured(_), true) => measured(best, &how),
+        _ => tied(
+            best,
+            &how,
+            "with the die count and read path as fitted (not all measured): together they give the large reads' time",
+        ),
+    }
 }
 
 /// The dies: from the sustained write rate and a program's wait `x` (seconds), where the

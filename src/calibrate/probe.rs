@@ -9,7 +9,8 @@
 //! 3. sequential 1 MiB writes at queue depth 8 over all of `R`, until `--size`: the write
 //!    rate, and where it drops (an SLC cache filling); then a pause for the drive to fold;
 //! 4. reads of 4 KiB up to a superpage, QD1: the per-byte cost of the flash channel;
-//! 5. random 4 KiB reads at QD1 and QD32, sequential 1 MiB reads at QD8;
+//! 5. random 4 KiB reads at QD1 and QD32, sequential 1 MiB reads at QD8, 1 MiB reads at
+//!    random places at QD1 (each spread over the dies: how they share channels);
 //! 6. random 4 KiB writes at QD1 and QD32; a pause; a burst of 64 KiB writes at QD32 (a
 //!    write buffer filling); reads of data just written;
 //! 7. discards of several sizes in the second half of `R` (reads stay in the first half:
@@ -40,6 +41,9 @@ const WRITES_QD1: usize = 256;
 const WRITES_QD32: usize = 2048;
 const DEEP_QUEUE: u32 = 32;
 const SEQ_READ_MAX_BYTES: u64 = 256 << 20;
+/// Large reads at QD1: each spreads over the dies, and how they share channels shows.
+const LARGE_READS: usize = 32;
+const LARGE_READ_BYTES: u64 = 1 << 20;
 const BURST_REQUEST_BYTES: u64 = 64 << 10;
 const BURST_MAX_BYTES: u64 = 256 << 20;
 const READ_AFTER_WRITE_PAIRS: usize = 64;
@@ -166,6 +170,9 @@ pub struct Measurements {
     /// (bytes, latencies) of discards of one size sent back to back at queue depth 1.
     pub discard_burst_ns: (u64, Vec<u64>),
     pub discard_under_reads: DiscardUnderReads,
+    /// Latencies of 1 MiB reads at QD1 at random places (each read once untimed first,
+    /// so a cached mapping table holds its entries).
+    pub large_reads_qd1_ns: Vec<u64>,
     /// Where discards are TRIMs: read latencies by request size (bytes) of discarded
     /// data, which the controller answers without the flash (empty on a file).
     pub trimmed_reads_ns: Vec<(u64, Vec<u64>)>,
@@ -240,6 +247,31 @@ fn random_reads_qd32(target: &mut dyn ProbeTarget, end: u64, rng: &mut Offsets) 
         .map(|_| read(rng.aligned(end, UNIT_BYTES, UNIT_BYTES), UNIT_BYTES))
         .collect();
     Ok(Batch::new(&one(target, Stream::new(ops, DEEP_QUEUE))?))
+}
+
+/// 1 MiB reads at QD1 at random 1 MiB-aligned places below `end`, each read once before
+/// the timed read (the pair at QD1): the timed reads' latencies.
+fn large_reads_qd1(target: &mut dyn ProbeTarget, end: u64, rng: &mut Offsets) -> Result<Vec<u64>> {
+    let mut ops = Vec::with_capacity(2 * LARGE_READS);
+    for _ in 0..LARGE_READS {
+        let off = rng.aligned(end, LARGE_READ_BYTES, LARGE_READ_BYTES);
+        ops.push(read(off, LARGE_READ_BYTES));
+        ops.push(read(off, LARGE_READ_BYTES));
+    }
+    let t = one(target, Stream::new(ops, 1))?;
+    Ok(t.chunks(2).map(|p| p[1].latency_ns()).collect())
+}
+
+/// The large-read probe alone, after writing the read area as the sequence does: for the
+/// fit, which runs it on model drives.
+pub fn large_read_latencies(target: &mut dyn ProbeTarget) -> Result<Vec<u64>> {
+    let half = target.region_bytes() / SEQ_REQUEST_BYTES * SEQ_REQUEST_BYTES / 2;
+    one(
+        target,
+        Stream::new(sequential(half, SEQ_REQUEST_BYTES, true), SEQ_QUEUE_DEPTH),
+    )?;
+    target.idle(PAUSE_MIN_NS)?;
+    large_reads_qd1(target, half, &mut Offsets(1))
 }
 
 /// The QD32 random-read probe alone, after writing the read area (the first half of the
@@ -365,6 +397,8 @@ pub fn run(
         Stream::new(sequential(bytes, SEQ_REQUEST_BYTES, false), SEQ_QUEUE_DEPTH),
     )?;
     m.seq_read = Series::new(SEQ_REQUEST_BYTES, SEQ_QUEUE_DEPTH, &t);
+    say("1 MiB reads at random places, QD1 (how the dies share channels)");
+    m.large_reads_qd1_ns = large_reads_qd1(target, half, &mut rng)?;
 
     say("random 4 KiB writes, QD1");
     let ops: Vec<ProbeOp> = (0..WRITES_QD1)

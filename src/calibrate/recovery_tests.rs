@@ -463,6 +463,13 @@ fn compared<'a>(f: &'a Fitted, t: &SsdConfig) -> Vec<Compared<'a>> {
             true,
         ),
         (
+            "channels",
+            &f.channels.basis,
+            f.channels.value as f64,
+            t.geometry.channels as f64,
+            true,
+        ),
+        (
             "program time",
             &f.program_ns.basis,
             f.program_ns.value as f64,

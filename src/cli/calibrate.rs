@@ -241,6 +241,12 @@ fn rows(f: &Fitted, truth: Option<&SsdConfig>) -> Vec<(String, String, Option<St
         &f.dies.basis,
     );
     row(
+        "channels",
+        f.channels.value.to_string(),
+        t.map(|c| c.geometry.channels.to_string()),
+        &f.channels.basis,
+    );
+    row(
         "program_ns",
         f.program_ns.value.to_string(),
         t.map(|c| c.timing.program_ns.to_string()),
