@@ -249,6 +249,22 @@ fn random_reads_qd32(target: &mut dyn ProbeTarget, end: u64, rng: &mut Offsets) 
     Ok(Batch::new(&one(target, Stream::new(ops, DEEP_QUEUE))?))
 }
 
+/// The latencies of `ops` (timed as `times`) grouped by request size, for each of `sizes`.
+fn latencies_by_size(sizes: &[u64], ops: &[ProbeOp], times: &[OpTime]) -> Vec<(u64, Vec<u64>)> {
+    sizes
+        .iter()
+        .map(|&len| {
+            let lat = ops
+                .iter()
+                .zip(times)
+                .filter(|(o, _)| o.len_bytes() == len)
+                .map(|(_, t)| t.latency_ns())
+                .collect();
+            (len, lat)
+        })
+        .collect()
+}
+
 /// 1 MiB reads at QD1 at random 1 MiB-aligned places below `end`, each read once before
 /// the timed read (the pair at QD1): the timed reads' latencies.
 fn large_reads_qd1(target: &mut dyn ProbeTarget, end: u64, rng: &mut Offsets) -> Result<Vec<u64>> {
@@ -370,18 +386,7 @@ pub fn run(
         }
     }
     let t = one(target, Stream::new(ops.clone(), 1))?;
-    m.read_by_size_ns = sizes
-        .iter()
-        .map(|&len| {
-            let lat = ops
-                .iter()
-                .zip(&t)
-                .filter(|(o, _)| o.len_bytes() == len)
-                .map(|(_, t)| t.latency_ns())
-                .collect();
-            (len, lat)
-        })
-        .collect();
+    m.read_by_size_ns = latencies_by_size(&sizes, &ops, &t);
 
     say("random 4 KiB reads, QD1");
     let ops: Vec<ProbeOp> = (0..READS_QD1)
@@ -549,18 +554,7 @@ pub fn run(
             }
         }
         let t = one(target, Stream::new(ops.clone(), 1))?;
-        m.trimmed_reads_ns = lens
-            .iter()
-            .map(|&len| {
-                let lat = ops
-                    .iter()
-                    .zip(&t)
-                    .filter(|(o, _)| o.len_bytes() == len)
-                    .map(|(_, t)| t.latency_ns())
-                    .collect();
-                (len, lat)
-            })
-            .collect();
+        m.trimmed_reads_ns = latencies_by_size(&lens, &ops, &t);
     }
     Ok(m)
 }

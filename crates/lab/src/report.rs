@@ -1164,12 +1164,7 @@ pub fn kept_sections(dir: &Path, ids: &[String]) -> Vec<KeptSection> {
     let Ok(root) = SafeDir::open(dir) else {
         return Vec::new();
     };
-    let json: serde_json::Value = root
-        .read_text("results.json")
-        .ok()
-        .flatten()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
+    let json = results_json_in(&root);
     ids.iter()
         .filter_map(|id| {
             let mut entry = json.get("experiments")?.get(id)?.clone();
@@ -1272,18 +1267,23 @@ pub fn prepare_report_dir(dir: &Path) -> Result<ReportDir, crate::LabError> {
     Ok(found)
 }
 
+/// The report's results.json in `root`, read inside the directory (never through a
+/// symlink); null if it is missing or not JSON.
+fn results_json_in(root: &SafeDir) -> serde_json::Value {
+    root.read_text("results.json")
+        .ok()
+        .flatten()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
+}
+
 /// The sections of the report in `dir` (its results.json) that [`kept_sections`] could
 /// keep whole: each with its saved HTML and contents line.
 fn keepable_sections(dir: &Path) -> Vec<String> {
     let Ok(root) = SafeDir::open(dir) else {
         return Vec::new();
     };
-    let json: serde_json::Value = root
-        .read_text("results.json")
-        .ok()
-        .flatten()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default();
+    let json = results_json_in(&root);
     let Some(experiments) = json.get("experiments").and_then(|e| e.as_object()) else {
         return Vec::new();
     };
