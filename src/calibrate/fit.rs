@@ -378,7 +378,9 @@ pub fn fit(m: &Measurements) -> Fitted {
     };
 
     // Sustained writes: dies and program times.
-    let seq = rate_drop(&m.seq_write);
+    // Write buffer (before the write rates: its filling is a drop of its own).
+    let (write_cache_bytes, write_ack_ns) = fit_buffer(m, sync, oh, host);
+    let seq = without_buffer_drop(rate_drop(&m.seq_write), &write_cache_bytes);
     // The program wait X: with a buffer, the flush's wait plus the write's time from its
     // data crossing the link (oh + u/host after submission) to its acknowledgement.
     let x = sync.map(|s| {
@@ -424,9 +426,6 @@ pub fn fit(m: &Measurements) -> Fitted {
     let d = dies.value;
     let ppb = pages_per_block(m.capacity_bytes, d, superpage_bytes.value);
     let channels = fit_channels(m, &dies, &reads, read_path_measured, &mut obs);
-
-    // Write buffer.
-    let (write_cache_bytes, write_ack_ns) = fit_buffer(m, sync, oh, host);
 
     // Discards.
     let (trim_command_overhead_ns, trim_per_page_ns) = fit_discards(m, &command_overhead_ns);
@@ -869,6 +868,20 @@ fn fit_programs(
     (from_rate(dr.after, "rate after the drop"), Ok(slc))
 }
 
+/// The sequential writes' rates with a write buffer's filling taken out: a drive with a
+/// buffer takes the first writes at the link's rate, so a drop within a few buffers' worth
+/// of bytes (four, or 8 MiB) is the buffer filling, not an SLC cache running out; the
+/// sustained rate is the one after it.
+fn without_buffer_drop(seq: RateFit, buffer: &Param<u64>) -> RateFit {
+    match seq.drop {
+        Some(d) if buffer.value > 0 && d.at_bytes <= (4 * buffer.value).max(8 << 20) => RateFit {
+            before: d.after,
+            drop: None,
+        },
+        _ => seq,
+    }
+}
+
 /// The write buffer's size and acknowledgement time.
 fn fit_buffer(
     m: &Measurements,
@@ -894,21 +907,18 @@ fn fit_buffer(
         &format!("{P_SYNC}: write latency less the command overhead and the link transfer"),
     );
     let burst = rate_drop(&m.burst);
-    let size = match burst.drop {
+    let in_flight = m.burst.request_bytes * m.burst.queue_depth as u64;
+    let cache = match burst.drop {
         Some(d) => {
             // Bytes acknowledged when the buffer filled, less what the flash wrote meanwhile.
             let programmed = d.after * d.at_ns as f64 / 1e9;
             let bytes = (d.at_bytes as f64 - programmed).max(UNIT_BYTES as f64);
-            Some(bytes as u64 / UNIT_BYTES * UNIT_BYTES)
+            let size = bytes as u64 / UNIT_BYTES * UNIT_BYTES;
+            measured(
+                size,
+                &format!("{P_BURST}: bytes acknowledged before the rate dropped, less what the flash wrote meanwhile"),
+            )
         }
-        None => None,
-    };
-    let in_flight = m.burst.request_bytes * m.burst.queue_depth as u64;
-    let cache = match size {
-        Some(b) => measured(
-            b,
-            &format!("{P_BURST}: bytes acknowledged before the rate dropped, less what the flash wrote meanwhile"),
-        ),
         None => assumed(
             in_flight,
             format!("writes are acknowledged before their programs, but the {P_BURST} never filled the buffer (the flash keeps up with the link), so its size does not show: set to the burst's writes in flight"),

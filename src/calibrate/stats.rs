@@ -52,24 +52,34 @@ pub struct SyncWrites {
 /// the lower quartile by half of it (at least 20 µs). A page-mapped drive fills its
 /// superpages in the order writes arrive, wherever they land, so the waits come
 /// periodically: one in every superpage's worth. Returns (the period, slow, fast), or
-/// `None` unless at least 4 and at most half waited, three quarters of them exactly one
-/// period after the one before (waits that come at random are something else: a file
-/// system's journal, a host's cache).
+/// Latencies that wait at a fixed period: the smallest period `p` (2 to 64, seen at least 8
+/// times) with a phase
+/// at which at least 90% of the latencies wait (above the lower quartile by half of it, or
+/// 20 µs) while at most a quarter of the others do. Returns the period, the waiting
+/// latencies at that phase and the others that did not wait. Waits that come at random
+/// besides (an SLC cache folding in idle time, a file system's journal) are left out of
+/// both; `None` if no period fits (every write waited, none did, or at random).
 fn periodic_waits(v: &[u64]) -> Option<(u64, Vec<u64>, Vec<u64>)> {
     let base = quantile(v, 0.25);
     let cut = base + (base / 2).max(20_000);
-    let slow_at: Vec<usize> = (0..v.len()).filter(|&i| v[i] > cut).collect();
-    if slow_at.len() < 4 || 2 * slow_at.len() > v.len() {
-        return None;
+    let slow: Vec<bool> = v.iter().map(|&l| l > cut).collect();
+    for p in 2..=64usize.min(v.len() / 8) {
+        for r in 0..p {
+            let at: Vec<usize> = (r..v.len()).step_by(p).collect();
+            let waited = at.iter().filter(|&&i| slow[i]).count();
+            let others = v.len() - at.len();
+            let others_waited = slow.iter().filter(|&&s| s).count() - waited;
+            if at.len() >= 8 && 10 * waited >= 9 * at.len() && 4 * others_waited <= others {
+                let waits: Vec<u64> = at.iter().filter(|&&i| slow[i]).map(|&i| v[i]).collect();
+                let fast: Vec<u64> = (0..v.len())
+                    .filter(|i| i % p != r && !slow[*i])
+                    .map(|i| v[i])
+                    .collect();
+                return Some((p as u64, waits, fast));
+            }
+        }
     }
-    let gaps: Vec<u64> = slow_at.windows(2).map(|w| (w[1] - w[0]) as u64).collect();
-    let period = median(&gaps);
-    let regular = gaps.iter().filter(|&&g| g == period).count();
-    if period < 2 || 4 * regular < 3 * gaps.len() {
-        return None;
-    }
-    let (slow, fast): (Vec<u64>, Vec<u64>) = v.iter().partition(|&&l| l > cut);
-    Some((period, slow, fast))
+    None
 }
 
 /// What the pairs show. Without a buffer, one write in a superpage's worth waits for the
