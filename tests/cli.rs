@@ -3564,3 +3564,60 @@ fn validate_runs_its_jobs_on_a_new_file_and_removes_it_and_refuses_what_it_canno
         );
     }
 }
+
+#[test]
+fn validate_runs_on_a_block_device_only_when_told_it_may_erase_it() {
+    if Command::new("fio").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: validate needs fio (apt-get install fio)");
+        return;
+    }
+    let scratch = Scratch::new("validate-dev");
+    let backing = scratch.0.join("disk.img");
+    std::fs::File::create(&backing)
+        .unwrap()
+        .set_len(96 << 20)
+        .unwrap();
+    let Some(lo) = common::LoopDevice::new(&backing) else {
+        eprintln!("SKIPPED: validate --device needs root and a loop device");
+        return;
+    };
+    let dev = lo.dev.as_str();
+    // Without the confirmation clap refuses, naming it.
+    common::assert_refused(
+        &["validate", "--preset", "840pro", "--device", dev],
+        "--i-understand-this-erases",
+    );
+    // A region larger than the device is refused before anything is written.
+    common::assert_refused(
+        &[
+            "validate",
+            "--preset",
+            "840pro",
+            "--device",
+            dev,
+            "--i-understand-this-erases",
+            "--size",
+            "128MiB",
+        ],
+        "larger than",
+    );
+    let out = flashlab(&[
+        "validate",
+        "--preset",
+        "840pro",
+        "--device",
+        dev,
+        "--i-understand-this-erases",
+        "--size",
+        "64MiB",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = stdout_json(&out);
+    assert_eq!(v["rows"].as_array().unwrap().len(), 20);
+    assert!(v["target"].as_str().unwrap().contains("device"));
+}

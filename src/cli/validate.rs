@@ -4,6 +4,9 @@
 //! mean, median and 99th percentile of the total latency (fio's `lat`: submission to
 //! completion), each with the model's error, and a verdict at a stated tolerance.
 //!
+//! A block device (`--device`, with `--i-understand-this-erases`) is checked as calibrate
+//! checks one (not mounted, not swap, no holders) and held exclusively while fio runs.
+//!
 //! The sequence, the same on both sides: the region is written sequentially (1 MiB, QD8)
 //! and left idle for a second; the jobs run one after another (a tenth of a second
 //! between them); the region is then written once more at random (4 KiB, QD32), left idle
@@ -32,7 +35,7 @@ const DEFAULT_SIZE: u64 = 256 << 20;
 
 #[derive(clap::Args)]
 #[command(
-    group(ArgGroup::new("target").required(true).args(["file", "sim_preset"])),
+    group(ArgGroup::new("target").required(true).args(["file", "device", "sim_preset"])),
     after_help = "Jobs (each run after a sequential fill of the region, then again after one random 4 KiB \
 pass over it): randread 4 KiB QD1 and QD32, randwrite 4 KiB QD1 and QD32, randrw 70/30 4 KiB QD8, \
 read and write 128 KiB QD8, read and write 1 MiB QD1. Needs fio (apt-get install fio). See \
@@ -46,6 +49,14 @@ pub(crate) struct ValidateArgs {
     /// the end; a PATH that exists is refused.
     #[arg(long, value_name = "PATH")]
     pub(crate) file: Option<PathBuf>,
+    /// Run the jobs on a whole block device, ERASING its first --size bytes (needs
+    /// --i-understand-this-erases); refused while it or a partition of it is mounted, used
+    /// as swap or held by another driver (calibrate's rules), and held exclusively meanwhile.
+    #[arg(long, value_name = "DEV", requires = "i_understand_this_erases")]
+    pub(crate) device: Option<PathBuf>,
+    /// Confirms that --device may be overwritten.
+    #[arg(long)]
+    pub(crate) i_understand_this_erases: bool,
     /// Run the jobs on a simulated drive (a preset name or TOML file) instead.
     #[arg(long, value_name = "PRESET")]
     pub(crate) sim_preset: Option<String>,
@@ -287,6 +298,20 @@ fn run_on_file(path: &Path, region: u64, fio: &Path) -> Result<Vec<JobResult>> {
     }
     let _remove = RemoveOnDrop(path.to_path_buf());
     let _held = trace::leftovers::hold(format!("file {} (validate's target)", path.display()));
+    run_on_path(path, region, fio)
+}
+
+/// Runs the sequence on block device `dev` with the real fio, after calibrate's checks
+/// (not mounted, not swap, no holders), holding it exclusively meanwhile (fio's own opens
+/// are not exclusive).
+fn run_on_device(dev: &Path, region: u64, fio: &Path) -> Result<Vec<JobResult>> {
+    let cancel = crate::signals::cancel_token();
+    let _held = crate::calibrate::os_target::OsTarget::open_device(dev, region, cancel)?;
+    run_on_path(dev, region, fio)
+}
+
+/// The sequence with the real fio on `path` (a file or a device).
+fn run_on_path(path: &Path, region: u64, fio: &Path) -> Result<Vec<JobResult>> {
     let cancel = crate::signals::cancel_token();
     let mut out = Vec::new();
     for (k, phase) in PHASES.iter().enumerate() {
@@ -427,8 +452,9 @@ pub(crate) fn run(a: ValidateArgs) -> Result<()> {
     if !(a.tolerance > 0.0 && a.tolerance < 1000.0) {
         bail!("--tolerance {} must be a percentage above 0", a.tolerance);
     }
-    if a.file.is_some() && a.capacity.is_some() {
-        bail!("--capacity sizes the simulated drives; with --file the model runs at its preset's own capacity unless the preset file says otherwise (drop --capacity)");
+    let real = a.file.is_some() || a.device.is_some();
+    if real && a.capacity.is_some() {
+        bail!("--capacity sizes the simulated drives; with --file or --device the model runs at its preset's own capacity (drop --capacity)");
     }
     let region = a.size.unwrap_or(DEFAULT_SIZE);
     if region < 64 << 20 || !region.is_multiple_of(1 << 20) {
@@ -438,26 +464,30 @@ pub(crate) fn run(a: ValidateArgs) -> Result<()> {
     let capacity = a.capacity.unwrap_or(DEFAULT_SIM_CAPACITY);
     let sized = |name: &str| -> Result<Preset> {
         let p = Preset::load(name)?;
-        Ok(if a.file.is_some() {
-            p
-        } else {
-            p.with_capacity(capacity)
-        })
+        Ok(if real { p } else { p.with_capacity(capacity) })
     };
     let model = sized(&a.preset)?;
-    let (what, target) = match (&a.file, &a.sim_preset) {
-        (Some(path), _) => (
+    let (what, target) = match (&a.file, &a.device, &a.sim_preset) {
+        (Some(path), _, _) => (
             format!("file {} (fio, libaio, O_DIRECT)", path.display()),
             run_on_file(path, region, &a.fio)?,
         ),
-        (None, Some(name)) => {
+        (None, Some(dev), _) => (
+            format!(
+                "device {} (fio, libaio, O_DIRECT; its first {} MiB overwritten)",
+                dev.display(),
+                region >> 20
+            ),
+            run_on_device(dev, region, &a.fio)?,
+        ),
+        (None, None, Some(name)) => {
             let p = sized(name)?;
             (
                 format!("simulated drive {} ({} bytes)", p.name, capacity),
                 run_simulated(&p, region, &a.fio)?,
             )
         }
-        (None, None) => unreachable!("clap requires a target"),
+        (None, None, None) => unreachable!("clap requires a target"),
     };
     let modelled = run_simulated(&model, region, &a.fio)?;
     let rows = compare(&target, &modelled, a.tolerance / 100.0);
