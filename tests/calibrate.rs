@@ -197,7 +197,7 @@ fn refusals_name_what_was_wrong() {
     let (e, o) = (existing.to_str().unwrap(), out.to_str().unwrap());
     fails(
         &["calibrate", "--file", e, "--size", "64MiB", "--out", o],
-        "exists: calibrate probes a new file only",
+        "exists: flashlab uses a new file only",
     );
     assert_eq!(std::fs::read(&existing).unwrap(), b"keep me");
     fails(

@@ -3532,7 +3532,40 @@ fn validate_runs_its_jobs_on_a_new_file_and_removes_it_and_refuses_what_it_canno
     std::fs::write(&target, b"keep").unwrap();
     let out = flashlab(&["validate", "--preset", "840pro", "--file", t]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("it exists"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exists: flashlab uses a new file only"));
+    // fio's own syntax in a file name (':' separates files, '$' expands) is refused, and
+    // nothing is written under either name.
+    for bad in ["x:victim", "${HOME}"] {
+        let p = scratch.0.join(bad);
+        let out = flashlab(&[
+            "validate",
+            "--preset",
+            "840pro",
+            "--file",
+            p.to_str().unwrap(),
+        ]);
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("fio would read"));
+        assert!(!p.exists() && !scratch.0.join("victim").exists());
+    }
+    // In memory is refused (a drive is what is measured); a model smaller than the region
+    // is refused before the target is touched.
+    let shm = std::path::Path::new("/dev/shm/flashlab-validate-test.bin");
+    let out = flashlab(&[
+        "validate",
+        "--preset",
+        "840pro",
+        "--file",
+        shm.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success() && !shm.exists());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in memory"));
+    let out = flashlab(&[
+        "validate", "--preset", "x25e", "--file", t, "--size", "40GiB",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("larger than --preset x25e"));
+    assert_eq!(std::fs::read(&target).unwrap(), b"keep");
     assert_eq!(std::fs::read(&target).unwrap(), b"keep");
     for (args, says) in [
         (vec!["--file", t, "--capacity", "1GiB"], "--capacity"),

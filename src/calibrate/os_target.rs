@@ -334,7 +334,7 @@ impl OsTarget {
             .filter(|fs| MEMORY_FILE_SYSTEMS.contains(&fs.as_str()))
         {
             bail!(
-                "{} is on {fs}, in memory: calibrate measures a drive, put the file on a disk's file system",
+                "{} is on {fs}, in memory: flashlab measures a drive here, put the file on a disk's file system",
                 path.display()
             );
         }
@@ -344,7 +344,7 @@ impl OsTarget {
             .open(path)
             .map_err(|e| match e.kind() {
                 std::io::ErrorKind::AlreadyExists => anyhow!(
-                    "{} exists: calibrate probes a new file only (it writes, discards and removes it), give a path that does not exist",
+                    "{} exists: flashlab uses a new file only (it writes, discards and removes it), give a path that does not exist",
                     path.display()
                 ),
                 _ => anyhow!("cannot create {}: {e}", path.display()),
@@ -376,7 +376,7 @@ impl OsTarget {
             mount.is_some_and(|m| m.options.split(',').any(|o| o == "discard"));
         if MEMORY_FILE_SYSTEMS.contains(&fs.as_str()) {
             bail!(
-                "{} is on {fs}, in memory: calibrate measures a drive, put the file on a disk's file system",
+                "{} is on {fs}, in memory: flashlab measures a drive here, put the file on a disk's file system",
                 path.display()
             );
         }

@@ -27,6 +27,9 @@ use clap::ArgGroup;
 use serde::Serialize;
 use std::path::Path;
 
+/// The name prefix of validate's fio job directories in the temp directory.
+const VALIDATE_DIR_PREFIX: &str = "flashlab-validate-";
+
 /// Idle time after each preconditioning write, and between jobs.
 const REST_AFTER_FILL_NS: u64 = 1_000_000_000;
 const GAP_BETWEEN_JOBS_NS: u64 = 100_000_000;
@@ -209,9 +212,16 @@ impl Figures {
         })
     }
 
-    /// Each figure's relative error against `target`'s.
+    /// Each figure's relative error against `target`'s (NaN where either side has no
+    /// figure: such a row does not hold).
     fn error(&self, target: &Figures) -> [f64; 4] {
-        let e = |m: f64, t: f64| if t > 0.0 { m / t - 1.0 } else { 0.0 };
+        let e = |m: f64, t: f64| {
+            if t > 0.0 && m > 0.0 {
+                m / t - 1.0
+            } else {
+                f64::NAN
+            }
+        };
         [
             e(self.iops, target.iops),
             e(self.mean_ns, target.mean_ns),
@@ -279,32 +289,39 @@ pub(crate) fn run_simulated(preset: &Preset, region: u64, fio: &Path) -> Result<
 
 /// Runs the sequence on a new file at `path` with the real fio; removes the file after.
 fn run_on_file(path: &Path, region: u64, fio: &Path) -> Result<Vec<JobResult>> {
-    if std::fs::symlink_metadata(path).is_ok() {
+    refuse_fio_specials(path)?;
+    // Created here (never an existing path, nor a file system in memory), its --size
+    // bytes reserved (so a full file system says so now), removed when this returns.
+    let cancel = crate::signals::cancel_token();
+    let _target = crate::calibrate::os_target::OsTarget::create_file(path, region, cancel)
+        .with_context(|| format!("--file {}", path.display()))?;
+    run_on_path(path, region, fio)
+}
+
+/// fio reads `filename=` its own way: `:` separates files, `${VAR}` expands, a newline
+/// starts another option. A path with any of them (or any other control character) is
+/// refused rather than handed to fio as something else.
+fn refuse_fio_specials(path: &Path) -> Result<()> {
+    let text = path
+        .to_str()
+        .with_context(|| format!("{} is not UTF-8: fio could not be given it", path.display()))?;
+    if let Some(c) = text
+        .chars()
+        .find(|c| matches!(c, ':' | '$') || c.is_control())
+    {
         bail!(
-            "--file {}: it exists; validate writes a new file (and removes it), so give a path that does not exist",
+            "{}: fio would read {c:?} in a file name as its own syntax (':' separates files, '$' expands variables); give a path without it",
             path.display()
         );
     }
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        bail!(
-            "--file {}: {} is not a directory",
-            path.display(),
-            dir.display()
-        );
-    }
-    let _remove = RemoveOnDrop(path.to_path_buf());
-    let _held = trace::leftovers::hold(format!("file {} (validate's target)", path.display()));
-    run_on_path(path, region, fio)
+    Ok(())
 }
 
 /// Runs the sequence on block device `dev` with the real fio, after calibrate's checks
 /// (not mounted, not swap, no holders), holding it exclusively meanwhile (fio's own opens
 /// are not exclusive).
 fn run_on_device(dev: &Path, region: u64, fio: &Path) -> Result<Vec<JobResult>> {
+    refuse_fio_specials(dev)?;
     let cancel = crate::signals::cancel_token();
     let _held = crate::calibrate::os_target::OsTarget::open_device(dev, region, cancel)?;
     run_on_path(dev, region, fio)
@@ -334,14 +351,6 @@ fn run_on_path(path: &Path, region: u64, fio: &Path) -> Result<Vec<JobResult>> {
     Ok(out)
 }
 
-struct RemoveOnDrop(PathBuf);
-
-impl Drop for RemoveOnDrop {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 /// Runs one job section on `path` with the real fio (libaio, O_DIRECT, latency
 /// percentiles of the total latency); returns fio's JSON.
 fn real_fio(fio: &Path, path: &Path, job: &str) -> Result<serde_json::Value> {
@@ -349,28 +358,73 @@ fn real_fio(fio: &Path, path: &Path, job: &str) -> Result<serde_json::Value> {
         "[global]\nioengine=libaio\ndirect=1\nfilename={}\nlat_percentiles=1\nrandrepeat=1\n{job}",
         path.display()
     );
-    let dir = tempfile::tempdir().context("creating a directory for fio's job file")?;
+    crate::scratch::remove_stale_dirs(&std::env::temp_dir(), VALIDATE_DIR_PREFIX);
+    let dir = tempfile::Builder::new()
+        .prefix(&crate::scratch::own_prefix(VALIDATE_DIR_PREFIX))
+        .tempdir()
+        .context("creating a directory for fio's job file")?;
+    let _held_dir = trace::leftovers::hold(format!(
+        "directory {} (validate's fio job; the next flashlab validate removes it)",
+        dir.path().display()
+    ));
     let job_path = dir.path().join("validate.fio");
     std::fs::write(&job_path, text).context("writing fio's job file")?;
-    let out = std::process::Command::new(fio)
+    let (out_path, err_path) = (dir.path().join("fio.json"), dir.path().join("fio.err"));
+    let mut command = std::process::Command::new(fio);
+    // fio dies with flashlab (it would otherwise go on writing the target).
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // async-signal-safe functions (prctl, getppid, _exit).
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    let mut child = command
         .arg("--output-format=json")
+        .arg(format!("--output={}", out_path.display()))
         .arg(&job_path)
-        .output()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err_path)?)
+        .spawn()
         .with_context(|| {
             format!(
                 "starting {} (install it with apt-get install fio)",
                 fio.display()
             )
         })?;
-    if !out.status.success() {
+    let _held = trace::leftovers::hold(format!("process {} (fio)", child.id()));
+    let cancel = crate::signals::cancel_token();
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if cancel.is_cancelled() {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("interrupted while fio ran on {}", path.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    if !status.success() {
         bail!(
-            "fio failed on {}: {}",
+            "fio failed on {} ({status}): {}",
             path.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
+            std::fs::read_to_string(&err_path)
+                .unwrap_or_default()
+                .trim()
         );
     }
     // fio may print notes before its JSON.
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = std::fs::read_to_string(&out_path).context("reading fio's output")?;
     let start = text.find('{').context("fio printed no JSON")?;
     serde_json::from_str(&text[start..]).context("reading fio's JSON")
 }
@@ -442,7 +496,7 @@ pub(crate) fn compare(target: &[JobResult], model: &[JobResult], tolerance: f64)
                 target: t.figures,
                 model: m.figures,
                 error,
-                holds: error.iter().all(|e| e.abs() <= tolerance),
+                holds: error.iter().all(|e| e.abs() <= tolerance), // NaN never holds
             })
         })
         .collect()
@@ -450,7 +504,10 @@ pub(crate) fn compare(target: &[JobResult], model: &[JobResult], tolerance: f64)
 
 pub(crate) fn run(a: ValidateArgs) -> Result<()> {
     if !(a.tolerance > 0.0 && a.tolerance < 1000.0) {
-        bail!("--tolerance {} must be a percentage above 0", a.tolerance);
+        bail!(
+            "--tolerance {} must be a percentage above 0 and below 1000",
+            a.tolerance
+        );
     }
     let real = a.file.is_some() || a.device.is_some();
     if real && a.capacity.is_some() {
@@ -467,6 +524,11 @@ pub(crate) fn run(a: ValidateArgs) -> Result<()> {
         Ok(if real { p } else { p.with_capacity(capacity) })
     };
     let model = sized(&a.preset)?;
+    // Everything that would stop the model's run is checked before the target's.
+    check_drive("--preset", &model, region, real)?;
+    if let Some(name) = &a.sim_preset {
+        check_drive("--sim-preset", &sized(name)?, region, real)?;
+    }
     let (what, target) = match (&a.file, &a.device, &a.sim_preset) {
         (Some(path), _, _) => (
             format!("file {} (fio, libaio, O_DIRECT)", path.display()),
@@ -519,6 +581,29 @@ pub(crate) fn run(a: ValidateArgs) -> Result<()> {
         JOBS.len(),
         PHASES.len()
     );
+    Ok(())
+}
+
+/// A drive the jobs can run on: not zoned (they write anywhere), at least `region` bytes.
+fn check_drive(flag: &str, p: &Preset, region: u64, real: bool) -> Result<()> {
+    if p.ssd_config().is_some_and(|c| c.zoned.is_some()) {
+        bail!(
+            "{flag} {}: a zoned drive takes writes only at its zones' write pointers, and the jobs write anywhere (use a conventional preset)",
+            p.name
+        );
+    }
+    let bytes = model_bytes(p);
+    if region > bytes {
+        bail!(
+            "--size {region} is larger than {flag} {}'s {bytes} bytes{}",
+            p.name,
+            if real {
+                " (a preset calibrate wrote has the capacity it probed: calibrate again with --size at least this, or give a smaller --size)"
+            } else {
+                " (--capacity)"
+            }
+        );
+    }
     Ok(())
 }
 
