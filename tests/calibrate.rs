@@ -392,3 +392,8 @@ fn out_is_a_regular_file_written_whole_never_through_a_link() {
         .collect();
     assert!(temps.is_empty(), "{temps:?}");
 }
+
+#[test]
+fn calibrate_refuses_a_simulated_hard_disk_by_name() {
+    common::assert_refused(&["calibrate", "--sim-preset", "hdd7200"], "is a hard disk");
+}

@@ -870,14 +870,19 @@ fn fit_programs(
 
 /// The sequential writes' rates with a write buffer's filling taken out: a drive with a
 /// buffer takes the first writes at the link's rate, so a drop within a few buffers' worth
-/// of bytes (four, or 8 MiB) is the buffer filling, not an SLC cache running out; the
+/// of bytes (four, at least 8 MiB and at most 64 MiB: the buffer's own estimate may be far
+/// off) is the buffer filling, not an SLC cache running out; the
 /// sustained rate is the one after it.
 fn without_buffer_drop(seq: RateFit, buffer: &Param<u64>) -> RateFit {
     match seq.drop {
-        Some(d) if buffer.value > 0 && d.at_bytes <= (4 * buffer.value).max(8 << 20) => RateFit {
-            before: d.after,
-            drop: None,
-        },
+        Some(d)
+            if buffer.value > 0 && d.at_bytes <= (4 * buffer.value).clamp(8 << 20, 64 << 20) =>
+        {
+            RateFit {
+                before: d.after,
+                drop: None,
+            }
+        }
         _ => seq,
     }
 }
@@ -1024,20 +1029,30 @@ fn fit_queued(m: &Measurements) -> Param<bool> {
         );
     }
     let worst = *during.iter().max().expect("not empty");
-    if d.discard.latency_ns() <= 2 * base {
+    // The slow reads before the discard (the 75th percentile): reads that miss a cached
+    // mapping table are slow without any discard.
+    let worst_before = if before.is_empty() {
+        base
+    } else {
+        quantile(&before, 0.75)
+    };
+    if d.discard.latency_ns() <= 2 * worst_before {
         // A read held back waits at most the discard and its own time, which the test
-        // below cannot tell from a slow read.
+        // below cannot tell from a slow read (the slow ones before it included).
         return assumed(
             false,
             format!(
-                "the discard of {} bytes took {:.1} µs, not more than two reads' time ({:.1} µs each): whether reads wait for it does not show; taken as non-queued, the cautious choice",
+                "the discard of {} bytes took {:.1} µs, not more than two slow reads' time ({:.1} µs, the 75th percentile of the reads before it): whether reads wait for it does not show; taken as non-queued, the cautious choice",
                 d.discard_bytes,
                 d.discard.latency_ns() as f64 / 1e3,
-                base as f64 / 1e3
+                worst_before as f64 / 1e3
             ),
         );
     }
-    let held = worst > (3 * base).max(base + d.discard.latency_ns() / 2);
+    let held = worst
+        > (3 * base)
+            .max(base + d.discard.latency_ns() / 2)
+            .max(worst_before + worst_before / 2);
     measured(
         !held,
         &format!(

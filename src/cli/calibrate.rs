@@ -110,6 +110,15 @@ pub(crate) fn run(a: CalibrateArgs) -> Result<()> {
     } else {
         let name = a.sim_preset.as_deref().expect("clap requires one target");
         let p = Preset::load(name)?.with_capacity(a.capacity.unwrap_or(DEFAULT_SIM_CAPACITY));
+        match p.ssd_config() {
+            None => bail!(
+                "--sim-preset {name} is a hard disk: calibrate fits flashlab's SSD model (dies, programs, an SLC cache), which a disk has none of"
+            ),
+            Some(c) if c.zoned.is_some() => bail!(
+                "--sim-preset {name} is a zoned drive: calibrate's probes write anywhere, which a zoned drive refuses (use a conventional preset)"
+            ),
+            Some(_) => {}
+        }
         let size = a
             .size
             .unwrap_or(DEFAULT_SIM_SIZE.min(p.logical_bytes() / 4));

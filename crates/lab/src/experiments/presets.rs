@@ -563,7 +563,7 @@ fn count_rows(verdicts: &[Verdict]) -> Vec<CountRow> {
 pub const NOT_JUDGED: &[(&str, &str)] = &[
     ("cosmos", "the Cosmos+ OpenSSD board's published figures are its configuration (PCIe Gen2 x8, 1 GB DRAM, a 1 GHz dual Cortex-A9); no host-visible throughput or latency through an FTL was found"),
     ("openssd", "the Jasmine OpenSSD's published figures are firmware-level (raw NAND reads of 39–103 MB/s by channels and ways, 260 MB/s over SATA with no NAND behind it); none through an FTL"),
-    ("nvme", "names no product: a modern PCIe 4.0 TLC drive of 1 TB, its parameters those of the class"),
+    ("nvme", "stands for a class, a modern PCIe 4.0 TLC drive of 1 TB: its link rate is the Samsung 980 PRO's datasheet figure (7,000 MB/s), its other parameters the class's; the 980 PRO's other figures are not judged yet"),
     ("ssd2011", "names no product: a 2011 SATA-2 MLC drive with a FAST hybrid FTL, the kind paper 004 ran on"),
 ];
 
