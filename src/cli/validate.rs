@@ -372,21 +372,7 @@ fn real_fio(fio: &Path, path: &Path, job: &str) -> Result<serde_json::Value> {
     let (out_path, err_path) = (dir.path().join("fio.json"), dir.path().join("fio.err"));
     let mut command = std::process::Command::new(fio);
     // fio dies with flashlab (it would otherwise go on writing the target).
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs in the child between fork and exec and calls only
-    // async-signal-safe functions (prctl, getppid, _exit).
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
+    crate::signals::dies_with_flashlab(&mut command);
     let mut child = command
         .arg("--output-format=json")
         .arg(format!("--output={}", out_path.display()))

@@ -62,22 +62,7 @@ pub(crate) fn write_iologs(
     let mut command = Command::new(&fio);
     // fio dies with flashlab: only flashlab's watch bounds how much it logs, so a fio
     // outliving a killed flashlab would write until the disk is full.
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs in the child between fork and exec and calls only
-    // async-signal-safe functions (prctl, getppid, _exit).
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Flashlab died before the prctl took effect.
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
+    crate::signals::dies_with_flashlab(&mut command);
     let mut child = command
         .arg(format!("--output={}", out_path.display()))
         .arg(&job_path)
