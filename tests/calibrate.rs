@@ -36,13 +36,19 @@ fn a_simulated_drive_gives_a_preset_that_sim_loads() {
     let row = |name: &str| {
         stdout
             .lines()
-            .find(|l| l.trim_start().starts_with(name))
+            .find(|l| {
+                // The fitted table's row: the name, recovered, true, basis.
+                let t: Vec<&str> = l.split_whitespace().collect();
+                t.len() == 4 && t[0] == name
+            })
             .unwrap_or_else(|| panic!("no {name} row in {stdout}"))
             .split_whitespace()
             .map(str::to_string)
             .collect::<Vec<_>>()
     };
-    assert_eq!(row("dies")[1..], ["8", "8", "measured"]);
+    // The MX500's SLC writes run within 10% of its link's rate, so its dies come from the
+    // QD32 reads, tied to a bus per die.
+    assert_eq!(row("dies")[1..], ["8", "8", "tied"]);
     assert_eq!(row("superpage_bytes")[1..], ["32768", "32768", "measured"]);
     let toml = std::fs::read_to_string(&out).unwrap();
     assert!(toml.contains("name = \"mx500cal\""), "{toml}");

@@ -72,9 +72,11 @@ fn cases() -> Vec<Case> {
     };
     vec![
         case(
-            "mx500 (SLC cache, 8 dies, 32 KiB superpages)",
+            // Its SLC writes (510 MB/s) come within 10% of the link's 560: the dies show
+            // only through the QD32 reads, tied to a bus per die.
+            "mx500 (SLC cache, 8 dies, 32 KiB superpages; writes near the link's rate)",
             base("mx500"),
-            Dies::Measured,
+            Dies::LowerBound,
             true,
         ),
         case(
