@@ -251,20 +251,34 @@ fn random_reads_qd32(target: &mut dyn ProbeTarget, end: u64, rng: &mut Offsets) 
     Ok(Batch::new(&one(target, Stream::new(ops, DEEP_QUEUE))?))
 }
 
-/// The latencies of `ops` (timed as `times`) grouped by request size, for each of `sizes`.
-fn latencies_by_size(sizes: &[u64], ops: &[ProbeOp], times: &[OpTime]) -> Vec<(u64, Vec<u64>)> {
-    sizes
+/// [`READ_SIZE_REPS`] reads of each of `sizes` at QD1, at random `align`ed places inside
+/// `area` (start, bytes): their latencies by size.
+fn reads_by_size(
+    target: &mut dyn ProbeTarget,
+    area: (u64, u64),
+    align: u64,
+    sizes: &[u64],
+    rng: &mut Offsets,
+) -> Result<Vec<(u64, Vec<u64>)>> {
+    let mut ops = Vec::new();
+    for _ in 0..READ_SIZE_REPS {
+        for &len in sizes {
+            ops.push(read(area.0 + rng.aligned(area.1, align, len), len));
+        }
+    }
+    let times = one(target, Stream::new(ops.clone(), 1))?;
+    Ok(sizes
         .iter()
         .map(|&len| {
             let lat = ops
                 .iter()
-                .zip(times)
+                .zip(&times)
                 .filter(|(o, _)| o.len_bytes() == len)
                 .map(|(_, t)| t.latency_ns())
                 .collect();
             (len, lat)
         })
-        .collect()
+        .collect())
 }
 
 /// 1 MiB reads at QD1 at random 1 MiB-aligned places below `end`, each read once before
@@ -381,14 +395,7 @@ pub fn run(
         .map(|k| read(pool_start + k * align, align))
         .collect();
     one(target, Stream::new(warm, 1))?;
-    let mut ops = Vec::new();
-    for _ in 0..READ_SIZE_REPS {
-        for &len in &sizes {
-            ops.push(read(pool_start + rng.aligned(pool_bytes, align, len), len));
-        }
-    }
-    let t = one(target, Stream::new(ops.clone(), 1))?;
-    m.read_by_size_ns = latencies_by_size(&sizes, &ops, &t);
+    m.read_by_size_ns = reads_by_size(target, (pool_start, pool_bytes), align, &sizes, &mut rng)?;
 
     say("random 4 KiB reads, QD1");
     let ops: Vec<ProbeOp> = (0..READS_QD1)
@@ -549,14 +556,7 @@ pub fn run(
             .filter(|&b| b <= span)
             .collect();
         say("reads of discarded data, 4 KiB up to 64 KiB, QD1 (link rate: no flash behind them)");
-        let mut ops = Vec::new();
-        for _ in 0..READ_SIZE_REPS {
-            for &len in &lens {
-                ops.push(read(half + rng.aligned(span, u, len), len));
-            }
-        }
-        let t = one(target, Stream::new(ops.clone(), 1))?;
-        m.trimmed_reads_ns = latencies_by_size(&lens, &ops, &t);
+        m.trimmed_reads_ns = reads_by_size(target, (half, span), u, &lens, &mut rng)?;
     }
     Ok(m)
 }
