@@ -379,8 +379,6 @@ pub fn fit(m: &Measurements) -> Fitted {
 
     // Sustained writes: dies and program times.
     // Write buffer (before the write rates: its filling is a drop of its own).
-    let (write_cache_bytes, write_ack_ns) = fit_buffer(m, sync, oh, host);
-    let seq = without_buffer_drop(rate_drop(&m.seq_write), &write_cache_bytes);
     // The program wait X: with a buffer, the flush's wait plus the write's time from its
     // data crossing the link (oh + u/host after submission) to its acknowledgement.
     let x = sync.map(|s| {
@@ -391,6 +389,8 @@ pub fn fit(m: &Measurements) -> Fitted {
             wait
         }
     });
+    let (write_cache_bytes, write_ack_ns) = fit_buffer(m, sync, x, oh, host);
+    let seq = without_buffer_drop(rate_drop(&m.seq_write), &write_cache_bytes);
     let reads = ReadPath {
         command_overhead_ns: oh_ns,
         read_ns: read_ns.value,
@@ -421,11 +421,31 @@ pub fn fit(m: &Measurements) -> Fitted {
     ]
     .iter()
     .all(|b| matches!(b, Basis::Measured(_)));
-    let dies = fit_dies(m, &seq, x, sp, host, &reads, read_path_measured, &mut obs);
+    let buffered = sync.is_some_and(|s| s.buffered);
+    let dies = fit_dies(
+        m,
+        &seq,
+        x,
+        sp,
+        host,
+        &reads,
+        read_path_measured,
+        buffered,
+        &mut obs,
+    );
     let (program_ns, slc) = fit_programs(m, &seq, x, sp, ch, &dies);
     let d = dies.value;
     let ppb = pages_per_block(m.capacity_bytes, d, superpage_bytes.value);
     let channels = fit_channels(m, &dies, &reads, read_path_measured, &mut obs);
+    // A buffer whose size did not show gets docs/sources.md's rule for one ("The write
+    // buffer": two superpages per die), as the presets do.
+    let write_cache_bytes = match write_cache_bytes.basis {
+        Basis::Assumed(_) if write_cache_bytes.value > 0 => assumed(
+            2 * d as u64 * superpage_bytes.value,
+            "writes are acknowledged before their programs, but the burst never filled the buffer (or filled it before the fit resolves a drop), so its size does not show: two superpages per die, the rule the presets follow (docs/sources.md, \"The write buffer\")",
+        ),
+        _ => write_cache_bytes,
+    };
 
     // Discards.
     let (trim_command_overhead_ns, trim_per_page_ns) = fit_discards(m, &command_overhead_ns);
@@ -699,6 +719,7 @@ fn fit_dies(
     host: f64,
     reads: &ReadPath,
     read_path_measured: bool,
+    buffered: bool,
     obs: &mut Vec<(String, String)>,
 ) -> Param<u32> {
     let writes_bound = seq.before >= LINK_BOUND_SHARE * host;
@@ -731,7 +752,9 @@ fn fit_dies(
             None => format!("none: the model with the fitted read timings does not come to {read_rate:.0} IOPS with 1 to {MAX_DIES} dies"),
         },
     ));
-    let write_floor = from_writes.map(|d| d.ceil().max(1.0) as u32);
+    // The least whole count the writes allow (a count within 5% of a die above a whole
+    // one is that one: the wait and rate are measured, not exact).
+    let write_floor = from_writes.map(|d| (d - 0.05).ceil().max(1.0) as u32);
     if let Some(d) = from_reads.filter(|&d| !reads_bound && d >= write_floor.unwrap_or(1)) {
         let how = format!("{P_READS_QD32}: the die count at which the model, with the fitted read timings, reaches the measured rate");
         return tied(
@@ -891,6 +914,7 @@ fn without_buffer_drop(seq: RateFit, buffer: &Param<u64>) -> RateFit {
 fn fit_buffer(
     m: &Measurements,
     sync: Option<SyncWrites>,
+    x: Option<f64>,
     oh: f64,
     host: f64,
 ) -> (Param<u64>, Param<u64>) {
@@ -913,10 +937,22 @@ fn fit_buffer(
     );
     let burst = rate_drop(&m.burst);
     let in_flight = m.burst.request_bytes * m.burst.queue_depth as u64;
+    let seq = rate_drop(&m.seq_write);
     let cache = match burst.drop {
+        // An SLC cache running out is a drop of its own: where the sequential write shows
+        // one and the burst's rate after its drop is not the cache's, the burst may have
+        // met the cache's end instead of the buffer's.
+        Some(d) if seq.drop.is_some() && (d.after - seq.before).abs() > 0.10 * seq.before => bound(
+            d.at_bytes,
+            P_BURST,
+            format!("the burst's rate fell to {:.0} MB/s, not the {:.0} MB/s at which the sequential write ran before its own drop: an SLC cache running out may be what it met, so the buffer holds at most the bytes acknowledged before the drop", d.after / 1e6, seq.before / 1e6),
+        ),
         Some(d) => {
-            // Bytes acknowledged when the buffer filled, less what the flash wrote meanwhile.
-            let programmed = d.after * d.at_ns as f64 / 1e9;
+            // Bytes acknowledged when the buffer filled, less what the flash wrote meanwhile:
+            // a buffered write's bytes leave the buffer when their program ends, so the
+            // flash's first bytes left a program's wait `x` after the burst began.
+            let draining_s = (d.at_ns as f64 / 1e9 - x.unwrap_or(0.0)).max(0.0);
+            let programmed = d.after * draining_s;
             let bytes = (d.at_bytes as f64 - programmed).max(UNIT_BYTES as f64);
             let size = bytes as u64 / UNIT_BYTES * UNIT_BYTES;
             measured(
@@ -924,9 +960,10 @@ fn fit_buffer(
                 &format!("{P_BURST}: bytes acknowledged before the rate dropped, less what the flash wrote meanwhile"),
             )
         }
+        // Replaced by the rule once the dies are known (in `fit`).
         None => assumed(
             in_flight,
-            format!("writes are acknowledged before their programs, but the {P_BURST} never filled the buffer (the flash keeps up with the link), so its size does not show: set to the burst's writes in flight"),
+            format!("writes are acknowledged before their programs, but the {P_BURST} never filled the buffer"),
         ),
     };
     (cache, ack)

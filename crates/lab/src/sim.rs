@@ -1230,23 +1230,23 @@ mod tests {
     }
 
     #[test]
-    fn with_the_rule_s_write_buffer_reads_overtake_writes_on_the_mx500_840_pro_and_980() {
+    fn with_their_write_buffers_reads_overtake_writes_on_the_mx500_840_pro_and_980() {
         // Issue 43's read-tail test at 4 GiB: 70/30 random 4 KiB at QD32, steady at 90%,
-        // each drive with docs/sources.md's write buffer (two superpages per die). Under
-        // the priority scheduler read p99 is at most half of write p99 (writes wait for the
-        // flash, reads overtake and suspend its programs); under the null model (`fifo`)
-        // read p99 is at least 0.9 of write p99. (`nvme` is left out: its flash keeps up
-        // with these writes, so they never wait; docs/timing.md.)
-        for (name, buffer) in [("mx500", 512 << 10), ("840pro", 1 << 20), ("980", 1 << 20)] {
+        // each drive as its preset is (with docs/sources.md's write buffer, two superpages
+        // per die). Under the priority scheduler read p99 is at most half of write p99
+        // (writes wait for the flash, reads overtake and suspend its programs); under the
+        // null model (`fifo`) read p99 is at least 0.9 of write p99. (`nvme` is left out:
+        // its flash keeps up with these writes, so they never wait; docs/timing.md.)
+        for name in ["mx500", "840pro", "980"] {
             let p99 = |scheduler: flash::ssd::SchedulerConfig| {
                 let preset = SsdOverrides {
                     capacity_bytes: Some(4 << 30),
-                    write_cache_bytes: Some(buffer),
                     scheduler: Some(scheduler),
                     ..Default::default()
                 }
                 .apply(Preset::load(name).unwrap())
                 .unwrap();
+                assert!(preset.ssd_config().unwrap().write_cache_bytes > 0, "{name}");
                 let r = run(&steady_mixed(preset, 32, 0.25, 1), &mut |_, _| {}).unwrap();
                 let s = &r.stats;
                 (s.read_latency_ns.p99 as f64, s.write_latency_ns.p99 as f64)
