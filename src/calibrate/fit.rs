@@ -421,18 +421,7 @@ pub fn fit(m: &Measurements) -> Fitted {
     ]
     .iter()
     .all(|b| matches!(b, Basis::Measured(_)));
-    let buffered = sync.is_some_and(|s| s.buffered);
-    let dies = fit_dies(
-        m,
-        &seq,
-        x,
-        sp,
-        host,
-        &reads,
-        read_path_measured,
-        buffered,
-        &mut obs,
-    );
+    let dies = fit_dies(m, &seq, x, sp, host, &reads, read_path_measured, &mut obs);
     let (program_ns, slc) = fit_programs(m, &seq, x, sp, ch, &dies);
     let d = dies.value;
     let ppb = pages_per_block(m.capacity_bytes, d, superpage_bytes.value);
@@ -719,7 +708,6 @@ fn fit_dies(
     host: f64,
     reads: &ReadPath,
     read_path_measured: bool,
-    buffered: bool,
     obs: &mut Vec<(String, String)>,
 ) -> Param<u32> {
     let writes_bound = seq.before >= LINK_BOUND_SHARE * host;
