@@ -845,9 +845,10 @@ fn table2_cells_verdict(ops: &dyn Fn(&str, u64) -> f64) -> Verdict {
     .if_missed(format!(
         "the cost of an fsync on the paper's stack. At one document a commit (an fsync per update) ours \
          runs {:.0} updates/s on ext4 against the paper's {:.0}: {:.2} ms of simulated time per update \
-         (the four writers together) against {:.2} ms. The 840 Pro preset has no write cache (a write \
-         is done when programmed, a flush waits only for programs in flight), no source gives its flush \
-         latency, and the captured think times are this machine's CPU, not the paper's running ForestDB",
+         (the four writers together) against {:.2} ms. The 840 Pro preset's write buffer (two superpages \
+         per die, by docs/sources.md's rule) completes a write once buffered and a flush waits for the \
+         buffered programs; no source gives the drive's flush latency, and the captured think times \
+         are this machine's CPU, not the paper's running ForestDB",
         ops("ext4", 1),
         paper_ops("ext4", 1),
         1e3 / ops("ext4", 1).max(1e-9),
