@@ -1094,3 +1094,63 @@ fn loops_on_the_captures_own_device_and_mounts_through_an_alias_are_undone() {
     let _ = std::fs::remove_file(&alias);
     assert_nothing_left(&dir.0);
 }
+
+#[test]
+fn host_ram_limits_the_loop_device_s_dirty_pages_and_puts_its_settings_back() {
+    let _serial = serial();
+    if skipped(
+        FsKind::Ext4,
+        "host_ram_limits_the_loop_device_s_dirty_pages_and_puts_its_settings_back",
+    ) {
+        return;
+    }
+    let dir = Scratch::new("capture-host-ram");
+    let out = dir.0.join("t.trace");
+    // 400 MB written with buffered I/O as a 1 GiB host: at most its 20% (214 MB) may stay
+    // dirty, so most of it reaches the device before the capture's sync. The command
+    // reports the device's limits and the bytes written to it while it ran.
+    let script = "d=$(basename $(findmnt -n -o SOURCE {})); \
+        b=/sys/class/bdi/$(findmnt -n -o MAJ:MIN {} | tr -d ' '); \
+        echo limits $(cat $b/strict_limit) $(cat $b/max_bytes) $b; \
+        a=$(awk '{print $7}' /sys/block/$d/stat); \
+        dd if=/dev/zero of={}/f bs=1M count=400 status=none; \
+        echo written $(( ($(awk '{print $7}' /sys/block/$d/stat) - a) * 512 ))";
+    let o = flashlab(&capture_args(
+        "ext4",
+        "1GiB",
+        &["--host-ram", "1GiB"],
+        &dir,
+        &out,
+        script,
+    ));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let field = |key: &str| -> Vec<String> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key:?} in {text}"))
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    };
+    let limits = field("limits ");
+    assert_eq!(limits[0], "1", "strict_limit: {text}");
+    let max: u64 = limits[1].parse().unwrap();
+    // The kernel keeps the limit as a share in millionths of its own dirty limit.
+    let want = trace::dirty_limit::host_dirty_bytes(1 << 30) as f64;
+    assert!((max as f64 - want).abs() < 0.01 * want, "{max} vs {want}");
+    let written: u64 = field("written ")[0].parse().unwrap();
+    assert!(
+        written as f64 >= 400e6 - 1.1 * want,
+        "only {written} bytes reached the device before the sync"
+    );
+    // Put back: no strict limit on the device any more.
+    let bdi = std::path::Path::new(&limits[2]);
+    assert_eq!(
+        std::fs::read_to_string(bdi.join("strict_limit"))
+            .unwrap()
+            .trim(),
+        "0"
+    );
+    assert_nothing_left(&dir.0);
+}

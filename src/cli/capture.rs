@@ -49,6 +49,13 @@ pub(crate) struct CaptureArgs {
     /// machine; the host's settings are untouched.
     #[arg(long)]
     pub(crate) realtime: bool,
+    /// Write back to the loop device as a host with this much memory would: its dirty
+    /// page cache limited to 20% of it (Linux's default `dirty_ratio`), background
+    /// writeback from half of that (the device's bdi `strict_limit` with `min_bytes` =
+    /// `max_bytes`; Linux 6.2+), put back afterwards. The limits `join --host-ram`
+    /// simulates. Default: the machine's own.
+    #[arg(long, value_parser = units::parse_size)]
+    pub(crate) host_ram: Option<u64>,
     /// The command, after `--`; `{}` in an argument becomes the mounted directory, which
     /// is also in FLASHLAB_DIR.
     #[arg(last = true, required = true)]
@@ -76,6 +83,7 @@ pub(crate) fn run(a: CaptureArgs) -> Result<()> {
         cpu: a.cpu,
         think_on_cpu: a.think_on_cpu,
         realtime: a.realtime,
+        dirty_limit_bytes: a.host_ram.map(trace::dirty_limit::host_dirty_bytes),
     };
     let c = match trace::capture::capture(&spec) {
         Err(trace::capture::CaptureError::Interrupted) => {

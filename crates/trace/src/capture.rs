@@ -77,6 +77,11 @@ pub struct CaptureSpec {
     /// scheduling only; the host's settings are untouched (the kernel's real-time
     /// throttling still leaves others 5% of each second).
     pub realtime: bool,
+    /// Limit the loop device's dirty page cache to this many bytes (its bdi's
+    /// `strict_limit` with `min_bytes` = `max_bytes`, [`crate::dirty_limit`]), so that its
+    /// writeback behaves as on a host with less memory; the device's settings are put
+    /// back before it is detached. None: the machine's own limits.
+    pub dirty_limit_bytes: Option<u64>,
 }
 
 /// The SCHED_FIFO priority of a `realtime` command: low among real-time tasks (1-99), so
@@ -214,6 +219,8 @@ struct Setup {
     instance: Option<PathBuf>,
     /// The command's processes.
     group: Option<CommandGroup>,
+    /// The loop device's dirty limit while it is set.
+    dirty_limit: Option<crate::dirty_limit::DirtyLimit>,
     /// What an exit before teardown would leave behind, by step ("dir", "loop", ...).
     held: std::collections::HashMap<&'static str, crate::leftovers::Held>,
 }
@@ -385,6 +392,12 @@ impl Setup {
             }
             if failed.is_empty() {
                 self.held.remove("mount");
+            }
+        }
+        if let Some(mut limit) = self.dirty_limit.take() {
+            match limit.restore() {
+                Ok(()) => drop(self.held.remove("dirty")),
+                Err(e) => note(step("restore the loop device's dirty limit", e)),
             }
         }
         if let Some(dev) = self.loop_device.take() {
@@ -617,6 +630,24 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     setup.loop_device = Some(dev.clone());
     setup.loop_rdev = std::fs::metadata(&dev).ok().map(|m| m.rdev());
     setup.hold("loop", format!("loop device {dev} (attached to {img})"));
+    if let Some(bytes) = spec.dirty_limit_bytes {
+        let rdev = setup.loop_rdev.ok_or_else(|| {
+            step(
+                "limit the loop device's dirty page cache",
+                format!("cannot stat {dev} for its device number"),
+            )
+        })?;
+        let limit = crate::dirty_limit::DirtyLimit::set(rdev, bytes)
+            .map_err(|e| step("limit the loop device's dirty page cache", e))?;
+        setup.hold(
+            "dirty",
+            format!(
+                "dirty limit of {bytes} bytes on {dev} ({}: strict_limit, min_bytes, max_bytes)",
+                limit.dir().display()
+            ),
+        );
+        setup.dirty_limit = Some(limit);
+    }
 
     // File system.
     let (mkfs, _) = spec.fs.mkfs();

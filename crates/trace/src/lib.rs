@@ -14,6 +14,7 @@ pub mod cancel;
 pub mod capture;
 mod capture_events;
 mod command_group;
+pub mod dirty_limit;
 pub mod error;
 pub mod formats;
 mod fs_kind;

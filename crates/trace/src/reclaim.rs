@@ -302,7 +302,16 @@ fn release(dir: &Path) -> (Vec<String>, bool) {
             }
         }
     }
-    for (dev, _) in &loops {
+    for (dev, rdev) in &loops {
+        // A dirty limit the killed capture set stays with the device, not its image.
+        if crate::dirty_limit::is_limited(*rdev) {
+            match crate::dirty_limit::reset_to_defaults(*rdev) {
+                Ok(()) => said.push(format!(
+                    "reset {dev}'s dirty limit to the kernel's defaults"
+                )),
+                Err(e) => said.push(format!("could not reset {dev}'s dirty limit: {e}")),
+            }
+        }
         match crate::host::run_program("losetup", &["-d", dev]) {
             Ok(_) => said.push(format!("detached loop device {dev}")),
             Err(e) => {

@@ -521,6 +521,7 @@ fn one_run(
         cpu: None,
         think_on_cpu: true,
         realtime: true,
+        dirty_limit_bytes: None,
     };
     let c = capture::capture(&spec).map_err(|e| format!("{} batch {batch}: {e}", fs.name()))?;
     if c.exit_code != Some(0) {

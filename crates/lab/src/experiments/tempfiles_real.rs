@@ -439,6 +439,7 @@ fn one_run(
         cpu: Some(0),
         think_on_cpu: false,
         realtime: true,
+        dirty_limit_bytes: None,
     };
     let c = capture::capture(&spec).map_err(|e| format!("{name}: {e}"))?;
     if c.exit_code != Some(0) {
