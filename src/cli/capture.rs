@@ -84,6 +84,7 @@ pub(crate) fn run(a: CaptureArgs) -> Result<()> {
         think_on_cpu: a.think_on_cpu,
         realtime: a.realtime,
         dirty_limit_bytes: a.host_ram.map(trace::dirty_limit::host_dirty_bytes),
+        others_traverse: false,
     };
     let c = match trace::capture::capture(&spec) {
         Err(trace::capture::CaptureError::Interrupted) => {

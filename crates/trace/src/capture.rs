@@ -82,6 +82,10 @@ pub struct CaptureSpec {
     /// writeback behaves as on a host with less memory; the device's settings are put
     /// back before it is detached. None: the machine's own limits.
     pub dirty_limit_bytes: Option<u64>,
+    /// Let other users reach the mount point: the capture's work directory gets mode 0711
+    /// (others may pass through it, not list or change it), for a command whose work is
+    /// done by a server running as another user (PostgreSQL refuses root).
+    pub others_traverse: bool,
 }
 
 /// The SCHED_FIFO priority of a `realtime` command: low among real-time tasks (1-99), so
@@ -588,6 +592,14 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         })?
         .keep();
     setup.dir = Some(dir.clone());
+    if spec.others_traverse {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711)).map_err(|e| {
+            step(
+                "make the work directory",
+                format!("chmod 0711 {}: {e}", dir.display()),
+            )
+        })?;
+    }
     // Its owner first, so that a run killed from here on is reclaimed by the next.
     crate::reclaim::write_owner(&dir).map_err(|e| {
         step(

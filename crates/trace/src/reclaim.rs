@@ -13,7 +13,7 @@
 //!
 //! This runs as root in places others can write (/tmp, /dev/shm), so it trusts nothing it
 //! did not make: only a real directory (never a symlink) with flashlab's prefix, owned by
-//! this user with no access for others (mkdtemp's 0700), whose owner file is a regular file
+//! this user that others may not list or change (mkdtemp's 0700, or 0711), whose owner file is a regular file
 //! of this user's (opened without following a symlink or blocking on a FIFO, read to a few
 //! hundred bytes); only in a place where others cannot rename entries (not writable by them,
 //! or sticky); every step by the directory opened once, checked again by device and inode
@@ -107,10 +107,12 @@ pub fn owner_alive(dir: &Path) -> Option<bool> {
 }
 
 /// A directory this user made for itself: a real directory (not a symlink) owned by this
-/// user, with no access for anyone else (mkdtemp's 0700).
+/// user that nobody else may list or change (mkdtemp's 0700, or 0711).
 fn private_dir(p: &Path) -> bool {
+    // Others may pass through (0711: a capture whose command's server runs as another
+    // user), never list it or change its entries.
     std::fs::symlink_metadata(p)
-        .is_ok_and(|m| m.is_dir() && m.uid() == euid() && m.mode() & 0o077 == 0)
+        .is_ok_and(|m| m.is_dir() && m.uid() == euid() && m.mode() & 0o066 == 0)
 }
 
 /// Whether others may swap entries in `base`: writable by group or others without the
@@ -229,7 +231,7 @@ fn release(dir: &Path) -> (Vec<String>, bool) {
     let Ok(meta) = handle.metadata() else {
         return (said, false);
     };
-    if meta.uid() != euid() || meta.mode() & 0o077 != 0 {
+    if meta.uid() != euid() || meta.mode() & 0o066 != 0 {
         return (said, false);
     }
     let id = (meta.dev(), meta.ino());

@@ -10,6 +10,7 @@ pub mod placement;
 pub mod plan;
 pub mod presets;
 pub mod tempfiles;
+pub mod tempfiles_pg;
 pub mod tempfiles_real;
 pub mod trim;
 pub mod waf;
@@ -406,6 +407,12 @@ pub const ALL: &[Experiment] = &[
         kind: Kind::Captures,
     },
     Experiment {
+        id: "tempfiles-pg",
+        about: "paper 000 on the real PostgreSQL: the server's hash-join temp files on ext4 with and without discard, written back as a 1 GiB host's, captured and replayed on the MX500, 840 Pro and Cosmos+ (needs root and the postgresql package)",
+        run: tempfiles_pg::run,
+        kind: Kind::Captures,
+    },
+    Experiment {
         id: "trim",
         about: "paper 002: deleting a fragmented file with TRIM, vTrim, fTrim and fTrim with preemption",
         run: trim::run,
@@ -579,6 +586,92 @@ pub(crate) fn replay_captured(
     let mut stats = dev.stats();
     stats.simulated_ns = stats.simulated_ns.max(summary.end_ns);
     Ok(stats)
+}
+
+/// One repetition of a capture replayed ([`replay_repetitions`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct RepReplay {
+    /// Simulated seconds from the repetition's start to its last completion.
+    pub time_s: f64,
+    /// Flash pages written over host pages written in the repetition.
+    pub waf: Option<f64>,
+    pub trims: u64,
+}
+
+/// The repetitions replayed one after another on one fresh `drive`, as they ran: each
+/// repetition's requests closed loop per issuing task, starting after the repetition before
+/// has completed and the real pause between them has passed (a new server process serves
+/// each query, so the repetitions cannot be one closed-loop replay: a task's first request
+/// has nothing to follow and would start with the trace). Each repetition's time is from
+/// its start to its last completion; its WAF and TRIMs are what the device counted in it.
+/// Also returns the device's counters at the end (settled).
+pub(crate) fn replay_repetitions(
+    drive: &str,
+    capacity_bytes: u64,
+    t: &trace::Trace,
+    run_ends_ns: &[u64],
+) -> Result<(Vec<RepReplay>, flash::DeviceStats), crate::LabError> {
+    use flash::Device;
+    let mut dev = flash::Preset::load(drive)?
+        .with_capacity(capacity_bytes)
+        .build()?;
+    let mut reps = Vec::new();
+    let mut now_ns = 0u64;
+    let mut from = 0u64;
+    // Each stream's requests in the trace before this repetition (to renumber `after`).
+    let mut seen: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+    let mut last_at_ns: Option<u64> = None;
+    for &end in run_ends_ns {
+        let mut requests: Vec<trace::Request> = t
+            .requests
+            .iter()
+            .filter(|r| r.at_ns >= from && r.at_ns < end)
+            .cloned()
+            .collect();
+        // Dependencies on a request of an earlier repetition are met already; the others
+        // are renumbered within this repetition's streams.
+        for r in &mut requests {
+            r.after = r.after.and_then(|a| {
+                let before = seen.get(&a.stream).copied().unwrap_or(0);
+                (a.nth >= before).then(|| trace::request::After {
+                    stream: a.stream,
+                    nth: a.nth - before,
+                })
+            });
+        }
+        for r in &requests {
+            *seen.entry(r.stream).or_insert(0) += 1;
+        }
+        if let (Some(prev), Some(first)) = (last_at_ns, requests.first()) {
+            now_ns += first.at_ns.saturating_sub(prev);
+        }
+        last_at_ns = requests.last().map(|r| r.at_ns).or(last_at_ns);
+        let before = dev.stats();
+        let start = now_ns;
+        let sub = trace::Trace {
+            requests,
+            timestamped: t.timestamped,
+        };
+        let streams: Vec<_> = sub.by_stream().into_iter().map(|s| s.into_iter()).collect();
+        let summary = trace::replay_closed(&mut dev, streams, 1, start, &mut |_| {})
+            .map_err(|e| format!("replay on {drive}: {e}"))?;
+        now_ns = now_ns.max(summary.end_ns);
+        let after = dev.stats();
+        let host = after.host_write_pages - before.host_write_pages;
+        let flash = after.flash_write_pages - before.flash_write_pages;
+        reps.push(RepReplay {
+            time_s: (now_ns - start) as f64 / 1e9,
+            waf: (host > 0).then(|| flash as f64 / host as f64),
+            trims: sub
+                .requests
+                .iter()
+                .filter(|r| r.cmd.op == flash::Op::Trim)
+                .count() as u64,
+        });
+        from = end;
+    }
+    dev.settle();
+    Ok((reps, dev.stats()))
 }
 
 /// Derives an independent seed for job `index` of a run seeded with `seed` (SplitMix64).

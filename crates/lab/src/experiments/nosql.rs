@@ -522,6 +522,7 @@ fn one_run(
         think_on_cpu: true,
         realtime: true,
         dirty_limit_bytes: None,
+        others_traverse: false,
     };
     let c = capture::capture(&spec).map_err(|e| format!("{} batch {batch}: {e}", fs.name()))?;
     if c.exit_code != Some(0) {
