@@ -85,24 +85,10 @@ pub fn cancel_token() -> Cancel {
 }
 
 /// Makes the child `command` starts die with flashlab (SIGKILL when flashlab's process
-/// ends, however it ends): a fio left behind would go on writing.
+/// ends, however it ends, or the thread that spawned it does: spawn it from the thread
+/// that waits for it): a fio left behind would go on writing.
 pub fn dies_with_flashlab(command: &mut std::process::Command) {
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs in the child between fork and exec and calls only
-    // async-signal-safe functions (prctl, getppid, _exit).
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Flashlab died before the prctl took effect.
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
+    pgserver::dies_with_parent(command);
 }
 
 #[cfg(test)]

@@ -144,6 +144,27 @@ pub fn os_user(name: &str) -> Result<OsUser, PgError> {
     })
 }
 
+/// Makes `command`'s child get SIGKILL when the thread that spawns it ends, flashlab's
+/// death included (`PR_SET_PDEATHSIG`; a child whose parent died before the call exits at
+/// once). The signal follows the spawning thread, not the process: spawn from a thread
+/// that lives as long as the child should.
+pub fn dies_with_parent(command: &mut Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // async-signal-safe functions (prctl, getppid, _exit).
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Whether this process runs as root (the server is run as another user).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -249,20 +270,9 @@ impl Cluster {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: the closure runs in the child between fork and exec (after the uid
-        // change, which would clear it) and calls only async-signal-safe functions.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if libc::getppid() != parent {
-                    libc::_exit(1);
-                }
-                Ok(())
-            });
-        }
+        // Set after the uid change (std runs pre_exec closures after it), which would
+        // clear it.
+        dies_with_parent(&mut cmd);
         // The parent-death signal follows the thread that forked: a thread that lives
         // exactly as long as the server forks it and waits for it.
         let (tx, rx) = std::sync::mpsc::channel();
