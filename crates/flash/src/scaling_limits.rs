@@ -179,8 +179,9 @@ mod tests {
                 m.keeps_at == "full" || gib_bytes(&m.keeps_at).is_some(),
                 "{m:?}"
             );
+            // Outside ±15%, as far as the file's two decimals tell.
             assert!(
-                (m.ratio - 1.0).abs() > 0.15,
+                (m.ratio - 1.0).abs() > 0.15 - 0.005,
                 "a miss is outside ±15%: {m:?}"
             );
             assert!(m.runs.starts_with("bench/results/"), "{m:?}");
@@ -191,11 +192,11 @@ mod tests {
     fn a_scaled_run_is_told_which_figures_its_capacity_does_not_keep() {
         let full_of = |p: &str| crate::preset::Preset::load(p).unwrap().logical_bytes();
         let full = full_of("mx500");
-        // The MX500's QD32 read p99.9 was missed at 16 GiB and kept from 64 GiB.
+        // The MX500's QD32 write p99 was missed at 16 GiB and kept from 64 GiB.
         let at16 = notes("mx500", full, 16 << 30, "uniform", 32);
         assert!(
             at16.iter()
-                .any(|n| n.contains("read p99.9") && n.contains("keeps it is 64 GiB")),
+                .any(|n| n.contains("write p99 ") && n.contains("keeps it is 64 GiB")),
             "{at16:?}"
         );
         let at64 = notes("mx500", full, 64 << 30, "uniform", 32);
@@ -206,8 +207,9 @@ mod tests {
         // Below the smallest capacity measured, that is said first.
         let at4 = notes("mx500", full, 4 << 30, "uniform", 32);
         assert!(at4[0].contains("from 16 GiB up"), "{at4:?}");
-        // A preset measured with no misses: nothing at a measured capacity.
-        assert!(notes("840pro", full_of("840pro"), 16 << 30, "uniform", 32).is_empty());
+        // A configuration whose runs kept every figure at a measured capacity: nothing.
+        assert!(at64.is_empty(), "{at64:?}");
+        assert!(!notes("840pro", full_of("840pro"), 16 << 30, "uniform", 32).is_empty());
         // Full size, or a preset never measured: nothing.
         assert!(notes("mx500", full, full, "uniform", 32).is_empty());
         assert!(notes("x25e", 64 << 30, 4 << 30, "uniform", 32).is_empty());
