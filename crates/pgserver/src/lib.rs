@@ -13,7 +13,7 @@
 
 use std::ffi::CString;
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -247,15 +247,23 @@ impl Cluster {
         })
     }
 
-    /// The server's log (its standard error).
+    /// The server's log (its standard error), beside the data and socket directories in
+    /// the cluster's own directory: made there by this process, never in a directory the
+    /// server's user owns (where it could put a symlink in its place).
     pub fn log_path(&self) -> PathBuf {
-        self.socket_dir.join("server.log")
+        self.data_dir.with_file_name("server.log")
     }
 
     /// Starts the server with `settings` (`-c name=value` each) and waits until it
     /// answers (at most a minute).
     pub fn start(&self, settings: &[(&str, String)]) -> Result<Server, PgError> {
-        let log = std::fs::File::create(self.log_path())
+        // Appended to by every start of this cluster; never through a symlink.
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(self.log_path())
             .map_err(|e| PgError::Setup(format!("{}: {e}", self.log_path().display())))?;
         let mut cmd = Command::new(self.install.program("postgres"));
         cmd.arg("-D").arg(&self.data_dir);
@@ -443,6 +451,11 @@ impl Server {
         let start = Instant::now();
         while !keeper.is_finished() {
             if start.elapsed() > Duration::from_secs(60) {
+                // Its backends and workers first (each leads a process group of its own,
+                // so they are found by their parent), then the postmaster.
+                for child in children_of(self.pid) {
+                    unsafe { libc::kill(child as libc::pid_t, libc::SIGKILL) };
+                }
                 unsafe { libc::kill(pid, libc::SIGKILL) };
                 break;
             }
@@ -457,6 +470,25 @@ impl Server {
             Err(_) => Err(PgError::Server("its thread panicked".into())),
         }
     }
+}
+
+/// The processes whose parent is `pid` (from /proc/PID/stat: the field after the state).
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|st| {
+                st.rsplit(')')
+                    .next()
+                    .and_then(|rest| rest.split_whitespace().nth(1))
+                    .and_then(|pp| pp.parse::<u32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
 }
 
 impl Drop for Server {
@@ -521,14 +553,18 @@ mod tests {
         // A bad statement is an error naming PostgreSQL's message.
         let e = server.sql("SELECT nope FROM t").unwrap_err().to_string();
         assert!(e.contains("nope"), "{e}");
+        // The server's processes (the postmaster, its background workers and backends)
+        // are all gone once it has stopped.
         let pid = server.pid;
+        let mut group = children_of(pid);
+        assert!(!group.is_empty(), "the server's workers");
+        group.push(pid);
         server.stop().unwrap();
-        assert!(
-            !Path::new(&format!("/proc/{pid}")).exists() || {
-                // A zombie is reaped by the keeper; the process is gone either way.
-                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_err()
-            }
-        );
+        let left: Vec<u32> = group
+            .into_iter()
+            .filter(|p| Path::new(&format!("/proc/{p}")).exists())
+            .collect();
+        assert!(left.is_empty(), "left running: {left:?}");
     }
 
     #[test]

@@ -629,6 +629,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&image)
         .and_then(|f| f.set_len(spec.size_bytes))
@@ -642,6 +643,18 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     setup.loop_device = Some(dev.clone());
     setup.loop_rdev = std::fs::metadata(&dev).ok().map(|m| m.rdev());
     setup.hold("loop", format!("loop device {dev} (attached to {img})"));
+    // A loop device keeps its bdi's settings across attachments: one a killed run left
+    // limited is put back to the kernel's defaults before this capture uses it.
+    if let Some(rdev) = setup
+        .loop_rdev
+        .filter(|&r| crate::dirty_limit::is_limited(r))
+    {
+        crate::dirty_limit::reset_to_defaults(rdev)
+            .map_err(|e| step("reset the loop device's dirty limit", e))?;
+        eprintln!(
+            "flashlab capture: {dev} had a dirty limit set (a killed run's?): reset to the kernel's defaults"
+        );
+    }
     if let Some(bytes) = spec.dirty_limit_bytes {
         let rdev = setup.loop_rdev.ok_or_else(|| {
             step(

@@ -19,6 +19,10 @@ const STRICT: &str = "strict_limit";
 const MIN_FINE: &str = "min_ratio_fine";
 const MAX_FINE: &str = "max_ratio_fine";
 
+/// The smallest limit [`DirtyLimit::set`] takes (a share of the kernel's dirty limit that
+/// rounds to nothing would stop writes to the device).
+pub const MIN_LIMIT_BYTES: u64 = 16 << 20;
+
 /// The dirty-memory limit (bytes) Linux gives a host of `ram_bytes` by its default
 /// `dirty_ratio` of 20% (Documentation/admin-guide/sysctl/vm.rst), as the simulated host
 /// (`vfs::HostConfig::linux`) computes it.
@@ -62,6 +66,12 @@ impl DirtyLimit {
                 dir.display()
             ));
         }
+        if bytes < MIN_LIMIT_BYTES {
+            return Err(format!(
+                "a dirty limit of {bytes} bytes is too small: at least {} MiB (a host of at least 80 MiB)",
+                MIN_LIMIT_BYTES >> 20
+            ));
+        }
         let mut saved = Vec::new();
         for file in [STRICT, MIN_FINE, MAX_FINE] {
             saved.push((file, read(&dir, file)?));
@@ -71,11 +81,14 @@ impl DirtyLimit {
             saved,
             restored: false,
         };
-        // The upper bound first (the lower may not exceed it), then the lower, then the
-        // switch. A failure part way is undone by the drop.
-        let b = bytes.to_string();
-        write(&limit.dir, "max_bytes", &b)?;
-        write(&limit.dir, "min_bytes", &b)?;
+        // The kernel refuses an upper bound below the lower one: the lower is cleared
+        // first, then the upper set in bytes (the kernel keeps it as a share of its dirty
+        // limit), and the lower set to exactly that share, then the switch. A failure part
+        // way is undone by the drop.
+        write(&limit.dir, MIN_FINE, "0")?;
+        write(&limit.dir, "max_bytes", &bytes.to_string())?;
+        let share = read(&limit.dir, MAX_FINE)?;
+        write(&limit.dir, MIN_FINE, &share)?;
         write(&limit.dir, STRICT, "1")?;
         Ok(limit)
     }
@@ -141,9 +154,13 @@ pub fn reset_to_defaults(rdev: u64) -> Result<(), String> {
     )
 }
 
-/// Whether the device is limited now (`strict_limit` on).
+/// Whether the device's settings are not the kernel's defaults (`strict_limit` on, or a
+/// lower or upper bound set): what a run killed outright leaves on a loop device.
 pub fn is_limited(rdev: u64) -> bool {
-    read(&bdi_dir(rdev), STRICT).is_ok_and(|v| v == "1")
+    let dir = bdi_dir(rdev);
+    read(&dir, STRICT).is_ok_and(|v| v != "0")
+        || read(&dir, MIN_FINE).is_ok_and(|v| v != "0")
+        || read(&dir, MAX_FINE).is_ok_and(|v| v != "1000000")
 }
 
 #[cfg(test)]

@@ -639,6 +639,17 @@ pub(crate) fn replay_repetitions(
                 })
             });
         }
+        // A stream's first request in the repetition issues as long after the
+        // repetition's start as it did in the capture: its think time was the pause since
+        // the stream's last request (a writeback thread's, a repetition before), which the
+        // replay already passed between the repetitions.
+        let rep_start_at = requests.first().map_or(0, |r| r.at_ns);
+        let mut started = std::collections::HashSet::new();
+        for r in &mut requests {
+            if started.insert(r.stream) && r.after.is_none() {
+                r.think_ns = r.at_ns - rep_start_at;
+            }
+        }
         for r in &requests {
             *seen.entry(r.stream).or_insert(0) += 1;
         }

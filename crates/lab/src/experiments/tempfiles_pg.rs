@@ -187,7 +187,7 @@ fn measure(
     }
     let cluster = pgserver::Cluster::init(install, user, work).map_err(|e| e.to_string())?;
     let mut server = cluster.start(&settings(s)).map_err(|e| e.to_string())?;
-    load(&server, s.sf)?;
+    load(&server, s.sf, &ctx.cancel)?;
     // The temporary tablespace: a symlink the captured command points at its mount.
     let link = work.join("tblspc");
     let first = work.join("tblspc-setup");
@@ -205,8 +205,8 @@ fn measure(
         .map_err(|e| crate::LabError::io(&first, e))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .find(|n| n.starts_with("PG_"))
-        .ok_or("CREATE TABLESPACE made no version directory")?;
+        .find(|n| is_version_dir(n))
+        .ok_or("CREATE TABLESPACE made no version directory (PG_<major>_<catalog version>)")?;
     let mut runs = Vec::new();
     for discard in [false, true] {
         let command = query_command(&server, user, &link, &version_dir, s);
@@ -309,7 +309,7 @@ fn settings(s: Sizes) -> Vec<(&'static str, String)> {
 }
 
 /// Creates and loads `orders` and `lineitem` (key, price, pad) at `sf`.
-fn load(server: &pgserver::Server, sf: f64) -> Result<(), crate::LabError> {
+fn load(server: &pgserver::Server, sf: f64, cancel: &trace::Cancel) -> Result<(), crate::LabError> {
     use workloads::tpch::{rows, Table};
     for (table, key, price) in [
         (Table::Orders, "o_orderkey", "o_totalprice"),
@@ -324,7 +324,10 @@ fn load(server: &pgserver::Server, sf: f64) -> Result<(), crate::LabError> {
             .map_err(|e| e.to_string())?;
         server
             .copy_in(name, |w| {
-                for r in rows(table, sf) {
+                for (i, r) in rows(table, sf).enumerate() {
+                    if i % 65_536 == 0 && cancel.is_cancelled() {
+                        return Err(std::io::Error::other("interrupted"));
+                    }
                     writeln!(w, "{},{},\"\"", r.key, r.price_cents)?;
                 }
                 Ok(())
@@ -335,6 +338,16 @@ fn load(server: &pgserver::Server, sf: f64) -> Result<(), crate::LabError> {
             .map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// Whether `name` is a tablespace version directory, `PG_<major>_<catalog version>`: the
+/// name goes into a command run as root, and the directory it was read from is the
+/// server's user's, so nothing else is taken.
+fn is_version_dir(name: &str) -> bool {
+    let mut parts = name.split('_');
+    parts.next() == Some("PG")
+        && parts.clone().count() == 2
+        && parts.all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The join, carrying both pads through it (so the batch files hold whole rows).
@@ -355,8 +368,9 @@ fn query_command(
         .map(|a| shell_quote(a))
         .collect();
     let script = format!(
-        "set -e; d=\"$FLASHLAB_DIR/pgtmp\"; mkdir -p \"$d/{version_dir}\"; chown -R {uid}:{gid} \"$d\"; chmod 700 \"$d\"; ln -sfn \"$d\" {link}; \
+        "set -e; d=\"$FLASHLAB_DIR/pgtmp\"; mkdir -p \"$d\"/{version_dir}; chown -R {uid}:{gid} \"$d\"; chmod 700 \"$d\"; ln -sfn \"$d\" {link}; \
          t0=$(date +%s%N); {psql} -c {sql}; t1=$(date +%s%N); echo \"real_ns $((t1 - t0))\"",
+        version_dir = shell_quote(version_dir),
         uid = user.uid,
         gid = user.gid,
         link = shell_quote(&link.display().to_string()),
@@ -783,7 +797,58 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_that_goes_on_from_one_repetition_to_the_next_is_not_paused_twice() {
+        // One task (a writeback thread) writes 200 x 4 KiB in each of two repetitions a
+        // second apart, think times derived as a capture derives them: its first request
+        // of the second repetition carries the second's pause, which the replay passes
+        // between the repetitions, so each takes the time of its own writes.
+        let mut requests: Vec<trace::Request> = (0..2u64)
+            .flat_map(|rep| {
+                (0..200u64).map(move |i| trace::Request {
+                    stream: 7,
+                    cmd: flash::Command::write(i * 4096, 4096),
+                    think_ns: 0,
+                    at_ns: rep * 1_000_000_000 + i * 20_000,
+                    after: None,
+                })
+            })
+            .collect();
+        let done: Vec<Option<u64>> = requests.iter().map(|r| Some(r.at_ns + 15_000)).collect();
+        trace::request::derive_think_times(&mut requests, &done);
+        assert!(requests[200].think_ns > 900_000_000);
+        let t = trace::Trace {
+            requests,
+            timestamped: true,
+        };
+        let (reps, _) = crate::experiments::replay_repetitions(
+            "840pro",
+            1 << 30,
+            &t,
+            &[500_000_000, 1_500_000_000],
+        )
+        .unwrap();
+        let (a, b) = (reps[0].time_s, reps[1].time_s);
+        assert!(
+            a > 0.0 && a < 0.1 && (b - a).abs() <= 0.1 * a,
+            "{a} s then {b} s"
+        );
+    }
+
+    #[test]
     fn the_command_quotes_what_it_is_given() {
         assert_eq!(shell_quote("a'b"), "'a'\\''b'");
+        // The version directory is read from a directory the server's user owns: only
+        // PG_<digits>_<digits> is taken.
+        assert!(is_version_dir("PG_15_202209061"));
+        for bad in [
+            "PG_15",
+            "PG_15_2022_1",
+            "PG_$(id)_1",
+            "PG_15_1 ",
+            "pg_15_1",
+            "PG__1",
+        ] {
+            assert!(!is_version_dir(bad), "{bad}");
+        }
     }
 }
