@@ -546,18 +546,21 @@ fn host_path_checks(runs: &[Run]) -> Vec<Verdict> {
     let mut v = Vec::new();
     for r in runs {
         let mount = if r.discard { "discard" } else { "nodiscard" };
+        let no_reps: (&[u64], &[u64]) = (&[], &[]);
         let mut measures = vec![
             (
                 "temp-files",
                 "temporary files",
                 r.temp_files as f64 / r.writes.len().max(1) as f64,
                 r.model_temp_files as f64,
+                no_reps,
             ),
             (
                 "write-bytes",
                 "bytes written",
                 Run::mean(&r.write_bytes),
                 Run::mean(&r.model_write_bytes),
+                (&r.write_bytes, &r.model_write_bytes),
             ),
         ];
         if r.discard {
@@ -566,15 +569,27 @@ fn host_path_checks(runs: &[Run]) -> Vec<Verdict> {
                 "discard commands",
                 Run::mean(&r.discards),
                 Run::mean(&r.model_trims),
+                (&r.discards, &r.model_trims),
             ));
             measures.push((
                 "discard-bytes",
                 "bytes discarded",
                 Run::mean(&r.discard_bytes),
                 Run::mean(&r.model_trim_bytes),
+                (&r.discard_bytes, &r.model_trim_bytes),
             ));
         }
-        for (id, what, real, model) in measures {
+        let list = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+        for (id, what, real, model, (real_reps, model_reps)) in measures {
+            let each = if real_reps.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; each repetition: real {}, model {}",
+                    list(real_reps),
+                    list(model_reps)
+                )
+            };
             let ratio = model / real.max(1.0);
             let score = Score {
                 id: format!("tempfiles-pg.host-path-{id}-{mount}"),
@@ -593,7 +608,9 @@ fn host_path_checks(runs: &[Run]) -> Vec<Verdict> {
                     if r.discard { "discard" } else { "no-discard" }
                 ),
                 reference: "the real PostgreSQL on ext4 on this machine's kernel, written back as a 1 GiB host's; ours = `join --algorithm postgres --host linux --host-ram 1GiB` (Linux 6.17's online discard) / real".into(),
-                measured: format!("per repetition: real {real:.0}, model {model:.0} ({ratio:.2}×)"),
+                measured: format!(
+                    "per repetition: real {real:.0}, model {model:.0} ({ratio:.2}×){each}"
+                ),
             });
         }
     }
