@@ -296,6 +296,41 @@ fn replays_a_native_trace_with_trims() {
     assert!(v["trimmed_pages"].as_u64().unwrap() > 0);
     assert_eq!(v["host_write_pages"], 2000);
     assert_eq!(v["mode"], "closed");
+    // The 100 reads all land in the 8 MiB just trimmed: answered without flash.
+    assert_eq!(v["unwritten_read_bytes"], 100 * 4096);
+}
+
+#[test]
+fn replay_says_how_much_it_read_of_unwritten_space_and_warns() {
+    // 1,000 reads of 4 KiB: on a fresh drive none of it was ever written (the drive
+    // answers with zeros, fast); after --precondition fill all of it was.
+    let dir = Scratch::new("replay-unwritten");
+    let path = dir.0.join("r.trace");
+    let mut text = String::from("flashlab-trace v1 closed\n");
+    for i in 0..1000u64 {
+        text.push_str(&format!("0 R {} 4096 0\n", i * 4096));
+    }
+    std::fs::write(&path, text).unwrap();
+    let p = path.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["replay", p, "--preset", "840pro", "--capacity", "1GiB"];
+        args.extend_from_slice(extra);
+        let o = flashlab(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let fresh = run(&[]);
+    assert!(
+        fresh.contains("unwritten reads   4.1 MB (100.0% of the bytes read)"),
+        "{fresh}"
+    );
+    assert!(
+        fresh.contains("warning") && fresh.contains("--precondition fill"),
+        "{fresh}"
+    );
+    let filled = run(&["--precondition", "fill"]);
+    assert!(!filled.contains("unwritten reads"), "{filled}");
+    assert!(!filled.contains("warning"), "{filled}");
 }
 
 #[test]

@@ -299,6 +299,29 @@ fn human_duration(secs: u64) -> String {
     format!("{secs}s")
 }
 
+/// The share of the bytes read above which reads of never-written space are warned about.
+pub(crate) const UNWRITTEN_READ_WARN_SHARE: f64 = 0.01;
+
+/// Reads of space never written or trimmed, and a warning when they are more than 1% of
+/// the bytes read: the drive answers them without flash, so reads look faster than they are.
+fn print_unwritten_reads(s: &flash::DeviceStats) {
+    if s.unwritten_read_bytes == 0 || s.host_read_bytes == 0 {
+        return;
+    }
+    let share = s.unwritten_read_bytes as f64 / s.host_read_bytes as f64;
+    println!(
+        "  unwritten reads   {:.1} MB ({:.1}% of the bytes read) of space never written or trimmed: answered with zeros, no flash read",
+        s.unwritten_read_bytes as f64 / 1e6,
+        share * 100.0
+    );
+    if share > UNWRITTEN_READ_WARN_SHARE {
+        println!(
+            "  warning           {:.1}% of the bytes read were never written (or were trimmed), so the read latencies above are understated: precondition the drive first (--precondition fill, or steady)",
+            share * 100.0
+        );
+    }
+}
+
 pub(crate) fn print_stats(s: &flash::DeviceStats) {
     let ms = |ns: u64| ns as f64 / 1e6;
     if s.simulated_ns == 0 {
@@ -327,6 +350,7 @@ pub(crate) fn print_stats(s: &flash::DeviceStats) {
             );
         }
     }
+    print_unwritten_reads(s);
     if s.trim_commands > 0 {
         println!(
             "  trim work         {:.3} ms in the drive, {:.3} ms on the interface; waiting for earlier TRIMs' settling work: TRIMs {:.3} ms (bursts), other commands {:.3} ms (summed)",

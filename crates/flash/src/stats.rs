@@ -135,6 +135,10 @@ pub struct DeviceStats {
     pub write_mb_per_s: f64,
     pub host_read_bytes: u64,
     pub host_write_bytes: u64,
+    /// Bytes of host reads (in mapping units) of space never written or trimmed: an SSD
+    /// answers them with zeros without reading flash, so they make reads look fast (0 on
+    /// drives that read every sector, such as the HDD).
+    pub unwritten_read_bytes: u64,
     pub read_latency_ns: LatencySummary,
     pub write_latency_ns: LatencySummary,
     pub trim_latency_ns: LatencySummary,

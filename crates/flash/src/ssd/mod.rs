@@ -517,6 +517,9 @@ pub struct Ssd {
     trim_settle_wait_ns: u64,
     /// Time reads, writes and flushes waited for a TRIM's settling work (summed).
     io_settle_wait_ns: u64,
+    /// Mapping units host reads found never written or trimmed (answered with zeros,
+    /// no flash read), since the statistics were last reset.
+    unwritten_read_units: u64,
     ftrim_metadata_reads: u64,
     trim_ranges: u64,
     /// Bytes of 4 KiB blocks written with content (file-system metadata), by block number.
@@ -607,6 +610,7 @@ impl Ssd {
             trim_settle_wait_ns: 0,
             io_settle_wait_ns: 0,
             ftrim_metadata_reads: 0,
+            unwritten_read_units: 0,
             trim_ranges: 0,
             data: HashMap::new(),
             background: VecDeque::new(),
@@ -1015,7 +1019,9 @@ impl Ssd {
         while lpn < end {
             self.ftl.note_read();
             let Some(ppn) = self.ftl.lookup(lpn) else {
-                lpn += 1; // never written or trimmed: the drive returns zeros without flash I/O
+                // Never written or trimmed: the drive returns zeros without flash I/O.
+                self.unwritten_read_units += 1;
+                lpn += 1;
                 continue;
             };
             // Units of this request that sit in the same superpage are read together.
@@ -1080,6 +1086,9 @@ impl Ssd {
             let t = ftl.translate(lpn, &mut sink)?;
             let page = t.ppn.map(|p| ftl.page_of(p));
             let die = t.ppn.map(|p| ftl.die_of(p));
+            if t.ppn.is_none() {
+                self.unwritten_read_units += 1;
+            }
             let mut known = cmd_ready + lookup_ns;
             if let Some(d) = t.read_die {
                 let d = d as usize;
@@ -1349,6 +1358,7 @@ impl Device for Ssd {
         s.trim_settle_wait_ns = self.trim_settle_wait_ns;
         s.io_settle_wait_ns = self.io_settle_wait_ns;
         s.ftrim_metadata_reads = self.ftrim_metadata_reads;
+        s.unwritten_read_bytes = self.unwritten_read_units * self.unit_bytes;
         if let Some(m) = &self.maint {
             s.maintenance_suspensions = m.suspensions;
             s.maintenance_forced_drains = m.forced_drains;
@@ -1411,6 +1421,7 @@ impl Device for Ssd {
         self.trim_settle_wait_ns = 0;
         self.io_settle_wait_ns = 0;
         self.ftrim_metadata_reads = 0;
+        self.unwritten_read_units = 0;
         if let Some(m) = &mut self.maint {
             m.suspensions = 0;
             m.forced_drains = 0;
