@@ -301,6 +301,53 @@ fn replays_a_native_trace_with_trims() {
 }
 
 #[test]
+fn an_open_loop_replay_the_drive_cannot_keep_up_with_says_so_and_how_to_rerun() {
+    // 20,000 random 4 KiB writes 5 us apart offer 200,000 IOPS; the 840 Pro's flash takes
+    // about 124,000. At half the pace it keeps up.
+    let dir = Scratch::new("replay-saturated");
+    let path = dir.0.join("w.trace");
+    let mut text = String::from("flashlab-trace v1 open\n");
+    for i in 0..20_000u64 {
+        text.push_str(&format!(
+            "0 W {} 4096 {}\n",
+            (i * 7919 % 262_144) * 4096,
+            i * 5000
+        ));
+    }
+    std::fs::write(&path, text).unwrap();
+    let p = path.to_str().unwrap();
+    let base = ["replay", p, "--preset", "840pro", "--capacity", "1GiB"];
+    let run = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        flashlab(&args)
+    };
+    let o = run(&[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("the trace offers 200010 IOPS"), "{out}");
+    assert!(out.contains("warning           saturated"), "{out}");
+    assert!(
+        out.contains("--mode closed`") && out.contains("--speed 0."),
+        "{out}"
+    );
+    let v = stdout_json(&run(&["--json"]));
+    assert_eq!(v["saturated"], true);
+    assert!(v["served_iops"].as_f64().unwrap() < 0.95 * v["offered_iops"].as_f64().unwrap());
+    let v = stdout_json(&run(&["--speed", "0.5", "--json"]));
+    assert_eq!(v["saturated"], false, "{v}");
+    assert!(
+        (v["offered_iops"].as_f64().unwrap() - 100_005.0).abs() < 10.0,
+        "{v}"
+    );
+    // --speed means nothing in closed loop, and must be above 0.
+    let o = run(&["--mode", "closed", "--speed", "2"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("closed loop"));
+    let o = run(&["--speed", "0"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a speed"));
+}
+
+#[test]
 fn replay_says_how_much_it_read_of_unwritten_space_and_warns() {
     // 1,000 reads of 4 KiB: on a fresh drive none of it was ever written (the drive
     // answers with zeros, fast); after --precondition fill all of it was.

@@ -44,6 +44,11 @@ pub(crate) struct ReplayArgs {
     /// timestamped traces, closed otherwise.
     #[arg(long, value_enum)]
     pub(crate) mode: Option<LoopMode>,
+    /// Open loop: replay the trace this many times as fast (its timestamps divided by X,
+    /// as fio's replay_time_scale): 0.5 offers half the load. A replay whose drive cannot
+    /// serve what the trace offers says so, with the commands to rerun slower or closed.
+    #[arg(long, value_parser = parse_speed)]
+    pub(crate) speed: Option<f64>,
     /// Requests in flight per stream in closed-loop mode (at least 1).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) queue_depth: u32,
@@ -152,6 +157,10 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
             if a.mode.is_some() { "--mode open" } else { "the trace is timestamped" }
         );
     }
+    if let (Some(x), false) = (a.speed, open) {
+        bail!("--speed {x} scales the timestamps of an open-loop replay; this replay is closed loop (requests follow their stream's completions): drop --speed, or add --mode open on a timestamped trace");
+    }
+    let speed = a.speed.unwrap_or(1.0);
     if let (Some(f), lab::precondition::Precondition::None) = (a.occupancy, a.precondition) {
         bail!("--occupancy {f} has no effect without --precondition fill or steady");
     }
@@ -185,10 +194,19 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
         requests: 0,
         end_ns: 0,
     };
+    // Open loop: what the trace offers (requests over its timestamps' span, per pass)
+    // against what the drive served.
+    let mut offered = Offered::default();
     for _ in 0..a.repeat {
         let done_before = summary.requests;
         let mut prog = |n: u64| pb.set_position(done_before + n);
         let pass = match &coalesced {
+            None if open => trace::replay_open(
+                &mut dev,
+                offered.pass(file.requests()?, speed),
+                summary.end_ns,
+                &mut prog,
+            )?,
             None => trace::replay_file(
                 &mut dev,
                 &file,
@@ -199,7 +217,7 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
             )?,
             Some(t) if open => trace::replay_open(
                 &mut dev,
-                t.requests.iter().cloned().map(Ok),
+                offered.pass(t.requests.iter().cloned().map(Ok), speed),
                 summary.end_ns,
                 &mut prog,
             )?,
@@ -217,6 +235,7 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     let stats = dev.stats();
     let wear = dev.wear_report();
     let wall_s = started.elapsed().as_secs_f64();
+    let load = open.then(|| offered.load(summary.requests, summary.end_ns));
     if a.json {
         let mut v = serde_json::to_value(&stats)?;
         if let Some(w) = &wear {
@@ -233,6 +252,12 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
         v["wall_s"] = serde_json::json!(wall_s);
         v["streams"] = serde_json::json!(info.streams.len());
         v["peak_rss_bytes"] = serde_json::json!(peak_rss_bytes());
+        if let Some(l) = &load {
+            v["speed"] = serde_json::json!(speed);
+            v["offered_iops"] = serde_json::json!(l.offered_iops);
+            v["served_iops"] = serde_json::json!(l.served_iops);
+            v["saturated"] = serde_json::json!(l.saturated());
+        }
         println!("{}", serde_json::to_string(&v)?);
     } else {
         println!(
@@ -250,10 +275,142 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
             print_precondition(&pre);
         }
         print_stats(&stats);
+        if let Some(l) = &load {
+            print_load(l, speed);
+        }
         if a.wear {
             super::wear::print_wear_or_why(wear.as_ref(), &preset);
         }
         println!("  wall time         {wall_s:.2} s");
     }
     Ok(())
+}
+
+fn parse_speed(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!(
+            "{s:?} is not a speed: a number above 0 (0.5 replays the trace at half its pace, 2 at twice)"
+        )),
+    }
+}
+
+/// What an open-loop replay's timestamps offered, pass by pass.
+#[derive(Debug, Default)]
+struct Offered {
+    /// The spans (first to last timestamp) of the passes before the current one, ns.
+    done_span_ns: u64,
+    /// The current pass's first and last timestamps (scaled), ns.
+    current: Option<(u64, u64)>,
+    /// The replay's first timestamp (scaled), ns.
+    first_ns: Option<u64>,
+}
+
+/// An open-loop replay's load: what it offered and what the drive served.
+#[derive(Debug, Clone, Copy)]
+struct Load {
+    offered_iops: f64,
+    served_iops: f64,
+}
+
+/// Below this share of the offered rate the drive is said not to keep up.
+const SATURATED_SHARE: f64 = 0.95;
+
+impl Load {
+    fn saturated(&self) -> bool {
+        self.offered_iops > 0.0 && self.served_iops < SATURATED_SHARE * self.offered_iops
+    }
+}
+
+impl Offered {
+    /// One pass's requests, their timestamps divided by `speed`, measuring their span.
+    fn pass<'a, I>(
+        &'a mut self,
+        requests: I,
+        speed: f64,
+    ) -> impl Iterator<Item = Result<trace::Request, trace::TraceError>> + 'a
+    where
+        I: Iterator<Item = Result<trace::Request, trace::TraceError>> + 'a,
+    {
+        if let Some((first, last)) = self.current.take() {
+            self.done_span_ns += last - first;
+        }
+        requests.map(move |r| {
+            r.map(|mut r| {
+                r.at_ns = (r.at_ns as f64 / speed) as u64;
+                let (first, last) = self.current.get_or_insert((r.at_ns, r.at_ns));
+                *last = (*last).max(r.at_ns);
+                let first = *first;
+                self.first_ns.get_or_insert(first);
+                r
+            })
+        })
+    }
+
+    /// The load of a replay of `requests` that ended at `end_ns`.
+    fn load(&self, requests: u64, end_ns: u64) -> Load {
+        let span_ns = self.done_span_ns + self.current.map_or(0, |(f, l)| l - f);
+        let served_ns = end_ns.saturating_sub(self.first_ns.unwrap_or(0)).max(1);
+        Load {
+            offered_iops: if span_ns > 0 {
+                requests as f64 / (span_ns as f64 / 1e9)
+            } else {
+                0.0
+            },
+            served_iops: requests as f64 / (served_ns as f64 / 1e9),
+        }
+    }
+}
+
+/// This command line again without the options in `drop` (and their values), with `add`.
+fn rerun_with(drop: &[&str], add: &[&str]) -> String {
+    let mut out = vec!["flashlab".to_string()];
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if drop.contains(&a.as_str()) {
+            args.next();
+            continue;
+        }
+        if drop.iter().any(|d| a.starts_with(&format!("{d}="))) {
+            continue;
+        }
+        out.push(a);
+    }
+    out.extend(add.iter().map(|s| s.to_string()));
+    out.iter()
+        .map(|a| {
+            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$\\".contains(c)) {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The offered and served rates, and a warning with the commands to rerun when the drive
+/// did not keep up.
+fn print_load(l: &Load, speed: f64) {
+    println!(
+        "  load              the trace offers {:.0} IOPS{}; the drive served {:.0} IOPS",
+        l.offered_iops,
+        if speed == 1.0 {
+            String::new()
+        } else {
+            format!(" at --speed {speed}")
+        },
+        l.served_iops
+    );
+    if l.saturated() {
+        // A pace the drive kept up with, with a tenth to spare.
+        let slower = (l.served_iops / l.offered_iops * speed * 0.9 * 100.0).floor() / 100.0;
+        let slower = format!("{}", slower.max(0.01));
+        println!(
+            "  warning           saturated: the drive served {:.0}% of what the trace offers, so requests queued without bound and the latencies above measure that backlog, not the drive. Rerun slower: `{}`; or closed loop (each stream waits for its requests): `{}`",
+            l.served_iops / l.offered_iops * 100.0,
+            rerun_with(&["--speed"], &["--speed", &slower]),
+            rerun_with(&["--speed", "--mode"], &["--mode", "closed"])
+        );
+    }
 }
