@@ -378,6 +378,21 @@ fn replay_says_how_much_it_read_of_unwritten_space_and_warns() {
     let filled = run(&["--precondition", "fill"]);
     assert!(!filled.contains("unwritten reads"), "{filled}");
     assert!(!filled.contains("warning"), "{filled}");
+    // Served from flash instead: counted, not warned about, and each costs the flash read
+    // the filled drive's reads cost.
+    let flash = run(&["--unwritten-reads", "flash"]);
+    assert!(flash.contains("each served as a flash read"), "{flash}");
+    assert!(!flash.contains("warning"), "{flash}");
+    let p50 = |out: &str| {
+        out.lines()
+            .find(|l| l.contains("read  latency"))
+            .and_then(|l| l.split("p50 ").nth(1))
+            .and_then(|v| v.split_whitespace().next())
+            .map(String::from)
+    };
+    assert!(p50(&flash).is_some());
+    assert_eq!(p50(&flash), p50(&filled), "{flash}\n{filled}");
+    assert_ne!(p50(&flash), p50(&fresh));
 }
 
 #[test]
@@ -3370,7 +3385,7 @@ fn flags_that_would_do_nothing_are_refused_by_name() {
                 "--writes",
                 "1x",
             ],
-            "--drive and --scheduler apply to SSDs only",
+            "--drive, --scheduler and --unwritten-reads apply to SSDs only",
         ),
         (
             vec![

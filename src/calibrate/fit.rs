@@ -1216,6 +1216,7 @@ impl Fitted {
             fdp: None,
             zoned: None,
             scheduler: None,
+            unwritten_reads: Default::default(),
         };
         Preset {
             name: name.to_string(),

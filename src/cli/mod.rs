@@ -109,6 +109,11 @@ pub(crate) struct DeviceArgs {
     /// translation pages: one miss brings in its 1,024 neighbours, as TPFTL and HMB drives).
     #[arg(long, value_name = "entry|page", value_parser = parse_granularity)]
     pub(crate) mapping_cache_granularity: Option<flash::CacheGranularity>,
+    /// Reads of space never written or trimmed: zeros (as a drive answers them, no flash
+    /// read: the default) or flash (a flash read each, as if the space had been written in
+    /// order: for a trace replayed on a fresh drive).
+    #[arg(long, value_name = "zeros|flash", value_parser = parse_unwritten_reads)]
+    pub(crate) unwritten_reads: Option<flash::UnwrittenReads>,
     /// The drive's age: enables the error model (RBER, ECC, read retries, read reclaim) with
     /// every block at pe=N P/E cycles and the data present at the start retention=T old
     /// (s, h, d, y), e.g. pe=1500,retention=1y; cell=slc|mlc|tlc for a preset that does
@@ -252,6 +257,7 @@ impl DeviceArgs {
             wear_leveling: self.wear_leveling.clone(),
             mapping_cache_bytes: self.mapping_cache,
             mapping_cache_granularity: self.mapping_cache_granularity,
+            unwritten_reads: self.unwritten_reads,
             age: self.age.clone(),
             drive,
             scheduler: self.scheduler.map(|s| match s {
@@ -309,6 +315,14 @@ fn print_unwritten_reads(s: &flash::DeviceStats) {
         return;
     }
     let share = s.unwritten_read_bytes as f64 / s.host_read_bytes as f64;
+    if s.unwritten_reads_from_flash {
+        println!(
+            "  unwritten reads   {:.1} MB ({:.1}% of the bytes read) of space never written or trimmed: each served as a flash read (--unwritten-reads flash)",
+            s.unwritten_read_bytes as f64 / 1e6,
+            share * 100.0
+        );
+        return;
+    }
     println!(
         "  unwritten reads   {:.1} MB ({:.1}% of the bytes read) of space never written or trimmed: answered with zeros, no flash read",
         s.unwritten_read_bytes as f64 / 1e6,
@@ -316,7 +330,7 @@ fn print_unwritten_reads(s: &flash::DeviceStats) {
     );
     if share > UNWRITTEN_READ_WARN_SHARE {
         println!(
-            "  warning           {:.1}% of the bytes read were never written (or were trimmed), so the read latencies above are understated: precondition the drive first (--precondition fill, or steady)",
+            "  warning           {:.1}% of the bytes read were never written (or were trimmed), so the read latencies above are understated: precondition the drive first (--precondition fill, or steady), or serve them from flash (--unwritten-reads flash)",
             share * 100.0
         );
     }
@@ -726,6 +740,16 @@ pub(crate) fn peak_rss_bytes() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+fn parse_unwritten_reads(s: &str) -> Result<flash::UnwrittenReads, String> {
+    match s {
+        "zeros" => Ok(flash::UnwrittenReads::Zeros),
+        "flash" => Ok(flash::UnwrittenReads::Flash),
+        _ => Err(format!(
+            "{s:?} is not a way to serve unwritten reads: give zeros or flash"
+        )),
+    }
 }
 
 fn parse_granularity(s: &str) -> Result<flash::CacheGranularity, String> {

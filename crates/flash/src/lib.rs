@@ -54,7 +54,7 @@ pub use mapcache::{CacheGranularity, CacheLocation, MappingCacheConfig};
 pub use placement::{FdpConfig, FdpStats, Isolation};
 pub use preset::{AnyDevice, DeviceConfig, Preset};
 pub use slc::SlcCacheConfig;
-pub use ssd::{Ssd, SsdConfig};
+pub use ssd::{Ssd, SsdConfig, UnwrittenReads};
 pub use stats::{DeviceStats, LatencySummary};
 pub use wear::{EnduranceConfig, WearLevelingConfig, WearReport};
 pub use zoned::{ZoneState, ZoneStatus, ZonedConfig, ZonedSsd};

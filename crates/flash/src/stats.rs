@@ -139,6 +139,9 @@ pub struct DeviceStats {
     /// answers them with zeros without reading flash, so they make reads look fast (0 on
     /// drives that read every sector, such as the HDD).
     pub unwritten_read_bytes: u64,
+    /// Whether those reads were served from flash (`[ssd] unwritten_reads = "flash"`)
+    /// rather than answered with zeros.
+    pub unwritten_reads_from_flash: bool,
     pub read_latency_ns: LatencySummary,
     pub write_latency_ns: LatencySummary,
     pub trim_latency_ns: LatencySummary,

@@ -76,6 +76,8 @@ pub struct SsdOverrides {
     /// What the mapping cache holds (`entry` or `page`); needs a mapping cache (the
     /// preset's or `mapping_cache_bytes`).
     pub mapping_cache_granularity: Option<flash::CacheGranularity>,
+    /// `[ssd] unwritten_reads`: zeros (the default) or a flash read each.
+    pub unwritten_reads: Option<flash::UnwrittenReads>,
     /// The drive's age (`--age`): enables the error model (`[ssd.aging]`, with the cell
     /// type's defaults if the preset has none) and sets its starting P/E cycles and data
     /// retention.
@@ -111,7 +113,7 @@ impl SsdOverrides {
             Some(c) => self.apply_to_ssd(&name, c)?,
             None if self.ssd_only() => {
                 return Err(FlashError::Config(format!(
-                    "preset {} is a disk: --op, --page-size, --pages-per-block, --gc, --gc-free-blocks, --background-gc, --write-cache, --trim, --mapping-cache, --age, --drive and --scheduler apply to SSDs only",
+                    "preset {} is a disk: --op, --page-size, --pages-per-block, --gc, --gc-free-blocks, --background-gc, --write-cache, --trim, --mapping-cache, --age, --drive, --scheduler and --unwritten-reads apply to SSDs only",
                     p.name
                 )))
             }
@@ -162,6 +164,7 @@ impl SsdOverrides {
             || self.trim_settle_ns.is_some()
             || self.mapping_cache_bytes.is_some()
             || self.mapping_cache_granularity.is_some()
+            || self.unwritten_reads.is_some()
             || self.age.is_some()
             || self.drive.is_some()
             || self.scheduler.is_some()
@@ -198,6 +201,9 @@ impl SsdOverrides {
         }
         if let Some(b) = self.write_cache_bytes {
             c.write_cache_bytes = b;
+        }
+        if let Some(u) = self.unwritten_reads {
+            c.unwritten_reads = u;
         }
         if let Some(q) = self.trim_queued {
             c.trim.queued = q;

@@ -188,6 +188,29 @@ pub struct SsdConfig {
     /// How each die orders its flash operations ([`sched`]); absent, submission order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduler: Option<SchedulerConfig>,
+    /// How reads of space never written (or trimmed) are served: `zeros` (the default, as
+    /// an SSD does: no flash read) or `flash` (each such unit costs a flash read, as if the
+    /// space had been written in order: for traces replayed on a fresh drive).
+    #[serde(default, skip_serializing_if = "UnwrittenReads::is_zeros")]
+    pub unwritten_reads: UnwrittenReads,
+}
+
+/// How an SSD serves reads of unmapped space ([`SsdConfig::unwritten_reads`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnwrittenReads {
+    /// Zeros from the controller, no flash read (what drives do).
+    #[default]
+    Zeros,
+    /// A flash read per unit, on the die the unit would have been written to in order
+    /// (its superpage's), at the array read time; the error model is not consulted.
+    Flash,
+}
+
+impl UnwrittenReads {
+    fn is_zeros(&self) -> bool {
+        *self == UnwrittenReads::Zeros
+    }
 }
 
 impl SsdConfig {
@@ -1019,8 +1042,12 @@ impl Ssd {
         while lpn < end {
             self.ftl.note_read();
             let Some(ppn) = self.ftl.lookup(lpn) else {
-                // Never written or trimmed: the drive returns zeros without flash I/O.
+                // Never written or trimmed: the drive returns zeros without flash I/O
+                // (unless the configuration has such reads served from flash).
                 self.unwritten_read_units += 1;
+                if self.cfg.unwritten_reads == UnwrittenReads::Flash {
+                    data_done = data_done.max(self.read_unwritten(lpn, cmd_ready));
+                }
                 lpn += 1;
                 continue;
             };
@@ -1088,6 +1115,9 @@ impl Ssd {
             let die = t.ppn.map(|p| ftl.die_of(p));
             if t.ppn.is_none() {
                 self.unwritten_read_units += 1;
+                if self.cfg.unwritten_reads == UnwrittenReads::Flash {
+                    data_done = data_done.max(self.read_unwritten(lpn, cmd_ready + lookup_ns));
+                }
             }
             let mut known = cmd_ready + lookup_ns;
             if let Some(d) = t.read_die {
@@ -1177,6 +1207,19 @@ impl Ssd {
     /// `ready_ns`; returns when their data has crossed the channel. With the error model,
     /// the array read is repeated for each read retry it draws.
     #[inline]
+    /// A read of unmapped unit `lpn` served from flash ([`UnwrittenReads::Flash`]): one
+    /// array read on the die its superpage would have gone to had the space been written
+    /// in order, and its transfer; when it has been transferred.
+    fn read_unwritten(&mut self, lpn: u32, ready_ns: u64) -> u64 {
+        let g = &self.cfg.geometry;
+        let units_per_superpage = (g.superpage_bytes() / self.unit_bytes).max(1);
+        let die = ((lpn as u64 / units_per_superpage) % g.dies() as u64) as usize;
+        let read_ns = self.cfg.timing.read_ns;
+        let start = self.book_host_read(die, ready_ns, read_ns);
+        let ch = die % self.channel_bus.len();
+        self.channel_bus[ch].book(start + read_ns, self.unit_transfer_ns)
+    }
+
     fn read_units(&mut self, die: u32, page: u32, units: u64, ready_ns: u64) -> u64 {
         let die = die as usize;
         // (The error model dates the read by when the die's host timeline frees.)
@@ -1359,6 +1402,7 @@ impl Device for Ssd {
         s.io_settle_wait_ns = self.io_settle_wait_ns;
         s.ftrim_metadata_reads = self.ftrim_metadata_reads;
         s.unwritten_read_bytes = self.unwritten_read_units * self.unit_bytes;
+        s.unwritten_reads_from_flash = self.cfg.unwritten_reads == UnwrittenReads::Flash;
         if let Some(m) = &self.maint {
             s.maintenance_suspensions = m.suspensions;
             s.maintenance_forced_drains = m.forced_drains;
@@ -1533,6 +1577,7 @@ pub(crate) mod tests {
             fdp: None,
             zoned: None,
             scheduler: None,
+            unwritten_reads: Default::default(),
         }
     }
 
