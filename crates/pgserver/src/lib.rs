@@ -269,6 +269,9 @@ impl Cluster {
         cmd.arg("-D").arg(&self.data_dir);
         cmd.arg("-k").arg(&self.socket_dir);
         cmd.args(["-p", &PORT.to_string(), "-c", "listen_addresses="]);
+        // Dynamic shared memory in files under the data directory (not /dev/shm), so a
+        // server killed outright leaves nothing outside the cluster's directory.
+        cmd.args(["-c", "dynamic_shared_memory_type=mmap"]);
         for (name, value) in settings {
             cmd.arg("-c").arg(format!("{name}={value}"));
         }
@@ -537,6 +540,13 @@ mod tests {
         let cluster = Cluster::init(&install, &user, dir.path()).unwrap();
         let mut server = cluster.start(&[("shared_buffers", "16MB".into())]).unwrap();
         assert_eq!(server.sql("SHOW shared_buffers").unwrap().trim(), "16MB");
+        assert_eq!(
+            server
+                .sql("SHOW dynamic_shared_memory_type")
+                .unwrap()
+                .trim(),
+            "mmap"
+        );
         server.sql("CREATE TABLE t (k int8, v int8)").unwrap();
         server
             .copy_in("t", |w| {
