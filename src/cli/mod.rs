@@ -16,6 +16,7 @@ pub(crate) mod reproduce;
 pub(crate) mod sim;
 pub(crate) mod simfs;
 pub(crate) mod sweep;
+pub(crate) mod timeline;
 pub(crate) mod validate;
 pub(crate) mod wear;
 

@@ -92,6 +92,8 @@ pub(crate) struct ReplayArgs {
     /// gives it).
     #[arg(long, visible_alias = "placement")]
     pub(crate) stream_handles: bool,
+    #[command(flatten)]
+    pub(crate) timeline: super::timeline::TimelineArgs,
 }
 
 pub(crate) fn run(a: ReplayArgs) -> Result<()> {
@@ -190,49 +192,39 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
         .as_ref()
         .map_or(info.requests, |t| t.requests.len() as u64);
     let pb = progress_bar(per_pass * a.repeat as u64, "replay");
-    let mut summary = trace::ReplaySummary {
-        requests: 0,
-        end_ns: 0,
-    };
     // Open loop: what the trace offers (requests over its timestamps' span, per pass)
     // against what the drive served.
     let mut offered = Offered::default();
-    for _ in 0..a.repeat {
-        let done_before = summary.requests;
-        let mut prog = |n: u64| pb.set_position(done_before + n);
-        let pass = match &coalesced {
-            None if open => trace::replay_open(
-                &mut dev,
-                offered.pass(file.requests()?, speed),
-                summary.end_ns,
-                &mut prog,
-            )?,
-            None => trace::replay_file(
-                &mut dev,
-                &file,
-                open,
-                a.queue_depth,
-                summary.end_ns,
-                &mut prog,
-            )?,
-            Some(t) if open => trace::replay_open(
-                &mut dev,
-                offered.pass(t.requests.iter().cloned().map(Ok), speed),
-                summary.end_ns,
-                &mut prog,
-            )?,
-            Some(t) => {
-                let streams: Vec<_> = t.by_stream().into_iter().map(|s| s.into_iter()).collect();
-                trace::replay_closed(&mut dev, streams, a.queue_depth, summary.end_ns, &mut prog)?
-            }
-        };
-        summary.requests += pass.requests;
-        summary.end_ns = summary.end_ns.max(pass.end_ns);
-    }
+    let passes = Passes {
+        file: &file,
+        coalesced: coalesced.as_ref(),
+        open,
+        speed,
+        queue_depth: a.queue_depth,
+        repeat: a.repeat,
+        pb: &pb,
+    };
+    let run_name = preset.name.clone();
+    let outputs =
+        super::timeline::TimelineOutputs::open(&a.timeline, std::slice::from_ref(&run_name))?;
+    let mut log = |c: &flash::timeline::Completion| outputs.log_request(&run_name, c);
+    let (summary, recording) = if a.timeline.wanted() {
+        let each: Option<&mut dyn FnMut(&flash::timeline::Completion)> =
+            outputs.logs_requests().then_some(&mut log);
+        let mut t = flash::timeline::Timeline::new(&mut dev, outputs.interval_ns(), 0, each)?;
+        let summary = passes.run(&mut t, &mut offered)?;
+        (summary, Some(t.into_recording()))
+    } else {
+        (passes.run(&mut dev, &mut offered)?, None)
+    };
     pb.finish_and_clear();
     // Deferred TRIM work finishes in idle time after the trace; count it.
     dev.settle();
     let stats = dev.stats();
+    let recorded = match recording {
+        Some(r) => outputs.finish(&[(run_name.clone(), r.finish(&stats)?)])?,
+        None => Vec::new(),
+    };
     let wear = dev.wear_report();
     let wall_s = started.elapsed().as_secs_f64();
     let load = open.then(|| offered.load(summary.requests, summary.end_ns));
@@ -252,6 +244,9 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
         v["wall_s"] = serde_json::json!(wall_s);
         v["streams"] = serde_json::json!(info.streams.len());
         v["peak_rss_bytes"] = serde_json::json!(peak_rss_bytes());
+        if !recorded.is_empty() {
+            v["recorded"] = serde_json::json!(recorded);
+        }
         if let Some(l) = &load {
             v["speed"] = serde_json::json!(speed);
             v["offered_iops"] = serde_json::json!(l.offered_iops);
@@ -281,9 +276,68 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
         if a.wear {
             super::wear::print_wear_or_why(wear.as_ref(), &preset);
         }
+        for r in &recorded {
+            println!("  recorded          {r}");
+        }
         println!("  wall time         {wall_s:.2} s");
     }
     Ok(())
+}
+
+/// The passes of a replay over the trace (`--repeat`), each starting where the last ended.
+struct Passes<'a> {
+    file: &'a trace::TraceFile,
+    /// The trace with its TRIMs coalesced (`--trim-as vtrim`), held in memory.
+    coalesced: Option<&'a trace::Trace>,
+    open: bool,
+    speed: f64,
+    queue_depth: u32,
+    repeat: u32,
+    pb: &'a ProgressBar,
+}
+
+impl Passes<'_> {
+    fn run<D: Device>(&self, dev: &mut D, offered: &mut Offered) -> Result<trace::ReplaySummary> {
+        let (open, speed) = (self.open, self.speed);
+        let mut summary = trace::ReplaySummary {
+            requests: 0,
+            end_ns: 0,
+        };
+        for _ in 0..self.repeat {
+            let done_before = summary.requests;
+            let mut prog = |n: u64| self.pb.set_position(done_before + n);
+            let pass = match self.coalesced {
+                None if open => trace::replay_open(
+                    dev,
+                    offered.pass(self.file.requests()?, speed),
+                    summary.end_ns,
+                    &mut prog,
+                )?,
+                None => trace::replay_file(
+                    dev,
+                    self.file,
+                    open,
+                    self.queue_depth,
+                    summary.end_ns,
+                    &mut prog,
+                )?,
+                Some(t) if open => trace::replay_open(
+                    dev,
+                    offered.pass(t.requests.iter().cloned().map(Ok), speed),
+                    summary.end_ns,
+                    &mut prog,
+                )?,
+                Some(t) => {
+                    let streams: Vec<_> =
+                        t.by_stream().into_iter().map(|s| s.into_iter()).collect();
+                    trace::replay_closed(dev, streams, self.queue_depth, summary.end_ns, &mut prog)?
+                }
+            };
+            summary.requests += pass.requests;
+            summary.end_ns = summary.end_ns.max(pass.end_ns);
+        }
+        Ok(summary)
+    }
 }
 
 fn parse_speed(s: &str) -> Result<f64, String> {

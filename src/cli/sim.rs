@@ -32,6 +32,11 @@ pub(crate) struct SimArgs {
     /// cache's folds) reaches the workload's steady state before measuring.
     #[arg(long, value_parser = units::parse_volume, value_name = "VOLUME")]
     pub(crate) timed_warmup: Option<units::Volume>,
+    /// After --precondition: leave the drive idle until its idle-time work (the SLC
+    /// cache's folds, background GC) is done, as a drive tested after a rest; before
+    /// --timed-warmup if both are given.
+    #[arg(long, requires = "precondition")]
+    pub(crate) rest: bool,
     /// on: full timing model; off: the WAF-only fast path.
     #[arg(long, value_enum, default_value = "on")]
     pub(crate) timing: OnOff,
@@ -62,6 +67,8 @@ pub(crate) struct SimArgs {
     /// Draw the erase-count distribution into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub(crate) wear_plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) timeline: super::timeline::TimelineArgs,
 }
 
 /// What `sim`'s flags ask for.
@@ -81,7 +88,7 @@ pub(crate) fn sim_spec(a: &SimArgs) -> Result<SimSpec> {
         seed: a.seed,
         precondition: a.precondition.map(|p| (p, a.occupancy)),
         separate: a.separate,
-        idle_after_precondition: false,
+        idle_after_precondition: a.rest,
     })
 }
 
@@ -107,13 +114,29 @@ fn scaling_notes(a: &SimArgs, spec: &SimSpec) -> Vec<String> {
 pub(crate) fn run(a: SimArgs) -> Result<()> {
     let started = Instant::now();
     let spec = sim_spec(&a)?;
+    let name = spec.preset.name.clone();
+    let outputs = super::timeline::TimelineOutputs::open(&a.timeline, std::slice::from_ref(&name))?;
     let pb = progress_bar(0, "sim");
-    let result = lab::sim::run(&spec, &mut |done, total| {
-        pb.set_length(total);
-        pb.set_position(done);
+    let mut log = |c: &flash::timeline::Completion| outputs.log_request(&name, c);
+    let record = a.timeline.wanted().then(|| {
+        let each: Option<&mut dyn FnMut(&flash::timeline::Completion)> =
+            outputs.logs_requests().then_some(&mut log);
+        lab::sim::Record::new(outputs.interval_ns(), each)
     });
+    let result = lab::sim::run_recorded(
+        &spec,
+        &mut |done, total| {
+            pb.set_length(total);
+            pb.set_position(done);
+        },
+        record,
+    );
     pb.finish_and_clear();
-    let result = result?;
+    let (result, series) = result?;
+    let recorded = match series {
+        Some(s) => outputs.finish(&[(name.clone(), s)])?,
+        None => Vec::new(),
+    };
     let wall_s = started.elapsed().as_secs_f64();
     let scaling = scaling_notes(&a, &spec);
     if a.json {
@@ -121,6 +144,9 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
         v["wall_s"] = serde_json::json!(wall_s);
         v["preset_notes"] = serde_json::json!(spec.preset.notes);
         v["scaling_notes"] = serde_json::json!(scaling);
+        if !recorded.is_empty() {
+            v["recorded"] = serde_json::json!(recorded);
+        }
         println!("{}", serde_json::to_string(&v)?);
     } else {
         println!(
@@ -152,6 +178,9 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
         print_stats(&result.stats);
         if a.wear {
             super::wear::print_wear_or_why(result.wear.as_ref(), &spec.preset);
+        }
+        for r in &recorded {
+            println!("  recorded          {r}");
         }
         println!("  wall time         {wall_s:.2} s");
     }

@@ -22,6 +22,8 @@
 //!   ([`Command::handle`]), each handle has its own write frontiers.
 //! - [`zoned::ZonedSsd`]: a zoned drive (`[ssd.zoned]`, the NVMe ZNS command set): zones
 //!   with write pointers on superblocks, no device GC.
+//! - [`timeline::Timeline`]: any device's run cut into intervals of virtual time
+//!   (`--interval`), with each operation's whole latency histogram.
 
 pub mod aging;
 pub mod bytes;
@@ -41,6 +43,7 @@ pub mod scaling_limits;
 pub mod slc;
 pub mod ssd;
 pub mod stats;
+pub mod timeline;
 pub mod wear;
 pub mod zoned;
 

@@ -190,9 +190,13 @@ impl SlcCache {
     }
 
     /// Superpages held in SLC mode now, over all dies.
-    #[cfg(test)]
     pub(crate) fn held_pages(&self) -> u64 {
         self.held_pages.iter().sum()
+    }
+
+    /// Bytes held in SLC mode now, awaiting a fold.
+    pub(crate) fn held_bytes(&self) -> u64 {
+        self.held_pages() * self.superpage_bytes
     }
 }
 

@@ -200,6 +200,8 @@ pub struct DeviceStats {
     pub slc_write_bytes: u64,
     /// Bytes folded from SLC mode into TLC (each page an SLC read and a TLC program).
     pub slc_folded_bytes: u64,
+    /// Data in the SLC cache awaiting a fold, now (None without an SLC cache).
+    pub slc_held_bytes: Option<u64>,
     /// Of `flash_write_pages`: host pages programmed in SLC mode (each also counts its TLC
     /// program, direct or at the fold, among the FTL's).
     pub slc_program_pages: u64,

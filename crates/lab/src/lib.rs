@@ -22,5 +22,6 @@ pub mod report;
 pub mod rows;
 pub mod safe_dir;
 pub mod sim;
+pub mod timeplot;
 
 pub use error::LabError;

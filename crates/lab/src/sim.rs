@@ -5,6 +5,7 @@
 //! they leave is the same, and they run many times faster). With timing off, the measured
 //! phase also runs on the WAF-only path: only writes matter there, reads are skipped.
 
+use flash::timeline::{Completion, Recording, TimeSeries, Timeline};
 use flash::{AnyDevice, Command, Device, DeviceStats, FlashError, GcPolicy, Preset};
 use serde::Serialize;
 use trace::Request;
@@ -655,6 +656,7 @@ fn measure(
     p: Phase,
     start_ns: u64,
     progress: &mut dyn FnMut(u64, u64),
+    record: Option<&mut Record>,
 ) -> Result<Option<(u64, u64, u64)>, crate::LabError> {
     let measured = p.requests;
     if let (AnyDevice::Ssd(ssd), false) = (&mut *dev, spec.timing) {
@@ -679,10 +681,44 @@ fn measure(
         zones: p.zones,
         pending: None,
     };
-    trace::replay_closed(dev, vec![w], spec.queue_depth, start_ns, &mut |n| {
-        progress(n, measured)
-    })?;
+    match record {
+        None => {
+            trace::replay_closed(dev, vec![w], spec.queue_depth, start_ns, &mut |n| {
+                progress(n, measured)
+            })?;
+        }
+        Some(r) => {
+            // A reborrow of the callback for the timeline's lifetime.
+            let each: Option<&mut dyn FnMut(&Completion)> = match &mut r.each {
+                Some(f) => Some(&mut **f),
+                None => None,
+            };
+            let mut t = Timeline::new(dev, r.interval_ns, start_ns, each)?;
+            trace::replay_closed(&mut t, vec![w], spec.queue_depth, start_ns, &mut |n| {
+                progress(n, measured)
+            })?;
+            r.recording = Some(t.into_recording());
+        }
+    }
     Ok(None)
+}
+
+/// What to record of the measured phase over time (`--timeseries`, `--request-log`).
+pub struct Record<'a> {
+    pub interval_ns: u64,
+    /// Told every completed request.
+    pub each: Option<&'a mut dyn FnMut(&Completion)>,
+    recording: Option<Recording>,
+}
+
+impl<'a> Record<'a> {
+    pub fn new(interval_ns: u64, each: Option<&'a mut dyn FnMut(&Completion)>) -> Self {
+        Record {
+            interval_ns,
+            each,
+            recording: None,
+        }
+    }
 }
 
 /// Runs a simulation. `progress(done, total)` is called now and then with request counts.
@@ -690,6 +726,19 @@ pub fn run(
     spec: &SimSpec,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<SimResult, crate::LabError> {
+    Ok(run_recorded(spec, progress, None)?.0)
+}
+
+/// [`run`], recording the measured phase over time as `record` asks (on the timed path
+/// only: the WAF-only path has no time to cut into intervals).
+pub fn run_recorded(
+    spec: &SimSpec,
+    progress: &mut dyn FnMut(u64, u64),
+    mut record: Option<Record>,
+) -> Result<(SimResult, Option<TimeSeries>), crate::LabError> {
+    if record.is_some() && !spec.timing {
+        return Err("--timeseries and --request-log record the run over virtual time: they need --timing on (the WAF-only path has no time)".into());
+    }
     check_volumes(spec)?;
     let mut dev = spec.preset.build()?;
     if let AnyDevice::Ssd(s) = &mut dev {
@@ -781,7 +830,14 @@ pub fn run(
         hot_bytes,
         zones: zone_bytes.map(|zb| (zb, &mut zones_written)),
     };
-    let untimed_ops = measure(spec, &mut dev, phase, warm_end_ns, progress)?;
+    let untimed_ops = measure(
+        spec,
+        &mut dev,
+        phase,
+        warm_end_ns,
+        progress,
+        record.as_mut(),
+    )?;
     progress(measured, measured);
     if let AnyDevice::Ssd(ssd) = &dev {
         ssd.check_counts()
@@ -789,12 +845,19 @@ pub fn run(
     }
     dev.settle();
     let mut stats = dev.stats();
+    let series = match record.and_then(|r| r.recording) {
+        Some(rec) => Some(rec.finish(&stats)?),
+        None => None,
+    };
     if let Some((reads, writes, write_bytes)) = untimed_ops {
         // The WAF-only path has no latencies, but it did issue these requests.
         stats.host_ops = reads + writes;
         stats.host_write_bytes = write_bytes;
     }
-    sim_result(spec, &dev, logical, stats, preconditioned)
+    Ok((
+        sim_result(spec, &dev, logical, stats, preconditioned)?,
+        series,
+    ))
 }
 
 #[cfg(test)]

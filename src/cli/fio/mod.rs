@@ -71,6 +71,8 @@ pub(crate) struct FioArgs {
     /// jobs' write rate); with --output-format=json, `flashlab.wear`.
     #[arg(long)]
     pub(crate) wear: bool,
+    #[command(flatten)]
+    pub(crate) timeline: super::timeline::TimelineArgs,
 }
 
 /// The installed fio's version (an error naming how to install it if there is none).
@@ -95,19 +97,36 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
     }
     let jobs = jobfile::read(&a.jobfile)?;
     let preset = a.device.preset()?;
-    let run = simulate(
+    let name = preset.name.clone();
+    let outputs = super::timeline::TimelineOutputs::open(&a.timeline, std::slice::from_ref(&name))?;
+    let mut log = |c: &flash::timeline::Completion| outputs.log_request(&name, c);
+    let each: Option<&mut dyn FnMut(&flash::timeline::Completion)> =
+        outputs.logs_requests().then_some(&mut log);
+    let record = a
+        .timeline
+        .wanted()
+        .then(|| lab::sim::Record::new(outputs.interval_ns(), each));
+    let mut run = simulate(
         &jobs,
         &preset,
         &a.fio,
         a.precondition,
         a.occupancy.unwrap_or(1.0),
         a.seed,
+        record,
     )?;
+    let recorded = match run.series.take() {
+        Some(s) => outputs.finish(&[(name.clone(), s)])?,
+        None => Vec::new(),
+    };
     if a.output_format == OutputFormat::Json {
         let mut v = run.json(&jobs, &preset);
         v["flashlab"]["jobfile"] = serde_json::json!(a.jobfile.display().to_string());
         if a.wear {
             v["flashlab"]["wear"] = serde_json::to_value(&run.wear)?;
+        }
+        if !recorded.is_empty() {
+            v["flashlab"]["recorded"] = serde_json::json!(recorded);
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -130,6 +149,9 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
             println!();
             super::wear::print_wear_or_why(run.wear.as_ref(), &preset);
         }
+        for r in &recorded {
+            println!("recorded: {r}");
+        }
     }
     Ok(())
 }
@@ -143,6 +165,8 @@ pub(crate) struct Simulated {
     pub(crate) precondition: lab::precondition::PreconditionReport,
     pub(crate) stats: flash::DeviceStats,
     pub(crate) wear: Option<flash::WearReport>,
+    /// The run over time, when asked for (`--timeseries` and the rest).
+    pub(crate) series: Option<flash::timeline::TimeSeries>,
 }
 
 impl Simulated {
@@ -190,21 +214,35 @@ pub(crate) fn simulate(
     precondition: lab::precondition::Precondition,
     occupancy: f64,
     seed: u64,
+    record: Option<lab::sim::Record>,
 ) -> Result<Simulated> {
     let mut dev = preset.build()?;
     let drive_bytes = dev.logical_bytes();
     let fio_version = iolog::version(fio)?;
     let pre = lab::precondition::precondition(&mut dev, precondition, occupancy, seed)?;
-    let (units, summary) = replay_jobs(&mut dev, jobs, fio, 0, &preset.name)?;
+    let (units, summary, recording) = match record {
+        None => {
+            let (u, s) = replay_jobs(&mut dev, jobs, fio, 0, &preset.name)?;
+            (u, s, None)
+        }
+        Some(r) => {
+            let mut t = flash::timeline::Timeline::new(&mut dev, r.interval_ns, 0, r.each)?;
+            let (u, s) = replay_jobs(&mut t, jobs, fio, 0, &preset.name)?;
+            (u, s, Some(t.into_recording()))
+        }
+    };
     dev.settle();
+    let stats = dev.stats();
+    let series = recording.map(|r| r.finish(&stats)).transpose()?;
     Ok(Simulated {
         fio_version,
         drive_bytes,
         units,
         summary,
         precondition: pre,
-        stats: dev.stats(),
+        stats,
         wear: dev.wear_report(),
+        series,
     })
 }
 
@@ -212,8 +250,8 @@ pub(crate) fn simulate(
 /// from virtual time `start_ns`, each job (and clone) a closed-loop stream at its iodepth;
 /// returns the report's entries (latencies, and the last completion's absolute time as
 /// each entry's runtime) and the replay's summary. `drive` names the drive in errors.
-pub(crate) fn replay_jobs(
-    dev: &mut flash::AnyDevice,
+pub(crate) fn replay_jobs<D: Device>(
+    dev: &mut D,
     jobs: &jobfile::JobFile,
     fio: &Path,
     start_ns: u64,

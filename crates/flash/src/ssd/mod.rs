@@ -1413,6 +1413,7 @@ impl Device for Ssd {
         if let Some(slc) = &self.slc {
             s.slc_write_bytes = slc.written_pages * slc.superpage_bytes;
             s.slc_folded_bytes = slc.folded_pages * slc.superpage_bytes;
+            s.slc_held_bytes = Some(slc.held_bytes());
         }
         s.set_erase_spread(self.ftl.erase_counts());
         if self.cfg.wear_leveling.as_ref().is_some_and(|w| !w.is_off()) {

@@ -1,0 +1,282 @@
+//! Figures over time from the real binary (`--timeseries`, `--timeseries-plot`,
+//! `--histograms`, `--request-log`): rows that add up to the run's totals, the same numbers
+//! whatever is recorded, and clear refusals.
+
+mod common;
+
+use common::{assert_refused, flashlab, stdout_json, Scratch};
+
+fn csv_rows(path: &std::path::Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    lines
+        .map(|l| {
+            let cells: Vec<&str> = l.split(',').collect();
+            assert_eq!(cells.len(), header.len(), "{l}");
+            header
+                .iter()
+                .zip(cells)
+                .map(|(h, c)| (h.to_string(), c.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+fn sum(rows: &[std::collections::HashMap<String, String>], col: &str) -> u64 {
+    rows.iter().map(|r| r[col].parse::<u64>().unwrap()).sum()
+}
+
+const SIM: &[&str] = &[
+    "sim",
+    "--preset",
+    "mx500",
+    "--capacity",
+    "1GiB",
+    "--workload",
+    "uniform",
+    "--read-fraction",
+    "0.7",
+    "--queue-depth",
+    "16",
+    "--precondition",
+    "steady",
+    "--occupancy",
+    "0.9",
+    "--writes",
+    "0.1x",
+    "--json",
+];
+
+#[test]
+fn sim_time_series_rows_add_up_to_the_runs_totals_and_change_no_number() {
+    let dir = Scratch::new("timeline-sim");
+    let csv = dir.0.join("ts.csv");
+    let json = dir.0.join("ts.json");
+    let svg = dir.0.join("ts.svg");
+    let log = dir.0.join("req.csv");
+    let hist = dir.0.join("lat");
+    let plain = stdout_json(&flashlab(SIM));
+    let mut args = SIM.to_vec();
+    let (c, s, l, h) = (
+        csv.to_str().unwrap(),
+        svg.to_str().unwrap(),
+        log.to_str().unwrap(),
+        hist.to_str().unwrap(),
+    );
+    args.extend([
+        "--timeseries",
+        c,
+        "--timeseries-plot",
+        s,
+        "--request-log",
+        l,
+        "--histograms",
+        h,
+        "--interval",
+        "20ms",
+    ]);
+    let rec = stdout_json(&flashlab(&args));
+    for k in [
+        "waf",
+        "flash_write_pages",
+        "read_latency_ns",
+        "write_latency_ns",
+        "simulated_ns",
+    ] {
+        assert_eq!(plain[k], rec[k], "{k} changed by recording");
+    }
+    let rows = csv_rows(&csv);
+    assert!(rows.len() > 10, "{} rows", rows.len());
+    assert!(rows
+        .iter()
+        .all(|r| r["run"] == "mx500" && r["interval_s"] == "0.02"));
+    assert_eq!(
+        sum(&rows, "read_count"),
+        rec["read_latency_ns"]["count"].as_u64().unwrap()
+    );
+    assert_eq!(
+        sum(&rows, "write_count"),
+        rec["write_latency_ns"]["count"].as_u64().unwrap()
+    );
+    assert_eq!(
+        sum(&rows, "write_bytes"),
+        rec["host_write_bytes"].as_u64().unwrap()
+    );
+    assert_eq!(
+        sum(&rows, "read_bytes"),
+        rec["host_read_bytes"].as_u64().unwrap()
+    );
+    for k in [
+        "flash_write_pages",
+        "gc_copied_pages",
+        "erases",
+        "host_write_pages",
+    ] {
+        assert_eq!(sum(&rows, k), rec[k].as_u64().unwrap(), "{k}");
+    }
+    // The last interval's WAF so far is the run's.
+    let last: f64 = rows.last().unwrap()["waf_so_far"].parse().unwrap();
+    assert!((last - rec["waf"].as_f64().unwrap()).abs() < 1e-5);
+    // One line per request; their latencies give the run's mean.
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let reqs: Vec<&str> = lines.lines().skip(1).collect();
+    assert_eq!(reqs.len() as u64, rec["host_ops"].as_u64().unwrap());
+    let read_ns: u64 = reqs
+        .iter()
+        .filter(|l| l.contains(",read,"))
+        .map(|l| l.split(',').nth(3).unwrap().parse::<u64>().unwrap())
+        .sum();
+    let n = rec["read_latency_ns"]["count"].as_u64().unwrap();
+    assert_eq!(
+        read_ns / n,
+        rec["read_latency_ns"]["mean"].as_u64().unwrap()
+    );
+    // The histograms' total count, and the plot.
+    let hr = std::fs::read_to_string(dir.0.join("lat-read.hgrm")).unwrap();
+    assert!(hr.contains(&format!("Total count    = {n:>12}")), "{hr}");
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.starts_with("<svg") && plot.contains("write latency p99"));
+    // JSON: the same rows.
+    let mut args = SIM.to_vec();
+    args.extend(["--timeseries", json.to_str().unwrap(), "--interval", "20ms"]);
+    stdout_json(&flashlab(&args));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let jrows = v[0]["rows"].as_array().unwrap();
+    assert_eq!(jrows.len(), rows.len());
+    let jw: u64 = jrows
+        .iter()
+        .map(|r| r["write"]["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(jw, sum(&rows, "write_count"));
+}
+
+#[test]
+fn time_series_flags_are_refused_with_the_reason() {
+    let dir = Scratch::new("timeline-refused");
+    let mut args = SIM.to_vec();
+    args.extend(["--interval", "10ms"]);
+    assert_refused(&args, "--interval sets the interval of --timeseries");
+    let mut args = SIM.to_vec();
+    let missing = dir.0.join("no/such/dir/ts.csv");
+    args.extend(["--timeseries", missing.to_str().unwrap()]);
+    assert_refused(&args, "does not exist");
+    let mut args = SIM.to_vec();
+    let png = dir.0.join("ts.png");
+    args.extend(["--timeseries-plot", png.to_str().unwrap()]);
+    assert_refused(&args, "ending in .svg");
+    let mut args = SIM.to_vec();
+    let ts = dir.0.join("ts.csv");
+    args.extend(["--timeseries", ts.to_str().unwrap(), "--timing", "off"]);
+    assert_refused(&args, "need --timing on");
+    let mut args = SIM.to_vec();
+    args.extend(["--timeseries", ts.to_str().unwrap(), "--interval", "0"]);
+    assert_refused(&args, "--interval must be positive");
+    // A run refused after the request log was opened leaves no partial log.
+    let log = dir.0.join("req.csv");
+    let mut args = SIM.to_vec();
+    args.extend(["--request-log", log.to_str().unwrap(), "--timing", "off"]);
+    assert_refused(&args, "need --timing on");
+    assert!(!log.exists(), "a failed run left its request log");
+}
+
+#[test]
+fn replay_time_series_count_every_request_of_the_trace() {
+    let dir = Scratch::new("timeline-replay");
+    let csv = dir.0.join("ts.csv");
+    let log = dir.0.join("req.csv");
+    let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/kv-ext4.trace");
+    let base = [
+        "replay",
+        trace,
+        "--preset",
+        "840pro",
+        "--capacity",
+        "2GiB",
+        "--precondition",
+        "steady",
+        "--json",
+    ];
+    let plain = stdout_json(&flashlab(&base));
+    let mut args = base.to_vec();
+    args.extend([
+        "--timeseries",
+        csv.to_str().unwrap(),
+        "--interval",
+        "5ms",
+        "--request-log",
+        log.to_str().unwrap(),
+    ]);
+    let rec = stdout_json(&flashlab(&args));
+    assert_eq!(plain["write_latency_ns"], rec["write_latency_ns"]);
+    assert_eq!(plain["waf"], rec["waf"]);
+    let rows = csv_rows(&csv);
+    let ops = sum(&rows, "read_count")
+        + sum(&rows, "write_count")
+        + sum(&rows, "trim_count")
+        + sum(&rows, "flushes");
+    assert_eq!(ops, rec["requests"].as_u64().unwrap());
+    assert_eq!(
+        sum(&rows, "trim_count"),
+        rec["trim_commands"].as_u64().unwrap()
+    );
+    assert!(sum(&rows, "trim_count") > 0, "the sample trace has TRIMs");
+    assert_eq!(
+        sum(&rows, "trimmed_pages"),
+        rec["trimmed_pages"].as_u64().unwrap()
+    );
+    let lines = std::fs::read_to_string(&log).unwrap().lines().count() as u64;
+    assert_eq!(lines, rec["requests"].as_u64().unwrap() + 1);
+}
+
+#[test]
+fn fio_time_series_count_every_job_request() {
+    if std::process::Command::new("fio")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED fio_time_series_count_every_job_request: fio is not installed (apt-get install fio)");
+        return;
+    }
+    let dir = Scratch::new("timeline-fio");
+    let csv = dir.0.join("ts.csv");
+    let job = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/fio/mixed-70-30-zipf.fio"
+    );
+    let o = flashlab(&[
+        "fio",
+        job,
+        "--preset",
+        "840pro",
+        "--capacity",
+        "2GiB",
+        "--output-format",
+        "json",
+        "--timeseries",
+        csv.to_str().unwrap(),
+        "--interval",
+        "20ms",
+    ]);
+    let v = stdout_json(&o);
+    let rows = csv_rows(&csv);
+    let drive = &v["flashlab"]["drive"];
+    assert_eq!(
+        sum(&rows, "read_count"),
+        drive["read_latency_ns"]["count"].as_u64().unwrap()
+    );
+    assert_eq!(
+        sum(&rows, "write_count"),
+        drive["write_latency_ns"]["count"].as_u64().unwrap()
+    );
+    assert_eq!(
+        sum(&rows, "flash_write_pages"),
+        drive["flash_write_pages"].as_u64().unwrap()
+    );
+    assert!(v["flashlab"]["recorded"][0]
+        .as_str()
+        .unwrap()
+        .contains("intervals of 20 ms"));
+}
