@@ -280,3 +280,117 @@ fn fio_time_series_count_every_job_request() {
         .unwrap()
         .contains("intervals of 20 ms"));
 }
+
+#[test]
+fn drives_side_by_side_give_each_drives_own_numbers_and_mark_the_better() {
+    let dir = Scratch::new("compare");
+    let csv = dir.0.join("ts.csv");
+    let svg = dir.0.join("ts.svg");
+    let base: Vec<&str> = SIM
+        .iter()
+        .map(|s| if *s == "mx500" { "mx500,840pro" } else { s })
+        .collect();
+    let mut args = base.clone();
+    args.extend([
+        "--timeseries",
+        csv.to_str().unwrap(),
+        "--timeseries-plot",
+        svg.to_str().unwrap(),
+    ]);
+    let v = stdout_json(&flashlab(&args));
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    // Each column is the drive's own run, as `sim` gives it alone.
+    for (i, name) in ["mx500", "840pro"].iter().enumerate() {
+        let alone: Vec<&str> = SIM
+            .iter()
+            .map(|&s| if s == "mx500" { *name } else { s })
+            .collect();
+        let one = stdout_json(&flashlab(&alone));
+        assert_eq!(runs[i]["run"], *name);
+        for k in [
+            "waf",
+            "read_latency_ns",
+            "write_latency_ns",
+            "flash_write_pages",
+        ] {
+            assert_eq!(runs[i][k], one[k], "{name} {k}");
+        }
+    }
+    // The better value of each row is marked: higher IOPS, lower p99.
+    let c = &v["compare"];
+    let iops = |n: &str| c["IOPS"]["values"][n].as_f64().unwrap();
+    let better = if iops("mx500") > iops("840pro") {
+        "mx500"
+    } else {
+        "840pro"
+    };
+    assert_eq!(c["IOPS"]["better"], serde_json::json!([better]));
+    let p99 = |n: &str| c["read p99 (ms)"]["values"][n].as_f64().unwrap();
+    let lower = if p99("mx500") < p99("840pro") {
+        "mx500"
+    } else {
+        "840pro"
+    };
+    assert_eq!(c["read p99 (ms)"]["better"], serde_json::json!([lower]));
+    // One CSV with both runs, one plot with both names.
+    let rows = csv_rows(&csv);
+    assert!(rows.iter().any(|r| r["run"] == "mx500") && rows.iter().any(|r| r["run"] == "840pro"));
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.contains("mx500") && plot.contains("840pro"));
+    // As text: a column each, the mark explained.
+    let text: Vec<&str> = base.iter().copied().filter(|a| *a != "--json").collect();
+    let o = flashlab(&text);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        out.contains("2 drives side by side") && out.contains("(* the better value of the row)"),
+        "{out}"
+    );
+    // A command that runs one drive says so.
+    let job = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/fio/randwrite-qd32.fio"
+    );
+    assert_refused(
+        &["fio", job, "--preset", "mx500,840pro", "--capacity", "1GiB"],
+        "this command runs one drive",
+    );
+}
+
+#[test]
+fn replay_compares_drives_on_one_trace() {
+    let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/kv-ext4.trace");
+    let v = stdout_json(&flashlab(&[
+        "replay",
+        trace,
+        "--preset",
+        "840pro,980",
+        "--capacity",
+        "2GiB",
+        "--precondition",
+        "fill",
+        "--json",
+    ]));
+    let one = stdout_json(&flashlab(&[
+        "replay",
+        trace,
+        "--preset",
+        "980",
+        "--capacity",
+        "2GiB",
+        "--precondition",
+        "fill",
+        "--json",
+    ]));
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs[1]["run"], "980");
+    assert_eq!(runs[1]["write_latency_ns"], one["write_latency_ns"]);
+    assert_eq!(runs[1]["served_iops"], one["served_iops"]);
+    assert!(
+        v["compare"]["served / offered (%)"]["values"]["840pro"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+}

@@ -225,6 +225,7 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         _ => None,
     };
     let pb = progress_bar(a.repeat as u64, "join");
+    pb.set_phase("repetitions");
     let r = lab::joinrun::run(&spec, &mut |n| pb.set_position(n as u64));
     pb.finish_and_clear();
     let r = r?;

@@ -6,11 +6,13 @@ pub(crate) mod bench;
 pub(crate) mod btree;
 pub(crate) mod calibrate;
 pub(crate) mod capture;
+pub(crate) mod compare;
 pub(crate) mod fio;
 pub(crate) mod given;
 pub(crate) mod join;
 pub(crate) mod kv;
 pub(crate) mod presets;
+pub(crate) mod progress;
 pub(crate) mod replay;
 pub(crate) mod reproduce;
 pub(crate) mod sim;
@@ -235,8 +237,33 @@ impl DeviceArgs {
         }))
     }
 
+    /// The drives `--preset` names: one, or several separated by commas (`sim` and
+    /// `replay` run each and compare them); a file's path is one name even with a comma.
+    pub(crate) fn preset_names(&self) -> Vec<String> {
+        if !self.preset.contains(',') || std::path::Path::new(&self.preset).is_file() {
+            return vec![self.preset.clone()];
+        }
+        self.preset
+            .split(',')
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .collect()
+    }
+
+    /// The one drive `--preset` names, with the flags' overrides.
     fn preset(&self) -> Result<Preset> {
-        let p = Preset::load(&self.preset)?;
+        match self.preset_names().as_slice() {
+            [one] => self.preset_named(one),
+            _ => bail!(
+                "--preset {}: this command runs one drive (sim and replay take several, separated by commas, to compare them)",
+                self.preset
+            ),
+        }
+    }
+
+    /// Preset `name` with the flags' overrides.
+    pub(crate) fn preset_named(&self, name: &str) -> Result<Preset> {
+        let p = Preset::load(name)?;
         let drive = self.drive(&p)?;
         let page_size_bytes = match self.page_size {
             Some(b) => Some(u32::try_from(b).context("--page-size is too large")?),
@@ -270,20 +297,20 @@ impl DeviceArgs {
     }
 }
 
-pub(crate) fn progress_bar(total: u64, what: &str) -> ProgressBar {
-    let pb = ProgressBar::new(total);
-    pb.set_style(
-        ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} ({eta})")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    pb.set_message(what.to_string());
-    pb
+/// Progress of command `what` over `total` steps: a bar on a terminal, a line every 10 s
+/// off one ([`progress::Progress`]).
+pub(crate) fn progress_bar(total: u64, what: &str) -> progress::Progress {
+    progress::Progress::new(what, total)
 }
 
 pub(crate) fn print_precondition(pre: &lab::precondition::PreconditionReport) {
-    println!(
-        "  preconditioned    {}: {} bytes filled, {} bytes of random writes in {} rounds{} (not measured)",
+    println!("  preconditioned    {}", precondition_line(pre));
+}
+
+/// What preconditioning did, in one line.
+pub(crate) fn precondition_line(pre: &lab::precondition::PreconditionReport) -> String {
+    format!(
+        "{}: {} bytes filled, {} bytes of random writes in {} rounds{} (not measured)",
         pre.mode,
         pre.filled_bytes,
         pre.aging_write_bytes,
@@ -293,7 +320,7 @@ pub(crate) fn print_precondition(pre: &lab::precondition::PreconditionReport) {
             (Some(false), Some(w)) => format!(", not steady at the cap (last WAF {w:.2})"),
             _ => String::new(),
         }
-    );
+    )
 }
 
 /// Seconds as the largest unit of `--age retention=` that fits (`1y`, `30d`, `12h`, `5s`).
@@ -682,13 +709,6 @@ pub(crate) fn run_crash_tests(
                         }
                         let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                         pb.set_position(n);
-                        if !pb.is_hidden() {
-                            continue;
-                        }
-                        // Not on a terminal: a line now and then instead of a bar.
-                        if n.is_multiple_of((c.iterations / 10).max(1)) {
-                            eprintln!("flashlab {what} crash-test: {n}/{} seeds", c.iterations);
-                        }
                     }
                     (total, failed)
                 })

@@ -116,11 +116,67 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     {
         bail!("--seed seeds steady preconditioning's random writes and the error model's draws: without --precondition steady or --age it does nothing (fill writes in order)");
     }
+    let names = a.device.preset_names();
+    let runs = super::compare::run_names(&names);
+    if names.len() > 1 && a.wear {
+        bail!("--wear reports one drive's wear: give one --preset");
+    }
+    let outputs = super::timeline::TimelineOutputs::open(&a.timeline, &runs)?;
+    let mut done = Vec::new();
+    for (name, run) in names.iter().zip(&runs) {
+        let preset = a.device.preset_named(name)?;
+        let o = replay_on(&a, preset, run, &outputs);
+        let o = if names.len() > 1 {
+            o.with_context(|| format!("drive {run}"))?
+        } else {
+            o?
+        };
+        done.push(o);
+    }
+    let mut series = Vec::new();
+    for (o, run) in done.iter_mut().zip(&runs) {
+        if let Some(s) = o.series.take() {
+            series.push((run.clone(), s));
+        }
+    }
+    let recorded = if series.is_empty() {
+        Vec::new()
+    } else {
+        outputs.finish(&series)?
+    };
+    let wall_s = started.elapsed().as_secs_f64();
+    if done.len() > 1 {
+        return print_compare(&a, &done, &runs, &recorded, wall_s);
+    }
+    print_one(&a, done.remove(0), &recorded, wall_s)
+}
+
+/// One drive's replay of the trace.
+struct Outcome {
+    preset: flash::Preset,
+    info: trace::TraceInfo,
+    open: bool,
+    speed: f64,
+    pre: lab::precondition::PreconditionReport,
+    summary: trace::ReplaySummary,
+    stats: flash::DeviceStats,
+    wear: Option<flash::WearReport>,
+    load: Option<Load>,
+    series: Option<flash::timeline::TimeSeries>,
+}
+
+/// Replays the trace `a` names on a new `preset` drive, recorded as `outputs` asks under
+/// the name `run`.
+fn replay_on(
+    a: &ReplayArgs,
+    preset: flash::Preset,
+    run: &str,
+    outputs: &super::timeline::TimelineOutputs,
+) -> Result<Outcome> {
     // One reading to describe and check the trace; each pass reads it again, a request at
     // a time (blkparse and tracefs captures are read whole: see trace::stream).
     let file = trace::TraceFile::open(&a.trace, a.format, a.disk.as_deref(), a.max_requests)?;
     let info = file.info().clone();
-    let preset = a.device.preset()?;
     let mut dev = preset.build()?;
     let file = if a.stream_handles {
         let handles = match &dev {
@@ -166,6 +222,10 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     if let (Some(f), lab::precondition::Precondition::None) = (a.occupancy, a.precondition) {
         bail!("--occupancy {f} has no effect without --precondition fill or steady");
     }
+    let pb = progress_bar(0, &format!("replay on {run}"));
+    if a.precondition != lab::precondition::Precondition::None {
+        pb.set_phase("preconditioning");
+    }
     let pre = lab::precondition::precondition(
         &mut dev,
         a.precondition,
@@ -191,7 +251,11 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     let per_pass = coalesced
         .as_ref()
         .map_or(info.requests, |t| t.requests.len() as u64);
-    let pb = progress_bar(per_pass * a.repeat as u64, "replay");
+    pb.set_length(per_pass * a.repeat as u64);
+    pb.set_phase(&format!(
+        "replaying {} loop",
+        if open { "open" } else { "closed" }
+    ));
     // Open loop: what the trace offers (requests over its timestamps' span, per pass)
     // against what the drive served.
     let mut offered = Offered::default();
@@ -204,10 +268,7 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
         repeat: a.repeat,
         pb: &pb,
     };
-    let run_name = preset.name.clone();
-    let outputs =
-        super::timeline::TimelineOutputs::open(&a.timeline, std::slice::from_ref(&run_name))?;
-    let mut log = |c: &flash::timeline::Completion| outputs.log_request(&run_name, c);
+    let mut log = |c: &flash::timeline::Completion| outputs.log_request(run, c);
     let (summary, recording) = if a.timeline.wanted() {
         let each: Option<&mut dyn FnMut(&flash::timeline::Completion)> =
             outputs.logs_requests().then_some(&mut log);
@@ -221,13 +282,36 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     // Deferred TRIM work finishes in idle time after the trace; count it.
     dev.settle();
     let stats = dev.stats();
-    let recorded = match recording {
-        Some(r) => outputs.finish(&[(run_name.clone(), r.finish(&stats)?)])?,
-        None => Vec::new(),
-    };
-    let wear = dev.wear_report();
-    let wall_s = started.elapsed().as_secs_f64();
+    let series = recording.map(|r| r.finish(&stats)).transpose()?;
     let load = open.then(|| offered.load(summary.requests, summary.end_ns));
+    Ok(Outcome {
+        wear: dev.wear_report(),
+        preset,
+        info,
+        open,
+        speed,
+        pre,
+        summary,
+        stats,
+        load,
+        series,
+    })
+}
+
+/// One drive's replay, as text or JSON.
+fn print_one(a: &ReplayArgs, o: Outcome, recorded: &[String], wall_s: f64) -> Result<()> {
+    let Outcome {
+        preset,
+        info,
+        open,
+        speed,
+        pre,
+        summary,
+        stats,
+        wear,
+        load,
+        ..
+    } = o;
     if a.json {
         let mut v = serde_json::to_value(&stats)?;
         if let Some(w) = &wear {
@@ -254,34 +338,128 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
             v["saturated"] = serde_json::json!(l.saturated());
         }
         println!("{}", serde_json::to_string(&v)?);
-    } else {
+        return Ok(());
+    }
+    println!(
+        "flashlab replay: {} ({} requests, {} streams, {} loop) on {}",
+        a.trace.display(),
+        summary.requests,
+        info.streams.len(),
+        if open { "open" } else { "closed" },
+        preset.name
+    );
+    for n in &preset.notes {
+        println!("  note              {n}");
+    }
+    if a.precondition != lab::precondition::Precondition::None {
+        print_precondition(&pre);
+    }
+    print_stats(&stats);
+    if let Some(l) = &load {
+        print_load(l, speed);
+    }
+    if a.wear {
+        super::wear::print_wear_or_why(wear.as_ref(), &preset);
+    }
+    for r in recorded {
+        println!("  recorded          {r}");
+    }
+    println!("  wall time         {wall_s:.2} s");
+    Ok(())
+}
+
+/// Several drives' replays of the trace in one table (`--preset a,b,...`).
+fn print_compare(
+    a: &ReplayArgs,
+    done: &[Outcome],
+    runs: &[String],
+    recorded: &[String],
+    wall_s: f64,
+) -> Result<()> {
+    let cols: Vec<super::compare::Column> = done
+        .iter()
+        .zip(runs)
+        .map(|(o, run)| super::compare::Column {
+            name: run.clone(),
+            stats: o.stats.clone(),
+            load: o.load.map(|l| (l.offered_iops, l.served_iops)),
+        })
+        .collect();
+    let first = &done[0];
+    if a.json {
+        let mut each = Vec::new();
+        for (o, run) in done.iter().zip(runs) {
+            let mut v = serde_json::to_value(&o.stats)?;
+            v["run"] = serde_json::json!(run);
+            v["preset"] = serde_json::json!(o.preset.name);
+            v["preset_notes"] = serde_json::json!(o.preset.notes);
+            v["precondition"] = serde_json::to_value(&o.pre)?;
+            v["requests"] = serde_json::json!(o.summary.requests);
+            if let Some(l) = &o.load {
+                v["offered_iops"] = serde_json::json!(l.offered_iops);
+                v["served_iops"] = serde_json::json!(l.served_iops);
+                v["saturated"] = serde_json::json!(l.saturated());
+            }
+            each.push(v);
+        }
+        let v = serde_json::json!({
+            "trace": a.trace.display().to_string(),
+            "mode": if first.open { "open" } else { "closed" },
+            "runs": each,
+            "compare": super::compare::json(&cols),
+            "recorded": recorded,
+            "wall_s": wall_s,
+        });
+        println!("{}", serde_json::to_string(&v)?);
+        return Ok(());
+    }
+    println!(
+        "flashlab replay: {} ({} requests, {} streams, {} loop) on {} drives side by side",
+        a.trace.display(),
+        first.summary.requests,
+        first.info.streams.len(),
+        if first.open { "open" } else { "closed" },
+        done.len()
+    );
+    for (o, run) in done.iter().zip(runs) {
         println!(
-            "flashlab replay: {} ({} requests, {} streams, {} loop) on {}",
-            a.trace.display(),
-            summary.requests,
-            info.streams.len(),
-            if open { "open" } else { "closed" },
-            preset.name
+            "  {run}: {} ({} bytes logical)",
+            o.preset.description,
+            o.stats_logical()
         );
-        for n in &preset.notes {
-            println!("  note              {n}");
+        for n in &o.preset.notes {
+            println!("    note            {n}");
         }
         if a.precondition != lab::precondition::Precondition::None {
-            print_precondition(&pre);
+            println!("    preconditioned  {}", precondition_line(&o.pre));
         }
-        print_stats(&stats);
-        if let Some(l) = &load {
-            print_load(l, speed);
+        let s = &o.stats;
+        if s.host_read_bytes > 0 && s.unwritten_read_bytes * 100 > s.host_read_bytes {
+            println!(
+                "    warning         {:.1}% of the bytes read were never written: they read as zeros, without flash (--precondition, --unwritten-reads flash)",
+                100.0 * s.unwritten_read_bytes as f64 / s.host_read_bytes as f64
+            );
         }
-        if a.wear {
-            super::wear::print_wear_or_why(wear.as_ref(), &preset);
+        if let Some(l) = o.load.filter(Load::saturated) {
+            println!(
+                "    warning         saturated: served {:.0} of the {:.0} IOPS the trace offers (rerun it alone for the commands to go slower or closed loop)",
+                l.served_iops, l.offered_iops
+            );
         }
-        for r in &recorded {
-            println!("  recorded          {r}");
-        }
-        println!("  wall time         {wall_s:.2} s");
     }
+    println!();
+    print!("{}", super::compare::table(&cols));
+    for r in recorded {
+        println!("  recorded          {r}");
+    }
+    println!("  wall time         {wall_s:.2} s");
     Ok(())
+}
+
+impl Outcome {
+    fn stats_logical(&self) -> u64 {
+        self.preset.logical_bytes()
+    }
 }
 
 /// The passes of a replay over the trace (`--repeat`), each starting where the last ended.
@@ -293,7 +471,7 @@ struct Passes<'a> {
     speed: f64,
     queue_depth: u32,
     repeat: u32,
-    pb: &'a ProgressBar,
+    pb: &'a super::progress::Progress,
 }
 
 impl Passes<'_> {

@@ -248,12 +248,25 @@ impl experiments::Watcher for Bars {
         pb.set_message(format!("{:<14}", e.id));
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (pb2, stop2, progress) = (pb.clone(), stop.clone(), progress.clone());
+        // Off a terminal the bar is hidden: a line every 10 s (after 5 s) instead.
+        let lines = !std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let (first, every) = super::progress::periods();
+        let id = e.id.to_string();
         std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            let mut next = first;
             while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
                 let (done, planned) = progress.get();
                 pb2.set_length(planned);
                 pb2.set_position(done);
                 pb2.tick();
+                if lines && started.elapsed() >= next {
+                    eprintln!(
+                        "flashlab reproduce: {id}: {done}/{planned} jobs, {} elapsed",
+                        super::progress::duration(started.elapsed().as_secs_f64())
+                    );
+                    next += every;
+                }
                 std::thread::sleep(std::time::Duration::from_millis(200));
             }
         });

@@ -73,7 +73,11 @@ pub(crate) struct SimArgs {
 
 /// What `sim`'s flags ask for.
 pub(crate) fn sim_spec(a: &SimArgs) -> Result<SimSpec> {
-    let preset = a.device.preset()?;
+    sim_spec_on(a, a.device.preset()?)
+}
+
+/// What `sim`'s flags ask for, on `preset`.
+fn sim_spec_on(a: &SimArgs, preset: Preset) -> Result<SimSpec> {
     let capacity = preset.logical_bytes();
     Ok(SimSpec {
         preset,
@@ -112,6 +116,10 @@ fn scaling_notes(a: &SimArgs, spec: &SimSpec) -> Vec<String> {
 }
 
 pub(crate) fn run(a: SimArgs) -> Result<()> {
+    let names = a.device.preset_names();
+    if names.len() > 1 {
+        return run_compare(&a, &names);
+    }
     let started = Instant::now();
     let spec = sim_spec(&a)?;
     let name = spec.preset.name.clone();
@@ -126,6 +134,7 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
     let result = lab::sim::run_recorded(
         &spec,
         &mut |done, total| {
+            pb.set_phase(phase_of(done));
             pb.set_length(total);
             pb.set_position(done);
         },
@@ -194,4 +203,107 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
         super::wear::plot_wear(w, &result.preset, &result.workload, path)?;
     }
     Ok(())
+}
+
+/// `sim --preset a,b,...`: the same workload on each drive in turn, compared in one table
+/// (and the figures over time of all of them in one plot).
+fn run_compare(a: &SimArgs, names: &[String]) -> Result<()> {
+    let started = Instant::now();
+    if a.wear_plot.is_some() || a.wear {
+        bail!("--wear and --wear-plot report one drive's wear: give one --preset");
+    }
+    let runs = super::compare::run_names(names);
+    let outputs = super::timeline::TimelineOutputs::open(&a.timeline, &runs)?;
+    let mut done = Vec::new();
+    let mut series = Vec::new();
+    for (name, run) in names.iter().zip(&runs) {
+        let spec = sim_spec_on(a, a.device.preset_named(name)?)?;
+        let mut log = |c: &flash::timeline::Completion| outputs.log_request(run, c);
+        let record = a.timeline.wanted().then(|| {
+            let each: Option<&mut dyn FnMut(&flash::timeline::Completion)> =
+                outputs.logs_requests().then_some(&mut log);
+            lab::sim::Record::new(outputs.interval_ns(), each)
+        });
+        let pb = progress_bar(0, &format!("sim {run}"));
+        let result = lab::sim::run_recorded(
+            &spec,
+            &mut |done, total| {
+                pb.set_phase(phase_of(done));
+                pb.set_length(total);
+                pb.set_position(done);
+            },
+            record,
+        );
+        pb.finish_and_clear();
+        let (result, s) = result.with_context(|| format!("drive {run}"))?;
+        if let Some(s) = s {
+            series.push((run.clone(), s));
+        }
+        done.push((run.clone(), spec, result));
+    }
+    let recorded = if series.is_empty() {
+        Vec::new()
+    } else {
+        outputs.finish(&series)?
+    };
+    let cols: Vec<super::compare::Column> = done
+        .iter()
+        .map(|(run, _, r)| super::compare::Column {
+            name: run.clone(),
+            stats: r.stats.clone(),
+            load: None,
+        })
+        .collect();
+    let wall_s = started.elapsed().as_secs_f64();
+    if a.json {
+        let mut each = Vec::new();
+        for (run, spec, r) in &done {
+            let mut v = serde_json::to_value(r)?;
+            v["run"] = serde_json::json!(run);
+            v["preset_notes"] = serde_json::json!(spec.preset.notes);
+            each.push(v);
+        }
+        let v = serde_json::json!({
+            "runs": each,
+            "compare": super::compare::json(&cols),
+            "recorded": recorded,
+            "wall_s": wall_s,
+        });
+        println!("{}", serde_json::to_string(&v)?);
+        return Ok(());
+    }
+    let first = &done[0].2;
+    println!(
+        "flashlab sim: {} drives side by side, workload {}, seed {}, timing {}",
+        done.len(),
+        first.workload,
+        first.seed,
+        if a.timing.on() { "on" } else { "off" }
+    );
+    for (run, spec, r) in &done {
+        println!(
+            "  {run}: {} ({} bytes logical)",
+            spec.preset.description, r.logical_bytes
+        );
+        for n in &spec.preset.notes {
+            println!("    note            {n}");
+        }
+    }
+    println!();
+    print!("{}", super::compare::table(&cols));
+    for r in &recorded {
+        println!("  recorded          {r}");
+    }
+    println!("  wall time         {wall_s:.2} s");
+    Ok(())
+}
+
+/// The phase a sim run is in, from the measured requests done (none yet while the drive is
+/// filled, warmed up or preconditioned).
+fn phase_of(done: u64) -> &'static str {
+    if done == 0 {
+        "preparing the drive (fill, warm-up or preconditioning)"
+    } else {
+        "measuring"
+    }
 }

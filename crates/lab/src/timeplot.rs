@@ -5,6 +5,30 @@
 use flash::timeline::{IntervalRow, TimeSeries};
 use plotters::prelude::*;
 
+/// A line per run, in colours that read on white (Tableau's ten, in order).
+const COLORS: [RGBColor; 6] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
+
+fn color(i: usize) -> RGBAColor {
+    COLORS[i % COLORS.len()].to_rgba()
+}
+
+/// An axis value without trailing zeros (100000, 2.5, 0.03).
+fn tick(v: f64) -> String {
+    if v.abs() >= 100.0 || v == v.round() {
+        format!("{v:.0}")
+    } else {
+        let t = format!("{v:.3}");
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
 const WIDTH_PX: u32 = 1000;
 const PANEL_PX: u32 = 200;
 const LEGEND_PX: u32 = 36;
@@ -106,7 +130,7 @@ pub fn timeseries_svg(runs: &[(String, &TimeSeries)]) -> Result<String, crate::L
         let (legend, body) = root.split_vertically(LEGEND_PX);
         for (i, (name, _)) in runs.iter().enumerate() {
             let x = 70 + 220 * i as i32;
-            let color = Palette99::pick(i).to_rgba();
+            let color = color(i);
             legend
                 .draw(&PathElement::new(
                     vec![(x, 18), (x + 24, 18)],
@@ -141,11 +165,14 @@ pub fn timeseries_svg(runs: &[(String, &TimeSeries)]) -> Result<String, crate::L
                 c.configure_mesh()
                     .x_desc("time (s)")
                     .y_desc(p.unit)
+                    .y_labels(6)
+                    .x_label_formatter(&|v| tick(*v))
+                    .y_label_formatter(&|v| tick(*v))
                     .light_line_style(RGBColor(235, 235, 235))
                     .draw()
                     .map_err(e)?;
                 for (i, segs) in lines.iter().enumerate() {
-                    let color = Palette99::pick(i).to_rgba();
+                    let color = color(i);
                     for s in segs {
                         c.draw_series(LineSeries::new(s.iter().copied(), color.stroke_width(2)))
                             .map_err(e)?;
@@ -159,11 +186,14 @@ pub fn timeseries_svg(runs: &[(String, &TimeSeries)]) -> Result<String, crate::L
                 c.configure_mesh()
                     .x_desc("time (s)")
                     .y_desc(p.unit)
+                    .y_labels(6)
+                    .x_label_formatter(&|v| tick(*v))
+                    .y_label_formatter(&|v| tick(*v))
                     .light_line_style(RGBColor(235, 235, 235))
                     .draw()
                     .map_err(e)?;
                 for (i, segs) in lines.iter().enumerate() {
-                    let color = Palette99::pick(i).to_rgba();
+                    let color = color(i);
                     for s in segs {
                         c.draw_series(LineSeries::new(s.iter().copied(), color.stroke_width(2)))
                             .map_err(e)?;

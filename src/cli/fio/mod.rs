@@ -270,6 +270,8 @@ pub(crate) fn replay_jobs<D: Device>(
         "directory {} (fio's I/O logs; the next flashlab fio removes it)",
         dir.path().display()
     ));
+    let pb = progress_bar(0, "fio");
+    pb.set_phase("fio writes the jobs' I/O logs");
     let instances = iolog::write_iologs(fio, jobs, dir.path(), drive_bytes, &cancel)?;
 
     let error = Rc::new(RefCell::new(None));
@@ -318,7 +320,8 @@ pub(crate) fn replay_jobs<D: Device>(
         }
         unit_of.push(units.len() - 1);
     }
-    let pb = progress_bar(requests, "fio");
+    pb.set_length(requests);
+    pb.set_phase("replaying the jobs");
     let summary = trace::replay_closed_each(
         dev,
         streams,
