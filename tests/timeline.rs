@@ -179,6 +179,47 @@ fn time_series_flags_are_refused_with_the_reason() {
     args.extend(["--request-log", log.to_str().unwrap(), "--timing", "off"]);
     assert_refused(&args, "need --timing on");
     assert!(!log.exists(), "a failed run left its request log");
+    // ... but never removes what was there before: a file, or a symlink and its target.
+    std::fs::write(&log, "mine\n").unwrap();
+    let link = dir.0.join("link.csv");
+    std::os::unix::fs::symlink(&log, &link).unwrap();
+    for path in [&log, &link] {
+        let mut args = SIM.to_vec();
+        args.extend(["--request-log", path.to_str().unwrap(), "--timing", "off"]);
+        assert_refused(&args, "need --timing on");
+        assert!(path.exists(), "{} was removed", path.display());
+    }
+    // A path that cannot be created, or one named twice, is refused before the run.
+    let mut args = SIM.to_vec();
+    args.extend(["--timeseries", "/proc/flashlab-ts.csv"]);
+    assert_refused(&args, "cannot create it");
+    let mut args = SIM.to_vec();
+    args.extend([
+        "--timeseries",
+        ts.to_str().unwrap(),
+        "--request-log",
+        ts.to_str().unwrap(),
+    ]);
+    assert_refused(&args, "is named by two of");
+    // sweep records no run over time.
+    assert_refused(
+        &[
+            "sweep",
+            "--out",
+            dir.0.join("sw").to_str().unwrap(),
+            "--preset",
+            "x25e",
+            "--capacity",
+            "256MiB",
+            "--workload",
+            "uniform",
+            "--writes",
+            "0.1x",
+            "--timeseries",
+            ts.to_str().unwrap(),
+        ],
+        "sweep records none per point",
+    );
 }
 
 #[test]
@@ -392,5 +433,155 @@ fn replay_compares_drives_on_one_trace() {
             .as_f64()
             .unwrap()
             > 0.0
+    );
+}
+
+#[test]
+fn the_joins_time_series_add_up_to_its_repetitions() {
+    let dir = Scratch::new("timeline-join");
+    let csv = dir.0.join("j.csv");
+    let v = stdout_json(&flashlab(&[
+        "join",
+        "--sf",
+        "0.1",
+        "--memory",
+        "2MiB",
+        "--backend",
+        "sim",
+        "--preset",
+        "mx500",
+        "--capacity",
+        "1GiB",
+        "--host",
+        "direct-io",
+        "--discard",
+        "online",
+        "--repeat",
+        "2",
+        "--timeseries",
+        csv.to_str().unwrap(),
+        "--interval",
+        "50ms",
+        "--json",
+    ]));
+    let reps = v["repetitions"].as_array().unwrap();
+    let total = |k: &str| reps.iter().map(|r| r[k].as_u64().unwrap()).sum::<u64>();
+    let rows = csv_rows(&csv);
+    assert!(rows.iter().all(|r| r["run"] == "join"));
+    assert_eq!(sum(&rows, "trim_count"), total("trim_commands"));
+    assert!(total("trim_commands") > 0);
+    assert_eq!(sum(&rows, "host_write_pages"), total("host_write_pages"));
+    assert_eq!(sum(&rows, "flash_write_pages"), total("flash_write_pages"));
+    // Without the flag the same numbers.
+    let plain = stdout_json(&flashlab(&[
+        "join",
+        "--sf",
+        "0.1",
+        "--memory",
+        "2MiB",
+        "--backend",
+        "sim",
+        "--preset",
+        "mx500",
+        "--capacity",
+        "1GiB",
+        "--host",
+        "direct-io",
+        "--discard",
+        "online",
+        "--repeat",
+        "2",
+        "--json",
+    ]));
+    assert_eq!(plain["repetitions"], v["repetitions"]);
+    assert_refused(
+        &[
+            "join",
+            "--sf",
+            "0.05",
+            "--memory",
+            "2MiB",
+            "--timeseries",
+            csv.to_str().unwrap(),
+        ],
+        "applies to the simulated host (--backend sim)",
+    );
+}
+
+#[test]
+fn btree_and_kv_record_their_simulated_drive() {
+    let dir = Scratch::new("timeline-engines");
+    let csv = dir.0.join("k.csv");
+    let v = stdout_json(&flashlab(&[
+        "kv",
+        "--docs",
+        "5000",
+        "--ops",
+        "5000",
+        "--batch",
+        "16",
+        "--backend",
+        "sim",
+        "--preset",
+        "840pro",
+        "--capacity",
+        "2GiB",
+        "--timeseries",
+        csv.to_str().unwrap(),
+        "--json",
+    ]));
+    assert!(v["recorded"][0]
+        .as_str()
+        .unwrap()
+        .contains("intervals of 100 ms"));
+    let rows = csv_rows(&csv);
+    // Every byte the store wrote reached the drive, with simfs's own metadata and journal.
+    assert!(sum(&rows, "write_bytes") >= v["bytes_written"].as_u64().unwrap());
+    assert!(rows.iter().all(|r| r["run"] == "kv"));
+    let csv = dir.0.join("b.csv");
+    let o = flashlab(&[
+        "btree",
+        "--store",
+        "inplace",
+        "--fanout",
+        "64",
+        "--preload",
+        "5000",
+        "--ops",
+        "1000",
+        "--backend",
+        "sim",
+        "--preset",
+        "840pro",
+        "--capacity",
+        "1GiB",
+        "--timeseries",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(sum(&csv_rows(&csv), "write_count") > 0);
+    assert_refused(
+        &[
+            "kv",
+            "--docs",
+            "100",
+            "--ops",
+            "100",
+            "--timeseries",
+            csv.to_str().unwrap(),
+        ],
+        "they need --backend sim",
+    );
+    assert_refused(
+        &[
+            "btree",
+            "--backend",
+            "sim",
+            "--preset",
+            "840pro",
+            "--request-log",
+            csv.to_str().unwrap(),
+        ],
+        "--request-log is taken by sim, replay and fio",
     );
 }

@@ -48,6 +48,8 @@ pub(crate) struct BtreeRunArgs {
     pub(crate) ops: u64,
     #[command(flatten)]
     pub(crate) storage: BackendArgs,
+    #[command(flatten)]
+    pub(crate) timeline: super::timeline::TimelineArgs,
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
     /// AS store: size of each log segment file.
@@ -164,7 +166,14 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
         ..lab::btreerun::BtreeSpec::new(r.store, backend)
     };
     let started = Instant::now();
-    let res = lab::btreerun::run(&spec)?;
+    let outputs =
+        super::timeline::engine_outputs(&r.timeline, "btree", spec.backend.virtual_time())?;
+    let interval = r.timeline.wanted().then_some(outputs.interval_ns());
+    let (res, series) = lab::btreerun::run_recorded(&spec, interval)?;
+    let recorded = match series {
+        Some(ts) => outputs.finish(&[("btree".to_string(), ts)])?,
+        None => Vec::new(),
+    };
     if r.json {
         let mut v = serde_json::to_value(&res)?;
         v["wall_s"] = serde_json::json!(started.elapsed().as_secs_f64());
@@ -174,6 +183,9 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
         }
         if r.storage.wear {
             super::wear::add_wear_json(&mut v, res.wear.as_ref())?;
+        }
+        if !recorded.is_empty() {
+            v["recorded"] = serde_json::json!(recorded);
         }
         println!("{}", serde_json::to_string(&v)?);
         return Ok(());
@@ -225,6 +237,9 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
     }
     if r.storage.wear {
         super::wear::print_engine_wear(&spec.backend, res.wear.as_ref());
+    }
+    for line in &recorded {
+        println!("  recorded               {line}");
     }
     Ok(())
 }

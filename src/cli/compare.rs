@@ -28,6 +28,11 @@ struct Row {
     value: fn(&Column) -> Option<f64>,
 }
 
+/// Whether the run had time (the WAF-only path, `--timing off`, has no IOPS or latency).
+fn timed(c: &Column) -> bool {
+    c.stats.simulated_ns > 0
+}
+
 fn ms(ns: u64, count: u64) -> Option<f64> {
     (count > 0).then_some(ns as f64 / 1e6)
 }
@@ -37,19 +42,19 @@ const ROWS: &[Row] = &[
         label: "IOPS",
         better: Better::Higher,
         digits: 0,
-        value: |c| Some(c.stats.iops),
+        value: |c| timed(c).then_some(c.stats.iops),
     },
     Row {
         label: "read MB/s",
         better: Better::Higher,
         digits: 1,
-        value: |c| Some(c.stats.read_mb_per_s),
+        value: |c| timed(c).then_some(c.stats.read_mb_per_s),
     },
     Row {
         label: "write MB/s",
         better: Better::Higher,
         digits: 1,
-        value: |c| Some(c.stats.write_mb_per_s),
+        value: |c| timed(c).then_some(c.stats.write_mb_per_s),
     },
     Row {
         label: "read mean (ms)",
@@ -209,19 +214,22 @@ pub(crate) fn json(cols: &[Column]) -> serde_json::Value {
     serde_json::Value::Object(rows)
 }
 
-/// The run names of `names`: each as given, a number added where one repeats.
+/// The run names of `names`: each as given, `#N` (its position) added where one repeats;
+/// never two alike.
 pub(crate) fn run_names(names: &[String]) -> Vec<String> {
-    names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            if names.iter().filter(|m| *m == n).count() > 1 {
-                format!("{n}#{}", i + 1)
-            } else {
-                n.clone()
-            }
-        })
-        .collect()
+    let mut out: Vec<String> = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let mut name = if names.iter().filter(|m| *m == n).count() > 1 {
+            format!("{n}#{}", i + 1)
+        } else {
+            n.clone()
+        };
+        while out.contains(&name) || (names.contains(&name) && name != *n) {
+            name.push('\'');
+        }
+        out.push(name);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -44,6 +44,8 @@ pub(crate) struct JoinArgs {
     pub(crate) io_scheduler: String,
     #[command(flatten)]
     pub(crate) storage: BackendArgs,
+    #[command(flatten)]
+    pub(crate) timeline: super::timeline::TimelineArgs,
     /// os: where the input tables are generated and kept (default: --dir).
     #[arg(long)]
     pub(crate) data_dir: Option<PathBuf>,
@@ -109,6 +111,9 @@ pub(crate) enum HostPath {
 
 /// Flags of the simulated host (`--backend sim`).
 const SIM_ONLY: &[&str] = &[
+    "timeseries",
+    "timeseries_plot",
+    "histograms",
     "cores",
     "io_scheduler",
     "alloc",
@@ -186,6 +191,7 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         host_write_target_bytes: None,
         precondition: lab::precondition::Precondition::None,
         precondition_seed: 0,
+        timeline_ns: None,
     };
     let spec = lab::joinrun::JoinRunSpec {
         sf: a.sf,
@@ -224,17 +230,30 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         ))),
         _ => None,
     };
+    if a.timeline.request_log.is_some() {
+        bail!("--request-log is taken by sim, replay and fio; the engine commands record --timeseries, --timeseries-plot and --histograms");
+    }
+    let outputs = super::timeline::TimelineOutputs::open(&a.timeline, &["join".to_string()])?;
+    let mut spec = spec;
+    spec.storage.timeline_ns = a.timeline.wanted().then_some(outputs.interval_ns());
     let pb = progress_bar(a.repeat as u64, "join");
     pb.set_phase("repetitions");
     let r = lab::joinrun::run(&spec, &mut |n| pb.set_position(n as u64));
     pb.finish_and_clear();
-    let r = r?;
+    let mut r = r?;
+    let recorded = match r.timeseries.take() {
+        Some(ts) => outputs.finish(&[("join".to_string(), ts)])?,
+        None => Vec::new(),
+    };
     let wall_s = started.elapsed().as_secs_f64();
     if a.json {
         let mut v = serde_json::to_value(&r)?;
         v["wall_s"] = serde_json::json!(wall_s);
         if a.storage.wear {
             super::wear::add_wear_json(&mut v, r.wear.as_ref())?;
+        }
+        if !recorded.is_empty() {
+            v["recorded"] = serde_json::json!(recorded);
         }
         println!("{}", serde_json::to_string(&v)?);
         return Ok(());
@@ -293,6 +312,9 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
     }
     if a.storage.wear {
         super::wear::print_engine_wear(&backend, r.wear.as_ref());
+    }
+    for line in &recorded {
+        println!("  recorded                 {line}");
     }
     println!("  wall time                {wall_s:.2} s");
     Ok(())

@@ -39,6 +39,8 @@ pub(crate) struct KvRunArgs {
     /// (For kv, --dir defaults to FLASHLAB_DIR, as `flashlab capture` sets it.)
     #[command(flatten)]
     pub(crate) storage: BackendArgs,
+    #[command(flatten)]
+    pub(crate) timeline: super::timeline::TimelineArgs,
     /// Index node size.
     #[arg(long, default_value = "4KiB", value_parser = units::parse_size)]
     pub(crate) node_size: u64,
@@ -90,11 +92,20 @@ pub(crate) fn run(a: KvArgs) -> Result<()> {
         },
         backend,
     };
-    let res = lab::kvrun::run(&spec)?;
+    let outputs = super::timeline::engine_outputs(&r.timeline, "kv", spec.backend.virtual_time())?;
+    let interval = r.timeline.wanted().then_some(outputs.interval_ns());
+    let (res, series) = lab::kvrun::run_recorded(&spec, interval)?;
+    let recorded = match series {
+        Some(ts) => outputs.finish(&[("kv".to_string(), ts)])?,
+        None => Vec::new(),
+    };
     if r.json {
         let mut v = serde_json::to_value(&res)?;
         if r.storage.wear {
             super::wear::add_wear_json(&mut v, res.wear.as_ref())?;
+        }
+        if !recorded.is_empty() {
+            v["recorded"] = serde_json::json!(recorded);
         }
         println!("{}", serde_json::to_string(&v)?);
         return Ok(());
@@ -136,6 +147,9 @@ pub(crate) fn run(a: KvArgs) -> Result<()> {
     );
     if r.storage.wear {
         super::wear::print_engine_wear(&spec.backend, res.wear.as_ref());
+    }
+    for line in &recorded {
+        println!("  recorded               {line}");
     }
     Ok(())
 }

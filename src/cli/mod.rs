@@ -410,7 +410,7 @@ pub(crate) fn print_stats(s: &flash::DeviceStats) {
     }
     if s.write_buffer_waits > 0 {
         println!(
-            "  write buffer      full for {} writes, each admitted when a buffered program was expected to end; reads that came later made those programs end {:.3} ms later on average (those writes' latencies are optimistic by about that much)",
+            "  write buffer      full for {} writes, each admitted when enough buffered programs were expected to end to make room; reads that came later delayed the programs those admissions counted on by {:.3} ms per waiting write on average (those writes' latencies are optimistic by up to about that much)",
             s.write_buffer_waits,
             ms(s.write_buffer_slip_ns / s.write_buffer_waits)
         );

@@ -125,19 +125,27 @@ impl Progress {
             let s = Arc::clone(&shared);
             let (first, every) = periods();
             std::thread::spawn(move || {
-                let mut wait = first;
                 let mut stopped = s.stopped.lock().expect("not poisoned");
-                loop {
-                    let (guard, timeout) =
-                        s.wake.wait_timeout(stopped, wait).expect("not poisoned");
-                    stopped = guard;
-                    if *stopped {
-                        return;
-                    }
-                    if timeout.timed_out() {
-                        eprintln!("{}", s.line());
-                        wait = every;
-                    }
+                // None: a period too long for the clock, so never.
+                let mut due = Instant::now().checked_add(first);
+                // The flag is checked before every wait: a stop that came before this
+                // thread first waited is not missed.
+                while !*stopped {
+                    let now = Instant::now();
+                    stopped = match due {
+                        Some(d) if now >= d => {
+                            eprintln!("{}", s.line());
+                            due = now.checked_add(every);
+                            continue;
+                        }
+                        Some(d) => {
+                            s.wake
+                                .wait_timeout(stopped, d - now)
+                                .expect("not poisoned")
+                                .0
+                        }
+                        None => s.wake.wait(stopped).expect("not poisoned"),
+                    };
                 }
             })
         });

@@ -32,9 +32,9 @@ pub(crate) struct SimArgs {
     /// cache's folds) reaches the workload's steady state before measuring.
     #[arg(long, value_parser = units::parse_volume, value_name = "VOLUME")]
     pub(crate) timed_warmup: Option<units::Volume>,
-    /// After --precondition: leave the drive idle until its idle-time work (the SLC
-    /// cache's folds, background GC) is done, as a drive tested after a rest; before
-    /// --timed-warmup if both are given.
+    /// After --precondition: leave the drive idle until its deferred and idle-time work
+    /// (an SLC cache's folds, deferred TRIM work; not background GC) is done, as a drive
+    /// tested after a rest; before --timed-warmup if both are given.
     #[arg(long, requires = "precondition")]
     pub(crate) rest: bool,
     /// on: full timing model; off: the WAF-only fast path.
@@ -98,9 +98,8 @@ fn sim_spec_on(a: &SimArgs, preset: Preset) -> Result<SimSpec> {
 
 /// What the measured scaling runs say of this run's capacity, for a built-in preset whose
 /// capacity `--capacity` changed (see [`flash::scaling_limits::notes`]).
-fn scaling_notes(a: &SimArgs, spec: &SimSpec) -> Vec<String> {
-    let name = &a.device.preset;
-    let Some((_, text)) = flash::preset::BUILTIN.iter().find(|(n, _)| n == name) else {
+fn scaling_notes(name: &str, spec: &SimSpec) -> Vec<String> {
+    let Some((_, text)) = flash::preset::BUILTIN.iter().find(|(n, _)| *n == name) else {
         return Vec::new();
     };
     let Ok(full) = Preset::from_toml(name, text) else {
@@ -125,6 +124,7 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
     let name = spec.preset.name.clone();
     let outputs = super::timeline::TimelineOutputs::open(&a.timeline, std::slice::from_ref(&name))?;
     let pb = progress_bar(0, "sim");
+    pb.set_phase(phase_of(0));
     let mut log = |c: &flash::timeline::Completion| outputs.log_request(&name, c);
     let record = a.timeline.wanted().then(|| {
         let each: Option<&mut dyn FnMut(&flash::timeline::Completion)> =
@@ -147,7 +147,7 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
         None => Vec::new(),
     };
     let wall_s = started.elapsed().as_secs_f64();
-    let scaling = scaling_notes(&a, &spec);
+    let scaling = scaling_notes(&a.device.preset, &spec);
     if a.json {
         let mut v = serde_json::to_value(&result)?;
         v["wall_s"] = serde_json::json!(wall_s);
@@ -225,6 +225,7 @@ fn run_compare(a: &SimArgs, names: &[String]) -> Result<()> {
             lab::sim::Record::new(outputs.interval_ns(), each)
         });
         let pb = progress_bar(0, &format!("sim {run}"));
+        pb.set_phase(phase_of(0));
         let result = lab::sim::run_recorded(
             &spec,
             &mut |done, total| {
@@ -261,6 +262,7 @@ fn run_compare(a: &SimArgs, names: &[String]) -> Result<()> {
             let mut v = serde_json::to_value(r)?;
             v["run"] = serde_json::json!(run);
             v["preset_notes"] = serde_json::json!(spec.preset.notes);
+            v["scaling_notes"] = serde_json::json!(scaling_notes(&r.preset, spec));
             each.push(v);
         }
         let v = serde_json::json!({
@@ -285,7 +287,12 @@ fn run_compare(a: &SimArgs, names: &[String]) -> Result<()> {
             "  {run}: {} ({} bytes logical)",
             spec.preset.description, r.logical_bytes
         );
-        for n in &spec.preset.notes {
+        for n in spec
+            .preset
+            .notes
+            .iter()
+            .chain(&scaling_notes(&r.preset, spec))
+        {
             println!("    note            {n}");
         }
     }

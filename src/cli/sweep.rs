@@ -63,6 +63,14 @@ fn axes(args: &[String]) -> Result<(Vec<String>, Vec<Axis>)> {
         if flag == "--json" {
             continue; // every point is recorded whole anyway
         }
+        if matches!(
+            flag.as_str(),
+            "--timeseries" | "--timeseries-plot" | "--histograms" | "--request-log" | "--interval"
+        ) {
+            bail!(
+                "{flag} records one run over time, and sweep records none per point: run `flashlab sim` with the point's flags and {flag}"
+            );
+        }
         if flag == "--wear-plot" {
             bail!(
                 "--wear-plot writes one run's wear plot, and sweep writes none per point: run `flashlab sim` with the point's flags and --wear-plot FILE"

@@ -51,7 +51,9 @@ fn create(path: &Path, what: &str) -> Result<File> {
     File::create(path).with_context(|| format!("{what} {}: cannot create it", path.display()))
 }
 
-/// Refuses a path that cannot become a file: its directory missing, or a directory itself.
+/// Refuses a path that cannot become a file: its directory missing, a directory itself, or
+/// not writable (tried: a new file is made and removed again; an existing one is opened
+/// for appending, which changes nothing).
 fn check_writable(path: &Path, what: &str) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -67,9 +69,27 @@ fn check_writable(path: &Path, what: &str) -> Result<()> {
     if path.is_dir() {
         bail!("{what} {}: is a directory; name a file", path.display());
     }
+    if path.exists() {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .with_context(|| format!("{what} {}: cannot write it", path.display()))?;
+    } else {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .with_context(|| format!("{what} {}: cannot create it", path.display()))?;
+        let _ = std::fs::remove_file(path);
+    }
     Ok(())
 }
 
+/// Whether `path` names JSON (by its extension, in any case).
+fn is_json(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+}
 /// The histogram file of operation `op` for run `run` (named only with several runs).
 fn histogram_path(prefix: &Path, run: Option<&str>, op: &str) -> PathBuf {
     let mut name = prefix.as_os_str().to_owned();
@@ -105,6 +125,22 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// The outputs of an engine command (`btree`, `kv`; the join checks its own flags): the
+/// recording needs the simulated drive, and the engines keep no per-request log.
+pub(crate) fn engine_outputs(
+    a: &TimelineArgs,
+    name: &str,
+    simulated: bool,
+) -> Result<TimelineOutputs> {
+    if a.request_log.is_some() {
+        bail!("--request-log is taken by sim, replay and fio; the engine commands record --timeseries, --timeseries-plot and --histograms");
+    }
+    if a.wanted() && !simulated {
+        bail!("--timeseries, --timeseries-plot and --histograms record a simulated drive's run: they need --backend sim");
+    }
+    TimelineOutputs::open(a, &[name.to_string()])
+}
+
 /// The open output files of one command.
 pub(crate) struct TimelineOutputs {
     args: TimelineArgs,
@@ -115,6 +151,8 @@ struct RequestLog {
     out: BufWriter<File>,
     path: PathBuf,
     error: Option<std::io::Error>,
+    /// Whether this command made the file (only then is it removed if the run fails).
+    created: bool,
 }
 
 impl TimelineOutputs {
@@ -149,8 +187,26 @@ impl TimelineOutputs {
                 }
             }
         }
+        let mut paths: Vec<PathBuf> = [&a.timeseries, &a.timeseries_plot, &a.request_log]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        if let Some(prefix) = &a.histograms {
+            for run in runs {
+                let name = (runs.len() > 1).then_some(run.as_str());
+                paths.extend(["read", "write", "trim"].map(|op| histogram_path(prefix, name, op)));
+            }
+        }
+        for (i, p) in paths.iter().enumerate() {
+            if paths[..i].contains(p) {
+                bail!("{} is named by two of --timeseries, --timeseries-plot, --histograms and --request-log (or by two drives' histograms): give each its own file", p.display());
+            }
+        }
         let requests = match &a.request_log {
             Some(p) => {
+                check_writable(p, "--request-log")?;
+                let created = !p.exists();
                 let mut out = BufWriter::new(create(p, "--request-log")?);
                 writeln!(
                     out,
@@ -161,6 +217,7 @@ impl TimelineOutputs {
                     out,
                     path: p.clone(),
                     error: None,
+                    created,
                 }))
             }
             None => None,
@@ -225,7 +282,7 @@ impl TimelineOutputs {
         let intervals = runs.iter().map(|(_, t)| t.rows.len()).max().unwrap_or(0);
         let ms = self.args.interval as f64 / 1e6;
         if let Some(p) = &self.args.timeseries {
-            let text = if p.extension().is_some_and(|e| e == "json") {
+            let text = if is_json(p) {
                 let v: Vec<_> = runs
                     .iter()
                     .map(|(name, t)| {
@@ -270,16 +327,16 @@ impl TimelineOutputs {
                         .with_context(|| format!("--histograms {}", path.display()))?;
                 }
             }
+            let names: Vec<String> = runs
+                .iter()
+                .map(|(n, _)| {
+                    let run = (runs.len() > 1).then_some(n.as_str());
+                    histogram_path(prefix, run, "*").display().to_string()
+                })
+                .collect();
             said.push(format!(
                 "latency histograms written to {}",
-                histogram_path(
-                    prefix,
-                    runs.first()
-                        .filter(|_| runs.len() > 1)
-                        .map(|(n, _)| n.as_str()),
-                    "*"
-                )
-                .display()
+                names.join(", ")
             ));
         }
         Ok(said)
@@ -287,10 +344,17 @@ impl TimelineOutputs {
 }
 
 impl Drop for TimelineOutputs {
-    /// A run that failed leaves no partial request log.
+    /// A run that failed leaves no partial request log: the file is removed if this command
+    /// made it and it is still a regular file (never a device node, a symlink or a file
+    /// that was there before).
     fn drop(&mut self) {
         if let Some(log) = self.requests.take() {
-            let _ = std::fs::remove_file(&log.into_inner().path);
+            let log = log.into_inner();
+            let regular =
+                std::fs::symlink_metadata(&log.path).is_ok_and(|m| m.file_type().is_file());
+            if log.created && regular {
+                let _ = std::fs::remove_file(&log.path);
+            }
         }
     }
 }

@@ -134,7 +134,8 @@ pub struct OpFigures {
 /// One interval of a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IntervalRow {
-    /// The interval's start, in seconds since the recording began.
+    /// The interval's start, in seconds since the recording began (the measured phase's
+    /// start; a request log's times are the drive's virtual clock, warm-up included).
     pub t_s: f64,
     pub interval_s: f64,
     /// Operations completed per second (reads, writes, TRIMs and flushes).
@@ -221,9 +222,10 @@ impl TimeSeries {
     }
 }
 
-/// `v` with at most 6 decimals (CSV cells without binary noise such as 0.15000000000000002).
+/// `v` with at most 9 decimals (CSV cells without binary noise such as 0.15000000000000002;
+/// a nanosecond in seconds kept).
 fn num(v: f64) -> String {
-    format!("{}", (v * 1e6).round() / 1e6)
+    format!("{}", (v * 1e9).round() / 1e9)
 }
 
 /// The recording a [`Timeline`] keeps; [`Recording::finish`] turns it into a
@@ -240,6 +242,8 @@ pub struct Recording {
     counters_at_current: Counters,
     counters_at_start: Counters,
     totals: Counters,
+    /// The SLC fill last read, carried into intervals without a reading of their own.
+    last_slc_held_bytes: Option<u64>,
     whole: [Histogram<u64>; 3],
     spare: Vec<Histogram<u32>>,
 }
@@ -262,6 +266,7 @@ impl Recording {
             counters_at_current: c,
             counters_at_start: c,
             totals: Counters::default(),
+            last_slc_held_bytes: stats.slc_held_bytes,
             whole: [run_histogram(), run_histogram(), run_histogram()],
             spare: Vec::new(),
         })
@@ -271,14 +276,20 @@ impl Recording {
         t_ns.saturating_sub(self.start_ns) / self.interval_ns
     }
 
-    fn bin_mut(&mut self, bin: u64) -> Result<&mut Bin, FlashError> {
-        if bin >= MAX_INTERVALS {
-            return Err(FlashError::Config(format!(
-                "the run reached {:.3} s, more than {MAX_INTERVALS} intervals of {} ms: give a longer --interval",
-                (bin as f64 * self.interval_ns as f64) / 1e9,
-                self.interval_ns as f64 / 1e6
-            )));
+    /// Refuses a bin past [`MAX_INTERVALS`] before any row up to it is made.
+    fn check_limit(&self, bin: u64) -> Result<(), FlashError> {
+        if bin < MAX_INTERVALS {
+            return Ok(());
         }
+        Err(FlashError::Config(format!(
+            "the run reached {:.3} s, more than {MAX_INTERVALS} intervals of {} ms: give a longer --interval",
+            (bin as f64 * self.interval_ns as f64) / 1e9,
+            self.interval_ns as f64 / 1e6
+        )))
+    }
+
+    fn bin_mut(&mut self, bin: u64) -> Result<&mut Bin, FlashError> {
+        self.check_limit(bin)?;
         let i = (bin - self.first_open) as usize;
         while self.open.len() <= i {
             self.open.push_back(Bin::default());
@@ -286,9 +297,9 @@ impl Recording {
         Ok(&mut self.open[i])
     }
 
-    /// A submission at `now_ns`, the device's counters then `stats` (read only when it
-    /// starts a new interval).
-    fn submitting(
+    /// Call before submitting a command at `now_ns`; `stats` gives the device's counters
+    /// (read only when the submission starts a new interval).
+    pub fn before_submit(
         &mut self,
         now_ns: u64,
         stats: impl FnOnce() -> DeviceStats,
@@ -297,6 +308,7 @@ impl Recording {
         if bin <= self.current {
             return Ok(());
         }
+        self.check_limit(bin)?;
         let s = stats();
         self.close_current(&s)?;
         self.current = bin;
@@ -322,9 +334,11 @@ impl Recording {
         Ok(())
     }
 
-    fn record(&mut self, c: &Completion) -> Result<(), FlashError> {
+    /// Call with each command the device answered.
+    pub fn completed(&mut self, c: &Completion) -> Result<(), FlashError> {
         let latency = c.complete_ns - c.submit_ns;
         let done_bin = self.bin_of(c.complete_ns);
+        self.check_limit(done_bin)?;
         if let Some(slot) = op_slot(c.op) {
             self.whole[slot].saturating_record(latency.max(1));
             let spare = self.spare.pop();
@@ -371,6 +385,8 @@ impl Recording {
             }
         }
         let ops = figures.iter().map(|f| f.count).sum::<u64>() + b.flushes;
+        let slc_held_bytes = b.slc_held_bytes.or(self.last_slc_held_bytes);
+        self.last_slc_held_bytes = slc_held_bytes;
         let ratio = |flash: u64, host: u64| (host > 0).then(|| flash as f64 / host as f64);
         self.rows.push(IntervalRow {
             t_s: index as f64 * secs,
@@ -391,7 +407,7 @@ impl Recording {
             suspensions: d.suspensions,
             waf: ratio(d.flash_write_pages, d.host_write_pages),
             waf_so_far: ratio(self.totals.flash_write_pages, self.totals.host_write_pages),
-            slc_held_bytes: b.slc_held_bytes,
+            slc_held_bytes,
         });
     }
 
@@ -447,7 +463,7 @@ impl<'d, 'e, D: Device> Timeline<'d, 'e, D> {
 impl<D: Device> Device for Timeline<'_, '_, D> {
     fn submit(&mut self, cmd: &Command, now_ns: u64) -> Result<u64, FlashError> {
         let dev = &mut *self.dev;
-        self.rec.submitting(now_ns, || dev.stats())?;
+        self.rec.before_submit(now_ns, || dev.stats())?;
         let done = self.dev.submit(cmd, now_ns)?;
         let c = Completion {
             op: cmd.op,
@@ -456,7 +472,7 @@ impl<D: Device> Device for Timeline<'_, '_, D> {
             submit_ns: now_ns,
             complete_ns: done,
         };
-        self.rec.record(&c)?;
+        self.rec.completed(&c)?;
         if let Some(each) = self.each.as_deref_mut() {
             each(&c);
         }

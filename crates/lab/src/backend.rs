@@ -64,6 +64,31 @@ pub fn simulated_fs_on(
     Ok(simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg)?)
 }
 
+/// Starts recording `fs`'s drive over virtual time in intervals of `interval_ns`, from now
+/// (nothing if None).
+pub fn start_timeline(
+    fs: &mut vfs::SimDrive,
+    interval_ns: Option<u64>,
+) -> Result<(), crate::LabError> {
+    if let Some(ns) = interval_ns {
+        let dev = fs.device_mut();
+        let (now, stats) = (dev.now_ns(), flash::Device::stats(&dev.dev));
+        dev.timeline = Some(flash::timeline::Recording::new(ns, now, &stats)?);
+    }
+    Ok(())
+}
+
+/// The recording [`start_timeline`] began on `fs`'s drive, closed with its counters now.
+pub fn finish_timeline(
+    fs: &mut vfs::SimDrive,
+) -> Result<Option<flash::timeline::TimeSeries>, crate::LabError> {
+    let dev = fs.device_mut();
+    match dev.timeline.take() {
+        Some(r) => Ok(Some(r.finish(&flash::Device::stats(&dev.dev))?)),
+        None => Ok(None),
+    }
+}
+
 /// Fits a file system's configuration to the drive it is made on, as Linux does: on an FDP
 /// drive with more than one handle, write-life hints map onto its handles with the
 /// kernel's stream map ([`simfs::HintPlacement::linux_streams`]; Linux 4.13-5.17 turned

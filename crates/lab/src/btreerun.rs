@@ -395,7 +395,17 @@ fn with_segments<G: astree::segments::Segments>(
 }
 
 pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, crate::LabError> {
+    Ok(run_recorded(spec, None)?.0)
+}
+
+/// [`run`], the simulated drive's whole run (from the file system's creation) recorded over
+/// virtual time in intervals of `timeline_ns` when given (`--timeseries`).
+pub fn run_recorded(
+    spec: &BtreeSpec,
+    timeline_ns: Option<u64>,
+) -> Result<(BtreeResult, Option<flash::timeline::TimeSeries>), crate::LabError> {
     let none = || 0;
+    let mut series = None;
     if spec.host_write_target_bytes.is_some() && !matches!(spec.backend, Backend::Sim { .. }) {
         return Err("a host-byte target needs a simulated drive (--backend sim)".into());
     }
@@ -447,6 +457,8 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, crate::LabError> {
                 crate::experiments::derive_seed(spec.seed, 1),
             )?;
             out.wear_at_start = fs.device().dev.wear_report();
+            let mut fs = fs;
+            crate::backend::start_timeline(&mut fs, timeline_ns)?;
             // The engine owns the file system; this handle reads the drive after the run.
             let (watched, drive) = crate::backend::Watched::new(vfs::SimVfs::new(fs));
             let host_bytes = || drive.borrow().fs().device().dev.host_write_bytes();
@@ -458,9 +470,10 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, crate::LabError> {
                 with_storage(storage, spec, &host_bytes, &mut out)?;
             }
             out.wear = drive.borrow().fs().device().dev.wear_report();
+            series = crate::backend::finish_timeline(drive.borrow_mut().fs_mut())?;
         }
     }
-    Ok(out)
+    Ok((out, series))
 }
 
 #[cfg(test)]

@@ -57,6 +57,10 @@ pub struct JoinStorage {
     pub precondition: crate::precondition::Precondition,
     /// sim: the seed of preconditioning's random writes.
     pub precondition_seed: u64,
+    /// Simulated drive only: record the measured repetitions over virtual time in
+    /// intervals of this many ns (`--timeseries`); the figures land in
+    /// [`JoinRunResult::timeseries`].
+    pub timeline_ns: Option<u64>,
 }
 
 impl Default for JoinStorage {
@@ -79,6 +83,7 @@ impl Default for JoinStorage {
             host_write_target_bytes: None,
             precondition: crate::precondition::Precondition::None,
             precondition_seed: 0,
+            timeline_ns: None,
         }
     }
 }
@@ -177,6 +182,9 @@ pub struct JoinRunResult {
     /// counts the run started from.
     #[serde(skip)]
     pub wear_at_start: Option<flash::WearReport>,
+    /// The measured repetitions over virtual time (with `JoinStorage::timeline_ns`).
+    #[serde(skip)]
+    pub timeseries: Option<flash::timeline::TimeSeries>,
 }
 
 /// Runs `f(user)` for every user in its own thread; results in user order.
@@ -695,6 +703,7 @@ fn run_on_drive(
     let (mut drive, od, ld) = mount_drive(spec, preset)?;
     drive.start_measuring();
     out.wear_at_start = drive.fs().device().dev.wear_report();
+    crate::backend::start_timeline(drive.fs_mut(), st.timeline_ns)?;
     let rows = input_rows(spec, &od, &ld);
     let (user_pools, user_join, threads) = plan_users(spec, rows);
     let turns = vfs::Turns::on_cores(
@@ -789,6 +798,7 @@ fn run_on_drive(
         }
     }
     out.wear = turns.with_vfs(|v| v.fs().device().dev.wear_report());
+    out.timeseries = turns.with_vfs(|v| crate::backend::finish_timeline(v.fs_mut()))?;
     // The users' peaks, added: at most the budget (each pool is a share of it).
     out.peak_memory_bytes = user_pools.iter().map(|p| p.peak_bytes()).sum();
     Ok(())

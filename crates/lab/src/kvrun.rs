@@ -107,6 +107,16 @@ fn finish<S: Segments>(
 }
 
 pub fn run(spec: &KvSpec) -> Result<KvResult, crate::LabError> {
+    Ok(run_recorded(spec, None)?.0)
+}
+
+/// [`run`], the simulated drive's whole run (load and updates) recorded over virtual time
+/// in intervals of `timeline_ns` when given (`--timeseries`).
+pub fn run_recorded(
+    spec: &KvSpec,
+    timeline_ns: Option<u64>,
+) -> Result<(KvResult, Option<flash::timeline::TimeSeries>), crate::LabError> {
+    let mut series = None;
     spec.update.validate()?;
     let u = &spec.update;
     let mut out = KvResult {
@@ -149,7 +159,8 @@ pub fn run(spec: &KvSpec) -> Result<KvResult, crate::LabError> {
             out.backend = format!("sim:{}", preset.name);
             // Every database on one simulated drive (ext4-like simfs), the writers taking
             // turns a batch at a time, in virtual time.
-            let fs = crate::backend::simulated_fs(preset, simfs::AllocPolicy::Ext4Like)?;
+            let mut fs = crate::backend::simulated_fs(preset, simfs::AllocPolicy::Ext4Like)?;
+            crate::backend::start_timeline(&mut fs, timeline_ns)?;
             let shared = vfs::Shared::new(vfs::SimVfs::new(fs));
             let mut dbs = Vec::new();
             for d in 0..u.dbs {
@@ -167,7 +178,8 @@ pub fn run(spec: &KvSpec) -> Result<KvResult, crate::LabError> {
             out.update_s = (now() - t) as f64 / 1e9;
             finish(&dbs, &before, &writers, spec, &mut out);
             out.wear = shared.borrow().fs().device().dev.wear_report();
+            series = crate::backend::finish_timeline(shared.borrow_mut().fs_mut())?;
         }
     }
-    Ok(out)
+    Ok((out, series))
 }

@@ -5,15 +5,23 @@
 use flash::timeline::{IntervalRow, TimeSeries};
 use plotters::prelude::*;
 
-/// A line per run, in colours that read on white (Tableau's ten, in order).
-const COLORS: [RGBColor; 6] = [
+/// A line per run, in colours that read on white (Tableau's ten).
+const COLORS: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
     RGBColor(255, 127, 14),
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
 ];
+
+/// Legend entries per row, each this wide.
+const LEGEND_PER_ROW: usize = 4;
+const LEGEND_ENTRY_PX: i32 = 230;
 
 fn color(i: usize) -> RGBAColor {
     COLORS[i % COLORS.len()].to_rgba()
@@ -121,15 +129,17 @@ pub fn timeseries_svg(runs: &[(String, &TimeSeries)]) -> Result<String, crate::L
     if panels.is_empty() || t_end <= 0.0 {
         return Err("no interval has a figure to plot (the run completed no request)".into());
     }
-    let height = LEGEND_PX + PANEL_PX * panels.len() as u32;
+    let legend_px = LEGEND_PX * runs.len().div_ceil(LEGEND_PER_ROW).max(1) as u32;
+    let height = legend_px + PANEL_PX * panels.len() as u32;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH_PX, height)).into_drawing_area();
         let e = |e: DrawingAreaErrorKind<_>| e.to_string();
         root.fill(&WHITE).map_err(e)?;
-        let (legend, body) = root.split_vertically(LEGEND_PX);
+        let (legend, body) = root.split_vertically(legend_px);
         for (i, (name, _)) in runs.iter().enumerate() {
-            let x = 70 + 220 * i as i32;
+            let x = 70 + LEGEND_ENTRY_PX * (i % LEGEND_PER_ROW) as i32;
+            let row = LEGEND_PX as i32 * (i / LEGEND_PER_ROW) as i32;
             let color = color(i);
             legend
                 .draw(&PathElement::new(
@@ -138,7 +148,11 @@ pub fn timeseries_svg(runs: &[(String, &TimeSeries)]) -> Result<String, crate::L
                 ))
                 .map_err(e)?;
             legend
-                .draw(&Text::new(name.clone(), (x + 30, 10), ("sans-serif", 15)))
+                .draw(&Text::new(
+                    name.clone(),
+                    (x + 30, row + 10),
+                    ("sans-serif", 15),
+                ))
                 .map_err(e)?;
         }
         let areas = body.split_evenly((panels.len(), 1));

@@ -96,6 +96,9 @@ pub struct Timed<D: Device> {
     /// watches how far each user seeks reads them).
     pub track_positions: bool,
     positions: Vec<(u64, u64)>,
+    /// The run over time (`--timeseries` on the engine commands): every request is
+    /// recorded in it while set.
+    pub timeline: Option<flash::timeline::Recording>,
 }
 
 impl<D: Device> Timed<D> {
@@ -112,6 +115,7 @@ impl<D: Device> Timed<D> {
             in_flight: std::collections::BinaryHeap::new(),
             track_positions: false,
             positions: Vec::new(),
+            timeline: None,
         }
     }
 
@@ -175,7 +179,20 @@ impl<D: Device> Timed<D> {
 impl<D: Device> BlockDev for Timed<D> {
     fn io(&mut self, cmd: Command) -> Result<u64, SimfsError> {
         let at = self.dispatch_time();
+        if let Some(t) = &mut self.timeline {
+            let dev = &self.dev;
+            t.before_submit(at, || dev.stats())?;
+        }
         let done = self.dev.submit(&cmd, at)?;
+        if let Some(t) = &mut self.timeline {
+            t.completed(&flash::timeline::Completion {
+                op: cmd.op,
+                offset_bytes: cmd.offset_bytes,
+                len_bytes: cmd.len_bytes,
+                submit_ns: at,
+                complete_ns: done,
+            })?;
+        }
         self.last_issue_ns = at;
         if self.track_positions && matches!(cmd.op, flash::Op::Read | flash::Op::Write) {
             self.positions.push((cmd.offset_bytes, cmd.len_bytes));

@@ -20,6 +20,7 @@
 //! ready does not queue behind one still waiting for its die.
 
 use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
 use std::collections::VecDeque;
 
 /// How a die orders its flash operations.
@@ -160,6 +161,18 @@ fn slip(end_ns: u64, promised_ns: u64) -> u64 {
 }
 
 impl DieQueue {
+    /// The first buffered program in `queued` from index `from`, the die free from `t_ns`
+    /// and the steps before it run back to back: its expected end, index and bytes.
+    fn next_program(&self, mut t_ns: u64, from: usize) -> Option<(u64, usize, u64)> {
+        for (i, s) in self.queued.iter().enumerate().skip(from) {
+            t_ns = t_ns.max(s.ready_ns) + s.dur_ns;
+            if s.bytes > 0 {
+                return Some((t_ns, i, s.bytes));
+            }
+        }
+        None
+    }
+
     /// The step that runs next from `free_ns`, released work first when both could start
     /// by then, and when it may start; not yet taken off its queue.
     fn next(&self, free_ns: u64) -> Option<(bool, u64)> {
@@ -380,29 +393,35 @@ impl Maintenance {
         excess_bytes: u64,
     ) -> Option<u64> {
         self.advance_all(host_free_ns, t_ns);
-        // (expected end, bytes, die, index in the queue or None for the running step)
-        let mut ends: Vec<(u64, u64, usize, Option<usize>)> = Vec::new();
+        // The programs in order of their expected ends, merged over the dies lazily (a
+        // write usually needs one): (end, die, index in the queue or None for the running
+        // step, bytes, the die's time after it).
+        let mut heap = std::collections::BinaryHeap::new();
         for (d, q) in self.dies.iter().enumerate() {
             let mut t = t_ns.max(host_free_ns[d]).max(q.clock_ns);
             if let Some(r) = q.running {
                 t = t.max(r.end_ns);
                 if r.bytes > 0 {
-                    ends.push((r.end_ns, r.bytes, d, None));
+                    heap.push(Reverse((r.end_ns, d, None, r.bytes, t)));
+                    continue;
                 }
             }
-            for (i, s) in q.queued.iter().enumerate() {
-                t = t.max(s.ready_ns) + s.dur_ns;
-                if s.bytes > 0 {
-                    ends.push((t, s.bytes, d, Some(i)));
-                }
+            if let Some((end, i, bytes)) = q.next_program(t, 0) {
+                heap.push(Reverse((end, d, Some(i), bytes, end)));
             }
         }
-        ends.sort_unstable();
         let mut freed = 0;
-        let (end, _, d, at) = *ends.iter().find(|&&(_, bytes, _, _)| {
+        let (end, d, at) = loop {
+            let Reverse((end, d, at, bytes, t)) = heap.pop()?;
             freed += bytes;
-            freed >= excess_bytes
-        })?;
+            if freed >= excess_bytes {
+                break (end, d, at);
+            }
+            let from = at.map_or(0, |i| i + 1);
+            if let Some((e, i, b)) = self.dies[d].next_program(t, from) {
+                heap.push(Reverse((e, d, Some(i), b, e)));
+            }
+        };
         let q = &mut self.dies[d];
         let promised = match at {
             None => &mut q.running.as_mut().expect("found running").promised_ns,
