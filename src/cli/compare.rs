@@ -240,6 +240,7 @@ mod tests {
         let mut stats = DeviceStats {
             iops,
             waf: Some(waf),
+            simulated_ns: 1_000_000,
             ..Default::default()
         };
         stats.read_latency_ns.count = 1;
