@@ -333,8 +333,39 @@ fn an_open_loop_replay_the_drive_cannot_keep_up_with_says_so_and_how_to_rerun() 
     let v = stdout_json(&run(&["--json"]));
     assert_eq!(v["saturated"], true);
     assert!(v["served_iops"].as_f64().unwrap() < 0.95 * v["offered_iops"].as_f64().unwrap());
+    // The backlog, read at each tenth of the replay, grows through it.
+    let tenths: Vec<u64> = v["backlog_by_tenth"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect();
+    assert_eq!(tenths.len(), 10);
+    assert!(tenths[9] > 2 * tenths[4] && tenths[9] > 1000, "{tenths:?}");
+    assert_eq!(v["backlog_grows"], true);
+    // Just above the drive's rate (128,000 offered): served within 5% of it, so only the
+    // backlog, growing through the run, says the drive is not keeping up.
+    let v = stdout_json(&run(&["--speed", "0.64", "--json"]));
+    assert!(v["served_iops"].as_f64().unwrap() >= 0.95 * v["offered_iops"].as_f64().unwrap());
+    assert_eq!(v["backlog_grows"], true, "{v}");
+    assert_eq!(v["saturated"], true, "{v}");
+    let o = run(&["--speed", "0.64"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("saturated: the requests outstanding grew"),
+        "{out}"
+    );
     let v = stdout_json(&run(&["--speed", "0.5", "--json"]));
     assert_eq!(v["saturated"], false, "{v}");
+    assert_eq!(v["backlog_grows"], false, "{v}");
+    assert!(
+        v["backlog_by_tenth"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x.as_u64().unwrap() < 100),
+        "{v}"
+    );
     assert!(
         (v["offered_iops"].as_f64().unwrap() - 100_005.0).abs() < 10.0,
         "{v}"

@@ -336,6 +336,8 @@ fn print_one(a: &ReplayArgs, o: Outcome, recorded: &[String], wall_s: f64) -> Re
             v["offered_iops"] = serde_json::json!(l.offered_iops);
             v["served_iops"] = serde_json::json!(l.served_iops);
             v["saturated"] = serde_json::json!(l.saturated());
+            v["backlog_by_tenth"] = serde_json::json!(l.backlog);
+            v["backlog_grows"] = serde_json::json!(backlog_grows(&l.backlog));
         }
         println!("{}", serde_json::to_string(&v)?);
         return Ok(());
@@ -382,7 +384,7 @@ fn print_compare(
         .map(|(o, run)| super::compare::Column {
             name: run.clone(),
             stats: o.stats.clone(),
-            load: o.load.map(|l| (l.offered_iops, l.served_iops)),
+            load: o.load.as_ref().map(|l| (l.offered_iops, l.served_iops)),
         })
         .collect();
     let first = &done[0];
@@ -399,6 +401,7 @@ fn print_compare(
                 v["offered_iops"] = serde_json::json!(l.offered_iops);
                 v["served_iops"] = serde_json::json!(l.served_iops);
                 v["saturated"] = serde_json::json!(l.saturated());
+                v["backlog_by_tenth"] = serde_json::json!(l.backlog);
             }
             each.push(v);
         }
@@ -440,7 +443,7 @@ fn print_compare(
                 100.0 * s.unwritten_read_bytes as f64 / s.host_read_bytes as f64
             );
         }
-        if let Some(l) = o.load.filter(Load::saturated) {
+        if let Some(l) = o.load.as_ref().filter(|l| l.saturated()) {
             println!(
                 "    warning         saturated: served {:.0} of the {:.0} IOPS the trace offers (rerun it alone for the commands to go slower or closed loop)",
                 l.served_iops, l.offered_iops
@@ -462,6 +465,114 @@ impl Outcome {
     }
 }
 
+/// Requests outstanding over an open-loop replay, kept in 1,024 bins of virtual time that
+/// double in width as the run grows (so memory stays fixed): read at the end of each tenth
+/// of the span of submissions, it says whether the backlog grew through the run.
+#[derive(Debug, Default)]
+struct Backlog {
+    /// The first submission's time; bins count from it.
+    origin: Option<u64>,
+    width_ns: u64,
+    submitted: Vec<u64>,
+    completed: Vec<u64>,
+    last_submit_ns: u64,
+}
+
+const BACKLOG_BINS: usize = 1024;
+
+impl Backlog {
+    fn bin(&mut self, t_ns: u64) -> usize {
+        let origin = *self.origin.get_or_insert(t_ns);
+        if self.submitted.is_empty() {
+            self.width_ns = 1;
+            self.submitted = vec![0; BACKLOG_BINS];
+            self.completed = vec![0; BACKLOG_BINS];
+        }
+        loop {
+            let i = (t_ns.saturating_sub(origin) / self.width_ns) as usize;
+            if i < BACKLOG_BINS {
+                return i;
+            }
+            // Twice as wide: bins 2k and 2k+1 become bin k.
+            for v in [&mut self.submitted, &mut self.completed] {
+                for k in 0..BACKLOG_BINS / 2 {
+                    v[k] = v[2 * k] + v[2 * k + 1];
+                }
+                v[BACKLOG_BINS / 2..].fill(0);
+            }
+            self.width_ns *= 2;
+        }
+    }
+
+    fn note(&mut self, submit_ns: u64, done_ns: u64) {
+        let i = self.bin(submit_ns);
+        self.submitted[i] += 1;
+        let j = self.bin(done_ns);
+        self.completed[j] += 1;
+        self.last_submit_ns = self.last_submit_ns.max(submit_ns);
+    }
+
+    /// Requests outstanding at the end of each tenth of the span of submissions (to a bin's
+    /// width: completions in the bin of a tenth's end count as done by then).
+    fn by_tenth(&mut self) -> Vec<u64> {
+        let Some(origin) = self.origin else {
+            return Vec::new();
+        };
+        let span = self.last_submit_ns - origin;
+        (1..=10u64)
+            .map(|k| {
+                let i = self.bin(origin + span / 10 * k + span % 10 * k / 10);
+                let s: u64 = self.submitted[..=i].iter().sum();
+                let c: u64 = self.completed[..=i].iter().sum();
+                s.saturating_sub(c)
+            })
+            .collect()
+    }
+}
+
+/// Whether a backlog read at tenths (see [`Backlog::by_tenth`]) grew through the run: at
+/// the end more than twice what it was at half-time and above 16 requests, and it did not
+/// shrink from one tenth to the next more than twice.
+fn backlog_grows(tenths: &[u64]) -> bool {
+    if tenths.len() != 10 {
+        return false;
+    }
+    let shrinks = tenths.windows(2).filter(|w| w[1] < w[0]).count();
+    tenths[9] > 2 * tenths[4] && tenths[9] > 16 && shrinks <= 2
+}
+
+/// A device whose submissions and completions feed a [`Backlog`].
+struct Watched<'a, D: Device> {
+    dev: &'a mut D,
+    backlog: &'a mut Backlog,
+}
+
+impl<D: Device> Device for Watched<'_, D> {
+    fn submit(&mut self, cmd: &flash::Command, now_ns: u64) -> Result<u64, flash::FlashError> {
+        let done = self.dev.submit(cmd, now_ns)?;
+        self.backlog.note(now_ns, done);
+        Ok(done)
+    }
+    fn stats(&self) -> flash::DeviceStats {
+        self.dev.stats()
+    }
+    fn reset_stats(&mut self) {
+        self.dev.reset_stats()
+    }
+    fn logical_bytes(&self) -> u64 {
+        self.dev.logical_bytes()
+    }
+    fn prefetch(&self, cmd: &flash::Command) {
+        self.dev.prefetch(cmd)
+    }
+    fn settle(&mut self) -> u64 {
+        self.dev.settle()
+    }
+    fn rested_ns(&mut self) -> u64 {
+        self.dev.rested_ns()
+    }
+}
+
 /// The passes of a replay over the trace (`--repeat`), each starting where the last ended.
 struct Passes<'a> {
     file: &'a trace::TraceFile,
@@ -476,6 +587,26 @@ struct Passes<'a> {
 
 impl Passes<'_> {
     fn run<D: Device>(&self, dev: &mut D, offered: &mut Offered) -> Result<trace::ReplaySummary> {
+        if !self.open {
+            return self.run_passes(dev, offered);
+        }
+        let mut backlog = Backlog::default();
+        let summary = self.run_passes(
+            &mut Watched {
+                dev,
+                backlog: &mut backlog,
+            },
+            offered,
+        )?;
+        offered.backlog = backlog.by_tenth();
+        Ok(summary)
+    }
+
+    fn run_passes<D: Device>(
+        &self,
+        dev: &mut D,
+        offered: &mut Offered,
+    ) -> Result<trace::ReplaySummary> {
         let (open, speed) = (self.open, self.speed);
         let mut summary = trace::ReplaySummary {
             requests: 0,
@@ -536,20 +667,30 @@ struct Offered {
     current: Option<(u64, u64)>,
     /// The replay's first timestamp (scaled), ns.
     first_ns: Option<u64>,
+    /// Requests outstanding at the end of each tenth of the replay ([`Backlog`]).
+    backlog: Vec<u64>,
 }
 
 /// An open-loop replay's load: what it offered and what the drive served.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Load {
     offered_iops: f64,
     served_iops: f64,
+    /// Requests outstanding at the end of each tenth of the replay.
+    backlog: Vec<u64>,
 }
 
 /// Below this share of the offered rate the drive is said not to keep up.
 const SATURATED_SHARE: f64 = 0.95;
 
 impl Load {
+    /// The drive did not keep up: it served less than [`SATURATED_SHARE`] of the offered
+    /// rate, or the backlog grew through the run ([`backlog_grows`]).
     fn saturated(&self) -> bool {
+        self.served_short() || backlog_grows(&self.backlog)
+    }
+
+    fn served_short(&self) -> bool {
         self.offered_iops > 0.0 && self.served_iops < SATURATED_SHARE * self.offered_iops
     }
 }
@@ -590,6 +731,7 @@ impl Offered {
                 0.0
             },
             served_iops: requests as f64 / (served_ns as f64 / 1e9),
+            backlog: self.backlog.clone(),
         }
     }
 }
@@ -634,13 +776,30 @@ fn print_load(l: &Load, speed: f64) {
         },
         l.served_iops
     );
+    if !l.backlog.is_empty() {
+        println!(
+            "  backlog           requests outstanding at the end of each tenth of the replay: {}",
+            l.backlog
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
     if l.saturated() {
         // A pace the drive kept up with, with a tenth to spare.
         let slower = (l.served_iops / l.offered_iops * speed * 0.9 * 100.0).floor() / 100.0;
-        let slower = format!("{}", slower.max(0.01));
+        let slower = format!("{}", slower.min(speed * 0.9).max(0.01));
+        let why = if l.served_short() {
+            format!(
+                "the drive served {:.0}% of what the trace offers",
+                l.served_iops / l.offered_iops * 100.0
+            )
+        } else {
+            "the requests outstanding grew through the replay".to_string()
+        };
         println!(
-            "  warning           saturated: the drive served {:.0}% of what the trace offers, so requests queued without bound and the latencies above measure that backlog, not the drive. Rerun slower: `{}`; or closed loop (each stream waits for its requests): `{}`",
-            l.served_iops / l.offered_iops * 100.0,
+            "  warning           saturated: {why}, so requests queued without bound and the latencies above measure that backlog, not the drive. Rerun slower: `{}`; or closed loop (each stream waits for its requests): `{}`",
             rerun_with(&["--speed"], &["--speed", &slower]),
             rerun_with(&["--speed", "--mode"], &["--mode", "closed"])
         );
