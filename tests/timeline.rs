@@ -585,3 +585,52 @@ fn btree_and_kv_record_their_simulated_drive() {
         "--request-log is taken by sim, replay and fio",
     );
 }
+
+#[test]
+fn replay_compares_preconditionings_of_one_drive() {
+    let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/kv-ext4.trace");
+    let v = stdout_json(&flashlab(&[
+        "replay",
+        trace,
+        "--preset",
+        "980",
+        "--capacity",
+        "2GiB",
+        "--precondition",
+        "none,fill",
+        "--json",
+    ]));
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs[0]["run"], "980/none");
+    assert_eq!(runs[1]["run"], "980/fill");
+    // Fresh, every read is of never-written space; filled, none is.
+    let share = &v["compare"]["unwritten reads (%)"]["values"];
+    assert_eq!(share["980/none"], 100.0);
+    assert_eq!(share["980/fill"], 0.0);
+    let alone = stdout_json(&flashlab(&[
+        "replay",
+        trace,
+        "--preset",
+        "980",
+        "--capacity",
+        "2GiB",
+        "--precondition",
+        "fill",
+        "--json",
+    ]));
+    assert_eq!(runs[1]["read_latency_ns"], alone["read_latency_ns"]);
+    assert_refused(
+        &[
+            "replay",
+            trace,
+            "--preset",
+            "980",
+            "--capacity",
+            "2GiB",
+            "--precondition",
+            "none,fill",
+            "--wear",
+        ],
+        "one --precondition",
+    );
+}

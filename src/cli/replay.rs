@@ -62,8 +62,10 @@ pub(crate) struct ReplayArgs {
     /// Before the trace: none (a fresh drive), fill (sequential writes up to
     /// --occupancy), steady[:Nx] (fill, then random 4 KiB writes until WAF is steady by
     /// SNIA PTS's rule, at most N times the filled bytes; default 5x). Not measured.
-    #[arg(long, default_value = "none")]
-    pub(crate) precondition: lab::precondition::Precondition,
+    /// Several, separated by commas (none,fill,steady), replay the trace after each and
+    /// compare them (with several presets: every preset after every one).
+    #[arg(long, default_value = "none", value_delimiter = ',')]
+    pub(crate) precondition: Vec<lab::precondition::Precondition>,
     /// Share of the logical space preconditioning fills (0 < F <= 1; default 1); only with
     /// --precondition fill or steady.
     #[arg(long)]
@@ -108,25 +110,46 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
         bail!("--coalesce-window groups TRIMs into vectored TRIMs: it needs --trim-as vtrim");
     }
     if given::given("seed")
-        && !matches!(
-            a.precondition,
-            lab::precondition::Precondition::Steady { .. }
-        )
+        && !a
+            .precondition
+            .iter()
+            .any(|p| matches!(p, lab::precondition::Precondition::Steady { .. }))
         && a.device.age.is_none()
     {
         bail!("--seed seeds steady preconditioning's random writes and the error model's draws: without --precondition steady or --age it does nothing (fill writes in order)");
     }
-    let names = a.device.preset_names();
+    if let Some(f) = a.occupancy {
+        if a.precondition
+            .iter()
+            .all(|p| *p == lab::precondition::Precondition::None)
+        {
+            bail!("--occupancy {f} has no effect without --precondition fill or steady");
+        }
+    }
+    // Every preset after every preconditioning asked for: a run each.
+    let presets = a.device.preset_names();
+    let mut names = Vec::new();
+    let mut plan = Vec::new();
+    for p in &presets {
+        for mode in &a.precondition {
+            names.push(if a.precondition.len() > 1 {
+                format!("{p}/{mode}")
+            } else {
+                p.clone()
+            });
+            plan.push((p.clone(), *mode));
+        }
+    }
     let runs = super::compare::run_names(&names);
-    if names.len() > 1 && a.wear {
-        bail!("--wear reports one drive's wear: give one --preset");
+    if runs.len() > 1 && a.wear {
+        bail!("--wear reports one drive's wear: give one --preset and one --precondition");
     }
     let outputs = super::timeline::TimelineOutputs::open(&a.timeline, &runs)?;
     let mut done = Vec::new();
-    for (name, run) in names.iter().zip(&runs) {
+    for ((name, mode), run) in plan.iter().zip(&runs) {
         let preset = a.device.preset_named(name)?;
-        let o = replay_on(&a, preset, run, &outputs);
-        let o = if names.len() > 1 {
+        let o = replay_on(&a, preset, *mode, run, &outputs);
+        let o = if runs.len() > 1 {
             o.with_context(|| format!("drive {run}"))?
         } else {
             o?
@@ -154,6 +177,7 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
 /// One drive's replay of the trace.
 struct Outcome {
     preset: flash::Preset,
+    mode: lab::precondition::Precondition,
     info: trace::TraceInfo,
     open: bool,
     speed: f64,
@@ -170,6 +194,7 @@ struct Outcome {
 fn replay_on(
     a: &ReplayArgs,
     preset: flash::Preset,
+    mode: lab::precondition::Precondition,
     run: &str,
     outputs: &super::timeline::TimelineOutputs,
 ) -> Result<Outcome> {
@@ -219,19 +244,11 @@ fn replay_on(
         bail!("--speed {x} scales the timestamps of an open-loop replay; this replay is closed loop (requests follow their stream's completions): drop --speed, or add --mode open on a timestamped trace");
     }
     let speed = a.speed.unwrap_or(1.0);
-    if let (Some(f), lab::precondition::Precondition::None) = (a.occupancy, a.precondition) {
-        bail!("--occupancy {f} has no effect without --precondition fill or steady");
-    }
     let pb = progress_bar(0, &format!("replay on {run}"));
-    if a.precondition != lab::precondition::Precondition::None {
+    if mode != lab::precondition::Precondition::None {
         pb.set_phase("preconditioning");
     }
-    let pre = lab::precondition::precondition(
-        &mut dev,
-        a.precondition,
-        a.occupancy.unwrap_or(1.0),
-        a.seed,
-    )?;
+    let pre = lab::precondition::precondition(&mut dev, mode, a.occupancy.unwrap_or(1.0), a.seed)?;
     // --trim-as vtrim rewrites runs of TRIMs across the trace: it holds the trace in memory.
     let coalesced = if a.trim_as == TrimAs::Vtrim {
         let page = dev
@@ -287,6 +304,7 @@ fn replay_on(
     Ok(Outcome {
         wear: dev.wear_report(),
         preset,
+        mode,
         info,
         open,
         speed,
@@ -302,6 +320,7 @@ fn replay_on(
 fn print_one(a: &ReplayArgs, o: Outcome, recorded: &[String], wall_s: f64) -> Result<()> {
     let Outcome {
         preset,
+        mode,
         info,
         open,
         speed,
@@ -353,7 +372,7 @@ fn print_one(a: &ReplayArgs, o: Outcome, recorded: &[String], wall_s: f64) -> Re
     for n in &preset.notes {
         println!("  note              {n}");
     }
-    if a.precondition != lab::precondition::Precondition::None {
+    if mode != lab::precondition::Precondition::None {
         print_precondition(&pre);
     }
     print_stats(&stats);
@@ -433,7 +452,7 @@ fn print_compare(
         for n in &o.preset.notes {
             println!("    note            {n}");
         }
-        if a.precondition != lab::precondition::Precondition::None {
+        if o.mode != lab::precondition::Precondition::None {
             println!("    preconditioned  {}", precondition_line(&o.pre));
         }
         let s = &o.stats;

@@ -28,6 +28,17 @@ pub enum Precondition {
     Steady { max_x: f64 },
 }
 
+impl std::fmt::Display for Precondition {
+    /// As `--precondition` takes it: none, fill, steady:5x.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Precondition::None => write!(f, "none"),
+            Precondition::Fill => write!(f, "fill"),
+            Precondition::Steady { max_x } => write!(f, "steady:{max_x}x"),
+        }
+    }
+}
+
 /// The default cap of `steady`, in multiples of the filled bytes.
 pub const DEFAULT_STEADY_MAX_X: f64 = 5.0;
 
