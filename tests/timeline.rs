@@ -634,3 +634,41 @@ fn replay_compares_preconditionings_of_one_drive() {
         "one --precondition",
     );
 }
+
+#[test]
+fn sim_compares_drive_kinds_of_one_preset() {
+    let base = [
+        "sim",
+        "--preset",
+        "840pro",
+        "--capacity",
+        "2GiB",
+        "--workload",
+        "uniform",
+        "--writes",
+        "0.5x",
+        "--timing",
+        "off",
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--drive", "conventional,zoned", "--json"]);
+    // A zoned drive takes only sequential writes: the error names the run.
+    let o = flashlab(&args);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("drive 840pro/zoned"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut args = base.to_vec();
+    args.extend(["--drive", "conventional,fdp", "--handles", "4", "--json"]);
+    let v = stdout_json(&flashlab(&args));
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs[0]["run"], "840pro/conventional");
+    assert_eq!(runs[1]["run"], "840pro/fdp");
+    let mut alone = base.to_vec();
+    alone.extend(["--drive", "fdp", "--handles", "4", "--json"]);
+    let one = stdout_json(&flashlab(&alone));
+    assert_eq!(runs[1]["flash_write_pages"], one["flash_write_pages"]);
+    assert_eq!(runs[1]["fdp"], one["fdp"]);
+}

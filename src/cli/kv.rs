@@ -94,7 +94,11 @@ pub(crate) fn run(a: KvArgs) -> Result<()> {
     };
     let outputs = super::timeline::engine_outputs(&r.timeline, "kv", spec.backend.virtual_time())?;
     let interval = r.timeline.wanted().then_some(outputs.interval_ns());
-    let (res, series) = lab::kvrun::run_recorded(&spec, interval)?;
+    let pb = progress_bar(0, "kv");
+    pb.set_phase("running");
+    let run = lab::kvrun::run_recorded(&spec, interval);
+    pb.finish_and_clear();
+    let (res, series) = run?;
     let recorded = match series {
         Some(ts) => outputs.finish(&[("kv".to_string(), ts)])?,
         None => Vec::new(),

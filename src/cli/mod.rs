@@ -129,8 +129,9 @@ pub(crate) struct DeviceArgs {
     /// zones of a block on every die written at their write pointers, reset by the host,
     /// no device GC; --zone-capacity, --max-open-zones, --max-active-zones). Default: the
     /// preset's ([ssd.fdp] or [ssd.zoned] in its TOML), conventional for every built-in one.
-    #[arg(long, value_enum)]
-    pub(crate) drive: Option<DriveKind>,
+    /// `sim` and `replay` take several, separated by commas, to compare them.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub(crate) drive: Vec<DriveKind>,
     /// FDP: reclaim unit handles (placement handles 0..N; default 2).
     #[arg(long, value_name = "N")]
     pub(crate) handles: Option<u16>,
@@ -180,26 +181,29 @@ pub(crate) enum IsolationArg {
 }
 
 impl DeviceArgs {
-    /// What `--drive` and its flags ask for, on top of the preset `p`'s own settings.
-    fn drive(&self, p: &Preset) -> Result<Option<lab::sim::Drive>> {
+    /// What `--drive` (`given`, one of its kinds) and its flags ask for, on top of the
+    /// preset `p`'s own settings.
+    fn drive(&self, p: &Preset, given: Option<DriveKind>) -> Result<Option<lab::sim::Drive>> {
         let fdp_flags = self.handles.is_some() || self.isolation.is_some();
         let zone_flags = self.zone_capacity.is_some()
             || self.max_open_zones.is_some()
             || self.max_active_zones.is_some();
         let own = p.ssd_config();
-        let kind = match self.drive {
+        let kind = match given {
             Some(k) => k,
             None if own.is_some_and(|c| c.fdp.is_some()) => DriveKind::Fdp,
             None if own.is_some_and(|c| c.zoned.is_some()) => DriveKind::Zoned,
             None => DriveKind::Conventional,
         };
-        if fdp_flags && kind != DriveKind::Fdp {
+        // Comparing kinds (`--drive conventional,fdp`), each kind's flags set up that kind.
+        let compared = |k: DriveKind| self.drive.len() > 1 && self.drive.contains(&k);
+        if fdp_flags && kind != DriveKind::Fdp && !compared(DriveKind::Fdp) {
             bail!("--handles and --isolation set up an FDP drive: add --drive fdp");
         }
-        if zone_flags && kind != DriveKind::Zoned {
+        if zone_flags && kind != DriveKind::Zoned && !compared(DriveKind::Zoned) {
             bail!("--zone-capacity, --max-open-zones and --max-active-zones set up a zoned drive: add --drive zoned");
         }
-        if self.drive.is_none() && !fdp_flags && !zone_flags {
+        if given.is_none() && !fdp_flags && !zone_flags {
             return Ok(None);
         }
         Ok(Some(match kind {
@@ -252,8 +256,12 @@ impl DeviceArgs {
 
     /// The one drive `--preset` names, with the flags' overrides.
     fn preset(&self) -> Result<Preset> {
+        if self.drive.len() > 1 {
+            bail!("--drive {}: this command runs one drive (sim and replay take several kinds, separated by commas, to compare them)",
+                self.drive.iter().map(|d| format!("{d:?}").to_lowercase()).collect::<Vec<_>>().join(","));
+        }
         match self.preset_names().as_slice() {
-            [one] => self.preset_named(one),
+            [one] => self.preset_named(one, self.drive.first().copied()),
             _ => bail!(
                 "--preset {}: this command runs one drive (sim and replay take several, separated by commas, to compare them)",
                 self.preset
@@ -261,10 +269,34 @@ impl DeviceArgs {
         }
     }
 
-    /// Preset `name` with the flags' overrides.
-    pub(crate) fn preset_named(&self, name: &str) -> Result<Preset> {
+    /// The drives to compare: every preset `--preset` names as every kind `--drive` names,
+    /// with a name each (the preset's, `/kind` added when several kinds are given).
+    pub(crate) fn drives(&self) -> Vec<(String, String, Option<DriveKind>)> {
+        let kinds: Vec<Option<DriveKind>> = if self.drive.is_empty() {
+            vec![None]
+        } else {
+            self.drive.iter().copied().map(Some).collect()
+        };
+        let mut out = Vec::new();
+        for p in self.preset_names() {
+            for k in &kinds {
+                let name = match k {
+                    Some(k) if kinds.len() > 1 => {
+                        format!("{p}/{}", format!("{k:?}").to_lowercase())
+                    }
+                    _ => p.clone(),
+                };
+                out.push((name, p.clone(), *k));
+            }
+        }
+        out
+    }
+
+    /// Preset `name` as drive kind `kind` (the preset's own if None), with the flags'
+    /// overrides.
+    pub(crate) fn preset_named(&self, name: &str, kind: Option<DriveKind>) -> Result<Preset> {
         let p = Preset::load(name)?;
-        let drive = self.drive(&p)?;
+        let drive = self.drive(&p, kind)?;
         let page_size_bytes = match self.page_size {
             Some(b) => Some(u32::try_from(b).context("--page-size is too large")?),
             None => None,

@@ -127,17 +127,16 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
         }
     }
     // Every preset after every preconditioning asked for: a run each.
-    let presets = a.device.preset_names();
     let mut names = Vec::new();
     let mut plan = Vec::new();
-    for p in &presets {
+    for (name, preset, kind) in a.device.drives() {
         for mode in &a.precondition {
             names.push(if a.precondition.len() > 1 {
-                format!("{p}/{mode}")
+                format!("{name}/{mode}")
             } else {
-                p.clone()
+                name.clone()
             });
-            plan.push((p.clone(), *mode));
+            plan.push((preset.clone(), kind, *mode));
         }
     }
     let runs = super::compare::run_names(&names);
@@ -146,8 +145,8 @@ pub(crate) fn run(a: ReplayArgs) -> Result<()> {
     }
     let outputs = super::timeline::TimelineOutputs::open(&a.timeline, &runs)?;
     let mut done = Vec::new();
-    for ((name, mode), run) in plan.iter().zip(&runs) {
-        let preset = a.device.preset_named(name)?;
+    for ((name, kind, mode), run) in plan.iter().zip(&runs) {
+        let preset = a.device.preset_named(name, *kind)?;
         let o = replay_on(&a, preset, *mode, run, &outputs);
         let o = if runs.len() > 1 {
             o.with_context(|| format!("drive {run}"))?

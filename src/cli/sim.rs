@@ -115,9 +115,9 @@ fn scaling_notes(name: &str, spec: &SimSpec) -> Vec<String> {
 }
 
 pub(crate) fn run(a: SimArgs) -> Result<()> {
-    let names = a.device.preset_names();
-    if names.len() > 1 {
-        return run_compare(&a, &names);
+    let drives = a.device.drives();
+    if drives.len() > 1 {
+        return run_compare(&a, &drives);
     }
     let started = Instant::now();
     let spec = sim_spec(&a)?;
@@ -207,17 +207,18 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
 
 /// `sim --preset a,b,...`: the same workload on each drive in turn, compared in one table
 /// (and the figures over time of all of them in one plot).
-fn run_compare(a: &SimArgs, names: &[String]) -> Result<()> {
+fn run_compare(a: &SimArgs, drives: &[(String, String, Option<super::DriveKind>)]) -> Result<()> {
     let started = Instant::now();
     if a.wear_plot.is_some() || a.wear {
         bail!("--wear and --wear-plot report one drive's wear: give one --preset");
     }
-    let runs = super::compare::run_names(names);
+    let names: Vec<String> = drives.iter().map(|(n, _, _)| n.clone()).collect();
+    let runs = super::compare::run_names(&names);
     let outputs = super::timeline::TimelineOutputs::open(&a.timeline, &runs)?;
     let mut done = Vec::new();
     let mut series = Vec::new();
-    for (name, run) in names.iter().zip(&runs) {
-        let spec = sim_spec_on(a, a.device.preset_named(name)?)?;
+    for ((_, preset, kind), run) in drives.iter().zip(&runs) {
+        let spec = sim_spec_on(a, a.device.preset_named(preset, *kind)?)?;
         let mut log = |c: &flash::timeline::Completion| outputs.log_request(run, c);
         let record = a.timeline.wanted().then(|| {
             let each: Option<&mut dyn FnMut(&flash::timeline::Completion)> =
