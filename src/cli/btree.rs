@@ -168,14 +168,14 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
     let started = Instant::now();
     let outputs =
         super::timeline::engine_outputs(&r.timeline, "btree", spec.backend.virtual_time())?;
-    let interval = r.timeline.wanted().then_some(outputs.interval_ns());
+    let interval = outputs.engine_spec();
     let pb = progress_bar(0, "btree");
     pb.set_phase("running");
     let run = lab::btreerun::run_recorded(&spec, interval);
     pb.finish_and_clear();
     let (res, series) = run?;
     let recorded = match series {
-        Some(ts) => outputs.finish(&[("btree".to_string(), ts)])?,
+        Some(ts) => outputs.finish_engine("btree", ts)?,
         None => Vec::new(),
     };
     if r.json {

@@ -112,6 +112,7 @@ pub(crate) enum HostPath {
 /// Flags of the simulated host (`--backend sim`).
 const SIM_ONLY: &[&str] = &[
     "timeseries",
+    "request_log",
     "timeseries_plot",
     "histograms",
     "cores",
@@ -191,7 +192,7 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         host_write_target_bytes: None,
         precondition: lab::precondition::Precondition::None,
         precondition_seed: 0,
-        timeline_ns: None,
+        timeline: None,
     };
     let spec = lab::joinrun::JoinRunSpec {
         sf: a.sf,
@@ -230,19 +231,16 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         ))),
         _ => None,
     };
-    if a.timeline.request_log.is_some() {
-        bail!("--request-log is taken by sim, replay and fio; the engine commands record --timeseries, --timeseries-plot and --histograms");
-    }
     let outputs = super::timeline::TimelineOutputs::open(&a.timeline, &["join".to_string()])?;
     let mut spec = spec;
-    spec.storage.timeline_ns = a.timeline.wanted().then_some(outputs.interval_ns());
+    spec.storage.timeline = outputs.engine_spec();
     let pb = progress_bar(a.repeat as u64, "join");
     pb.set_phase("repetitions");
     let r = lab::joinrun::run(&spec, &mut |n| pb.set_position(n as u64));
     pb.finish_and_clear();
     let mut r = r?;
     let recorded = match r.timeseries.take() {
-        Some(ts) => outputs.finish(&[("join".to_string(), ts)])?,
+        Some(ts) => outputs.finish_engine("join", ts)?,
         None => Vec::new(),
     };
     let wall_s = started.elapsed().as_secs_f64();

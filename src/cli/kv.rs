@@ -93,14 +93,14 @@ pub(crate) fn run(a: KvArgs) -> Result<()> {
         backend,
     };
     let outputs = super::timeline::engine_outputs(&r.timeline, "kv", spec.backend.virtual_time())?;
-    let interval = r.timeline.wanted().then_some(outputs.interval_ns());
+    let interval = outputs.engine_spec();
     let pb = progress_bar(0, "kv");
     pb.set_phase("running");
     let run = lab::kvrun::run_recorded(&spec, interval);
     pb.finish_and_clear();
     let (res, series) = run?;
     let recorded = match series {
-        Some(ts) => outputs.finish(&[("kv".to_string(), ts)])?,
+        Some(ts) => outputs.finish_engine("kv", ts)?,
         None => Vec::new(),
     };
     if r.json {

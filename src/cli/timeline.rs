@@ -132,13 +132,28 @@ pub(crate) fn engine_outputs(
     name: &str,
     simulated: bool,
 ) -> Result<TimelineOutputs> {
-    if a.request_log.is_some() {
-        bail!("--request-log is taken by sim, replay and fio; the engine commands record --timeseries, --timeseries-plot and --histograms");
-    }
     if a.wanted() && !simulated {
-        bail!("--timeseries, --timeseries-plot and --histograms record a simulated drive's run: they need --backend sim");
+        bail!("--timeseries, --timeseries-plot, --histograms and --request-log record a simulated drive's run: they need --backend sim");
     }
     TimelineOutputs::open(a, &[name.to_string()])
+}
+
+impl TimelineOutputs {
+    /// What an engine's run records, if anything was asked for.
+    pub(crate) fn engine_spec(&self) -> Option<lab::backend::TimelineSpec> {
+        self.args.wanted().then(|| lab::backend::TimelineSpec {
+            interval_ns: self.args.interval,
+            requests: self.requests.is_some(),
+        })
+    }
+
+    /// An engine's recording written out: its requests to the request log, then the rest.
+    pub(crate) fn finish_engine(self, run: &str, ts: TimeSeries) -> Result<Vec<String>> {
+        for c in &ts.requests {
+            self.log_request(run, c);
+        }
+        self.finish(&[(run.to_string(), ts)])
+    }
 }
 
 /// The open output files of one command.

@@ -170,6 +170,8 @@ pub struct TimeSeries {
     pub rows: Vec<IntervalRow>,
     /// Read, write and TRIM latencies of the whole recording, in nanoseconds.
     pub histograms: [(&'static str, Histogram<u64>); 3],
+    /// Every request, in submission order, if [`Recording::keep_requests`] asked for them.
+    pub requests: Vec<Completion>,
 }
 
 impl TimeSeries {
@@ -246,6 +248,8 @@ pub struct Recording {
     last_slc_held_bytes: Option<u64>,
     whole: [Histogram<u64>; 3],
     spare: Vec<Histogram<u32>>,
+    /// Every request, when kept (for a request log where no callback reaches the device).
+    requests: Option<Vec<Completion>>,
 }
 
 impl Recording {
@@ -269,7 +273,14 @@ impl Recording {
             last_slc_held_bytes: stats.slc_held_bytes,
             whole: [run_histogram(), run_histogram(), run_histogram()],
             spare: Vec::new(),
+            requests: None,
         })
+    }
+
+    /// Keeps every request for [`TimeSeries::requests`] (about 40 bytes each).
+    pub fn keep_requests(mut self) -> Self {
+        self.requests = Some(Vec::new());
+        self
     }
 
     fn bin_of(&self, t_ns: u64) -> u64 {
@@ -336,6 +347,9 @@ impl Recording {
 
     /// Call with each command the device answered.
     pub fn completed(&mut self, c: &Completion) -> Result<(), FlashError> {
+        if let Some(kept) = &mut self.requests {
+            kept.push(*c);
+        }
         let latency = c.complete_ns - c.submit_ns;
         let done_bin = self.bin_of(c.complete_ns);
         self.check_limit(done_bin)?;
@@ -429,6 +443,7 @@ impl Recording {
             interval_ns: self.interval_ns,
             rows: self.rows,
             histograms: [("read", r), ("write", w), ("trim", t)],
+            requests: self.requests.unwrap_or_default(),
         })
     }
 }

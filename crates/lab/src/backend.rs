@@ -64,16 +64,25 @@ pub fn simulated_fs_on(
     Ok(simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg)?)
 }
 
-/// Starts recording `fs`'s drive over virtual time in intervals of `interval_ns`, from now
-/// (nothing if None).
+/// What to record of an engine's simulated drive over virtual time (`--timeseries`,
+/// `--request-log`).
+#[derive(Debug, Clone, Copy)]
+pub struct TimelineSpec {
+    pub interval_ns: u64,
+    /// Keep every request (for a request log).
+    pub requests: bool,
+}
+
+/// Starts recording `fs`'s drive as `spec` asks, from now (nothing if None).
 pub fn start_timeline(
     fs: &mut vfs::SimDrive,
-    interval_ns: Option<u64>,
+    spec: Option<TimelineSpec>,
 ) -> Result<(), crate::LabError> {
-    if let Some(ns) = interval_ns {
+    if let Some(t) = spec {
         let dev = fs.device_mut();
         let (now, stats) = (dev.now_ns(), flash::Device::stats(&dev.dev));
-        dev.timeline = Some(flash::timeline::Recording::new(ns, now, &stats)?);
+        let r = flash::timeline::Recording::new(t.interval_ns, now, &stats)?;
+        dev.timeline = Some(if t.requests { r.keep_requests() } else { r });
     }
     Ok(())
 }

@@ -402,7 +402,7 @@ pub fn run(spec: &BtreeSpec) -> Result<BtreeResult, crate::LabError> {
 /// virtual time in intervals of `timeline_ns` when given (`--timeseries`).
 pub fn run_recorded(
     spec: &BtreeSpec,
-    timeline_ns: Option<u64>,
+    timeline: Option<crate::backend::TimelineSpec>,
 ) -> Result<(BtreeResult, Option<flash::timeline::TimeSeries>), crate::LabError> {
     let none = || 0;
     let mut series = None;
@@ -458,7 +458,7 @@ pub fn run_recorded(
             )?;
             out.wear_at_start = fs.device().dev.wear_report();
             let mut fs = fs;
-            crate::backend::start_timeline(&mut fs, timeline_ns)?;
+            crate::backend::start_timeline(&mut fs, timeline)?;
             // The engine owns the file system; this handle reads the drive after the run.
             let (watched, drive) = crate::backend::Watched::new(vfs::SimVfs::new(fs));
             let host_bytes = || drive.borrow().fs().device().dev.host_write_bytes();

@@ -57,10 +57,9 @@ pub struct JoinStorage {
     pub precondition: crate::precondition::Precondition,
     /// sim: the seed of preconditioning's random writes.
     pub precondition_seed: u64,
-    /// Simulated drive only: record the measured repetitions over virtual time in
-    /// intervals of this many ns (`--timeseries`); the figures land in
-    /// [`JoinRunResult::timeseries`].
-    pub timeline_ns: Option<u64>,
+    /// Simulated drive only: record the measured repetitions over virtual time
+    /// (`--timeseries`, `--request-log`); the figures land in [`JoinRunResult::timeseries`].
+    pub timeline: Option<crate::backend::TimelineSpec>,
 }
 
 impl Default for JoinStorage {
@@ -83,7 +82,7 @@ impl Default for JoinStorage {
             host_write_target_bytes: None,
             precondition: crate::precondition::Precondition::None,
             precondition_seed: 0,
-            timeline_ns: None,
+            timeline: None,
         }
     }
 }
@@ -703,7 +702,7 @@ fn run_on_drive(
     let (mut drive, od, ld) = mount_drive(spec, preset)?;
     drive.start_measuring();
     out.wear_at_start = drive.fs().device().dev.wear_report();
-    crate::backend::start_timeline(drive.fs_mut(), st.timeline_ns)?;
+    crate::backend::start_timeline(drive.fs_mut(), st.timeline)?;
     let rows = input_rows(spec, &od, &ld);
     let (user_pools, user_join, threads) = plan_users(spec, rows);
     let turns = vfs::Turns::on_cores(

@@ -114,7 +114,7 @@ pub fn run(spec: &KvSpec) -> Result<KvResult, crate::LabError> {
 /// in intervals of `timeline_ns` when given (`--timeseries`).
 pub fn run_recorded(
     spec: &KvSpec,
-    timeline_ns: Option<u64>,
+    timeline: Option<crate::backend::TimelineSpec>,
 ) -> Result<(KvResult, Option<flash::timeline::TimeSeries>), crate::LabError> {
     let mut series = None;
     spec.update.validate()?;
@@ -160,7 +160,7 @@ pub fn run_recorded(
             // Every database on one simulated drive (ext4-like simfs), the writers taking
             // turns a batch at a time, in virtual time.
             let mut fs = crate::backend::simulated_fs(preset, simfs::AllocPolicy::Ext4Like)?;
-            crate::backend::start_timeline(&mut fs, timeline_ns)?;
+            crate::backend::start_timeline(&mut fs, timeline)?;
             let shared = vfs::Shared::new(vfs::SimVfs::new(fs));
             let mut dbs = Vec::new();
             for d in 0..u.dbs {
