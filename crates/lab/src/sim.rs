@@ -839,7 +839,22 @@ pub fn run_recorded(
         record.as_mut(),
     )?;
     progress(measured, measured);
-    if let AnyDevice::Ssd(ssd) = &dev {
+    let (stats, series) = end_run(&mut dev, untimed_ops, record)?;
+    Ok((
+        sim_result(spec, &dev, logical, stats, preconditioned)?,
+        series,
+    ))
+}
+
+/// After the measured phase: the FTL's invariants checked, deferred work settled, the
+/// drive's counters (with the WAF-only path's request counts, `untimed_ops`) and the
+/// recording closed.
+fn end_run(
+    dev: &mut AnyDevice,
+    untimed_ops: Option<(u64, u64, u64)>,
+    record: Option<Record>,
+) -> Result<(DeviceStats, Option<TimeSeries>), crate::LabError> {
+    if let AnyDevice::Ssd(ssd) = &*dev {
         ssd.check_counts()
             .map_err(|e| format!("internal error, FTL invariant broken: {e}"))?;
     }
@@ -854,10 +869,7 @@ pub fn run_recorded(
         stats.host_ops = reads + writes;
         stats.host_write_bytes = write_bytes;
     }
-    Ok((
-        sim_result(spec, &dev, logical, stats, preconditioned)?,
-        series,
-    ))
+    Ok((stats, series))
 }
 
 #[cfg(test)]
