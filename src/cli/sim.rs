@@ -123,25 +123,7 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
     let spec = sim_spec(&a)?;
     let name = spec.preset.name.clone();
     let outputs = super::timeline::TimelineOutputs::open(&a.timeline, std::slice::from_ref(&name))?;
-    let pb = progress_bar(0, "sim");
-    pb.set_phase(phase_of(0));
-    let mut log = |c: &flash::timeline::Completion| outputs.log_request(&name, c);
-    let record = a.timeline.wanted().then(|| {
-        let each: Option<&mut dyn FnMut(&flash::timeline::Completion)> =
-            outputs.logs_requests().then_some(&mut log);
-        lab::sim::Record::new(outputs.interval_ns(), each)
-    });
-    let result = lab::sim::run_recorded(
-        &spec,
-        &mut |done, total| {
-            pb.set_phase(phase_of(done));
-            pb.set_length(total);
-            pb.set_position(done);
-        },
-        record,
-    );
-    pb.finish_and_clear();
-    let (result, series) = result?;
+    let (result, series) = run_one(&a, &spec, &outputs, &name, "sim")?;
     let recorded = match series {
         Some(s) => outputs.finish(&[(name.clone(), s)])?,
         None => Vec::new(),
@@ -219,25 +201,8 @@ fn run_compare(a: &SimArgs, drives: &[(String, String, Option<super::DriveKind>)
     let mut series = Vec::new();
     for ((_, preset, kind), run) in drives.iter().zip(&runs) {
         let spec = sim_spec_on(a, a.device.preset_named(preset, *kind)?)?;
-        let mut log = |c: &flash::timeline::Completion| outputs.log_request(run, c);
-        let record = a.timeline.wanted().then(|| {
-            let each: Option<&mut dyn FnMut(&flash::timeline::Completion)> =
-                outputs.logs_requests().then_some(&mut log);
-            lab::sim::Record::new(outputs.interval_ns(), each)
-        });
-        let pb = progress_bar(0, &format!("sim {run}"));
-        pb.set_phase(phase_of(0));
-        let result = lab::sim::run_recorded(
-            &spec,
-            &mut |done, total| {
-                pb.set_phase(phase_of(done));
-                pb.set_length(total);
-                pb.set_position(done);
-            },
-            record,
-        );
-        pb.finish_and_clear();
-        let (result, s) = result.with_context(|| format!("drive {run}"))?;
+        let (result, s) = run_one(a, &spec, &outputs, run, &format!("sim {run}"))
+            .with_context(|| format!("drive {run}"))?;
         if let Some(s) = s {
             series.push((run.clone(), s));
         }
@@ -304,6 +269,35 @@ fn run_compare(a: &SimArgs, drives: &[(String, String, Option<super::DriveKind>)
     }
     println!("  wall time         {wall_s:.2} s");
     Ok(())
+}
+
+/// Runs `spec` as run `run` with a progress bar named `what`, recorded as `outputs` asks.
+fn run_one(
+    a: &SimArgs,
+    spec: &SimSpec,
+    outputs: &super::timeline::TimelineOutputs,
+    run: &str,
+    what: &str,
+) -> Result<(lab::sim::SimResult, Option<flash::timeline::TimeSeries>)> {
+    let mut log = |c: &flash::timeline::Completion| outputs.log_request(run, c);
+    let record = a.timeline.wanted().then(|| {
+        let each: Option<&mut dyn FnMut(&flash::timeline::Completion)> =
+            outputs.logs_requests().then_some(&mut log);
+        lab::sim::Record::new(outputs.interval_ns(), each)
+    });
+    let pb = progress_bar(0, what);
+    pb.set_phase(phase_of(0));
+    let result = lab::sim::run_recorded(
+        spec,
+        &mut |done, total| {
+            pb.set_phase(phase_of(done));
+            pb.set_length(total);
+            pb.set_position(done);
+        },
+        record,
+    );
+    pb.finish_and_clear();
+    Ok(result?)
 }
 
 /// The phase a sim run is in, from the measured requests done (none yet while the drive is

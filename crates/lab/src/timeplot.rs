@@ -109,6 +109,45 @@ fn segments(
     out
 }
 
+/// One panel on `area`: its axes (time, and `ys`, linear or log), then each run's line
+/// segments in the run's colour.
+fn draw_panel<Y>(
+    area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+    p: &Panel,
+    t_end: f64,
+    ys: Y,
+    lines: &[Vec<Vec<(f64, f64)>>],
+) -> Result<(), String>
+where
+    Y: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
+    Y::CoordDescType: plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    let mut c = ChartBuilder::on(area)
+        .caption(p.title, ("sans-serif", 15))
+        .margin(8)
+        .x_label_area_size(30)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..t_end, ys)
+        .map_err(e)?;
+    c.configure_mesh()
+        .x_desc("time (s)")
+        .y_desc(p.unit)
+        .y_labels(6)
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(e)?;
+    for (i, segs) in lines.iter().enumerate() {
+        for s in segs {
+            c.draw_series(LineSeries::new(s.iter().copied(), color(i).stroke_width(2)))
+                .map_err(e)?;
+        }
+    }
+    Ok(())
+}
+
 /// The SVG of `runs` (a name and its figures each); panels no run has a value for are left
 /// out.
 pub fn timeseries_svg(runs: &[(String, &TimeSeries)]) -> Result<String, crate::LabError> {
@@ -166,53 +205,11 @@ pub fn timeseries_svg(runs: &[(String, &TimeSeries)]) -> Result<String, crate::L
             if lo > hi {
                 continue;
             }
-            let mut chart = ChartBuilder::on(area);
-            chart
-                .caption(p.title, ("sans-serif", 15))
-                .margin(8)
-                .x_label_area_size(30)
-                .y_label_area_size(70);
             if p.log {
-                let mut c = chart
-                    .build_cartesian_2d(0f64..t_end, (lo / 1.5..hi * 1.5).log_scale())
-                    .map_err(e)?;
-                c.configure_mesh()
-                    .x_desc("time (s)")
-                    .y_desc(p.unit)
-                    .y_labels(6)
-                    .x_label_formatter(&|v| tick(*v))
-                    .y_label_formatter(&|v| tick(*v))
-                    .light_line_style(RGBColor(235, 235, 235))
-                    .draw()
-                    .map_err(e)?;
-                for (i, segs) in lines.iter().enumerate() {
-                    let color = color(i);
-                    for s in segs {
-                        c.draw_series(LineSeries::new(s.iter().copied(), color.stroke_width(2)))
-                            .map_err(e)?;
-                    }
-                }
+                draw_panel(area, p, t_end, (lo / 1.5..hi * 1.5).log_scale(), &lines)?;
             } else {
                 let top = if hi > 0.0 { hi * 1.1 } else { 1.0 };
-                let mut c = chart
-                    .build_cartesian_2d(0f64..t_end, lo.min(0.0)..top)
-                    .map_err(e)?;
-                c.configure_mesh()
-                    .x_desc("time (s)")
-                    .y_desc(p.unit)
-                    .y_labels(6)
-                    .x_label_formatter(&|v| tick(*v))
-                    .y_label_formatter(&|v| tick(*v))
-                    .light_line_style(RGBColor(235, 235, 235))
-                    .draw()
-                    .map_err(e)?;
-                for (i, segs) in lines.iter().enumerate() {
-                    let color = color(i);
-                    for s in segs {
-                        c.draw_series(LineSeries::new(s.iter().copied(), color.stroke_width(2)))
-                            .map_err(e)?;
-                    }
-                }
+                draw_panel(area, p, t_end, lo.min(0.0)..top, &lines)?;
             }
         }
         root.present().map_err(e)?;
