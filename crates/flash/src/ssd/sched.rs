@@ -20,7 +20,6 @@
 //! ready does not queue behind one still waiting for its die.
 
 use serde::{Deserialize, Serialize};
-use std::cmp::Reverse;
 use std::collections::VecDeque;
 
 /// How a die orders its flash operations.
@@ -145,9 +144,9 @@ struct DieQueue {
     /// Maintenance steps in `queued` (released, not yet run): while there are any, `gc`
     /// waits, so maintenance keeps its order.
     released: u32,
-    /// While a victim's reads lead `gc`: the reads released with each of its copies (see
-    /// [`DieQueue::release_one`]).
-    read_share: Option<usize>,
+    /// While a victim's reads lead `gc`: the reads released with each of its copies, and
+    /// how many reads lead `gc` now (see [`DieQueue::release_one`]).
+    read_share: Option<(usize, usize)>,
     running: Option<Running>,
     /// When the die's last maintenance step ended.
     clock_ns: u64,
@@ -195,7 +194,11 @@ impl DieQueue {
 
     fn take(&mut self, released: bool) -> Step {
         if !released {
-            return self.gc.pop_front().expect("next() saw it");
+            let step = self.gc.pop_front().expect("next() saw it");
+            if let Some((_, leading)) = &mut self.read_share {
+                *leading = leading.saturating_sub((step.kind == StepKind::Read) as usize);
+            }
+            return step;
         }
         let step = self.queued.pop_front().expect("next() saw it");
         if !step.host {
@@ -215,27 +218,36 @@ impl DieQueue {
     fn release_one(&mut self) -> bool {
         let is_read = |s: &Step| s.kind == StepKind::Read;
         if self.gc.front().is_some_and(is_read) {
-            let share = self.read_share.or_else(|| {
-                let reads = self.gc.iter().take_while(|s| is_read(s)).count();
-                let copies = self
-                    .gc
-                    .iter()
-                    .skip(reads)
-                    .take_while(|s| s.kind == StepKind::Program)
-                    .count();
-                (copies > 0).then(|| reads.div_ceil(copies))
-            });
-            if let Some(share) = share {
-                for _ in 0..share {
-                    if !self.gc.front().is_some_and(is_read) {
-                        break;
-                    }
-                    let step = self.gc.pop_front().expect("seen");
+            // The victim's share, and the reads leading `gc`, counted once a victim.
+            let (share, leading) = match self.read_share {
+                Some(known) => known,
+                None => {
+                    let reads = self.gc.iter().take_while(|s| is_read(s)).count();
+                    let copies = self
+                        .gc
+                        .iter()
+                        .skip(reads)
+                        .take_while(|s| s.kind == StepKind::Program)
+                        .count();
+                    (
+                        if copies > 0 {
+                            reads.div_ceil(copies)
+                        } else {
+                            0
+                        },
+                        reads,
+                    )
+                }
+            };
+            if share > 0 {
+                let take = share.min(leading);
+                for _ in 0..take {
+                    let step = self.gc.pop_front().expect("counted");
                     self.queued.push_back(step);
                     self.released += 1;
                 }
                 // The copy: the first program after the reads still waiting.
-                let left = self.gc.iter().take_while(|s| is_read(s)).count();
+                let left = leading - take;
                 if self
                     .gc
                     .get(left)
@@ -244,7 +256,7 @@ impl DieQueue {
                     let step = self.gc.remove(left).expect("just seen");
                     self.queued.push_back(step);
                     self.released += 1;
-                    self.read_share = (left > 0).then_some(share);
+                    self.read_share = (left > 0).then_some((share, left));
                     return true;
                 }
             }
@@ -291,6 +303,8 @@ pub(crate) struct Maintenance {
     /// How much later than expected, in all, those programs ended (reads that arrived
     /// after the write overtook or suspended them).
     pub(crate) buffer_slip_ns: u64,
+    /// [`Maintenance::admission_ns`]'s per-die cursors, kept to spare an allocation a write.
+    cursors: Vec<Option<(u64, Option<usize>, u64, u64)>>,
 }
 
 impl Maintenance {
@@ -304,6 +318,7 @@ impl Maintenance {
             drained_bytes: 0,
             buffer_waits: 0,
             buffer_slip_ns: 0,
+            cursors: Vec::new(),
         }
     }
 
@@ -344,6 +359,7 @@ impl Maintenance {
         self.forced_drains += 1;
         q.released += i as u32 + 1;
         q.queued.extend(q.gc.drain(..=i));
+        q.read_share = None;
     }
 
     /// Queues a buffered host program on `die` (its transfer over the channel and its
@@ -440,34 +456,48 @@ impl Maintenance {
     ) -> Option<u64> {
         self.advance_all(host_free_ns, t_ns);
         // The programs in order of their expected ends, merged over the dies lazily (a
-        // write usually needs one): (end, die, index in the queue or None for the running
-        // step, bytes, the die's time after it).
-        let mut heap = std::collections::BinaryHeap::new();
+        // write usually needs one): per die a cursor (end, index in the queue or None for
+        // the running step, bytes, the die's time after it), in a buffer kept between
+        // calls.
+        let mut cursors = std::mem::take(&mut self.cursors);
+        cursors.clear();
         for (d, q) in self.dies.iter().enumerate() {
             let mut t = t_ns.max(host_free_ns[d]).max(q.clock_ns);
+            let mut first = None;
             if let Some(r) = q.running {
                 t = t.max(r.end_ns);
                 if r.bytes > 0 {
-                    heap.push(Reverse((r.end_ns, d, None, r.bytes, t)));
-                    continue;
+                    first = Some((r.end_ns, None, r.bytes, t));
                 }
             }
-            if let Some((end, i, bytes)) = q.next_program(t, 0) {
-                heap.push(Reverse((end, d, Some(i), bytes, end)));
+            if first.is_none() {
+                first = q
+                    .next_program(t, 0)
+                    .map(|(end, i, b)| (end, Some(i), b, end));
             }
+            cursors.push(first);
         }
         let mut freed = 0;
-        let (end, d, at) = loop {
-            let Reverse((end, d, at, bytes, t)) = heap.pop()?;
+        let found = loop {
+            let Some((d, &Some((end, at, bytes, t)))) = cursors
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.is_some())
+                .min_by_key(|(d, c)| (c.map(|c| c.0), *d))
+            else {
+                break None;
+            };
             freed += bytes;
             if freed >= excess_bytes {
-                break (end, d, at);
+                break Some((end, d, at));
             }
             let from = at.map_or(0, |i| i + 1);
-            if let Some((e, i, b)) = self.dies[d].next_program(t, from) {
-                heap.push(Reverse((e, d, Some(i), b, e)));
-            }
+            cursors[d] = self.dies[d]
+                .next_program(t, from)
+                .map(|(e, i, b)| (e, Some(i), b, e));
         };
+        self.cursors = cursors;
+        let (end, d, at) = found?;
         let q = &mut self.dies[d];
         let promised = match at {
             None => &mut q.running.as_mut().expect("found running").promised_ns,
