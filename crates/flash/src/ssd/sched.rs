@@ -304,8 +304,12 @@ pub(crate) struct Maintenance {
     /// after the write overtook or suspended them).
     pub(crate) buffer_slip_ns: u64,
     /// [`Maintenance::admission_ns`]'s per-die cursors, kept to spare an allocation a write.
-    cursors: Vec<Option<(u64, Option<usize>, u64, u64)>>,
+    cursors: Vec<Option<Cursor>>,
 }
+
+/// A die's next buffered program in [`Maintenance::admission_ns`]: its expected end, its
+/// index in the queue (None: the running step), its bytes, and the die's time after it.
+type Cursor = (u64, Option<usize>, u64, u64);
 
 impl Maintenance {
     pub(crate) fn new(cfg: &SchedulerConfig, dies: u32, pages_per_block: u32) -> Maintenance {
