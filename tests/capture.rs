@@ -807,19 +807,38 @@ fn paper_003s_batch_rise_is_the_same_when_every_core_is_busy() {
         }
         let dir = Scratch::new("capture-nosql-busy");
         let exe = Path::new(env!("CARGO_BIN_EXE_flashlab"));
-        let (quiet, quiet_holds) =
-            lab::experiments::nosql::quick_batch_rise(exe, &dir.0, fs, 1).unwrap();
-        let (busy, busy_holds) = with_every_core_busy(|| {
-            lab::experiments::nosql::quick_batch_rise(exe, &dir.0, fs, 1).unwrap()
-        });
+        // One capture's rise varies with the real kernel's timing: with the write buffer's
+        // honest admission (2026-11-29) single captures gave 4.4-7.4x, quiet and busy
+        // alike, over 7 of each. The median of three of each is compared, within 40%: the
+        // failure this guards against was 3.5x apart (9x busy, 32x quiet).
+        let median = |busy: bool| {
+            let mut runs: Vec<(f64, bool)> = (0..3)
+                .map(|_| {
+                    let run =
+                        || lab::experiments::nosql::quick_batch_rise(exe, &dir.0, fs, 1).unwrap();
+                    if busy {
+                        with_every_core_busy(run)
+                    } else {
+                        run()
+                    }
+                })
+                .collect();
+            runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+            runs[1]
+        };
+        let (quiet, quiet_holds) = median(false);
+        let (busy, busy_holds) = median(true);
         assert_nothing_left(&dir.0);
-        eprintln!("{}: rise {quiet:.1}x quiet, {busy:.1}x busy", fs.name());
+        eprintln!(
+            "{}: rise {quiet:.1}x quiet, {busy:.1}x busy (medians of 3)",
+            fs.name()
+        );
         // Batching must pay, or busy and quiet would agree on nothing: with the 840 Pro's
         // write buffer (its preset since 2026-11-29) a commit's writes complete from
-        // memory and the rise on ext4 is about 5x (it was 9x without); the paper's is 23x.
+        // memory and the rise on ext4 is about 5-7x (it was 9x without); the paper's is 23x.
         assert!(quiet > 2.0, "{}: batching must pay: {quiet:.1}x", fs.name());
         assert!(
-            (busy / quiet - 1.0).abs() < 0.25,
+            (busy / quiet).max(quiet / busy) < 1.4,
             "{}: quiet {quiet:.1}x, busy {busy:.1}x",
             fs.name()
         );
