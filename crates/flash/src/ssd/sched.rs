@@ -163,6 +163,24 @@ fn slip(end_ns: u64, promised_ns: u64) -> u64 {
 }
 
 impl DieQueue {
+    /// The die's first buffered program not yet ended, the die free from `free_ns` (the
+    /// time now, or its host timeline's end if later), as a cursor for
+    /// [`Maintenance::admission_ns`]: the running step if it is one, else the first in
+    /// `queued`. Once the die has been run up to the time now (so its running step ends
+    /// after it, or its queue cannot start before it), the answer does not depend on the
+    /// time now: it holds until the die's queues or its host timeline change.
+    fn first_program(&self, free_ns: u64) -> Option<Cursor> {
+        let mut t = free_ns.max(self.clock_ns);
+        if let Some(r) = self.running {
+            t = t.max(r.end_ns);
+            if r.bytes > 0 {
+                return Some((r.end_ns, None, r.bytes, t));
+            }
+        }
+        self.next_program(t, 0)
+            .map(|(end, i, b)| (end, Some(i), b, end))
+    }
+
     /// The first buffered program in `queued` from index `from`, the die free from `t_ns`
     /// and the steps before it run back to back: its expected end, index and bytes.
     fn next_program(&self, mut t_ns: u64, from: usize) -> Option<(u64, usize, u64)> {
@@ -303,8 +321,18 @@ pub(crate) struct Maintenance {
     /// How much later than expected, in all, those programs ended (reads that arrived
     /// after the write overtook or suspended them).
     pub(crate) buffer_slip_ns: u64,
-    /// [`Maintenance::admission_ns`]'s per-die cursors, kept to spare an allocation a write.
-    cursors: Vec<Option<Cursor>>,
+    /// Each die's first buffered program not yet ended ([`DieQueue::first_program`]), as
+    /// [`Maintenance::admission_ns`] last found it, its expected end (`u64::MAX`: none)
+    /// and the end of the die's host timeline it was found with.
+    first: Vec<Option<Cursor>>,
+    first_end_ns: Vec<u64>,
+    first_host_free_ns: Vec<u64>,
+    /// Dies whose queues changed since their `first` was found: every method that changes
+    /// a die's queues or running step marks it.
+    stale: Vec<bool>,
+    /// [`Maintenance::admission_ns`]'s later cursors of the dies it has passed a program
+    /// on, kept to spare an allocation a write.
+    passed: Vec<(usize, Option<Cursor>)>,
 }
 
 /// A die's next buffered program in [`Maintenance::admission_ns`]: its expected end, its
@@ -322,7 +350,11 @@ impl Maintenance {
             drained_bytes: 0,
             buffer_waits: 0,
             buffer_slip_ns: 0,
-            cursors: Vec::new(),
+            first: vec![None; dies as usize],
+            first_end_ns: vec![u64::MAX; dies as usize],
+            first_host_free_ns: vec![0; dies as usize],
+            stale: vec![true; dies as usize],
+            passed: Vec::new(),
         }
     }
 
@@ -331,6 +363,7 @@ impl Maintenance {
     /// releases until the next victim.
     pub(crate) fn push(&mut self, die: u32, kind: StepKind, dur_ns: u64, ready_ns: u64) {
         let ppb = self.pages_per_block;
+        self.stale[die as usize] = true;
         let q = &mut self.dies[die as usize];
         if let StepKind::Erase(_) = kind {
             let copies = std::mem::take(&mut q.victim_copies);
@@ -348,7 +381,7 @@ impl Maintenance {
 
     /// Queues a GC copy's program on `die` (see [`Maintenance::push`]).
     pub(crate) fn push_copy(&mut self, die: u32, dur_ns: u64, ready_ns: u64) {
-        self.dies[die as usize].victim_copies += 1;
+        self.dies[die as usize].victim_copies += 1; // push marks it stale
         self.push(die, StepKind::Program, dur_ns, ready_ns);
     }
 
@@ -356,6 +389,7 @@ impl Maintenance {
     /// erase and the GC before it are released now, ahead of the program (the hard
     /// threshold, as [`Maintenance::drain_through_erase`] is for an unbuffered one).
     pub(crate) fn release_through_erase(&mut self, die: u32, block: u32) {
+        self.stale[die as usize] = true;
         let q = &mut self.dies[die as usize];
         let Some(i) = q.gc.iter().position(|s| s.kind == StepKind::Erase(block)) else {
             return;
@@ -372,6 +406,7 @@ impl Maintenance {
     /// opens); it frees `bytes` of the write buffer when it ends.
     pub(crate) fn push_write(&mut self, die: u32, dur_ns: u64, ready_ns: u64, bytes: u64) {
         let ppb = self.pages_per_block;
+        self.stale[die as usize] = true;
         let q = &mut self.dies[die as usize];
         // GC in proportion to the writes, a victim's copies spread over the writes that
         // follow it (before the first victim ends, its copies so far give the share).
@@ -407,7 +442,22 @@ impl Maintenance {
     /// Runs `die`'s maintenance in the gaps of its host timeline (free from
     /// `host_free_ns`) up to time `t_ns`: every step that starts before `t_ns` starts; the
     /// one still running at `t_ns` is left running.
+    #[inline]
     pub(crate) fn advance(&mut self, die: u32, host_free_ns: u64, t_ns: u64) {
+        // Most calls find the die's step still running at `t_ns`, or nothing to run.
+        let q = &self.dies[die as usize];
+        let idle_queues = q.queued.is_empty() && q.gc.is_empty();
+        let running_on = q.running.is_some_and(|r| r.end_ns > t_ns);
+        let nothing_to_start = q.running.is_none() && idle_queues;
+        if !running_on && !nothing_to_start {
+            self.advance_slow(die, host_free_ns, t_ns);
+        }
+    }
+
+    /// [`Maintenance::advance`] once there is something to end or start.
+    #[inline(never)]
+    fn advance_slow(&mut self, die: u32, host_free_ns: u64, t_ns: u64) {
+        self.stale[die as usize] = true;
         let q = &mut self.dies[die as usize];
         loop {
             if let Some(r) = q.running {
@@ -451,56 +501,69 @@ impl Maintenance {
     /// expected end: each delay then lent the buffer a program's bytes for good, and the
     /// backlog of programs, with the write tail, wandered without bound). The program
     /// whose end admits the write is marked: how much later than expected it then ends is
-    /// summed in `buffer_slip_ns`.
+    /// summed in `buffer_slip_ns`. The dies have been run up to `t_ns` already
+    /// ([`Maintenance::advance_all`]).
     pub(crate) fn admission_ns(
         &mut self,
         host_free_ns: &[u64],
         t_ns: u64,
         excess_bytes: u64,
     ) -> Option<u64> {
-        self.advance_all(host_free_ns, t_ns);
-        // The programs in order of their expected ends, merged over the dies lazily (a
-        // write usually needs one): per die a cursor (end, index in the queue or None for
-        // the running step, bytes, the die's time after it), in a buffer kept between
-        // calls.
-        let mut cursors = std::mem::take(&mut self.cursors);
-        cursors.clear();
-        for (d, q) in self.dies.iter().enumerate() {
-            let mut t = t_ns.max(host_free_ns[d]).max(q.clock_ns);
-            let mut first = None;
-            if let Some(r) = q.running {
-                t = t.max(r.end_ns);
-                if r.bytes > 0 {
-                    first = Some((r.end_ns, None, r.bytes, t));
-                }
+        // Each die's first program, found again where its queues or host timeline changed.
+        for (d, &free) in host_free_ns.iter().enumerate() {
+            if self.stale[d] || free != self.first_host_free_ns[d] {
+                let c = self.dies[d].first_program(t_ns.max(free));
+                self.first[d] = c;
+                self.first_end_ns[d] = c.map_or(u64::MAX, |c| c.0);
+                self.first_host_free_ns[d] = free;
+                self.stale[d] = false;
             }
-            if first.is_none() {
-                first = q
-                    .next_program(t, 0)
-                    .map(|(end, i, b)| (end, Some(i), b, end));
-            }
-            cursors.push(first);
+            debug_assert_eq!(
+                self.first[d],
+                self.dies[d].first_program(t_ns.max(free)),
+                "die {d}'s first program kept past a change"
+            );
         }
+        // The programs in order of their expected ends, merged over the dies lazily (a
+        // write usually needs one or two): a die passed on shows its next program's end
+        // in `first_end_ns` until the search is done.
+        let mut passed = std::mem::take(&mut self.passed);
+        passed.clear();
         let mut freed = 0;
         let found = loop {
-            let Some((d, &Some((end, at, bytes, t)))) = cursors
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.is_some())
-                .min_by_key(|(d, c)| (c.map(|c| c.0), *d))
-            else {
+            // The earliest end, the lowest die on a tie.
+            let (mut d, mut best_end) = (0, u64::MAX);
+            for (i, &end) in self.first_end_ns.iter().enumerate() {
+                if end < best_end {
+                    (d, best_end) = (i, end);
+                }
+            }
+            if best_end == u64::MAX {
                 break None;
-            };
+            }
+            let cursor = passed
+                .iter()
+                .find(|p| p.0 == d)
+                .map_or(self.first[d], |p| p.1);
+            let (end, at, bytes, t) = cursor.expect("a cursor with an end");
             freed += bytes;
             if freed >= excess_bytes {
                 break Some((end, d, at));
             }
             let from = at.map_or(0, |i| i + 1);
-            cursors[d] = self.dies[d]
+            let next = self.dies[d]
                 .next_program(t, from)
                 .map(|(e, i, b)| (e, Some(i), b, e));
+            self.first_end_ns[d] = next.map_or(u64::MAX, |c| c.0);
+            match passed.iter_mut().find(|p| p.0 == d) {
+                Some(p) => p.1 = next,
+                None => passed.push((d, next)),
+            }
         };
-        self.cursors = cursors;
+        for &(d, _) in &passed {
+            self.first_end_ns[d] = self.first[d].map_or(u64::MAX, |c| c.0);
+        }
+        self.passed = passed;
         let (end, d, at) = found?;
         let q = &mut self.dies[d];
         let promised = match at {
@@ -531,6 +594,7 @@ impl Maintenance {
         // What is still running after this started before `ready_ns` and ends after it.
         self.advance(die, host_free_ns, ready_ns);
         let cfg = &self.cfg;
+        self.stale[die as usize] = true;
         let q = &mut self.dies[die as usize];
         let Some(r) = q.running.as_mut() else {
             return ready_ns;
@@ -600,6 +664,7 @@ impl Maintenance {
         dur_ns: u64,
         gap_end_ns: u64,
     ) -> Option<u64> {
+        self.stale[die as usize] = true;
         let q = &mut self.dies[die as usize];
         let running = q.running.filter(|r| r.end_ns > at_ns);
         let busy = running.is_some() || q.clock_ns > at_ns;
@@ -643,6 +708,7 @@ impl Maintenance {
     ) -> u64 {
         self.forced_drains += 1;
         self.advance(die, host_free_ns, ready_ns);
+        self.stale[die as usize] = true;
         let q = &mut self.dies[die as usize];
         let mut t = ready_ns.max(q.clock_ns);
         if let Some(r) = q.running {
@@ -681,6 +747,7 @@ impl Maintenance {
     /// returns when the die is idle.
     pub(crate) fn drain_all(&mut self, die: u32, host_free_ns: u64) -> u64 {
         self.advance(die, host_free_ns, u64::MAX);
+        self.stale[die as usize] = true;
         let q = &mut self.dies[die as usize];
         host_free_ns.max(q.clock_ns)
     }
@@ -833,6 +900,7 @@ mod tests {
         q.push_write(1, 800_000, 0, 200);
         q.push_write(1, 800_000, 0, 300);
         let free = [0, 0];
+        q.advance_all(&free, 0);
         // At 0 die 1's first program (ends 800 µs) is expected first, then die 1's second
         // (1.6 ms), then die 0's (2.5 ms): 200, 500 and 600 bytes freed by then.
         assert_eq!(q.admission_ns(&free, 0, 1), Some(800_000));
@@ -848,6 +916,7 @@ mod tests {
         // A read at 100 µs suspends die 1's first program: it now ends 160 µs later, and
         // a write admitted after that counts on the later end (nothing was freed early).
         q.host_read(1, 0, 100_000, 60_000);
+        q.advance_all(&[0, 160_000], 150_000);
         assert_eq!(q.admission_ns(&[0, 160_000], 150_000, 1), Some(960_000));
         q.advance_all(&[0, 160_000], 10_000_000);
         assert_eq!(
