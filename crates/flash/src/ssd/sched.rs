@@ -112,6 +112,8 @@ struct Step {
     promised_ns: u64,
     /// A buffered host program (else maintenance).
     host: bool,
+    /// In `queued`: the time of all steps put in `queued` before it, back to back.
+    cum_ns: u64,
 }
 
 /// The step a die is running: from `start_ns`, ending at `end_ns` (pushed on by each
@@ -150,6 +152,17 @@ struct DieQueue {
     running: Option<Running>,
     /// When the die's last maintenance step ended.
     clock_ns: u64,
+    /// Steps put in `queued` and taken off it, ever: a step's number less `taken` is its
+    /// index.
+    enqueued: u64,
+    taken: u64,
+    /// The numbers of the buffered host programs in `queued`, in order.
+    programs: VecDeque<u64>,
+    /// The time of all steps put in `queued`, back to back, and the latest time one of
+    /// them was ready: once the die is free after it, a program's expected end is a
+    /// difference of `cum_ns` ([`DieQueue::next_program`]).
+    enqueued_ns: u64,
+    latest_ready_ns: u64,
 }
 
 /// How much later than `promised_ns` a step that ended at `end_ns` ended (0 if no
@@ -163,6 +176,21 @@ fn slip(end_ns: u64, promised_ns: u64) -> u64 {
 }
 
 impl DieQueue {
+    /// No earlier than this has the die a step to end or start: its running step's end,
+    /// else when its queues' first steps are ready (its host timeline may make that
+    /// later); `u64::MAX` with nothing to do.
+    fn wake_ns(&self) -> u64 {
+        if let Some(r) = self.running {
+            return r.end_ns;
+        }
+        let released = self.queued.front().map(|s| s.ready_ns);
+        let unreleased = self.gc.front().map(|s| s.ready_ns);
+        match released.into_iter().chain(unreleased).min() {
+            Some(ready) => ready.max(self.clock_ns),
+            None => u64::MAX,
+        }
+    }
+
     /// The die's first buffered program not yet ended, the die free from `free_ns` (the
     /// time now, or its host timeline's end if later), as a cursor for
     /// [`Maintenance::admission_ns`]: the running step if it is one, else the first in
@@ -181,9 +209,39 @@ impl DieQueue {
             .map(|(end, i, b)| (end, Some(i), b, end))
     }
 
+    /// Puts `step` at the end of `queued`.
+    fn enqueue(&mut self, mut step: Step) {
+        step.cum_ns = self.enqueued_ns;
+        self.enqueued_ns += step.dur_ns;
+        self.latest_ready_ns = self.latest_ready_ns.max(step.ready_ns);
+        if step.host && step.bytes > 0 {
+            self.programs.push_back(self.enqueued);
+        }
+        self.enqueued += 1;
+        self.queued.push_back(step);
+    }
+
     /// The first buffered program in `queued` from index `from`, the die free from `t_ns`
     /// and the steps before it run back to back: its expected end, index and bytes.
-    fn next_program(&self, mut t_ns: u64, from: usize) -> Option<(u64, usize, u64)> {
+    fn next_program(&self, t_ns: u64, from: usize) -> Option<(u64, usize, u64)> {
+        if self.latest_ready_ns > t_ns {
+            return self.next_program_stepwise(t_ns, from);
+        }
+        // Every step is ready by `t_ns`: they run back to back from it.
+        let first = self.taken + from as u64;
+        let number = *self.programs.iter().find(|&&n| n >= first)?;
+        let i = (number - self.taken) as usize;
+        let (program, start) = (&self.queued[i], &self.queued[from]);
+        let end = t_ns + program.cum_ns + program.dur_ns - start.cum_ns;
+        debug_assert_eq!(
+            Some((end, i, program.bytes)),
+            self.next_program_stepwise(t_ns, from)
+        );
+        Some((end, i, program.bytes))
+    }
+
+    /// [`DieQueue::next_program`] a step at a time, for steps that may not yet be ready.
+    fn next_program_stepwise(&self, mut t_ns: u64, from: usize) -> Option<(u64, usize, u64)> {
         for (i, s) in self.queued.iter().enumerate().skip(from) {
             t_ns = t_ns.max(s.ready_ns) + s.dur_ns;
             if s.bytes > 0 {
@@ -219,6 +277,10 @@ impl DieQueue {
             return step;
         }
         let step = self.queued.pop_front().expect("next() saw it");
+        if self.programs.front() == Some(&self.taken) {
+            self.programs.pop_front();
+        }
+        self.taken += 1;
         if !step.host {
             self.released -= 1;
         }
@@ -261,7 +323,7 @@ impl DieQueue {
                 let take = share.min(leading);
                 for _ in 0..take {
                     let step = self.gc.pop_front().expect("counted");
-                    self.queued.push_back(step);
+                    self.enqueue(step);
                     self.released += 1;
                 }
                 // The copy: the first program after the reads still waiting.
@@ -272,7 +334,7 @@ impl DieQueue {
                     .is_some_and(|s| s.kind == StepKind::Program)
                 {
                     let step = self.gc.remove(left).expect("just seen");
-                    self.queued.push_back(step);
+                    self.enqueue(step);
                     self.released += 1;
                     self.read_share = (left > 0).then_some((share, left));
                     return true;
@@ -281,7 +343,7 @@ impl DieQueue {
         }
         self.read_share = None;
         while let Some(step) = self.gc.pop_front() {
-            self.queued.push_back(step);
+            self.enqueue(step);
             self.released += 1;
             if matches!(step.kind, StepKind::Program | StepKind::Erase(_)) {
                 return true;
@@ -328,12 +390,25 @@ pub(crate) struct Maintenance {
     first_end_ns: Vec<u64>,
     first_host_free_ns: Vec<u64>,
     /// Dies whose queues changed since their `first` was found: every method that changes
-    /// a die's queues or running step marks it.
+    /// a die's queues or running step marks it, once (`stale_dies`).
     stale: Vec<bool>,
+    stale_dies: Vec<u32>,
     /// [`Maintenance::admission_ns`]'s later cursors of the dies it has passed a program
     /// on, kept to spare an allocation a write.
     passed: Vec<(usize, Option<Cursor>)>,
+    /// No die has a step to end or start before this (a lower bound: a die's host
+    /// timeline only moves on), except those in `touched`: [`Maintenance::advance_all`]
+    /// runs every die only from then.
+    quiet_until_ns: u64,
+    /// Dies whose queues changed since [`Maintenance::advance_all`] last ran them, once
+    /// each (`is_touched`).
+    touched: Vec<u32>,
+    is_touched: Vec<bool>,
 }
+
+/// How many dies' first programs [`Maintenance::admission_ns`] keeps in order from its
+/// pass over the dies (a write usually needs one to four; past them it looks again).
+const CANDIDATES: usize = 4;
 
 /// A die's next buffered program in [`Maintenance::admission_ns`]: its expected end, its
 /// index in the queue (None: the running step), its bytes, and the die's time after it.
@@ -354,7 +429,30 @@ impl Maintenance {
             first_end_ns: vec![u64::MAX; dies as usize],
             first_host_free_ns: vec![0; dies as usize],
             stale: vec![true; dies as usize],
+            stale_dies: (0..dies).collect(),
             passed: Vec::new(),
+            quiet_until_ns: 0,
+            touched: Vec::new(),
+            is_touched: vec![false; dies as usize],
+        }
+    }
+
+    /// `die`'s first program is to be found again.
+    fn mark_stale(&mut self, die: u32) {
+        if !self.stale[die as usize] {
+            self.stale[die as usize] = true;
+            self.stale_dies.push(die);
+        }
+    }
+
+    /// `die`'s queues are about to change: its first program is found again, and
+    /// [`Maintenance::advance_all`] runs it.
+    fn touch(&mut self, die: u32) {
+        let d = die as usize;
+        self.mark_stale(die);
+        if !self.is_touched[d] {
+            self.is_touched[d] = true;
+            self.touched.push(die);
         }
     }
 
@@ -363,7 +461,7 @@ impl Maintenance {
     /// releases until the next victim.
     pub(crate) fn push(&mut self, die: u32, kind: StepKind, dur_ns: u64, ready_ns: u64) {
         let ppb = self.pages_per_block;
-        self.stale[die as usize] = true;
+        self.touch(die);
         let q = &mut self.dies[die as usize];
         if let StepKind::Erase(_) = kind {
             let copies = std::mem::take(&mut q.victim_copies);
@@ -376,6 +474,7 @@ impl Maintenance {
             bytes: 0,
             promised_ns: 0,
             host: false,
+            cum_ns: 0,
         });
     }
 
@@ -389,14 +488,16 @@ impl Maintenance {
     /// erase and the GC before it are released now, ahead of the program (the hard
     /// threshold, as [`Maintenance::drain_through_erase`] is for an unbuffered one).
     pub(crate) fn release_through_erase(&mut self, die: u32, block: u32) {
-        self.stale[die as usize] = true;
+        self.touch(die);
         let q = &mut self.dies[die as usize];
         let Some(i) = q.gc.iter().position(|s| s.kind == StepKind::Erase(block)) else {
             return;
         };
         self.forced_drains += 1;
         q.released += i as u32 + 1;
-        q.queued.extend(q.gc.drain(..=i));
+        for step in q.gc.drain(..=i).collect::<Vec<_>>() {
+            q.enqueue(step);
+        }
         q.read_share = None;
     }
 
@@ -406,7 +507,7 @@ impl Maintenance {
     /// opens); it frees `bytes` of the write buffer when it ends.
     pub(crate) fn push_write(&mut self, die: u32, dur_ns: u64, ready_ns: u64, bytes: u64) {
         let ppb = self.pages_per_block;
-        self.stale[die as usize] = true;
+        self.touch(die);
         let q = &mut self.dies[die as usize];
         // GC in proportion to the writes, a victim's copies spread over the writes that
         // follow it (before the first victim ends, its copies so far give the share).
@@ -423,13 +524,14 @@ impl Maintenance {
             // Nothing owed yet: no banking for a victim still to come.
             q.credit = q.credit.min(1.0);
         }
-        q.queued.push_back(Step {
+        q.enqueue(Step {
             kind: StepKind::Program,
             dur_ns,
             ready_ns,
             bytes,
             promised_ns: 0,
             host: true,
+            cum_ns: 0,
         });
     }
 
@@ -457,7 +559,7 @@ impl Maintenance {
     /// [`Maintenance::advance`] once there is something to end or start.
     #[inline(never)]
     fn advance_slow(&mut self, die: u32, host_free_ns: u64, t_ns: u64) {
-        self.stale[die as usize] = true;
+        self.mark_stale(die);
         let q = &mut self.dies[die as usize];
         loop {
             if let Some(r) = q.running {
@@ -486,9 +588,40 @@ impl Maintenance {
     /// Runs every die's queues up to `t_ns` (see [`Maintenance::advance`]), each die's
     /// host timeline free from `host_free_ns[die]`.
     pub(crate) fn advance_all(&mut self, host_free_ns: &[u64], t_ns: u64) {
-        for (die, &free) in host_free_ns.iter().enumerate() {
-            self.advance(die as u32, free, t_ns);
+        let mut quiet = self.quiet_until_ns;
+        if t_ns >= quiet {
+            quiet = u64::MAX;
+            for (die, &free) in host_free_ns.iter().enumerate() {
+                self.advance(die as u32, free, t_ns);
+                quiet = quiet.min(self.dies[die].wake_ns());
+            }
+            for &die in &self.touched {
+                self.is_touched[die as usize] = false;
+            }
+            self.touched.clear();
+        } else {
+            let mut touched = std::mem::take(&mut self.touched);
+            for &die in &touched {
+                self.is_touched[die as usize] = false;
+                self.advance(die, host_free_ns[die as usize], t_ns);
+                quiet = quiet.min(self.dies[die as usize].wake_ns());
+            }
+            touched.clear();
+            self.touched = touched;
         }
+        self.quiet_until_ns = quiet;
+        debug_assert!(
+            self.dies
+                .iter()
+                .zip(host_free_ns)
+                .all(|(q, &free)| match q.running {
+                    Some(r) => r.end_ns > t_ns,
+                    None => q
+                        .next(q.clock_ns.max(free))
+                        .is_none_or(|(_, start)| start >= t_ns),
+                }),
+            "a die left behind by advance_all"
+        );
     }
 
     /// The write buffer holds `excess_bytes` more than it can at `t_ns`: when, with the
@@ -510,37 +643,82 @@ impl Maintenance {
         excess_bytes: u64,
     ) -> Option<u64> {
         // Each die's first program, found again where its queues or host timeline changed.
-        for (d, &free) in host_free_ns.iter().enumerate() {
-            if self.stale[d] || free != self.first_host_free_ns[d] {
-                let c = self.dies[d].first_program(t_ns.max(free));
-                self.first[d] = c;
-                self.first_end_ns[d] = c.map_or(u64::MAX, |c| c.0);
-                self.first_host_free_ns[d] = free;
-                self.stale[d] = false;
+        let mut stale = std::mem::take(&mut self.stale_dies);
+        if host_free_ns != self.first_host_free_ns.as_slice() {
+            for (d, (&free, seen)) in host_free_ns
+                .iter()
+                .zip(self.first_host_free_ns.iter_mut())
+                .enumerate()
+            {
+                if free != *seen {
+                    *seen = free;
+                    if !self.stale[d] {
+                        self.stale[d] = true;
+                        stale.push(d as u32);
+                    }
+                }
             }
-            debug_assert_eq!(
-                self.first[d],
-                self.dies[d].first_program(t_ns.max(free)),
-                "die {d}'s first program kept past a change"
-            );
+        }
+        for &d in &stale {
+            let d = d as usize;
+            let c = self.dies[d].first_program(t_ns.max(host_free_ns[d]));
+            self.first[d] = c;
+            self.first_end_ns[d] = c.map_or(u64::MAX, |c| c.0);
+            self.stale[d] = false;
+        }
+        stale.clear();
+        self.stale_dies = stale;
+        debug_assert!(
+            (0..self.dies.len())
+                .all(|d| self.first[d] == self.dies[d].first_program(t_ns.max(host_free_ns[d]))),
+            "a die's first program kept past a change"
+        );
+        // The earliest CANDIDATES of them by (end, die), in one pass.
+        let mut candidates = [(u64::MAX, usize::MAX); CANDIDATES];
+        let mut with_program = 0;
+        for (d, &end) in self.first_end_ns.iter().enumerate() {
+            if end < candidates[CANDIDATES - 1].0 {
+                // Insertion, after any equal end (a lower die).
+                let mut j = CANDIDATES - 1;
+                while j > 0 && candidates[j - 1].0 > end {
+                    candidates[j] = candidates[j - 1];
+                    j -= 1;
+                }
+                candidates[j] = (end, d);
+            }
+            with_program += (end != u64::MAX) as usize;
         }
         // The programs in order of their expected ends, merged over the dies lazily (a
-        // write usually needs one or two): a die passed on shows its next program's end
-        // in `first_end_ns` until the search is done.
+        // write usually needs a few): a die passed on moves to its next program.
         let mut passed = std::mem::take(&mut self.passed);
         passed.clear();
         let mut freed = 0;
         let found = loop {
-            // The earliest end, the lowest die on a tie.
-            let (mut d, mut best_end) = (0, u64::MAX);
-            for (i, &end) in self.first_end_ns.iter().enumerate() {
-                if end < best_end {
-                    (d, best_end) = (i, end);
+            let is_passed = |d: usize| passed.iter().any(|p| p.0 == d);
+            // The earliest first program of a die not passed: among the candidates, or,
+            // once every candidate is passed and other dies have programs, over them all.
+            let mut best = candidates
+                .iter()
+                .find(|c| c.0 != u64::MAX && !is_passed(c.1))
+                .copied();
+            if best.is_none() && with_program > CANDIDATES {
+                for (d, &end) in self.first_end_ns.iter().enumerate() {
+                    if end < best.map_or(u64::MAX, |b| b.0) && !is_passed(d) {
+                        best = Some((end, d));
+                    }
                 }
             }
-            if best_end == u64::MAX {
-                break None;
+            // Or a passed die's next program; the lower die on a tie.
+            for &(d, c) in &passed {
+                if let Some(c) = c {
+                    if best.is_none_or(|b| (c.0, d) < b) {
+                        best = Some((c.0, d));
+                    }
+                }
             }
+            let Some((_, d)) = best else {
+                break None;
+            };
             let cursor = passed
                 .iter()
                 .find(|p| p.0 == d)
@@ -554,15 +732,11 @@ impl Maintenance {
             let next = self.dies[d]
                 .next_program(t, from)
                 .map(|(e, i, b)| (e, Some(i), b, e));
-            self.first_end_ns[d] = next.map_or(u64::MAX, |c| c.0);
             match passed.iter_mut().find(|p| p.0 == d) {
                 Some(p) => p.1 = next,
                 None => passed.push((d, next)),
             }
         };
-        for &(d, _) in &passed {
-            self.first_end_ns[d] = self.first[d].map_or(u64::MAX, |c| c.0);
-        }
         self.passed = passed;
         let (end, d, at) = found?;
         let q = &mut self.dies[d];
@@ -593,8 +767,8 @@ impl Maintenance {
     ) -> u64 {
         // What is still running after this started before `ready_ns` and ends after it.
         self.advance(die, host_free_ns, ready_ns);
+        self.touch(die);
         let cfg = &self.cfg;
-        self.stale[die as usize] = true;
         let q = &mut self.dies[die as usize];
         let Some(r) = q.running.as_mut() else {
             return ready_ns;
@@ -664,7 +838,7 @@ impl Maintenance {
         dur_ns: u64,
         gap_end_ns: u64,
     ) -> Option<u64> {
-        self.stale[die as usize] = true;
+        self.touch(die);
         let q = &mut self.dies[die as usize];
         let running = q.running.filter(|r| r.end_ns > at_ns);
         let busy = running.is_some() || q.clock_ns > at_ns;
@@ -708,7 +882,7 @@ impl Maintenance {
     ) -> u64 {
         self.forced_drains += 1;
         self.advance(die, host_free_ns, ready_ns);
-        self.stale[die as usize] = true;
+        self.touch(die);
         let q = &mut self.dies[die as usize];
         let mut t = ready_ns.max(q.clock_ns);
         if let Some(r) = q.running {
@@ -747,7 +921,7 @@ impl Maintenance {
     /// returns when the die is idle.
     pub(crate) fn drain_all(&mut self, die: u32, host_free_ns: u64) -> u64 {
         self.advance(die, host_free_ns, u64::MAX);
-        self.stale[die as usize] = true;
+        self.touch(die);
         let q = &mut self.dies[die as usize];
         host_free_ns.max(q.clock_ns)
     }
