@@ -431,9 +431,8 @@ impl FlashSink for TimingSink<'_> {
             // take the die and channel at once.
             ProgramKind::Map => {
                 if let Some(m) = self.maint.as_deref_mut() {
-                    m.push(
+                    m.push_map(
                         die,
-                        StepKind::Program,
                         self.page_transfer_ns + self.timing.program_ns,
                         self.not_before_ns,
                     );
