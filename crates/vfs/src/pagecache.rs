@@ -101,6 +101,12 @@ impl HostConfig {
 /// A run of pages to write back: (file, first page, pages).
 pub type Run = (Ino, u64, u64);
 
+/// The most of one file's dirty pages Linux's flusher writes before it moves on to the next
+/// file: `MIN_WRITEBACK_PAGES`, 4 MiB (fs/fs-writeback.c; `writeback_chunk_size` rounds a
+/// background or periodic chunk up to a multiple of it, more only when the device's write
+/// bandwidth is high; this model keeps the floor).
+pub const WRITEBACK_CHUNK_PAGES: u64 = (4 << 20) / PAGE_BYTES;
+
 /// Cached pages of the files.
 #[derive(Debug, Clone, Default)]
 pub struct PageCache {
@@ -108,7 +114,7 @@ pub struct PageCache {
     dirty: BTreeMap<(Ino, u64), u64>,
     /// Each dirty file's oldest dirty time (writeback takes the oldest file first).
     file_dirtied: BTreeMap<Ino, u64>,
-    /// The same, ordered by that time (then file): the order `take_until` writes in.
+    /// The same, ordered by that time (then file): the order writeback takes files in.
     files_by_age: BTreeSet<(u64, Ino)>,
     /// Clean cached pages, and their last use (for eviction, least recent first).
     clean: BTreeMap<(Ino, u64), u64>,
@@ -258,34 +264,52 @@ impl PageCache {
         Self::runs(&pages, max_pages)
     }
 
-    /// Pages dirty since `cutoff_ns` or earlier, file by file.
-    pub fn take_expired(&mut self, cutoff_ns: u64, max_pages: u64) -> Vec<Run> {
-        let pages: Vec<(Ino, u64)> = self
-            .dirty
+    /// The periodic flush as Linux's flusher does it (`wb_check_old_data_flush`,
+    /// `move_expired_inodes`): every file first dirtied at `cutoff_ns` or earlier, oldest
+    /// first, each with its dirty pages in offset order up to `chunk_pages`, the pages it
+    /// dirtied later included.
+    pub fn take_expired_files(
+        &mut self,
+        cutoff_ns: u64,
+        chunk_pages: u64,
+        max_pages: u64,
+    ) -> Vec<Run> {
+        let files: Vec<Ino> = self
+            .files_by_age
             .iter()
-            .filter(|(_, &t)| t <= cutoff_ns)
-            .map(|(&k, _)| k)
+            .take_while(|&&(t, _)| t <= cutoff_ns)
+            .map(|&(_, ino)| ino)
             .collect();
+        let mut pages = Vec::new();
+        for ino in files {
+            let from_file = self.dirty.range((ino, 0)..(ino + 1, 0));
+            pages.extend(from_file.take(chunk_pages as usize).map(|(&k, _)| k));
+        }
         self.clean_pages(&pages);
         Self::runs(&pages, max_pages)
     }
 
-    /// Dirty pages, oldest file first and in ascending offset within a file, until at
-    /// most `target_pages` stay dirty.
-    pub fn take_until(&mut self, target_pages: u64, max_pages: u64) -> Vec<Run> {
+    /// Background writeback as Linux's flusher does it (`wb_writeback` for background
+    /// work, `writeback_sb_inodes`): file by file, oldest first dirtied first, each file's
+    /// dirty pages in offset order up to `chunk_pages`, until at most `target_pages` stay
+    /// dirty (looked at after each file; the kernel looks between batches of files, each
+    /// at most 100 ms of submitting).
+    pub fn take_files_until(
+        &mut self,
+        target_pages: u64,
+        chunk_pages: u64,
+        max_pages: u64,
+    ) -> Vec<Run> {
         let mut excess = self.dirty_pages().saturating_sub(target_pages);
         let mut pages = Vec::new();
         for &(_, ino) in &self.files_by_age {
             if excess == 0 {
                 break;
             }
-            for (&k, _) in self.dirty.range((ino, 0)..(ino + 1, 0)) {
-                if excess == 0 {
-                    break;
-                }
-                pages.push(k);
-                excess -= 1;
-            }
+            let before = pages.len();
+            let from_file = self.dirty.range((ino, 0)..(ino + 1, 0));
+            pages.extend(from_file.take(chunk_pages as usize).map(|(&k, _)| k));
+            excess = excess.saturating_sub((pages.len() - before) as u64);
         }
         self.clean_pages(&pages);
         Self::runs(&pages, max_pages)
@@ -350,14 +374,31 @@ mod tests {
         c.write(1, 12, 13, 300);
         c.write(2, 8, 9, 400);
         assert_eq!(c.dirty_pages(), 8);
-        // Above a target of 3: file 2 (dirtied first) in offset order, then file 1.
-        assert_eq!(c.take_until(3, 1024), vec![(2, 0, 4), (2, 8, 1)]);
-        assert_eq!(c.take_expired(250, 2), vec![(1, 10, 2)]);
-        assert_eq!(c.take_file(1, 1024), vec![(1, 12, 1)]);
+        // Two pages above a target of 6: the whole of file 2 (dirtied first), in offset
+        // order, as Linux's flusher writes a file before it looks at the limits again.
+        assert_eq!(
+            c.take_files_until(6, 1024, 1024),
+            vec![(2, 0, 4), (2, 8, 1)]
+        );
+        // Files first dirtied by 250: file 1, with the page it dirtied at 300.
+        assert_eq!(
+            c.take_expired_files(250, 1024, 2),
+            vec![(1, 10, 2), (1, 12, 1)]
+        );
         assert_eq!(c.dirty_pages(), 0);
         // Written-back pages stay cached.
         assert!(c.missing(2, 0, 4).is_empty());
         assert_eq!(c.missing(2, 3, 7), vec![(4, 3)]);
+    }
+
+    #[test]
+    fn a_file_is_written_back_a_chunk_at_a_time() {
+        let mut c = PageCache::new(1 << 30);
+        c.write(1, 0, 10, 100);
+        c.write(2, 0, 10, 200);
+        // One page above the target, chunks of 4 pages: file 1's first 4.
+        assert_eq!(c.take_files_until(19, 4, 1024), vec![(1, 0, 4)]);
+        assert_eq!(c.take_file(1, 1024), vec![(1, 4, 6)]);
     }
 
     #[test]
