@@ -96,16 +96,27 @@ impl HostConfig {
     pub fn hard_limit_pages(&self) -> u64 {
         self.ram_bytes / PAGE_BYTES * self.dirty_ratio / 100
     }
+
+    /// The most of one file's dirty pages the flusher writes before it moves on to the
+    /// next file (fs/fs-writeback.c, `writeback_chunk_size` for background and periodic
+    /// work: the least of half the device's write bandwidth a second and the dirty limit
+    /// over `DIRTY_SCOPE`, plus `MIN_WRITEBACK_PAGES`, rounded down to a multiple of it).
+    /// Half a second of any drive's writing is more than the dirty limit's share here, so
+    /// the limit decides: 28 MiB for a 1 GiB host, 4 MiB for a host of 160 MiB or less.
+    pub fn writeback_chunk_pages(&self) -> u64 {
+        let pages = self.hard_limit_pages() / DIRTY_SCOPE + MIN_WRITEBACK_PAGES;
+        pages / MIN_WRITEBACK_PAGES * MIN_WRITEBACK_PAGES
+    }
 }
 
 /// A run of pages to write back: (file, first page, pages).
 pub type Run = (Ino, u64, u64);
 
-/// The most of one file's dirty pages Linux's flusher writes before it moves on to the next
-/// file: `MIN_WRITEBACK_PAGES`, 4 MiB (fs/fs-writeback.c; `writeback_chunk_size` rounds a
-/// background or periodic chunk up to a multiple of it, more only when the device's write
-/// bandwidth is high; this model keeps the floor).
-pub const WRITEBACK_CHUNK_PAGES: u64 = (4 << 20) / PAGE_BYTES;
+/// Linux's smallest writeback chunk: `MIN_WRITEBACK_PAGES`, 4 MiB (fs/fs-writeback.c).
+pub const MIN_WRITEBACK_PAGES: u64 = (4 << 20) / PAGE_BYTES;
+
+/// `DIRTY_SCOPE` (mm/internal.h, 8): the writeback chunk is at most the dirty limit over it.
+const DIRTY_SCOPE: u64 = 8;
 
 /// Cached pages of the files.
 #[derive(Debug, Clone, Default)]
@@ -241,7 +252,8 @@ impl PageCache {
         self.evict();
     }
 
-    /// Merges sorted (file, page) pairs into runs of at most `max_pages`.
+    /// Merges (file, page) pairs, each file's in ascending order, into runs of adjacent
+    /// pages of one file, of at most `max_pages`.
     fn runs(pages: &[(Ino, u64)], max_pages: u64) -> Vec<Run> {
         let mut out: Vec<Run> = Vec::new();
         for &(ino, p) in pages {
@@ -266,8 +278,8 @@ impl PageCache {
 
     /// The periodic flush as Linux's flusher does it (`wb_check_old_data_flush`,
     /// `move_expired_inodes`): every file first dirtied at `cutoff_ns` or earlier, oldest
-    /// first, each with its dirty pages in offset order up to `chunk_pages`, the pages it
-    /// dirtied later included.
+    /// first, in chunks of `chunk_pages` a file a pass, until none of them is dirty (the
+    /// pages they dirtied later included).
     pub fn take_expired_files(
         &mut self,
         cutoff_ns: u64,
@@ -280,18 +292,15 @@ impl PageCache {
             .take_while(|&&(t, _)| t <= cutoff_ns)
             .map(|&(_, ino)| ino)
             .collect();
-        let mut pages = Vec::new();
-        for ino in files {
-            let from_file = self.dirty.range((ino, 0)..(ino + 1, 0));
-            pages.extend(from_file.take(chunk_pages as usize).map(|(&k, _)| k));
-        }
+        let pages = self.in_chunks(&files, chunk_pages, u64::MAX);
         self.clean_pages(&pages);
         Self::runs(&pages, max_pages)
     }
 
     /// Background writeback as Linux's flusher does it (`wb_writeback` for background
-    /// work, `writeback_sb_inodes`): file by file, oldest first dirtied first, each file's
-    /// dirty pages in offset order up to `chunk_pages`, until at most `target_pages` stay
+    /// work, `writeback_sb_inodes`): the dirty files oldest first dirtied first, up to
+    /// `chunk_pages` of a file before the next, pass after pass (a file still dirty is
+    /// written again after the others, `requeue_io`), until at most `target_pages` stay
     /// dirty (looked at after each file; the kernel looks between batches of files, each
     /// at most 100 ms of submitting).
     pub fn take_files_until(
@@ -300,19 +309,35 @@ impl PageCache {
         chunk_pages: u64,
         max_pages: u64,
     ) -> Vec<Run> {
-        let mut excess = self.dirty_pages().saturating_sub(target_pages);
-        let mut pages = Vec::new();
-        for &(_, ino) in &self.files_by_age {
-            if excess == 0 {
-                break;
-            }
-            let before = pages.len();
-            let from_file = self.dirty.range((ino, 0)..(ino + 1, 0));
-            pages.extend(from_file.take(chunk_pages as usize).map(|(&k, _)| k));
-            excess = excess.saturating_sub((pages.len() - before) as u64);
-        }
+        let excess = self.dirty_pages().saturating_sub(target_pages);
+        let files: Vec<Ino> = self.files_by_age.iter().map(|&(_, ino)| ino).collect();
+        let pages = self.in_chunks(&files, chunk_pages, excess);
         self.clean_pages(&pages);
         Self::runs(&pages, max_pages)
+    }
+
+    /// Dirty pages of `files`, in passes over them in order, up to `chunk_pages` of a file
+    /// a pass (in offset order), until `wanted` pages are taken (checked after each file)
+    /// or none is left.
+    fn in_chunks(&self, files: &[Ino], chunk_pages: u64, wanted: u64) -> Vec<(Ino, u64)> {
+        let chunk = chunk_pages.max(1) as usize;
+        let mut taken = vec![0usize; files.len()];
+        let mut pages = Vec::new();
+        let mut progress = true;
+        while progress && (pages.len() as u64) < wanted {
+            progress = false;
+            for (k, &ino) in files.iter().enumerate() {
+                if pages.len() as u64 >= wanted {
+                    break;
+                }
+                let before = pages.len();
+                let dirty = self.dirty.range((ino, 0)..(ino + 1, 0)).skip(taken[k]);
+                pages.extend(dirty.take(chunk).map(|(&k, _)| k));
+                taken[k] += pages.len() - before;
+                progress |= pages.len() > before;
+            }
+        }
+        pages
     }
 
     /// Forgets every page of `ino` (the file is gone: dirty pages are never written).
@@ -398,7 +423,28 @@ mod tests {
         c.write(2, 0, 10, 200);
         // One page above the target, chunks of 4 pages: file 1's first 4.
         assert_eq!(c.take_files_until(19, 4, 1024), vec![(1, 0, 4)]);
-        assert_eq!(c.take_file(1, 1024), vec![(1, 4, 6)]);
+        // Nine above: a chunk of each, then file 1's next, pass after pass.
+        assert_eq!(
+            c.take_files_until(7, 4, 1024),
+            vec![(1, 4, 4), (2, 0, 4), (1, 8, 2)]
+        );
+        // More than a chunk of every file over the limit: all of it goes.
+        let mut big = PageCache::new(1 << 30);
+        big.write(1, 0, 4096, 100);
+        big.take_files_until(0, 1024, 1024);
+        assert_eq!(big.dirty_pages(), 0);
+        // An expired file goes whole, whatever its size.
+        big.write(2, 0, 4096, 200);
+        big.take_expired_files(1000, 1024, 1024);
+        assert_eq!(big.dirty_pages(), 0);
+    }
+
+    #[test]
+    fn the_writeback_chunk_follows_the_dirty_limit() {
+        let gib = HostConfig::linux(1 << 30);
+        assert_eq!(gib.writeback_chunk_pages() * PAGE_BYTES, 28 << 20);
+        let small = HostConfig::linux(64 << 20);
+        assert_eq!(small.writeback_chunk_pages(), MIN_WRITEBACK_PAGES);
     }
 
     #[test]

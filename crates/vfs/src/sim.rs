@@ -23,7 +23,7 @@
 //! commit writes the dirty metadata in place, then flushes) and request merging across
 //! files in the block layer.
 
-use crate::pagecache::{HostConfig, PageCache, Run, PAGE_BYTES, WRITEBACK_CHUNK_PAGES};
+use crate::pagecache::{HostConfig, PageCache, Run, PAGE_BYTES};
 use crate::readahead::{Readahead, Window};
 use crate::{check_name, Fd, IoTime, OpenMode, Vfs, VfsError};
 use flash::Device;
@@ -211,11 +211,10 @@ impl SimVfs {
         }
         let target = (background + hard) / 2;
         let t0 = self.fs.device().now_ns();
-        let runs = self.cache.take_files_until(
-            background,
-            WRITEBACK_CHUNK_PAGES,
-            self.max_request_pages(),
-        );
+        let chunk = self.host.writeback_chunk_pages();
+        let runs = self
+            .cache
+            .take_files_until(background, chunk, self.max_request_pages());
         self.write_back(runs, false)?;
         while self.dirty_and_writeback_pages() > target {
             let Some(&std::cmp::Reverse((done, _))) = self.writeback.peek() else {
@@ -276,17 +275,15 @@ impl SimVfs {
             self.flusher_ns += self.host.writeback_interval_ns;
             let cutoff = self.flusher_ns.saturating_sub(self.host.dirty_expire_ns);
             if self.cache.dirty_pages() > 0 {
-                let runs = self
-                    .cache
-                    .take_expired_files(cutoff, WRITEBACK_CHUNK_PAGES, max);
+                let chunk = self.host.writeback_chunk_pages();
+                let runs = self.cache.take_expired_files(cutoff, chunk, max);
                 self.write_back(runs, false)?;
             }
         }
         let background = self.host.background_limit_pages();
         if self.cache.dirty_pages() > background {
-            let runs = self
-                .cache
-                .take_files_until(background, WRITEBACK_CHUNK_PAGES, max);
+            let chunk = self.host.writeback_chunk_pages();
+            let runs = self.cache.take_files_until(background, chunk, max);
             self.write_back(runs, false)?;
         }
         Ok(())

@@ -138,13 +138,15 @@ struct DieQueue {
     gc: VecDeque<Step>,
     /// GC copies issued since the last erase (the victim being cleaned).
     victim_copies: u32,
-    /// Translation-page programs (the mapping table on flash) issued since the last
-    /// erase: maintenance that takes free pages as host programs do.
-    victim_maps: u32,
+    /// Translation-page programs (the mapping table on flash) and buffered host programs
+    /// queued on the die so far: translation pages take free pages as host programs do,
+    /// and their share of the programs says how much of a victim's freed pages they take.
+    maps: u64,
+    host_programs: u64,
     /// Maintenance steps (a copy or a translation-page program with the reads before it,
-    /// or an erase) to release per buffered program: what was issued from one victim's end
-    /// to the next (its copies, its erase and the translation-page programs) over the host
-    /// programs that had the pages it freed (those less the translation pages).
+    /// or an erase) to release per buffered program: the last victim's copies, its erase
+    /// and the translation-page programs that share its freed pages, over the host
+    /// programs that have the rest ([`DieQueue::maintenance_per_write`]).
     per_write: f64,
     /// Released steps owed: `per_write` per buffered program, less what was released.
     credit: f64,
@@ -182,15 +184,26 @@ fn slip(end_ns: u64, promised_ns: u64) -> u64 {
 
 impl DieQueue {
     /// Maintenance steps to release per buffered program for the victim being cleaned
-    /// (see `per_write`): its copies, its erase and the translation-page programs issued
-    /// with it, over the pages it frees less those translation pages. Without the
-    /// translation pages (issue 43: a 980 at 16 GiB, whose mapping cache misses make them
-    /// 47% of flash writes) the release fell behind the issue, the unreleased backlog grew
-    /// to half a second of work a die, and the erases in it stalled every write behind the
-    /// hard threshold.
+    /// (see `per_write`): it frees its pages less its copies; translation-page programs
+    /// take their share `f` of those (their share of the die's programs so far) and host
+    /// programs the rest, so each host program releases (copies + erase + f x freed) over
+    /// (1 - f) x freed. Without the translation pages (issue 43: a 980 at 16 GiB, whose
+    /// mapping cache misses make them 47% of flash writes) the release fell behind the
+    /// issue, the unreleased backlog grew to half a second of work a die, and the erases in
+    /// it stalled every write behind the hard threshold. The share is over the whole run,
+    /// not since the last victim, so a stretch of translation pages with no host programs
+    /// (reads evicting dirty map pages, or no GC for a while) does not release a whole
+    /// victim at once.
     fn maintenance_per_write(&self, pages_per_block: u32) -> f64 {
-        let (copies, maps) = (self.victim_copies, self.victim_maps);
-        (copies + maps + 1) as f64 / pages_per_block.saturating_sub(copies + maps).max(1) as f64
+        let copies = self.victim_copies;
+        let freed = pages_per_block.saturating_sub(copies).max(1) as f64;
+        let programs = self.maps + self.host_programs;
+        let f = if programs == 0 {
+            0.0
+        } else {
+            self.maps as f64 / programs as f64
+        };
+        (copies as f64 + 1.0 + f * freed) / ((1.0 - f) * freed).max(1.0)
     }
 
     /// No earlier than this has the die a step to end or start: its running step's end,
@@ -483,7 +496,6 @@ impl Maintenance {
         if let StepKind::Erase(_) = kind {
             q.per_write = q.maintenance_per_write(ppb);
             q.victim_copies = 0;
-            q.victim_maps = 0;
         }
         q.gc.push_back(Step {
             kind,
@@ -504,7 +516,7 @@ impl Maintenance {
 
     /// Queues a translation-page program on `die` (see [`Maintenance::push`]).
     pub(crate) fn push_map(&mut self, die: u32, dur_ns: u64, ready_ns: u64) {
-        self.dies[die as usize].victim_maps += 1; // push marks it stale
+        self.dies[die as usize].maps += 1; // push marks it stale
         self.push(die, StepKind::Program, dur_ns, ready_ns);
     }
 
@@ -533,6 +545,7 @@ impl Maintenance {
         let ppb = self.pages_per_block;
         self.touch(die);
         let q = &mut self.dies[die as usize];
+        q.host_programs += 1;
         // GC in proportion to the writes, a victim's copies spread over the writes that
         // follow it (before the first victim ends, its copies so far give the share).
         let per_write = if q.per_write > 0.0 {
@@ -1118,6 +1131,33 @@ mod tests {
             unreleased <= 16 + 16 + 1 + 16,
             "{unreleased} steps left unreleased"
         );
+    }
+
+    #[test]
+    fn a_stretch_of_translation_pages_does_not_release_a_victim_at_once() {
+        // 100 translation-page programs with no GC (say, reads evicting dirty map pages),
+        // then a victim of 16 copies and the host programs that follow it: the first of
+        // them releases its share (translation pages 100 of 133 programs: 4.4 copies with
+        // their reads), not all 33 steps as a count of maps since the last victim gave.
+        let mut q = Maintenance::new(&SchedulerConfig::priority(), 1, 64);
+        for _ in 0..32 {
+            q.push_write(0, 1, 0, 100);
+        }
+        q.advance(0, 0, u64::MAX);
+        for _ in 0..100 {
+            q.push_map(0, 1, 0);
+        }
+        q.advance(0, 0, u64::MAX);
+        for _ in 0..16 {
+            q.push(0, StepKind::Read, 1, 0);
+        }
+        for _ in 0..16 {
+            q.push_copy(0, 1, 0);
+        }
+        q.push(0, StepKind::Erase(1), 1, 0);
+        q.push_write(0, 1, 0, 100);
+        let released = q.dies[0].released;
+        assert!(released <= 12, "{released} steps released by one program");
     }
 
     #[test]
