@@ -105,7 +105,7 @@ struct Step {
     /// Not before this time (when the FTL issued it).
     ready_ns: u64,
     /// Write-buffer bytes this step frees when it ends (a buffered host program's
-    /// superpage; 0 for maintenance, and once a write has been admitted on them).
+    /// superpage; 0 for maintenance).
     bytes: u64,
     /// For a buffered program a write's admission counted on: when it was expected to
     /// end (0 otherwise).
@@ -531,7 +531,8 @@ impl Maintenance {
         };
         self.forced_drains += 1;
         q.released += i as u32 + 1;
-        for step in q.gc.drain(..=i).collect::<Vec<_>>() {
+        for _ in 0..=i {
+            let step = q.gc.pop_front().expect("found at i");
             q.enqueue(step);
         }
         q.read_share = None;
