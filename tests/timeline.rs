@@ -48,6 +48,23 @@ const SIM: &[&str] = &[
     "--json",
 ];
 
+/// `replay` of the example trace of the kv store on ext4 on `preset` at 2 GiB after
+/// `precondition`, as JSON.
+fn replay_example(preset: &str, precondition: &str) -> serde_json::Value {
+    let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/kv-ext4.trace");
+    stdout_json(&flashlab(&[
+        "replay",
+        trace,
+        "--preset",
+        preset,
+        "--capacity",
+        "2GiB",
+        "--precondition",
+        precondition,
+        "--json",
+    ]))
+}
+
 #[test]
 fn sim_time_series_rows_add_up_to_the_runs_totals_and_change_no_number() {
     let dir = Scratch::new("timeline-sim");
@@ -401,29 +418,8 @@ fn drives_side_by_side_give_each_drives_own_numbers_and_mark_the_better() {
 
 #[test]
 fn replay_compares_drives_on_one_trace() {
-    let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/kv-ext4.trace");
-    let v = stdout_json(&flashlab(&[
-        "replay",
-        trace,
-        "--preset",
-        "840pro,980",
-        "--capacity",
-        "2GiB",
-        "--precondition",
-        "fill",
-        "--json",
-    ]));
-    let one = stdout_json(&flashlab(&[
-        "replay",
-        trace,
-        "--preset",
-        "980",
-        "--capacity",
-        "2GiB",
-        "--precondition",
-        "fill",
-        "--json",
-    ]));
+    let v = replay_example("840pro,980", "fill");
+    let one = replay_example("980", "fill");
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs[1]["run"], "980");
     assert_eq!(runs[1]["write_latency_ns"], one["write_latency_ns"]);
@@ -605,17 +601,7 @@ fn btree_and_kv_record_their_simulated_drive() {
 #[test]
 fn replay_compares_preconditionings_of_one_drive() {
     let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/kv-ext4.trace");
-    let v = stdout_json(&flashlab(&[
-        "replay",
-        trace,
-        "--preset",
-        "980",
-        "--capacity",
-        "2GiB",
-        "--precondition",
-        "none,fill",
-        "--json",
-    ]));
+    let v = replay_example("980", "none,fill");
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs[0]["run"], "980/none");
     assert_eq!(runs[1]["run"], "980/fill");
@@ -623,17 +609,7 @@ fn replay_compares_preconditionings_of_one_drive() {
     let share = &v["compare"]["unwritten reads (%)"]["values"];
     assert_eq!(share["980/none"], 100.0);
     assert_eq!(share["980/fill"], 0.0);
-    let alone = stdout_json(&flashlab(&[
-        "replay",
-        trace,
-        "--preset",
-        "980",
-        "--capacity",
-        "2GiB",
-        "--precondition",
-        "fill",
-        "--json",
-    ]));
+    let alone = replay_example("980", "fill");
     assert_eq!(runs[1]["read_latency_ns"], alone["read_latency_ns"]);
     assert_refused(
         &[

@@ -166,18 +166,12 @@ pub(crate) fn run(a: BtreeArgs) -> Result<()> {
         ..lab::btreerun::BtreeSpec::new(r.store, backend)
     };
     let started = Instant::now();
-    let outputs =
-        super::timeline::engine_outputs(&r.timeline, "btree", spec.backend.virtual_time())?;
-    let interval = outputs.engine_spec();
-    let pb = progress_bar(0, "btree");
-    pb.set_phase("running");
-    let run = lab::btreerun::run_recorded(&spec, interval);
-    pb.finish_and_clear();
-    let (res, series) = run?;
-    let recorded = match series {
-        Some(ts) => outputs.finish_engine("btree", ts)?,
-        None => Vec::new(),
-    };
+    let (res, recorded) = super::timeline::run_engine(
+        &r.timeline,
+        "btree",
+        spec.backend.virtual_time(),
+        |timeline| lab::btreerun::run_recorded(&spec, timeline),
+    )?;
     if r.json {
         let mut v = serde_json::to_value(&res)?;
         v["wall_s"] = serde_json::json!(started.elapsed().as_secs_f64());

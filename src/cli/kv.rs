@@ -92,17 +92,10 @@ pub(crate) fn run(a: KvArgs) -> Result<()> {
         },
         backend,
     };
-    let outputs = super::timeline::engine_outputs(&r.timeline, "kv", spec.backend.virtual_time())?;
-    let interval = outputs.engine_spec();
-    let pb = progress_bar(0, "kv");
-    pb.set_phase("running");
-    let run = lab::kvrun::run_recorded(&spec, interval);
-    pb.finish_and_clear();
-    let (res, series) = run?;
-    let recorded = match series {
-        Some(ts) => outputs.finish_engine("kv", ts)?,
-        None => Vec::new(),
-    };
+    let (res, recorded) =
+        super::timeline::run_engine(&r.timeline, "kv", spec.backend.virtual_time(), |timeline| {
+            lab::kvrun::run_recorded(&spec, timeline)
+        })?;
     if r.json {
         let mut v = serde_json::to_value(&res)?;
         if r.storage.wear {

@@ -138,6 +138,30 @@ pub(crate) fn engine_outputs(
     TimelineOutputs::open(a, &[name.to_string()])
 }
 
+/// Runs an engine command (`btree`, `kv`) under a progress bar with its recording: the
+/// outputs checked and opened before the run, `run` given what to record, the recording
+/// written after it. The run's result, and what was written.
+pub(crate) fn run_engine<R>(
+    a: &TimelineArgs,
+    name: &str,
+    simulated: bool,
+    run: impl FnOnce(
+        Option<lab::backend::TimelineSpec>,
+    ) -> std::result::Result<(R, Option<TimeSeries>), lab::LabError>,
+) -> Result<(R, Vec<String>)> {
+    let outputs = engine_outputs(a, name, simulated)?;
+    let pb = super::progress_bar(0, name);
+    pb.set_phase("running");
+    let result = run(outputs.engine_spec());
+    pb.finish_and_clear();
+    let (res, series) = result?;
+    let recorded = match series {
+        Some(ts) => outputs.finish_engine(name, ts)?,
+        None => Vec::new(),
+    };
+    Ok((res, recorded))
+}
+
 impl TimelineOutputs {
     /// What an engine's run records, if anything was asked for.
     pub(crate) fn engine_spec(&self) -> Option<lab::backend::TimelineSpec> {
