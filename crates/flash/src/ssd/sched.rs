@@ -206,17 +206,17 @@ impl DieQueue {
         (copies as f64 + 1.0 + f * freed) / ((1.0 - f) * freed).max(1.0)
     }
 
-    /// No earlier than this has the die a step to end or start: its running step's end,
-    /// else when its queues' first steps are ready (its host timeline may make that
-    /// later); `u64::MAX` with nothing to do.
-    fn wake_ns(&self) -> u64 {
+    /// No earlier than this has the die a step to end or start, its host timeline free
+    /// from `host_free_ns`: its running step's end, else when its queues' first steps are
+    /// ready and the die free; `u64::MAX` with nothing to do.
+    fn wake_ns(&self, host_free_ns: u64) -> u64 {
         if let Some(r) = self.running {
             return r.end_ns;
         }
         let released = self.queued.front().map(|s| s.ready_ns);
         let unreleased = self.gc.front().map(|s| s.ready_ns);
         match released.into_iter().chain(unreleased).min() {
-            Some(ready) => ready.max(self.clock_ns),
+            Some(ready) => ready.max(self.clock_ns).max(host_free_ns),
             None => u64::MAX,
         }
     }
@@ -394,6 +394,85 @@ impl DieQueue {
     }
 }
 
+/// The least of a fixed number of keys as they change (a tournament tree): each node holds
+/// the least (key, index) below it, packed in one number (the key above the index), so a
+/// change costs the tree's height and the least is at the root. Ties go to the lower
+/// index.
+#[derive(Debug, Clone)]
+struct MinTree {
+    /// Leaves (a power of two); the keys sit at `node[leaves..leaves + n]`.
+    leaves: usize,
+    node: Vec<u128>,
+}
+
+/// A padding leaf: above every key.
+const PAD: u128 = u128::MAX;
+
+fn pack(key: u64, i: usize) -> u128 {
+    (key as u128) << 64 | i as u128
+}
+
+impl MinTree {
+    /// `n` keys, each `key`.
+    fn new(n: usize, key: u64) -> MinTree {
+        let leaves = n.next_power_of_two();
+        let mut node = vec![PAD; 2 * leaves];
+        for i in 0..n {
+            node[leaves + i] = pack(key, i);
+        }
+        for j in (1..leaves).rev() {
+            node[j] = node[2 * j].min(node[2 * j + 1]);
+        }
+        MinTree { leaves, node }
+    }
+
+    /// Sets key `i`.
+    fn set(&mut self, i: usize, key: u64) {
+        let mut j = self.leaves + i;
+        let packed = pack(key, i);
+        if self.node[j] == packed {
+            return;
+        }
+        self.node[j] = packed;
+        while j > 1 {
+            j /= 2;
+            self.node[j] = self.node[2 * j].min(self.node[2 * j + 1]);
+        }
+    }
+
+    /// The least key and its index.
+    fn least(&self) -> (u64, usize) {
+        let n = self.node[1];
+        ((n >> 64) as u64, n as u64 as usize)
+    }
+
+    /// Appends to `out` the index of every key at most `bound`, in index order.
+    fn at_most(&self, bound: u64, out: &mut Vec<u32>) {
+        // Depth first from the root, skipping every subtree whose least is above `bound`.
+        let limit = (bound as u128) << 64 | u64::MAX as u128;
+        let mut stack = [0usize; 64];
+        let mut top = 0;
+        if self.node[1] <= limit && self.node[1] != PAD {
+            stack[0] = 1;
+            top = 1;
+        }
+        while top > 0 {
+            top -= 1;
+            let j = stack[top];
+            if j >= self.leaves {
+                out.push(self.node[j] as u64 as u32);
+                continue;
+            }
+            for child in [2 * j + 1, 2 * j] {
+                if self.node[child] <= limit && self.node[child] != PAD {
+                    stack[top] = child;
+                    top += 1;
+                }
+            }
+        }
+    }
+}
+
 /// Per-die maintenance queues.
 #[derive(Debug, Clone)]
 pub(crate) struct Maintenance {
@@ -417,7 +496,7 @@ pub(crate) struct Maintenance {
     /// [`Maintenance::admission_ns`] last found it, its expected end (`u64::MAX`: none)
     /// and the end of the die's host timeline it was found with.
     first: Vec<Option<Cursor>>,
-    first_end_ns: Vec<u64>,
+    first_end_ns: MinTree,
     first_host_free_ns: Vec<u64>,
     /// Dies whose queues changed since their `first` was found: every method that changes
     /// a die's queues or running step marks it, once (`stale_dies`).
@@ -426,19 +505,17 @@ pub(crate) struct Maintenance {
     /// [`Maintenance::admission_ns`]'s later cursors of the dies it has passed a program
     /// on, kept to spare an allocation a write.
     passed: Vec<(usize, Option<Cursor>)>,
-    /// No die has a step to end or start before this (a lower bound: a die's host
-    /// timeline only moves on), except those in `touched`: [`Maintenance::advance_all`]
-    /// runs every die only from then.
-    quiet_until_ns: u64,
+    /// No earlier than this has each die a step to end or start (a lower bound: its host
+    /// timeline only moves on), unless it is in `touched`: [`Maintenance::advance_all`]
+    /// runs only the dies due by its time and those touched.
+    wake_ns: MinTree,
     /// Dies whose queues changed since [`Maintenance::advance_all`] last ran them, once
-    /// each (`is_touched`).
+    /// each (`is_touched`): it runs them as well as the dies due.
     touched: Vec<u32>,
     is_touched: Vec<bool>,
+    /// The dies [`Maintenance::advance_all`] found due, kept to spare an allocation.
+    due: Vec<u32>,
 }
-
-/// How many dies' first programs [`Maintenance::admission_ns`] keeps in order from its
-/// pass over the dies (a write usually needs one to four; past them it looks again).
-const CANDIDATES: usize = 4;
 
 /// A die's next buffered program in [`Maintenance::admission_ns`]: its expected end, its
 /// index in the queue (None: the running step), its bytes, and the die's time after it.
@@ -456,14 +533,15 @@ impl Maintenance {
             buffer_waits: 0,
             buffer_slip_ns: 0,
             first: vec![None; dies as usize],
-            first_end_ns: vec![u64::MAX; dies as usize],
+            first_end_ns: MinTree::new(dies as usize, u64::MAX),
             first_host_free_ns: vec![0; dies as usize],
             stale: vec![true; dies as usize],
             stale_dies: (0..dies).collect(),
             passed: Vec::new(),
-            quiet_until_ns: 0,
+            wake_ns: MinTree::new(dies as usize, 0),
             touched: Vec::new(),
             is_touched: vec![false; dies as usize],
+            due: Vec::new(),
         }
     }
 
@@ -626,28 +704,23 @@ impl Maintenance {
     /// Runs every die's queues up to `t_ns` (see [`Maintenance::advance`]), each die's
     /// host timeline free from `host_free_ns[die]`.
     pub(crate) fn advance_all(&mut self, host_free_ns: &[u64], t_ns: u64) {
-        let mut quiet = self.quiet_until_ns;
-        if t_ns >= quiet {
-            quiet = u64::MAX;
-            for (die, &free) in host_free_ns.iter().enumerate() {
-                self.advance(die as u32, free, t_ns);
-                quiet = quiet.min(self.dies[die].wake_ns());
+        let mut due = std::mem::take(&mut self.due);
+        self.wake_ns.at_most(t_ns, &mut due);
+        for &die in &self.touched {
+            if !due.contains(&die) {
+                due.push(die);
             }
-            for &die in &self.touched {
-                self.is_touched[die as usize] = false;
-            }
-            self.touched.clear();
-        } else {
-            let mut touched = std::mem::take(&mut self.touched);
-            for &die in &touched {
-                self.is_touched[die as usize] = false;
-                self.advance(die, host_free_ns[die as usize], t_ns);
-                quiet = quiet.min(self.dies[die as usize].wake_ns());
-            }
-            touched.clear();
-            self.touched = touched;
+            self.is_touched[die as usize] = false;
         }
-        self.quiet_until_ns = quiet;
+        self.touched.clear();
+        for &die in &due {
+            let d = die as usize;
+            self.advance(die, host_free_ns[d], t_ns);
+            let wake = self.dies[d].wake_ns(host_free_ns[d]);
+            self.wake_ns.set(d, wake);
+        }
+        due.clear();
+        self.due = due;
         debug_assert!(
             self.dies
                 .iter()
@@ -701,7 +774,7 @@ impl Maintenance {
             let d = d as usize;
             let c = self.dies[d].first_program(t_ns.max(host_free_ns[d]));
             self.first[d] = c;
-            self.first_end_ns[d] = c.map_or(u64::MAX, |c| c.0);
+            self.first_end_ns.set(d, c.map_or(u64::MAX, |c| c.0));
             self.stale[d] = false;
         }
         stale.clear();
@@ -711,52 +784,17 @@ impl Maintenance {
                 .all(|d| self.first[d] == self.dies[d].first_program(t_ns.max(host_free_ns[d]))),
             "a die's first program kept past a change"
         );
-        // The earliest CANDIDATES of them by (end, die), in one pass.
-        let mut candidates = [(u64::MAX, usize::MAX); CANDIDATES];
-        let mut with_program = 0;
-        for (d, &end) in self.first_end_ns.iter().enumerate() {
-            if end < candidates[CANDIDATES - 1].0 {
-                // Insertion, after any equal end (a lower die).
-                let mut j = CANDIDATES - 1;
-                while j > 0 && candidates[j - 1].0 > end {
-                    candidates[j] = candidates[j - 1];
-                    j -= 1;
-                }
-                candidates[j] = (end, d);
-            }
-            with_program += (end != u64::MAX) as usize;
-        }
         // The programs in order of their expected ends, merged over the dies lazily (a
-        // write usually needs a few): a die passed on moves to its next program.
+        // write usually needs a few): the tree of the dies' first programs serves as the
+        // merge's heap, a die passed on moving to its next program there (put back after).
         let mut passed = std::mem::take(&mut self.passed);
         passed.clear();
         let mut freed = 0;
         let found = loop {
-            let is_passed = |d: usize| passed.iter().any(|p| p.0 == d);
-            // The earliest first program of a die not passed: among the candidates, or,
-            // once every candidate is passed and other dies have programs, over them all.
-            let mut best = candidates
-                .iter()
-                .find(|c| c.0 != u64::MAX && !is_passed(c.1))
-                .copied();
-            if best.is_none() && with_program > CANDIDATES {
-                for (d, &end) in self.first_end_ns.iter().enumerate() {
-                    if end < best.map_or(u64::MAX, |b| b.0) && !is_passed(d) {
-                        best = Some((end, d));
-                    }
-                }
-            }
-            // Or a passed die's next program; the lower die on a tie.
-            for &(d, c) in &passed {
-                if let Some(c) = c {
-                    if best.is_none_or(|b| (c.0, d) < b) {
-                        best = Some((c.0, d));
-                    }
-                }
-            }
-            let Some((_, d)) = best else {
+            let (end, d) = self.first_end_ns.least();
+            if end == u64::MAX {
                 break None;
-            };
+            }
             let cursor = passed
                 .iter()
                 .find(|p| p.0 == d)
@@ -770,11 +808,16 @@ impl Maintenance {
             let next = self.dies[d]
                 .next_program(t, from)
                 .map(|(e, i, b)| (e, Some(i), b, e));
+            self.first_end_ns.set(d, next.map_or(u64::MAX, |c| c.0));
             match passed.iter_mut().find(|p| p.0 == d) {
                 Some(p) => p.1 = next,
                 None => passed.push((d, next)),
             }
         };
+        for &(d, _) in &passed {
+            self.first_end_ns
+                .set(d, self.first[d].map_or(u64::MAX, |c| c.0));
+        }
         self.passed = passed;
         let (end, d, at) = found?;
         let q = &mut self.dies[d];
@@ -968,6 +1011,35 @@ impl Maintenance {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_min_tree_keeps_the_least_key_and_finds_every_key_due() {
+        // Against a plain scan, over changes in a fixed pseudo-random order.
+        for n in [1usize, 3, 5, 64] {
+            let mut tree = MinTree::new(n, 7);
+            let mut keys = vec![7u64; n];
+            let mut x = 12345u64;
+            for _ in 0..500 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let (i, key) = ((x >> 33) as usize % n, (x >> 20) % 50);
+                let key = if key == 49 { u64::MAX } else { key };
+                tree.set(i, key);
+                keys[i] = key;
+                let least = (0..n).map(|i| (keys[i], i)).min().unwrap();
+                assert_eq!(tree.least(), least);
+                for bound in [0, 20, u64::MAX] {
+                    let mut due = Vec::new();
+                    tree.at_most(bound, &mut due);
+                    let want: Vec<u32> = (0..n as u32)
+                        .filter(|&i| keys[i as usize] <= bound)
+                        .collect();
+                    assert_eq!(due, want, "n {n} bound {bound}");
+                }
+            }
+        }
+    }
 
     fn m() -> Maintenance {
         Maintenance::new(&SchedulerConfig::priority(), 2, 64)
