@@ -114,10 +114,26 @@ pub struct Captured {
     /// ext4: when each of those commits ended, in the trace's time (ns after its first
     /// request, as the requests' `at_ns`).
     pub journal_commit_at_ns: Vec<u64>,
+    /// ext4: when each file of the file system was unlinked (`ext4:ext4_unlink_enter`), in
+    /// the trace's time (0 for those before its first request); empty for other file
+    /// systems or a kernel without the event. With `journal_commit_at_ns`, which deletes
+    /// each commit's discards follow ([`commits_after_unlinks`]).
+    pub unlink_at_ns: Vec<u64>,
     /// When each run of the command ended, the file system settled, in the trace's time
     /// ([`CaptureSpec::runs`]): the requests of run `i` are those issued before
     /// `run_ends_ns[i]` and not before `run_ends_ns[i - 1]`.
     pub run_ends_ns: Vec<u64>,
+}
+
+/// For each journal commit at `commit_at_ns` (in order), how many of the unlinks at
+/// `unlink_at_ns` (in order) came before it: a capture's commits as points in its deletes,
+/// for a model to commit at the same points whatever its own pace (vfs's
+/// `HostConfig::journal_commit_after_unlinks`).
+pub fn commits_after_unlinks(commit_at_ns: &[u64], unlink_at_ns: &[u64]) -> Vec<u64> {
+    commit_at_ns
+        .iter()
+        .map(|&c| unlink_at_ns.partition_point(|&u| u < c) as u64)
+        .collect()
 }
 
 /// The function of ext4's discard worker (fs/ext4/mballoc.c, Linux 5.15 and later).
@@ -756,6 +772,13 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         write(&jbd2.join("filter"), &format!("dev == {kdev}"))?;
         write(&jbd2.join("enable"), "1")?;
     }
+    // And its unlinks: which deletes' freed blocks each commit discards.
+    let unlink = inst.join("events/ext4/ext4_unlink_enter");
+    let count_unlinks = spec.fs == FsKind::Ext4 && unlink.is_dir();
+    if count_unlinks {
+        write(&unlink.join("filter"), &format!("dev == {kdev}"))?;
+        write(&unlink.join("enable"), "1")?;
+    }
     // ext4 with discard: its discard worker's runs (queued at a commit, ended when it has
     // discarded what the commit freed), so that a run counts as settled only once the
     // worker is done, however long the machine makes it wait.
@@ -778,7 +801,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     }
     // The events are read in the ring buffer's binary form, one file per CPU: no text
     // formatting in the kernel, none to parse here.
-    let decoder = Decoder::new(&inst, sched, count_commits, discard_work)
+    let decoder = Decoder::new(&inst, sched, count_commits, count_unlinks, discard_work)
         .map_err(|e| step("set up tracing", e))?;
     let cpu_files = per_cpu_files(&inst).map_err(|e| step("set up tracing", e))?;
     write(&inst.join("tracing_on"), "1")?;
@@ -979,6 +1002,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         start_ns,
         journal_commits,
         journal_commit_at_ns,
+        unlink_at_ns: assembled.unlink_at_ns,
         run_ends_ns: run_ends_mono_ns
             .iter()
             .map(|t| t.saturating_sub(start_ns))

@@ -39,6 +39,8 @@ pub(crate) enum Record {
     },
     /// `jbd2_end_commit`.
     JournalCommit,
+    /// `ext4_unlink_enter`: a file of the file system is being removed.
+    Unlink,
     /// `workqueue_queue_work` / `workqueue_execute_end` of the filtered work function.
     WorkQueued,
     WorkEnded,
@@ -69,16 +71,19 @@ pub(crate) struct Decoder {
     switch: Option<(u16, Field, Field, Field)>,
     wakeup: Option<(u16, Field)>,
     journal_commit: Option<u16>,
+    unlink: Option<u16>,
     work: Option<(u16, u16)>,
 }
 
 impl Decoder {
-    /// Reads the layouts of `events` under the tracefs instance `inst` (the events named
-    /// `Some` are enabled there).
+    /// Reads the layouts of the events a capture enabled under the tracefs instance `inst`:
+    /// the block events, and those the flags name (the scheduler's, jbd2's commits, ext4's
+    /// unlinks, the discard worker's).
     pub(crate) fn new(
         inst: &Path,
         sched: bool,
         journal: bool,
+        unlinks: bool,
         work: bool,
     ) -> Result<Decoder, String> {
         let read = |rel: &str| {
@@ -137,6 +142,11 @@ impl Decoder {
             wakeup,
             journal_commit: if journal {
                 Some(format("jbd2/jbd2_end_commit")?.id)
+            } else {
+                None
+            },
+            unlink: if unlinks {
+                Some(format("ext4/ext4_unlink_enter")?.id)
             } else {
                 None
             },
@@ -205,6 +215,8 @@ impl Decoder {
             Record::Wakeup { pid: pid(f)? }
         } else if self.journal_commit == Some(id) {
             Record::JournalCommit
+        } else if self.unlink == Some(id) {
+            Record::Unlink
         } else if let Some((queued, ended)) = self.work.filter(|w| w.0 == id || w.1 == id) {
             if id == queued {
                 Record::WorkQueued
@@ -257,6 +269,8 @@ pub(crate) struct Assembled {
     pub start_ns: u64,
     /// When each journal commit ended, ns after `start_ns`.
     pub journal_commit_at_ns: Vec<u64>,
+    /// When each unlink began, ns after `start_ns` (0 for those before it).
+    pub unlink_at_ns: Vec<u64>,
 }
 
 /// Merges the CPUs' records (each CPU's in the order read) and builds the trace.
@@ -266,6 +280,7 @@ pub(crate) fn assemble(origin: &str, mut records: Vec<Timed>) -> Result<Assemble
     let mut events = KernelEvents::default();
     let mut block_events = 0;
     let mut commits = Vec::new();
+    let mut unlinks = Vec::new();
     let mut start_ns = None::<u64>;
     let err = |msg: String| TraceError::Format {
         origin: origin.to_string(),
@@ -305,6 +320,7 @@ pub(crate) fn assemble(origin: &str, mut records: Vec<Timed>) -> Result<Assemble
             } => events.cpu_waits.switch(t, prev, prev_runnable, next),
             Record::Wakeup { pid } => events.cpu_waits.wakeup(t, pid),
             Record::JournalCommit => commits.push(t),
+            Record::Unlink => unlinks.push(t),
             Record::WorkQueued | Record::WorkEnded => {}
         }
     }
@@ -314,6 +330,10 @@ pub(crate) fn assemble(origin: &str, mut records: Vec<Timed>) -> Result<Assemble
         block_events,
         start_ns,
         journal_commit_at_ns: commits
+            .into_iter()
+            .map(|t| t.saturating_sub(start_ns))
+            .collect(),
+        unlink_at_ns: unlinks
             .into_iter()
             .map(|t| t.saturating_sub(start_ns))
             .collect(),
@@ -398,7 +418,7 @@ mod tests {
         set("tracing_on", "0");
 
         let text = std::fs::read_to_string(inst.0.join("trace")).unwrap();
-        let decoder = Decoder::new(&inst.0, true, false, false).unwrap();
+        let decoder = Decoder::new(&inst.0, true, false, false, false).unwrap();
         let mut records = Vec::new();
         let mut page = vec![0u8; decoder.layout.page_bytes];
         for entry in std::fs::read_dir(inst.0.join("per_cpu")).unwrap() {

@@ -46,6 +46,12 @@ pub struct HostConfig {
     /// `journal_commit_ns`: a real run's commits replayed at the same progress (a
     /// capture's `jbd2_end_commit` events against its requests).
     pub journal_commit_after_requests: Vec<u64>,
+    /// When not empty, the journal commits once this many files have been unlinked
+    /// (counted from when measuring starts), instead of on a timer or after requests: a
+    /// real run's commits replayed at the same points among its deletes (a capture's
+    /// `jbd2_end_commit` events against its `ext4_unlink_enter` events), so that each
+    /// commit discards what the same deletes freed whatever the model's pace.
+    pub journal_commit_after_unlinks: Vec<u64>,
     /// The most requests in flight on the drive (32: SATA NCQ, `ATA_MAX_QUEUE` in
     /// include/linux/libata.h; NVMe queues are deeper); 0: no limit.
     pub queue_depth: usize,
@@ -64,6 +70,7 @@ impl HostConfig {
             max_request_bytes: 1280 << 10,
             journal_commit_ns: 5_000_000_000,
             journal_commit_after_requests: Vec::new(),
+            journal_commit_after_unlinks: Vec::new(),
             read_ahead_pages: crate::readahead::DEFAULT_MAX_PAGES,
             queue_depth: 32,
         }

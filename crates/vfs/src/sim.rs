@@ -53,9 +53,10 @@ pub struct SimVfs {
     /// The flusher's last wake-up, and the journal's last timed commit.
     flusher_ns: u64,
     journal_ns: u64,
-    /// Data requests sent before measuring started, and how many scheduled commits have
-    /// been made since.
+    /// Data requests sent before measuring started, files unlinked since, and how many
+    /// scheduled commits have been made since.
     requests_at_start: u64,
+    unlinks: u64,
     scheduled_commits_done: usize,
     /// Writeback requests in flight: (completion time, pages), earliest first.
     writeback: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64)>>,
@@ -103,6 +104,7 @@ impl SimVfs {
             flusher_ns,
             journal_ns: flusher_ns,
             requests_at_start: 0,
+            unlinks: 0,
             scheduled_commits_done: 0,
             writeback: std::collections::BinaryHeap::new(),
             writeback_pages: 0,
@@ -118,6 +120,7 @@ impl SimVfs {
         }
         dev.dev.reset_stats();
         self.requests_at_start = self.data_requests();
+        self.unlinks = 0;
         self.scheduled_commits_done = 0;
     }
 
@@ -248,12 +251,20 @@ impl SimVfs {
         // The journal's timed commits, in the background: metadata, then the discards of
         // the extents freed before it (journal discard mode).
         let interval = self.host.journal_commit_ns;
-        let sent = self.data_requests() - self.requests_at_start;
-        let schedule = &self.host.journal_commit_after_requests;
+        // A scheduled commit is due once the run has come as far (in unlinks, or in data
+        // requests) as the real one had at its commit.
+        let (schedule, done_so_far) = if self.host.journal_commit_after_unlinks.is_empty() {
+            (
+                &self.host.journal_commit_after_requests,
+                self.data_requests() - self.requests_at_start,
+            )
+        } else {
+            (&self.host.journal_commit_after_unlinks, self.unlinks)
+        };
         if !schedule.is_empty() {
             let mut due = false;
             while let Some(&after) = schedule.get(self.scheduled_commits_done) {
-                if after > sent {
+                if after > done_so_far {
                     break;
                 }
                 self.scheduled_commits_done += 1;
@@ -565,6 +576,7 @@ impl Vfs for SimVfs {
         self.cache.drop_file(ino);
         let (_, ns) = self.timed(name, |fs| fs.unlink(name))?;
         self.io.write_ns += ns;
+        self.unlinks += 1;
         if !self.open_handles.contains_key(&ino) {
             self.data.remove(&ino);
         }
@@ -875,6 +887,51 @@ pub(crate) mod tests {
         v.write_at(g, 2 * 8192, &[2u8; 8192]).unwrap();
         v.write_at(g, 3 * 8192, &[2u8; 8192]).unwrap();
         assert_eq!(v.fs().stats().trim_commands, 1, "after the 4th: a's blocks");
+    }
+
+    #[test]
+    fn scheduled_commits_come_after_as_many_unlinks_as_asked() {
+        // Commits after the 2nd and the 3rd unlink: the first discards the two files freed
+        // before it, the second the third; the fourth file's blocks wait for a sync.
+        let mut v = journal_drive(HostConfig {
+            journal_commit_after_unlinks: vec![2, 3],
+            ..HostConfig::direct_io()
+        });
+        v.start_measuring();
+        let files = ["a", "b", "c", "d"];
+        for (i, name) in files.iter().enumerate() {
+            let fd = v.open(name, OpenMode::create()).unwrap();
+            v.write_at(fd, 0, &vec![1u8; 8192 * (i + 1)]).unwrap();
+            v.close(fd);
+        }
+        let trims = |v: &SimVfs| v.fs().stats().trim_commands;
+        v.unlink("a").unwrap();
+        v.think(60_000_000_000); // no timed commit
+        v.unlink("b").unwrap();
+        assert_eq!(
+            trims(&v),
+            0,
+            "the commit comes at the next call after the 2nd unlink"
+        );
+        v.unlink("c").unwrap();
+        let after_two = trims(&v);
+        assert!(
+            after_two >= 1,
+            "a's and b's blocks discarded before c's unlink"
+        );
+        let probe = v.open("probe", OpenMode::create()).unwrap();
+        v.write_at(probe, 0, &[3u8; 8192]).unwrap();
+        assert!(
+            trims(&v) > after_two,
+            "c's blocks at the commit after the 3rd unlink"
+        );
+        let after_three = trims(&v);
+        v.unlink("d").unwrap();
+        v.think(60_000_000_000);
+        v.write_at(probe, 8192, &[3u8; 8192]).unwrap();
+        assert_eq!(trims(&v), after_three, "no commit scheduled after the 4th");
+        v.sync_dir().unwrap();
+        assert!(trims(&v) > after_three, "d's blocks at the sync");
     }
 
     #[test]
