@@ -114,18 +114,27 @@ pub struct Captured {
     /// ext4: when each of those commits ended, in the trace's time (ns after its first
     /// request, as the requests' `at_ns`).
     pub journal_commit_at_ns: Vec<u64>,
-    /// ext4: when each file of the file system was unlinked (`ext4:ext4_unlink_enter`), in
-    /// the trace's time (0 for those before its first request); empty for other file
-    /// systems or a kernel without the event. With `journal_commit_at_ns`, which deletes
-    /// each commit's discards follow ([`commits_after_unlinks`]).
-    pub unlink_at_ns: Vec<u64>,
+    /// ext4, where the kernel has the events: when each file of the file system was
+    /// unlinked (`ext4:ext4_unlink_enter`), and when each journal commit closed its
+    /// transaction to new work (`jbd2:jbd2_commit_locking`: what is freed after it waits
+    /// for the next commit), in the trace's time (0 for those before its first request);
+    /// None for other file systems or a kernel without them. Which deletes each commit
+    /// discards: [`commits_after_unlinks`].
+    pub unlinks: Option<Unlinks>,
     /// When each run of the command ended, the file system settled, in the trace's time
     /// ([`CaptureSpec::runs`]): the requests of run `i` are those issued before
     /// `run_ends_ns[i]` and not before `run_ends_ns[i - 1]`.
     pub run_ends_ns: Vec<u64>,
 }
 
-/// For each journal commit at `commit_at_ns` (in order), how many of the unlinks at
+/// A capture's unlinks and its commits' closings ([`Captured::unlinks`]).
+#[derive(Debug, Clone, Default)]
+pub struct Unlinks {
+    pub unlink_at_ns: Vec<u64>,
+    pub commit_locked_at_ns: Vec<u64>,
+}
+
+/// For each journal commit closed at `commit_at_ns` (in order), how many of the unlinks at
 /// `unlink_at_ns` (in order) came before it: a capture's commits as points in its deletes,
 /// for a model to commit at the same points whatever its own pace (vfs's
 /// `HostConfig::journal_commit_after_unlinks`).
@@ -772,12 +781,18 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         write(&jbd2.join("filter"), &format!("dev == {kdev}"))?;
         write(&jbd2.join("enable"), "1")?;
     }
-    // And its unlinks: which deletes' freed blocks each commit discards.
-    let unlink = inst.join("events/ext4/ext4_unlink_enter");
-    let count_unlinks = spec.fs == FsKind::Ext4 && unlink.is_dir();
+    // And its unlinks, with the moments its commits close their transactions: which
+    // deletes' freed blocks each commit discards.
+    let unlink_events = [
+        inst.join("events/ext4/ext4_unlink_enter"),
+        inst.join("events/jbd2/jbd2_commit_locking"),
+    ];
+    let count_unlinks = spec.fs == FsKind::Ext4 && unlink_events.iter().all(|d| d.is_dir());
     if count_unlinks {
-        write(&unlink.join("filter"), &format!("dev == {kdev}"))?;
-        write(&unlink.join("enable"), "1")?;
+        for d in &unlink_events {
+            write(&d.join("filter"), &format!("dev == {kdev}"))?;
+            write(&d.join("enable"), "1")?;
+        }
     }
     // ext4 with discard: its discard worker's runs (queued at a commit, ended when it has
     // discarded what the commit freed), so that a run counts as settled only once the
@@ -1002,7 +1017,10 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         start_ns,
         journal_commits,
         journal_commit_at_ns,
-        unlink_at_ns: assembled.unlink_at_ns,
+        unlinks: count_unlinks.then(|| Unlinks {
+            unlink_at_ns: assembled.unlink_at_ns,
+            commit_locked_at_ns: assembled.journal_locked_at_ns,
+        }),
         run_ends_ns: run_ends_mono_ns
             .iter()
             .map(|t| t.saturating_sub(start_ns))

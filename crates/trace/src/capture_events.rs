@@ -39,6 +39,9 @@ pub(crate) enum Record {
     },
     /// `jbd2_end_commit`.
     JournalCommit,
+    /// `jbd2_commit_locking`: a commit closes its transaction to new handles (what is
+    /// freed after it goes to the next commit).
+    JournalLocked,
     /// `ext4_unlink_enter`: a file of the file system is being removed.
     Unlink,
     /// `workqueue_queue_work` / `workqueue_execute_end` of the filtered work function.
@@ -71,6 +74,7 @@ pub(crate) struct Decoder {
     switch: Option<(u16, Field, Field, Field)>,
     wakeup: Option<(u16, Field)>,
     journal_commit: Option<u16>,
+    journal_locked: Option<u16>,
     unlink: Option<u16>,
     work: Option<(u16, u16)>,
 }
@@ -78,7 +82,7 @@ pub(crate) struct Decoder {
 impl Decoder {
     /// Reads the layouts of the events a capture enabled under the tracefs instance `inst`:
     /// the block events, and those the flags name (the scheduler's, jbd2's commits, ext4's
-    /// unlinks, the discard worker's).
+    /// unlinks with jbd2's commit locking, the discard worker's).
     pub(crate) fn new(
         inst: &Path,
         sched: bool,
@@ -142,6 +146,11 @@ impl Decoder {
             wakeup,
             journal_commit: if journal {
                 Some(format("jbd2/jbd2_end_commit")?.id)
+            } else {
+                None
+            },
+            journal_locked: if unlinks {
+                Some(format("jbd2/jbd2_commit_locking")?.id)
             } else {
                 None
             },
@@ -215,6 +224,8 @@ impl Decoder {
             Record::Wakeup { pid: pid(f)? }
         } else if self.journal_commit == Some(id) {
             Record::JournalCommit
+        } else if self.journal_locked == Some(id) {
+            Record::JournalLocked
         } else if self.unlink == Some(id) {
             Record::Unlink
         } else if let Some((queued, ended)) = self.work.filter(|w| w.0 == id || w.1 == id) {
@@ -269,7 +280,9 @@ pub(crate) struct Assembled {
     pub start_ns: u64,
     /// When each journal commit ended, ns after `start_ns`.
     pub journal_commit_at_ns: Vec<u64>,
-    /// When each unlink began, ns after `start_ns` (0 for those before it).
+    /// When each commit closed its transaction (`jbd2_commit_locking`), and when each
+    /// unlink began, ns after `start_ns` (0 for those before it).
+    pub journal_locked_at_ns: Vec<u64>,
     pub unlink_at_ns: Vec<u64>,
 }
 
@@ -281,6 +294,7 @@ pub(crate) fn assemble(origin: &str, mut records: Vec<Timed>) -> Result<Assemble
     let mut block_events = 0;
     let mut commits = Vec::new();
     let mut unlinks = Vec::new();
+    let mut locked = Vec::new();
     let mut start_ns = None::<u64>;
     let err = |msg: String| TraceError::Format {
         origin: origin.to_string(),
@@ -321,6 +335,7 @@ pub(crate) fn assemble(origin: &str, mut records: Vec<Timed>) -> Result<Assemble
             Record::Wakeup { pid } => events.cpu_waits.wakeup(t, pid),
             Record::JournalCommit => commits.push(t),
             Record::Unlink => unlinks.push(t),
+            Record::JournalLocked => locked.push(t),
             Record::WorkQueued | Record::WorkEnded => {}
         }
     }
@@ -330,6 +345,10 @@ pub(crate) fn assemble(origin: &str, mut records: Vec<Timed>) -> Result<Assemble
         block_events,
         start_ns,
         journal_commit_at_ns: commits
+            .into_iter()
+            .map(|t| t.saturating_sub(start_ns))
+            .collect(),
+        journal_locked_at_ns: locked
             .into_iter()
             .map(|t| t.saturating_sub(start_ns))
             .collect(),

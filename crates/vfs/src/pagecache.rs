@@ -49,8 +49,10 @@ pub struct HostConfig {
     /// When not empty, the journal commits once this many files have been unlinked
     /// (counted from when measuring starts), instead of on a timer or after requests: a
     /// real run's commits replayed at the same points among its deletes (a capture's
-    /// `jbd2_end_commit` events against its `ext4_unlink_enter` events), so that each
-    /// commit discards what the same deletes freed whatever the model's pace.
+    /// `jbd2_commit_locking` events, where each commit closes its transaction, against its
+    /// `ext4_unlink_enter` events), so that each commit discards what the same deletes
+    /// freed whatever the model's pace. Counted over the whole run, not per repetition:
+    /// the model must delete the files the real run did.
     pub journal_commit_after_unlinks: Vec<u64>,
     /// The most requests in flight on the drive (32: SATA NCQ, `ATA_MAX_QUEUE` in
     /// include/linux/libata.h; NVMe queues are deeper); 0: no limit.
