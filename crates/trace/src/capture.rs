@@ -1017,7 +1017,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         start_ns,
         journal_commits,
         journal_commit_at_ns,
-        unlinks: count_unlinks.then(|| Unlinks {
+        unlinks: count_unlinks.then_some(Unlinks {
             unlink_at_ns: assembled.unlink_at_ns,
             commit_locked_at_ns: assembled.journal_locked_at_ns,
         }),
