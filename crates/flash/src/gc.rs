@@ -414,4 +414,59 @@ mod tests {
             assert_eq!(idx.lowest(), choose_greedy(&c));
         }
     }
+
+    #[test]
+    fn the_index_matches_a_scan_over_several_summary_words() {
+        // More than 4096 blocks (several summary words a group), a count not a
+        // multiple of 64, few groups (max_valid 0 and 3): choice and membership as a scan.
+        for (blocks, maxv) in [(8229usize, 3u32), (4097, 0), (64 * 64 * 3, 1), (1, 2)] {
+            let mut valid = vec![0u32; blocks];
+            let mut closed = vec![false; blocks];
+            let mut idx = GreedyIndex::new(blocks, maxv);
+            let mut rnd = xorshift(777 + blocks as u64);
+            for step in 0..40_000 {
+                // Mostly high blocks early, so low groups' words sit in later summary words.
+                let b = if step < 20_000 {
+                    blocks - 1 - rnd((blocks as u64).min(300)) as usize
+                } else {
+                    rnd(blocks as u64) as usize
+                };
+                match rnd(3) {
+                    0 if !closed[b] => {
+                        valid[b] = rnd(maxv as u64 + 1) as u32;
+                        closed[b] = true;
+                        idx.insert(b, valid[b]);
+                    }
+                    1 if closed[b] && valid[b] > 0 => {
+                        valid[b] -= 1;
+                        idx.decrement(b, valid[b]);
+                    }
+                    2 if closed[b] => {
+                        idx.remove(b, valid[b]);
+                        closed[b] = false;
+                    }
+                    _ => {}
+                }
+                let c = Candidates {
+                    valid_units: &valid,
+                    closed: &closed,
+                    written_stamp: &vec![0; blocks],
+                    units_per_block: maxv,
+                    now_stamp: 0,
+                };
+                assert_eq!(
+                    idx.lowest(),
+                    choose_greedy(&c),
+                    "blocks {blocks} step {step}"
+                );
+                if step % 997 == 0 {
+                    for bb in 0..blocks {
+                        for v in 0..=maxv + 1 {
+                            assert_eq!(idx.contains(bb, v), closed[bb] && valid[bb] == v);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
