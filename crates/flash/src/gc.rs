@@ -377,20 +377,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_index_chooses_as_the_scan_does() {
-        // Random moves over 300 blocks of up to 64 units: after each, the index's choice
-        // is the scan's.
-        let blocks = 300;
+    /// Random inserts, moves and removals over `blocks` blocks of up to `max_valid` units
+    /// (the first `skewed` steps among the highest 300 blocks, so a low group's words sit in
+    /// a later summary word): after each, the index's choice is the scan's, and every 997
+    /// steps its membership too.
+    fn index_against_scan(blocks: usize, max_valid: u32, seed: u64, steps: usize, skewed: usize) {
         let mut valid = vec![0u32; blocks];
         let mut closed = vec![false; blocks];
-        let mut idx = GreedyIndex::new(blocks, 64);
-        let mut rnd = xorshift(12345u64);
-        for _ in 0..20_000 {
-            let b = rnd(blocks as u64) as usize;
+        let mut idx = GreedyIndex::new(blocks, max_valid);
+        let mut rnd = xorshift(seed);
+        for step in 0..steps {
+            let b = if step < skewed {
+                blocks - 1 - rnd((blocks as u64).min(300)) as usize
+            } else {
+                rnd(blocks as u64) as usize
+            };
             match rnd(3) {
                 0 if !closed[b] => {
-                    valid[b] = rnd(65) as u32;
+                    valid[b] = rnd(max_valid as u64 + 1) as u32;
                     closed[b] = true;
                     idx.insert(b, valid[b]);
                 }
@@ -408,65 +412,35 @@ mod tests {
                 valid_units: &valid,
                 closed: &closed,
                 written_stamp: &vec![0; blocks],
-                units_per_block: 64,
+                units_per_block: max_valid,
                 now_stamp: 0,
             };
-            assert_eq!(idx.lowest(), choose_greedy(&c));
+            assert_eq!(
+                idx.lowest(),
+                choose_greedy(&c),
+                "blocks {blocks} step {step}"
+            );
+            if step % 997 == 0 {
+                for bb in 0..blocks {
+                    for v in 0..=max_valid + 1 {
+                        assert_eq!(idx.contains(bb, v), closed[bb] && valid[bb] == v);
+                    }
+                }
+            }
         }
     }
 
     #[test]
+    fn the_index_chooses_as_the_scan_does() {
+        index_against_scan(300, 64, 12345, 20_000, 0);
+    }
+
+    #[test]
     fn the_index_matches_a_scan_over_several_summary_words() {
-        // More than 4096 blocks (several summary words a group), a count not a
-        // multiple of 64, few groups (max_valid 0 and 3): choice and membership as a scan.
-        for (blocks, maxv) in [(8229usize, 3u32), (4097, 0), (64 * 64 * 3, 1), (1, 2)] {
-            let mut valid = vec![0u32; blocks];
-            let mut closed = vec![false; blocks];
-            let mut idx = GreedyIndex::new(blocks, maxv);
-            let mut rnd = xorshift(777 + blocks as u64);
-            for step in 0..40_000 {
-                // Mostly high blocks early, so low groups' words sit in later summary words.
-                let b = if step < 20_000 {
-                    blocks - 1 - rnd((blocks as u64).min(300)) as usize
-                } else {
-                    rnd(blocks as u64) as usize
-                };
-                match rnd(3) {
-                    0 if !closed[b] => {
-                        valid[b] = rnd(maxv as u64 + 1) as u32;
-                        closed[b] = true;
-                        idx.insert(b, valid[b]);
-                    }
-                    1 if closed[b] && valid[b] > 0 => {
-                        valid[b] -= 1;
-                        idx.decrement(b, valid[b]);
-                    }
-                    2 if closed[b] => {
-                        idx.remove(b, valid[b]);
-                        closed[b] = false;
-                    }
-                    _ => {}
-                }
-                let c = Candidates {
-                    valid_units: &valid,
-                    closed: &closed,
-                    written_stamp: &vec![0; blocks],
-                    units_per_block: maxv,
-                    now_stamp: 0,
-                };
-                assert_eq!(
-                    idx.lowest(),
-                    choose_greedy(&c),
-                    "blocks {blocks} step {step}"
-                );
-                if step % 997 == 0 {
-                    for bb in 0..blocks {
-                        for v in 0..=maxv + 1 {
-                            assert_eq!(idx.contains(bb, v), closed[bb] && valid[bb] == v);
-                        }
-                    }
-                }
-            }
+        // More than 4096 blocks (several summary words a group), a count not a multiple of
+        // 64, few groups (max_valid 0 to 3).
+        for (blocks, max_valid) in [(8229usize, 3u32), (4097, 0), (64 * 64 * 3, 1), (1, 2)] {
+            index_against_scan(blocks, max_valid, 777 + blocks as u64, 40_000, 20_000);
         }
     }
 }
