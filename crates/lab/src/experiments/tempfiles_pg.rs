@@ -625,7 +625,13 @@ fn host_path_checks(runs: &[Run]) -> Vec<Verdict> {
         }
         let list = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
         for (id, what, real, model, (real_reps, model_reps)) in measures {
-            let each = if real_reps.is_empty() {
+            let each = if id == "temp-files" && !r.unlinks.is_empty() {
+                // The commit schedule counts unlinks: they must be the model's deletes.
+                format!(
+                    "; files ext4 unlinked each repetition: {}",
+                    list(&r.unlinks)
+                )
+            } else if real_reps.is_empty() {
                 String::new()
             } else {
                 format!(
