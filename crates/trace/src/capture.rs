@@ -23,7 +23,7 @@
 //!
 //! Needs root, loop devices and tracefs; [`check_support`] says what is missing.
 
-use crate::capture_events::{self, Decoder, Record, Timed};
+use crate::capture_events::{self, Decoder, Enabled, Record, Timed};
 use crate::command_group::CommandGroup;
 pub use crate::fs_kind::FsKind;
 use crate::host::{mounts_to_undo, unmount, which, TRACEFS};
@@ -816,8 +816,16 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
     }
     // The events are read in the ring buffer's binary form, one file per CPU: no text
     // formatting in the kernel, none to parse here.
-    let decoder = Decoder::new(&inst, sched, count_commits, count_unlinks, discard_work)
-        .map_err(|e| step("set up tracing", e))?;
+    let decoder = Decoder::new(
+        &inst,
+        Enabled {
+            sched,
+            journal: count_commits,
+            unlinks: count_unlinks,
+            work: discard_work,
+        },
+    )
+    .map_err(|e| step("set up tracing", e))?;
     let cpu_files = per_cpu_files(&inst).map_err(|e| step("set up tracing", e))?;
     write(&inst.join("tracing_on"), "1")?;
     let stop = Arc::new(AtomicBool::new(false));

@@ -65,6 +65,19 @@ struct BlockFields {
     rwbs: Field,
 }
 
+/// The events a capture enabled beside the block events.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Enabled {
+    /// The scheduler's wake-ups and switches.
+    pub sched: bool,
+    /// jbd2's commit ends.
+    pub journal: bool,
+    /// ext4's unlinks and jbd2's commit lockings.
+    pub unlinks: bool,
+    /// The discard worker's work items.
+    pub work: bool,
+}
+
 /// Decodes the events a capture enabled, by their ids and the fields their format files
 /// give.
 pub(crate) struct Decoder {
@@ -83,13 +96,13 @@ impl Decoder {
     /// Reads the layouts of the events a capture enabled under the tracefs instance `inst`:
     /// the block events, and those the flags name (the scheduler's, jbd2's commits, ext4's
     /// unlinks with jbd2's commit locking, the discard worker's).
-    pub(crate) fn new(
-        inst: &Path,
-        sched: bool,
-        journal: bool,
-        unlinks: bool,
-        work: bool,
-    ) -> Result<Decoder, String> {
+    pub(crate) fn new(inst: &Path, enabled: Enabled) -> Result<Decoder, String> {
+        let Enabled {
+            sched,
+            journal,
+            unlinks,
+            work,
+        } = enabled;
         let read = |rel: &str| {
             read_tracefs(&inst.join(rel)).map_err(|e| format!("{}: {e}", inst.join(rel).display()))
         };
@@ -437,7 +450,14 @@ mod tests {
         set("tracing_on", "0");
 
         let text = std::fs::read_to_string(inst.0.join("trace")).unwrap();
-        let decoder = Decoder::new(&inst.0, true, false, false, false).unwrap();
+        let decoder = Decoder::new(
+            &inst.0,
+            Enabled {
+                sched: true,
+                ..Enabled::default()
+            },
+        )
+        .unwrap();
         let mut records = Vec::new();
         let mut page = vec![0u8; decoder.layout.page_bytes];
         for entry in std::fs::read_dir(inst.0.join("per_cpu")).unwrap() {
