@@ -342,10 +342,16 @@ pub(crate) fn print_precondition(pre: &lab::precondition::PreconditionReport) {
 /// What preconditioning did, in one line.
 pub(crate) fn precondition_line(pre: &lab::precondition::PreconditionReport) -> String {
     format!(
-        "{}: {} bytes filled, {} bytes of random writes in {} rounds{} (not measured)",
+        "{}: {} bytes filled, {} bytes of random writes{} in {} rounds{} (not measured)",
         pre.mode,
         pre.filled_bytes,
         pre.aging_write_bytes,
+        match pre.aging_read_bytes {
+            0 => String::new(),
+            r => format!(
+                " and {r} bytes of reads (the workload's share: they age the mapping cache)"
+            ),
+        },
         pre.rounds,
         match (pre.steady, pre.round_waf.last()) {
             (Some(true), Some(w)) => format!(", steady at WAF {w:.2}"),

@@ -247,7 +247,8 @@ fn replay_on(
     if mode != lab::precondition::Precondition::None {
         pb.set_phase("preconditioning");
     }
-    let pre = lab::precondition::precondition(&mut dev, mode, a.occupancy.unwrap_or(1.0), a.seed)?;
+    let pre =
+        lab::precondition::precondition(&mut dev, mode, a.occupancy.unwrap_or(1.0), 0.0, a.seed)?;
     // --trim-as vtrim rewrites runs of TRIMs across the trace: it holds the trace in memory.
     let coalesced = if a.trim_as == TrimAs::Vtrim {
         let page = dev

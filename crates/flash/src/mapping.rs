@@ -160,6 +160,19 @@ impl Ftl {
     pub fn trim(&mut self, lpn: u32) -> bool {
         both!(self, f => f.trim(lpn))
     }
+    /// Looks `lpn` up as a host read does, changing what the lookup changes: the mapping
+    /// cache's contents (and the translation pages its evictions write). Drives with the
+    /// whole map in DRAM change nothing on a read.
+    pub fn translate_for_read<S: FlashSink>(
+        &mut self,
+        lpn: u32,
+        sink: &mut S,
+    ) -> Result<(), FlashError> {
+        match self {
+            Ftl::Cached(f) => f.translate(lpn, sink).map(drop),
+            _ => Ok(()),
+        }
+    }
     pub fn prefetch_lpn(&self, lpn: u32) {
         match self {
             Ftl::Page(f) => f.prefetch_lpn(lpn),

@@ -54,7 +54,7 @@ pub fn simulated_fs_on(
     seed: u64,
 ) -> Result<vfs::SimDrive, crate::LabError> {
     let mut dev = preset.build()?;
-    crate::precondition::precondition(&mut dev, precondition, 1.0, seed)?;
+    crate::precondition::precondition(&mut dev, precondition, 1.0, 0.0, seed)?;
     let logical = flash::Device::logical_bytes(&dev);
     let mut cfg = simfs::FsConfig {
         alloc,

@@ -532,7 +532,7 @@ fn mount_drive(
 ) -> Result<(vfs::SimVfs, TableBytes, TableBytes), crate::LabError> {
     let st = &spec.storage;
     let mut dev = preset.build()?;
-    crate::precondition::precondition(&mut dev, st.precondition, 1.0, st.precondition_seed)?;
+    crate::precondition::precondition(&mut dev, st.precondition, 1.0, 0.0, st.precondition_seed)?;
     let logical = dev.logical_bytes();
     let mut cfg = match st.fs_bytes {
         Some(b) => FsConfig::new(b),

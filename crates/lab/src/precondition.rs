@@ -79,11 +79,19 @@ pub struct PreconditionReport {
     pub filled_bytes: u64,
     /// Random writes after the fill.
     pub aging_write_bytes: u64,
+    /// Reads run beside the aging writes (a drive whose reads change its state: absent
+    /// elsewhere).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub aging_read_bytes: u64,
     pub rounds: u32,
     /// Whether steady state was reached (false: the cap stopped it; None: not asked).
     pub steady: Option<bool>,
     /// WAF of each aging round.
     pub round_waf: Vec<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Whether the rounds' WAF values are steady by the PTS's rule over their last five.
@@ -106,6 +114,9 @@ pub fn is_steady(wafs: &[f64]) -> bool {
     hi - lo <= 0.2 * avg && (slope * (WINDOW - 1) as f64).abs() <= 0.1 * avg
 }
 
+/// Mixed into the seed of the aging rounds' reads, so they are drawn apart from the writes.
+const READ_SEED: u64 = 0x005e_ed0f_4ead;
+
 /// Writes the first `bytes` of the logical space sequentially in 1 MiB writes, on the
 /// WAF-only path.
 pub fn fill(ssd: &mut flash::Ssd, bytes: u64) -> Result<(), flash::FlashError> {
@@ -121,12 +132,29 @@ pub fn fill(ssd: &mut flash::Ssd, bytes: u64) -> Result<(), flash::FlashError> {
 
 /// Preconditions `dev` (an SSD) as `mode` asks: `occupancy` of the logical space (0 < F
 /// ≤ 1) filled, then aged; random writes drawn with `seed`. Clears the drive's counters.
+///
+/// `read_fraction` is the share of reads in the workload measured next (0 for none). On a
+/// drive whose reads change its state (a mapping cache: a read's miss evicts entries and
+/// writes back translation pages), the aging rounds carry the workload's reads beside its
+/// writes, uniform over the filled space as the writes are: the PTS's workload-dependent
+/// preconditioning (WDPC: the test stimulus itself, run until steady state; SNIA SSSI's PTS
+/// test descriptions, snia.org/forums/sssi/pts). Aged by
+/// writes alone, such a drive enters the measurement with its translation pages written at
+/// the write-only rate, and a window of fixed length sees a transient whose length grows
+/// with capacity. Elsewhere reads change nothing and none are run.
 pub fn precondition(
     dev: &mut AnyDevice,
     mode: Precondition,
     occupancy: f64,
+    read_fraction: f64,
     seed: u64,
 ) -> Result<PreconditionReport, crate::LabError> {
+    if !(0.0..1.0).contains(&read_fraction) {
+        return Err(format!(
+            "preconditioning's read fraction {read_fraction} must be at least 0 and below 1"
+        )
+        .into());
+    }
     if !(occupancy > 0.0 && occupancy <= 1.0) {
         return Err(format!(
             "--occupancy {occupancy} must be above 0 and at most 1 (a share of the logical space)"
@@ -142,6 +170,7 @@ pub fn precondition(
         occupancy,
         filled_bytes: 0,
         aging_write_bytes: 0,
+        aging_read_bytes: 0,
         rounds: 0,
         steady: None,
         round_waf: vec![],
@@ -172,6 +201,16 @@ pub fn precondition(
         let max_rounds = ((max_x * 4.0).ceil() as u32).max(1);
         let mut gen = SlotGen::new(Pattern::Uniform, slots, seed)?;
         let mut lpns: Vec<u32> = Vec::with_capacity(4096);
+        // The reads, drawn apart (so the writes are the same with or without them), as many
+        // per write as the workload has: a running sum keeps the share exact without draws.
+        let reads_per_write = if ssd.reads_change_state() {
+            read_fraction / (1.0 - read_fraction)
+        } else {
+            0.0
+        };
+        let mut read_gen = SlotGen::new(Pattern::Uniform, slots, seed ^ READ_SEED)?;
+        let mut reads_owed = 0.0f64;
+        let mut read_lpns: Vec<u32> = Vec::with_capacity(4096);
         report.steady = Some(false);
         // Steady state begins once garbage collection has run: before the first erase a
         // drive with room to spare writes at WAF 1.0 round after round, which would look
@@ -187,7 +226,22 @@ pub fn precondition(
                     lpns.push(gen.next_slot() as u32);
                     left -= 1;
                 }
-                ssd.write_units_untimed(&lpns).map_err(err)?;
+                if reads_per_write == 0.0 {
+                    ssd.write_units_untimed(&lpns).map_err(err)?;
+                    continue;
+                }
+                // Each write followed by the reads owed so far, one batch call per write.
+                for &lpn in &lpns {
+                    ssd.write_units_untimed(&[lpn]).map_err(err)?;
+                    reads_owed += reads_per_write;
+                    read_lpns.clear();
+                    while reads_owed >= 1.0 {
+                        read_lpns.push(read_gen.next_slot() as u32);
+                        reads_owed -= 1.0;
+                    }
+                    ssd.read_units_untimed(&read_lpns).map_err(err)?;
+                    report.aging_read_bytes += read_lpns.len() as u64 * unit;
+                }
             }
             let after = ssd.stats();
             let host = after.host_write_pages - before.host_write_pages;
@@ -245,11 +299,11 @@ mod tests {
     #[test]
     fn a_fill_writes_the_occupancy_and_steady_ageing_makes_gc_show() {
         let mut d = drive();
-        let r = precondition(&mut d, Precondition::Fill, 0.5, 1).unwrap();
+        let r = precondition(&mut d, Precondition::Fill, 0.5, 0.0, 1).unwrap();
         assert_eq!(r.filled_bytes, 128 << 20);
         assert_eq!(d.stats().host_write_pages, 0, "counters cleared");
         let mut d = drive();
-        let r = precondition(&mut d, Precondition::Steady { max_x: 5.0 }, 1.0, 1).unwrap();
+        let r = precondition(&mut d, Precondition::Steady { max_x: 5.0 }, 1.0, 0.0, 1).unwrap();
         assert!(r.rounds >= 5, "{r:?}");
         let last = *r.round_waf.last().unwrap();
         assert!(
@@ -262,14 +316,14 @@ mod tests {
         // Deterministic.
         let mut again = drive();
         assert_eq!(
-            precondition(&mut again, Precondition::Steady { max_x: 5.0 }, 1.0, 1).unwrap(),
+            precondition(&mut again, Precondition::Steady { max_x: 5.0 }, 1.0, 0.0, 1).unwrap(),
             r
         );
         // A cap of 1x: four rounds at most.
         let mut d = drive();
-        let r = precondition(&mut d, Precondition::Steady { max_x: 1.0 }, 1.0, 1).unwrap();
+        let r = precondition(&mut d, Precondition::Steady { max_x: 1.0 }, 1.0, 0.0, 1).unwrap();
         assert_eq!((r.rounds, r.steady), (4, Some(false)));
-        assert!(precondition(&mut drive(), Precondition::Fill, 1.5, 1).is_err());
+        assert!(precondition(&mut drive(), Precondition::Fill, 1.5, 0.0, 1).is_err());
     }
 
     #[test]
@@ -277,10 +331,53 @@ mod tests {
         // 30% full: its free space takes about ten rounds (each 7.5% of the capacity) to
         // use up, and WAF is 1.0 all that time; five flat rounds of it are not steady.
         let mut d = drive();
-        let r = precondition(&mut d, Precondition::Steady { max_x: 5.0 }, 0.3, 1).unwrap();
+        let r = precondition(&mut d, Precondition::Steady { max_x: 5.0 }, 0.3, 0.0, 1).unwrap();
         assert!(r.rounds >= 10, "{r:?}");
         let mut d = drive();
-        let r = precondition(&mut d, Precondition::Steady { max_x: 1.0 }, 0.3, 1).unwrap();
+        let r = precondition(&mut d, Precondition::Steady { max_x: 1.0 }, 0.3, 0.0, 1).unwrap();
         assert_eq!(r.steady, Some(false), "the cap came first: {r:?}");
+    }
+
+    #[test]
+    fn a_mapping_cache_is_aged_by_the_workloads_reads_and_other_drives_ignore_them() {
+        let steady = Precondition::Steady { max_x: 2.0 };
+        // No mapping cache: reads change nothing, so none are run and the ageing is the
+        // same with or without them.
+        let mut a = drive();
+        let mut b = drive();
+        let without = precondition(&mut a, steady, 0.9, 0.0, 3).unwrap();
+        let with = precondition(&mut b, steady, 0.9, 0.7, 3).unwrap();
+        assert_eq!(with, without);
+        assert_eq!(with.aging_read_bytes, 0);
+        // The 980 (a host memory buffer maps 7% of the drive): 70% reads are 7/3 of the
+        // writes, and their misses evict dirty entries, so the rounds write more
+        // translation pages, and more flash, per host write.
+        let dram_less = || {
+            Preset::load("980")
+                .unwrap()
+                .with_capacity(1 << 30)
+                .build()
+                .unwrap()
+        };
+        let (mut a, mut b) = (dram_less(), dram_less());
+        let without = precondition(&mut a, steady, 0.9, 0.0, 3).unwrap();
+        let with = precondition(&mut b, steady, 0.9, 0.7, 3).unwrap();
+        assert_eq!(without.aging_read_bytes, 0);
+        let share =
+            with.aging_read_bytes as f64 / (with.aging_read_bytes + with.aging_write_bytes) as f64;
+        assert!((share - 0.7).abs() < 1e-3, "read share {share}: {with:?}");
+        let last = |r: &PreconditionReport| *r.round_waf.last().unwrap();
+        assert!(
+            last(&with) > last(&without),
+            "reads' dirty evictions add translation writes: {} against {}",
+            last(&with),
+            last(&without)
+        );
+        // The same writes were drawn: only the reads were added.
+        assert_eq!(
+            with.aging_write_bytes / with.rounds as u64,
+            without.aging_write_bytes / without.rounds as u64
+        );
+        assert!(precondition(&mut dram_less(), steady, 0.9, 1.0, 3).is_err());
     }
 }

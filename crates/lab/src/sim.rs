@@ -782,7 +782,11 @@ pub fn run_recorded(
         dev.reset_stats();
     } else if let Some((mode, occupancy)) = spec.precondition {
         preconditioned = Some(crate::precondition::precondition(
-            &mut dev, mode, occupancy, spec.seed,
+            &mut dev,
+            mode,
+            occupancy,
+            spec.read_fraction,
+            spec.seed,
         )?);
         if spec.idle_after_precondition {
             warm_end_ns = dev.rested_ns();

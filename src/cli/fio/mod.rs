@@ -219,7 +219,7 @@ pub(crate) fn simulate(
     let mut dev = preset.build()?;
     let drive_bytes = dev.logical_bytes();
     let fio_version = iolog::version(fio)?;
-    let pre = lab::precondition::precondition(&mut dev, precondition, occupancy, seed)?;
+    let pre = lab::precondition::precondition(&mut dev, precondition, occupancy, 0.0, seed)?;
     let (units, summary, recording) = match record {
         None => {
             let (u, s) = replay_jobs(&mut dev, jobs, fio, 0, &preset.name)?;

@@ -808,7 +808,7 @@ impl Ssd {
                 &Command::write(lpns[i] as u64 * self.unit_bytes, self.unit_bytes).on_handle(h),
             );
         }
-        self.check_units(lpns)?;
+        self.check_units(lpns, "write")?;
         match &mut self.slc {
             Some(slc) => {
                 slc.resize(self.ftl.mapped_units() * self.unit_bytes);
@@ -853,11 +853,11 @@ impl Ssd {
     }
 
     /// Every unit of an untimed batch write lies on the drive.
-    fn check_units(&self, lpns: &[u32]) -> Result<(), FlashError> {
+    fn check_units(&self, lpns: &[u32], op: &'static str) -> Result<(), FlashError> {
         let units = self.ftl.logical_units();
         match lpns.iter().find(|&&l| l >= units) {
             Some(&bad) => Err(FlashError::OutOfRange {
-                op: "write",
+                op,
                 offset_bytes: bad as u64 * self.unit_bytes,
                 len_bytes: self.unit_bytes,
                 capacity_bytes: self.logical_bytes(),
@@ -869,7 +869,7 @@ impl Ssd {
     /// Writes logical mapping units in order without timing (batched, with prefetching):
     /// the fast path for long WAF runs.
     pub fn write_units_untimed(&mut self, lpns: &[u32]) -> Result<(), FlashError> {
-        self.check_units(lpns)?;
+        self.check_units(lpns, "write")?;
         match &mut self.slc {
             Some(slc) => {
                 slc.resize(self.ftl.mapped_units() * self.unit_bytes);
@@ -877,6 +877,21 @@ impl Ssd {
             }
             None => self.ftl.write_batch(lpns, &mut NoTiming),
         }
+    }
+
+    /// Reads logical mapping units without timing, for what a read changes in the drive's
+    /// state: a mapping cache's contents and the translation pages its dirty evictions
+    /// write (nothing on a drive with its whole map in DRAM). Counts no host read.
+    pub fn read_units_untimed(&mut self, lpns: &[u32]) -> Result<(), FlashError> {
+        self.check_units(lpns, "read")?;
+        lpns.iter()
+            .try_for_each(|&l| self.ftl.translate_for_read(l, &mut NoTiming))
+    }
+
+    /// Whether a host read changes the drive's state (a mapping cache), so that a
+    /// workload's reads belong in its preconditioning.
+    pub fn reads_change_state(&self) -> bool {
+        self.ftl.mapping_cache().is_some()
     }
 
     /// Trims a byte range without timing; returns the units that held data.
