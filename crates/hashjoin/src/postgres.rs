@@ -50,6 +50,15 @@ pub const BLCKSZ: usize = 8192;
 pub const MAX_PHYSICAL_FILESIZE: u64 = 1 << 30;
 /// work_mem's minimum (guc.c: 64 kB).
 pub const MIN_WORK_MEM_BYTES: u64 = 64 * 1024;
+/// Temporary files a backend keeps open in the kernel at once: fd.c's `max_safe_fds`
+/// (`max_files_per_process`, 1,000 by default, less the descriptors already open at
+/// start and `NUM_RESERVED_FDS`, 10, in PostgreSQL 15's `set_max_safe_fds`) less the
+/// relation files it has open. Measured: at most 980 descriptors into `pgsql_tmp` (990 in
+/// all) in Debian's PostgreSQL 15 backend while it ran paper 000's join with 2,048 batch
+/// files (`ls -l /proc/PID/fd`, polled every 0.2 s through `reproduce --only
+/// tempfiles-pg`, 2026-11-29). More batch files than this are closed and reopened by
+/// the virtual file descriptors' LRU (`hashjoin::store`'s `with_open_file_limit`).
+pub const TEMP_FILES_OPEN_AT_ONCE: usize = 980;
 /// hashjoin.h `HJTUPLE_OVERHEAD`: `MAXALIGN(sizeof(HashJoinTupleData))`, a next pointer
 /// and the hash value.
 const HJTUPLE_OVERHEAD: u64 = 16;

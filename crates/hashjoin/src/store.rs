@@ -12,7 +12,7 @@
 use crate::JoinError;
 use flash::{AnyDevice, Device};
 use simfs::{FsConfig, SimFs, Timed};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -231,6 +231,28 @@ struct StoreFile {
     /// Bytes on disk (written or preallocated).
     disk_bytes: u64,
     spill: bool,
+    /// Whether `fd` is open (a spill file closed by [`KernelFds`] is reopened by name
+    /// when next used).
+    open: bool,
+}
+
+/// PostgreSQL's virtual file descriptors (src/backend/storage/file/fd.c): a backend keeps
+/// at most `max_safe_fds` kernel descriptors open (`max_files_per_process` less those
+/// already open and `NUM_RESERVED_FDS`), closing the least recently used file's when it
+/// needs another (`ReleaseLruFile`) and reopening a closed file by name when it is next
+/// read or written (`FileAccess`). A join with more batch files than that closes and
+/// reopens them all the time, and ext4 allocates for a file nobody has open differently
+/// (`vfs::SimVfs` tells simfs). Spill files only: the inputs are not the join's files.
+#[derive(Debug, Clone)]
+struct KernelFds {
+    /// Spill files open at once.
+    limit: usize,
+    /// Use stamps: the least recently used open file first.
+    lru: BTreeMap<u64, FileId>,
+    stamp_of: HashMap<FileId, u64>,
+    clock: u64,
+    /// Closes made to stay within the limit (PostgreSQL's `LruDelete`).
+    closes: u64,
 }
 
 /// Spill files on the file system `V`; inputs on it or on other file systems.
@@ -259,6 +281,8 @@ pub struct VfsStore<V: Vfs> {
     stats: StoreStats,
     /// Spill files of earlier, killed runs removed at start.
     pub stale_removed: u64,
+    /// At most this many spill files open at once (None: all stay open).
+    kernel_fds: Option<KernelFds>,
 }
 
 /// Real files in a directory.
@@ -291,6 +315,83 @@ impl<V: Vfs> VfsStore<V> {
             start_ns,
             stats: StoreStats::default(),
             stale_removed: 0,
+            kernel_fds: None,
+        }
+    }
+
+    /// Keeps at most `limit` spill files open at once, as PostgreSQL's virtual file
+    /// descriptors do ([`KernelFds`]): the least recently used one is closed when another
+    /// is needed and reopened when next used.
+    pub fn with_open_file_limit(mut self, limit: usize) -> VfsStore<V> {
+        self.kernel_fds = Some(KernelFds {
+            limit: limit.max(1),
+            lru: BTreeMap::new(),
+            stamp_of: HashMap::new(),
+            clock: 0,
+            closes: 0,
+        });
+        self
+    }
+
+    /// Spill files open now.
+    pub fn open_spill_files(&self) -> usize {
+        self.files.values().filter(|f| f.spill && f.open).count()
+    }
+
+    /// Closes made to keep within [`VfsStore::with_open_file_limit`]'s limit so far.
+    pub fn limit_closes(&self) -> u64 {
+        self.kernel_fds.as_ref().map_or(0, |k| k.closes)
+    }
+
+    /// Spill file `f`'s descriptor for a call on it: reopened if the limit closed it, made
+    /// the most recently used, and the least recently used others closed past the limit.
+    fn access(&mut self, f: FileId) -> Result<Fd, JoinError> {
+        let Some(k) = self.kernel_fds.as_mut() else {
+            return Ok(self.file(f).fd);
+        };
+        if let Some(old) = k.stamp_of.remove(&f) {
+            k.lru.remove(&old);
+        }
+        k.clock += 1;
+        k.lru.insert(k.clock, f);
+        k.stamp_of.insert(f, k.clock);
+        let file = self.files.get(&f).expect("a file id handed out by this store");
+        if !file.open {
+            let name = file.name.clone();
+            let fd = self
+                .vfs
+                .open(&name, OpenMode::existing().direct(self.direct))
+                .map_err(|e| self.vfs_error(e))?;
+            let file = self.files.get_mut(&f).expect("checked");
+            file.fd = fd;
+            file.open = true;
+        }
+        self.release_lru();
+        Ok(self.file(f).fd)
+    }
+
+    /// Closes the least recently used open spill files until at most the limit are open.
+    fn release_lru(&mut self) {
+        let Some(k) = self.kernel_fds.as_mut() else {
+            return;
+        };
+        while k.lru.len() > k.limit {
+            let (_, victim) = k.lru.pop_first().expect("more than the limit");
+            k.stamp_of.remove(&victim);
+            k.closes += 1;
+            if let Some(file) = self.files.get_mut(&victim) {
+                self.vfs.close(file.fd);
+                file.open = false;
+            }
+        }
+    }
+
+    /// Forgets spill file `f` in the open-file limit's order (it is being removed).
+    fn forget(&mut self, f: FileId) {
+        if let Some(k) = self.kernel_fds.as_mut() {
+            if let Some(old) = k.stamp_of.remove(&f) {
+                k.lru.remove(&old);
+            }
         }
     }
 
@@ -335,6 +436,7 @@ impl<V: Vfs> VfsStore<V> {
             len,
             disk_bytes: len,
             spill: false,
+            open: true,
         }))
     }
 
@@ -352,6 +454,7 @@ impl<V: Vfs> VfsStore<V> {
             len,
             disk_bytes: len,
             spill: false,
+            open: true,
         }))
     }
 
@@ -580,26 +683,32 @@ impl<V: Vfs> Store for VfsStore<V> {
             .open(&name, OpenMode::create_new().direct(self.direct))
             .map_err(|e| self.vfs_error(e))?;
         self.stats.spill_files += 1;
-        Ok(self.add(StoreFile {
+        let id = self.add(StoreFile {
             input_fs: None,
             fd,
             name,
             len: 0,
             disk_bytes: 0,
             spill: true,
-        }))
+            open: true,
+        });
+        if self.kernel_fds.is_some() {
+            self.access(id)?;
+        }
+        Ok(id)
     }
 
     fn set_hint(&mut self, f: FileId, hint: vfs::WriteHint) -> Result<(), JoinError> {
-        let fd = self.spill_file(f, "set_hint")?.fd;
+        self.spill_file(f, "set_hint")?;
+        let fd = self.access(f)?;
         self.vfs
             .set_write_hint(fd, hint)
             .map_err(|e| self.vfs_error(e))
     }
 
     fn fallocate(&mut self, f: FileId, bytes: u64) -> Result<(), JoinError> {
-        let file = self.spill_file(f, "fallocate")?;
-        let (fd, disk) = (file.fd, file.disk_bytes);
+        let disk = self.spill_file(f, "fallocate")?.disk_bytes;
+        let fd = self.access(f)?;
         let more = bytes.saturating_sub(disk);
         self.charge(more)?;
         if let Err(e) = self.vfs.fallocate(fd, 0, bytes) {
@@ -614,7 +723,8 @@ impl<V: Vfs> Store for VfsStore<V> {
 
     fn append(&mut self, f: FileId, data: &[u8]) -> Result<(), JoinError> {
         let file = self.spill_file(f, "append to")?;
-        let (fd, len, disk) = (file.fd, file.len, file.disk_bytes);
+        let (len, disk) = (file.len, file.disk_bytes);
+        let fd = self.access(f)?;
         if self.direct && !len.is_multiple_of(ALIGN) {
             return Err(JoinError::Config(
                 "with O_DIRECT, only a file's last append may be shorter than a multiple of 4 KiB"
@@ -646,13 +756,18 @@ impl<V: Vfs> Store for VfsStore<V> {
     }
 
     fn read_at(&mut self, f: FileId, offset: u64, buf: &mut [u8]) -> Result<usize, JoinError> {
-        let (input_fs, fd, len) = {
+        let (input_fs, spill, len) = {
             let file = self.file(f);
-            (file.input_fs, file.fd, file.len)
+            (file.input_fs, file.spill, file.len)
         };
         if offset >= len {
             return Ok(0);
         }
+        let fd = if spill {
+            self.access(f)?
+        } else {
+            self.file(f).fd
+        };
         let n = (len - offset).min(buf.len() as u64) as usize;
         let got = self
             .fs_of(input_fs)
@@ -669,8 +784,12 @@ impl<V: Vfs> Store for VfsStore<V> {
 
     fn delete(&mut self, f: FileId) -> Result<(), JoinError> {
         let file = self.spill_file(f, "delete")?;
-        let (name, fd) = (file.name.clone(), file.fd);
-        self.vfs.close(fd);
+        let (name, fd, open) = (file.name.clone(), file.fd, file.open);
+        if open {
+            self.vfs.close(fd);
+            self.files.get_mut(&f).expect("checked").open = false;
+        }
+        self.forget(f);
         // The file leaves the table only once it is gone: if the unlink fails, dropping
         // the store removes it (closing again is harmless).
         self.vfs.unlink(&name).map_err(|e| self.vfs_error(e))?;
@@ -709,12 +828,23 @@ impl<V: Vfs> Store for VfsStore<V> {
             .open(&file.name, OpenMode::existing().direct(self.direct))
             .map_err(|e| to.vfs_error(e))?;
         let file = self.files.remove(&f).expect("checked");
-        self.vfs.close(file.fd);
+        if file.open {
+            self.vfs.close(file.fd);
+        }
+        self.forget(f);
         self.held_bytes -= file.disk_bytes;
         // The files were charged when written; the receiving store holds them beyond its
         // own cap share rather than refusing what exists already.
         to.held_bytes += file.disk_bytes;
-        Ok(to.add(StoreFile { fd, ..file }))
+        let id = to.add(StoreFile {
+            fd,
+            open: true,
+            ..file
+        });
+        if to.kernel_fds.is_some() {
+            to.access(id)?;
+        }
+        Ok(id)
     }
 
     fn park(&mut self) {
@@ -734,7 +864,9 @@ impl<V: Vfs> Drop for VfsStore<V> {
             if !f.spill {
                 continue;
             }
-            self.vfs.close(f.fd);
+            if f.open {
+                self.vfs.close(f.fd);
+            }
             match &self.os_dir {
                 // By path: the file system refuses calls once interrupted.
                 Some(dir) => {

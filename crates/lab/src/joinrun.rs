@@ -717,6 +717,10 @@ fn run_on_drive(
     let setup = |u: usize, t: usize| -> Result<_, crate::LabError> {
         let mut store = VfsStore::on(turns.user(u * threads + t), "the simulated drive", None)
             .with_prefix(&format!("flashlab-spill-user{u}-thread{t}-"));
+        if spec.join.algorithm == hashjoin::Algorithm::Postgres {
+            // The backend's virtual file descriptors: closed files allocate differently.
+            store = store.with_open_file_limit(hashjoin::postgres::TEMP_FILES_OPEN_AT_ONCE);
+        }
         let (o, l) = add_inputs(&mut store, spec, &od, &ld)?;
         let pair = inputs(spec, (o, rows.0), (l, rows.1), 0);
         store.park();

@@ -42,6 +42,10 @@ pub struct SimVfs {
     fds: HashMap<Fd, Ino>,
     /// Open handles per inode (those with any).
     open_handles: HashMap<Ino, u32>,
+    /// Handles open for writing, and how many each inode has (those with any): ext4's
+    /// allocator asks whether a file is open for writing ([`SimFs::set_host_view`]).
+    writer_fds: HashSet<Fd>,
+    writers: HashMap<Ino, u32>,
     next_fd: Fd,
     io: IoTime,
     host: HostConfig,
@@ -95,6 +99,8 @@ impl SimVfs {
             data: HashMap::new(),
             fds: HashMap::new(),
             open_handles: HashMap::new(),
+            writer_fds: HashSet::new(),
+            writers: HashMap::new(),
             next_fd: 0,
             io: IoTime::default(),
             cache: PageCache::new(host.ram_bytes),
@@ -143,6 +149,15 @@ impl SimVfs {
         (self.host.max_request_bytes / PAGE_BYTES).max(1)
     }
 
+    /// Tells simfs what the host knows of `ino` (its size, whether a handle writes to it,
+    /// whether it has dirty pages), as ext4's allocator sees the inode.
+    fn tell_host_view(&mut self, ino: Ino) -> Result<(), SimfsError> {
+        let size = self.data.get(&ino).map_or(0, |d| d.len());
+        let open = self.writers.contains_key(&ino);
+        let dirty = self.cache.dirty_pages_of(ino) > 0;
+        self.fs.set_host_view(ino, size, open, dirty)
+    }
+
     /// Writes `runs` back to the drive. With `wait` the caller waits for them; without,
     /// they run in the background: the host clock stays, and later requests queue behind
     /// them in the drive.
@@ -159,6 +174,7 @@ impl SimVfs {
                     continue;
                 }
                 let n = (pages * PAGE_BYTES).min(len - offset);
+                v.tell_host_view(ino).map_err(|e| sim_error("writeback", e))?;
                 let (done, _) = v.timed_ino(ino, |fs| fs.write_at(ino, offset, n))?;
                 v.writeback.push(std::cmp::Reverse((done, pages)));
                 v.writeback_pages += pages;
@@ -419,6 +435,14 @@ impl Vfs for SimVfs {
         self.next_fd += 1;
         self.fds.insert(fd, ino);
         *self.open_handles.entry(ino).or_default() += 1;
+        if !mode.read_only {
+            self.writer_fds.insert(fd);
+            let w = self.writers.entry(ino).or_default();
+            *w += 1;
+            if *w == 1 {
+                self.tell_host_view(ino).map_err(|e| sim_error(name, e))?;
+            }
+        }
         if mode.direct {
             self.direct.insert(fd);
         }
@@ -432,6 +456,18 @@ impl Vfs for SimVfs {
                 *e.get_mut() -= 1;
                 if *e.get() == 0 {
                     e.remove();
+                }
+            }
+            if self.writer_fds.remove(&fd) {
+                if let std::collections::hash_map::Entry::Occupied(mut e) = self.writers.entry(ino)
+                {
+                    *e.get_mut() -= 1;
+                    if *e.get() == 0 {
+                        e.remove();
+                        // The last writer's close (ext4_release_file). close() cannot fail;
+                        // a file simfs no longer has needs nothing.
+                        let _ = self.tell_host_view(ino);
+                    }
                 }
             }
         }

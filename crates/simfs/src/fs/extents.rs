@@ -170,7 +170,7 @@ impl<D: BlockDev> SimFs<D> {
                     vec![(start, n)]
                 }
                 None if self.cfg.prealloc && in_place && !one_run => {
-                    self.alloc_preallocated(ino, goal, n)?
+                    self.alloc_preallocated(ino, goal, n, b as u64)?
                 }
                 None => self.alloc(goal, n)?,
             };
@@ -179,17 +179,21 @@ impl<D: BlockDev> SimFs<D> {
         Ok(())
     }
 
-    /// mballoc-style preallocation (fs/ext4/mballoc.c): a file of at most
-    /// [`STREAM_REQUEST_BLOCKS`] takes its blocks from the locality-group window shared by
-    /// all small files (`ext4_mb_group_or_file`, [`GROUP_PREALLOC_BLOCKS`]); a larger one
-    /// from a window of its own that runs from its end to the end of its size bucket
+    /// mballoc-style preallocation (fs/ext4/mballoc.c), for `n` blocks ending at logical
+    /// block `end`: a file of at most [`STREAM_REQUEST_BLOCKS`] (by the larger of `end` and
+    /// its size) takes its blocks from the locality-group window shared by all small files
+    /// (`ext4_mb_group_or_file`, [`GROUP_PREALLOC_BLOCKS`]); a larger one from a window of
+    /// its own that runs from its end to the end of its size bucket
     /// (`ext4_mb_normalize_request`: 16 KiB, 32 KiB, ... 1 MiB, then 2, 4 or 8 MiB
-    /// aligned), so concurrent writers get few, growing extents instead of one per write.
+    /// aligned), so concurrent writers get few, growing extents instead of one per write —
+    /// unless no handle has it open for writing and the request runs to its size: then
+    /// exactly its blocks at its goal ([`SimFs::set_host_view`]).
     pub(super) fn alloc_preallocated(
         &mut self,
         ino: Ino,
         goal: Option<u64>,
         n: u64,
+        end: u64,
     ) -> Result<Vec<(u64, u64)>, SimfsError> {
         let mut runs: Vec<(u64, u64)> = Vec::new();
         let push = |runs: &mut Vec<(u64, u64)>, s: u64, k: u64| match runs.last_mut() {
@@ -197,8 +201,20 @@ impl<D: BlockDev> SimFs<D> {
             _ => runs.push((s, k)),
         };
         let mut remaining = n;
-        let file_blocks: u64 = self.files[&ino].extents.iter().map(|e| e.len as u64).sum();
-        if file_blocks + n <= STREAM_REQUEST_BLOCKS {
+        let file = &self.files[&ino];
+        let file_blocks: u64 = file.extents.iter().map(|e| e.len as u64).sum();
+        let (isize_blocks, open_for_write) = match file.host {
+            Some(h) => (h.size_bytes.div_ceil(BLOCK), h.open_for_write),
+            None => (file.size_bytes.div_ceil(BLOCK), true),
+        };
+        // ext4_mb_group_or_file: "no point in using inode preallocation for closed files"
+        // (the file system taken as not busy: ext4_fs_is_busy counts lock contention).
+        let inode_pa_eligible = !(end == isize_blocks && !open_for_write);
+        let size = end.max(isize_blocks);
+        if size > STREAM_REQUEST_BLOCKS && !inode_pa_eligible && file.pa.is_none() {
+            return self.alloc(goal, n);
+        }
+        if size <= STREAM_REQUEST_BLOCKS {
             // A small file: carved from the locality-group window.
             while remaining > 0 {
                 if let Some((s, l)) = self.lg_pa {
@@ -231,7 +247,8 @@ impl<D: BlockDev> SimFs<D> {
                 continue;
             }
             let have: u64 = file_blocks + runs.iter().map(|r| r.1).sum::<u64>();
-            let window = normalized_window(have, remaining);
+            // Normalised to the bucket of the larger of the request's end and i_size.
+            let window = normalized_window(have, remaining.max(isize_blocks.saturating_sub(have)));
             let from = runs
                 .last()
                 .map(|r| r.0 + r.1)

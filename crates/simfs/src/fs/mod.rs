@@ -43,8 +43,20 @@ pub(crate) struct FileState {
     pub(crate) dirty: bool,
     /// Blocks preallocated for the file's next appends (mballoc-style), held as used.
     pub(crate) pa: Option<(u64, u64)>,
+    /// The host's view of the file, where a page cache stands in front ([`SimFs::set_host_view`]):
+    /// its size (`i_size`, which runs ahead of the blocks written back) and whether any
+    /// handle has it open for writing. None: nobody told, so the file counts as open and
+    /// its size as what was written (every caller that writes directly).
+    pub(crate) host: Option<HostView>,
     /// Its write-life hint (`F_SET_RW_HINT`), in memory only as Linux keeps it.
     pub(crate) hint: WriteHint,
+}
+
+/// A file as the host sees it ([`SimFs::set_host_view`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HostView {
+    pub(crate) size_bytes: u64,
+    pub(crate) open_for_write: bool,
 }
 
 /// A run of physical blocks: (first block, blocks).
@@ -176,6 +188,38 @@ impl<D: BlockDev> SimFs<D> {
         Ok(())
     }
 
+    /// What the host knows of a file that a page cache keeps: its size (`i_size`) and
+    /// whether a handle has it open for writing. mballoc decides with both
+    /// (`ext4_mb_group_or_file`, fs/ext4/mballoc.c, since Jan Kara's "ext4: Use locality
+    /// group preallocation for small closed files", Linux 6.0): a file larger than
+    /// `s_mb_stream_request` by the larger of the request's end and `i_size` gets no
+    /// locality-group window; if the request runs to `i_size` and no handle writes to the
+    /// file, no window of its own either (`EXT4_MB_HINT_NOPREALLOC`: exactly its blocks,
+    /// at its goal). And when its last writer closes it with no delayed-allocation blocks
+    /// left, its preallocation goes back to the free space (`ext4_release_file`, fs/ext4/
+    /// file.c: `ext4_discard_preallocations`); `dirty` says whether blocks wait.
+    pub fn set_host_view(
+        &mut self,
+        ino: Ino,
+        size_bytes: u64,
+        open_for_write: bool,
+        dirty: bool,
+    ) -> Result<(), SimfsError> {
+        self.file(ino)?;
+        let f = self.files.get_mut(&ino).expect("checked");
+        let was_open = f.host.is_none_or(|h| h.open_for_write);
+        f.host = Some(HostView {
+            size_bytes,
+            open_for_write,
+        });
+        if was_open && !open_for_write && !dirty {
+            if let Some((s, l)) = f.pa.take() {
+                self.release(s, l);
+            }
+        }
+        Ok(())
+    }
+
     /// The file's write-life hint (`F_GET_RW_HINT`).
     pub fn write_hint(&self, ino: Ino) -> Result<WriteHint, SimfsError> {
         Ok(self.file(ino)?.hint)
@@ -271,6 +315,7 @@ impl<D: BlockDev> SimFs<D> {
                 written_root: Node::Leaf(Vec::new()),
                 dirty: true,
                 pa: None,
+                host: None,
                 hint: WriteHint::NotSet,
             },
         );
