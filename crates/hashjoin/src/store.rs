@@ -355,7 +355,10 @@ impl<V: Vfs> VfsStore<V> {
         k.clock += 1;
         k.lru.insert(k.clock, f);
         k.stamp_of.insert(f, k.clock);
-        let file = self.files.get(&f).expect("a file id handed out by this store");
+        let file = self
+            .files
+            .get(&f)
+            .expect("a file id handed out by this store");
         if !file.open {
             let name = file.name.clone();
             let fd = self

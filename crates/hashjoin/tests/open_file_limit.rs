@@ -24,7 +24,9 @@ fn files_past_the_limit_are_closed_and_reopened_with_their_bytes_intact() {
         assert_eq!(s.read_at(f, 0, &mut buf).unwrap(), 400);
         for round in 0..4u8 {
             let want = round * 10 + i as u8;
-            assert!(buf[round as usize * 100..][..100].iter().all(|&b| b == want));
+            assert!(buf[round as usize * 100..][..100]
+                .iter()
+                .all(|&b| b == want));
         }
     }
     // The most recently used stays open; deleting open and closed files alike works.

@@ -183,6 +183,15 @@ impl DiscardKernel {
         matches!(self, DiscardKernel::Linux6_8 | DiscardKernel::Linux6_17)
     }
 
+    /// mballoc gives a small file that nobody has open for writing, written back to its
+    /// end, blocks from the locality-group window (Jan Kara's a9f2a2931d0e, Linux 6.0 and
+    /// 5.19's stable series); before, such a file got no preallocation at all, small or
+    /// large (the lines that change removes; taken to hold back to 3.10, not checked
+    /// further back).
+    pub fn closed_small_files_share_group_window(self) -> bool {
+        matches!(self, DiscardKernel::Linux6_8 | DiscardKernel::Linux6_17)
+    }
+
     /// Freed extents merge only with the entry their tree search ends at.
     pub fn merges_with_search_parent_only(self) -> bool {
         self == DiscardKernel::Linux6_17

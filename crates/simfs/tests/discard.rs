@@ -443,7 +443,8 @@ fn small_files_share_the_locality_group_window_and_large_ones_get_their_own() {
 fn files_nobody_writes_to_get_exactly_their_blocks_and_lose_their_window_at_close() {
     let mut cfg = FsConfig::new(512 << 20);
     cfg.prealloc = true;
-    let mut fs = SimFs::mkfs(Timed::new(ssd()), cfg).unwrap();
+    cfg.kernel = DiscardKernel::Linux6_17;
+    let mut fs = SimFs::mkfs(Timed::new(ssd()), cfg.clone()).unwrap();
     let (open, closed) = (fs.create("open").unwrap(), fs.create("closed").unwrap());
     // Both 20 blocks in the page cache, written back whole: the open file gets a window
     // to its size bucket's end (32 blocks), the closed one exactly its 20 blocks
@@ -455,7 +456,11 @@ fn files_nobody_writes_to_get_exactly_their_blocks_and_lose_their_window_at_clos
     fs.set_host_view(closed, 20 * BLOCK, false, true).unwrap();
     fs.write_at(closed, 0, 20 * BLOCK).unwrap();
     let free2 = fs.free_bytes() / BLOCK;
-    assert!(free0 - free1 >= 32, "open: a window held: {}", free0 - free1);
+    assert!(
+        free0 - free1 >= 32,
+        "open: a window held: {}",
+        free0 - free1
+    );
     assert_eq!(free1 - free2, 20, "closed: exactly its blocks");
     // A closed file written back only in part (i_size runs past the request) keeps its
     // window: the kernel skips it only for a request that runs to i_size.
@@ -470,20 +475,39 @@ fn files_nobody_writes_to_get_exactly_their_blocks_and_lose_their_window_at_clos
     // (ext4_release_file); with dirty data left, it stays.
     let before = fs.free_bytes() / BLOCK;
     fs.set_host_view(open, 20 * BLOCK, false, false).unwrap();
-    assert_eq!(fs.free_bytes() / BLOCK - before, 12, "32 - 20 blocks returned");
+    assert_eq!(
+        fs.free_bytes() / BLOCK - before,
+        12,
+        "32 - 20 blocks returned"
+    );
     let kept = fs.free_bytes();
     fs.set_host_view(part, 40 * BLOCK, false, true).unwrap();
     assert_eq!(fs.free_bytes(), kept, "dirty pages wait: the window stays");
-    // Small files (at most 16 blocks by i_size) share the locality-group window open or
-    // closed.
+    // Since 6.0, small files (at most 16 blocks by i_size) share the locality-group
+    // window open or closed: two closed ones side by side in it.
     let (s1, s2) = (fs.create("s1").unwrap(), fs.create("s2").unwrap());
-    fs.set_host_view(s1, 2 * BLOCK, false, true).unwrap();
-    fs.write_at(s1, 0, 2 * BLOCK).unwrap();
-    fs.set_host_view(s2, 2 * BLOCK, false, true).unwrap();
-    fs.write_at(s2, 0, 2 * BLOCK).unwrap();
+    for s in [s1, s2] {
+        fs.set_host_view(s, 2 * BLOCK, false, true).unwrap();
+        fs.write_at(s, 0, 2 * BLOCK).unwrap();
+    }
     let (e1, e2) = (fs.extents(s1).unwrap(), fs.extents(s2).unwrap());
     assert_eq!(e2[0].start_block, e1[0].start_block + 2, "{e1:?} {e2:?}");
     fs.check_invariants().unwrap();
+    // Before (paper 000's 3.10), a closed small file got no window either: exactly its
+    // blocks, and no locality-group window is taken.
+    cfg.kernel = DiscardKernel::Linux3_10;
+    let mut old = SimFs::mkfs(Timed::new(ssd()), cfg).unwrap();
+    let free0 = old.free_bytes();
+    for name in ["s1", "s2"] {
+        let s = old.create(name).unwrap();
+        old.set_host_view(s, 2 * BLOCK, false, true).unwrap();
+        old.write_at(s, 0, 2 * BLOCK).unwrap();
+    }
+    assert!(
+        free0 - old.free_bytes() < 16 * BLOCK,
+        "no 512-block window taken"
+    );
+    old.check_invariants().unwrap();
 }
 
 /// A file system on the SSD with journal discards as `kernel` does them, and `n` files of

@@ -174,7 +174,8 @@ impl SimVfs {
                     continue;
                 }
                 let n = (pages * PAGE_BYTES).min(len - offset);
-                v.tell_host_view(ino).map_err(|e| sim_error("writeback", e))?;
+                v.tell_host_view(ino)
+                    .map_err(|e| sim_error("writeback", e))?;
                 let (done, _) = v.timed_ino(ino, |fs| fs.write_at(ino, offset, n))?;
                 v.writeback.push(std::cmp::Reverse((done, pages)));
                 v.writeback_pages += pages;

@@ -209,12 +209,17 @@ impl<D: BlockDev> SimFs<D> {
         };
         // ext4_mb_group_or_file: "no point in using inode preallocation for closed files"
         // (the file system taken as not busy: ext4_fs_is_busy counts lock contention).
-        let inode_pa_eligible = !(end == isize_blocks && !open_for_write);
+        let closed_to_end = end == isize_blocks && !open_for_write;
         let size = end.max(isize_blocks);
-        if size > STREAM_REQUEST_BLOCKS && !inode_pa_eligible && file.pa.is_none() {
+        let small = size <= STREAM_REQUEST_BLOCKS;
+        if closed_to_end
+            && file.pa.is_none()
+            && (!small || !self.cfg.kernel.closed_small_files_share_group_window())
+        {
+            // EXT4_MB_HINT_NOPREALLOC: exactly its blocks at its goal.
             return self.alloc(goal, n);
         }
-        if size <= STREAM_REQUEST_BLOCKS {
+        if small {
             // A small file: carved from the locality-group window.
             while remaining > 0 {
                 if let Some((s, l)) = self.lg_pa {
