@@ -791,6 +791,44 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn ext4_allocates_for_closed_files_exactly_and_drops_a_window_at_the_last_close() {
+        let dev = Preset::load("x25e")
+            .unwrap()
+            .with_capacity(1 << 30)
+            .build()
+            .unwrap();
+        let mut cfg = simfs::FsConfig::new(512 << 20);
+        cfg.prealloc = true;
+        let fs = SimFs::mkfs(Timed::new(dev), cfg).unwrap();
+        let mut v = SimVfs::with_host(fs, HostConfig::linux(1 << 30));
+        let open = v.open("open", OpenMode::create()).unwrap();
+        let closed = v.open("closed", OpenMode::create()).unwrap();
+        let reader = v.open("open", OpenMode::read_only()).unwrap();
+        for fd in [open, closed] {
+            v.write_at(fd, 0, &[1u8; 20 * 4096]).unwrap();
+        }
+        v.close(closed);
+        let free0 = v.fs().free_bytes() / 4096;
+        // The flusher writes both back once their pages expire (30 s).
+        v.think(31_000_000_000);
+        let mut buf = [0u8; 1];
+        v.read_at(open, 0, &mut buf).unwrap();
+        assert_eq!(v.dirty_pages(), 0);
+        let used = free0 - v.fs().free_bytes() / 4096;
+        assert_eq!(
+            used,
+            32 + 20,
+            "the open file's window to 32 blocks, the closed file's 20"
+        );
+        // A reader closing changes nothing; the last writer's close gives the window back.
+        v.close(reader);
+        assert_eq!(free0 - v.fs().free_bytes() / 4096, 52);
+        v.close(open);
+        assert_eq!(free0 - v.fs().free_bytes() / 4096, 40);
+        v.fs().check_invariants().unwrap();
+    }
+
+    #[test]
     fn the_flusher_writes_back_expired_pages_in_the_background() {
         let mut v = cached_drive(1 << 30);
         let fd = v.open("a", OpenMode::create()).unwrap();
