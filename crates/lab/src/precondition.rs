@@ -149,9 +149,9 @@ pub fn precondition(
     read_fraction: f64,
     seed: u64,
 ) -> Result<PreconditionReport, crate::LabError> {
-    if !(0.0..1.0).contains(&read_fraction) {
+    if !(0.0..=1.0).contains(&read_fraction) {
         return Err(format!(
-            "preconditioning's read fraction {read_fraction} must be at least 0 and below 1"
+            "preconditioning's read fraction {read_fraction} must be between 0 and 1"
         )
         .into());
     }
@@ -203,7 +203,11 @@ pub fn precondition(
         let mut lpns: Vec<u32> = Vec::with_capacity(4096);
         // The reads, drawn apart (so the writes are the same with or without them), as many
         // per write as the workload has: a running sum keeps the share exact without draws.
-        let reads_per_write = if ssd.reads_change_state() {
+        // A read-only workload: the drive is still aged by writes (its garbage collection's
+        // state), and its reads follow them (below).
+        let reads_change_state = ssd.reads_change_state();
+        let read_only = read_fraction >= 1.0;
+        let reads_per_write = if reads_change_state && !read_only {
             read_fraction / (1.0 - read_fraction)
         } else {
             0.0
@@ -257,6 +261,20 @@ pub fn precondition(
             if first_gc_round.is_some_and(|r| is_steady(&report.round_waf[r..])) {
                 report.steady = Some(true);
                 break;
+            }
+        }
+        if read_only && reads_change_state {
+            // The workload's own state for what reads change: a round of its reads (the
+            // cache, a few percent of the map, turns over many times).
+            let mut left = per_round;
+            while left > 0 {
+                read_lpns.clear();
+                while left > 0 && read_lpns.len() < 4096 {
+                    read_lpns.push(read_gen.next_slot() as u32);
+                    left -= 1;
+                }
+                ssd.read_units_untimed(&read_lpns).map_err(err)?;
+                report.aging_read_bytes += read_lpns.len() as u64 * unit;
             }
         }
     }
@@ -378,6 +396,11 @@ mod tests {
             with.aging_write_bytes / with.rounds as u64,
             without.aging_write_bytes / without.rounds as u64
         );
-        assert!(precondition(&mut dram_less(), steady, 0.9, 1.0, 3).is_err());
+        assert!(precondition(&mut dram_less(), steady, 0.9, 1.5, 3).is_err());
+        // Read only: aged by the same writes, then a round of reads.
+        let mut c = dram_less();
+        let reads = precondition(&mut c, steady, 0.9, 1.0, 3).unwrap();
+        assert_eq!(reads.round_waf, without.round_waf);
+        assert_eq!(reads.aging_read_bytes, reads.filled_bytes / 4096 / 4 * 4096);
     }
 }
