@@ -346,15 +346,9 @@ impl<V: Vfs> VfsStore<V> {
     /// Spill file `f`'s descriptor for a call on it: reopened if the limit closed it, made
     /// the most recently used, and the least recently used others closed past the limit.
     fn access(&mut self, f: FileId) -> Result<Fd, JoinError> {
-        let Some(k) = self.kernel_fds.as_mut() else {
+        if self.kernel_fds.is_none() {
             return Ok(self.file(f).fd);
-        };
-        if let Some(old) = k.stamp_of.remove(&f) {
-            k.lru.remove(&old);
         }
-        k.clock += 1;
-        k.lru.insert(k.clock, f);
-        k.stamp_of.insert(f, k.clock);
         let file = self
             .files
             .get(&f)
@@ -369,6 +363,14 @@ impl<V: Vfs> VfsStore<V> {
             file.fd = fd;
             file.open = true;
         }
+        // Open: now the most recently used (a file that failed to reopen stays out).
+        let k = self.kernel_fds.as_mut().expect("checked");
+        if let Some(old) = k.stamp_of.remove(&f) {
+            k.lru.remove(&old);
+        }
+        k.clock += 1;
+        k.lru.insert(k.clock, f);
+        k.stamp_of.insert(f, k.clock);
         self.release_lru();
         Ok(self.file(f).fd)
     }

@@ -154,8 +154,13 @@ impl SimVfs {
     fn tell_host_view(&mut self, ino: Ino) -> Result<(), SimfsError> {
         let size = self.data.get(&ino).map_or(0, |d| d.len());
         let open = self.writers.contains_key(&ino);
-        let dirty = self.cache.dirty_pages_of(ino) > 0;
-        self.fs.set_host_view(ino, size, open, dirty)
+        // Delayed-allocation blocks wait (ext4's i_reserved_data_blocks): dirty pages over
+        // blocks not yet allocated. Taken as dirty pages while the file has fewer blocks
+        // than its size needs (exact for a file written without holes, as every file the
+        // engines write is; a dirty overwrite of allocated blocks reserves nothing).
+        let delalloc = self.cache.dirty_pages_of(ino) > 0
+            && self.fs.mapped_blocks(ino)? < size.div_ceil(PAGE_BYTES);
+        self.fs.set_host_view(ino, size, open, delalloc)
     }
 
     /// Writes `runs` back to the drive. With `wait` the caller waits for them; without,
@@ -616,6 +621,13 @@ impl Vfs for SimVfs {
         self.unlinks += 1;
         if !self.open_handles.contains_key(&ino) {
             self.data.remove(&ino);
+        }
+        // simfs frees the inode number at once (the kernel keeps an open one until its
+        // last close): its handles stop counting as writers, so a file that reuses the
+        // number starts with none.
+        if self.writers.remove(&ino).is_some() {
+            let fds = &self.fds;
+            self.writer_fds.retain(|fd| fds.get(fd) != Some(&ino));
         }
         Ok(())
     }

@@ -203,14 +203,19 @@ impl<D: BlockDev> SimFs<D> {
         let mut remaining = n;
         let file = &self.files[&ino];
         let file_blocks: u64 = file.extents.iter().map(|e| e.len as u64).sum();
-        let (isize_blocks, open_for_write) = match file.host {
-            Some(h) => (h.size_bytes.div_ceil(BLOCK), h.open_for_write),
-            None => (file.size_bytes.div_ceil(BLOCK), true),
+        // The size mballoc judges by: with a host view, the larger of the request's end and
+        // i_size (ext4_mb_group_or_file); without one, the blocks the file will hold, as
+        // simfs always did for its direct callers.
+        let (size, isize_blocks, closed_to_end) = match file.host {
+            Some(h) => {
+                let isize_blocks = h.size_bytes.div_ceil(BLOCK);
+                // "No point in using inode preallocation for closed files" (the file
+                // system taken as not busy: ext4_fs_is_busy counts lock contention).
+                let closed = end == isize_blocks && !h.open_for_write;
+                (end.max(isize_blocks), isize_blocks, closed)
+            }
+            None => (file_blocks + n, 0, false),
         };
-        // ext4_mb_group_or_file: "no point in using inode preallocation for closed files"
-        // (the file system taken as not busy: ext4_fs_is_busy counts lock contention).
-        let closed_to_end = end == isize_blocks && !open_for_write;
-        let size = end.max(isize_blocks);
         let small = size <= STREAM_REQUEST_BLOCKS;
         if closed_to_end
             && file.pa.is_none()
@@ -251,9 +256,17 @@ impl<D: BlockDev> SimFs<D> {
                 remaining -= k;
                 continue;
             }
+            if closed_to_end {
+                // The window of its own ran out: the rest is a request of a closed file to
+                // its end (EXT4_MB_HINT_NOPREALLOC), exactly its blocks.
+                let from = runs.last().map(|r| r.0 + r.1).or(goal);
+                runs.extend(self.alloc(from, remaining)?);
+                break;
+            }
             let have: u64 = file_blocks + runs.iter().map(|r| r.1).sum::<u64>();
-            // Normalised to the bucket of the larger of the request's end and i_size.
-            let window = normalized_window(have, remaining.max(isize_blocks.saturating_sub(have)));
+            // The size bucket is chosen by the larger of the request's end and i_size
+            // (ext4_mb_normalize_request); the window runs to that bucket's end.
+            let window = normalized_window_sized(have, remaining, isize_blocks);
             let from = runs
                 .last()
                 .map(|r| r.0 + r.1)
@@ -391,8 +404,17 @@ impl<D: BlockDev> SimFs<D> {
 /// `want` more: from its end to the end of the size bucket its new size falls in (16 KiB
 /// up to 1 MiB by powers of two; then 2, 4 or 8 MiB, aligned in the file), never less
 /// than what it asked for.
-pub(super) fn normalized_window(have: u64, want: u64) -> u64 {
-    let size = have + want;
+#[cfg(test)]
+fn normalized_window(have: u64, want: u64) -> u64 {
+    normalized_window_sized(have, want, 0)
+}
+
+/// [`normalized_window`] with the bucket chosen by the larger of the file's new size and
+/// `isize` blocks (its `i_size`, which a page cache runs ahead of the blocks allocated):
+/// the window still starts at the file's end and is never less than `want`, but it is not
+/// stretched to `isize` beyond the bucket.
+pub(super) fn normalized_window_sized(have: u64, want: u64, isize: u64) -> u64 {
+    let size = (have + want).max(isize);
     let blocks_per_mib = (1 << 20) / BLOCK;
     let end = if size <= blocks_per_mib {
         size.next_power_of_two().max(4)
@@ -412,7 +434,17 @@ pub(super) fn normalized_window(have: u64, want: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::normalized_window;
+    use super::{normalized_window, normalized_window_sized};
+
+    #[test]
+    fn i_size_picks_the_bucket_but_does_not_stretch_the_window() {
+        // 8 blocks written back of a file whose i_size is 40 blocks: the 64-block bucket.
+        assert_eq!(normalized_window_sized(0, 8, 40), 64);
+        // 128 blocks of a 64 MiB file: the 8 MiB bucket from the file's end, not 64 MiB.
+        assert_eq!(normalized_window_sized(0, 128, 16384), 2048);
+        // No i_size ahead of the blocks: as before.
+        assert_eq!(normalized_window_sized(20, 2, 0), normalized_window(20, 2));
+    }
 
     #[test]
     fn windows_run_to_the_end_of_ext4_s_size_buckets() {

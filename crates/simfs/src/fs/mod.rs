@@ -158,6 +158,11 @@ impl<D: BlockDev> SimFs<D> {
         Ok(self.file(ino)?.extents.clone())
     }
 
+    /// Blocks the file's extents map (its preallocation not counted).
+    pub fn mapped_blocks(&self, ino: Ino) -> Result<u64, SimfsError> {
+        Ok(self.file(ino)?.extents.iter().map(|e| e.len as u64).sum())
+    }
+
     /// The file's extent-tree blocks on disk.
     pub fn tree_blocks(&self, ino: Ino) -> Result<Vec<u64>, SimfsError> {
         Ok(self.file(ino)?.tree_blocks.clone())
@@ -197,7 +202,8 @@ impl<D: BlockDev> SimFs<D> {
     /// file, no window of its own either (`EXT4_MB_HINT_NOPREALLOC`: exactly its blocks,
     /// at its goal). And when its last writer closes it with no delayed-allocation blocks
     /// left, its preallocation goes back to the free space (`ext4_release_file`, fs/ext4/
-    /// file.c: `ext4_discard_preallocations`); `dirty` says whether blocks wait.
+    /// file.c: `ext4_discard_preallocations`); `dirty` says whether delayed-allocation blocks
+    /// wait (`i_reserved_data_blocks`).
     pub fn set_host_view(
         &mut self,
         ino: Ino,
