@@ -141,7 +141,8 @@ pub fn fill(ssd: &mut flash::Ssd, bytes: u64) -> Result<(), flash::FlashError> {
 /// test descriptions, snia.org/forums/sssi/pts). Aged by
 /// writes alone, such a drive enters the measurement with its translation pages written at
 /// the write-only rate, and a window of fixed length sees a transient whose length grows
-/// with capacity. Elsewhere reads change nothing and none are run.
+/// with capacity. Elsewhere reads change nothing and none are run. (The reads change the
+/// cache only: an aged drive's read-disturb counts and read reclaim are not aged by them.)
 pub fn precondition(
     dev: &mut AnyDevice,
     mode: Precondition,
