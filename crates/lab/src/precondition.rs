@@ -196,91 +196,115 @@ pub fn precondition(
     fill(ssd, filled).map_err(err)?;
     report.filled_bytes = filled;
     if let Precondition::Steady { max_x } = mode {
-        // Rounds of a quarter of the filled bytes, in 4 KiB random writes over them.
-        let slots = filled / unit;
-        let per_round = (slots / 4).max(1);
-        let max_rounds = ((max_x * 4.0).ceil() as u32).max(1);
-        let mut gen = SlotGen::new(Pattern::Uniform, slots, seed)?;
-        let mut lpns: Vec<u32> = Vec::with_capacity(4096);
-        // The reads, drawn apart (so the writes are the same with or without them), as many
-        // per write as the workload has: a running sum keeps the share exact without draws.
-        // A read-only workload: the drive is still aged by writes (its garbage collection's
-        // state), and its reads follow them (below).
-        let reads_change_state = ssd.reads_change_state();
-        let read_only = read_fraction >= 1.0;
-        let reads_per_write = if reads_change_state && !read_only {
-            read_fraction / (1.0 - read_fraction)
-        } else {
-            0.0
-        };
-        let mut read_gen = SlotGen::new(Pattern::Uniform, slots, seed ^ READ_SEED)?;
-        let mut reads_owed = 0.0f64;
-        let mut read_lpns: Vec<u32> = Vec::with_capacity(4096);
-        report.steady = Some(false);
-        // Steady state begins once garbage collection has run: before the first erase a
-        // drive with room to spare writes at WAF 1.0 round after round, which would look
-        // steady and is not (the rounds before it do not count towards the window).
-        let mut first_gc_round: Option<usize> = None;
-        let erases_at_fill = ssd.stats().erases;
-        while report.rounds < max_rounds {
-            let before = ssd.stats();
-            let mut left = per_round;
-            while left > 0 {
-                lpns.clear();
-                while left > 0 && lpns.len() < 4096 {
-                    lpns.push(gen.next_slot() as u32);
-                    left -= 1;
-                }
-                if reads_per_write == 0.0 {
-                    ssd.write_units_untimed(&lpns).map_err(err)?;
-                    continue;
-                }
-                // Each write followed by the reads owed so far, one batch call per write.
-                for &lpn in &lpns {
-                    ssd.write_units_untimed(&[lpn]).map_err(err)?;
-                    reads_owed += reads_per_write;
-                    read_lpns.clear();
-                    while reads_owed >= 1.0 {
-                        read_lpns.push(read_gen.next_slot() as u32);
-                        reads_owed -= 1.0;
-                    }
-                    ssd.read_units_untimed(&read_lpns).map_err(err)?;
-                    report.aging_read_bytes += read_lpns.len() as u64 * unit;
-                }
+        age(
+            ssd,
+            filled / unit,
+            unit,
+            max_x,
+            read_fraction,
+            seed,
+            &mut report,
+        )?;
+    }
+    ssd.reset_stats();
+    Ok(report)
+}
+
+/// Ages a filled drive (`slots` mapping units of `unit` bytes filled) in rounds of random
+/// writes until WAF is steady or `max_x` × the filled bytes are written, with the
+/// workload's reads beside them where reads change the drive ([`precondition`]).
+fn age(
+    ssd: &mut flash::Ssd,
+    slots: u64,
+    unit: u64,
+    max_x: f64,
+    read_fraction: f64,
+    seed: u64,
+    report: &mut PreconditionReport,
+) -> Result<(), crate::LabError> {
+    let err = |e: flash::FlashError| e.to_string();
+    // Rounds of a quarter of the filled bytes, in 4 KiB random writes over them.
+    let per_round = (slots / 4).max(1);
+    let max_rounds = ((max_x * 4.0).ceil() as u32).max(1);
+    let mut gen = SlotGen::new(Pattern::Uniform, slots, seed)?;
+    let mut lpns: Vec<u32> = Vec::with_capacity(4096);
+    // The reads, drawn apart (so the writes are the same with or without them), as many
+    // per write as the workload has: a running sum keeps the share exact without draws.
+    // A read-only workload: the drive is still aged by writes (its garbage collection's
+    // state), and its reads follow them (below).
+    let reads_change_state = ssd.reads_change_state();
+    let read_only = read_fraction >= 1.0;
+    let reads_per_write = if reads_change_state && !read_only {
+        read_fraction / (1.0 - read_fraction)
+    } else {
+        0.0
+    };
+    let mut read_gen = SlotGen::new(Pattern::Uniform, slots, seed ^ READ_SEED)?;
+    let mut reads_owed = 0.0f64;
+    let mut read_lpns: Vec<u32> = Vec::with_capacity(4096);
+    report.steady = Some(false);
+    // Steady state begins once garbage collection has run: before the first erase a
+    // drive with room to spare writes at WAF 1.0 round after round, which would look
+    // steady and is not (the rounds before it do not count towards the window).
+    let mut first_gc_round: Option<usize> = None;
+    let erases_at_fill = ssd.stats().erases;
+    while report.rounds < max_rounds {
+        let before = ssd.stats();
+        let mut left = per_round;
+        while left > 0 {
+            lpns.clear();
+            while left > 0 && lpns.len() < 4096 {
+                lpns.push(gen.next_slot() as u32);
+                left -= 1;
             }
-            let after = ssd.stats();
-            let host = after.host_write_pages - before.host_write_pages;
-            let flash_pages = after.flash_write_pages - before.flash_write_pages;
-            report
-                .round_waf
-                .push(flash_pages as f64 / host.max(1) as f64);
-            report.rounds += 1;
-            report.aging_write_bytes += per_round * unit;
-            if first_gc_round.is_none() && after.erases > erases_at_fill {
-                first_gc_round = Some(report.round_waf.len() - 1);
+            if reads_per_write == 0.0 {
+                ssd.write_units_untimed(&lpns).map_err(err)?;
+                continue;
             }
-            if first_gc_round.is_some_and(|r| is_steady(&report.round_waf[r..])) {
-                report.steady = Some(true);
-                break;
-            }
-        }
-        if read_only && reads_change_state {
-            // The workload's own state for what reads change: a round of its reads (the
-            // cache, a few percent of the map, turns over many times).
-            let mut left = per_round;
-            while left > 0 {
+            // Each write followed by the reads owed so far, one batch call per write.
+            for &lpn in &lpns {
+                ssd.write_units_untimed(&[lpn]).map_err(err)?;
+                reads_owed += reads_per_write;
                 read_lpns.clear();
-                while left > 0 && read_lpns.len() < 4096 {
+                while reads_owed >= 1.0 {
                     read_lpns.push(read_gen.next_slot() as u32);
-                    left -= 1;
+                    reads_owed -= 1.0;
                 }
                 ssd.read_units_untimed(&read_lpns).map_err(err)?;
                 report.aging_read_bytes += read_lpns.len() as u64 * unit;
             }
         }
+        let after = ssd.stats();
+        let host = after.host_write_pages - before.host_write_pages;
+        let flash_pages = after.flash_write_pages - before.flash_write_pages;
+        report
+            .round_waf
+            .push(flash_pages as f64 / host.max(1) as f64);
+        report.rounds += 1;
+        report.aging_write_bytes += per_round * unit;
+        if first_gc_round.is_none() && after.erases > erases_at_fill {
+            first_gc_round = Some(report.round_waf.len() - 1);
+        }
+        if first_gc_round.is_some_and(|r| is_steady(&report.round_waf[r..])) {
+            report.steady = Some(true);
+            break;
+        }
     }
-    ssd.reset_stats();
-    Ok(report)
+    if read_only && reads_change_state {
+        // The workload's own state for what reads change: a round of its reads (the
+        // cache, a few percent of the map, turns over many times).
+        let mut left = per_round;
+        while left > 0 {
+            read_lpns.clear();
+            while left > 0 && read_lpns.len() < 4096 {
+                read_lpns.push(read_gen.next_slot() as u32);
+                left -= 1;
+            }
+            ssd.read_units_untimed(&read_lpns).map_err(err)?;
+            report.aging_read_bytes += read_lpns.len() as u64 * unit;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
