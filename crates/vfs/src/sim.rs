@@ -804,15 +804,9 @@ pub(crate) mod tests {
 
     #[test]
     fn ext4_allocates_for_closed_files_exactly_and_drops_a_window_at_the_last_close() {
-        let dev = Preset::load("x25e")
-            .unwrap()
-            .with_capacity(1 << 30)
-            .build()
-            .unwrap();
         let mut cfg = simfs::FsConfig::new(512 << 20);
         cfg.prealloc = true;
-        let fs = SimFs::mkfs(Timed::new(dev), cfg).unwrap();
-        let mut v = SimVfs::with_host(fs, HostConfig::linux(1 << 30));
+        let mut v = x25e_with(cfg, HostConfig::linux(1 << 30));
         let open = v.open("open", OpenMode::create()).unwrap();
         let closed = v.open("closed", OpenMode::create()).unwrap();
         let reader = v.open("open", OpenMode::read_only()).unwrap();
@@ -941,16 +935,21 @@ pub(crate) mod tests {
         assert_eq!(v.dirty_pages(), 0);
     }
 
-    /// simfs with ext4's journal-time discard on a 1 GiB X25-E, behind `host`.
-    fn journal_drive(host: HostConfig) -> SimVfs {
+    /// simfs made with `cfg` on a 1 GiB X25-E, behind `host`.
+    fn x25e_with(cfg: simfs::FsConfig, host: HostConfig) -> SimVfs {
         let dev = Preset::load("x25e")
             .unwrap()
             .with_capacity(1 << 30)
             .build()
             .unwrap();
+        SimVfs::with_host(SimFs::mkfs(Timed::new(dev), cfg).unwrap(), host)
+    }
+
+    /// simfs with ext4's journal-time discard on a 1 GiB X25-E, behind `host`.
+    fn journal_drive(host: HostConfig) -> SimVfs {
         let mut cfg = simfs::FsConfig::new(512 << 20);
         cfg.discard = simfs::DiscardMode::Journal;
-        SimVfs::with_host(SimFs::mkfs(Timed::new(dev), cfg).unwrap(), host)
+        x25e_with(cfg, host)
     }
 
     #[test]

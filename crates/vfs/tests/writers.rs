@@ -52,14 +52,20 @@ fn writers_do_not_survive_unlink_into_a_reused_inode() {
     let mut v = drive();
     let a = v.open("a", OpenMode::create()).unwrap();
     v.unlink("a").unwrap();
+    assert_eq!(blocks_of_closed_b(&mut v), 20, "closed: exactly its blocks");
+    v.close(a);
+}
+
+/// Writes 20 blocks to a new file "b", closes it, and writes it back through a reader:
+/// the blocks its writeback took.
+fn blocks_of_closed_b(v: &mut SimVfs) -> u64 {
     let b = v.open("b", OpenMode::create()).unwrap();
     v.write_at(b, 0, &[1u8; 20 * 4096]).unwrap();
     v.close(b);
     let r = v.open("b", OpenMode::read_only()).unwrap();
-    let free0 = free_blocks(&v);
+    let free0 = free_blocks(v);
     v.fsync(r).unwrap(); // written back with nobody writing it
-    assert_eq!(free0 - free_blocks(&v), 20, "closed: exactly its blocks");
-    v.close(a);
+    free0 - free_blocks(v)
 }
 
 #[test]
@@ -75,11 +81,5 @@ fn control_without_rewrite_and_without_unlink() {
     let a = v.open("a", OpenMode::create()).unwrap();
     v.close(a);
     v.unlink("a").unwrap();
-    let b = v.open("b", OpenMode::create()).unwrap();
-    v.write_at(b, 0, &[1u8; 20 * 4096]).unwrap();
-    v.close(b);
-    let r = v.open("b", OpenMode::read_only()).unwrap();
-    let free0 = free_blocks(&v);
-    v.fsync(r).unwrap();
-    assert_eq!(free0 - free_blocks(&v), 20);
+    assert_eq!(blocks_of_closed_b(&mut v), 20);
 }
