@@ -24,8 +24,11 @@ uniform half before two timing fixes of the 980's mapping-cache reads), scaling_
 scaling_980_warm_runs.jsonl (980, --timed-warmup 8GiB, after its mapping-cache timing
 fixes) and scaling_rested_runs.jsonl (--rest, with the presets' write buffers, after the
 buffer's admission and GC-read release fixes of 2026-11-29; MX500, 840 Pro, nvme) and
-scaling_980_rested_runs.jsonl (the 980, --rest, after translation pages joined GC's
-pacing): copy one to OUT/runs.jsonl to resume or to print its table with --report.
+scaling_980_rested_runs.jsonl (the 980, --rest, aged by its workload's reads too, as
+steady preconditioning does on a drive with a mapping cache since 2026-11-29;
+scaling_980_rested_writeaged_runs.jsonl has the same runs aged by writes only, after
+translation pages joined GC's pacing): copy one to OUT/runs.jsonl to resume or to print its
+table with --report.
 """
 
 import argparse
