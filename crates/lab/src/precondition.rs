@@ -210,6 +210,16 @@ pub fn precondition(
     Ok(report)
 }
 
+/// Refills `out` with the next slots of `gen`, at most 4,096 and at most `left` (which it
+/// counts down): one batch of the ageing's untimed calls.
+fn draw_batch(gen: &mut SlotGen, left: &mut u64, out: &mut Vec<u32>) {
+    out.clear();
+    while *left > 0 && out.len() < 4096 {
+        out.push(gen.next_slot() as u32);
+        *left -= 1;
+    }
+}
+
 /// Ages a filled drive (`slots` mapping units of `unit` bytes filled) in rounds of random
 /// writes until WAF is steady or `max_x` × the filled bytes are written, with the
 /// workload's reads beside them where reads change the drive ([`precondition`]).
@@ -252,11 +262,7 @@ fn age(
         let before = ssd.stats();
         let mut left = per_round;
         while left > 0 {
-            lpns.clear();
-            while left > 0 && lpns.len() < 4096 {
-                lpns.push(gen.next_slot() as u32);
-                left -= 1;
-            }
+            draw_batch(&mut gen, &mut left, &mut lpns);
             if reads_per_write == 0.0 {
                 ssd.write_units_untimed(&lpns).map_err(err)?;
                 continue;
@@ -295,11 +301,7 @@ fn age(
         // cache, a few percent of the map, turns over many times).
         let mut left = per_round;
         while left > 0 {
-            read_lpns.clear();
-            while left > 0 && read_lpns.len() < 4096 {
-                read_lpns.push(read_gen.next_slot() as u32);
-                left -= 1;
-            }
+            draw_batch(&mut read_gen, &mut left, &mut read_lpns);
             ssd.read_units_untimed(&read_lpns).map_err(err)?;
             report.aging_read_bytes += read_lpns.len() as u64 * unit;
         }
