@@ -4,7 +4,8 @@
 //! to a fresh store without computing the join again. The drive, the host path and simfs
 //! see exactly what the join would have sent them — the same sizes, offsets, files,
 //! deletes and computation, in the same order — so every simulated number is the same;
-//! only the bytes written are zeros (nothing reads them back as data).
+//! only the bytes written are zeros (nothing reads them back as data), and reads ignore
+//! their bytes (`Store::read_at_unseen`: a generated input table makes none).
 //!
 //! [`Recorder`] wraps a store for the first repetition; [`Recording::replay`] plays its
 //! calls on another. A recording refuses to replay what it cannot reproduce: a parallel
@@ -296,7 +297,7 @@ impl Recording {
                 }
                 Call::Append(f, n) => store.append(id(&ids, f), &zeros[..n as usize])?,
                 Call::ReadAt(f, offset, n, got) => {
-                    let read = store.read_at(id(&ids, f), offset, &mut buf[..n as usize])?;
+                    let read = store.read_at_unseen(id(&ids, f), offset, &mut buf[..n as usize])?;
                     if read != got as usize {
                         return Err(JoinError::Config(format!(
                             "replaying the join's calls: a read at {offset} gave {read} bytes where the recorded run's gave {got}"

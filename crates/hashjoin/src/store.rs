@@ -50,6 +50,16 @@ pub trait Store {
     fn append(&mut self, f: FileId, data: &[u8]) -> Result<(), JoinError>;
     /// Reads up to `buf.len()` bytes at `offset`; returns how many (0 at the end).
     fn read_at(&mut self, f: FileId, offset: u64, buf: &mut [u8]) -> Result<usize, JoinError>;
+    /// `read_at` for a caller that ignores the bytes (a replay of recorded calls): the
+    /// same count, time and state, `buf` left with unspecified bytes ([`Vfs::read_at_unseen`]).
+    fn read_at_unseen(
+        &mut self,
+        f: FileId,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, JoinError> {
+        self.read_at(f, offset, buf)
+    }
     /// Logical length of the file.
     fn len(&self, f: FileId) -> u64;
     /// Deletes a spill file.
@@ -295,6 +305,40 @@ pub type UserStore = VfsStore<UserVfs<SimVfs>>;
 pub type MemStore = VfsStore<MemVfs>;
 
 impl<V: Vfs> VfsStore<V> {
+    /// `read_at`; `seen`: the caller looks at the bytes (false: a replay, which lets a
+    /// generated input skip making them).
+    fn read(
+        &mut self,
+        f: FileId,
+        offset: u64,
+        buf: &mut [u8],
+        seen: bool,
+    ) -> Result<usize, JoinError> {
+        let (input_fs, spill, len) = {
+            let file = self.file(f);
+            (file.input_fs, file.spill, file.len)
+        };
+        if offset >= len {
+            return Ok(0);
+        }
+        let fd = if spill {
+            self.access(f)?
+        } else {
+            self.file(f).fd
+        };
+        let n = (len - offset).min(buf.len() as u64) as usize;
+        let fs = self.fs_of(input_fs);
+        let got = if seen {
+            fs.read_at(fd, offset, &mut buf[..n])
+        } else {
+            fs.read_at_unseen(fd, offset, &mut buf[..n])
+        }
+        .map_err(|e| self.vfs_error(e))?;
+        self.stats.bytes_read += got as u64;
+        self.stats.read_calls += 1;
+        Ok(got)
+    }
+
     /// Spill files on `vfs`, at most `cap_bytes` of them (None: no cap); `place` names
     /// where they are in messages. The clock starts now.
     pub fn on(vfs: V, place: &str, cap_bytes: Option<u64>) -> VfsStore<V> {
@@ -761,26 +805,16 @@ impl<V: Vfs> Store for VfsStore<V> {
     }
 
     fn read_at(&mut self, f: FileId, offset: u64, buf: &mut [u8]) -> Result<usize, JoinError> {
-        let (input_fs, spill, len) = {
-            let file = self.file(f);
-            (file.input_fs, file.spill, file.len)
-        };
-        if offset >= len {
-            return Ok(0);
-        }
-        let fd = if spill {
-            self.access(f)?
-        } else {
-            self.file(f).fd
-        };
-        let n = (len - offset).min(buf.len() as u64) as usize;
-        let got = self
-            .fs_of(input_fs)
-            .read_at(fd, offset, &mut buf[..n])
-            .map_err(|e| self.vfs_error(e))?;
-        self.stats.bytes_read += got as u64;
-        self.stats.read_calls += 1;
-        Ok(got)
+        self.read(f, offset, buf, true)
+    }
+
+    fn read_at_unseen(
+        &mut self,
+        f: FileId,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<usize, JoinError> {
+        self.read(f, offset, buf, false)
     }
 
     fn len(&self, f: FileId) -> u64 {

@@ -230,7 +230,7 @@ pub fn table_data(table: Table, sf: f64, layout: Layout) -> Arc<Vec<u8>> {
     .clone()
 }
 
-/// The number of rows of `table` at `sf` (counted by generating them once; cached).
+/// The number of rows of `table` at `sf` ([`tpch::row_count`], cached).
 pub fn table_rows(table: Table, sf: f64) -> u64 {
     type Cache = Mutex<HashMap<(Table, u64), Arc<OnceLock<u64>>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -241,7 +241,7 @@ pub fn table_rows(table: Table, sf: f64) -> u64 {
         .entry((table, sf.to_bits()))
         .or_default()
         .clone();
-    *slot.get_or_init(|| tpch::rows(table, sf).count() as u64)
+    *slot.get_or_init(|| tpch::row_count(table, sf))
 }
 
 /// A table read as its rows are generated: the bytes of [`table_data`] without holding

@@ -128,6 +128,13 @@ pub trait Vfs {
     /// Reads up to `buf.len()` bytes at `offset`; returns how many (fewer only at the end
     /// of the file).
     fn read_at(&mut self, fd: Fd, offset: u64, buf: &mut [u8]) -> Result<usize, VfsError>;
+    /// `read_at` for a caller that will not look at the bytes (a replay of recorded
+    /// calls): the same count and the same effect on time and state, but `buf` is left
+    /// with unspecified bytes, so a file whose bytes are made as they are read (a
+    /// generated table on a [`Shelf`]) need not make them.
+    fn read_at_unseen(&mut self, fd: Fd, offset: u64, buf: &mut [u8]) -> Result<usize, VfsError> {
+        self.read_at(fd, offset, buf)
+    }
     /// Makes the file's first `end` bytes readable in place through [`Vfs::mapped`]
     /// (real files: a memory map, so a read costs no system call and no copy, as LMDB
     /// reads its pages). False: this file system or file cannot (files in RAM or on the
