@@ -117,8 +117,9 @@ pub enum Scale {
     Quick,
     /// Larger drives and longer runs, closer to the papers.
     Full,
-    /// Paper 000 at its own size (`tempfiles` only: a 40 GB query on 250 GB drives, the
-    /// paper's work_mem and repetitions; about a day on a 2-core machine).
+    /// Each paper at its own size where that differs from full (paper 000's 40 GB query on
+    /// 250 GB drives; paper 004's uncleaned log to 500,000 inserts); the others as full,
+    /// each saying why ([`Experiment::paper`]).
     Paper,
 }
 
@@ -150,6 +151,8 @@ impl std::fmt::Display for Scale {
 pub struct Experiment {
     pub id: &'static str,
     pub about: &'static str,
+    /// What `--scale paper` runs: the paper's own size, or why it runs as full.
+    pub paper: &'static str,
     /// Runs it at a scale with a seed; stops early (with an error) once the context's
     /// token is cancelled, and counts its jobs in the context's progress.
     pub run: fn(Scale, u64, &RunCtx) -> Result<Section, crate::LabError>,
@@ -339,6 +342,12 @@ pub fn run_experiment(e: &Experiment, scale: Scale, seed: u64, ctx: &RunCtx) -> 
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (e.run)(scale, seed, ctx)));
     let error = match r {
         Ok(Ok(mut section)) => {
+            if scale == Scale::Paper {
+                section.provenance.push(crate::report::Provenance {
+                    number: "--scale paper".into(),
+                    role: e.paper.into(),
+                });
+            }
             let wall = ctx.job_wall_s.lock().map(|w| w.clone()).unwrap_or_default();
             if let Some(results) = section.results.as_object_mut() {
                 results.insert(
@@ -367,66 +376,77 @@ pub const ALL: &[Experiment] = &[
     Experiment {
         id: "presets",
         about: "issue 45: each preset that names a product against its drive's datasheet and reviews: calibrated numbers shown, held-out ones predicted within 15%",
+        paper: "as full: no paper has these checks (each preset against its own drive's datasheet and reviews)",
         run: presets::run,
         kind: Kind::Simulated,
     },
     Experiment {
         id: "waf",
         about: "WAF versus over-provisioning for greedy, cost-benefit and FIFO GC, against Desnoyers's analytic FIFO model; hot/cold skew",
+        paper: "as full: no paper size (the analytic models it is checked against have none)",
         run: waf::run,
         kind: Kind::Simulated,
     },
     Experiment {
         id: "tempfiles",
         about: "paper 000: fallocate and TRIM for hash-join temp files, repeated on MX500, 840 Pro and Cosmos+",
+        paper: "paper 000's own size: its 40 GB database (TPC-H SF 30, assumed) on the 250 GB MX500 and 840 Pro, its 3 GB one on the 32 GB Cosmos+, work_mem 4 MB (512 KB), 30 and 20 repetitions",
         run: tempfiles::run,
         kind: Kind::Simulated,
     },
     Experiment {
         id: "gracejoin",
         about: "paper 001: grace hash join on SSD vs HDD: read buffer, write buffer, concurrent users",
+        paper: "as full, which is paper 001's size: TPC-H SF 1 (1.5 M and 6 M rows) in 128-byte records",
         run: gracejoin::run,
         kind: Kind::Simulated,
     },
     Experiment {
         id: "astree",
         about: "paper 004: AS B-tree vs in-place B+tree vs BFTL on a 2011 drive with a FAST FTL",
+        paper: "as full, which is paper 004's size (400,000 keys, 100,000 timed inserts and searches, the cleaning runs to 1,000,000 inserts), and the uncleaned log to Fig. 6's 500,000 inserts (full stops it at 250,000)",
         run: astree::run,
         kind: Kind::Simulated,
     },
     Experiment {
         id: "nosql",
         about: "paper 003: an append-only key-value store's write batches on real ext4, XFS and btrfs (captured on loop devices, replayed on the 840 Pro; needs root)",
+        paper: "as full (400,000 documents of 1 KiB): the paper's 100,000,000 would make each captured database about 100 GB on a loop device, more than this machine's disk has free",
         run: nosql::run,
         kind: Kind::Captures,
     },
     Experiment {
         id: "tempfiles-real",
         about: "paper 000 on a real kernel: the hash join's spill files on ext4 with and without discard, fallocate on and off, captured and replayed on the MX500 (needs root)",
+        paper: "as full (SF 0.5, 20 repetitions): paper 000's SF 30 writes about 33 GB of batch files a repetition, more than a loop device's image can hold in this machine's memory",
         run: tempfiles_real::run,
         kind: Kind::Captures,
     },
     Experiment {
         id: "tempfiles-pg",
         about: "paper 000 on the real PostgreSQL: the server's hash-join temp files on ext4 with and without discard, written back as a 1 GiB host's, captured and replayed on the MX500, 840 Pro and Cosmos+ (needs root and the postgresql package)",
+        paper: "the real PostgreSQL at the paper's work_mem (4 MB) and 30 repetitions, at SF 1: the paper's 40 GB database is not loaded (its tables go to the server over a psql pipe)",
         run: tempfiles_pg::run,
         kind: Kind::Captures,
     },
     Experiment {
         id: "trim",
         about: "paper 002: deleting a fragmented file with TRIM, vTrim, fTrim and fTrim with preemption",
+        paper: "the paper's size at every scale: paper 002's 10 MB file of 160 extents, deleted with 20, 100 and 1,000 reads",
         run: trim::run,
         kind: Kind::Simulated,
     },
     Experiment {
         id: "lifetime",
         about: "the engines on an aging drive: paper 000's four temp-file combinations on the MX500 and paper 004's three B-tree stores on the 2011 drive, each to the same host bytes: life used, projected TBW and days, against a null model (WAF 1)",
+        paper: "as full: a question of this project's, with no paper size",
         run: lifetime::run,
         kind: Kind::Simulated,
     },
     Experiment {
         id: "placement",
         about: "issue 27: the papers' engines on a conventional, an FDP and a zoned drive of the same flash (write-life hints, simfs's zoned mode); hot/cold separation against the analytic model; a CacheLib-like cache on FDP",
+        paper: "as full: issue 27's question, with no paper size",
         run: placement::run,
         kind: Kind::Simulated,
     },
@@ -765,18 +785,21 @@ mod tests {
             Experiment {
                 id: "broken",
                 about: "fails",
+                paper: "as full",
                 run: broken,
                 kind: Kind::Simulated,
             },
             Experiment {
                 id: "panicking",
                 about: "panics",
+                paper: "as full",
                 run: panicking,
                 kind: Kind::Simulated,
             },
             Experiment {
                 id: "fine",
                 about: "works",
+                paper: "as full",
                 run: fine,
                 kind: Kind::Captures,
             },
@@ -828,6 +851,27 @@ mod tests {
         );
     }
 
+    #[test]
+    fn at_paper_scale_a_section_says_what_it_ran_and_why() {
+        let e = Experiment {
+            id: "fine",
+            about: "works",
+            paper: "as full: no paper size",
+            run: fine,
+            kind: Kind::Simulated,
+        };
+        let says = |scale| {
+            run_experiment(&e, scale, 1, &RunCtx::default())
+                .provenance
+                .iter()
+                .any(|p| p.number == "--scale paper" && p.role == "as full: no paper size")
+        };
+        assert!(says(Scale::Paper));
+        assert!(!says(Scale::Full));
+        // Every experiment says what `--scale paper` runs for it.
+        assert!(ALL.iter().all(|e| !e.paper.is_empty()));
+    }
+
     static RUNNING_JOBS: AtomicU64 = AtomicU64::new(0);
     static MOST_JOBS: AtomicU64 = AtomicU64::new(0);
 
@@ -848,6 +892,7 @@ mod tests {
             .map(|_| Experiment {
                 id: "counting",
                 about: "",
+                paper: "as full",
                 run: counting,
                 kind: Kind::Simulated,
             })
@@ -920,6 +965,7 @@ mod tests {
         let exps = [Experiment {
             id: "fine",
             about: "works",
+            paper: "as full",
             run: fine,
             kind: Kind::Simulated,
         }];
