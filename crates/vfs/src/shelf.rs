@@ -128,12 +128,9 @@ impl Vfs for Shelf {
         }
     }
     fn read_at_unseen(&mut self, fd: Fd, offset: u64, buf: &mut [u8]) -> Result<usize, VfsError> {
-        match self.fds.get_mut(&fd).expect("an open file of this shelf") {
-            Open::Source(s) => {
-                Ok((buf.len() as u64).min(s.len_bytes().saturating_sub(offset)) as usize)
-            }
-            Open::Bytes(_) => self.read_at(fd, offset, buf),
-        }
+        // Nothing to make or copy: only the count.
+        let len = self.len(fd);
+        Ok((buf.len() as u64).min(len.saturating_sub(offset)) as usize)
     }
     fn write_at(&mut self, _fd: Fd, _offset: u64, _data: &[u8]) -> Result<(), VfsError> {
         Err(Self::read_only("a shelf file"))
@@ -195,5 +192,46 @@ mod tests {
             Err(VfsError::NotFound(_))
         ));
         assert_eq!(s.list(), vec!["t".to_string()]);
+    }
+
+    /// A source that counts the bytes it was asked to make.
+    struct Counting(Arc<std::sync::atomic::AtomicU64>);
+    impl FileSource for Counting {
+        fn len_bytes(&self) -> u64 {
+            100
+        }
+        fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> usize {
+            let n = buf.len().min(100usize.saturating_sub(offset as usize));
+            self.0
+                .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+            buf[..n].fill(7);
+            n
+        }
+    }
+
+    #[test]
+    fn an_unseen_read_counts_as_a_read_and_makes_no_bytes() {
+        let made = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let m = made.clone();
+        let mut s = Shelf::new();
+        s.insert_source(
+            "gen",
+            Arc::new(move || Box::new(Counting(m.clone())) as Box<dyn FileSource>),
+        );
+        s.insert("mem", Arc::new(vec![1u8; 100]));
+        for name in ["gen", "mem"] {
+            let fd = s.open(name, OpenMode::read_only()).unwrap();
+            let mut buf = [0u8; 8];
+            for offset in [0, 50, 96, 100, 500] {
+                let unseen = s.read_at_unseen(fd, offset, &mut buf).unwrap();
+                assert_eq!(
+                    unseen,
+                    s.read_at(fd, offset, &mut buf).unwrap(),
+                    "{name} at {offset}"
+                );
+            }
+        }
+        // Only the seen reads made bytes: 8 + 8 + 4 + 0 + 0.
+        assert_eq!(made.load(std::sync::atomic::Ordering::Relaxed), 20);
     }
 }
