@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static uint32_t ppb, nblocks;
@@ -106,7 +107,7 @@ static uint64_t next_u64(void) { /* splitmix64 */
 }
 
 int main(int argc, char **argv) {
-  if (argc != 5 && !(argc == 6 && argv[5][0] == 's')) {
+  if (argc != 5 && !(argc == 6 && strcmp(argv[5], "scan") == 0)) {
     fprintf(stderr, "usage: %s logical_bytes op pages_per_block seed [scan]\n", argv[0]);
     return 2;
   }

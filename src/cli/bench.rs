@@ -424,12 +424,18 @@ pub fn run(a: BenchArgs) -> Result<()> {
         if !a.json {
             for r in v["runs"].as_array().into_iter().flatten() {
                 let (c, scan) = (&r["c_reference"], &r["c_reference_scan"]);
-                let reference = match (c["host_writes_per_s"].as_f64(), r["ours_over_faster_c"].as_f64()) {
+                let reference = match (
+                    c["host_writes_per_s"].as_f64(),
+                    r["ours_over_faster_c"].as_f64(),
+                ) {
                     (Some(x), Some(ratio)) => format!(
-                        "C reference {:.1} M/s (WAF {:.2}), with a linear-scan victim {:.1} M/s: {ratio:.2}x the faster",
+                        "C reference {:.1} M/s (WAF {:.2}), {}: {ratio:.2}x the faster",
                         x / 1e6,
                         c["waf"].as_f64().unwrap_or(0.0),
-                        scan["host_writes_per_s"].as_f64().unwrap_or(f64::NAN) / 1e6,
+                        match scan["host_writes_per_s"].as_f64() {
+                            Some(s) => format!("with a linear-scan victim {:.1} M/s", s / 1e6),
+                            None => "no linear-scan run at this size".into(),
+                        },
                     ),
                     _ => format!("C reference skipped ({})", c["skipped"]),
                 };

@@ -865,6 +865,30 @@ mod tests {
         }
     }
 
+    /// Streamed (generated) inputs, which a replay reads without making their bytes: the
+    /// numbers of joins run again, and of the same inputs held in memory (from the
+    /// session-13 review).
+    #[test]
+    fn replays_of_streamed_inputs_give_the_numbers_of_joins_run_again() {
+        let run = |replay: bool, stream: bool| {
+            let mut spec =
+                crate::experiments::tempfiles::join_spec("mx500", 0.01, 256 << 20, 3, true, true)
+                    .unwrap();
+            spec.join.algorithm = hashjoin::Algorithm::Postgres;
+            spec.memory_bytes = 64 << 10;
+            spec.storage.replay_repetitions = replay;
+            spec.storage.stream_inputs = stream;
+            let r = run(&spec, &mut |_| {}).unwrap();
+            (r.replayed_repetitions, serde_json::to_value(&r).unwrap())
+        };
+        let (n0, again) = run(false, true);
+        let (n1, replayed) = run(true, true);
+        let (_, memory) = run(true, false);
+        assert_eq!((n0, n1), (0, 2));
+        assert_eq!(again, replayed);
+        assert_eq!(memory, replayed);
+    }
+
     #[test]
     fn replayed_repetitions_give_the_numbers_of_joins_run_again() {
         // Paper 000's join on the simulated MX500 through each host path, with and without

@@ -143,10 +143,11 @@ pub fn rows(table: Table, sf: f64) -> Box<dyn Iterator<Item = Record> + Send> {
 pub fn row_count(table: Table, sf: f64) -> u64 {
     let orders = OrderGenerator::calculate_row_count(sf, 1, 1);
     match table {
-        Table::Orders => orders as u64,
+        // tpchgen's count is negative below SF 0, where it generates no rows.
+        Table::Orders => orders.max(0) as u64,
         Table::Lineitem => {
             let mut lines = OrderGenerator::create_line_count_random();
-            (0..orders)
+            (0..orders.max(0))
                 .map(|_| {
                     let n = lines.next_value();
                     lines.row_finished();
@@ -320,7 +321,7 @@ mod tests {
 
     #[test]
     fn row_count_is_the_generated_count_without_generating() {
-        for sf in [0.001, 0.01, 0.05, 0.2] {
+        for sf in [-1.0, -0.001, 0.0, 0.001, 0.01, 0.05, 0.2] {
             for table in [Table::Orders, Table::Lineitem] {
                 assert_eq!(
                     row_count(table, sf),
