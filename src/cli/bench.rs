@@ -163,7 +163,7 @@ fn bench_onepool() -> Result<serde_json::Value> {
         let c_best_per_s = [&c_ref, &c_scan]
             .iter()
             .filter_map(|r| r["host_writes_per_s"].as_f64())
-            .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
+            .reduce(f64::max);
         rows.push(serde_json::json!({
             "logical_gib": gib,
             "host_writes": n,
