@@ -79,9 +79,10 @@ pub fn install() {
     }
 }
 
-/// The token the handler cancels.
+/// The token a command checks: its thread's own where it has one (a library call's,
+/// [`trace::cancel::with_token`]), otherwise the one the handler cancels.
 pub fn cancel_token() -> Cancel {
-    token().clone()
+    trace::cancel::current().unwrap_or_else(|| token().clone())
 }
 
 /// Makes the child `command` starts die with flashlab (SIGKILL when flashlab's process

@@ -3,22 +3,29 @@
 
 use clap::parser::ValueSource;
 use clap::ArgMatches;
-use std::sync::OnceLock;
+use std::cell::RefCell;
 
-static SUBCOMMAND: OnceLock<ArgMatches> = OnceLock::new();
+thread_local! {
+    /// The matches of the command this thread runs (the command line's main thread, or
+    /// the thread a library call runs its command on: each call its own).
+    static SUBCOMMAND: RefCell<Option<ArgMatches>> = const { RefCell::new(None) };
+}
 
-/// Keeps the subcommand's matches (once, in `main`).
+/// Keeps the subcommand's matches for this thread's command (in `main`, and per call in
+/// [`crate::api`]).
 pub(crate) fn remember(matches: &ArgMatches) {
-    if let Some((_, m)) = matches.subcommand() {
-        let _ = SUBCOMMAND.set(m.clone());
-    }
+    let m = matches.subcommand().map(|(_, m)| m.clone());
+    SUBCOMMAND.with(|s| *s.borrow_mut() = m);
 }
 
 /// Whether the flag with clap id `id` (the field's name, `io_scheduler`) was given on the
 /// command line.
 pub(crate) fn given(id: &str) -> bool {
-    SUBCOMMAND.get().is_some_and(|m| {
-        m.ids().any(|i| i.as_str() == id) && m.value_source(id) == Some(ValueSource::CommandLine)
+    SUBCOMMAND.with(|s| {
+        s.borrow().as_ref().is_some_and(|m| {
+            m.ids().any(|i| i.as_str() == id)
+                && m.value_source(id) == Some(ValueSource::CommandLine)
+        })
     })
 }
 

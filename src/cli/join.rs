@@ -253,7 +253,7 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         if !recorded.is_empty() {
             v["recorded"] = serde_json::json!(recorded);
         }
-        println!("{}", serde_json::to_string(&v)?);
+        super::emit::json(&v)?;
         return Ok(());
     }
     let time_kind = if simulated { "simulated" } else { "wall" };

@@ -104,7 +104,7 @@ pub(crate) fn run(a: KvArgs) -> Result<()> {
         if !recorded.is_empty() {
             v["recorded"] = serde_json::json!(recorded);
         }
-        println!("{}", serde_json::to_string(&v)?);
+        super::emit::json(&v)?;
         return Ok(());
     }
     println!(

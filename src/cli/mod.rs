@@ -7,6 +7,7 @@ pub(crate) mod btree;
 pub(crate) mod calibrate;
 pub(crate) mod capture;
 pub(crate) mod compare;
+pub(crate) mod emit;
 pub(crate) mod fio;
 pub(crate) mod given;
 pub(crate) mod join;

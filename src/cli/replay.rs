@@ -358,7 +358,7 @@ fn print_one(a: &ReplayArgs, o: Outcome, recorded: &[String], wall_s: f64) -> Re
             v["backlog_by_tenth"] = serde_json::json!(l.backlog);
             v["backlog_grows"] = serde_json::json!(backlog_grows(&l.backlog));
         }
-        println!("{}", serde_json::to_string(&v)?);
+        super::emit::json(&v)?;
         return Ok(());
     }
     println!(
@@ -432,7 +432,7 @@ fn print_compare(
             "recorded": recorded,
             "wall_s": wall_s,
         });
-        println!("{}", serde_json::to_string(&v)?);
+        super::emit::json(&v)?;
         return Ok(());
     }
     println!(

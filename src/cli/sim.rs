@@ -138,7 +138,7 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
         if !recorded.is_empty() {
             v["recorded"] = serde_json::json!(recorded);
         }
-        println!("{}", serde_json::to_string(&v)?);
+        super::emit::json(&v)?;
     } else {
         println!(
             "flashlab sim: preset {} ({} bytes logical{}), workload {}, seed {}, timing {}",
@@ -237,7 +237,7 @@ fn run_compare(a: &SimArgs, drives: &[(String, String, Option<super::DriveKind>)
             "recorded": recorded,
             "wall_s": wall_s,
         });
-        println!("{}", serde_json::to_string(&v)?);
+        super::emit::json(&v)?;
         return Ok(());
     }
     let first = &done[0].2;

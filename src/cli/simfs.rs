@@ -63,7 +63,7 @@ pub(crate) fn run(a: SimfsArgs) -> Result<()> {
         let mut v = serde_json::to_value(&r)?;
         v["preset"] = serde_json::json!(sc.preset.name);
         v["seed"] = serde_json::json!(a.seed);
-        println!("{}", serde_json::to_string(&v)?);
+        super::emit::json(&v)?;
         return Ok(());
     }
     let ms = |ns: u64| ns as f64 / 1e6;

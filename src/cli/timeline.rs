@@ -38,9 +38,12 @@ pub(crate) struct TimelineArgs {
 }
 
 impl TimelineArgs {
-    /// Whether any output asks for a recording.
+    /// Whether any output asks for a recording (or the library caller does).
     pub(crate) fn wanted(&self) -> bool {
-        self.timeseries.is_some()
+        let library = super::emit::wanted();
+        library.series
+            || library.requests
+            || self.timeseries.is_some()
             || self.timeseries_plot.is_some()
             || self.histograms.is_some()
             || self.request_log.is_some()
@@ -167,7 +170,7 @@ impl TimelineOutputs {
     pub(crate) fn engine_spec(&self) -> Option<lab::backend::TimelineSpec> {
         self.args.wanted().then(|| lab::backend::TimelineSpec {
             interval_ns: self.args.interval,
-            requests: self.requests.is_some(),
+            requests: self.logs_requests(),
         })
     }
 
@@ -273,6 +276,7 @@ impl TimelineOutputs {
 
     /// Writes the request log's line for `c` of run `run` (errors kept for [`Self::finish`]).
     pub(crate) fn log_request(&self, run: &str, c: &Completion) {
+        super::emit::request(run, c);
         let Some(log) = &self.requests else {
             return;
         };
@@ -298,12 +302,13 @@ impl TimelineOutputs {
 
     /// Whether requests are logged (a caller passes a callback only then).
     pub(crate) fn logs_requests(&self) -> bool {
-        self.requests.is_some()
+        self.requests.is_some() || super::emit::wanted().requests
     }
 
     /// Writes the recordings of `runs` (name, figures) to the files opened; returns the
     /// lines to print about them.
     pub(crate) fn finish(mut self, runs: &[(String, TimeSeries)]) -> Result<Vec<String>> {
+        super::emit::series(runs);
         let mut said = Vec::new();
         if let Some(log) = self.requests.take() {
             let mut log = log.into_inner();

@@ -175,16 +175,47 @@ pub struct TimeSeries {
 }
 
 impl TimeSeries {
+    /// The names of the CSV's columns, in order (a row's JSON fields, nested ones joined
+    /// with `_`: `read.p99_us` is `read_p99_us`).
+    pub fn columns() -> Vec<String> {
+        let mut out: Vec<String> = [
+            "t_s",
+            "interval_s",
+            "iops",
+            "read_mb_per_s",
+            "write_mb_per_s",
+        ]
+        .map(String::from)
+        .to_vec();
+        for (name, _) in OPS {
+            for f in ["count", "bytes", "p50_us", "p99_us", "max_us"] {
+                out.push(format!("{name}_{f}"));
+            }
+        }
+        out.extend(
+            [
+                "flushes",
+                "queue_depth",
+                "host_write_pages",
+                "flash_write_pages",
+                "gc_copied_pages",
+                "erases",
+                "trimmed_pages",
+                "suspensions",
+                "waf",
+                "waf_so_far",
+                "slc_held_bytes",
+            ]
+            .map(String::from),
+        );
+        out
+    }
+
     /// The rows as CSV, one header line then a line per interval (empty cells for figures
     /// an interval has none of).
     pub fn to_csv(&self) -> String {
-        let mut out = String::from("t_s,interval_s,iops,read_mb_per_s,write_mb_per_s");
-        for (name, _) in OPS {
-            for f in ["count", "bytes", "p50_us", "p99_us", "max_us"] {
-                out.push_str(&format!(",{name}_{f}"));
-            }
-        }
-        out.push_str(",flushes,queue_depth,host_write_pages,flash_write_pages,gc_copied_pages,erases,trimmed_pages,suspensions,waf,waf_so_far,slc_held_bytes\n");
+        let mut out = Self::columns().join(",");
+        out.push('\n');
         let opt = |v: Option<f64>| v.map_or(String::new(), num);
         for r in &self.rows {
             out.push_str(&format!(

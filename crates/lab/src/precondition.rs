@@ -123,6 +123,9 @@ pub fn fill(ssd: &mut flash::Ssd, bytes: u64) -> Result<(), flash::FlashError> {
     let chunk = 1 << 20;
     let mut off = 0;
     while off < bytes {
+        if off % (1 << 30) == 0 && trace::cancel::requested() {
+            return Err(flash::FlashError::Config(trace::cancel::INTERRUPTED.into()));
+        }
         let len = chunk.min(bytes - off);
         ssd.write_untimed(off, len)?;
         off += len;
@@ -262,6 +265,9 @@ fn age(
         let before = ssd.stats();
         let mut left = per_round;
         while left > 0 {
+            if trace::cancel::requested() {
+                return Err(trace::cancel::INTERRUPTED.into());
+            }
             draw_batch(&mut gen, &mut left, &mut lpns);
             if reads_per_write == 0.0 {
                 ssd.write_units_untimed(&lpns).map_err(err)?;

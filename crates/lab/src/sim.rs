@@ -406,6 +406,9 @@ fn write_untimed_requests(
     let mut handles: Vec<u16> = Vec::new();
     let mut done = 0u64;
     while done < requests {
+        if trace::cancel::requested() {
+            return Err(FlashError::Config(trace::cancel::INTERRUPTED.into()));
+        }
         lpns.clear();
         handles.clear();
         while done < requests && lpns.len() < 4096 {

@@ -12,6 +12,9 @@ pub enum TraceError {
     },
     #[error("{origin}: {msg}")]
     Format { origin: String, msg: String },
+    /// The thread's cancellation token was cancelled ([`crate::cancel::requested`]).
+    #[error("interrupted")]
+    Cancelled,
     /// A replay setting that cannot work.
     #[error("{0}")]
     Config(String),

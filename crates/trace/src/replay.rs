@@ -222,6 +222,9 @@ where
         summary.end_ns = summary.end_ns.max(done);
         if summary.requests.is_multiple_of(PROGRESS_EVERY) {
             progress(summary.requests);
+            if crate::cancel::requested() {
+                return Err(TraceError::Cancelled);
+            }
         }
         heap.push(Reverse((done, seq, s, None)));
         seq += 1;
@@ -281,6 +284,9 @@ where
         summary.end_ns = summary.end_ns.max(done);
         if summary.requests.is_multiple_of(PROGRESS_EVERY) {
             progress(summary.requests);
+            if crate::cancel::requested() {
+                return Err(TraceError::Cancelled);
+            }
         }
     }
     progress(summary.requests);

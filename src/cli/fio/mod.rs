@@ -128,7 +128,7 @@ pub(crate) fn run(a: FioArgs) -> Result<()> {
         if !recorded.is_empty() {
             v["flashlab"]["recorded"] = serde_json::json!(recorded);
         }
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        super::emit::json_pretty(&v)?;
     } else {
         println!(
             "flashlab fio: {} on {} ({} bytes): the I/O {}'s null engine wrote, replayed in virtual time; latencies are the simulated drive's (no host software stack), percentiles exact",
