@@ -173,10 +173,8 @@ pub fn argv(command: &str, named: &[(String, Value)]) -> Result<Vec<String>, Err
                 )));
             }
             match &flag {
-                Some(f) => {
-                    out.push(f.clone());
-                    out.push(text);
-                }
+                // `--flag=value`, so a negative number reads as a value, not a flag.
+                Some(f) => out.push(format!("{f}={text}")),
                 None => positionals.push(text),
             }
         }
@@ -465,6 +463,7 @@ mod tests {
                 ("rest", json!(false)),
                 ("json", json!(true)),
                 ("seed", Value::Null),
+                ("op", json!(-0.5)),
             ]),
         )
         .unwrap();

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{flashlab, stdout_json, Scratch};
+use std::path::PathBuf;
 use std::process::Command;
 
 const SIM: &[&str] = &[
@@ -738,6 +739,103 @@ fn replay_repeats_a_trace_back_to_back_and_stops_after_max_requests() {
         "0",
     ]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--repeat must be at least 1"));
+}
+
+#[test]
+fn a_grid_run_in_shards_and_merged_is_the_grid_run_whole() {
+    let dir = Scratch::new("sweep-shards");
+    let grid = [
+        "--preset",
+        "x25e",
+        "--capacity",
+        "256MiB",
+        "--op",
+        "0.07,0.15,0.28",
+        "--gc",
+        "greedy,fifo",
+        "--workload",
+        "uniform",
+        "--writes",
+        "0.5x",
+        "--timing",
+        "off",
+    ];
+    let sweep = |out: &str, shard: Option<&str>| {
+        let out = dir.0.join(out);
+        let mut a = vec!["sweep", "--out", out.to_str().unwrap()];
+        if let Some(s) = shard {
+            a.extend(["--shard", s]);
+        }
+        a.push("--");
+        a.extend(grid);
+        let o = flashlab(&a);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        out
+    };
+    let whole = sweep("whole", None);
+    let shards: Vec<PathBuf> = (0..4)
+        .map(|k| sweep(&format!("s{k}"), Some(&format!("{k}/4"))))
+        .collect();
+    let rows = |d: &PathBuf| {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d.join("results.json")).unwrap())
+                .unwrap();
+        v["points"].as_array().unwrap().len()
+    };
+    // Six points over four shards: 2, 2, 1, 1.
+    assert_eq!(shards.iter().map(rows).collect::<Vec<_>>(), [2, 2, 1, 1]);
+    let merged = dir.0.join("merged");
+    let mut a = vec!["sweep", "merge"];
+    let names: Vec<String> = shards.iter().map(|p| p.display().to_string()).collect();
+    a.extend(names.iter().map(String::as_str));
+    a.extend(["--out", merged.to_str().unwrap()]);
+    let o = flashlab(&a);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for f in ["results.csv", "results.json", "waf.svg"] {
+        assert_eq!(
+            std::fs::read_to_string(whole.join(f)).unwrap(),
+            std::fs::read_to_string(merged.join(f)).unwrap(),
+            "{f}: merged shards and the whole grid differ"
+        );
+    }
+    // A shard left out, or given twice, is refused by name; so is a bad shard.
+    let o = flashlab(&[
+        "sweep",
+        "merge",
+        &names[0],
+        &names[1],
+        "--out",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("2 of the grid's 6 points are in none of the shards"),
+        "{err}"
+    );
+    let o = flashlab(&[
+        "sweep",
+        "merge",
+        &names[0],
+        &names[0],
+        "--out",
+        merged.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the shards overlap"));
+    let o = flashlab(&[
+        "sweep",
+        "--shard",
+        "4/4",
+        "--out",
+        merged.to_str().unwrap(),
+        "--",
+        "--preset",
+        "x25e",
+        "--workload",
+        "uniform",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("K must be from 0 to N-1"));
 }
 
 #[test]

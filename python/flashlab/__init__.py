@@ -49,6 +49,8 @@ __all__ = [
     "preset",
     "help",
     "argv",
+    "sweep",
+    "Sweep",
 ]
 
 __version__ = _flashlab.VERSION
@@ -147,13 +149,15 @@ def _named(options: Dict[str, Any]) -> List[list]:
     return named
 
 
-def _execute(args: List[str], series: bool, requests: bool) -> Any:
+def _execute(args: List[str], series: bool, requests: bool, stop: Any = None) -> Any:
     """Runs ``args`` on a thread of its own; waits in short steps so that Ctrl-C reaches
-    Python, and cancels the call if anything interrupts the wait."""
+    Python, and cancels the call if anything interrupts the wait or ``stop`` (a
+    ``threading.Event``) is set."""
     call = _flashlab.start(args, series, requests)
     try:
         while not call.wait(_WAIT_STEP_S):
-            pass
+            if stop is not None and stop.is_set():
+                call.cancel()
     except BaseException:
         call.cancel()
         call.wait(None)
@@ -236,3 +240,6 @@ def preset(name: str) -> Dict[str, Any]:
 def help(command: str) -> str:
     """The command line's help for ``command``: its options, defaults and what they do."""
     return _flashlab.help(command)
+
+
+from .sweep import Sweep, sweep  # noqa: E402  (it uses the names above)

@@ -65,6 +65,11 @@ pub(crate) fn wanted() -> Want {
     CAPTURE.with(|c| c.borrow().as_ref().map(|c| c.want).unwrap_or_default())
 }
 
+/// Whether this thread's output is kept for a library caller.
+pub(crate) fn is_capturing() -> bool {
+    CAPTURE.with(|c| c.borrow().is_some())
+}
+
 /// A command's `--json` output: printed on one line, or kept.
 pub(crate) fn json(v: &serde_json::Value) -> Result<()> {
     emit_json(v, false)

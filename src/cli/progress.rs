@@ -99,7 +99,9 @@ impl Shared {
 impl Progress {
     /// Progress of command `what` over `total` steps (0 if not known yet).
     pub(crate) fn new(what: &str, total: u64) -> Progress {
-        let terminal = std::io::stderr().is_terminal();
+        // A library call (the Python package) shows no progress: its caller has its own.
+        let quiet = super::emit::is_capturing();
+        let terminal = !quiet && std::io::stderr().is_terminal();
         let shared = Arc::new(Shared {
             what: what.to_string(),
             started: Instant::now(),
@@ -121,7 +123,7 @@ impl Progress {
         } else {
             ProgressBar::hidden()
         };
-        let ticker = (!terminal).then(|| {
+        let ticker = (!terminal && !quiet).then(|| {
             let s = Arc::clone(&shared);
             let (first, every) = periods();
             std::thread::spawn(move || {

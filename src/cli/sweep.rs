@@ -17,11 +17,57 @@ pub struct SweepArgs {
     /// Points run at once (default: the machine's cores).
     #[arg(long)]
     jobs: Option<usize>,
+    /// Run only shard K of N (0 <= K < N): the points whose position in the grid is K
+    /// modulo N, so N machines (a Slurm job array: `--shard
+    /// $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT`) share a grid; `flashlab sweep merge`
+    /// combines their directories.
+    #[arg(long, value_name = "K/N", value_parser = parse_shard)]
+    shard: Option<Shard>,
     /// `flashlab sim`'s flags, any of them with comma-separated values, e.g.
     /// `--preset mx500,840pro --op 0.07,0.15,0.28 --gc greedy,fifo --workload uniform
     /// --writes 1x --timing off`.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
     sim: Vec<String>,
+}
+
+/// One shard of a grid: the points whose position is `index` modulo `count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Shard {
+    index: usize,
+    count: usize,
+}
+
+fn parse_shard(s: &str) -> std::result::Result<Shard, String> {
+    let (k, n) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{s:?}: a shard is K/N, e.g. 0/4"))?;
+    let index: usize = k
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?}: K must be a whole number"))?;
+    let count: usize = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?}: N must be a whole number"))?;
+    if count == 0 || index >= count {
+        return Err(format!(
+            "{s:?}: K must be from 0 to N-1 (shards 0/{count} to {}/{count})",
+            count.saturating_sub(1)
+        ));
+    }
+    Ok(Shard { index, count })
+}
+
+/// `flashlab sweep merge`'s arguments.
+#[derive(Parser)]
+#[command(name = "flashlab sweep merge")]
+struct MergeArgs {
+    /// The shards' directories (each `flashlab sweep --shard K/N --out DIR`).
+    #[arg(required = true)]
+    shards: Vec<PathBuf>,
+    /// Directory for the merged results.csv, results.json and waf.svg.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 /// `sim` parsed on its own, to check and run one point.
@@ -135,7 +181,7 @@ const TIMED_FIELDS: &[&str] = &[
     "trim_interface_ns",
 ];
 
-fn unmeasured_as_null(v: &mut serde_json::Value) {
+pub(crate) fn unmeasured_as_null(v: &mut serde_json::Value) {
     let Some(m) = v.as_object_mut() else {
         return;
     };
@@ -184,8 +230,23 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// One point's outcome: `sim --json`'s result, or its error.
-type Outcome = std::result::Result<lab::sim::SimResult, lab::LabError>;
+/// One point's outcome: `sim --json`'s result (fields a point without timing did not
+/// measure as null), or its error.
+type Outcome = std::result::Result<serde_json::Value, String>;
+
+/// A finished point's outcome as the results files keep it.
+fn outcome(r: std::result::Result<lab::sim::SimResult, lab::LabError>) -> Result<Outcome> {
+    Ok(match r {
+        Ok(res) => {
+            let mut v = serde_json::to_value(&res)?;
+            if !res.timing {
+                unmeasured_as_null(&mut v);
+            }
+            Ok(v)
+        }
+        Err(e) => Err(e.to_string()),
+    })
+}
 
 /// The columns that lead results.csv after the axes, when a point has them.
 const LEADING_COLUMNS: &[&str] = &[
@@ -202,6 +263,9 @@ const LEADING_COLUMNS: &[&str] = &[
 ];
 
 pub fn run(a: SweepArgs) -> Result<()> {
+    if a.sim.first().is_some_and(|w| w == "merge") {
+        return merge(&a);
+    }
     let (fixed, axes) = axes(&a.sim)?;
     let grid = points(&axes);
     // Every point's flags parse before anything runs.
@@ -246,13 +310,32 @@ pub fn run(a: SweepArgs) -> Result<()> {
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("cannot create {}", a.out.display()))?;
     let jobs = a.jobs.unwrap_or_else(lab::experiments::threads).max(1);
+    // This run's points: the whole grid, or one shard of it.
+    let mine: Vec<usize> = (0..grid.len())
+        .filter(|i| a.shard.is_none_or(|s| i % s.count == s.index))
+        .collect();
+    let shard_text = a.shard.map_or(String::new(), |s| {
+        format!(
+            " (shard {}/{}: {} of the grid's {} points)",
+            s.index,
+            s.count,
+            mine.len(),
+            grid.len()
+        )
+    });
     eprintln!(
-        "flashlab sweep: {} point(s) over {} axis(es), {jobs} at a time, results in {}",
-        grid.len(),
+        "flashlab sweep: {} point(s) over {} axis(es){shard_text}, {jobs} at a time, results in {}",
+        mine.len(),
         axes.len(),
         a.out.display()
     );
-    let pb = ProgressBar::new(grid.len() as u64);
+    let grid_def = GridDef {
+        fixed: &fixed,
+        axes: &axes,
+        grid: &grid,
+        shard: a.shard,
+    };
+    let pb = ProgressBar::new(mine.len() as u64);
     pb.set_style(
         ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} points ({eta})")
             .expect("valid template")
@@ -267,20 +350,23 @@ pub fn run(a: SweepArgs) -> Result<()> {
     let outcomes: std::sync::Mutex<(Vec<Option<Outcome>>, Option<anyhow::Error>)> =
         std::sync::Mutex::new(((0..grid.len()).map(|_| None).collect(), None));
     std::thread::scope(|s| {
-        for _ in 0..jobs.min(grid.len()) {
+        for _ in 0..jobs.min(mine.len()) {
             s.spawn(|| loop {
                 if cancel.is_cancelled() {
                     break;
                 }
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(spec) = specs.get(i) else {
+                let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&i) = mine.get(n) else {
                     break;
                 };
-                let r = lab::sim::run(spec, &mut |_, _| {});
+                let r = outcome(lab::sim::run(&specs[i], &mut |_, _| {}));
                 let mut g = outcomes.lock().expect("no sweep worker panicked");
-                g.0[i] = Some(r);
+                match r {
+                    Ok(r) => g.0[i] = Some(r),
+                    Err(e) => g.1 = g.1.take().or(Some(e)),
+                }
                 if g.1.is_none() {
-                    if let Err(e) = write_results(&a.out, &fixed, &axes, &grid, &g.0) {
+                    if let Err(e) = write_results(&a.out, &grid_def, &g.0) {
                         g.1 = Some(e);
                     }
                 }
@@ -293,7 +379,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
                 eprintln!(
                     "flashlab sweep: point {} of {} done ({})",
                     pb.position(),
-                    grid.len(),
+                    mine.len(),
                     describe(&axes, &grid[i])
                 );
             });
@@ -306,30 +392,156 @@ pub fn run(a: SweepArgs) -> Result<()> {
     }
     let finished = results.iter().filter(|r| r.is_some()).count();
     if cancel.is_cancelled() {
-        write_results(&a.out, &fixed, &axes, &grid, &results)?;
+        write_results(&a.out, &grid_def, &results)?;
         eprintln!(
             "flashlab sweep: interrupted: {finished} of {} point(s) finished; they are in {}/results.csv and results.json",
-            grid.len(),
+            mine.len(),
             a.out.display()
         );
         std::process::exit(crate::signals::EXIT_INTERRUPTED);
     }
-    let failed = write_results(&a.out, &fixed, &axes, &grid, &results)?;
-    let plotted = plot_waf(&a.out, &axes, &grid, &results)?;
+    finish(
+        &a.out,
+        &grid_def,
+        &results,
+        &format!("{} point(s){shard_text}", mine.len()),
+    )
+}
+
+/// Writes the results files and the plot of a finished grid (or shard, or merge), says so,
+/// and fails naming the points that failed.
+fn finish(
+    out: &std::path::Path,
+    g: &GridDef,
+    results: &[Option<Outcome>],
+    what: &str,
+) -> Result<()> {
+    let failed = write_results(out, g, results)?;
+    let plotted = plot_waf(out, g.axes, g.grid, results)?;
     println!(
-        "flashlab sweep: {} point(s) written to {}/results.csv and results.json; {plotted}",
-        grid.len(),
-        a.out.display(),
+        "flashlab sweep: {what} written to {}/results.csv and results.json; {plotted}",
+        out.display(),
     );
     if !failed.is_empty() {
         bail!(
             "{} of {} point(s) failed: {}",
             failed.len(),
-            grid.len(),
+            results.iter().flatten().count(),
             failed.join("; ")
         );
     }
     Ok(())
+}
+
+/// A grid as the results files describe it: the fixed flags, the axes, every point, and
+/// the shard run (if one).
+struct GridDef<'a> {
+    fixed: &'a [String],
+    axes: &'a [Axis],
+    grid: &'a [Vec<String>],
+    shard: Option<Shard>,
+}
+
+/// `flashlab sweep merge DIR... --out DIR`: the shards of one grid combined into the
+/// results files the whole grid run at once writes. Refused if the shards are of
+/// different grids, overlap, or leave points out.
+fn merge(a: &SweepArgs) -> Result<()> {
+    let m = MergeArgs::try_parse_from(&a.sim).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let out = m.out.unwrap_or_else(|| a.out.clone());
+    let mut grid_of: Option<(serde_json::Value, serde_json::Value, usize)> = None;
+    let mut results: Vec<Option<Outcome>> = Vec::new();
+    let mut from: Vec<Option<PathBuf>> = Vec::new();
+    for dir in &m.shards {
+        let path = dir.join("results.json");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("shard {}: cannot read {}", dir.display(), path.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a sweep's results.json", path.display()))?;
+        let total = v["points_total"].as_u64().with_context(|| {
+            format!(
+                "{}: no points_total: not a sweep's results.json",
+                path.display()
+            )
+        })? as usize;
+        let this = (v["sim_flags"].clone(), v["axes"].clone(), total);
+        match &grid_of {
+            None => {
+                results = vec![None; total];
+                from = vec![None; total];
+                grid_of = Some(this);
+            }
+            Some(g) if *g != this => bail!(
+                "{} is a shard of another grid than {} (its sim flags, axes or point count differ)",
+                dir.display(),
+                m.shards[0].display()
+            ),
+            Some(_) => {}
+        }
+        for row in v["points"].as_array().into_iter().flatten() {
+            let i = row["index"].as_u64().with_context(|| {
+                format!("{}: a point without its index (written by an older flashlab? run the shard again)", path.display())
+            })? as usize;
+            if i >= total {
+                bail!(
+                    "{}: point {i} is outside the grid's {total}",
+                    path.display()
+                );
+            }
+            if let Some(other) = &from[i] {
+                bail!(
+                    "point {i} is in both {} and {}: the shards overlap",
+                    other.display(),
+                    dir.display()
+                );
+            }
+            results[i] = Some(match row.get("error") {
+                Some(e) => Err(e.as_str().unwrap_or_default().to_string()),
+                None => Ok(row["result"].clone()),
+            });
+            from[i] = Some(dir.clone());
+        }
+    }
+    let (fixed, axes_json, total) = grid_of.context("no shards given")?;
+    let missing: Vec<usize> = (0..total).filter(|&i| results[i].is_none()).collect();
+    if !missing.is_empty() {
+        let shown: Vec<String> = missing.iter().take(10).map(|i| i.to_string()).collect();
+        bail!(
+            "{} of the grid's {total} points are in none of the shards given (points {}{}): merge every shard, or run the missing ones",
+            missing.len(),
+            shown.join(", "),
+            if missing.len() > 10 { ", ..." } else { "" }
+        );
+    }
+    let fixed: Vec<String> = serde_json::from_value(fixed)?;
+    let axes: Vec<Axis> = axes_json
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|x| Axis {
+            flag: x["flag"].as_str().unwrap_or_default().to_string(),
+            values: serde_json::from_value(x["values"].clone()).unwrap_or_default(),
+        })
+        .collect();
+    let grid = points(&axes);
+    if grid.len() != total {
+        bail!(
+            "the shards' axes give {} points, their results say {total}",
+            grid.len()
+        );
+    }
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let g = GridDef {
+        fixed: &fixed,
+        axes: &axes,
+        grid: &grid,
+        shard: None,
+    };
+    finish(
+        &out,
+        &g,
+        &results,
+        &format!("{} shard(s), {total} point(s),", m.shards.len()),
+    )
 }
 
 /// Writes results.csv and results.json with every finished point (one row each: the axes,
@@ -337,15 +549,14 @@ pub fn run(a: SweepArgs) -> Result<()> {
 /// returns the failed points' descriptions.
 fn write_results(
     out: &std::path::Path,
-    fixed: &[String],
-    axes: &[Axis],
-    grid: &[Vec<String>],
+    g: &GridDef,
     results: &[Option<Outcome>],
 ) -> Result<Vec<String>> {
+    let (fixed, axes, grid) = (g.fixed, g.axes, g.grid);
     let mut rows: Vec<Vec<(String, String)>> = Vec::new();
     let mut json_rows = Vec::new();
     let mut failed = Vec::new();
-    for (p, r) in grid.iter().zip(results) {
+    for (index, (p, r)) in grid.iter().zip(results).enumerate() {
         let Some(r) = r else {
             continue;
         };
@@ -359,19 +570,15 @@ fn write_results(
             .map(|(k, v)| (k.clone(), serde_json::json!(v)))
             .collect();
         match r {
-            Ok(res) => {
-                let mut v = serde_json::to_value(res)?;
-                if !res.timing {
-                    unmeasured_as_null(&mut v);
-                }
-                flatten("", &v, &mut row);
+            Ok(v) => {
+                flatten("", v, &mut row);
                 row.push(("error".into(), String::new()));
-                json_rows.push(serde_json::json!({"point": point, "result": v}));
+                json_rows.push(serde_json::json!({"index": index, "point": point, "result": v}));
             }
             Err(e) => {
                 failed.push(format!("{}: {e}", describe(axes, p)));
-                row.push(("error".into(), e.to_string()));
-                json_rows.push(serde_json::json!({"point": point, "error": e.to_string()}));
+                row.push(("error".into(), e.clone()));
+                json_rows.push(serde_json::json!({"index": index, "point": point, "error": e}));
             }
         }
         rows.push(row);
@@ -419,12 +626,18 @@ fn write_results(
     write_whole(
         out,
         "results.json",
-        &serde_json::to_string_pretty(&serde_json::json!({
-            "sim_flags": fixed,
-            "axes": axes.iter().map(|x| serde_json::json!({"flag": x.flag, "values": x.values})).collect::<Vec<_>>(),
-            "points_total": grid.len(),
-            "points": json_rows,
-        }))?,
+        &serde_json::to_string_pretty(&{
+            let mut v = serde_json::json!({
+                "sim_flags": fixed,
+                "axes": axes.iter().map(|x| serde_json::json!({"flag": x.flag, "values": x.values})).collect::<Vec<_>>(),
+                "points_total": grid.len(),
+                "points": json_rows,
+            });
+            if let Some(sh) = g.shard {
+                v["shard"] = serde_json::json!({"index": sh.index, "count": sh.count});
+            }
+            v
+        })?,
     )?;
     Ok(failed)
 }
@@ -466,7 +679,7 @@ fn plot_waf(
         let Some(waf) = r
             .as_ref()
             .and_then(|r| r.as_ref().ok())
-            .and_then(|res| res.stats.waf)
+            .and_then(|v| v["waf"].as_f64())
         else {
             continue; // failed, or no writes to amplify
         };
