@@ -27,7 +27,7 @@ import json
 import os
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
 
@@ -106,10 +106,12 @@ def run_point(command: str, index: int, options: Dict[str, Any],
 
 
 class Sweep:
-    """A sweep under way: iterate for rows as points finish; ``table()`` for all of them."""
+    """A sweep under way (its points started when it was made): iterate for rows as points
+    finish; ``table()`` for all of them; ``cancel()`` to stop it."""
 
-    def __init__(self, rows: Iterator[Dict[str, Any]], total: int):
+    def __init__(self, rows: Iterator[Dict[str, Any]], cancel: Callable[[], None], total: int):
         self._rows = rows
+        self._cancel = cancel
         self._done: List[Dict[str, Any]] = []
         self.total = total
 
@@ -118,8 +120,21 @@ class Sweep:
             self._done.append(row)
             yield row
 
+    def cancel(self) -> None:
+        """Stops the sweep: points not yet started never start, and on local threads the
+        points running are cancelled (each removes what it made); returns when they have
+        stopped. The rows already received stay in ``rows()``."""
+        self._cancel()
+        self._rows.close()
+
+    def __enter__(self) -> "Sweep":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cancel()
+
     def rows(self) -> List[Dict[str, Any]]:
-        """Every row, in grid order (waits for the points still running)."""
+        """Every row received, in grid order (waits for the points still running)."""
         for _ in self:
             pass
         return sorted(self._done, key=lambda r: r["index"])
@@ -150,39 +165,57 @@ def _array(values: List[Any]) -> pa.Array:
         return pa.array([None if v is None else str(v) for v in values], pa.string())
 
 
-def _local(command: str, pts: List[Dict[str, Any]], jobs: int) -> Iterator[Dict[str, Any]]:
+def _local(command: str, pts: List[Dict[str, Any]], jobs: int):
+    """Submits every point to a pool of ``jobs`` threads now; the rows as they finish, and
+    how to cancel."""
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="flashlab-sweep")
-    try:
-        pending = {pool.submit(run_point, command, i, p, stop) for i, p in enumerate(pts)}
-        while pending:
-            done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
-            for f in done:
-                yield f.result()
-    finally:
-        # Interrupted, or the caller stopped iterating: no more points start, and those
-        # running are cancelled (each removes what it made).
+    futures = [pool.submit(run_point, command, i, p, stop) for i, p in enumerate(pts)]
+
+    def cancel() -> None:
         stop.set()
         pool.shutdown(wait=True, cancel_futures=True)
 
+    def rows() -> Iterator[Dict[str, Any]]:
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+                for f in done:
+                    if not f.cancelled() and f.exception() is None:
+                        yield f.result()
+        except BaseException:
+            cancel()
+            raise
+        pool.shutdown(wait=False)
 
-def _dask(command: str, pts: List[Dict[str, Any]], client: Any) -> Iterator[Dict[str, Any]]:
+    return rows(), cancel
+
+
+def _dask(command: str, pts: List[Dict[str, Any]], client: Any):
+    """Submits every point to ``client`` now; the rows as they finish, and how to cancel."""
     from dask.distributed import as_completed
 
-    futures = [client.submit(run_point, command, i, p, key=f"flashlab-{command}-{i}-{os.getpid()}-{id(pts)}",
-                             pure=False)
-               for i, p in enumerate(pts)]
+    futures = [client.submit(run_point, command, i, p, pure=False) for i, p in enumerate(pts)]
     index = {f.key: i for i, f in enumerate(futures)}
-    try:
-        for f in as_completed(futures):
-            i = index[f.key]
-            if f.status == "error":
-                # The worker itself failed (it died, or the package is missing there).
-                yield {"index": i, **pts[i], "error": f"the worker failed: {f.exception()!r}"}
-            else:
-                yield f.result()
-    finally:
+
+    def cancel() -> None:
         client.cancel([f for f in futures if not f.done()])
+
+    def rows() -> Iterator[Dict[str, Any]]:
+        try:
+            for f in as_completed(futures):
+                i = index[f.key]
+                if f.status == "error":
+                    # The worker itself failed (it died, or the package is missing there).
+                    yield {"index": i, **pts[i], "error": f"the worker failed: {f.exception()!r}"}
+                elif f.status == "finished":
+                    yield f.result()
+        except BaseException:
+            cancel()
+            raise
+
+    return rows(), cancel
 
 
 def sweep(grid: Grid, *, command: str = "sim", client: Any = None, jobs: Optional[int] = None,
@@ -202,7 +235,7 @@ def sweep(grid: Grid, *, command: str = "sim", client: Any = None, jobs: Optiona
         except UsageError as e:
             raise UsageError(f"sweep point {p}: {e}") from None
     if client is not None:
-        rows = _dask(command, pts, client)
+        rows, cancel = _dask(command, pts, client)
     else:
-        rows = _local(command, pts, max(1, jobs or os.cpu_count() or 1))
-    return Sweep(rows, len(pts))
+        rows, cancel = _local(command, pts, max(1, jobs or os.cpu_count() or 1))
+    return Sweep(rows, cancel, len(pts))

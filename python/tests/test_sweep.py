@@ -77,3 +77,15 @@ def test_the_same_sweep_on_a_dask_local_cluster_with_a_failing_point():
         remote = s.table()
     assert remote.to_pylist() == local.to_pylist()
     assert remote.column("error").to_pylist()[2] is not None
+
+
+def test_a_cancelled_local_sweep_stops_its_running_points_and_keeps_its_rows():
+    # Points far too long to finish here (the full 250 GB drive written 1,000 times over): the
+    # test ends only because cancel() stops the two running and starts none of the others.
+    s = flashlab.sweep({"seed": list(range(1, 9))}, jobs=2, preset="mx500",
+                       workload="uniform", writes="1000x", timing=False)
+    s.cancel()
+    assert s.rows() == []
+    with flashlab.sweep({"op": [0.1, 0.2]}, **{k: v for k, v in FIXED.items()}) as s:
+        got = [r["index"] for r in s]
+    assert sorted(got) == [0, 1] and len(s.rows()) == 2

@@ -204,7 +204,11 @@ impl TimelineOutputs {
         if a.interval == 0 {
             bail!("--interval must be positive (e.g. 100ms)");
         }
-        if given::given("interval") && a.timeseries.is_none() && a.timeseries_plot.is_none() {
+        if given::given("interval")
+            && a.timeseries.is_none()
+            && a.timeseries_plot.is_none()
+            && !super::emit::wanted().series
+        {
             bail!("--interval sets the interval of --timeseries and --timeseries-plot: add one of them");
         }
         if let Some(p) = &a.timeseries_plot {
