@@ -250,10 +250,7 @@ pub fn run(args: &[String], want: Want, cancel: &Cancel) -> Result<Output, Error
         tables.push(("histograms".to_string(), histogram_table(&captured.series)));
     }
     if want.requests {
-        tables.push((
-            "requests".to_string(),
-            requests_table(&captured.runs, &captured.requests),
-        ));
+        tables.push(("requests".to_string(), requests_table(captured.requests)));
     }
     Ok(Output { json, tables })
 }
@@ -407,35 +404,22 @@ fn histogram_table(runs: &[(String, TimeSeries)]) -> Table {
 }
 
 /// Every request as the drive served it: the columns of `--request-log`.
-fn requests_table(runs: &[String], requests: &[(u32, flash::timeline::Completion)]) -> Table {
-    let mut ops: Vec<String> = Vec::new();
-    let mut op_codes = Vec::with_capacity(requests.len());
-    for (_, c) in requests {
-        let name = c.op.name();
-        let code = match ops.iter().position(|o| o == name) {
-            Some(i) => i,
-            None => {
-                ops.push(name.to_string());
-                ops.len() - 1
-            }
-        };
-        op_codes.push(code as u32);
-    }
-    let col = |f: &dyn Fn(&flash::timeline::Completion) -> u64| {
-        Column::U64(requests.iter().map(|(_, c)| f(c)).collect())
-    };
+fn requests_table(r: emit::Requests) -> Table {
+    let latency_ns = r
+        .complete_ns
+        .iter()
+        .zip(&r.submit_ns)
+        .map(|(c, s)| c - s)
+        .collect();
     Table {
         columns: vec![
-            (
-                "run".into(),
-                text_column(requests.iter().map(|(r, _)| *r).collect(), runs.to_vec()),
-            ),
-            ("submit_ns".into(), col(&|c| c.submit_ns)),
-            ("complete_ns".into(), col(&|c| c.complete_ns)),
-            ("latency_ns".into(), col(&|c| c.complete_ns - c.submit_ns)),
-            ("op".into(), text_column(op_codes, ops)),
-            ("offset_bytes".into(), col(&|c| c.offset_bytes)),
-            ("len_bytes".into(), col(&|c| c.len_bytes)),
+            ("run".into(), text_column(r.run, r.runs)),
+            ("submit_ns".into(), Column::U64(r.submit_ns)),
+            ("complete_ns".into(), Column::U64(r.complete_ns)),
+            ("latency_ns".into(), Column::U64(latency_ns)),
+            ("op".into(), text_column(r.op, r.ops)),
+            ("offset_bytes".into(), Column::U64(r.offset_bytes)),
+            ("len_bytes".into(), Column::U64(r.len_bytes)),
         ],
     }
 }
@@ -471,13 +455,11 @@ mod tests {
             a,
             [
                 "sim",
-                "--preset",
-                "mx500,980",
-                "--queue-depth",
-                "32",
-                "--timing",
-                "off",
-                "--json"
+                "--preset=mx500,980",
+                "--queue-depth=32",
+                "--timing=off",
+                "--json",
+                "--op=-0.5"
             ]
         );
         let p = argv("presets", &named(&[("name", json!("mx500"))])).unwrap();

@@ -27,10 +27,48 @@ pub(crate) struct Captured {
     pub(crate) json: Vec<serde_json::Value>,
     /// Each run's recording (run name, figures).
     pub(crate) series: Vec<(String, TimeSeries)>,
-    /// The runs' names, for [`Self::requests`].
+    /// Each request served, column by column.
+    pub(crate) requests: Requests,
+}
+
+/// Served requests as columns (a request log of millions of rows is kept once, in the
+/// shape it is handed on in).
+#[derive(Debug, Default)]
+pub(crate) struct Requests {
+    /// The runs' names; `run[i]` is a position in it.
     pub(crate) runs: Vec<String>,
-    /// Each request served: its run (a position in [`Self::runs`]) and completion.
-    pub(crate) requests: Vec<(u32, Completion)>,
+    pub(crate) run: Vec<u32>,
+    pub(crate) submit_ns: Vec<u64>,
+    pub(crate) complete_ns: Vec<u64>,
+    /// The operations' names; `op[i]` is a position in it.
+    pub(crate) ops: Vec<String>,
+    pub(crate) op: Vec<u32>,
+    pub(crate) offset_bytes: Vec<u64>,
+    pub(crate) len_bytes: Vec<u64>,
+}
+
+/// The position of `name` in `names`, added at the end if new.
+fn code_of(names: &mut Vec<String>, name: &str) -> u32 {
+    match names.iter().position(|n| n == name) {
+        Some(i) => i as u32,
+        None => {
+            names.push(name.to_string());
+            (names.len() - 1) as u32
+        }
+    }
+}
+
+impl Requests {
+    fn push(&mut self, run: &str, c: &Completion) {
+        let r = code_of(&mut self.runs, run);
+        self.run.push(r);
+        self.submit_ns.push(c.submit_ns);
+        self.complete_ns.push(c.complete_ns);
+        let op = code_of(&mut self.ops, c.op.name());
+        self.op.push(op);
+        self.offset_bytes.push(c.offset_bytes);
+        self.len_bytes.push(c.len_bytes);
+    }
 }
 
 thread_local! {
@@ -115,14 +153,7 @@ pub(crate) fn request(run: &str, done: &Completion) {
     CAPTURE.with(|c| {
         if let Some(c) = c.borrow_mut().as_mut() {
             if c.want.requests {
-                let i = match c.runs.iter().position(|r| r == run) {
-                    Some(i) => i,
-                    None => {
-                        c.runs.push(run.to_string());
-                        c.runs.len() - 1
-                    }
-                };
-                c.requests.push((i as u32, *done));
+                c.requests.push(run, done);
             }
         }
     });
