@@ -196,11 +196,40 @@ pub fn help(command: &str) -> Result<String, Error> {
     Ok(cmd.render_long_help().to_string())
 }
 
-/// Whether `command` has a `--json` switch.
-fn has_json(command: &str) -> bool {
-    Cli::command()
-        .find_subcommand(command)
-        .is_some_and(|c| c.get_arguments().any(|a| a.get_id().as_str() == "json"))
+/// The flag that makes `command` print JSON: `--json`, or fio's `--output-format=json`.
+fn json_flag(command: &str) -> Option<&'static str> {
+    let cli = Cli::command();
+    let cmd = cli.find_subcommand(command)?;
+    let has = |id: &str| cmd.get_arguments().any(|a| a.get_id().as_str() == id);
+    if has("json") {
+        Some("--json")
+    } else if has("output_format") {
+        Some("--output-format=json")
+    } else {
+        None
+    }
+}
+
+/// The commands that can record a run over virtual time (on a simulated drive).
+const RECORDING: &[&str] = &["sim", "replay", "fio", "join", "btree", "kv"];
+
+/// A usage error as a library caller reads it: without the `--json` the call added, and
+/// pointing at the command's help.
+fn usage_text(command: &str, rendered: &str) -> String {
+    rendered
+        .trim_end()
+        .lines()
+        .map(|l| {
+            if l.starts_with("Usage:") {
+                l.replace(" --json", "").replace(" --output-format=json", "")
+            } else if l.starts_with("For more information, try '--help'") {
+                format!("For more information: `flashlab {command} --help` (in Python, flashlab.help({command:?}))")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Runs the command `args` names (`["sim", "--preset", "mx500", ...]`, without the
@@ -216,17 +245,32 @@ pub fn run(args: &[String], want: Want, cancel: &Cancel) -> Result<Output, Error
             COMMANDS.join(", ")
         )));
     }
+    if (want.series || want.requests) && !RECORDING.contains(&command.as_str()) {
+        return Err(Error::Usage(format!(
+            "{command} records nothing over virtual time: series and requests are for {}",
+            RECORDING.join(", ")
+        )));
+    }
     let mut argv = vec!["flashlab".to_string(), command.clone()];
-    if has_json(command) && !args.iter().any(|a| a == "--json") {
-        // Before the arguments: after a `--` it would be a positional.
-        argv.push("--json".to_string());
+    if let Some(flag) = json_flag(command) {
+        let given: Vec<&String> = args
+            .iter()
+            .filter(|a| a.starts_with("--output-format"))
+            .collect();
+        if given.iter().any(|a| !a.ends_with("json")) {
+            return Err(Error::Usage(format!(
+                "{command}: a library call's result is the command's JSON; leave output_format out"
+            )));
+        }
+        if !args.iter().any(|a| a == "--json") && given.is_empty() {
+            // Before the arguments: after a `--` it would be a positional.
+            argv.push(flag.to_string());
+        }
     }
     argv.extend(args[1..].iter().cloned());
-    let matches = Cli::command()
-        .try_get_matches_from(&argv)
-        .map_err(|e| Error::Usage(e.render().to_string().trim_end().to_string()))?;
-    let cli = Cli::from_arg_matches(&matches)
-        .map_err(|e| Error::Usage(e.render().to_string().trim_end().to_string()))?;
+    let usage = |e: clap::Error| Error::Usage(usage_text(command, &e.render().to_string()));
+    let matches = Cli::command().try_get_matches_from(&argv).map_err(usage)?;
+    let cli = Cli::from_arg_matches(&matches).map_err(usage)?;
     crate::cli::given::remember(&matches);
     let (result, captured) = trace::cancel::with_token(cancel, || {
         emit::capturing(want, || crate::run_command(cli.command))

@@ -48,7 +48,11 @@ enum Command {
     Presets(presets::PresetsArgs),
     /// Measure the simulator's own speed and memory.
     Bench(bench::BenchArgs),
-    /// `sim` over a grid: any sim flag with comma-separated values, points on all cores.
+    /// `sim` over a grid: any sim flag with comma-separated values, points on all cores;
+    /// `--shard K/N` runs one shard of it, `sweep merge DIR... --out DIR` combines shards.
+    #[command(
+        after_help = "Shards: `flashlab sweep --shard K/N --out DIR -- FLAGS` runs the points whose position in the grid is K modulo N; `flashlab sweep merge DIR... --out DIR` combines the shards' directories into the files the whole grid writes (`flashlab sweep merge --help`)."
+    )]
     Sweep(sweep::SweepArgs),
     /// Probe a drive (a new file, a block device, or a simulated drive) and write a preset
     /// fitted to it, every value saying which probe set it.

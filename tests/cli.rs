@@ -822,6 +822,36 @@ fn a_grid_run_in_shards_and_merged_is_the_grid_run_whole() {
         merged.to_str().unwrap(),
     ]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("the shards overlap"));
+    let o = flashlab(&["sweep", "merge", "--help"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("flashlab sweep merge"));
+    // The fixed flags in another order are the same grid.
+    let again = dir.0.join("s0-again");
+    let mut reordered = vec![
+        "sweep",
+        "--shard",
+        "0/4",
+        "--out",
+        again.to_str().unwrap(),
+        "--",
+    ];
+    let mut flags = grid.to_vec();
+    flags.rotate_left(2); // --capacity first, --preset after the axes
+    reordered.extend(flags);
+    let o = flashlab(&reordered);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let merged2 = dir.0.join("merged2");
+    let o = flashlab(&[
+        "sweep",
+        "merge",
+        again.to_str().unwrap(),
+        &names[1],
+        &names[2],
+        &names[3],
+        "--out",
+        merged2.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = flashlab(&[
         "sweep",
         "--shard",

@@ -26,6 +26,7 @@ arguments and seed, same numbers.
 from __future__ import annotations
 
 import json
+import numbers
 from typing import Any, Dict, List, Optional, Sequence
 
 import pyarrow as pa
@@ -138,14 +139,31 @@ def argv(command: str, **options: Any) -> List[str]:
     return args
 
 
+def _value(name: str, v: Any) -> Any:
+    """One option's value as the command line's text (numbers exactly as Python writes
+    them), ``True``/``False``, or ``None``."""
+    if v is None or isinstance(v, (bool, str)):
+        return v
+    if hasattr(v, "__fspath__"):
+        return str(v.__fspath__())
+    if isinstance(v, numbers.Integral):
+        return str(int(v))
+    if isinstance(v, numbers.Real):
+        return repr(float(v))
+    if hasattr(v, "item") and callable(v.item) and getattr(v, "shape", None) == ():
+        return _value(name, v.item())  # a numpy scalar of another kind (numpy.bool_)
+    raise UsageError(f"option {name}: {v!r} is not a value (give text, a number, "
+                     "True/False, a path or a list of them)")
+
+
 def _named(options: Dict[str, Any]) -> List[list]:
     named = []
     for k, v in options.items():
-        if hasattr(v, "__fspath__"):
-            v = str(v.__fspath__())
-        elif isinstance(v, (list, tuple)):
-            v = [str(x.__fspath__()) if hasattr(x, "__fspath__") else x for x in v]
-        named.append([k, v])
+        if isinstance(v, (list, tuple)) or (hasattr(v, "tolist") and getattr(v, "shape", ()) != ()):
+            items = v.tolist() if hasattr(v, "tolist") else v
+            named.append([k, [_value(k, x) for x in items]])
+        else:
+            named.append([k, _value(k, v)])
     return named
 
 
@@ -159,8 +177,12 @@ def _execute(args: List[str], series: bool, requests: bool, stop: Any = None) ->
             if stop is not None and stop.is_set():
                 call.cancel()
     except BaseException:
+        # Cancelled: wait (in steps, so a second Ctrl-C is heard) until the call has
+        # removed what it made; a second interrupt stops waiting (the call goes on
+        # cleaning up on its own thread).
         call.cancel()
-        call.wait(None)
+        while not call.wait(_WAIT_STEP_S):
+            pass
         call.outcome()
         raise
     kind, text, tables = call.outcome()
@@ -239,7 +261,10 @@ def preset(name: str) -> Dict[str, Any]:
 
 def help(command: str) -> str:
     """The command line's help for ``command``: its options, defaults and what they do."""
-    return _flashlab.help(command)
+    ok, text = _flashlab.help(command)
+    if not ok:
+        raise UsageError(text)
+    return text
 
 
 from .sweep import Sweep, sweep  # noqa: E402  (it uses the names above)

@@ -27,7 +27,7 @@ import json
 import os
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
 
@@ -44,13 +44,16 @@ def points(grid: Grid) -> List[Dict[str, Any]]:
     option varying slowest); a list of mappings is the points themselves."""
     if isinstance(grid, Mapping):
         names = list(grid.keys())
+        axes = []
         for name in names:
             values = grid[name]
-            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+            if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
                 raise ValueError(f"sweep grid: {name!r} must be a list of values, not {values!r}")
+            values = values.tolist() if hasattr(values, "tolist") else list(values)
             if len(values) == 0:
                 raise ValueError(f"sweep grid: {name!r} has no values")
-        return [dict(zip(names, combo)) for combo in itertools.product(*(grid[n] for n in names))]
+            axes.append(values)
+        return [dict(zip(names, combo)) for combo in itertools.product(*axes)]
     out = [dict(p) for p in grid]
     if not out:
         raise ValueError("sweep grid: no points")
@@ -63,12 +66,17 @@ def _flatten(figures: Dict[str, Any]) -> Dict[str, Any]:
     for k, v in figures.items():
         if isinstance(v, dict):
             for k2, v2 in v.items():
-                row[f"{k}.{k2}"] = json.dumps(v2) if isinstance(v2, (dict, list)) else v2
+                row[f"{k}.{k2}"] = _json(v2) if isinstance(v2, (dict, list)) else v2
         elif isinstance(v, list):
-            row[k] = json.dumps(v)
+            row[k] = _json(v)
         else:
             row[k] = v
     return row
+
+
+def _json(v: Any) -> str:
+    """Compact JSON, as results.csv writes nested values."""
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
 
 
 def _unmeasured_as_null(figures: Dict[str, Any]) -> None:
@@ -123,9 +131,13 @@ class Sweep:
     def cancel(self) -> None:
         """Stops the sweep: points not yet started never start, and on local threads the
         points running are cancelled (each removes what it made); returns when they have
-        stopped. The rows already received stay in ``rows()``."""
+        stopped. The rows already received stay in ``rows()``; a thread iterating the
+        sweep stops. May be called from any thread."""
         self._cancel()
-        self._rows.close()
+        try:
+            self._rows.close()
+        except ValueError:
+            pass  # another thread is iterating: it sees the cancellation and stops
 
     def __enter__(self) -> "Sweep":
         return self
@@ -165,31 +177,64 @@ def _array(values: List[Any]) -> pa.Array:
         return pa.array([None if v is None else str(v) for v in values], pa.string())
 
 
+#: Local sweeps not yet ended, cancelled when the interpreter exits (their threads would
+#: otherwise keep it waiting for every point).
+_LIVE: set = set()
+
+
+class _LocalRun:
+    """A local sweep's pool and its cancellation."""
+
+    def __init__(self, jobs: int):
+        self.stop = threading.Event()
+        self.pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="flashlab-sweep")
+        _LIVE.add(self)
+
+    def cancel(self) -> None:
+        self.stop.set()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        _LIVE.discard(self)
+
+
+def _cancel_live_sweeps() -> None:
+    for run in list(_LIVE):
+        run.cancel()
+
+
+# Before concurrent.futures joins its worker threads at exit (callbacks registered here
+# run in reverse order of registration, so this one runs first).
+if hasattr(threading, "_register_atexit"):
+    threading._register_atexit(_cancel_live_sweeps)
+
+
 def _local(command: str, pts: List[Dict[str, Any]], jobs: int):
     """Submits every point to a pool of ``jobs`` threads now; the rows as they finish, and
     how to cancel."""
-    stop = threading.Event()
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="flashlab-sweep")
-    futures = [pool.submit(run_point, command, i, p, stop) for i, p in enumerate(pts)]
-
-    def cancel() -> None:
-        stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
+    run = _LocalRun(jobs)
+    futures = {run.pool.submit(run_point, command, i, p, run.stop): i for i, p in enumerate(pts)}
 
     def rows() -> Iterator[Dict[str, Any]]:
         pending = set(futures)
         try:
-            while pending:
+            while pending and not run.stop.is_set():
                 done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
                 for f in done:
-                    if not f.cancelled() and f.exception() is None:
+                    if f.cancelled() or run.stop.is_set():
+                        continue
+                    e = f.exception()
+                    if e is None:
                         yield f.result()
+                    elif not isinstance(e, KeyboardInterrupt):
+                        i = futures[f]
+                        yield {"index": i, **pts[i], "error": f"flashlab failed: {e!r}"}
         except BaseException:
-            cancel()
+            run.cancel()
             raise
-        pool.shutdown(wait=False)
+        if not run.stop.is_set():
+            run.pool.shutdown(wait=False)
+            _LIVE.discard(run)
 
-    return rows(), cancel
+    return rows(), run.cancel
 
 
 def _dask(command: str, pts: List[Dict[str, Any]], client: Any):

@@ -179,10 +179,14 @@ fn argv(command: &str, named_json: &str) -> PyResult<(bool, Vec<String>, String)
     }
 }
 
-/// The command line's help for `command` (its options, defaults and what they do).
+/// The command line's help for `command` (its options, defaults and what they do):
+/// (true, text) or (false, why not).
 #[pyfunction]
-fn help(command: &str) -> PyResult<String> {
-    api::help(command).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+fn help(command: &str) -> (bool, String) {
+    match api::help(command) {
+        Ok(t) => (true, t),
+        Err(e) => (false, e.to_string()),
+    }
 }
 
 #[pymodule]

@@ -244,3 +244,55 @@ def test_a_timed_sim_without_timing_records_nothing():
     r = flashlab.sim(**{**SMALL, "timing": False})
     assert r.timeseries is None and r["waf"] > 1.0
     assert math.isfinite(r["waf"])
+
+
+def test_fio_gives_its_json_without_being_asked(tmp_path):
+    import shutil
+    if shutil.which("fio") is None:
+        pytest.skip("no fio program (apt-get install fio)")
+    job = Path(__file__).resolve().parents[2] / "examples" / "fio" / "randwrite-qd32.fio"
+    r = flashlab.fio(jobfile=job, preset="mx500", capacity="1GiB")
+    assert "jobs" in r.figures and r.timeseries is not None
+    with pytest.raises(flashlab.UsageError):
+        flashlab.fio(jobfile=job, preset="mx500", capacity="1GiB", output_format="normal")
+
+
+@pytest.mark.parametrize("call", [
+    "flashlab.btree(preload=3000000, ops=1000000)",
+    "flashlab.btree(preload=3000000, ops=1000000, backend='sim', preset='mx500', capacity='8GiB')",
+    "flashlab.kv(docs=400000, ops=2000000, backend='sim', preset='840pro', capacity='4GiB')",
+    "flashlab.replay(trace=TRACE, preset='mx500', capacity='1GiB', repeat=100000)",
+])
+def test_ctrl_c_stops_engines_in_memory_and_on_a_simulated_drive(call):
+    trace = Path(__file__).resolve().parents[2] / "examples" / "kv-ext4.trace"
+    started = time.time()
+    code, out, err = interrupted(f"""
+        import flashlab
+        TRACE = {str(trace)!r}
+        print("started", flush=True)
+        try:
+            {call}
+            print("finished")
+        except KeyboardInterrupt:
+            print("interrupted")
+        """, lambda: time.time() - started > 3)
+    assert "interrupted" in out, (out, err)
+
+
+def test_recordings_are_refused_where_there_is_nothing_to_record(tmp_path):
+    with pytest.raises(flashlab.UsageError) as e:
+        flashlab.run("simfs", requests=True)
+    assert "records nothing" in str(e.value)
+    with pytest.raises(flashlab.FlashlabError) as e:
+        flashlab.join(series=True, backend="os", dir=tmp_path, sf=0.01, memory="1MiB")
+    assert "backend sim" in str(e.value)
+    with pytest.raises(flashlab.FlashlabError) as e:
+        flashlab.sim(series=True, **{**SMALL, "timing": False})
+    assert "timing on" in str(e.value)
+
+
+def test_usage_errors_read_as_a_library_callers():
+    with pytest.raises(flashlab.UsageError) as e:
+        flashlab.sim(preset="mx500")
+    text = str(e.value)
+    assert "--workload" in text and "--json" not in text and 'flashlab.help("sim")' in text

@@ -3,6 +3,10 @@ the command line's `flashlab sweep`."""
 
 import json
 import subprocess
+import sys
+import textwrap
+import threading
+import time
 
 import pytest
 
@@ -13,6 +17,10 @@ from test_calls import cli
 
 FIXED = dict(preset="x25e", capacity="256MiB", workload="uniform", writes="0.5x", timing=False)
 GRID = {"op": [0.07, 0.15, 0.28], "gc": ["greedy", "fifo"]}
+
+
+def compact(v):
+    return json.dumps(v, separators=(",", ":"))
 
 
 def test_a_grid_is_the_product_of_its_options_first_slowest():
@@ -42,9 +50,9 @@ def test_a_local_sweep_gives_the_command_lines_sweep(tmp_path):
                 continue  # the point's own option, as results.csv keeps it
             if isinstance(v, dict):
                 for k2, v2 in v.items():
-                    assert r[f"{k}.{k2}"] == (json.dumps(v2) if isinstance(v2, (dict, list)) else v2), (k, k2)
+                    assert r[f"{k}.{k2}"] == (compact(v2) if isinstance(v2, (dict, list)) else v2), (k, k2)
             elif isinstance(v, list):
-                assert r[k] == json.dumps(v), k
+                assert r[k] == compact(v), k
             else:
                 assert r[k] == v, k
 
@@ -79,13 +87,47 @@ def test_the_same_sweep_on_a_dask_local_cluster_with_a_failing_point():
     assert remote.column("error").to_pylist()[2] is not None
 
 
+# Points far too long to finish in a test (the full 250 GB MX500 written 20 times over,
+# about a minute each even here): a test with them ends only because the sweep is cancelled.
+LONG = dict(preset="mx500", workload="uniform", writes="20x", timing=False)
+
+
 def test_a_cancelled_local_sweep_stops_its_running_points_and_keeps_its_rows():
-    # Points far too long to finish here (the full 250 GB drive written 1,000 times over): the
-    # test ends only because cancel() stops the two running and starts none of the others.
-    s = flashlab.sweep({"seed": list(range(1, 9))}, jobs=2, preset="mx500",
-                       workload="uniform", writes="1000x", timing=False)
+    s = flashlab.sweep({"seed": list(range(1, 9))}, jobs=2, **LONG)
+    time.sleep(1.0)  # the first two points are running
     s.cancel()
     assert s.rows() == []
-    with flashlab.sweep({"op": [0.1, 0.2]}, **{k: v for k, v in FIXED.items()}) as s:
+    with flashlab.sweep({"op": [0.1, 0.2]}, **FIXED) as s:
         got = [r["index"] for r in s]
     assert sorted(got) == [0, 1] and len(s.rows()) == 2
+
+
+def test_a_sweep_cancelled_from_another_thread_ends_the_iteration():
+    s = flashlab.sweep({"seed": [1, 2, 3, 4]}, jobs=2, **LONG)
+    threading.Timer(1.0, s.cancel).start()
+    assert list(s) == []
+
+
+def test_a_script_that_leaves_a_sweep_running_still_exits():
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import flashlab
+        s = flashlab.sweep({"seed": [1, 2, 3]}, jobs=2, preset="mx500", workload="uniform",
+                           writes="20x", timing=False)
+        raise SystemExit("leaving")
+        """)], capture_output=True, text=True, timeout=120)
+    assert "leaving" in r.stderr
+
+
+def test_grid_values_may_be_any_iterable_and_numbers_any_kind():
+    np = pytest.importorskip("numpy")
+    assert points({"op": np.array([0.1, 0.2])}) == [{"op": 0.1}, {"op": 0.2}]
+    assert flashlab.argv("sim", seed=np.int64(7), op=np.float64(0.25), queue_depth=10**30) == \
+        ["sim", "--seed=7", "--op=0.25", "--queue-depth=1000000000000000000000000000000"]
+    with pytest.raises(flashlab.UsageError):
+        flashlab.argv("sim", seed={1, 2})
+    # NaN reaches the command line's parser as "nan", which refuses it as it would there.
+    with pytest.raises(flashlab.FlashlabError) as e:
+        flashlab.sim(**{**FIXED, "op": float("nan")})
+    assert "NaN" in str(e.value)
+    with pytest.raises(flashlab.UsageError):
+        flashlab.help("nosuch")

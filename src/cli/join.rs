@@ -141,6 +141,13 @@ fn check_flags(a: &JoinArgs, kind: BackendKind) -> Result<()> {
             );
         }
     }
+    let library = super::emit::wanted();
+    if kind != BackendKind::Sim && (library.series || library.requests) {
+        bail!(
+            "a recording over virtual time (series, requests) is of a simulated drive: it needs --backend sim, not {}",
+            kind.name()
+        );
+    }
     if kind != BackendKind::Os {
         if let Some(f) = given::first_given(OS_ONLY) {
             bail!(

@@ -279,6 +279,10 @@ fn run_one(
     run: &str,
     what: &str,
 ) -> Result<(lab::sim::SimResult, Option<flash::timeline::TimeSeries>)> {
+    let library = super::emit::wanted();
+    if !spec.timing && (library.series || library.requests) {
+        bail!("a recording over virtual time (series, requests) needs timing on: the WAF-only path has no time");
+    }
     let mut log = |c: &flash::timeline::Completion| outputs.log_request(run, c);
     let record = a.timeline.wanted().then(|| {
         let each: Option<&mut dyn FnMut(&flash::timeline::Completion)> =

@@ -49,10 +49,15 @@ fn parse_shard(s: &str) -> std::result::Result<Shard, String> {
         .trim()
         .parse()
         .map_err(|_| format!("{s:?}: N must be a whole number"))?;
-    if count == 0 || index >= count {
+    if count == 0 {
+        return Err(format!(
+            "{s:?}: N, the number of shards, must be at least 1"
+        ));
+    }
+    if index >= count {
         return Err(format!(
             "{s:?}: K must be from 0 to N-1 (shards 0/{count} to {}/{count})",
-            count.saturating_sub(1)
+            count - 1
         ));
     }
     Ok(Shard { index, count })
@@ -446,9 +451,30 @@ struct GridDef<'a> {
 /// results files the whole grid run at once writes. Refused if the shards are of
 /// different grids, overlap, or leave points out.
 fn merge(a: &SweepArgs) -> Result<()> {
-    let m = MergeArgs::try_parse_from(&a.sim).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if a.shard.is_some() || a.jobs.is_some() {
+        bail!("sweep merge runs no points: --shard and --jobs belong to the runs of the shards");
+    }
+    let args =
+        std::iter::once("flashlab sweep merge".to_string()).chain(a.sim[1..].iter().cloned());
+    let m = match MergeArgs::try_parse_from(args) {
+        Ok(m) => m,
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+            ) =>
+        {
+            print!("{}", e.render());
+            return Ok(());
+        }
+        Err(e) => {
+            let text = e.render().to_string();
+            bail!("{}", text.trim_end().trim_start_matches("error: "));
+        }
+    };
     let out = m.out.unwrap_or_else(|| a.out.clone());
-    let mut grid_of: Option<(serde_json::Value, serde_json::Value, usize)> = None;
+    let mut grid_of: Option<(Vec<Vec<String>>, serde_json::Value, usize)> = None;
+    let mut first_fixed = serde_json::Value::Null;
     let mut results: Vec<Option<Outcome>> = Vec::new();
     let mut from: Vec<Option<PathBuf>> = Vec::new();
     for dir in &m.shards {
@@ -463,11 +489,14 @@ fn merge(a: &SweepArgs) -> Result<()> {
                 path.display()
             )
         })? as usize;
-        let this = (v["sim_flags"].clone(), v["axes"].clone(), total);
+        // The fixed flags in any order (they are options); the axes in theirs (it numbers
+        // the points).
+        let this = (flag_pairs(&v["sim_flags"]), v["axes"].clone(), total);
         match &grid_of {
             None => {
                 results = vec![None; total];
                 from = vec![None; total];
+                first_fixed = v["sim_flags"].clone();
                 grid_of = Some(this);
             }
             Some(g) if *g != this => bail!(
@@ -501,7 +530,8 @@ fn merge(a: &SweepArgs) -> Result<()> {
             from[i] = Some(dir.clone());
         }
     }
-    let (fixed, axes_json, total) = grid_of.context("no shards given")?;
+    let (_, axes_json, total) = grid_of.context("no shards given")?;
+    let fixed = first_fixed;
     let missing: Vec<usize> = (0..total).filter(|&i| results[i].is_none()).collect();
     if !missing.is_empty() {
         let shown: Vec<String> = missing.iter().take(10).map(|i| i.to_string()).collect();
@@ -717,6 +747,20 @@ fn plot_waf(
     };
     write_whole(out, "waf.svg", &lab::report::line_plot_svg(&plot)?)?;
     Ok(format!("WAF against --{x} plotted in waf.svg"))
+}
+
+/// A results file's fixed flags as sorted groups (a flag and its value, if it has one).
+fn flag_pairs(fixed: &serde_json::Value) -> Vec<Vec<String>> {
+    let words: Vec<String> = serde_json::from_value(fixed.clone()).unwrap_or_default();
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    for w in words {
+        match groups.last_mut() {
+            Some(g) if g.len() == 1 && !w.starts_with("--") => g.push(w),
+            _ => groups.push(vec![w]),
+        }
+    }
+    groups.sort();
+    groups
 }
 
 /// A point for people: `--op 0.07 --gc greedy`.

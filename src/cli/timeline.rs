@@ -209,6 +209,9 @@ impl TimelineOutputs {
             && a.timeseries_plot.is_none()
             && !super::emit::wanted().series
         {
+            if super::emit::is_capturing() {
+                bail!("interval sets the interval of the figures over time: it needs series on");
+            }
             bail!("--interval sets the interval of --timeseries and --timeseries-plot: add one of them");
         }
         if let Some(p) = &a.timeseries_plot {

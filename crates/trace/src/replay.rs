@@ -109,6 +109,11 @@ where
             "queue depth {queue_depth} is above {MAX_QUEUE_DEPTH}, the most commands an NVMe queue holds"
         )));
     }
+    // A replay run again and again (`--repeat`) may never reach PROGRESS_EVERY requests
+    // in one call: its thread's cancellation is checked at every call's start too.
+    if crate::cancel::requested() {
+        return Err(TraceError::Cancelled);
+    }
     let qd: Vec<usize> = queue_depths.iter().map(|&q| q.max(1) as usize).collect();
     let mut streams = streams;
     // Per stream, the next requests in order (pulled early so the device can prefetch);
@@ -272,6 +277,9 @@ where
     D: Device,
     I: IntoIterator<Item = Result<Request, TraceError>>,
 {
+    if crate::cancel::requested() {
+        return Err(TraceError::Cancelled);
+    }
     let mut summary = ReplaySummary {
         requests: 0,
         end_ns: start_ns,

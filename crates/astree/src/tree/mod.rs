@@ -142,6 +142,11 @@ impl<S: NodeStore> BTree<S> {
         key: &[u8],
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>, TreeError> {
+        // The thread's own cancellation (a library call's): stores without a token of
+        // their own (in memory, on a simulated drive) stop here.
+        if trace::cancel::requested() {
+            return Err(TreeError::Interrupted);
+        }
         if let Some(change) = self.deferred.get(key) {
             return Ok(change.map(f));
         }
@@ -160,6 +165,9 @@ impl<S: NodeStore> BTree<S> {
 
     /// Inserts or updates; returns the previous value.
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>, TreeError> {
+        if trace::cancel::requested() {
+            return Err(TreeError::Interrupted);
+        }
         self.check_entry(key, value)?;
         if self.deferred.budget_bytes > 0 {
             let old = self.get(key)?;
