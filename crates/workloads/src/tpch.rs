@@ -15,11 +15,9 @@ use std::fmt;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::OnceLock;
 use thiserror::Error;
-use tpchgen::distribution::Distributions;
-use tpchgen::generators::{LineItemGenerator, OrderGenerator};
-use tpchgen::text::TextPool;
+use tpchgen::generators::{LineItemGenerator, OrderGenerator, PartGeneratorIterator};
+use tpchgen::random::{RandomBoundedInt, RandomBoundedLong};
 
 pub const MAGIC: &[u8; 8] = b"FLABTBL1";
 pub const HEADER_BYTES: usize = 64;
@@ -124,37 +122,125 @@ impl Record {
     }
 }
 
-/// The text pool the generators' comment columns draw from: 1 MiB instead of tpchgen's
-/// default 300 MiB, which takes most of a second to build (a quarter of an SF 1 join's
-/// first simulated repetition). The join reads no text column, and a text column draws
-/// from a random stream of its own, two draws a value whatever the pool's size
-/// (tpchgen's `RandomText::next_value`), so every other column is exactly as with the
-/// default pool (tested: every row at two scale factors).
-fn text_pool() -> &'static TextPool {
-    static POOL: OnceLock<TextPool> = OnceLock::new();
-    POOL.get_or_init(|| TextPool::new(1 << 20, Distributions::static_default()))
+/// ORDERS' two join columns (the order key and `o_totalprice`), drawn from the random
+/// streams tpchgen's order generator draws them from, without the rest of the row.
+/// TPC-H's generator gives every column its own stream, reset to the next row's seed at
+/// each row's end whatever was drawn in it (`row_finished`), so the columns left out
+/// change nothing here: the keys and prices are tpchgen's, row for row (tested against
+/// its whole generator). Generating whole rows (dates, customers, clerks, priorities,
+/// comments out of a 300 MiB text pool) was most of an SF 1 join's first simulated
+/// repetition.
+struct OrderRows {
+    index: i64,
+    rows: i64,
+    line_count: RandomBoundedInt,
+    quantity: RandomBoundedInt,
+    discount: RandomBoundedInt,
+    tax: RandomBoundedInt,
+    part_key: RandomBoundedLong,
 }
 
-/// Rows of `table` at scale factor `sf`, as join records, in generation order.
+impl Iterator for OrderRows {
+    type Item = Record;
+
+    fn next(&mut self) -> Option<Record> {
+        if self.index >= self.rows {
+            return None;
+        }
+        self.index += 1;
+        let key = OrderGenerator::make_order_key(self.index);
+        // o_totalprice as tpchgen's OrderGeneratorIterator::make_order sums it.
+        let mut total = 0i64;
+        for _ in 0..self.line_count.next_value() {
+            let quantity = self.quantity.next_value() as i64;
+            let discount = self.discount.next_value() as i64;
+            let tax = self.tax.next_value() as i64;
+            let part_price =
+                PartGeneratorIterator::calculate_part_price(self.part_key.next_value());
+            let discounted = part_price * quantity * (100 - discount);
+            total += ((discounted / 100) * (100 + tax)) / 100;
+        }
+        self.line_count.row_finished();
+        self.quantity.row_finished();
+        self.discount.row_finished();
+        self.tax.row_finished();
+        self.part_key.row_finished();
+        Some(Record {
+            key: key as u64,
+            price_cents: total,
+        })
+    }
+}
+
+/// LINEITEM's two join columns (`l_orderkey`, `l_extendedprice`), as [`OrderRows`] draws
+/// ORDERS': from tpchgen's line-count, quantity and part-key streams, in its order.
+struct LineRows {
+    /// Orders done.
+    index: i64,
+    rows: i64,
+    /// The current order's lines less one, and the line it is at.
+    lines_less_one: i32,
+    line: i32,
+    line_count: RandomBoundedInt,
+    quantity: RandomBoundedInt,
+    part_key: RandomBoundedLong,
+}
+
+impl Iterator for LineRows {
+    type Item = Record;
+
+    fn next(&mut self) -> Option<Record> {
+        if self.index >= self.rows {
+            return None;
+        }
+        let key = OrderGenerator::make_order_key(self.index + 1);
+        let quantity = self.quantity.next_value() as i64;
+        let price =
+            PartGeneratorIterator::calculate_part_price(self.part_key.next_value()) * quantity;
+        self.line += 1;
+        if self.line > self.lines_less_one {
+            self.line_count.row_finished();
+            self.quantity.row_finished();
+            self.part_key.row_finished();
+            self.index += 1;
+            self.lines_less_one = self.line_count.next_value() - 1;
+            self.line = 0;
+        }
+        Some(Record {
+            key: key as u64,
+            price_cents: price,
+        })
+    }
+}
+
+/// Rows of `table` at scale factor `sf`, as join records, in generation order: TPC-H's
+/// rows as tpchgen generates them (its first of one part), only the two columns the join
+/// reads.
 pub fn rows(table: Table, sf: f64) -> Box<dyn Iterator<Item = Record> + Send> {
-    let dists = Distributions::static_default();
+    let rows = OrderGenerator::calculate_row_count(sf, 1, 1);
     match table {
-        Table::Orders => Box::new(
-            OrderGenerator::new_with_distributions_and_text_pool(sf, 1, 1, dists, text_pool())
-                .iter()
-                .map(|o| Record {
-                    key: o.o_orderkey as u64,
-                    price_cents: o.o_totalprice.0,
-                }),
-        ),
-        Table::Lineitem => Box::new(
-            LineItemGenerator::new_with_distributions_and_text_pool(sf, 1, 1, dists, text_pool())
-                .iter()
-                .map(|l| Record {
-                    key: l.l_orderkey as u64,
-                    price_cents: l.l_extendedprice.0,
-                }),
-        ),
+        Table::Orders => Box::new(OrderRows {
+            index: 0,
+            rows,
+            line_count: OrderGenerator::create_line_count_random(),
+            quantity: LineItemGenerator::create_quantity_random(),
+            discount: LineItemGenerator::create_discount_random(),
+            tax: LineItemGenerator::create_tax_random(),
+            part_key: LineItemGenerator::create_part_key_random(sf),
+        }),
+        Table::Lineitem => {
+            let mut line_count = OrderGenerator::create_line_count_random();
+            let lines_less_one = line_count.next_value() - 1;
+            Box::new(LineRows {
+                index: 0,
+                rows,
+                lines_less_one,
+                line: 0,
+                line_count,
+                quantity: LineItemGenerator::create_quantity_random(),
+                part_key: LineItemGenerator::create_part_key_random(sf),
+            })
+        }
     }
 }
 
@@ -343,8 +429,8 @@ mod tests {
     }
 
     #[test]
-    fn the_small_text_pool_changes_no_column_the_join_reads() {
-        for sf in [0.01, 0.05] {
+    fn the_join_columns_are_tpchgens_row_for_row() {
+        for sf in [0.001, 0.01, 0.05, 0.2] {
             let orders: Vec<Record> = OrderGenerator::new(sf, 1, 1)
                 .iter()
                 .map(|o| Record {
