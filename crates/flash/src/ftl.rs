@@ -1276,7 +1276,6 @@ impl PageFtl {
                 let lpn = self.p2l[ppn];
                 if lpn != INVALID {
                     prefetch(&self.l2p, lpn as usize);
-                    self.p2l[ppn] = INVALID;
                     moves.push((ppn as u32, lpn));
                 }
             }
@@ -1285,6 +1284,8 @@ impl PageFtl {
             }
         }
         debug_assert_eq!(self.valid_units[victim as usize], moves.len() as u32);
+        // The whole block's reverse map at once (a few cache lines), not entry by entry.
+        self.p2l[first..first + self.units_per_block as usize].fill(INVALID);
         self.valid_units[victim as usize] = 0;
         // A block holds data or translation pages, never both (they have their own
         // frontiers): translation pages go back to the translation frontier.
