@@ -299,33 +299,32 @@ pub fn run(args: &[String], want: Want, cancel: &Cancel) -> Result<Output, Error
     Ok(Output { json, tables })
 }
 
-/// A text column of one value per row, named from `names`.
-fn text_column(codes: Vec<u32>, names: Vec<String>) -> Column {
-    Column::Text { codes, names }
-}
-
 /// JSON objects' fields as columns, nested objects' fields joined with `_` (`read.p99_us`
 /// becomes `read_p99_us`): whole numbers as [`Column::U64`] where every row's is one,
 /// other numbers as [`Column::F64`], null as a missing value, text as [`Column::Text`].
 pub fn rows_table(rows: &[Value]) -> Table {
-    let flat: Vec<Vec<(String, Value)>> = rows.iter().map(|r| flatten("", r)).collect();
+    // Columns in the order first met; each row's cells placed by the column's position.
     let mut names: Vec<String> = Vec::new();
-    for row in &flat {
-        for (k, _) in row {
-            if !names.contains(k) {
-                names.push(k.clone());
-            }
+    let mut position: std::collections::HashMap<String, usize> = Default::default();
+    let mut cells: Vec<Vec<Option<Value>>> = Vec::new();
+    for (r, row) in rows.iter().enumerate() {
+        for (k, v) in flatten("", row) {
+            let c = *position.entry(k.clone()).or_insert_with(|| {
+                names.push(k);
+                cells.push(vec![None; rows.len()]);
+                names.len() - 1
+            });
+            cells[c][r] = Some(v).filter(|v| !v.is_null());
         }
     }
-    let mut columns = Vec::new();
-    for name in names {
-        let cells: Vec<Option<&Value>> = flat
-            .iter()
-            .map(|row| row.iter().find(|(k, _)| *k == name).map(|(_, v)| v))
-            .map(|v| v.filter(|v| !v.is_null()))
-            .collect();
-        columns.push((name, column_of(&cells)));
-    }
+    let columns = names
+        .into_iter()
+        .zip(cells)
+        .map(|(name, col)| {
+            let refs: Vec<Option<&Value>> = col.iter().map(Option::as_ref).collect();
+            (name, column_of(&refs))
+        })
+        .collect();
     Table { columns }
 }
 
@@ -369,16 +368,10 @@ fn column_of(cells: &[Option<&Value>]) -> Column {
                 Some(other) => other.to_string(),
                 None => String::new(),
             };
-            match names.iter().position(|n| *n == text) {
-                Some(i) => i as u32,
-                None => {
-                    names.push(text);
-                    (names.len() - 1) as u32
-                }
-            }
+            emit::code_of(&mut names, &text)
         })
         .collect();
-    text_column(codes, names)
+    Column::Text { codes, names }
 }
 
 /// Every run's intervals, a `run` column first.
@@ -398,7 +391,7 @@ fn timeseries_table(runs: &[(String, TimeSeries)]) -> Table {
         .sort_by_key(|(name, _)| order.iter().position(|c| c == name).unwrap_or(usize::MAX));
     let names = runs.iter().map(|(n, _)| n.clone()).collect();
     t.columns
-        .insert(0, ("run".to_string(), text_column(codes, names)));
+        .insert(0, ("run".to_string(), Column::Text { codes, names }));
     t
 }
 
@@ -412,16 +405,10 @@ fn histogram_table(runs: &[(String, TimeSeries)]) -> Table {
     let mut count = Vec::new();
     for (i, (_, ts)) in runs.iter().enumerate() {
         for (op, h) in &ts.histograms {
-            let code = match ops.iter().position(|o| o == op) {
-                Some(c) => c,
-                None => {
-                    ops.push(op.to_string());
-                    ops.len() - 1
-                }
-            };
+            let code = emit::code_of(&mut ops, op);
             for v in h.iter_recorded() {
                 run_codes.push(i as u32);
-                op_codes.push(code as u32);
+                op_codes.push(code);
                 latency_us.push(h.highest_equivalent(v.value_iterated_to()) as f64 / 1e3);
                 count.push(v.count_at_value());
             }
@@ -432,9 +419,18 @@ fn histogram_table(runs: &[(String, TimeSeries)]) -> Table {
         columns: vec![
             (
                 "run".into(),
-                text_column(run_codes, runs.iter().map(|(n, _)| n.clone()).collect()),
+                Column::Text {
+                    codes: run_codes,
+                    names: runs.iter().map(|(n, _)| n.clone()).collect(),
+                },
             ),
-            ("op".into(), text_column(op_codes, ops)),
+            (
+                "op".into(),
+                Column::Text {
+                    codes: op_codes,
+                    names: ops,
+                },
+            ),
             (
                 "latency_us".into(),
                 Column::F64 {
@@ -457,11 +453,23 @@ fn requests_table(r: emit::Requests) -> Table {
         .collect();
     Table {
         columns: vec![
-            ("run".into(), text_column(r.run, r.runs)),
+            (
+                "run".into(),
+                Column::Text {
+                    codes: r.run,
+                    names: r.runs,
+                },
+            ),
             ("submit_ns".into(), Column::U64(r.submit_ns)),
             ("complete_ns".into(), Column::U64(r.complete_ns)),
             ("latency_ns".into(), Column::U64(latency_ns)),
-            ("op".into(), text_column(r.op, r.ops)),
+            (
+                "op".into(),
+                Column::Text {
+                    codes: r.op,
+                    names: r.ops,
+                },
+            ),
             ("offset_bytes".into(), Column::U64(r.offset_bytes)),
             ("len_bytes".into(), Column::U64(r.len_bytes)),
         ],

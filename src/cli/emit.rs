@@ -48,7 +48,7 @@ pub(crate) struct Requests {
 }
 
 /// The position of `name` in `names`, added at the end if new.
-fn code_of(names: &mut Vec<String>, name: &str) -> u32 {
+pub(crate) fn code_of(names: &mut Vec<String>, name: &str) -> u32 {
     match names.iter().position(|n| n == name) {
         Some(i) => i as u32,
         None => {
