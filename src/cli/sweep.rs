@@ -677,7 +677,15 @@ fn write_results(
 fn write_whole(dir: &std::path::Path, name: &str, text: &str) -> Result<()> {
     let path = dir.join(name);
     let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text)
+    // A new file, never one that is there (a symlink planted under the temporary name
+    // would otherwise be written through, as root anywhere): what is there is removed
+    // (a link, not its target) and the file made with O_EXCL.
+    let _ = std::fs::remove_file(&tmp);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
         .and_then(|()| std::fs::rename(&tmp, &path))
         .with_context(|| format!("cannot write {}", path.display()))
 }
@@ -834,6 +842,22 @@ mod tests {
 
     fn axes_err(v: &[&str]) -> String {
         axes(&s(v)).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_symlink_under_the_temporary_name_is_replaced_not_written_through() {
+        let dir = std::env::temp_dir().join(format!("flashlab-whole-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join(".results.csv.tmp")).unwrap();
+        write_whole(&dir, "results.csv", "a,b\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("results.csv")).unwrap(),
+            "a,b\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
