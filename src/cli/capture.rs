@@ -122,6 +122,12 @@ pub(crate) fn run(a: CaptureArgs) -> Result<()> {
     if let Some(n) = c.journal_commits {
         println!("  {n} journal commits (jbd2)");
     }
+    if let Some(freed) = &c.freed_extent_at_ns {
+        println!(
+            "  {} extents freed (ext4, a block group's piece each)",
+            freed.len()
+        );
+    }
     if a.runs > 1 {
         // Where each run ends in the trace's time (its requests come before).
         for (i, end) in c.run_ends_ns.iter().enumerate() {

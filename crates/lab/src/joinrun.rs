@@ -130,6 +130,10 @@ pub struct Repetition {
     /// Bytes of host writes the drive's SLC cache took (0 without one).
     pub slc_write_bytes: u64,
     pub host_write_bytes: u64,
+    /// Simulated file system only: extents its deletes freed, each cut at block-group
+    /// boundaries (`simfs::FsStats::freed_extents`, as ext4's `ext4_mballoc_free` events
+    /// count them).
+    pub freed_extents: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -734,6 +738,7 @@ fn run_on_drive(
     let mut recording: Option<hashjoin::recorded::Recording> = None;
     for rep in 0..spec.repeat {
         let before = turns.with_vfs(|v| v.fs().device().dev.stats());
+        let freed_before = turns.with_vfs(|v| v.fs().stats().freed_extents);
         turns.start_round();
         let results: Vec<Result<(JoinResult, u64), crate::LabError>> =
             if let Some(recorded) = &recording {
@@ -787,10 +792,12 @@ fn run_on_drive(
         // repetitions of one real run, whose commits come on their own timer.)
         let ends_run = st.commit_each_repetition || rep + 1 == spec.repeat;
         let after = turns.with_vfs(|v| end_repetition(v, ends_run))?;
+        let freed_after = turns.with_vfs(|v| v.fs().stats().freed_extents);
         let repetition = Repetition {
             total_ns: repetition.total_ns,
             partition_ns: repetition.partition_ns,
             join_ns: repetition.join_ns,
+            freed_extents: freed_after - freed_before,
             ..repetition_counts(&before, &after)
         };
         out.repetitions.push(repetition);

@@ -451,6 +451,11 @@ pub struct FsStats {
     pub ftrim_commands: u64,
     /// Bytes named by TRIM-family commands (for fTrim: the file's blocks).
     pub discarded_bytes: u64,
+    /// Extents deletes freed, each cut at block-group boundaries: one for each
+    /// `ext4_mb_clear_bb` call ext4 makes when a file's extents and tree blocks go
+    /// (`ext4_free_blocks` frees an extent a group at a time), so the count to set beside
+    /// the kernel's `ext4:ext4_mballoc_free` events. Counted whatever the discard mode.
+    pub freed_extents: u64,
     pub flushes: u64,
 }
 

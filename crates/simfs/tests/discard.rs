@@ -620,3 +620,29 @@ fn since_linux_6_17_adjacent_freed_extents_can_stay_apart() {
     }
     assert_eq!(counts, vec![3, 4], "6.8 and 6.17");
 }
+
+#[test]
+fn a_delete_counts_each_extent_and_tree_block_it_frees_in_every_discard_mode() {
+    // ext4's `ext4:ext4_mballoc_free` fires once per extent (a block group's piece) a delete
+    // frees, tree blocks included, whatever the mount's discard option: the count
+    // tempfiles-pg sets beside the real kernel's.
+    for mode in [
+        DiscardMode::None,
+        DiscardMode::Online,
+        DiscardMode::Deferred,
+        DiscardMode::Journal,
+    ] {
+        let mut fs = fs(mode);
+        fs.create_fragmented("victim", 10 << 20, 160).unwrap();
+        let keep = fs.create("keep").unwrap();
+        fs.write_at(keep, 0, 4 << 20).unwrap();
+        fs.sync().unwrap();
+        assert_eq!(fs.stats().freed_extents, 0, "{mode}: nothing deleted yet");
+        fs.unlink("victim").unwrap();
+        assert_eq!(
+            fs.stats().freed_extents,
+            160 + 1,
+            "{mode}: 160 extents in one group and one extent leaf block"
+        );
+    }
+}

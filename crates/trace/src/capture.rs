@@ -121,6 +121,10 @@ pub struct Captured {
     /// None for other file systems or a kernel without them. Which deletes each commit
     /// discards: [`commits_after_unlinks`].
     pub unlinks: Option<Unlinks>,
+    /// ext4: when it freed each extent of a deleted or truncated file, a block group's
+    /// piece at a time (`ext4:ext4_mballoc_free`), in the trace's time (0 for those before
+    /// its first request); None for other file systems or a kernel without the event.
+    pub freed_extent_at_ns: Option<Vec<u64>>,
     /// When each run of the command ended, the file system settled, in the trace's time
     /// ([`CaptureSpec::runs`]): the requests of run `i` are those issued before
     /// `run_ends_ns[i]` and not before `run_ends_ns[i - 1]`.
@@ -794,6 +798,13 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
             write(&d.join("enable"), "1")?;
         }
     }
+    // And the extents its deletes free, a block group's piece at a time.
+    let freed_event = inst.join("events/ext4/ext4_mballoc_free");
+    let count_frees = spec.fs == FsKind::Ext4 && freed_event.is_dir();
+    if count_frees {
+        write(&freed_event.join("filter"), &format!("dev == {kdev}"))?;
+        write(&freed_event.join("enable"), "1")?;
+    }
     // ext4 with discard: its discard worker's runs (queued at a commit, ended when it has
     // discarded what the commit freed), so that a run counts as settled only once the
     // worker is done, however long the machine makes it wait.
@@ -823,6 +834,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
             journal: count_commits,
             unlinks: count_unlinks,
             work: discard_work,
+            frees: count_frees,
         },
     )
     .map_err(|e| step("set up tracing", e))?;
@@ -1029,6 +1041,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
             unlink_at_ns: assembled.unlink_at_ns,
             commit_locked_at_ns: assembled.journal_locked_at_ns,
         }),
+        freed_extent_at_ns: count_frees.then_some(assembled.freed_at_ns),
         run_ends_ns: run_ends_mono_ns
             .iter()
             .map(|t| t.saturating_sub(start_ns))

@@ -44,6 +44,8 @@ pub(crate) enum Record {
     JournalLocked,
     /// `ext4_unlink_enter`: a file of the file system is being removed.
     Unlink,
+    /// `ext4_mballoc_free`: ext4 freed an extent's blocks within one block group.
+    Freed,
     /// `workqueue_queue_work` / `workqueue_execute_end` of the filtered work function.
     WorkQueued,
     WorkEnded,
@@ -76,6 +78,8 @@ pub(crate) struct Enabled {
     pub unlinks: bool,
     /// The discard worker's work items.
     pub work: bool,
+    /// ext4's freed extents.
+    pub frees: bool,
 }
 
 /// Decodes the events a capture enabled, by their ids and the fields their format files
@@ -90,6 +94,7 @@ pub(crate) struct Decoder {
     journal_locked: Option<u16>,
     unlink: Option<u16>,
     work: Option<(u16, u16)>,
+    freed: Option<u16>,
 }
 
 impl Decoder {
@@ -102,6 +107,7 @@ impl Decoder {
             journal,
             unlinks,
             work,
+            frees,
         } = enabled;
         let read = |rel: &str| {
             read_tracefs(&inst.join(rel)).map_err(|e| format!("{}: {e}", inst.join(rel).display()))
@@ -180,6 +186,11 @@ impl Decoder {
             } else {
                 None
             },
+            freed: if frees {
+                Some(format("ext4/ext4_mballoc_free")?.id)
+            } else {
+                None
+            },
         })
     }
 
@@ -241,6 +252,8 @@ impl Decoder {
             Record::JournalLocked
         } else if self.unlink == Some(id) {
             Record::Unlink
+        } else if self.freed == Some(id) {
+            Record::Freed
         } else if let Some((queued, ended)) = self.work.filter(|w| w.0 == id || w.1 == id) {
             if id == queued {
                 Record::WorkQueued
@@ -297,6 +310,8 @@ pub(crate) struct Assembled {
     /// unlink began, ns after `start_ns` (0 for those before it).
     pub journal_locked_at_ns: Vec<u64>,
     pub unlink_at_ns: Vec<u64>,
+    /// When ext4 freed each extent (a group's piece of it), ns after `start_ns`.
+    pub freed_at_ns: Vec<u64>,
 }
 
 /// Merges the CPUs' records (each CPU's in the order read) and builds the trace.
@@ -307,6 +322,7 @@ pub(crate) fn assemble(origin: &str, mut records: Vec<Timed>) -> Result<Assemble
     let mut block_events = 0;
     let mut commits = Vec::new();
     let mut unlinks = Vec::new();
+    let mut freed = Vec::new();
     let mut locked = Vec::new();
     let mut start_ns = None::<u64>;
     let err = |msg: String| TraceError::Format {
@@ -348,6 +364,7 @@ pub(crate) fn assemble(origin: &str, mut records: Vec<Timed>) -> Result<Assemble
             Record::Wakeup { pid } => events.cpu_waits.wakeup(t, pid),
             Record::JournalCommit => commits.push(t),
             Record::Unlink => unlinks.push(t),
+            Record::Freed => freed.push(t),
             Record::JournalLocked => locked.push(t),
             Record::WorkQueued | Record::WorkEnded => {}
         }
@@ -366,6 +383,10 @@ pub(crate) fn assemble(origin: &str, mut records: Vec<Timed>) -> Result<Assemble
             .map(|t| t.saturating_sub(start_ns))
             .collect(),
         unlink_at_ns: unlinks
+            .into_iter()
+            .map(|t| t.saturating_sub(start_ns))
+            .collect(),
+        freed_at_ns: freed
             .into_iter()
             .map(|t| t.saturating_sub(start_ns))
             .collect(),

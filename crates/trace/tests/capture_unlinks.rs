@@ -1,6 +1,6 @@
-//! A capture of ext4 records its unlinks beside its journal commits, and
-//! `commits_after_unlinks` places each commit among the deletes (what tempfiles-pg's model
-//! follows). Needs root and loop devices; without them it says so and skips.
+//! A capture of ext4 records its unlinks (and the extents they free) beside its journal
+//! commits, and `commits_after_unlinks` places each commit among the deletes (what
+//! tempfiles-pg's model follows). Needs root and loop devices; without them it says so and skips.
 
 use trace::capture::{self, CaptureSpec, FsKind};
 
@@ -37,6 +37,11 @@ fn an_ext4_capture_places_its_commits_among_its_unlinks() {
     let c = capture::capture(&spec).unwrap();
     std::fs::remove_dir_all(&work).unwrap();
     assert_eq!(c.exit_code, Some(0));
+    // Each 64 KiB file is one extent, freed when it is removed.
+    match &c.freed_extent_at_ns {
+        Some(freed) => assert_eq!(freed.len(), 5, "one extent freed per file: {freed:?}"),
+        None => eprintln!("not checked: this kernel has no ext4_mballoc_free event"),
+    }
     let Some(u) = c.unlinks else {
         eprintln!("skipped: this kernel has no ext4_unlink_enter or jbd2_commit_locking event");
         return;

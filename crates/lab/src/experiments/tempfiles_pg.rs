@@ -94,6 +94,9 @@ struct Run {
     /// Per repetition: the files ext4 unlinked (`ext4_unlink_enter`; empty on a kernel
     /// without the event).
     unlinks: Vec<u64>,
+    /// Per repetition: the extents ext4 freed, a block group's piece each
+    /// (`ext4_mballoc_free`; empty on a kernel without the event).
+    freed_extents: Vec<u64>,
     /// The journal's commits as points among the run's deletes: before each closed its
     /// transaction, how many files had been unlinked since the capture began
     /// ([`capture::commits_after_unlinks`]; empty without the events or without deletes).
@@ -111,6 +114,8 @@ struct Run {
     model_write_bytes: Vec<u64>,
     model_trims: Vec<u64>,
     model_trim_bytes: Vec<u64>,
+    /// ... and the extents its deletes freed, per repetition.
+    model_freed_extents: Vec<u64>,
     model_temp_files: u64,
     model_temp_bytes: u64,
 }
@@ -267,6 +272,7 @@ fn measure(
         run.model_write_bytes = m.repetitions.iter().map(|r| r.host_write_bytes).collect();
         run.model_trims = m.repetitions.iter().map(|r| r.trim_commands).collect();
         run.model_trim_bytes = m.repetitions.iter().map(|r| r.trim_bytes).collect();
+        run.model_freed_extents = m.repetitions.iter().map(|r| r.freed_extents).collect();
         (run.model_temp_files, run.model_temp_bytes) = (m.spill_files, m.bytes_spilled);
     }
     Ok(runs)
@@ -435,6 +441,7 @@ fn split(
         discards: vec![],
         discard_bytes: vec![],
         unlinks: vec![],
+        freed_extents: vec![],
         // Without the events, or with no deletes to place the commits among, the model
         // commits on its own 5-s timer.
         commits_after_unlinks: match &c.unlinks {
@@ -449,6 +456,7 @@ fn split(
         model_write_bytes: vec![],
         model_trims: vec![],
         model_trim_bytes: vec![],
+        model_freed_extents: vec![],
         model_temp_files: 0,
         model_temp_bytes: 0,
     };
@@ -470,6 +478,11 @@ fn split(
             let during = |t: &&u64| **t >= from && **t < end;
             run.unlinks
                 .push(u.unlink_at_ns.iter().filter(during).count() as u64);
+        }
+        if let Some(freed) = &c.freed_extent_at_ns {
+            let during = |t: &&u64| **t >= from && **t < end;
+            run.freed_extents
+                .push(freed.iter().filter(during).count() as u64);
         }
         from = end;
     }
@@ -607,6 +620,16 @@ fn host_path_checks(runs: &[Run]) -> Vec<Verdict> {
                 (&r.write_bytes, &r.model_write_bytes),
             ),
         ];
+        if !r.freed_extents.is_empty() {
+            // ext4's frees, before any merging: how many pieces the files were in.
+            measures.push((
+                "freed-extents",
+                "extents freed by deletes (a block group's piece each)",
+                Run::mean(&r.freed_extents),
+                Run::mean(&r.model_freed_extents),
+                (&r.freed_extents, &r.model_freed_extents),
+            ));
+        }
         if r.discard {
             measures.push((
                 "discards",
@@ -783,6 +806,7 @@ mod tests {
             discards: vec![discards; 2],
             discard_bytes: vec![discards << 20; 2],
             unlinks: vec![],
+            freed_extents: vec![300; 2],
             commits_after_unlinks: vec![],
             replayed: DRIVES
                 .iter()
@@ -794,6 +818,7 @@ mod tests {
             model_write_bytes: vec![1 << 20; 2],
             model_trims: vec![discards; 2],
             model_trim_bytes: vec![discards << 20; 2],
+            model_freed_extents: vec![300; 2],
             model_temp_files: 5,
             model_temp_bytes: 5 << 20,
         }

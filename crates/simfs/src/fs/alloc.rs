@@ -48,9 +48,6 @@ impl<D: BlockDev> SimFs<D> {
     }
 
     pub(crate) fn take(&mut self, start: u64, len: u64) {
-        if std::env::var_os("SIMFS_DBG").is_some() {
-            eprintln!("DBG take {} {}", start, len);
-        }
         self.allocator.on_take(start, len);
         self.bitmap.set_used(start, len);
         self.cursor = start + len;

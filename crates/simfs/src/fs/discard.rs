@@ -30,9 +30,6 @@ impl<D: BlockDev> SimFs<D> {
             if self.discard_queue.is_empty() && self.discard_in_flight.is_none() {
                 self.worker_free_at_ns = self.worker_free_at_ns.max(self.dev.now_ns());
             }
-            if std::env::var_os("SIMFS_DBG").is_some() {
-                eprintln!("DBG commit {} {}", runs.len(), self.dev.now_ns());
-            }
             self.discard_queue.extend(runs);
             self.run_discard_worker()?;
             return Ok(0);
@@ -106,9 +103,6 @@ impl<D: BlockDev> SimFs<D> {
                 within
             };
             self.hold(b, n);
-            if std::env::var_os("SIMFS_DBG").is_some() {
-                eprintln!("DBG trim {} {} {}", b, n, self.worker_free_at_ns);
-            }
             self.stats.trim_commands += 1;
             self.stats.discarded_bytes += n * BLOCK;
             let done = self

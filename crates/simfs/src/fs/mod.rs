@@ -441,6 +441,13 @@ impl<D: BlockDev> SimFs<D> {
                 .collect(),
         );
         let bytes: u64 = runs.iter().map(|r| r.1 * BLOCK).sum();
+        let bpg = self.cfg.blocks_per_group as u64;
+        self.stats.freed_extents += f
+            .extents
+            .iter()
+            .map(|e| groups_spanned(e.start_block, e.len as u64, bpg))
+            .sum::<u64>()
+            + f.tree_blocks.len() as u64;
         let mut done = 0;
         match self.cfg.discard {
             DiscardMode::None => {}
@@ -502,9 +509,27 @@ impl<D: BlockDev> SimFs<D> {
     }
 }
 
+/// How many block groups the run `[start, start + len)` lies in: the pieces ext4 frees
+/// it in (`ext4_free_blocks` clears an extent a group at a time).
+fn groups_spanned(start: u64, len: u64, blocks_per_group: u64) -> u64 {
+    if len == 0 {
+        0
+    } else {
+        (start + len - 1) / blocks_per_group - start / blocks_per_group + 1
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_is_freed_a_block_group_at_a_time() {
+        assert_eq!(groups_spanned(0, 0, 8), 0);
+        assert_eq!(groups_spanned(0, 8, 8), 1, "a whole group");
+        assert_eq!(groups_spanned(7, 2, 8), 2, "across a boundary");
+        assert_eq!(groups_spanned(4, 20, 8), 3, "two boundaries");
+    }
 
     #[test]
     fn tree_sizes() {
