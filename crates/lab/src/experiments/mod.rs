@@ -158,6 +158,10 @@ pub struct Experiment {
     pub run: fn(Scale, u64, &RunCtx) -> Result<Section, crate::LabError>,
     /// How it shares the machine with the others in `reproduce`.
     pub kind: Kind,
+    /// At `--scale paper` it runs after every other experiment has ended, by itself: its
+    /// runs at the paper's size need most of the machine's memory (`tempfiles`: two SF 30
+    /// joins at once peaked at 21.4 GB of 24), which the others' beside it would push over.
+    pub alone_at_paper_scale: bool,
 }
 
 /// How an experiment shares the machine in `reproduce`.
@@ -379,6 +383,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full: no paper has these checks (each preset against its own drive's datasheet and reviews)",
         run: presets::run,
         kind: Kind::Simulated,
+        alone_at_paper_scale: false,
     },
     Experiment {
         id: "waf",
@@ -386,6 +391,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full: no paper size (the analytic models it is checked against have none)",
         run: waf::run,
         kind: Kind::Simulated,
+        alone_at_paper_scale: false,
     },
     Experiment {
         id: "tempfiles",
@@ -393,6 +399,7 @@ pub const ALL: &[Experiment] = &[
         paper: "paper 000's own size: its 40 GB database (TPC-H SF 30, assumed) on the 250 GB MX500 and 840 Pro, its 3 GB one on the 32 GB Cosmos+, work_mem 4 MB (512 KB), 30 and 20 repetitions",
         run: tempfiles::run,
         kind: Kind::Simulated,
+        alone_at_paper_scale: true,
     },
     Experiment {
         id: "gracejoin",
@@ -400,6 +407,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full, which is paper 001's size: TPC-H SF 1 (1.5 M and 6 M rows) in 128-byte records",
         run: gracejoin::run,
         kind: Kind::Simulated,
+        alone_at_paper_scale: false,
     },
     Experiment {
         id: "astree",
@@ -407,6 +415,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full, which is paper 004's size (400,000 keys, 100,000 timed inserts and searches, the cleaning runs to 1,000,000 inserts), and the uncleaned log to Fig. 6's 500,000 inserts (full stops it at 250,000)",
         run: astree::run,
         kind: Kind::Simulated,
+        alone_at_paper_scale: false,
     },
     Experiment {
         id: "nosql",
@@ -414,6 +423,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full (400,000 documents of 1 KiB): the paper's 100,000,000 would make each captured database about 100 GB on a loop device, more than this machine's disk has free",
         run: nosql::run,
         kind: Kind::Captures,
+        alone_at_paper_scale: false,
     },
     Experiment {
         id: "tempfiles-real",
@@ -421,6 +431,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full (SF 0.5, 20 repetitions): paper 000's SF 30 writes about 33 GB of batch files a repetition, more than a loop device's image can hold in this machine's memory",
         run: tempfiles_real::run,
         kind: Kind::Captures,
+        alone_at_paper_scale: false,
     },
     Experiment {
         id: "tempfiles-pg",
@@ -428,6 +439,7 @@ pub const ALL: &[Experiment] = &[
         paper: "the real PostgreSQL at the paper's work_mem (4 MB) and 30 repetitions, at SF 1: the paper's 40 GB database is not loaded (its tables go to the server over a psql pipe)",
         run: tempfiles_pg::run,
         kind: Kind::Captures,
+        alone_at_paper_scale: false,
     },
     Experiment {
         id: "trim",
@@ -435,6 +447,7 @@ pub const ALL: &[Experiment] = &[
         paper: "the paper's size at every scale: paper 002's 10 MB file of 160 extents, deleted with 20, 100 and 1,000 reads",
         run: trim::run,
         kind: Kind::Simulated,
+        alone_at_paper_scale: false,
     },
     Experiment {
         id: "lifetime",
@@ -442,6 +455,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full: a question of this project's, with no paper size",
         run: lifetime::run,
         kind: Kind::Simulated,
+        alone_at_paper_scale: false,
     },
     Experiment {
         id: "placement",
@@ -449,6 +463,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full: issue 27's question, with no paper size",
         run: placement::run,
         kind: Kind::Simulated,
+        alone_at_paper_scale: false,
     },
 ];
 
@@ -477,7 +492,9 @@ pub trait Watcher {
 /// of [`ALL`].
 /// Every experiment runs at the same time as the others, their jobs sharing one slot per
 /// core (so the cores stay busy while one experiment finishes its last long jobs); the
-/// captures of [`Kind::Captures`] experiments hold no slot. An experiment that fails (an
+/// captures of [`Kind::Captures`] experiments hold no slot. At [`Scale::Paper`] those
+/// marked [`Experiment::alone_at_paper_scale`] run after the others have ended, one at a
+/// time (their memory). An experiment that fails (an
 /// error or a panic) gets a section saying so and the others still run; once `cancel` is
 /// cancelled no further experiment starts, and the report holds what finished.
 pub fn reproduce(
@@ -524,10 +541,13 @@ pub fn reproduce(
         watcher.lock().expect("watcher").finished(&s);
         Some(s)
     };
+    // Those that run alone at this scale wait for the others, then run one at a time.
+    let alone = |e: &Experiment| scale == Scale::Paper && e.alone_at_paper_scale;
     std::thread::scope(|scope| {
         let handles: Vec<_> = chosen
             .iter()
             .enumerate()
+            .filter(|(_, e)| !alone(e))
             .map(|(i, e)| {
                 let slots = slots.clone();
                 let run_one = &run_one;
@@ -538,6 +558,9 @@ pub fn reproduce(
             done[i] = h.join().expect("run_experiment catches panics");
         }
     });
+    for (i, e) in chosen.iter().enumerate().filter(|(_, e)| alone(e)) {
+        done[i] = run_one(e, Some(slots.clone()));
+    }
     let interrupted = done.iter().any(Option::is_none);
     let mut sections: Vec<Section> = done.into_iter().flatten().collect();
     if cancel.is_cancelled() {
@@ -788,6 +811,7 @@ mod tests {
                 paper: "as full",
                 run: broken,
                 kind: Kind::Simulated,
+                alone_at_paper_scale: false,
             },
             Experiment {
                 id: "panicking",
@@ -795,6 +819,7 @@ mod tests {
                 paper: "as full",
                 run: panicking,
                 kind: Kind::Simulated,
+                alone_at_paper_scale: false,
             },
             Experiment {
                 id: "fine",
@@ -802,6 +827,7 @@ mod tests {
                 paper: "as full",
                 run: fine,
                 kind: Kind::Captures,
+                alone_at_paper_scale: false,
             },
         ];
         let chosen: Vec<&Experiment> = exps.iter().collect();
@@ -859,6 +885,7 @@ mod tests {
             paper: "as full: no paper size",
             run: fine,
             kind: Kind::Simulated,
+            alone_at_paper_scale: false,
         };
         let says = |scale| {
             run_experiment(&e, scale, 1, &RunCtx::default())
@@ -895,6 +922,7 @@ mod tests {
                 paper: "as full",
                 run: counting,
                 kind: Kind::Simulated,
+                alone_at_paper_scale: false,
             })
             .collect();
         let dir = tempfile::tempdir().unwrap();
@@ -914,6 +942,61 @@ mod tests {
             most >= 1 && most as usize <= threads(),
             "{most} jobs at once on {} cores",
             threads()
+        );
+    }
+
+    fn sleepy(_: Scale, seed: u64, _: &RunCtx) -> Result<Section, crate::LabError> {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        Ok(Section::failed("sleepy", "", "", seed))
+    }
+
+    #[test]
+    fn at_paper_scale_an_experiment_marked_alone_waits_for_the_others() {
+        let exp = |id, alone_at_paper_scale| Experiment {
+            id,
+            about: "",
+            paper: "as full",
+            run: sleepy,
+            kind: Kind::Simulated,
+            alone_at_paper_scale,
+        };
+        // Listed first, so the order of the list does not make it wait.
+        let exps = [exp("heavy", true), exp("light", false)];
+        struct Log(Vec<String>);
+        impl Watcher for Log {
+            fn started(&mut self, e: &Experiment, _: &Progress) {
+                self.0.push(format!("start {}", e.id));
+            }
+            fn finished(&mut self, s: &Section) {
+                self.0.push(format!("end {}", s.id));
+            }
+        }
+        let events = |scale| {
+            let dir = tempfile::tempdir().unwrap();
+            let mut log = Log(Vec::new());
+            let r = reproduce(
+                &exps.iter().collect::<Vec<_>>(),
+                scale,
+                1,
+                &Cancel::new(),
+                dir.path(),
+                crate::report::RunInfo::default(),
+                &mut log,
+            )
+            .unwrap();
+            assert_eq!(r.sections.len(), 2);
+            log.0
+        };
+        // (A failed section is named by its run function, "sleepy".)
+        assert_eq!(
+            events(Scale::Paper),
+            ["start light", "end sleepy", "start heavy", "end sleepy"]
+        );
+        // At the other scales both run side by side: both start before either ends.
+        let quick = events(Scale::Quick);
+        assert!(
+            quick[..2].iter().all(|e| e.starts_with("start")),
+            "{quick:?}"
         );
     }
 
@@ -968,6 +1051,7 @@ mod tests {
             paper: "as full",
             run: fine,
             kind: Kind::Simulated,
+            alone_at_paper_scale: false,
         }];
         let dir = tempfile::tempdir().unwrap();
         let r = reproduce(
