@@ -191,8 +191,12 @@ def test_calls_on_threads_at_once_keep_their_own_output():
 
 def interrupted(script, ready):
     """Runs `script` in a new Python, sends it SIGINT once `ready()` (polled; at most 60 s),
-    returns its exit code and output."""
-    p = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)],
+    returns its exit code and output. The child first puts back Python's own SIGINT handler:
+    a test run started in the background of a shell inherits SIGINT ignored (POSIX shells
+    ignore it for asynchronous commands), and Python then installs no KeyboardInterrupt."""
+    script = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+              + textwrap.dedent(script))
+    p = subprocess.Popen([sys.executable, "-c", script],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while not ready() and time.time() < deadline and p.poll() is None:
