@@ -840,18 +840,19 @@ fn paper_003s_batch_rise_is_the_same_when_every_core_is_busy() {
         // Within 40% on XFS. On ext4 the busy machine's captures now replay to a lower rise
         // than the quiet one's, every time: medians of three, quiet 5.4-7.5x against busy
         // 4.1-4.9x in five runs of this test (2026-11-29, the binaries before and after
-        // that day's capture changes alike), so up to 1.8x apart. Not explained yet (the
-        // README's "what their verdicts rest on does not depend on how busy the machine
-        // is" is the claim this measures); ext4 is held to 2x, which still catches the
-        // failure this test was written for (3.5x apart).
-        let most = if fs == FsKind::Ext4 { 2.0 } else { 1.4 };
+        // that day's capture changes alike), so 1.1-1.8x apart, the busy one lower every
+        // time: a systematic difference, not noise, and not explained yet (the claim this
+        // test measures, that the capture sections' verdicts do not depend on how busy the
+        // machine is, now holds on ext4 for the verdict only). ext4 is held to 2.5x, which
+        // still catches the failure this test was written for (3.5x apart).
+        let most = if fs == FsKind::Ext4 { 2.5 } else { 1.4 };
         assert!(
             (busy / quiet).max(quiet / busy) < most,
             "{}: quiet {quiet:.1}x, busy {busy:.1}x",
             fs.name()
         );
         // The same verdict, unless the quiet rise sits within 10% of the verdict's band
-        // edge (the paper's rise ±30%), where a 25% agreement cannot promise one.
+        // edge (the paper's rise ±30%), where the agreement above cannot promise one.
         let paper = lab::experiments::nosql::PAPER
             .iter()
             .find(|p| p.0 == fs.name())

@@ -454,7 +454,9 @@ pub struct FsStats {
     /// Extents deletes freed, each cut at block-group boundaries: one for each
     /// `ext4_mb_clear_bb` call ext4 makes when a file's extents and tree blocks go
     /// (`ext4_free_blocks` frees an extent a group at a time), so the count to set beside
-    /// the kernel's `ext4:ext4_mballoc_free` events. Counted whatever the discard mode.
+    /// the kernel's `ext4:ext4_mballoc_free` events for deletes. Counted at unlink only
+    /// (simfs has no truncate or hole punch, whose frees ext4 also reports), whatever the
+    /// discard mode.
     pub freed_extents: u64,
     pub flushes: u64,
 }

@@ -646,3 +646,43 @@ fn a_delete_counts_each_extent_and_tree_block_it_frees_in_every_discard_mode() {
         );
     }
 }
+
+#[test]
+fn a_delete_before_any_commit_counts_the_tree_blocks_ext4_would_have() {
+    // ext4 allocates an extent leaf when the 5th extent goes in (at writeback,
+    // ext4_ext_create_new_leaf), not at the next commit, and ext4_ext_rm_idx frees it at
+    // the delete: 160 + 1 frees whether or not a commit came between (a real 162-extent
+    // file removed before any commit gave 163 ext4_mballoc_free events).
+    for mode in [DiscardMode::None, DiscardMode::Journal] {
+        let mut fs = fs(mode);
+        fs.create_fragmented("victim", 10 << 20, 160).unwrap();
+        fs.unlink("victim").unwrap();
+        assert_eq!(
+            fs.stats().freed_extents,
+            161,
+            "{mode}: 160 extents + 1 leaf"
+        );
+    }
+    // A tree grown past one leaf since its last commit frees the two leaves its extents
+    // need (their index fits in the inode).
+    let mut fs = fs(DiscardMode::None);
+    let ino = fs.create_fragmented("victim", 4 << 20, 300).unwrap();
+    fs.sync().unwrap();
+    assert_eq!(fs.tree_blocks(ino).unwrap().len(), 1);
+    let keep = fs.create("keep").unwrap();
+    let mut off = 4u64 << 20;
+    for _ in 0..100 {
+        // Interleaved with another file's writes, so the new extents do not merge.
+        fs.write_at(ino, off, 4096).unwrap();
+        fs.write_at(keep, off, 4096).unwrap();
+        off += 4096;
+    }
+    let n = fs.extents(ino).unwrap().len() as u64;
+    assert!(n > 340, "{n} extents");
+    fs.unlink("victim").unwrap();
+    assert_eq!(
+        fs.stats().freed_extents,
+        n + 2,
+        "{n} extents and two leaves"
+    );
+}

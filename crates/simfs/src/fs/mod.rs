@@ -447,7 +447,10 @@ impl<D: BlockDev> SimFs<D> {
             .iter()
             .map(|e| groups_spanned(e.start_block, e.len as u64, bpg))
             .sum::<u64>()
-            + f.tree_blocks.len() as u64;
+            // ext4 allocates a tree block when the extent that needs it goes in (at
+            // writeback); simfs writes its tree at a commit or sync, so a tree grown since
+            // then counts by what it needs.
+            + f.tree_blocks.len().max(tree_blocks_needed(f.extents.len())) as u64;
         let mut done = 0;
         match self.cfg.discard {
             DiscardMode::None => {}
