@@ -737,8 +737,8 @@ fn run_on_drive(
     let serial = st.replay_repetitions && spec.users == 1 && threads == 1 && spec.repeat > 1;
     let mut recording: Option<hashjoin::recorded::Recording> = None;
     for rep in 0..spec.repeat {
-        let before = turns.with_vfs(|v| v.fs().device().dev.stats());
-        let freed_before = turns.with_vfs(|v| v.fs().stats().freed_extents);
+        let (before, freed_before) =
+            turns.with_vfs(|v| (v.fs().device().dev.stats(), v.fs().stats().freed_extents));
         turns.start_round();
         let results: Vec<Result<(JoinResult, u64), crate::LabError>> =
             if let Some(recorded) = &recording {

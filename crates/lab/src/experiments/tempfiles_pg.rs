@@ -474,15 +474,13 @@ fn split(
         run.discards.push(of(flash::Op::Trim).count() as u64);
         run.discard_bytes
             .push(of(flash::Op::Trim).map(|r| r.cmd.len_bytes).sum());
+        // Kernel events of this repetition, by their times.
+        let during = |times: &[u64]| times.iter().filter(|&&t| t >= from && t < end).count() as u64;
         if let Some(u) = &c.unlinks {
-            let during = |t: &&u64| **t >= from && **t < end;
-            run.unlinks
-                .push(u.unlink_at_ns.iter().filter(during).count() as u64);
+            run.unlinks.push(during(&u.unlink_at_ns));
         }
         if let Some(freed) = &c.freed_extent_at_ns {
-            let during = |t: &&u64| **t >= from && **t < end;
-            run.freed_extents
-                .push(freed.iter().filter(during).count() as u64);
+            run.freed_extents.push(during(freed));
         }
         from = end;
     }
