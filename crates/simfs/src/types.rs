@@ -22,6 +22,10 @@ pub const STREAM_REQUEST_BLOCKS: u64 = 16;
 /// mballoc's `s_mb_group_prealloc` (512 blocks): the locality-group window.
 pub const GROUP_PREALLOC_BLOCKS: u64 = 512;
 
+/// The most blocks ext4's writeback maps in one request (`MAX_WRITEPAGES_EXTENT_LEN`,
+/// fs/ext4/inode.c): 8 MiB.
+pub const MAX_WRITEPAGES_EXTENT_BLOCKS: u64 = 2048;
+
 /// Where new blocks go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllocPolicy {
@@ -195,6 +199,18 @@ impl DiscardKernel {
     /// Freed extents merge only with the entry their tree search ends at.
     pub fn merges_with_search_parent_only(self) -> bool {
         self == DiscardKernel::Linux6_17
+    }
+
+    /// A write that allocates maps its blocks as unwritten extents and converts them once
+    /// the data is on the device (ext4's `dioread_nolock`, the default since 5.6:
+    /// 244adf6426ee). An unwritten extent never merges with a written neighbour
+    /// (`ext4_can_extents_be_merged`), so a file with the inode's four extents grows a
+    /// tree block for the new one (`ext4_ext_grow_indepth`) and, when the conversion merges
+    /// it back to four or fewer, gives the block back (`ext4_ext_try_to_merge_up`,
+    /// ecb94f5fdf4b, 3.11): one freed extent each time, discarded after the commit like
+    /// any other. Under 3.10's rules writes map written extents directly.
+    pub fn writes_unwritten_extents(self) -> bool {
+        self != DiscardKernel::Linux3_10
     }
 }
 
@@ -454,9 +470,10 @@ pub struct FsStats {
     /// Extents deletes freed, each cut at block-group boundaries: one for each
     /// `ext4_mb_clear_bb` call ext4 makes when a file's extents and tree blocks go
     /// (`ext4_free_blocks` frees an extent a group at a time), so the count to set beside
-    /// the kernel's `ext4:ext4_mballoc_free` events for deletes. Counted at unlink only
-    /// (simfs has no truncate or hole punch, whose frees ext4 also reports), whatever the
-    /// discard mode.
+    /// the kernel's `ext4:ext4_mballoc_free` events. Counted at unlink, and for each tree
+    /// block a conversion of unwritten extents gives back
+    /// ([`DiscardKernel::writes_unwritten_extents`]); simfs has no truncate or hole punch,
+    /// whose frees ext4 also reports. Whatever the discard mode.
     pub freed_extents: u64,
     pub flushes: u64,
 }

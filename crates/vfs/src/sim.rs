@@ -171,6 +171,24 @@ impl SimVfs {
     fn write_back(&mut self, runs: Vec<Run>, wait: bool) -> Result<(), VfsError> {
         let t0 = self.fs.device().now_ns();
         let last = self.in_background(true, |v| {
+            // Each file's contiguous dirty pages are mapped (allocated) in one request,
+            // then sent in requests of the device's size, as ext4's writeback does; the
+            // unwritten extents it mapped are converted once their I/O is done.
+            let (mut mapped, mut seen): (Vec<Ino>, HashSet<Ino>) = Default::default();
+            for (ino, page, pages) in mapping_extents(&runs) {
+                let len = v.data.get(&ino).map_or(0, |d| d.len());
+                let offset = page * PAGE_BYTES;
+                if offset >= len {
+                    continue;
+                }
+                v.tell_host_view(ino)
+                    .map_err(|e| sim_error("writeback", e))?;
+                let n = (pages * PAGE_BYTES).min(len - offset);
+                v.timed_ino(ino, |fs| fs.map_for_writeback(ino, offset, n))?;
+                if seen.insert(ino) {
+                    mapped.push(ino);
+                }
+            }
             let mut last = t0;
             for (ino, page, pages) in runs {
                 let len = v.data.get(&ino).map_or(0, |d| d.len());
@@ -185,6 +203,9 @@ impl SimVfs {
                 v.writeback.push(std::cmp::Reverse((done, pages)));
                 v.writeback_pages += pages;
                 last = last.max(done);
+            }
+            for ino in mapped {
+                v.timed_ino(ino, |fs| fs.convert_unwritten(ino))?;
             }
             Ok(last)
         })?;
@@ -678,10 +699,56 @@ impl crate::VirtualClock for SimVfs {
     }
 }
 
+/// The runs of one writeback coalesced into what ext4 maps with one `ext4_map_blocks`
+/// call: a file's consecutive pages, at most `simfs::types::MAX_WRITEPAGES_EXTENT_BLOCKS` at a
+/// time (fs/ext4/inode.c, `mpage_add_bh_to_extent`).
+fn mapping_extents(runs: &[Run]) -> Vec<Run> {
+    let most = simfs::types::MAX_WRITEPAGES_EXTENT_BLOCKS;
+    let mut out: Vec<Run> = Vec::new();
+    for &(ino, mut page, mut pages) in runs {
+        while pages > 0 {
+            match out.last_mut() {
+                Some(last) if last.0 == ino && last.1 + last.2 == page && last.2 < most => {
+                    let k = pages.min(most - last.2);
+                    last.2 += k;
+                    page += k;
+                    pages -= k;
+                }
+                _ => {
+                    let k = pages.min(most);
+                    out.push((ino, page, k));
+                    page += k;
+                    pages -= k;
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use flash::{Device, Preset};
+
+    #[test]
+    fn writeback_maps_a_file_s_consecutive_runs_together_up_to_ext4_s_limit() {
+        let runs: Vec<Run> = vec![
+            (7, 0, 320),
+            (7, 320, 320),
+            (7, 640, 100),
+            (8, 740, 10), // another file
+            (7, 800, 20), // a gap in file 7
+            (9, 0, 320),
+        ];
+        assert_eq!(
+            mapping_extents(&runs),
+            [(7, 0, 740), (8, 740, 10), (7, 800, 20), (9, 0, 320)]
+        );
+        // Eight requests of 320 pages: one map of 2,048, then the rest.
+        let long: Vec<Run> = (0..8).map(|i| (3, i * 320, 320)).collect();
+        assert_eq!(mapping_extents(&long), [(3, 0, 2048), (3, 2048, 512)]);
+    }
 
     /// simfs (512 MiB) on a 1 GiB x25e, every call reaching the drive when made.
     pub(crate) fn drive() -> SimVfs {
@@ -800,6 +867,42 @@ pub(crate) mod tests {
         // Cached after writeback too; an uncached range comes from the drive.
         v.read_at(fd, 4096, &mut buf[..4096]).unwrap();
         assert_eq!(v.fs().stats().data_read_requests, 0);
+    }
+
+    #[test]
+    fn a_writeback_run_converts_its_unwritten_extent_once_however_many_requests_carry_it() {
+        // Under a kernel that writes unwritten extents, a file holding four extents grows a
+        // leaf for the run written back after them and frees it when the run merges back
+        // (simfs's test of it: crates/simfs/tests/discard.rs). ext4 maps the whole run
+        // with one request and converts it once: one leaf freed, however many requests of
+        // the device's size carry the data.
+        let mut cfg = simfs::FsConfig::new(512 << 20);
+        cfg.kernel = simfs::DiscardKernel::Linux6_17;
+        let mut v = x25e_with(cfg, HostConfig::linux(1 << 30));
+        let a = v.open("a", OpenMode::create()).unwrap();
+        let b = v.open("b", OpenMode::create()).unwrap();
+        // a's first four pages written back between b's: four extents, the last one with
+        // free blocks after it.
+        for i in 0..4u64 {
+            v.write_at(a, i * 4096, &[1u8; 4096]).unwrap();
+            v.fsync(a).unwrap();
+            if i < 3 {
+                v.write_at(b, i * 4096, &[2u8; 4096]).unwrap();
+                v.fsync(b).unwrap();
+            }
+        }
+        let ino = v.fs().lookup("a").unwrap();
+        assert_eq!(v.fs().extents(ino).unwrap().len(), 4);
+        let (freed, requests) = (
+            v.fs().stats().freed_extents,
+            v.fs().stats().data_write_requests,
+        );
+        v.write_at(a, 4 * 4096, &vec![3u8; 4 << 20]).unwrap();
+        v.fsync(a).unwrap();
+        let sent = v.fs().stats().data_write_requests - requests;
+        assert!(sent >= 4, "4 MiB in requests of 1,280 KiB: {sent}");
+        assert_eq!(v.fs().extents(ino).unwrap().len(), 4, "the run merged back");
+        assert_eq!(v.fs().stats().freed_extents - freed, 1, "one leaf, once");
     }
 
     #[test]

@@ -82,15 +82,29 @@ fn memory_has_room_for(image_bytes: u64) -> bool {
     let Ok(st) = statfs_space(SHM) else {
         return false;
     };
-    let available = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
-            line.split_whitespace().nth(1)?.parse::<u64>().ok()
-        })
-        .map_or(0, |kib| kib * 1024);
+    let available = mem_available_bytes().unwrap_or(0);
     st.is_tmpfs && st.free_bytes >= need && available >= need + (8 << 30)
 }
+
+/// The memory the kernel says is available for new work (`MemAvailable` in /proc/meminfo).
+fn mem_available_bytes() -> Option<u64> {
+    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// How many jobs of `job_bytes` each to run at once: as many as `available_bytes` holds
+/// with [`MEMORY_HEADROOM_BYTES`] to spare, at most one a core, at least one (a job that
+/// does not fit still runs, alone).
+pub fn jobs_that_fit(available_bytes: u64, job_bytes: u64, cores: usize) -> usize {
+    let usable = available_bytes.saturating_sub(MEMORY_HEADROOM_BYTES);
+    ((usable / job_bytes.max(1)) as usize).clamp(1, cores.max(1))
+}
+
+/// Memory [`jobs_that_fit`] leaves to the rest of the machine (the report's own work, the
+/// shell, a page cache for the tables): 1 GiB.
+pub const MEMORY_HEADROOM_BYTES: u64 = 1 << 30;
 
 struct FsSpace {
     is_tmpfs: bool,
@@ -158,10 +172,13 @@ pub struct Experiment {
     pub run: fn(Scale, u64, &RunCtx) -> Result<Section, crate::LabError>,
     /// How it shares the machine with the others in `reproduce`.
     pub kind: Kind,
-    /// At `--scale paper` it runs after every other experiment has ended, by itself: its
-    /// runs at the paper's size need most of the machine's memory (`tempfiles`: two SF 30
-    /// joins at once peaked at 21.4 GB of 24), which the others' beside it would push over.
-    pub alone_at_paper_scale: bool,
+    /// `Some(bytes)`: at `--scale paper` it runs after every other experiment has ended,
+    /// by itself, each of its jobs needing about `bytes` of memory at its peak: as many
+    /// jobs at a time as the memory available then holds, at least one
+    /// ([`jobs_that_fit`]). Its runs at the paper's size need most of the machine's memory
+    /// (`tempfiles`: two SF 30 joins at once peaked at 21.4 GB of 24), which the others'
+    /// beside it, or anything else the machine runs, would push over.
+    pub paper_scale_alone_job_bytes: Option<u64>,
 }
 
 /// How an experiment shares the machine in `reproduce`.
@@ -383,7 +400,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full: no paper has these checks (each preset against its own drive's datasheet and reviews)",
         run: presets::run,
         kind: Kind::Simulated,
-        alone_at_paper_scale: false,
+        paper_scale_alone_job_bytes: None,
     },
     Experiment {
         id: "waf",
@@ -391,7 +408,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full: no paper size (the analytic models it is checked against have none)",
         run: waf::run,
         kind: Kind::Simulated,
-        alone_at_paper_scale: false,
+        paper_scale_alone_job_bytes: None,
     },
     Experiment {
         id: "tempfiles",
@@ -399,7 +416,9 @@ pub const ALL: &[Experiment] = &[
         paper: "paper 000's own size: its 40 GB database (TPC-H SF 30, assumed) on the 250 GB MX500 and 840 Pro, its 3 GB one on the 32 GB Cosmos+, work_mem 4 MB (512 KB), 30 and 20 repetitions",
         run: tempfiles::run,
         kind: Kind::Simulated,
-        alone_at_paper_scale: true,
+        // Two of its SF 30 joins at once peaked at 21.4 GB (`/usr/bin/time -v flashlab
+        // reproduce --scale paper --only tempfiles`, 2026-11-29): 10.7 GB each.
+        paper_scale_alone_job_bytes: Some(10_700_000_000),
     },
     Experiment {
         id: "gracejoin",
@@ -407,7 +426,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full, which is paper 001's size: TPC-H SF 1 (1.5 M and 6 M rows) in 128-byte records",
         run: gracejoin::run,
         kind: Kind::Simulated,
-        alone_at_paper_scale: false,
+        paper_scale_alone_job_bytes: None,
     },
     Experiment {
         id: "astree",
@@ -415,7 +434,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full, which is paper 004's size (400,000 keys, 100,000 timed inserts and searches, the cleaning runs to 1,000,000 inserts), and the uncleaned log to Fig. 6's 500,000 inserts (full stops it at 250,000)",
         run: astree::run,
         kind: Kind::Simulated,
-        alone_at_paper_scale: false,
+        paper_scale_alone_job_bytes: None,
     },
     Experiment {
         id: "nosql",
@@ -423,7 +442,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full (400,000 documents of 1 KiB): the paper's 100,000,000 would make each captured database about 100 GB on a loop device, more than this machine's disk has free",
         run: nosql::run,
         kind: Kind::Captures,
-        alone_at_paper_scale: false,
+        paper_scale_alone_job_bytes: None,
     },
     Experiment {
         id: "tempfiles-real",
@@ -431,7 +450,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full (SF 0.5, 20 repetitions): paper 000's SF 30 writes about 33 GB of batch files a repetition, more than a loop device's image can hold in this machine's memory",
         run: tempfiles_real::run,
         kind: Kind::Captures,
-        alone_at_paper_scale: false,
+        paper_scale_alone_job_bytes: None,
     },
     Experiment {
         id: "tempfiles-pg",
@@ -439,7 +458,7 @@ pub const ALL: &[Experiment] = &[
         paper: "the real PostgreSQL at the paper's work_mem (4 MB) and 30 repetitions, at SF 1: the paper's 40 GB database is not loaded (its tables go to the server over a psql pipe)",
         run: tempfiles_pg::run,
         kind: Kind::Captures,
-        alone_at_paper_scale: false,
+        paper_scale_alone_job_bytes: None,
     },
     Experiment {
         id: "trim",
@@ -447,7 +466,7 @@ pub const ALL: &[Experiment] = &[
         paper: "the paper's size at every scale: paper 002's 10 MB file of 160 extents, deleted with 20, 100 and 1,000 reads",
         run: trim::run,
         kind: Kind::Simulated,
-        alone_at_paper_scale: false,
+        paper_scale_alone_job_bytes: None,
     },
     Experiment {
         id: "lifetime",
@@ -455,7 +474,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full: a question of this project's, with no paper size",
         run: lifetime::run,
         kind: Kind::Simulated,
-        alone_at_paper_scale: false,
+        paper_scale_alone_job_bytes: None,
     },
     Experiment {
         id: "placement",
@@ -463,7 +482,7 @@ pub const ALL: &[Experiment] = &[
         paper: "as full: issue 27's question, with no paper size",
         run: placement::run,
         kind: Kind::Simulated,
-        alone_at_paper_scale: false,
+        paper_scale_alone_job_bytes: None,
     },
 ];
 
@@ -493,8 +512,9 @@ pub trait Watcher {
 /// Every experiment runs at the same time as the others, their jobs sharing one slot per
 /// core (so the cores stay busy while one experiment finishes its last long jobs); the
 /// captures of [`Kind::Captures`] experiments hold no slot. At [`Scale::Paper`] those
-/// marked [`Experiment::alone_at_paper_scale`] run after the others have ended, one at a
-/// time (their memory). An experiment that fails (an
+/// with [`Experiment::paper_scale_alone_job_bytes`] run after the others have ended, one
+/// at a time, each with as many jobs at once as the available memory holds. An experiment
+/// that fails (an
 /// error or a panic) gets a section saying so and the others still run; once `cancel` is
 /// cancelled no further experiment starts, and the report holds what finished.
 pub fn reproduce(
@@ -541,8 +561,9 @@ pub fn reproduce(
         watcher.lock().expect("watcher").finished(&s);
         Some(s)
     };
-    // Those that run alone at this scale wait for the others, then run one at a time.
-    let alone = |e: &Experiment| scale == Scale::Paper && e.alone_at_paper_scale;
+    // Those that run alone at this scale wait for the others, then run one at a time,
+    // each with as many jobs at once as the memory then available holds.
+    let alone = |e: &Experiment| scale == Scale::Paper && e.paper_scale_alone_job_bytes.is_some();
     std::thread::scope(|scope| {
         let handles: Vec<_> = chosen
             .iter()
@@ -559,7 +580,16 @@ pub fn reproduce(
         }
     });
     for (i, e) in chosen.iter().enumerate().filter(|(_, e)| alone(e)) {
-        done[i] = run_one(e, Some(slots.clone()));
+        let job_bytes = e.paper_scale_alone_job_bytes.unwrap_or(0);
+        let available = mem_available_bytes();
+        let n = available.map_or(1, |a| jobs_that_fit(a, job_bytes, threads()));
+        eprintln!(
+            "flashlab reproduce: {}: {n} job(s) at a time (each needs about {:.1} GB at its peak; {} available)",
+            e.id,
+            job_bytes as f64 / 1e9,
+            available.map_or("memory unknown".into(), |a| format!("{:.1} GB", a as f64 / 1e9)),
+        );
+        done[i] = run_one(e, Some(std::sync::Arc::new(Slots::new(n))));
     }
     let interrupted = done.iter().any(Option::is_none);
     let mut sections: Vec<Section> = done.into_iter().flatten().collect();
@@ -811,7 +841,7 @@ mod tests {
                 paper: "as full",
                 run: broken,
                 kind: Kind::Simulated,
-                alone_at_paper_scale: false,
+                paper_scale_alone_job_bytes: None,
             },
             Experiment {
                 id: "panicking",
@@ -819,7 +849,7 @@ mod tests {
                 paper: "as full",
                 run: panicking,
                 kind: Kind::Simulated,
-                alone_at_paper_scale: false,
+                paper_scale_alone_job_bytes: None,
             },
             Experiment {
                 id: "fine",
@@ -827,7 +857,7 @@ mod tests {
                 paper: "as full",
                 run: fine,
                 kind: Kind::Captures,
-                alone_at_paper_scale: false,
+                paper_scale_alone_job_bytes: None,
             },
         ];
         let chosen: Vec<&Experiment> = exps.iter().collect();
@@ -885,7 +915,7 @@ mod tests {
             paper: "as full: no paper size",
             run: fine,
             kind: Kind::Simulated,
-            alone_at_paper_scale: false,
+            paper_scale_alone_job_bytes: None,
         };
         let says = |scale| {
             run_experiment(&e, scale, 1, &RunCtx::default())
@@ -922,7 +952,7 @@ mod tests {
                 paper: "as full",
                 run: counting,
                 kind: Kind::Simulated,
-                alone_at_paper_scale: false,
+                paper_scale_alone_job_bytes: None,
             })
             .collect();
         let dir = tempfile::tempdir().unwrap();
@@ -952,16 +982,16 @@ mod tests {
 
     #[test]
     fn at_paper_scale_an_experiment_marked_alone_waits_for_the_others() {
-        let exp = |id, alone_at_paper_scale| Experiment {
+        let exp = |id, paper_scale_alone_job_bytes| Experiment {
             id,
             about: "",
             paper: "as full",
             run: sleepy,
             kind: Kind::Simulated,
-            alone_at_paper_scale,
+            paper_scale_alone_job_bytes,
         };
         // Listed first, so the order of the list does not make it wait.
-        let exps = [exp("heavy", true), exp("light", false)];
+        let exps = [exp("heavy", Some(1 << 30)), exp("light", None)];
         struct Log(Vec<String>);
         impl Watcher for Log {
             fn started(&mut self, e: &Experiment, _: &Progress) {
@@ -998,6 +1028,23 @@ mod tests {
             quick[..2].iter().all(|e| e.starts_with("start")),
             "{quick:?}"
         );
+    }
+
+    #[test]
+    fn jobs_run_at_once_as_memory_allows_at_least_one_at_most_a_core_each() {
+        let gb = 1_000_000_000;
+        // This machine idle (23.6 GB available): two SF 30 joins; 22 GB leaves too
+        // little beside them.
+        assert_eq!(jobs_that_fit(23_600_000_000, 10_700_000_000, 2), 2);
+        assert_eq!(jobs_that_fit(22 * gb, 10_700_000_000, 2), 1);
+        assert_eq!(
+            jobs_that_fit(5 * gb, 10_700_000_000, 2),
+            1,
+            "alone when none fits"
+        );
+        assert_eq!(jobs_that_fit(100 * gb, gb, 4), 4, "a core each at most");
+        assert_eq!(jobs_that_fit(0, gb, 2), 1);
+        assert_eq!(jobs_that_fit(100 * gb, 0, 0), 1);
     }
 
     #[test]
@@ -1051,7 +1098,7 @@ mod tests {
             paper: "as full",
             run: fine,
             kind: Kind::Simulated,
-            alone_at_paper_scale: false,
+            paper_scale_alone_job_bytes: None,
         }];
         let dir = tempfile::tempdir().unwrap();
         let r = reproduce(

@@ -122,14 +122,16 @@ impl<D: BlockDev> SimFs<D> {
         Ok((first as u32, end as u32))
     }
 
-    /// Allocates the holes of `[first, end)` in `ino`; fallocate asks for one run first.
+    /// Allocates the holes of `[first, end)` in `ino` for `fill`; fallocate asks for one
+    /// run first.
     pub(super) fn fill_holes(
         &mut self,
         ino: Ino,
         first: u32,
         end: u32,
-        one_run: bool,
+        fill: Fill,
     ) -> Result<(), SimfsError> {
+        let one_run = fill == Fill::Fallocate;
         let (_, holes) = self.map_range(ino, first, end);
         let needed: u64 = holes.iter().map(|&(a, b)| (b - a) as u64).sum();
         if needed > self.bitmap.free_blocks()
@@ -174,7 +176,113 @@ impl<D: BlockDev> SimFs<D> {
                 }
                 None => self.alloc(goal, n)?,
             };
+            // ext4 maps these blocks unwritten ([`DiscardKernel::writes_unwritten_extents`]):
+            // a writeback always (`EXT4_GET_BLOCKS_IO_CREATE_EXT`, converted when its I/O
+            // is done), a direct write only inside the file's size (`ext4_iomap_alloc`:
+            // an append gets a written extent, which merges at once), fallocate's are
+            // not modelled as unwritten.
+            let unwritten = in_place
+                && self.cfg.kernel.writes_unwritten_extents()
+                && match fill {
+                    Fill::Writeback => true,
+                    Fill::Write => (a as u64) * BLOCK < self.files[&ino].size_bytes,
+                    Fill::Fallocate => false,
+                };
+            if unwritten {
+                if let Err(e) = self.note_unwritten(ino, runs.len()) {
+                    for &(s, l) in &runs {
+                        self.release(s, l);
+                    }
+                    return Err(e);
+                }
+            }
             self.add_mapping(ino, a, &runs);
+            if unwritten && fill == Fill::Write {
+                // The direct write's I/O is done when the call returns.
+                self.convert_unwritten(ino)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `pieces` more unwritten extents of `ino` (one for each allocation: none merges
+    /// before the conversion, `EXT4_GET_BLOCKS_PRE_IO`): the tree grows to what the
+    /// file's extents and all its unwritten pieces need, its blocks allocated now, as
+    /// ext4 does at the insert (`ext4_ext_grow_indepth`; simfs otherwise writes a tree at
+    /// the next commit).
+    fn note_unwritten(&mut self, ino: Ino, pieces: usize) -> Result<(), SimfsError> {
+        let f = self.files.get_mut(&ino).expect("exists");
+        let (written, pending) = f.unwritten.get_or_insert((f.extents.len(), 0));
+        *pending += pieces;
+        let need = tree_blocks_needed(*written + *pending);
+        while self.files[&ino].tree_blocks.len() < need {
+            let b = self.alloc_tree_block(ino)?;
+            self.files
+                .get_mut(&ino)
+                .expect("exists")
+                .tree_blocks
+                .push(b);
+        }
+        Ok(())
+    }
+
+    /// One extent-tree block for `ino`: the first free block from the start of the
+    /// inode's block group, as ext4 places a new root leaf (`ext4_inode_to_goal_block`;
+    /// ext4 would start at the flex group's second group, simfs has no flex groups).
+    /// When none is free, the running transaction is committed to get its freed blocks
+    /// back first, as for data.
+    fn alloc_tree_block(&mut self, ino: Ino) -> Result<u64, SimfsError> {
+        if self.bitmap.free_blocks() == 0 && !self.freed_uncommitted.is_empty() && !self.committing
+        {
+            self.sync()?;
+        }
+        if self.bitmap.free_blocks() == 0 {
+            self.drop_discards();
+        }
+        let group = (ino - 1) / self.sb.inodes_per_group;
+        let goal = group as u64 * self.cfg.blocks_per_group as u64;
+        let Some(b) = self.bitmap.find_run(goal, 1) else {
+            return Err(SimfsError::NoSpace {
+                needed_blocks: 1,
+                free_blocks: self.bitmap.free_blocks(),
+            });
+        };
+        self.take(b, 1);
+        self.allocator.set_owner(b, ino, crate::lfs::TREE_BLOCK);
+        Ok(b)
+    }
+
+    /// After a conversion: a tree of one leaf whose extents fit in the inode goes back
+    /// into it and the leaf's block is freed (`ext4_ext_try_to_merge_up`; freed as
+    /// metadata, so through the commit): one freed extent, discarded as the mode discards
+    /// a delete's blocks (after the commit with journal discards; at once online; at the
+    /// next fstrim deferred; never by vTrim and fTrim, which name a deleted file's blocks).
+    pub(super) fn try_to_merge_up(&mut self, ino: Ino) -> Result<(), SimfsError> {
+        let f = &self.files[&ino];
+        if f.tree_blocks.len() != 1 || f.extents.len() > EXTENTS_IN_INODE {
+            return Ok(());
+        }
+        let b = self
+            .files
+            .get_mut(&ino)
+            .expect("exists")
+            .tree_blocks
+            .pop()
+            .expect("one block");
+        self.stats.freed_extents += 1;
+        match self.cfg.discard {
+            DiscardMode::Journal => self.freed_uncommitted.push((b, 1)),
+            DiscardMode::Online => {
+                self.release(b, 1);
+                self.stats.trim_commands += 1;
+                self.stats.discarded_bytes += BLOCK;
+                self.dev.io(Command::trim(b * BLOCK, BLOCK))?;
+            }
+            DiscardMode::Deferred => {
+                self.release(b, 1);
+                self.deferred.push((b, 1));
+            }
+            DiscardMode::None | DiscardMode::VTrim | DiscardMode::FTrim => self.release(b, 1),
         }
         Ok(())
     }
@@ -196,10 +304,9 @@ impl<D: BlockDev> SimFs<D> {
         end: u64,
     ) -> Result<Vec<(u64, u64)>, SimfsError> {
         let mut runs: Vec<(u64, u64)> = Vec::new();
-        let push = |runs: &mut Vec<(u64, u64)>, s: u64, k: u64| match runs.last_mut() {
-            Some(last) if last.0 + last.1 == s => last.1 += k,
-            _ => runs.push((s, k)),
-        };
+        // Each serving from a window is one allocation, as each is one `ext4_map_blocks`
+        // call in ext4 (the pieces are merged when mapped).
+        let push = |runs: &mut Vec<(u64, u64)>, s: u64, k: u64| runs.push((s, k));
         let mut remaining = n;
         let file = &self.files[&ino];
         let file_blocks: u64 = file.extents.iter().map(|e| e.len as u64).sum();
@@ -400,10 +507,24 @@ impl<D: BlockDev> SimFs<D> {
     }
 }
 
+/// What a hole is filled for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fill {
+    /// A write's own blocks (a direct write, or simfs's callers writing without a host).
+    Write,
+    /// A writeback's mapping ([`SimFs::map_for_writeback`]), converted later.
+    Writeback,
+    /// fallocate: one run first, unnormalised.
+    Fallocate,
+}
+
 /// The window `ext4_mb_normalize_request` reserves for a file of `have` blocks asking for
 /// `want` more: from its end to the end of the size bucket its new size falls in (16 KiB
-/// up to 1 MiB by powers of two; then 2, 4 or 8 MiB, aligned in the file), never less
-/// than what it asked for.
+/// up to 1 MiB by powers of two; then 2, 4 or 8 MiB, aligned in the file). A request
+/// that runs past the window's end gets the window, and the rest is a request of its own
+/// (ext4_mb_normalize_request: "fe_len can be relaxed"; `ext4_mb_use_inode_pa` gives it
+/// what the window holds, and ext4's writeback maps the rest with another call); only a
+/// request of more than 8 MiB past 8 MiB gets exactly itself (the function's last case).
 #[cfg(test)]
 fn normalized_window(have: u64, want: u64) -> u64 {
     normalized_window_sized(have, want, 0)
@@ -411,11 +532,14 @@ fn normalized_window(have: u64, want: u64) -> u64 {
 
 /// [`normalized_window`] with the bucket chosen by the larger of the file's new size and
 /// `isize` blocks (its `i_size`, which a page cache runs ahead of the blocks allocated):
-/// the window still starts at the file's end and is never less than `want`, but it is not
-/// stretched to `isize` beyond the bucket.
+/// the window still starts at the file's end, and it is not stretched to `isize` beyond
+/// the bucket.
 pub(super) fn normalized_window_sized(have: u64, want: u64, isize: u64) -> u64 {
     let size = (have + want).max(isize);
     let blocks_per_mib = (1 << 20) / BLOCK;
+    if size > 8 * blocks_per_mib && want > PREALLOC_MAX_BLOCKS {
+        return want;
+    }
     let end = if size <= blocks_per_mib {
         size.next_power_of_two().max(4)
     } else {
@@ -429,7 +553,7 @@ pub(super) fn normalized_window_sized(have: u64, want: u64, isize: u64) -> u64 {
         // The bucket-aligned stretch of the file that holds its first new block.
         (have / bucket + 1) * bucket
     };
-    end.saturating_sub(have).max(want)
+    end - have
 }
 
 #[cfg(test)]
@@ -458,7 +582,10 @@ mod tests {
         // Past 4 MiB: 4 MiB stretches; past 8 MiB: 8 MiB ones.
         assert_eq!(normalized_window(1100, 2), 2048 - 1100);
         assert_eq!(normalized_window(2100, 2), 4096 - 2100);
-        // Never less than asked for.
+        // A request past its bucket's end gets the bucket's window; the rest asks again.
+        assert_eq!(normalized_window(0, 854), 512);
+        assert_eq!(normalized_window(512, 342), 512);
+        // More than 8 MiB asked for past 8 MiB: exactly that.
         assert_eq!(normalized_window(0, 5000), 5000);
     }
 }

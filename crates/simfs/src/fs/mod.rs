@@ -28,6 +28,7 @@ mod mkfs;
 pub use crate::types::*;
 use discard::range_bytes;
 use extents::tree_blocks_needed;
+pub(crate) use extents::Fill;
 
 #[derive(Debug, Clone)]
 pub(crate) struct FileState {
@@ -50,6 +51,11 @@ pub(crate) struct FileState {
     pub(crate) host: Option<HostView>,
     /// Its write-life hint (`F_SET_RW_HINT`), in memory only as Linux keeps it.
     pub(crate) hint: WriteHint,
+    /// Unwritten extents mapped by a writeback and not converted yet
+    /// ([`DiscardKernel::writes_unwritten_extents`]): the file's extent count when the first
+    /// was mapped, and how many pieces have been mapped since (none merge before the
+    /// conversion, `EXT4_GET_BLOCKS_PRE_IO`).
+    pub(crate) unwritten: Option<(usize, usize)>,
 }
 
 /// A file as the host sees it ([`SimFs::set_host_view`]).
@@ -323,12 +329,53 @@ impl<D: BlockDev> SimFs<D> {
                 pa: None,
                 host: None,
                 hint: WriteHint::NotSet,
+                unwritten: None,
             },
         );
         self.dirty_files.insert(ino);
         self.dirty_groups
             .insert((ino - 1) / self.sb.inodes_per_group);
         Ok(ino)
+    }
+
+    /// Allocates the blocks of `[offset_bytes, offset_bytes + len_bytes)` that `ino` still
+    /// lacks, as one request, without writing them: ext4's writeback maps a file's
+    /// contiguous dirty pages with one `ext4_map_blocks` call (up to
+    /// [`MAX_WRITEPAGES_EXTENT_BLOCKS`]) before it sends them in requests of the device's
+    /// size (fs/ext4/inode.c, `mpage_map_and_submit_extent`), so the allocator sees the
+    /// whole run. The writes that follow find their blocks mapped. Under a kernel that
+    /// writes unwritten extents the new blocks stay unwritten until
+    /// [`SimFs::convert_unwritten`] (the writeback's I/O done). Out-of-place allocation
+    /// places blocks as they are written: nothing to do.
+    pub fn map_for_writeback(
+        &mut self,
+        ino: Ino,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<(), SimfsError> {
+        self.file(ino)?;
+        if len_bytes == 0 || self.allocator.out_of_place() {
+            return Ok(());
+        }
+        self.run_discard_worker()?;
+        let (first, end) = Self::block_span(offset_bytes, len_bytes)?;
+        self.alloc_class = self.log_of_hint(self.files[&ino].hint);
+        let filled = self.fill_holes(ino, first, end, Fill::Writeback);
+        self.alloc_class = 0;
+        filled
+    }
+
+    /// The writeback's I/O of `ino` is done: its unwritten extents become written and merge
+    /// with their neighbours, and a tree of one leaf that fits back in the inode goes back
+    /// into it, its block freed (`ext4_convert_unwritten_extents_endio`,
+    /// `ext4_ext_try_to_merge_up`). Nothing to do for a file with none.
+    pub fn convert_unwritten(&mut self, ino: Ino) -> Result<(), SimfsError> {
+        self.file(ino)?;
+        if self.files[&ino].unwritten.is_none() {
+            return Ok(());
+        }
+        self.files.get_mut(&ino).expect("checked").unwritten = None;
+        self.try_to_merge_up(ino)
     }
 
     /// Writes `len_bytes` at `offset_bytes` of the file (whole 4 KiB blocks), allocating
@@ -358,7 +405,7 @@ impl<D: BlockDev> SimFs<D> {
             self.relocate_on_write(ino, first, end)?;
         }
         self.alloc_class = self.log_of_hint(self.files[&ino].hint);
-        let filled = self.fill_holes(ino, first, end, false);
+        let filled = self.fill_holes(ino, first, end, Fill::Write);
         self.alloc_class = 0;
         filled?;
         let (runs, _) = self.map_range(ino, first, end);
@@ -413,7 +460,7 @@ impl<D: BlockDev> SimFs<D> {
         self.run_discard_worker()?;
         let (first, end) = Self::block_span(offset_bytes, len_bytes)?;
         if self.cfg.zoned.is_none() {
-            self.fill_holes(ino, first, end, true)?;
+            self.fill_holes(ino, first, end, Fill::Fallocate)?;
         }
         // Zoned: the range is reserved, not allocated (a block allocated ahead of the
         // write pointer could never be written after it): the size grows and writes
