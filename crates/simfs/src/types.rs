@@ -208,7 +208,9 @@ impl DiscardKernel {
     /// tree block for the new one (`ext4_ext_grow_indepth`) and, when the conversion merges
     /// it back to four or fewer, gives the block back (`ext4_ext_try_to_merge_up`,
     /// ecb94f5fdf4b, 3.11): one freed extent each time, discarded after the commit like
-    /// any other. Under 3.10's rules writes map written extents directly.
+    /// any other. Under 3.10's rules writes map written extents directly (5.6 to 5.14,
+    /// whose discards follow 3.10's rule, wrote unwritten extents already: 5.15 is the
+    /// nearer model of them).
     pub fn writes_unwritten_extents(self) -> bool {
         self != DiscardKernel::Linux3_10
     }
