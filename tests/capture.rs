@@ -809,7 +809,7 @@ fn paper_003s_batch_rise_is_the_same_when_every_core_is_busy() {
         let exe = Path::new(env!("CARGO_BIN_EXE_flashlab"));
         // One capture's rise varies with the real kernel's timing: with the write buffer's
         // honest admission (2026-11-29) single captures gave 4.4-7.4x, quiet and busy
-        // alike, over 7 of each. The median of three of each is compared, within 40%: the
+        // alike, over 7 of each. The medians of three of each are compared (bounds below): the
         // failure this guards against was 3.5x apart (9x busy, 32x quiet).
         let median = |busy: bool| {
             let mut runs: Vec<(f64, bool)> = (0..3)
@@ -845,7 +845,14 @@ fn paper_003s_batch_rise_is_the_same_when_every_core_is_busy() {
         // test measures, that the capture sections' verdicts do not depend on how busy the
         // machine is, now holds on ext4 for the verdict only). ext4 is held to 2.5x, which
         // still catches the failure this test was written for (3.5x apart).
-        let most = if fs == FsKind::Ext4 { 2.5 } else { 1.4 };
+        // XFS showed the same direction later: medians quiet 6.5x / 6.0x against busy 4.7x /
+        // 5.4x (CI and here, 2026-11-30), failing the 1.4x bound it had held to. Those runs'
+        // captures agree on the I/O (requests, writes, flushes and bytes within 1% busy and
+        // quiet at both batch sizes); what differs is the 1-document run's replayed time
+        // (busy 0.16-0.24 s, quiet 0.22-0.30 s for the same 2,000 updates), so the capture's
+        // timing (think times, the kernel threads' gaps), not the I/O, carries the
+        // difference. XFS is held to 2x, ext4 to 2.5x: both below the 3.5x failure.
+        let most = if fs == FsKind::Ext4 { 2.5 } else { 2.0 };
         assert!(
             (busy / quiet).max(quiet / busy) < most,
             "{}: quiet {quiet:.1}x, busy {busy:.1}x",
