@@ -306,21 +306,17 @@ impl PageCache {
         Self::runs(&pages, max_pages)
     }
 
-    /// Background writeback as Linux's flusher does it (`wb_writeback` for background
-    /// work, `writeback_sb_inodes`): the dirty files oldest first dirtied first, up to
-    /// `chunk_pages` of a file before the next, pass after pass (a file still dirty is
-    /// written again after the others, `requeue_io`), until at most `target_pages` stay
-    /// dirty (looked at after each file; the kernel looks between batches of files, each
-    /// at most 100 ms of submitting).
-    pub fn take_files_until(
-        &mut self,
-        target_pages: u64,
-        chunk_pages: u64,
-        max_pages: u64,
-    ) -> Vec<Run> {
-        let excess = self.dirty_pages().saturating_sub(target_pages);
-        let files: Vec<Ino> = self.files_by_age.iter().map(|&(_, ino)| ino).collect();
-        let pages = self.in_chunks(&files, chunk_pages, excess);
+    /// The dirty files, oldest first dirtied first: the order background writeback
+    /// queues them in (`queue_io` with `dirtied_before` = now for background work).
+    pub fn dirty_files_by_age(&self) -> Vec<Ino> {
+        self.files_by_age.iter().map(|&(_, ino)| ino).collect()
+    }
+
+    /// Up to `chunk_pages` of `ino`'s dirty pages, in offset order, as runs to write back
+    /// (they count as clean from now): one file's turn in a writeback batch
+    /// (`writeback_sb_inodes`, `wbc.nr_to_write = writeback_chunk_size(..)`).
+    pub fn take_file_chunk(&mut self, ino: Ino, chunk_pages: u64, max_pages: u64) -> Vec<Run> {
+        let pages = self.in_chunks(&[ino], chunk_pages, chunk_pages);
         self.clean_pages(&pages);
         Self::runs(&pages, max_pages)
     }
@@ -408,12 +404,10 @@ mod tests {
         c.write(1, 12, 13, 300);
         c.write(2, 8, 9, 400);
         assert_eq!(c.dirty_pages(), 8);
-        // Two pages above a target of 6: the whole of file 2 (dirtied first), in offset
-        // order, as Linux's flusher writes a file before it looks at the limits again.
-        assert_eq!(
-            c.take_files_until(6, 1024, 1024),
-            vec![(2, 0, 4), (2, 8, 1)]
-        );
+        // File 2 was dirtied first: background writeback queues it first.
+        assert_eq!(c.dirty_files_by_age(), vec![2, 1]);
+        // Its turn: its dirty pages in offset order, merged into runs.
+        assert_eq!(c.take_file_chunk(2, 1024, 1024), vec![(2, 0, 4), (2, 8, 1)]);
         // Files first dirtied by 250: file 1, with the page it dirtied at 300.
         assert_eq!(
             c.take_expired_files(250, 1024, 2),
@@ -430,18 +424,14 @@ mod tests {
         let mut c = PageCache::new(1 << 30);
         c.write(1, 0, 10, 100);
         c.write(2, 0, 10, 200);
-        // One page above the target, chunks of 4 pages: file 1's first 4.
-        assert_eq!(c.take_files_until(19, 4, 1024), vec![(1, 0, 4)]);
-        // Nine above: a chunk of each, then file 1's next, pass after pass.
-        assert_eq!(
-            c.take_files_until(7, 4, 1024),
-            vec![(1, 4, 4), (2, 0, 4), (1, 8, 2)]
-        );
-        // More than a chunk of every file over the limit: all of it goes.
+        // A turn takes at most a chunk of the file, from its first dirty page on.
+        assert_eq!(c.take_file_chunk(1, 4, 1024), vec![(1, 0, 4)]);
+        assert_eq!(c.take_file_chunk(1, 4, 2), vec![(1, 4, 2), (1, 6, 2)]);
+        assert_eq!(c.take_file_chunk(1, 4, 1024), vec![(1, 8, 2)]);
+        assert_eq!(c.take_file_chunk(1, 4, 1024), vec![]);
+        assert_eq!(c.dirty_pages(), 10, "file 2 untouched");
+        assert_eq!(c.dirty_files_by_age(), vec![2]);
         let mut big = PageCache::new(1 << 30);
-        big.write(1, 0, 4096, 100);
-        big.take_files_until(0, 1024, 1024);
-        assert_eq!(big.dirty_pages(), 0);
         // An expired file goes whole, whatever its size.
         big.write(2, 0, 4096, 200);
         big.take_expired_files(1000, 1024, 1024);

@@ -65,7 +65,21 @@ pub struct SimVfs {
     /// Writeback requests in flight: (completion time, pages), earliest first.
     writeback: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64)>>,
     writeback_pages: u64,
+    /// Background writeback's queues (fs/fs-writeback.c): the files still to be given a
+    /// turn in this pass (`b_io`), and those given one that stayed dirty (`b_more_io`,
+    /// written again once the pass is done).
+    b_io: std::collections::VecDeque<Ino>,
+    b_more_io: std::collections::VecDeque<Ino>,
+    /// When the flusher's last background batch finished submitting: it looks at the
+    /// background limit again, and starts the next batch, no earlier.
+    flusher_free_ns: u64,
 }
+
+/// A background writeback batch ends after the first file that takes it past this much
+/// time of submitting (fs/fs-writeback.c, `writeback_sb_inodes` and
+/// `__writeback_inodes_wb`: `time_is_before_jiffies(start_time + HZ / 10UL)`); the flusher
+/// looks at the background limit only between batches (`wb_writeback`).
+pub const WRITEBACK_BATCH_NS: u64 = 100_000_000;
 
 fn sim_error(name: &str, e: SimfsError) -> VfsError {
     match e {
@@ -114,6 +128,9 @@ impl SimVfs {
             scheduled_commits_done: 0,
             writeback: std::collections::BinaryHeap::new(),
             writeback_pages: 0,
+            b_io: Default::default(),
+            b_more_io: Default::default(),
+            flusher_free_ns: 0,
         }
     }
 
@@ -257,11 +274,9 @@ impl SimVfs {
         }
         let target = (background + hard) / 2;
         let t0 = self.fs.device().now_ns();
-        let chunk = self.host.writeback_chunk_pages();
-        let runs = self
-            .cache
-            .take_files_until(background, chunk, self.max_request_pages());
-        self.write_back(runs, false)?;
+        // The writer sleeps; the flusher's batches follow one another until the
+        // background limit holds (their requests queue in order behind each other).
+        while self.cache.dirty_pages() > background && self.background_batch()? {}
         while self.dirty_and_writeback_pages() > target {
             let Some(&std::cmp::Reverse((done, _))) = self.writeback.peek() else {
                 break;
@@ -287,8 +302,8 @@ impl SimVfs {
     }
 
     /// The flusher, caught up to now: at each wake-up since the last, pages past the
-    /// expiry go back; above the background limit, the oldest dirty pages go back until
-    /// it holds. All in the background.
+    /// expiry go back; above the background limit, batches of background writeback
+    /// ([`SimVfs::background_batch`]) while it is passed. All in the background.
     fn flush_due(&mut self) -> Result<(), VfsError> {
         let now = self.fs.device().now_ns();
         // The journal's timed commits, in the background: metadata, then the discards of
@@ -334,13 +349,56 @@ impl SimVfs {
                 self.write_back(runs, false)?;
             }
         }
+        // Background writeback: a batch whenever the flusher has finished submitting the
+        // last one and the background limit is still passed.
         let background = self.host.background_limit_pages();
-        if self.cache.dirty_pages() > background {
-            let chunk = self.host.writeback_chunk_pages();
-            let runs = self.cache.take_files_until(background, chunk, max);
-            self.write_back(runs, false)?;
-        }
+        while self.cache.dirty_pages() > background
+            && self.fs.device().now_ns() >= self.flusher_free_ns
+            && self.background_batch()?
+        {}
         Ok(())
+    }
+
+    /// One batch of background writeback, as Linux's flusher runs it (`wb_writeback` for
+    /// background work, `__writeback_inodes_wb`, `writeback_sb_inodes`): the files of the
+    /// pass in order (a new pass, when the last is done, queues the files that stayed
+    /// dirty, then every other dirty file oldest first: `queue_io`), each written up to a
+    /// chunk (`writeback_chunk_size`) before the next; a file still dirty after its turn
+    /// waits for the next pass (`requeue_io`). The batch ends after the first file that
+    /// takes its submitting past [`WRITEBACK_BATCH_NS`], or when the pass is done. Its
+    /// requests go in the background, each dispatched when the drive's queue has a slot,
+    /// so a slow drive makes a batch short. Whether it wrote anything.
+    fn background_batch(&mut self) -> Result<bool, VfsError> {
+        if self.b_io.is_empty() {
+            let mut queued: Vec<Ino> = self.b_more_io.drain(..).collect();
+            let more: HashSet<Ino> = queued.iter().copied().collect();
+            queued.extend(
+                self.cache
+                    .dirty_files_by_age()
+                    .into_iter()
+                    .filter(|i| !more.contains(i)),
+            );
+            self.b_io = queued.into();
+        }
+        let start = self.fs.device().now_ns();
+        let (chunk, max) = (self.host.writeback_chunk_pages(), self.max_request_pages());
+        let mut wrote = false;
+        while let Some(ino) = self.b_io.pop_front() {
+            let runs = self.cache.take_file_chunk(ino, chunk, max);
+            if runs.is_empty() {
+                continue;
+            }
+            self.write_back(runs, false)?;
+            wrote = true;
+            if self.cache.dirty_pages_of(ino) > 0 {
+                self.b_more_io.push_back(ino);
+            }
+            if self.fs.device().last_issue_ns > start + WRITEBACK_BATCH_NS {
+                break;
+            }
+        }
+        self.flusher_free_ns = self.fs.device().last_issue_ns.max(start);
+        Ok(wrote)
     }
 
     /// Reads the pages of `first..end` of `ino` that are not cached, merged into
@@ -635,8 +693,11 @@ impl Vfs for SimVfs {
             .lookup(name)
             .map_err(|_| VfsError::NotFound(format!("simfs:{name}")))?;
         self.flush_due()?;
-        // Pages of a removed file never reach the drive.
+        // Pages of a removed file never reach the drive, and writeback's queues forget it
+        // (simfs may give its number to a new file).
         self.cache.drop_file(ino);
+        self.b_io.retain(|&i| i != ino);
+        self.b_more_io.retain(|&i| i != ino);
         let (_, ns) = self.timed(name, |fs| fs.unlink(name))?;
         self.io.write_ns += ns;
         self.unlinks += 1;
@@ -975,6 +1036,92 @@ pub(crate) mod tests {
         v.write_at(other, 0, &vec![3u8; 4 << 20]).unwrap();
         assert!(v.now_ns() > t0, "past the hard limit the writer waits");
         assert!(v.dirty_pages() <= HostConfig::linux(16 << 20).hard_limit_pages());
+    }
+
+    /// Files of `v` (their inode numbers) that have blocks on the drive.
+    fn files_with_blocks(v: &SimVfs, names: &[String]) -> usize {
+        names
+            .iter()
+            .filter(|n| {
+                let ino = v.fs().lookup(n).unwrap();
+                v.fs().mapped_blocks(ino).unwrap() > 0
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_background_writeback_batch_gives_every_queued_file_a_turn_before_it_looks_again() {
+        // Eight files filled a page each in turn through a 16 MiB host (background limit
+        // 409 pages). Linux's flusher looks at the background limit only between batches
+        // (fs/fs-writeback.c, wb_writeback), and a batch on a drive this fast writes every
+        // queued file's dirty pages: when the limit is first passed, all eight files are
+        // written back, about 51 pages each, and the cache is left nearly clean (a flusher
+        // that looked after each file wrote the oldest one and stopped).
+        let mut v = cached_drive(16 << 20);
+        let names: Vec<String> = (0..8).map(|i| format!("f{i}")).collect();
+        let fds: Vec<Fd> = names
+            .iter()
+            .map(|n| v.open(n, OpenMode::create()).unwrap())
+            .collect();
+        let background = HostConfig::linux(16 << 20).background_limit_pages();
+        let mut page = 0u64;
+        while drive_writes(&v).0 == 0 {
+            for &fd in &fds {
+                v.write_at(fd, page * 4096, &[5u8; 4096]).unwrap();
+            }
+            page += 1;
+        }
+        assert!(page * 8 > background, "no writeback below the limit");
+        assert_eq!(files_with_blocks(&v, &names), 8, "every file had its turn");
+        assert!(v.dirty_pages() < 8, "{} pages left dirty", v.dirty_pages());
+    }
+
+    #[test]
+    fn a_background_writeback_batch_ends_after_100_ms_of_submitting() {
+        // 40 files filled a page each in turn through a 1 GiB host (background limit
+        // 102 MiB). When the limit is passed, each holds about 2.6 MiB; the x25e's queue
+        // and flash take about half of them in 100 ms of submitting (21 files), so the
+        // first batch ends there, and the flusher takes the rest in later batches,
+        // looking at the limit between them.
+        let mut v = x25e_with(simfs::FsConfig::new(512 << 20), HostConfig::linux(1 << 30));
+        let names: Vec<String> = (0..40).map(|i| format!("f{i}")).collect();
+        let fds: Vec<Fd> = names
+            .iter()
+            .map(|n| v.open(n, OpenMode::create()).unwrap())
+            .collect();
+        let mut page = 0u64;
+        while drive_writes(&v).0 == 0 && page < 768 {
+            for &fd in &fds {
+                v.write_at(fd, page * 4096, &[6u8; 4096]).unwrap();
+            }
+            page += 1;
+        }
+        let first = v.fs().device().last_issue_ns - v.now_ns();
+        let written = files_with_blocks(&v, &names);
+        assert!(
+            (2..40).contains(&written),
+            "the first batch wrote {written} files"
+        );
+        assert!(
+            first > WRITEBACK_BATCH_NS,
+            "it ended past 100 ms of submitting: {first} ns"
+        );
+        // The batch took the cache below the limit. The writer goes on; when the limit is
+        // passed again the next batch goes on through the files the last one did not reach
+        // (`b_io`), not back to the oldest: the first file keeps its new dirty pages.
+        let ino = |v: &SimVfs, i: usize| v.fs().lookup(&names[i]).unwrap();
+        while files_with_blocks(&v, &names) == written && page < 2048 {
+            for &fd in &fds {
+                v.write_at(fd, page * 4096, &[6u8; 4096]).unwrap();
+            }
+            page += 1;
+        }
+        assert!(v.fs().mapped_blocks(ino(&v, written)).unwrap() > 0);
+        let first_file = ino(&v, 0);
+        assert!(
+            v.cache.dirty_pages_of(first_file) > 0,
+            "the oldest file waits for the next pass"
+        );
     }
 
     #[test]
