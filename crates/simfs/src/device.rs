@@ -91,6 +91,9 @@ pub struct Timed<D: Device> {
     pub queue_depth: usize,
     /// Completion times of the requests in flight, earliest first.
     in_flight: std::collections::BinaryHeap<std::cmp::Reverse<u64>>,
+    /// The issue times of the last `queue_depth + 1` requests, oldest first
+    /// ([`Timed::submitted_ns`]).
+    recent_issue_ns: std::collections::VecDeque<u64>,
     /// Where requests went, `(offset_bytes, len_bytes)`, since [`Timed::take_positions`]
     /// last took them (kept only if `track_positions` is set: an I/O scheduler that
     /// watches how far each user seeks reads them).
@@ -113,6 +116,7 @@ impl<D: Device> Timed<D> {
             hold_clock: false,
             queue_depth: 0,
             in_flight: std::collections::BinaryHeap::new(),
+            recent_issue_ns: std::collections::VecDeque::new(),
             track_positions: false,
             positions: Vec::new(),
             timeline: None,
@@ -163,16 +167,28 @@ impl<D: Device> Timed<D> {
         self.now_ns = self.now_ns.max(t);
     }
 
-    /// Positions the clock at the time of the next submission, for users sharing the drive
-    /// with their own clocks: `t` may lie before the clock (another user ran ahead), never
-    /// before the last submission (the drive sees submissions in time order).
+    /// Positions the clock at a user's time, for users sharing the drive with their own
+    /// clocks: `t` may lie before the clock (another user ran ahead) and before the last
+    /// submission (background work queued ahead); the drive still sees submissions in time
+    /// order, a request issued before the last one's time being dispatched after it.
     pub fn issue_at(&mut self, t: u64) {
-        assert!(
-            t >= self.last_issue_ns,
-            "submissions go in time order: {t} ns is before the last one at {} ns",
-            self.last_issue_ns
-        );
         self.now_ns = t;
+    }
+
+    /// When a submitter that issued the requests since `since_ns` back to back, as the
+    /// kernel's flusher does, got the last of them into the block layer. With an I/O
+    /// scheduler the block layer holds twice the drive's queue (block/blk-mq-sched.c,
+    /// `q->nr_requests = 2 * min_t(unsigned int, q->tag_set->queue_depth,
+    /// BLKDEV_DEFAULT_RQ)`): a submitter blocks only while those are all taken, so its last
+    /// request went in when the one a queue's depth before it was dispatched (or at once,
+    /// with fewer ahead of it).
+    pub fn submitted_ns(&self, since_ns: u64) -> u64 {
+        match self.recent_issue_ns.front() {
+            Some(&t) if self.queue_depth > 0 && self.recent_issue_ns.len() > self.queue_depth => {
+                t.max(since_ns)
+            }
+            _ => since_ns,
+        }
     }
 }
 
@@ -194,6 +210,12 @@ impl<D: Device> BlockDev for Timed<D> {
             })?;
         }
         self.last_issue_ns = at;
+        if self.queue_depth > 0 {
+            if self.recent_issue_ns.len() > self.queue_depth {
+                self.recent_issue_ns.pop_front();
+            }
+            self.recent_issue_ns.push_back(at);
+        }
         if self.track_positions && matches!(cmd.op, flash::Op::Read | flash::Op::Write) {
             self.positions.push((cmd.offset_bytes, cmd.len_bytes));
         }
@@ -267,5 +289,30 @@ mod tests {
             "the rest wait for slots, in order: {two:?}"
         );
         assert!(two[8] > unlimited[8], "the read queues behind the writes");
+    }
+
+    #[test]
+    fn a_submitter_blocks_only_when_twice_the_queue_is_taken() {
+        // Eight background writes, the queue 2 deep: the block layer holds 4, so the
+        // submitter handed over the eighth when the sixth was dispatched.
+        let dev = Preset::load("x25e")
+            .unwrap()
+            .with_capacity(1 << 30)
+            .build()
+            .unwrap();
+        let mut t = Timed::new(dev);
+        (t.record, t.queue_depth, t.hold_clock) = (true, 2, true);
+        assert_eq!(t.submitted_ns(7), 7, "nothing ahead: at once");
+        for i in 0..8u64 {
+            t.io(Command::write(i * (1 << 20), 4096)).unwrap();
+        }
+        let at: Vec<u64> = t.requests.iter().map(|r| r.at_ns).collect();
+        assert!(at[5] > 0 && at[5] < at[7], "{at:?}");
+        assert_eq!(t.submitted_ns(0), at[5]);
+        assert_eq!(
+            t.submitted_ns(u64::MAX),
+            u64::MAX,
+            "never before it started"
+        );
     }
 }

@@ -132,10 +132,14 @@ const DIRTY_SCOPE: u64 = 8;
 pub struct PageCache {
     /// Dirty pages in (file, page) order, with the time each was first dirtied.
     dirty: BTreeMap<(Ino, u64), u64>,
-    /// Each dirty file's oldest dirty time (writeback takes the oldest file first).
-    file_dirtied: BTreeMap<Ino, u64>,
-    /// The same, ordered by that time (then file): the order writeback takes files in.
-    files_by_age: BTreeSet<(u64, Ino)>,
+    /// Each dirty file's oldest dirty time (writeback takes the oldest file first), and
+    /// its place in the order files became dirty (files dirtied at the same time keep that
+    /// order, as the kernel's `b_dirty` list does; simfs reuses inode numbers).
+    file_dirtied: BTreeMap<Ino, (u64, u64)>,
+    /// The same, ordered by that time, then that place: the order writeback takes files in.
+    files_by_age: BTreeSet<(u64, u64, Ino)>,
+    /// The next file to become dirty gets this place.
+    next_dirty_seq: u64,
     /// Clean cached pages, and their last use (for eviction, least recent first).
     clean: BTreeMap<(Ino, u64), u64>,
     by_use: BTreeSet<(u64, Ino, u64)>,
@@ -194,8 +198,10 @@ impl PageCache {
             self.dirty.entry((ino, p)).or_insert(now_ns);
         }
         if let std::collections::btree_map::Entry::Vacant(e) = self.file_dirtied.entry(ino) {
-            e.insert(now_ns);
-            self.files_by_age.insert((now_ns, ino));
+            let seq = self.next_dirty_seq;
+            self.next_dirty_seq += 1;
+            e.insert((now_ns, seq));
+            self.files_by_age.insert((now_ns, seq, ino));
         }
         self.evict();
     }
@@ -295,12 +301,28 @@ impl PageCache {
         chunk_pages: u64,
         max_pages: u64,
     ) -> Vec<Run> {
-        let files: Vec<Ino> = self
-            .files_by_age
-            .iter()
-            .take_while(|&&(t, _)| t <= cutoff_ns)
-            .map(|&(_, ino)| ino)
-            .collect();
+        self.take_files(&[], cutoff_ns, chunk_pages, max_pages)
+    }
+
+    /// [`PageCache::take_expired_files`] with `first` before the expired files (the files
+    /// a background pass queued and has not reached, and those it requeued: the kernel's
+    /// periodic flush works through `b_io` and `b_more_io` first, whatever their age).
+    pub fn take_files(
+        &mut self,
+        first: &[Ino],
+        cutoff_ns: u64,
+        chunk_pages: u64,
+        max_pages: u64,
+    ) -> Vec<Run> {
+        let mut files: Vec<Ino> = first.to_vec();
+        let seen: BTreeSet<Ino> = first.iter().copied().collect();
+        files.extend(
+            self.files_by_age
+                .iter()
+                .take_while(|&&(t, _, _)| t <= cutoff_ns)
+                .map(|&(_, _, ino)| ino)
+                .filter(|ino| !seen.contains(ino)),
+        );
         let pages = self.in_chunks(&files, chunk_pages, u64::MAX);
         self.clean_pages(&pages);
         Self::runs(&pages, max_pages)
@@ -309,7 +331,7 @@ impl PageCache {
     /// The dirty files, oldest first dirtied first: the order background writeback
     /// queues them in (`queue_io` with `dirtied_before` = now for background work).
     pub fn dirty_files_by_age(&self) -> Vec<Ino> {
-        self.files_by_age.iter().map(|&(_, ino)| ino).collect()
+        self.files_by_age.iter().map(|&(_, _, ino)| ino).collect()
     }
 
     /// Up to `chunk_pages` of `ino`'s dirty pages, in offset order, as runs to write back
@@ -379,15 +401,21 @@ impl PageCache {
             .range((ino, 0)..(ino + 1, 0))
             .map(|(_, &t)| t)
             .min();
-        let before = match oldest {
-            Some(t) => self.file_dirtied.insert(ino, t),
-            None => self.file_dirtied.remove(&ino),
-        };
-        if let Some(t) = before {
-            self.files_by_age.remove(&(t, ino));
+        let before = self.file_dirtied.remove(&ino);
+        if let Some((t, seq)) = before {
+            self.files_by_age.remove(&(t, seq, ino));
         }
         if let Some(t) = oldest {
-            self.files_by_age.insert((t, ino));
+            // A file still dirty keeps its place; one dirty again takes a new one.
+            let seq = before.map_or_else(
+                || {
+                    self.next_dirty_seq += 1;
+                    self.next_dirty_seq - 1
+                },
+                |(_, seq)| seq,
+            );
+            self.file_dirtied.insert(ino, (t, seq));
+            self.files_by_age.insert((t, seq, ino));
         }
     }
 }
@@ -406,6 +434,11 @@ mod tests {
         assert_eq!(c.dirty_pages(), 8);
         // File 2 was dirtied first: background writeback queues it first.
         assert_eq!(c.dirty_files_by_age(), vec![2, 1]);
+        // Files dirtied at the same time keep the order they became dirty in.
+        let mut tie = PageCache::new(1 << 30);
+        tie.write(9, 0, 1, 500);
+        tie.write(3, 0, 1, 500);
+        assert_eq!(tie.dirty_files_by_age(), vec![9, 3]);
         // Its turn: its dirty pages in offset order, merged into runs.
         assert_eq!(c.take_file_chunk(2, 1024, 1024), vec![(2, 0, 4), (2, 8, 1)]);
         // Files first dirtied by 250: file 1, with the page it dirtied at 300.

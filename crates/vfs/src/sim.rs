@@ -70,9 +70,13 @@ pub struct SimVfs {
     /// written again once the pass is done).
     b_io: std::collections::VecDeque<Ino>,
     b_more_io: std::collections::VecDeque<Ino>,
-    /// When the flusher's last background batch finished submitting: it looks at the
-    /// background limit again, and starts the next batch, no earlier.
+    /// When the flusher's last background batch finished submitting (its last request
+    /// in the block layer, [`Timed::submitted_ns`]): it looks at the background limit
+    /// again, and starts the next batch, no earlier.
     flusher_free_ns: u64,
+    /// Background batches run, and the file turns they took, in all.
+    batches: u64,
+    batch_turns: u64,
 }
 
 /// A background writeback batch ends after the first file that takes it past this much
@@ -131,6 +135,8 @@ impl SimVfs {
             b_io: Default::default(),
             b_more_io: Default::default(),
             flusher_free_ns: 0,
+            batches: 0,
+            batch_turns: 0,
         }
     }
 
@@ -344,8 +350,16 @@ impl SimVfs {
             self.flusher_ns += self.host.writeback_interval_ns;
             let cutoff = self.flusher_ns.saturating_sub(self.host.dirty_expire_ns);
             if self.cache.dirty_pages() > 0 {
+                // The periodic flush works through what background writeback queued and
+                // has not reached (`b_io`, then `b_more_io`: `queue_io` refills only an
+                // empty `b_io`), whatever its age, then through the expired files.
+                let first: Vec<Ino> = self
+                    .b_io
+                    .drain(..)
+                    .chain(self.b_more_io.drain(..))
+                    .collect();
                 let chunk = self.host.writeback_chunk_pages();
-                let runs = self.cache.take_expired_files(cutoff, chunk, max);
+                let runs = self.cache.take_files(&first, cutoff, chunk, max);
                 self.write_back(runs, false)?;
             }
         }
@@ -361,44 +375,64 @@ impl SimVfs {
 
     /// One batch of background writeback, as Linux's flusher runs it (`wb_writeback` for
     /// background work, `__writeback_inodes_wb`, `writeback_sb_inodes`): the files of the
-    /// pass in order (a new pass, when the last is done, queues the files that stayed
-    /// dirty, then every other dirty file oldest first: `queue_io`), each written up to a
-    /// chunk (`writeback_chunk_size`) before the next; a file still dirty after its turn
-    /// waits for the next pass (`requeue_io`). The batch ends after the first file that
-    /// takes its submitting past [`WRITEBACK_BATCH_NS`], or when the pass is done. Its
-    /// requests go in the background, each dispatched when the drive's queue has a slot,
-    /// so a slow drive makes a batch short. Whether it wrote anything.
+    /// pass in order, each written up to a chunk (`writeback_chunk_size`) before the next;
+    /// a file still dirty after its turn waits for the next pass (`requeue_io`). A new pass
+    /// (`queue_io`, when the last is done) queues the files requeued, then every other
+    /// dirty file oldest first. The batch starts when the flusher has finished submitting
+    /// the last one, and ends after the first file that takes its submitting past
+    /// [`WRITEBACK_BATCH_NS`] (the flusher blocks only when the block layer's requests are
+    /// all taken: [`Timed::submitted_ns`]), or when the pass is done. Its requests go in the
+    /// background, dispatched as the drive's queue takes them. Whether it wrote anything.
     fn background_batch(&mut self) -> Result<bool, VfsError> {
-        if self.b_io.is_empty() {
-            let mut queued: Vec<Ino> = self.b_more_io.drain(..).collect();
-            let more: HashSet<Ino> = queued.iter().copied().collect();
-            queued.extend(
-                self.cache
-                    .dirty_files_by_age()
-                    .into_iter()
-                    .filter(|i| !more.contains(i)),
-            );
-            self.b_io = queued.into();
-        }
-        let start = self.fs.device().now_ns();
+        let start = self.fs.device().now_ns().max(self.flusher_free_ns);
         let (chunk, max) = (self.host.writeback_chunk_pages(), self.max_request_pages());
-        let mut wrote = false;
-        while let Some(ino) = self.b_io.pop_front() {
+        let (mut wrote, mut queued) = (false, false);
+        loop {
+            if self.b_io.is_empty() {
+                // A pass that found only files cleaned since they were queued (by a
+                // sync, the periodic flush, a truncate) made progress in the kernel's
+                // count (`wrote++` for an inode left clean): it queues the next at once.
+                if wrote || queued {
+                    break;
+                }
+                self.queue_io();
+                queued = true;
+                if self.b_io.is_empty() {
+                    break;
+                }
+            }
+            let ino = self.b_io.pop_front().expect("not empty");
             let runs = self.cache.take_file_chunk(ino, chunk, max);
             if runs.is_empty() {
                 continue;
             }
             self.write_back(runs, false)?;
             wrote = true;
+            self.batch_turns += 1;
             if self.cache.dirty_pages_of(ino) > 0 {
                 self.b_more_io.push_back(ino);
             }
-            if self.fs.device().last_issue_ns > start + WRITEBACK_BATCH_NS {
+            if self.fs.device().submitted_ns(start) > start + WRITEBACK_BATCH_NS {
                 break;
             }
         }
-        self.flusher_free_ns = self.fs.device().last_issue_ns.max(start);
+        self.flusher_free_ns = self.fs.device().submitted_ns(start);
+        self.batches += wrote as u64;
         Ok(wrote)
+    }
+
+    /// A new pass of writeback (`queue_io`): the files requeued in the last one first, then
+    /// every other dirty file oldest first.
+    fn queue_io(&mut self) {
+        let mut queued: Vec<Ino> = self.b_more_io.drain(..).collect();
+        let more: HashSet<Ino> = queued.iter().copied().collect();
+        queued.extend(
+            self.cache
+                .dirty_files_by_age()
+                .into_iter()
+                .filter(|i| !more.contains(i)),
+        );
+        self.b_io = queued.into();
     }
 
     /// Reads the pages of `first..end` of `ino` that are not cached, merged into
@@ -743,10 +777,6 @@ impl Vfs for SimVfs {
 }
 
 impl crate::VirtualClock for SimVfs {
-    fn last_issue_ns(&self) -> u64 {
-        self.fs.device().last_issue_ns
-    }
-
     fn issue_at(&mut self, t: u64) {
         self.fs.device_mut().issue_at(t);
     }
@@ -1096,7 +1126,10 @@ pub(crate) mod tests {
             }
             page += 1;
         }
-        let first = v.fs().device().last_issue_ns - v.now_ns();
+        let first = v
+            .flusher_free_ns
+            .checked_sub(v.now_ns())
+            .expect("the batch ends after it starts");
         let written = files_with_blocks(&v, &names);
         assert!(
             (2..40).contains(&written),
@@ -1122,6 +1155,103 @@ pub(crate) mod tests {
             v.cache.dirty_pages_of(first_file) > 0,
             "the oldest file waits for the next pass"
         );
+    }
+
+    #[test]
+    fn a_throttled_writer_s_batches_each_take_100_ms_of_files() {
+        // A writer past the hard limit sleeps while the flusher's batches follow one
+        // another, each starting where the last finished submitting: each takes several
+        // files (one a batch would be the flusher looking at the limit after each file).
+        let mut v = x25e_with(simfs::FsConfig::new(512 << 20), HostConfig::linux(1 << 30));
+        let fds: Vec<Fd> = (0..40)
+            .map(|i| v.open(&format!("f{i}"), OpenMode::create()).unwrap())
+            .collect();
+        for page in 0..2000u64 {
+            for &fd in &fds {
+                v.write_at(fd, page * 4096, &[6u8; 4096]).unwrap();
+            }
+        }
+        let per_batch = v.batch_turns as f64 / v.batches as f64;
+        assert!(v.batches > 5, "{} batches", v.batches);
+        assert!(per_batch > 3.0, "{per_batch:.1} files a batch");
+    }
+
+    #[test]
+    fn the_periodic_flush_writes_what_a_background_pass_left_queued() {
+        // A batch ends with files still queued; the next periodic wake-up (5 s) works
+        // through them whatever their age, as the kernel's kupdate work does.
+        let mut v = x25e_with(simfs::FsConfig::new(512 << 20), HostConfig::linux(1 << 30));
+        let names: Vec<String> = (0..40).map(|i| format!("f{i}")).collect();
+        let fds: Vec<Fd> = names
+            .iter()
+            .map(|n| v.open(n, OpenMode::create()).unwrap())
+            .collect();
+        let mut page = 0u64;
+        while drive_writes(&v).0 == 0 {
+            for &fd in &fds {
+                v.write_at(fd, page * 4096, &[6u8; 4096]).unwrap();
+            }
+            page += 1;
+        }
+        assert!(files_with_blocks(&v, &names) < 40);
+        v.think(6_000_000_000);
+        let mut buf = [0u8; 1];
+        v.read_at(fds[0], 0, &mut buf).unwrap();
+        assert_eq!(
+            files_with_blocks(&v, &names),
+            40,
+            "written at the 5 s wake-up"
+        );
+        assert!(v.b_io.is_empty() && v.b_more_io.is_empty());
+        // What stays dirty is what files the batch had written were given after it, in
+        // the writer's last round: not yet expired, so left for later, as the kernel does.
+        assert!(v.dirty_pages() < 40, "{} pages", v.dirty_pages());
+    }
+
+    #[test]
+    fn a_pass_of_files_cleaned_since_they_were_queued_does_not_stop_writeback() {
+        // The files a batch left queued are truncated; a writer then passes the hard limit
+        // on another file. The flusher finds the queued files clean, queues a new pass at
+        // once (the kernel counts a cleaned inode as progress) and the writer never returns
+        // above the hard limit.
+        let host = HostConfig::linux(1 << 30);
+        let mut v = x25e_with(simfs::FsConfig::new(512 << 20), host.clone());
+        let fds: Vec<Fd> = (0..40)
+            .map(|i| v.open(&format!("f{i}"), OpenMode::create()).unwrap())
+            .collect();
+        let mut page = 0u64;
+        while drive_writes(&v).0 == 0 {
+            for &fd in &fds {
+                v.write_at(fd, page * 4096, &[6u8; 4096]).unwrap();
+            }
+            page += 1;
+        }
+        assert!(!v.b_io.is_empty());
+        for &fd in &fds {
+            v.truncate(fd, 0).unwrap();
+        }
+        let g = v.open("g", OpenMode::create()).unwrap();
+        for p in 0..80_000u64 {
+            v.write_at(g, p * 4096, &[1u8; 4096]).unwrap();
+            assert!(v.dirty_pages() <= host.hard_limit_pages(), "page {p}");
+        }
+    }
+
+    #[test]
+    fn files_dirtied_at_the_same_time_are_queued_in_the_order_they_became_dirty() {
+        // d reuses a's inode number, lower than b's; b was dirtied first.
+        let mut v = x25e_with(simfs::FsConfig::new(512 << 20), HostConfig::linux(1 << 30));
+        let a = v.open("a", OpenMode::create()).unwrap();
+        let b = v.open("b", OpenMode::create()).unwrap();
+        v.write_at(a, 0, &[1u8; 4096]).unwrap();
+        v.close(a);
+        v.unlink("a").unwrap();
+        v.write_at(b, 0, &[1u8; 4096]).unwrap();
+        let d = v.open("d", OpenMode::create()).unwrap();
+        v.write_at(d, 0, &[1u8; 4096]).unwrap();
+        let (ib, id) = (v.fs().lookup("b").unwrap(), v.fs().lookup("d").unwrap());
+        assert!(id < ib, "d reused a's number");
+        assert_eq!(v.cache.dirty_files_by_age(), vec![ib, id]);
     }
 
     #[test]
