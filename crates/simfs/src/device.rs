@@ -257,15 +257,20 @@ mod tests {
     use super::*;
     use flash::Preset;
 
-    /// Issue times of 8 background 4 KiB writes to different dies, then of a read, with
-    /// the queue `depth` deep.
-    fn issue_times(depth: usize) -> Vec<u64> {
+    /// A 1 GiB x25e, timed.
+    fn x25e() -> Timed<flash::AnyDevice> {
         let dev = Preset::load("x25e")
             .unwrap()
             .with_capacity(1 << 30)
             .build()
             .unwrap();
-        let mut t = Timed::new(dev);
+        Timed::new(dev)
+    }
+
+    /// Issue times of 8 background 4 KiB writes to different dies, then of a read, with
+    /// the queue `depth` deep.
+    fn issue_times(depth: usize) -> Vec<u64> {
+        let mut t = x25e();
         t.record = true;
         t.queue_depth = depth;
         t.hold_clock = true;
@@ -295,12 +300,7 @@ mod tests {
     fn a_submitter_blocks_only_when_twice_the_queue_is_taken() {
         // Eight background writes, the queue 2 deep: the block layer holds 4, so the
         // submitter handed over the eighth when the sixth was dispatched.
-        let dev = Preset::load("x25e")
-            .unwrap()
-            .with_capacity(1 << 30)
-            .build()
-            .unwrap();
-        let mut t = Timed::new(dev);
+        let mut t = x25e();
         (t.record, t.queue_depth, t.hold_clock) = (true, 2, true);
         assert_eq!(t.submitted_ns(7), 7, "nothing ahead: at once");
         for i in 0..8u64 {

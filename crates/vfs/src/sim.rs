@@ -1106,6 +1106,26 @@ pub(crate) mod tests {
         assert!(v.dirty_pages() < 8, "{} pages left dirty", v.dirty_pages());
     }
 
+    /// `n` files on a 1 GiB host's x25e (simfs 512 MiB), filled a page each in turn until
+    /// the first background batch is sent: the files, their names and handles, and the
+    /// pages written to each.
+    fn files_filled_until_the_first_batch(n: usize) -> (SimVfs, Vec<String>, Vec<Fd>, u64) {
+        let mut v = x25e_with(simfs::FsConfig::new(512 << 20), HostConfig::linux(1 << 30));
+        let names: Vec<String> = (0..n).map(|i| format!("f{i}")).collect();
+        let fds: Vec<Fd> = names
+            .iter()
+            .map(|n| v.open(n, OpenMode::create()).unwrap())
+            .collect();
+        let mut page = 0u64;
+        while drive_writes(&v).0 == 0 {
+            for &fd in &fds {
+                v.write_at(fd, page * 4096, &[6u8; 4096]).unwrap();
+            }
+            page += 1;
+        }
+        (v, names, fds, page)
+    }
+
     #[test]
     fn a_background_writeback_batch_ends_after_100_ms_of_submitting() {
         // 40 files filled a page each in turn through a 1 GiB host (background limit
@@ -1113,19 +1133,7 @@ pub(crate) mod tests {
         // and flash take about half of them in 100 ms of submitting (21 files), so the
         // first batch ends there, and the flusher takes the rest in later batches,
         // looking at the limit between them.
-        let mut v = x25e_with(simfs::FsConfig::new(512 << 20), HostConfig::linux(1 << 30));
-        let names: Vec<String> = (0..40).map(|i| format!("f{i}")).collect();
-        let fds: Vec<Fd> = names
-            .iter()
-            .map(|n| v.open(n, OpenMode::create()).unwrap())
-            .collect();
-        let mut page = 0u64;
-        while drive_writes(&v).0 == 0 && page < 768 {
-            for &fd in &fds {
-                v.write_at(fd, page * 4096, &[6u8; 4096]).unwrap();
-            }
-            page += 1;
-        }
+        let (mut v, names, fds, mut page) = files_filled_until_the_first_batch(40);
         let first = v
             .flusher_free_ns
             .checked_sub(v.now_ns())
@@ -1180,19 +1188,7 @@ pub(crate) mod tests {
     fn the_periodic_flush_writes_what_a_background_pass_left_queued() {
         // A batch ends with files still queued; the next periodic wake-up (5 s) works
         // through them whatever their age, as the kernel's kupdate work does.
-        let mut v = x25e_with(simfs::FsConfig::new(512 << 20), HostConfig::linux(1 << 30));
-        let names: Vec<String> = (0..40).map(|i| format!("f{i}")).collect();
-        let fds: Vec<Fd> = names
-            .iter()
-            .map(|n| v.open(n, OpenMode::create()).unwrap())
-            .collect();
-        let mut page = 0u64;
-        while drive_writes(&v).0 == 0 {
-            for &fd in &fds {
-                v.write_at(fd, page * 4096, &[6u8; 4096]).unwrap();
-            }
-            page += 1;
-        }
+        let (mut v, names, fds, _) = files_filled_until_the_first_batch(40);
         assert!(files_with_blocks(&v, &names) < 40);
         v.think(6_000_000_000);
         let mut buf = [0u8; 1];
@@ -1215,17 +1211,7 @@ pub(crate) mod tests {
         // once (the kernel counts a cleaned inode as progress) and the writer never returns
         // above the hard limit.
         let host = HostConfig::linux(1 << 30);
-        let mut v = x25e_with(simfs::FsConfig::new(512 << 20), host.clone());
-        let fds: Vec<Fd> = (0..40)
-            .map(|i| v.open(&format!("f{i}"), OpenMode::create()).unwrap())
-            .collect();
-        let mut page = 0u64;
-        while drive_writes(&v).0 == 0 {
-            for &fd in &fds {
-                v.write_at(fd, page * 4096, &[6u8; 4096]).unwrap();
-            }
-            page += 1;
-        }
+        let (mut v, _, fds, _) = files_filled_until_the_first_batch(40);
         assert!(!v.b_io.is_empty());
         for &fd in &fds {
             v.truncate(fd, 0).unwrap();
