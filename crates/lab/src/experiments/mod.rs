@@ -94,6 +94,17 @@ fn mem_available_bytes() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
+/// This process's resident memory (`VmRSS` in /proc/self/status). A paper-scale report
+/// holds about 9 GB after its other sections (8.9 GB after `gracejoin` alone, 2026-11-30;
+/// neither dropping the generated tables' cache, 1.0 GB of it, nor glibc's `malloc_trim`
+/// gave any back, so it is held, not free): `tempfiles` then runs one join at a time.
+fn resident_bytes() -> Option<u64> {
+    let m = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = m.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// How many jobs of `job_bytes` each to run at once: as many as `available_bytes` holds
 /// with [`MEMORY_HEADROOM_BYTES`] to spare, at most one a core, at least one (a job that
 /// does not fit still runs, alone).
@@ -581,13 +592,16 @@ pub fn reproduce(
     });
     for (i, e) in chosen.iter().enumerate().filter(|(_, e)| alone(e)) {
         let job_bytes = e.paper_scale_alone_job_bytes.unwrap_or(0);
-        let available = mem_available_bytes();
+        let (available, held) = (mem_available_bytes(), resident_bytes());
         let n = available.map_or(1, |a| jobs_that_fit(a, job_bytes, threads()));
+        let gb =
+            |b: Option<u64>| b.map_or("unknown".into(), |b| format!("{:.1} GB", b as f64 / 1e9));
         eprintln!(
-            "flashlab reproduce: {}: {n} job(s) at a time (each needs about {:.1} GB at its peak; {} available)",
+            "flashlab reproduce: {}: {n} job(s) at a time (each needs about {:.1} GB at its peak; {} available, this process holding {} of it)",
             e.id,
             job_bytes as f64 / 1e9,
-            available.map_or("memory unknown".into(), |a| format!("{:.1} GB", a as f64 / 1e9)),
+            gb(available),
+            gb(held),
         );
         done[i] = run_one(e, Some(std::sync::Arc::new(Slots::new(n))));
     }
