@@ -105,6 +105,23 @@ fn resident_bytes() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
+/// How many of `e`'s jobs to run at once when it runs alone ([`jobs_that_fit`] with the
+/// memory available now), said on stderr.
+fn alone_jobs(e: &Experiment) -> usize {
+    let job_bytes = e.paper_scale_alone_job_bytes.unwrap_or(0);
+    let (available, held) = (mem_available_bytes(), resident_bytes());
+    let n = available.map_or(1, |a| jobs_that_fit(a, job_bytes, threads()));
+    let gb = |b: Option<u64>| b.map_or("unknown".into(), |b| format!("{:.1} GB", b as f64 / 1e9));
+    eprintln!(
+        "flashlab reproduce: {}: {n} job(s) at a time (each needs about {:.1} GB at its peak; {} available, this process holding {} of it)",
+        e.id,
+        job_bytes as f64 / 1e9,
+        gb(available),
+        gb(held),
+    );
+    n
+}
+
 /// How many jobs of `job_bytes` each to run at once: as many as `available_bytes` holds
 /// with [`MEMORY_HEADROOM_BYTES`] to spare, at most one a core, at least one (a job that
 /// does not fit still runs, alone).
@@ -591,18 +608,7 @@ pub fn reproduce(
         }
     });
     for (i, e) in chosen.iter().enumerate().filter(|(_, e)| alone(e)) {
-        let job_bytes = e.paper_scale_alone_job_bytes.unwrap_or(0);
-        let (available, held) = (mem_available_bytes(), resident_bytes());
-        let n = available.map_or(1, |a| jobs_that_fit(a, job_bytes, threads()));
-        let gb =
-            |b: Option<u64>| b.map_or("unknown".into(), |b| format!("{:.1} GB", b as f64 / 1e9));
-        eprintln!(
-            "flashlab reproduce: {}: {n} job(s) at a time (each needs about {:.1} GB at its peak; {} available, this process holding {} of it)",
-            e.id,
-            job_bytes as f64 / 1e9,
-            gb(available),
-            gb(held),
-        );
+        let n = alone_jobs(e);
         done[i] = run_one(e, Some(std::sync::Arc::new(Slots::new(n))));
     }
     let interrupted = done.iter().any(Option::is_none);
