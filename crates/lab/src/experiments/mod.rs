@@ -113,7 +113,7 @@ fn alone_jobs(e: &Experiment) -> usize {
     let n = available.map_or(1, |a| jobs_that_fit(a, job_bytes, threads()));
     let gb = |b: Option<u64>| b.map_or("unknown".into(), |b| format!("{:.1} GB", b as f64 / 1e9));
     eprintln!(
-        "flashlab reproduce: {}: {n} job(s) at a time (each needs about {:.1} GB at its peak; {} available, this process holding {} of it)",
+        "flashlab reproduce: {}: {n} job(s) at a time (each needs about {:.1} GB at its peak; {} available; this process resident in {})",
         e.id,
         job_bytes as f64 / 1e9,
         gb(available),

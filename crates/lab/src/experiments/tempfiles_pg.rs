@@ -115,7 +115,8 @@ struct Run {
     temp_files: u64,
     temp_bytes: u64,
     /// The same join simulated (`join --algorithm postgres --host linux --host-ram 1GiB`,
-    /// this kernel's online discard) on the MX500, per repetition: bytes written, TRIM
+    /// this kernel's online discard) on the loop device's calibrated preset
+    /// ([`calibrate_loop`]), per repetition: bytes written, TRIM
     /// commands and bytes; and its temporary files per repetition and their bytes.
     model_write_bytes: Vec<u64>,
     model_trims: Vec<u64>,
@@ -287,10 +288,15 @@ fn measure(
     Ok((runs, device_toml))
 }
 
-/// The captures' own device, measured: `flashlab calibrate` probes a file on ext4 on a
-/// loop device made as the captures' are (the same size and dirty limit; O_DIRECT, so
-/// what it times is the loop device, a file in this machine's page cache), and the preset
-/// it fits goes to `work/loop.toml`. The host-path checks simulate the join on it: the
+/// The captures' kind of device, measured: `flashlab calibrate` probes a file on ext4 on a
+/// loop device made as the captures' are (a new one, its image where theirs was, the same
+/// size and dirty limit; O_DIRECT, so what it times is the loop device, a file in this
+/// machine's memory or page cache, and ext4's own work on O_DIRECT writes, which the model
+/// then simulates again), and the preset it fits goes to `work/loop.toml`. It is a timing
+/// measurement: it holds a job slot (one core of its own), but other sections may run on
+/// the rest, so the preset moves with the machine's load and with where the image went;
+/// the section keeps it in its results (`loop_preset`) so the model side can be run again
+/// on it. The host-path checks simulate the join on it: the
 /// kernel's writeback batches end after 100 ms of submitting, so how many files a batch
 /// reaches, and how many pieces each file is written in, depends on the device's speed
 /// (the SF 1 join frees 251-314 extents a repetition on the SATA presets and 601-620 on
@@ -336,12 +342,12 @@ fn calibrate_loop(
         dirty_limit_bytes: Some(trace::dirty_limit::host_dirty_bytes(HOST_RAM_BYTES)),
         others_traverse: false,
     };
-    let c = ctx.capture_step(|| {
+    let c = ctx.step(|| {
         capture::capture(&spec).map_err(|e| format!("calibrate the loop device: {e}").into())
     })?;
     if c.exit_code != Some(0) {
         return Err(format!(
-            "flashlab calibrate on the loop device failed (exit {:?}): {}",
+            "flashlab calibrate on the loop device failed (exit {:?}; its messages are above, on standard error): {}",
             c.exit_code,
             std::fs::read_to_string(&said).unwrap_or_default()
         )
@@ -646,8 +652,9 @@ fn question(s: Sizes, major: u32, images_at: &str) -> String {
          journal committing where each real run's did among its file deletes (jbd2's commits against \
          ext4's unlinks in the capture): ext4 commits every 5 s of wall-clock time, so which deletes a \
          commit takes, and so how many discards it sends, varies from run to run, and the model follows \
-         the run it is compared with, on the loop device's own speed (a preset `flashlab calibrate` \
-         fitted to it, as the captures made it).",
+         the run it is compared with, on a loop device's speed (a preset `flashlab calibrate` fits, \
+         in this run, to a loop device made as the captures' are: a wall-clock measurement of this \
+         machine, which moves with its load; kept in the results as `loop_preset`).",
         s.sf,
         s.work_mem_kib,
         s.fs_bytes >> 20,
