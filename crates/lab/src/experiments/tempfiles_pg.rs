@@ -671,7 +671,7 @@ fn provenance() -> Vec<Provenance> {
         },
         Provenance {
             number: "the host-path checks' drive".into(),
-            role: "measured: a preset `flashlab calibrate` fitted to the loop device the captures run on (a file on ext4 on it, O_DIRECT, 256 MiB probed), in this section's results as `loop_preset`; the model's writeback batches meet a device of the capture's speed".into(),
+            role: "measured: a preset `flashlab calibrate` fitted to a loop device made as the captures' are (a file on ext4 on it, O_DIRECT, 256 MiB probed; a wall-clock measurement that moves with the machine's load), in this section's results as `loop_preset`; the model's writeback batches meet a device of the capture's kind".into(),
         },
         Provenance {
             number: "replayed times and WAF".into(),
