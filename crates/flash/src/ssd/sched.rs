@@ -222,21 +222,31 @@ impl DieQueue {
     }
 
     /// The die's first buffered program not yet ended, the die free from `free_ns` (the
-    /// time now, or its host timeline's end if later), as a cursor for
-    /// [`Maintenance::admission_ns`]: the running step if it is one, else the first in
-    /// `queued`. Once the die has been run up to the time now (so its running step ends
-    /// after it, or its queue cannot start before it), the answer does not depend on the
-    /// time now: it holds until the die's queues or its host timeline change.
-    fn first_program(&self, free_ns: u64) -> Option<Cursor> {
+    /// time now, or its host timeline's end if later): the running step if it is one,
+    /// else the first in `queued`. Once the die has been run up to the time now (so its
+    /// running step ends after it, or its queue cannot start before it), the answer does
+    /// not depend on the time now: it holds until the die's queues or its host timeline
+    /// change ([`Maintenance::admission_ns`]).
+    fn first_program(&self, free_ns: u64) -> Option<Expected> {
         let mut t = free_ns.max(self.clock_ns);
         if let Some(r) = self.running {
             t = t.max(r.end_ns);
             if r.bytes > 0 {
-                return Some((r.end_ns, None, r.bytes, t));
+                // A running program came off `queued`: it was the last step taken.
+                return Some(Expected {
+                    end_ns: r.end_ns,
+                    number: self.taken - 1,
+                    bytes: r.bytes,
+                    die_free_ns: t,
+                });
             }
         }
         self.next_program(t, 0)
-            .map(|(end, i, b)| (end, Some(i), b, end))
+    }
+
+    /// The buffered program after `p` (one of this die's not yet ended).
+    fn program_after(&self, p: &Expected) -> Option<Expected> {
+        self.next_program(p.die_free_ns, (p.number + 1 - self.taken) as usize)
     }
 
     /// Puts `step` at the end of `queued`.
@@ -252,8 +262,8 @@ impl DieQueue {
     }
 
     /// The first buffered program in `queued` from index `from`, the die free from `t_ns`
-    /// and the steps before it run back to back: its expected end, index and bytes.
-    fn next_program(&self, t_ns: u64, from: usize) -> Option<(u64, usize, u64)> {
+    /// and the steps before it run back to back.
+    fn next_program(&self, t_ns: u64, from: usize) -> Option<Expected> {
         if self.latest_ready_ns > t_ns {
             return self.next_program_stepwise(t_ns, from);
         }
@@ -262,23 +272,44 @@ impl DieQueue {
         let number = *self.programs.iter().find(|&&n| n >= first)?;
         let i = (number - self.taken) as usize;
         let (program, start) = (&self.queued[i], &self.queued[from]);
-        let end = t_ns + program.cum_ns + program.dur_ns - start.cum_ns;
-        debug_assert_eq!(
-            Some((end, i, program.bytes)),
-            self.next_program_stepwise(t_ns, from)
-        );
-        Some((end, i, program.bytes))
+        let end_ns = t_ns + program.cum_ns + program.dur_ns - start.cum_ns;
+        let found = Expected {
+            end_ns,
+            number,
+            bytes: program.bytes,
+            die_free_ns: end_ns,
+        };
+        debug_assert_eq!(Some(found), self.next_program_stepwise(t_ns, from));
+        Some(found)
     }
 
     /// [`DieQueue::next_program`] a step at a time, for steps that may not yet be ready.
-    fn next_program_stepwise(&self, mut t_ns: u64, from: usize) -> Option<(u64, usize, u64)> {
+    fn next_program_stepwise(&self, mut t_ns: u64, from: usize) -> Option<Expected> {
         for (i, s) in self.queued.iter().enumerate().skip(from) {
             t_ns = t_ns.max(s.ready_ns) + s.dur_ns;
             if s.bytes > 0 {
-                return Some((t_ns, i, s.bytes));
+                return Some(Expected {
+                    end_ns: t_ns,
+                    number: self.taken + i as u64,
+                    bytes: s.bytes,
+                    die_free_ns: t_ns,
+                });
             }
         }
         None
+    }
+
+    /// The promise of the buffered program numbered `number` (not yet ended).
+    fn promised_ns_mut(&mut self, number: u64) -> &mut u64 {
+        if number < self.taken {
+            &mut self
+                .running
+                .as_mut()
+                .expect("a program not yet ended")
+                .promised_ns
+        } else {
+            &mut self.queued[(number - self.taken) as usize].promised_ns
+        }
     }
 
     /// The step that runs next from `free_ns`, released work first when both could start
@@ -492,19 +523,26 @@ pub(crate) struct Maintenance {
     /// How much later than expected, in all, those programs ended (reads that arrived
     /// after the write overtook or suspended them).
     pub(crate) buffer_slip_ns: u64,
-    /// Each die's first buffered program not yet ended ([`DieQueue::first_program`]), as
-    /// [`Maintenance::admission_ns`] last found it, its expected end (`u64::MAX`: none)
-    /// and the end of the die's host timeline it was found with.
-    first: Vec<Option<Cursor>>,
-    first_end_ns: MinTree,
-    first_host_free_ns: Vec<u64>,
-    /// Dies whose queues changed since their `first` was found: every method that changes
-    /// a die's queues or running step marks it, once (`stale_dies`).
+    /// The buffered programs not yet ended, in the order of their expected ends (ties:
+    /// the lower die first), merged over the dies as far as [`Maintenance::admission_ns`]
+    /// has needed: `counted` is a prefix of that order (each program in it ends no later
+    /// than every one not in it), `counted_bytes` their bytes and `counted_on` how many
+    /// are each die's; `next` is each die's first program after its counted ones, its
+    /// expected end keyed in `next_end_ns` (`u64::MAX`: none). A write's admission merges
+    /// on from where the last one stopped: appending to a die's queue does not move the
+    /// expected ends of the programs already in it.
+    counted: VecDeque<Counted>,
+    counted_bytes: u64,
+    counted_on: Vec<u32>,
+    next: Vec<Option<Expected>>,
+    next_end_ns: MinTree,
+    /// Each die's host timeline as the merge last saw it: a change moves its programs.
+    host_free_seen_ns: Vec<u64>,
+    /// Dies whose programs are to be merged again (`stale_dies`, once each): a program
+    /// ended, a suspension or host work moved them, maintenance ran ahead of them, or a
+    /// program was queued on a die with none left to merge.
     stale: Vec<bool>,
     stale_dies: Vec<u32>,
-    /// [`Maintenance::admission_ns`]'s later cursors of the dies it has passed a program
-    /// on, kept to spare an allocation a write.
-    passed: Vec<(usize, Option<Cursor>)>,
     /// No earlier than this has each die a step to end or start (a lower bound: its host
     /// timeline only moves on), unless it is in `touched`: [`Maintenance::advance_all`]
     /// runs only the dies due by its time and those touched.
@@ -517,9 +555,35 @@ pub(crate) struct Maintenance {
     due: Vec<u32>,
 }
 
-/// A die's next buffered program in [`Maintenance::admission_ns`]: its expected end, its
-/// index in the queue (None: the running step), its bytes, and the die's time after it.
-type Cursor = (u64, Option<usize>, u64, u64);
+/// A buffered program not yet ended, as the merge in [`Maintenance::admission_ns`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Expected {
+    /// When it is expected to end, its queued work run back to back.
+    end_ns: u64,
+    /// Its number among the steps ever put in its die's `queued`.
+    number: u64,
+    /// The write-buffer bytes it frees.
+    bytes: u64,
+    /// When its die is free after it (its end, or later for a running program whose die
+    /// waits for host work).
+    die_free_ns: u64,
+}
+
+/// A program in [`Maintenance`]'s `counted`.
+#[derive(Debug, Clone, Copy)]
+struct Counted {
+    end_ns: u64,
+    die: u32,
+    number: u64,
+    bytes: u64,
+}
+
+impl Counted {
+    /// Its place in the merge's order.
+    fn key(&self) -> (u64, u32) {
+        (self.end_ns, self.die)
+    }
+}
 
 impl Maintenance {
     pub(crate) fn new(cfg: &SchedulerConfig, dies: u32, pages_per_block: u32) -> Maintenance {
@@ -532,12 +596,14 @@ impl Maintenance {
             drained_bytes: 0,
             buffer_waits: 0,
             buffer_slip_ns: 0,
-            first: vec![None; dies as usize],
-            first_end_ns: MinTree::new(dies as usize, u64::MAX),
-            first_host_free_ns: vec![0; dies as usize],
+            counted: VecDeque::new(),
+            counted_bytes: 0,
+            counted_on: vec![0; dies as usize],
+            next: vec![None; dies as usize],
+            next_end_ns: MinTree::new(dies as usize, u64::MAX),
+            host_free_seen_ns: vec![0; dies as usize],
             stale: vec![true; dies as usize],
             stale_dies: (0..dies).collect(),
-            passed: Vec::new(),
             wake_ns: MinTree::new(dies as usize, 0),
             touched: Vec::new(),
             is_touched: vec![false; dies as usize],
@@ -545,7 +611,7 @@ impl Maintenance {
         }
     }
 
-    /// `die`'s first program is to be found again.
+    /// `die`'s programs are to be merged again.
     fn mark_stale(&mut self, die: u32) {
         if !self.stale[die as usize] {
             self.stale[die as usize] = true;
@@ -553,15 +619,20 @@ impl Maintenance {
         }
     }
 
-    /// `die`'s queues are about to change: its first program is found again, and
-    /// [`Maintenance::advance_all`] runs it.
+    /// `die`'s queues are about to change: [`Maintenance::advance_all`] runs it.
     fn touch(&mut self, die: u32) {
         let d = die as usize;
-        self.mark_stale(die);
         if !self.is_touched[d] {
             self.is_touched[d] = true;
             self.touched.push(die);
         }
+    }
+
+    /// Host work is about to run on `die`, or its queue to run out of turn: the expected
+    /// ends of its programs may move.
+    fn disturb(&mut self, die: u32) {
+        self.touch(die);
+        self.mark_stale(die);
     }
 
     /// Queues a maintenance step on `die`, issued at `ready_ns`. An erase ends a victim:
@@ -588,13 +659,13 @@ impl Maintenance {
 
     /// Queues a GC copy's program on `die` (see [`Maintenance::push`]).
     pub(crate) fn push_copy(&mut self, die: u32, dur_ns: u64, ready_ns: u64) {
-        self.dies[die as usize].victim_copies += 1; // push marks it stale
+        self.dies[die as usize].victim_copies += 1; // push touches it
         self.push(die, StepKind::Program, dur_ns, ready_ns);
     }
 
     /// Queues a translation-page program on `die` (see [`Maintenance::push`]).
     pub(crate) fn push_map(&mut self, die: u32, dur_ns: u64, ready_ns: u64) {
-        self.dies[die as usize].maps += 1; // push marks it stale
+        self.dies[die as usize].maps += 1; // push touches it
         self.push(die, StepKind::Program, dur_ns, ready_ns);
     }
 
@@ -623,6 +694,10 @@ impl Maintenance {
     pub(crate) fn push_write(&mut self, die: u32, dur_ns: u64, ready_ns: u64, bytes: u64) {
         let ppb = self.pages_per_block;
         self.touch(die);
+        if self.next[die as usize].is_none() {
+            // This may be the die's next program to merge.
+            self.mark_stale(die);
+        }
         let q = &mut self.dies[die as usize];
         q.host_programs += 1;
         // GC in proportion to the writes, a victim's copies spread over the writes that
@@ -675,21 +750,26 @@ impl Maintenance {
     /// [`Maintenance::advance`] once there is something to end or start.
     #[inline(never)]
     fn advance_slow(&mut self, die: u32, host_free_ns: u64, t_ns: u64) {
-        self.mark_stale(die);
         let q = &mut self.dies[die as usize];
+        let mut moved = false;
         loop {
             if let Some(r) = q.running {
                 if r.end_ns > t_ns {
-                    return;
+                    break;
                 }
-                self.drained_bytes += q.finish_running(&mut self.buffer_slip_ns);
+                let bytes = q.finish_running(&mut self.buffer_slip_ns);
+                self.drained_bytes += bytes;
+                moved |= bytes > 0;
             }
             let Some((released, start)) = q.next(q.clock_ns.max(host_free_ns)) else {
-                return;
+                break;
             };
             if start >= t_ns {
-                return;
+                break;
             }
+            // Unreleased maintenance going ahead of released work (not yet ready) delays
+            // the programs queued there.
+            moved |= !released && !q.queued.is_empty();
             let step = q.take(released);
             q.running = Some(Running {
                 kind: step.kind,
@@ -698,6 +778,9 @@ impl Maintenance {
                 bytes: step.bytes,
                 promised_ns: step.promised_ns,
             });
+        }
+        if moved {
+            self.mark_stale(die);
         }
     }
 
@@ -753,83 +836,122 @@ impl Maintenance {
         t_ns: u64,
         excess_bytes: u64,
     ) -> Option<u64> {
-        // Each die's first program, found again where its queues or host timeline changed.
-        let mut stale = std::mem::take(&mut self.stale_dies);
-        if host_free_ns != self.first_host_free_ns.as_slice() {
-            for (d, (&free, seen)) in host_free_ns
-                .iter()
-                .zip(self.first_host_free_ns.iter_mut())
-                .enumerate()
-            {
-                if free != *seen {
-                    *seen = free;
-                    if !self.stale[d] {
-                        self.stale[d] = true;
-                        stale.push(d as u32);
-                    }
+        if host_free_ns != self.host_free_seen_ns.as_slice() {
+            for (d, &free) in host_free_ns.iter().enumerate() {
+                if free != self.host_free_seen_ns[d] {
+                    self.host_free_seen_ns[d] = free;
+                    self.mark_stale(d as u32);
                 }
             }
         }
+        let mut stale = std::mem::take(&mut self.stale_dies);
         for &d in &stale {
-            let d = d as usize;
-            let c = self.dies[d].first_program(t_ns.max(host_free_ns[d]));
-            self.first[d] = c;
-            self.first_end_ns.set(d, c.map_or(u64::MAX, |c| c.0));
-            self.stale[d] = false;
+            self.merge_again(d, t_ns.max(host_free_ns[d as usize]));
+            self.stale[d as usize] = false;
         }
         stale.clear();
         self.stale_dies = stale;
-        debug_assert!(
-            (0..self.dies.len())
-                .all(|d| self.first[d] == self.dies[d].first_program(t_ns.max(host_free_ns[d]))),
-            "a die's first program kept past a change"
-        );
-        // The programs in order of their expected ends, merged over the dies lazily (a
-        // write usually needs a few): the tree of the dies' first programs serves as the
-        // merge's heap, a die passed on moving to its next program there (put back after).
-        let mut passed = std::mem::take(&mut self.passed);
-        passed.clear();
-        let mut freed = 0;
-        let found = loop {
-            let (end, d) = self.first_end_ns.least();
+        // Merge on until the programs counted free the excess.
+        while self.counted_bytes < excess_bytes {
+            let (end, d) = self.next_end_ns.least();
             if end == u64::MAX {
-                break None;
+                break;
             }
-            let cursor = passed
-                .iter()
-                .find(|p| p.0 == d)
-                .map_or(self.first[d], |p| p.1);
-            let (end, at, bytes, t) = cursor.expect("a cursor with an end");
-            freed += bytes;
-            if freed >= excess_bytes {
-                break Some((end, d, at));
-            }
-            let from = at.map_or(0, |i| i + 1);
-            let next = self.dies[d]
-                .next_program(t, from)
-                .map(|(e, i, b)| (e, Some(i), b, e));
-            self.first_end_ns.set(d, next.map_or(u64::MAX, |c| c.0));
-            match passed.iter_mut().find(|p| p.0 == d) {
-                Some(p) => p.1 = next,
-                None => passed.push((d, next)),
-            }
-        };
-        for &(d, _) in &passed {
-            self.first_end_ns
-                .set(d, self.first[d].map_or(u64::MAX, |c| c.0));
+            let p = self.next[d].expect("a die keyed has a next program");
+            self.count(d as u32, &p, self.counted.len());
+            self.set_next(d, self.dies[d].program_after(&p));
         }
-        self.passed = passed;
-        let (end, d, at) = found?;
-        let q = &mut self.dies[d];
-        let promised = match at {
-            None => &mut q.running.as_mut().expect("found running").promised_ns,
-            Some(i) => &mut q.queued[i].promised_ns,
-        };
+        debug_assert_eq!(
+            self.counted_bytes,
+            self.counted.iter().map(|c| c.bytes).sum::<u64>()
+        );
+        let mut freed = 0;
+        let found = self.counted.iter().find(|c| {
+            freed += c.bytes;
+            freed >= excess_bytes
+        });
+        let found = found.map(|c| (c.end_ns, c.die as usize, c.number));
+        #[cfg(debug_assertions)]
+        assert_eq!(
+            found,
+            self.admission_from_scratch(host_free_ns, t_ns, excess_bytes),
+            "the merge kept between writes lost its order"
+        );
+        let (end, d, number) = found?;
+        let promised = self.dies[d].promised_ns_mut(number);
         if *promised == 0 {
             *promised = end;
         }
         self.buffer_waits += 1;
         Some(end)
+    }
+
+    /// Adds `p`, one of `die`'s programs, to `counted` at index `at`.
+    fn count(&mut self, die: u32, p: &Expected, at: usize) {
+        self.counted.insert(
+            at,
+            Counted {
+                end_ns: p.end_ns,
+                die,
+                number: p.number,
+                bytes: p.bytes,
+            },
+        );
+        self.counted_bytes += p.bytes;
+        self.counted_on[die as usize] += 1;
+    }
+
+    fn set_next(&mut self, d: usize, next: Option<Expected>) {
+        self.next[d] = next;
+        self.next_end_ns.set(d, next.map_or(u64::MAX, |p| p.end_ns));
+    }
+
+    /// Merges die `d`'s programs again, the die free from `free_ns`: its counted ones are
+    /// dropped, and those that now end before the last one counted take their places.
+    fn merge_again(&mut self, d: u32, free_ns: u64) {
+        let di = d as usize;
+        if self.counted_on[di] > 0 {
+            self.counted.retain(|c| c.die != d);
+            self.counted_bytes = self.counted.iter().map(|c| c.bytes).sum();
+            self.counted_on[di] = 0;
+        }
+        let mut next = self.dies[di].first_program(free_ns);
+        if let Some(last) = self.counted.back().map(Counted::key) {
+            while let Some(p) = next.filter(|p| (p.end_ns, d) < last) {
+                let at = self.counted.partition_point(|c| c.key() <= (p.end_ns, d));
+                self.count(d, &p, at);
+                next = self.dies[di].program_after(&p);
+            }
+        }
+        self.set_next(di, next);
+    }
+
+    /// [`Maintenance::admission_ns`]'s answer found from nothing kept (for checks): every
+    /// program not yet ended, each die's from its first, in order of (end, die), up to the
+    /// one that frees the excess: its end, die and number.
+    #[cfg(debug_assertions)]
+    fn admission_from_scratch(
+        &self,
+        host_free_ns: &[u64],
+        t_ns: u64,
+        excess_bytes: u64,
+    ) -> Option<(u64, usize, u64)> {
+        let mut all = Vec::new();
+        for (d, q) in self.dies.iter().enumerate() {
+            let mut p = q.first_program(t_ns.max(host_free_ns[d]));
+            while let Some(e) = p {
+                all.push((e.end_ns, d, e.number, e.bytes));
+                p = q.program_after(&e);
+            }
+        }
+        all.sort_unstable();
+        let mut freed = 0;
+        all.into_iter()
+            .find(|&(.., bytes)| {
+                freed += bytes;
+                freed >= excess_bytes
+            })
+            .map(|(end, d, number, _)| (end, d, number))
     }
 
     /// When a host operation that keeps the die busy for `busy_ns`, ready at `ready_ns`
@@ -848,7 +970,7 @@ impl Maintenance {
     ) -> u64 {
         // What is still running after this started before `ready_ns` and ends after it.
         self.advance(die, host_free_ns, ready_ns);
-        self.touch(die);
+        self.disturb(die);
         let cfg = &self.cfg;
         let q = &mut self.dies[die as usize];
         let Some(r) = q.running.as_mut() else {
@@ -919,7 +1041,7 @@ impl Maintenance {
         dur_ns: u64,
         gap_end_ns: u64,
     ) -> Option<u64> {
-        self.touch(die);
+        self.disturb(die);
         let q = &mut self.dies[die as usize];
         let running = q.running.filter(|r| r.end_ns > at_ns);
         let busy = running.is_some() || q.clock_ns > at_ns;
@@ -963,7 +1085,7 @@ impl Maintenance {
     ) -> u64 {
         self.forced_drains += 1;
         self.advance(die, host_free_ns, ready_ns);
-        self.touch(die);
+        self.disturb(die);
         let q = &mut self.dies[die as usize];
         let mut t = ready_ns.max(q.clock_ns);
         if let Some(r) = q.running {
@@ -1002,7 +1124,7 @@ impl Maintenance {
     /// returns when the die is idle.
     pub(crate) fn drain_all(&mut self, die: u32, host_free_ns: u64) -> u64 {
         self.advance(die, host_free_ns, u64::MAX);
-        self.touch(die);
+        self.disturb(die);
         let q = &mut self.dies[die as usize];
         host_free_ns.max(q.clock_ns)
     }
