@@ -98,22 +98,40 @@ pub(crate) enum StepKind {
     Erase(u32),
 }
 
-#[derive(Debug, Clone, Copy)]
+/// A flash operation waiting in a die's queue (32 bytes: a die's queues are walked and
+/// moved step by step, so their size is the scheduler's memory traffic).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Step {
     kind: StepKind,
-    dur_ns: u64,
+    dur_ns: u32,
+    /// Write-buffer bytes this step frees when it ends: a buffered host program's
+    /// superpage (never 0); 0 for maintenance.
+    bytes: u32,
     /// Not before this time (when the FTL issued it).
     ready_ns: u64,
-    /// Write-buffer bytes this step frees when it ends (a buffered host program's
-    /// superpage; 0 for maintenance).
-    bytes: u64,
-    /// For a buffered program a write's admission counted on: when it was expected to
-    /// end (0 otherwise).
-    promised_ns: u64,
-    /// A buffered host program (else maintenance).
-    host: bool,
     /// In `queued`: the time of all steps put in `queued` before it, back to back.
     cum_ns: u64,
+}
+
+impl Step {
+    fn new(kind: StepKind, dur_ns: u64, ready_ns: u64, bytes: u64) -> Step {
+        Step {
+            kind,
+            dur_ns: u32::try_from(dur_ns).expect("a flash operation shorter than 4 s"),
+            bytes: u32::try_from(bytes).expect("a superpage smaller than 4 GiB"),
+            ready_ns,
+            cum_ns: 0,
+        }
+    }
+
+    fn dur(&self) -> u64 {
+        self.dur_ns as u64
+    }
+
+    /// A buffered host program (else maintenance).
+    fn is_host(&self) -> bool {
+        self.bytes > 0
+    }
 }
 
 /// The step a die is running: from `start_ns`, ending at `end_ns` (pushed on by each
@@ -166,6 +184,9 @@ struct DieQueue {
     taken: u64,
     /// The numbers of the buffered host programs in `queued`, in order.
     programs: VecDeque<u64>,
+    /// The ends promised for programs in `queued` that a write's admission counted on, by
+    /// program number, in order.
+    promises: VecDeque<(u64, u64)>,
     /// The time of all steps put in `queued`, back to back, and the latest time one of
     /// them was ready: once the die is free after it, a program's expected end is a
     /// difference of `cum_ns` ([`DieQueue::next_program`]).
@@ -253,9 +274,9 @@ impl DieQueue {
     /// Puts `step` at the end of `queued`.
     fn enqueue(&mut self, mut step: Step) {
         step.cum_ns = self.enqueued_ns;
-        self.enqueued_ns += step.dur_ns;
+        self.enqueued_ns += step.dur();
         self.latest_ready_ns = self.latest_ready_ns.max(step.ready_ns);
-        if step.host && step.bytes > 0 {
+        if step.is_host() {
             self.programs.push_back(self.enqueued);
         }
         self.enqueued += 1;
@@ -273,11 +294,11 @@ impl DieQueue {
         let number = *self.programs.iter().find(|&&n| n >= first)?;
         let i = (number - self.taken) as usize;
         let (program, start) = (&self.queued[i], &self.queued[from]);
-        let end_ns = t_ns + program.cum_ns + program.dur_ns - start.cum_ns;
+        let end_ns = t_ns + program.cum_ns + program.dur() - start.cum_ns;
         let found = Expected {
             end_ns,
             number,
-            bytes: program.bytes,
+            bytes: program.bytes as u64,
             die_free_ns: end_ns,
         };
         debug_assert_eq!(Some(found), self.next_program_stepwise(t_ns, from));
@@ -287,12 +308,12 @@ impl DieQueue {
     /// [`DieQueue::next_program`] a step at a time, for steps that may not yet be ready.
     fn next_program_stepwise(&self, mut t_ns: u64, from: usize) -> Option<Expected> {
         for (i, s) in self.queued.iter().enumerate().skip(from) {
-            t_ns = t_ns.max(s.ready_ns) + s.dur_ns;
+            t_ns = t_ns.max(s.ready_ns) + s.dur();
             if s.bytes > 0 {
                 return Some(Expected {
                     end_ns: t_ns,
                     number: self.taken + i as u64,
-                    bytes: s.bytes,
+                    bytes: s.bytes as u64,
                     die_free_ns: t_ns,
                 });
             }
@@ -300,17 +321,20 @@ impl DieQueue {
         None
     }
 
-    /// The promise of the buffered program numbered `number` (not yet ended).
+    /// The promise of the buffered program numbered `number` (not yet ended): 0 if none.
     fn promised_ns_mut(&mut self, number: u64) -> &mut u64 {
         if number < self.taken {
-            &mut self
-                .running
-                .as_mut()
-                .expect("a program not yet ended")
-                .promised_ns
-        } else {
-            &mut self.queued[(number - self.taken) as usize].promised_ns
+            let running = self.running.as_mut().expect("a program not yet ended");
+            return &mut running.promised_ns;
         }
+        let i = match self.promises.binary_search_by_key(&number, |p| p.0) {
+            Ok(i) => i,
+            Err(i) => {
+                self.promises.insert(i, (number, 0));
+                i
+            }
+        };
+        &mut self.promises[i].1
     }
 
     /// The step that runs next from `free_ns`, released work first when both could start
@@ -330,23 +354,29 @@ impl DieQueue {
         }
     }
 
-    fn take(&mut self, released: bool) -> Step {
+    /// Takes the step [`DieQueue::next`] found off its queue, with the end a write's
+    /// admission was promised for it (0 if none).
+    fn take(&mut self, released: bool) -> (Step, u64) {
         if !released {
             let step = self.gc.pop_front().expect("next() saw it");
             if let Some((_, leading, _)) = &mut self.read_share {
                 *leading = leading.saturating_sub((step.kind == StepKind::Read) as usize);
             }
-            return step;
+            return (step, 0);
         }
         let step = self.queued.pop_front().expect("next() saw it");
+        let mut promised_ns = 0;
         if self.programs.front() == Some(&self.taken) {
             self.programs.pop_front();
+            if self.promises.front().is_some_and(|p| p.0 == self.taken) {
+                promised_ns = self.promises.pop_front().expect("just seen").1;
+            }
         }
         self.taken += 1;
-        if !step.host {
+        if !step.is_host() {
             self.released -= 1;
         }
-        step
+        (step, promised_ns)
     }
 
     /// Moves one GC step group from `gc` to `queued`: the steps up to and including the
@@ -366,10 +396,7 @@ impl DieQueue {
                 None => {
                     let reads = self.gc.iter().take_while(|s| is_read(s)).count();
                     let first = self.gc[0];
-                    let alike = self.gc.iter().take(reads).all(|s| {
-                        (s.dur_ns, s.ready_ns, s.bytes, s.promised_ns)
-                            == (first.dur_ns, first.ready_ns, first.bytes, first.promised_ns)
-                    });
+                    let alike = self.gc.iter().take(reads).all(|s| *s == first);
                     let copies = self
                         .gc
                         .iter()
@@ -636,15 +663,7 @@ impl Maintenance {
             q.per_write = q.maintenance_per_write(ppb);
             q.victim_copies = 0;
         }
-        q.gc.push_back(Step {
-            kind,
-            dur_ns,
-            ready_ns,
-            bytes: 0,
-            promised_ns: 0,
-            host: false,
-            cum_ns: 0,
-        });
+        q.gc.push_back(Step::new(kind, dur_ns, ready_ns, 0));
     }
 
     /// Queues a GC copy's program on `die` (see [`Maintenance::push`]).
@@ -705,15 +724,8 @@ impl Maintenance {
             // Nothing owed yet: no banking for a victim still to come.
             q.credit = q.credit.min(1.0);
         }
-        q.enqueue(Step {
-            kind: StepKind::Program,
-            dur_ns,
-            ready_ns,
-            bytes,
-            promised_ns: 0,
-            host: true,
-            cum_ns: 0,
-        });
+        debug_assert!(bytes > 0, "a buffered program frees buffer bytes");
+        q.enqueue(Step::new(StepKind::Program, dur_ns, ready_ns, bytes));
     }
 
     /// Write-buffer bytes whose programs have ended (as far as each die has been run),
@@ -760,13 +772,13 @@ impl Maintenance {
             // Unreleased maintenance going ahead of released work (not yet ready) delays
             // the programs queued there.
             moved |= !released && !q.queued.is_empty();
-            let step = q.take(released);
+            let (step, promised_ns) = q.take(released);
             q.running = Some(Running {
                 kind: step.kind,
-                end_ns: start + step.dur_ns,
+                end_ns: start + step.dur(),
                 suspensions: 0,
-                bytes: step.bytes,
-                promised_ns: step.promised_ns,
+                bytes: step.bytes as u64,
+                promised_ns,
             });
         }
         if moved {
@@ -1106,10 +1118,10 @@ impl Maintenance {
             }
         }
         while let Some((released, start)) = q.next(t) {
-            let step = q.take(released);
-            t = start + step.dur_ns;
-            self.drained_bytes += step.bytes;
-            self.buffer_slip_ns += slip(t, step.promised_ns);
+            let (step, promised_ns) = q.take(released);
+            t = start + step.dur();
+            self.drained_bytes += step.bytes as u64;
+            self.buffer_slip_ns += slip(t, promised_ns);
             if step.kind == StepKind::Erase(block) {
                 break;
             }
