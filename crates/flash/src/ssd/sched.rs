@@ -645,6 +645,14 @@ impl Maintenance {
         }
     }
 
+    /// Work was added to `die`'s queues: a die running a step wakes when it ends whatever
+    /// is queued behind it, so only an idle die is run again.
+    fn queue_grew(&mut self, die: u32) {
+        if self.dies[die as usize].running.is_none() {
+            self.touch(die);
+        }
+    }
+
     /// Host work is about to run on `die`, or its queue to run out of turn: the expected
     /// ends of its programs may move.
     fn disturb(&mut self, die: u32) {
@@ -657,7 +665,7 @@ impl Maintenance {
     /// releases until the next victim.
     pub(crate) fn push(&mut self, die: u32, kind: StepKind, dur_ns: u64, ready_ns: u64) {
         let ppb = self.pages_per_block;
-        self.touch(die);
+        self.queue_grew(die);
         let q = &mut self.dies[die as usize];
         if let StepKind::Erase(_) = kind {
             q.per_write = q.maintenance_per_write(ppb);
@@ -682,7 +690,7 @@ impl Maintenance {
     /// erase and the GC before it are released now, ahead of the program (the hard
     /// threshold, as [`Maintenance::drain_through_erase`] is for an unbuffered one).
     pub(crate) fn release_through_erase(&mut self, die: u32, block: u32) {
-        self.touch(die);
+        self.queue_grew(die);
         let q = &mut self.dies[die as usize];
         let Some(i) = q.gc.iter().position(|s| s.kind == StepKind::Erase(block)) else {
             return;
@@ -702,7 +710,7 @@ impl Maintenance {
     /// opens); it frees `bytes` of the write buffer when it ends.
     pub(crate) fn push_write(&mut self, die: u32, dur_ns: u64, ready_ns: u64, bytes: u64) {
         let ppb = self.pages_per_block;
-        self.touch(die);
+        self.queue_grew(die);
         if self.next[die as usize].is_none() {
             // This may be the die's next program to merge.
             self.mark_stale(die);
