@@ -94,10 +94,20 @@ fn mem_available_bytes() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// This process's resident memory (`VmRSS` in /proc/self/status). A paper-scale report
-/// holds about 9 GB after its other sections (8.9 GB after `gracejoin` alone, 2026-11-30;
-/// neither dropping the generated tables' cache, 1.0 GB of it, nor glibc's `malloc_trim`
-/// gave any back, so it is held, not free): `tempfiles` then runs one join at a time.
+/// Gives the memory the allocator holds freed back to the kernel: set by the binary that
+/// chose the allocator ([`set_give_back_freed_memory`]); none in tests.
+static GIVE_BACK_FREED_MEMORY: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Sets what gives freed memory back before an experiment that runs alone: `flashlab`'s
+/// allocator keeps freed memory for reuse (its purge delay is "never"), so a paper-scale
+/// report's other sections left about 9 GB resident, all of it free to the allocator and
+/// none to the kernel, and `tempfiles` ran one join at a time (8.9 GB after `gracejoin`
+/// alone, 2026-11-30; glibc's `malloc_trim` could not reach mimalloc's memory).
+pub fn set_give_back_freed_memory(give_back: fn()) {
+    let _ = GIVE_BACK_FREED_MEMORY.set(give_back);
+}
+
+/// This process's resident memory (`VmRSS` in /proc/self/status).
 fn resident_bytes() -> Option<u64> {
     let m = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = m.lines().find(|l| l.starts_with("VmRSS:"))?;
@@ -109,15 +119,20 @@ fn resident_bytes() -> Option<u64> {
 /// memory available now), said on stderr.
 fn alone_jobs(e: &Experiment) -> usize {
     let job_bytes = e.paper_scale_alone_job_bytes.unwrap_or(0);
+    let before = resident_bytes();
+    if let Some(give_back) = GIVE_BACK_FREED_MEMORY.get() {
+        give_back();
+    }
     let (available, held) = (mem_available_bytes(), resident_bytes());
     let n = available.map_or(1, |a| jobs_that_fit(a, job_bytes, threads()));
     let gb = |b: Option<u64>| b.map_or("unknown".into(), |b| format!("{:.1} GB", b as f64 / 1e9));
     eprintln!(
-        "flashlab reproduce: {}: {n} job(s) at a time (each needs about {:.1} GB at its peak; {} available; this process resident in {})",
+        "flashlab reproduce: {}: {n} job(s) at a time (each needs about {:.1} GB at its peak; {} available; this process resident in {}, {} before freed memory went back)",
         e.id,
         job_bytes as f64 / 1e9,
         gb(available),
         gb(held),
+        gb(before),
     );
     n
 }
