@@ -80,3 +80,56 @@ fn closed_file_gets_no_new_window_after_its_old_one() {
         "12 from the old PA, then exactly 68: no new window"
     );
 }
+
+/// A closed file of `blocks` written back to its size (EXT4_MB_HINT_NOPREALLOC).
+fn closed_file(fs: &mut SimFs<Timed<Ssd>>, name: &str, blocks: u64) -> u32 {
+    let f = fs.create(name).unwrap();
+    fs.set_host_view(f, blocks * BLOCK, false, true).unwrap();
+    fs.write_at(f, 0, blocks * BLOCK).unwrap();
+    f
+}
+
+/// ext4_mb_regular_allocator for a closed file: no exact goal, the goal group scanned
+/// from its first free block, an extent of exactly the request taken at once. A 22-block
+/// file deleted leaves a 22-block hole; the next closed file of 22 blocks fills it, where
+/// next-fit from a cursor put it after the last file.
+#[test]
+fn a_closed_file_fills_the_hole_of_its_size() {
+    let mut fs = prealloc_fs();
+    let files: Vec<_> = (0..3)
+        .map(|i| closed_file(&mut fs, &format!("f{i}"), 22))
+        .collect();
+    let first: Vec<_> = files.iter().map(|&f| fs.extents(f).unwrap()).collect();
+    assert!(
+        first.iter().all(|e| e.len() == 1),
+        "one piece each: {first:?}"
+    );
+    fs.unlink("f1").unwrap();
+    fs.sync().unwrap();
+    let w = closed_file(&mut fs, "w", 22);
+    assert_eq!(fs.extents(w).unwrap(), first[1], "into f1's hole");
+}
+
+/// A closed file's rest is not split to start at its goal (mballoc tries no exact goal
+/// for an unnormalised request and looks for an extent that holds all of it before it
+/// takes a shorter one): 40 more blocks of a file followed by a 22-block hole go in one
+/// piece elsewhere, where the goal's free run took 22 and the rest went on after it.
+#[test]
+fn a_closed_file_s_rest_is_not_split_at_its_goal() {
+    let mut fs = prealloc_fs();
+    let f0 = closed_file(&mut fs, "f0", 22);
+    for i in 1..8 {
+        closed_file(&mut fs, &format!("f{i}"), 22);
+    }
+    fs.unlink("f1").unwrap();
+    fs.sync().unwrap();
+    fs.set_host_view(f0, 62 * BLOCK, false, true).unwrap();
+    fs.write_at(f0, 22 * BLOCK, 40 * BLOCK).unwrap();
+    let e = fs.extents(f0).unwrap();
+    assert_eq!(
+        e.len(),
+        2,
+        "its first 22 blocks and the 40 in one piece: {e:?}"
+    );
+    assert_eq!(e[1].len, 40);
+}

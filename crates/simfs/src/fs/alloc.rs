@@ -14,18 +14,7 @@ impl<D: BlockDev> SimFs<D> {
         if self.allocator.out_of_place() {
             return self.alloc_log(n);
         }
-        if self.bitmap.free_blocks() < n && !self.freed_uncommitted.is_empty() && !self.committing {
-            self.sync()?; // as in fill_holes: the commit gives freed blocks back
-        }
-        if self.bitmap.free_blocks() < n {
-            self.drop_discards(); // as in fill_holes
-        }
-        if self.bitmap.free_blocks() < n {
-            return Err(SimfsError::NoSpace {
-                needed_blocks: n,
-                free_blocks: self.bitmap.free_blocks(),
-            });
-        }
+        self.make_room(n)?;
         let mut out = Vec::new();
         let mut remaining = n;
         let mut at = goal;
@@ -47,6 +36,153 @@ impl<D: BlockDev> SimFs<D> {
         Ok(out)
     }
 
+    /// Frees room for `n` blocks if the free space lacks it (a commit gives freed blocks
+    /// back, as ext4's `ext4_should_retry_alloc`; then pending discards are dropped), or
+    /// says there is none.
+    fn make_room(&mut self, n: u64) -> Result<(), SimfsError> {
+        if self.bitmap.free_blocks() < n && !self.freed_uncommitted.is_empty() && !self.committing {
+            self.sync()?; // as in fill_holes: the commit gives freed blocks back
+        }
+        if self.bitmap.free_blocks() < n {
+            self.drop_discards(); // as in fill_holes
+        }
+        if self.bitmap.free_blocks() < n {
+            return Err(SimfsError::NoSpace {
+                needed_blocks: n,
+                free_blocks: self.bitmap.free_blocks(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Allocates `n` blocks of `ino` as ext4 does a request it neither normalises nor
+    /// preallocates for (`EXT4_MB_HINT_NOPREALLOC`: a closed file written back to its
+    /// size): no exact goal is tried (`EXT4_MB_HINT_TRY_GOAL` is set only by the
+    /// normalisation this request skips); mballoc's regular allocator scans from the goal's
+    /// group ([`SimFs::mballoc_scan`]) and takes the whole request from the start of the
+    /// extent it chose, or that extent's length if it is shorter, then asks again for the
+    /// rest. The goal's group: the group after the last extent, or for an empty file the
+    /// second group of its inode's flex group (`ext4_inode_to_goal_block` under
+    /// delalloc: `block_group &= ~(flex_size-1); if (S_ISREG(inode->i_mode))
+    /// block_group++;`, flex groups of [`FLEX_BG_GROUPS`]). Log-structured: at the log head.
+    pub(crate) fn alloc_unnormalized(
+        &mut self,
+        ino: Ino,
+        goal: Option<u64>,
+        n: u64,
+    ) -> Result<Vec<(u64, u64)>, SimfsError> {
+        if self.allocator.out_of_place() {
+            return self.alloc_log(n);
+        }
+        self.make_room(n)?;
+        let groups = self
+            .bitmap
+            .blocks()
+            .div_ceil(self.cfg.blocks_per_group as u64) as u32;
+        let goal_group = match goal {
+            Some(b) => self.group_of_block(b),
+            None => {
+                let inode_group = (ino - 1) / self.sb.inodes_per_group;
+                (inode_group & !(FLEX_BG_GROUPS - 1)) + 1
+            }
+        }
+        .min(groups - 1);
+        let mut out = Vec::new();
+        let mut remaining = n;
+        while remaining > 0 {
+            let (start, len) = self
+                .mballoc_scan(goal_group, groups, remaining)
+                .expect("free blocks were counted");
+            let len = len.min(remaining);
+            self.take(start, len);
+            out.push((start, len));
+            remaining -= len;
+        }
+        Ok(out)
+    }
+
+    /// mballoc's regular allocator for a request of `n` blocks that is not a power of two
+    /// (fs/ext4/mballoc.c, `ext4_mb_regular_allocator` from criterion 1): for each
+    /// criterion in turn the groups from `goal_group` on, wrapping, that it finds good
+    /// (`ext4_mb_good_group`: 1, the group's free blocks over its free fragments at least
+    /// `n`; 2, at least `n` free; 3, any free), each scanned from its first free block
+    /// (`ext4_mb_complex_scan_group`) in the extents the buddy cuts its free runs into
+    /// (`mb_find_extent`, [`buddy_extent_len`]). Each extent seen is measured
+    /// (`ext4_mb_measure_extent`): one of exactly `n` is taken at once; else the best so
+    /// far is the longest while none holds `n`, then the shortest that does; once one
+    /// holds `n`, the best is taken after [`MB_MIN_TO_SCAN`] extents seen or at the end of
+    /// the group; after [`MB_MAX_TO_SCAN`] the best is taken whatever it is
+    /// (`ext4_mb_check_limits`). The count runs over groups and criteria. Not modelled:
+    /// `mb_optimize_scan`'s order of groups by fragment size (on from 16 groups; the goal
+    /// group is still scanned first), and buddies not yet loaded. Returns (start, length
+    /// of the extent chosen); `None` only if nothing is free.
+    fn mballoc_scan(&self, goal_group: u32, groups: u32, n: u64) -> Option<(u64, u64)> {
+        let bpg = self.cfg.blocks_per_group as u64;
+        let blocks = self.bitmap.blocks();
+        let mut found = 0u32;
+        let mut best: Option<(u64, u64)> = None;
+        for criterion in 1..=3 {
+            for k in 0..groups {
+                let g = (goal_group + k) % groups;
+                let (lo, hi) = (g as u64 * bpg, ((g as u64 + 1) * bpg).min(blocks));
+                let (free, fragments) = self.free_and_fragments(lo, hi);
+                let good = match criterion {
+                    1 => fragments > 0 && free / fragments >= n,
+                    2 => free >= n,
+                    _ => free > 0,
+                };
+                if !good {
+                    continue;
+                }
+                let mut b = lo;
+                while let Some(s) = self.bitmap.next_free(b).filter(|&s| s < hi) {
+                    let end = s + self.bitmap.free_run_len(s, hi - s);
+                    let mut at = s;
+                    while at < end {
+                        let len = buddy_extent_len(at - lo, s - lo, end - lo, n);
+                        found += 1;
+                        if len == n {
+                            return Some((at, len));
+                        }
+                        let better = match best {
+                            None => true,
+                            Some((_, b_len)) if b_len < n => len > b_len,
+                            Some((_, b_len)) => len > n && len < b_len,
+                        };
+                        if better {
+                            best = Some((at, len));
+                        }
+                        if found > MB_MAX_TO_SCAN {
+                            return best;
+                        }
+                        if best.is_some_and(|(_, l)| l >= n) && found > MB_MIN_TO_SCAN {
+                            return best;
+                        }
+                        at += len;
+                    }
+                    b = end;
+                }
+                if best.is_some_and(|(_, l)| l >= n) {
+                    return best;
+                }
+            }
+        }
+        best
+    }
+
+    /// The free blocks in `[lo, hi)` and the free runs they make (ext4's `bb_free`,
+    /// `bb_fragments`).
+    fn free_and_fragments(&self, lo: u64, hi: u64) -> (u64, u64) {
+        let (mut free, mut fragments, mut b) = (0, 0, lo);
+        while let Some(s) = self.bitmap.next_free(b).filter(|&s| s < hi) {
+            let len = self.bitmap.free_run_len(s, hi - s);
+            free += len;
+            fragments += 1;
+            b = s + len;
+        }
+        (free, fragments)
+    }
+
     pub(crate) fn take(&mut self, start: u64, len: u64) {
         self.allocator.on_take(start, len);
         self.bitmap.set_used(start, len);
@@ -62,5 +198,61 @@ impl<D: BlockDev> SimFs<D> {
         for g in self.group_of_block(start)..=self.group_of_block(start + len - 1) {
             self.dirty_groups.insert(g);
         }
+    }
+}
+
+/// Flex groups of 16 block groups: mke2fs's default `flex_bg` size (mke2fs.conf(5)).
+const FLEX_BG_GROUPS: u32 = 16;
+
+/// mballoc's `s_mb_min_to_scan` and `s_mb_max_to_scan` defaults (fs/ext4/mballoc.h,
+/// `MB_DEFAULT_MIN_TO_SCAN` 10, `MB_DEFAULT_MAX_TO_SCAN` 200).
+const MB_MIN_TO_SCAN: u32 = 10;
+const MB_MAX_TO_SCAN: u32 = 200;
+
+/// Largest buddy order of a group (chunks of up to 2^13 blocks with 4 KiB blocks:
+/// `blocksize_bits + 1`).
+const MAX_BUDDY_ORDER: u32 = 13;
+
+/// The length of the free extent `mb_find_extent` finds at group block `at` inside the
+/// free run `[run_start, run_end)` for a request of `needed` blocks: the rest of the
+/// largest aligned free chunk (buddy) holding `at`, then whole buddies after it while it
+/// is shorter than `needed` and the run goes on. Buddies are aligned to their size from
+/// the group's start and lie wholly inside the run.
+pub(crate) fn buddy_extent_len(at: u64, run_start: u64, run_end: u64, needed: u64) -> u64 {
+    // The largest free aligned chunk holding block `b` (which is free).
+    let chunk = |b: u64| -> (u64, u64) {
+        (0..=MAX_BUDDY_ORDER)
+            .rev()
+            .map(|k| (b & !((1u64 << k) - 1), 1u64 << k))
+            .find(|&(c, size)| c >= run_start && c + size <= run_end)
+            .expect("a free block is a chunk of one")
+    };
+    let (c, size) = chunk(at);
+    let mut end = c + size;
+    while end - at < needed && end < run_end {
+        let (_, next) = chunk(end);
+        end += next;
+    }
+    end - at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::buddy_extent_len;
+
+    #[test]
+    fn the_buddy_cuts_free_runs_in_aligned_chunks() {
+        // A run of 100 free blocks from the group's start: 64, then 32, then 4.
+        assert_eq!(buddy_extent_len(0, 0, 100, 22), 64);
+        assert_eq!(buddy_extent_len(64, 0, 100, 22), 32);
+        assert_eq!(buddy_extent_len(96, 0, 100, 22), 4);
+        // From an unaligned block: 1 (3), 4 (4-7), 8 (8-15), 8 (16-23), 4 (24-27): 25 >= 22.
+        assert_eq!(buddy_extent_len(3, 3, 30, 22), 25);
+        // Short of the request at the run's end: all that is left.
+        assert_eq!(buddy_extent_len(3, 3, 20, 22), 17);
+        // An exact hole of 22 at an odd place is 22.
+        assert_eq!(buddy_extent_len(101, 101, 123, 22), 22);
+        // No chunk beyond 2^13 blocks.
+        assert_eq!(buddy_extent_len(0, 0, 32768, 20000), 24576);
     }
 }

@@ -295,7 +295,8 @@ impl<D: BlockDev> SimFs<D> {
     /// (`ext4_mb_normalize_request`: 16 KiB, 32 KiB, ... 1 MiB, then 2, 4 or 8 MiB
     /// aligned), so concurrent writers get few, growing extents instead of one per write —
     /// unless no handle has it open for writing and the request runs to its size: then
-    /// exactly its blocks at its goal ([`SimFs::set_host_view`]).
+    /// exactly its blocks, where mballoc's scan puts them ([`SimFs::alloc_unnormalized`],
+    /// [`SimFs::set_host_view`]).
     pub(super) fn alloc_preallocated(
         &mut self,
         ino: Ino,
@@ -328,8 +329,8 @@ impl<D: BlockDev> SimFs<D> {
             && file.pa.is_none()
             && (!small || !self.cfg.kernel.closed_small_files_share_group_window())
         {
-            // EXT4_MB_HINT_NOPREALLOC: exactly its blocks at its goal.
-            return self.alloc(goal, n);
+            // EXT4_MB_HINT_NOPREALLOC: exactly its blocks, not normalised.
+            return self.alloc_unnormalized(ino, goal, n);
         }
         if small {
             // A small file: carved from the locality-group window.
@@ -367,7 +368,7 @@ impl<D: BlockDev> SimFs<D> {
                 // The window of its own ran out: the rest is a request of a closed file to
                 // its end (EXT4_MB_HINT_NOPREALLOC), exactly its blocks.
                 let from = runs.last().map(|r| r.0 + r.1).or(goal);
-                runs.extend(self.alloc(from, remaining)?);
+                runs.extend(self.alloc_unnormalized(ino, from, remaining)?);
                 break;
             }
             let have: u64 = file_blocks + runs.iter().map(|r| r.1).sum::<u64>();
