@@ -125,7 +125,7 @@ impl<D: BlockDev> SimFs<D> {
             for k in 0..groups {
                 let g = (goal_group + k) % groups;
                 let (lo, hi) = (g as u64 * bpg, ((g as u64 + 1) * bpg).min(blocks));
-                let (free, fragments) = self.free_and_fragments(lo, hi);
+                let (free, fragments) = self.group_free[g as usize];
                 let good = match criterion {
                     1 => fragments > 0 && free / fragments >= n,
                     2 => free >= n,
@@ -170,22 +170,48 @@ impl<D: BlockDev> SimFs<D> {
         best
     }
 
-    /// The free blocks in `[lo, hi)` and the free runs they make (ext4's `bb_free`,
-    /// `bb_fragments`).
-    fn free_and_fragments(&self, lo: u64, hi: u64) -> (u64, u64) {
-        let (mut free, mut fragments, mut b) = (0, 0, lo);
-        while let Some(s) = self.bitmap.next_free(b).filter(|&s| s < hi) {
-            let len = self.bitmap.free_run_len(s, hi - s);
-            free += len;
-            fragments += 1;
-            b = s + len;
+    /// Marks `[start, start + len)` used (free before), keeping each group's counts: in
+    /// each group it lies in, the free run it came from loses those blocks and is cut in
+    /// up to two.
+    pub(crate) fn set_used(&mut self, start: u64, len: u64) {
+        self.bitmap.set_used(start, len);
+        self.recount(start, len, false);
+    }
+
+    /// Marks `[start, start + len)` free (used before), keeping each group's counts.
+    pub(crate) fn set_free(&mut self, start: u64, len: u64) {
+        self.bitmap.set_free(start, len);
+        self.recount(start, len, true);
+    }
+
+    /// The group counts after `[start, start + len)` changed (to free if `freed`): per
+    /// group piece, its blocks, and the runs it joined (free neighbours inside the group).
+    fn recount(&mut self, start: u64, len: u64, freed: bool) {
+        let bpg = self.cfg.blocks_per_group as u64;
+        let mut s = start;
+        while s < start + len {
+            let g = s / bpg;
+            let (lo, hi) = (g * bpg, ((g + 1) * bpg).min(self.bitmap.blocks()));
+            let e = (start + len).min(hi);
+            let left = s > lo && !self.bitmap.is_used(s - 1);
+            let right = e < hi && !self.bitmap.is_used(e);
+            let (free, runs) = &mut self.group_free[g as usize];
+            // Freed: one run more, less each free neighbour it joins. Taken: the reverse.
+            let joined = left as u64 + right as u64;
+            if freed {
+                *free += e - s;
+                *runs = *runs + 1 - joined;
+            } else {
+                *free -= e - s;
+                *runs = *runs + joined - 1;
+            }
+            s = e;
         }
-        (free, fragments)
     }
 
     pub(crate) fn take(&mut self, start: u64, len: u64) {
         self.allocator.on_take(start, len);
-        self.bitmap.set_used(start, len);
+        self.set_used(start, len);
         self.cursor = start + len;
         for g in self.group_of_block(start)..=self.group_of_block(start + len - 1) {
             self.dirty_groups.insert(g);
@@ -194,7 +220,7 @@ impl<D: BlockDev> SimFs<D> {
 
     pub(crate) fn release(&mut self, start: u64, len: u64) {
         self.allocator.on_release(start, len);
-        self.bitmap.set_free(start, len);
+        self.set_free(start, len);
         for g in self.group_of_block(start)..=self.group_of_block(start + len - 1) {
             self.dirty_groups.insert(g);
         }

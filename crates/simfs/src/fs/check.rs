@@ -7,6 +7,14 @@ impl<D: BlockDev> SimFs<D> {
     /// block a file or tree uses is marked used and belongs to one owner only, and the
     /// used count equals the file-system metadata plus all files' blocks.
     pub fn check_invariants(&self) -> Result<(), String> {
+        let counted =
+            super::mkfs::group_free_counts(&self.bitmap, self.cfg.blocks_per_group as u64);
+        if counted != self.group_free {
+            return Err(format!(
+                "the groups' free blocks and runs kept ({:?}) are not the bitmap's ({counted:?})",
+                self.group_free
+            ));
+        }
         let mut owner: HashMap<u64, Ino> = HashMap::new();
         let mut claim = |b: u64, ino: Ino| -> Result<(), String> {
             if !self.bitmap.is_used(b) {

@@ -150,12 +150,12 @@ impl<D: BlockDev> SimFs<D> {
     /// and the allocation cursor stay as they are).
     fn hold(&mut self, start: u64, len: u64) {
         self.allocator.on_take(start, len);
-        self.bitmap.set_used(start, len);
+        self.set_used(start, len);
     }
 
     fn unhold(&mut self, start: u64, len: u64) {
         self.allocator.on_release(start, len);
-        self.bitmap.set_free(start, len);
+        self.set_free(start, len);
     }
 
     /// Sends the deferred discards (merged, one TRIM per range, skipping blocks allocated

@@ -78,6 +78,9 @@ pub struct SimFs<D: BlockDev> {
     pub(crate) files: HashMap<Ino, FileState>,
     pub(crate) names: BTreeMap<String, Ino>,
     pub(crate) cursor: u64,
+    /// Each block group's free blocks and free runs (ext4's `bb_free`, `bb_fragments`),
+    /// kept as blocks are taken and freed ([`SimFs::set_used`], [`SimFs::set_free`]).
+    pub(crate) group_free: Vec<(u64, u64)>,
     /// mballoc's locality-group preallocation (one CPU's): the window small files'
     /// appends are carved from in turn, held as used.
     pub(crate) lg_pa: Option<(u64, u64)>,
