@@ -170,7 +170,7 @@ fn closed_files_are_placed_as_real_ext4_places_them() {
         return;
     }
     let dir = Scratch::new("mballoc");
-    let img = dir.0.join("img");
+    let img = dir.0.join("ext4.image");
     let file = std::fs::File::create(&img).unwrap();
     file.set_len(2 << 30).unwrap();
     let Some(lo) = LoopDevice::new(&img) else {
