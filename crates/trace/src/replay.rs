@@ -22,9 +22,25 @@ pub struct ReplaySummary {
     pub end_ns: u64,
 }
 
-/// A closed-loop event: (time, sequence, stream, `None` = a slot frees, `Some(i)` = the
-/// waiting request `i` issues).
-type Event = (u64, u64, usize, Option<usize>);
+/// A closed-loop event: (time, sequence, stream, [`SLOT_FREES`] = a slot frees, else the
+/// waiting request of that index issues). 24 bytes, ordered by time then sequence (the
+/// sequence is unique): the heap moves and compares one per request.
+type Event = (u64, u64, u32, u32);
+
+/// An [`Event`]'s last field when a slot of its stream frees.
+const SLOT_FREES: u32 = u32::MAX;
+
+/// A waiting request's index as an [`Event`] carries it.
+fn slot_index(i: usize) -> Result<u32, TraceError> {
+    u32::try_from(i)
+        .ok()
+        .filter(|&i| i != SLOT_FREES)
+        .ok_or_else(|| {
+            TraceError::Config(format!(
+                "{i} requests waiting at once: more than a replay keeps ({SLOT_FREES})"
+            ))
+        })
+}
 
 /// The deepest queue a stream may keep: an NVMe I/O queue holds at most 65,536 commands
 /// (NVM Express base specification, Maximum Queue Entries Supported); SATA NCQ holds 32.
@@ -114,6 +130,13 @@ where
     if crate::cancel::requested() {
         return Err(TraceError::Cancelled);
     }
+    if u32::try_from(streams.len()).is_err() {
+        return Err(TraceError::Config(format!(
+            "{} streams: more than a replay keeps ({})",
+            streams.len(),
+            u32::MAX
+        )));
+    }
     let qd: Vec<usize> = queue_depths.iter().map(|&q| q.max(1) as usize).collect();
     let mut streams = streams;
     // Per stream, the next requests in order (pulled early so the device can prefetch);
@@ -140,7 +163,7 @@ where
         refill(s, &mut ahead, &mut streams, dev);
         // A slot beyond the stream's requests would never issue anything.
         for _ in 0..ahead[s].len() {
-            heap.push(Reverse((start_ns, seq, s, None)));
+            heap.push(Reverse((start_ns, seq, s as u32, SLOT_FREES)));
             seq += 1;
         }
     }
@@ -177,6 +200,8 @@ where
             }
         };
     while let Some(Reverse((t, _, s, what))) = heap.pop() {
+        let s = s as usize;
+        let what = (what != SLOT_FREES).then_some(what as usize);
         let r = match what {
             // A slot freed: the stream's next request, in order, after its think time
             // (counted from its dependency's completion when that is later).
@@ -203,7 +228,7 @@ where
                 if r.think_ns > 0 || from > t {
                     let at = checked_time(from, r.think_ns, summary.requests, "think time")?;
                     let i = park(r, &mut waiting, &mut reusable);
-                    heap.push(Reverse((at, seq, s, Some(i))));
+                    heap.push(Reverse((at, seq, s as u32, slot_index(i)?)));
                     seq += 1;
                     continue;
                 }
@@ -231,7 +256,7 @@ where
                 return Err(TraceError::Cancelled);
             }
         }
-        heap.push(Reverse((done, seq, s, None)));
+        heap.push(Reverse((done, seq, s as u32, SLOT_FREES)));
         seq += 1;
         // Requests that waited for this one: after their think times from its completion.
         // (Most replays have no dependencies: no hashing then.)
@@ -242,7 +267,7 @@ where
         if let Some(woken) = woken {
             for (ws, i) in woken {
                 let at = checked_time(done, waiting[i].think_ns, summary.requests, "think time")?;
-                heap.push(Reverse((at, seq, ws, Some(i))));
+                heap.push(Reverse((at, seq, ws as u32, slot_index(i)?)));
                 seq += 1;
             }
         }

@@ -49,6 +49,10 @@ impl Bus {
     #[inline]
     pub(crate) fn forget_before(&mut self, t_ns: u64) {
         if let Bus::Gaps(busy) = self {
+            // Most calls find nothing to drop (an idle bus, or its first booking still on).
+            if busy.first().is_none_or(|&(_, e)| e > t_ns) {
+                return;
+            }
             let n = busy.partition_point(|&(_, e)| e <= t_ns);
             if n > 0 {
                 busy.drain(..n);

@@ -942,8 +942,13 @@ impl Maintenance {
     fn merge_again(&mut self, d: u32, free_ns: u64) {
         let di = d as usize;
         if self.counted_on[di] > 0 {
-            self.counted.retain(|c| c.die != d);
-            self.counted_bytes = self.counted.iter().map(|c| c.bytes).sum();
+            let mut dropped_bytes = 0;
+            self.counted.retain(|c| {
+                let keep = c.die != d;
+                dropped_bytes += if keep { 0 } else { c.bytes };
+                keep
+            });
+            self.counted_bytes -= dropped_bytes;
             self.counted_on[di] = 0;
         }
         let mut next = self.dies[di].first_program(free_ns);
