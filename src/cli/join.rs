@@ -59,13 +59,20 @@ pub(crate) struct JoinArgs {
     /// deferred).
     #[arg(long, default_value = "none")]
     pub(crate) discard: ::simfs::DiscardMode,
-    /// sim, with --discard journal: which Linux kernel's ext4 online discard to follow:
-    /// 3.10 (each freed run discarded exactly at the commit, as paper 000's kernel), 5.15
-    /// (a background worker discards after the commit; blocks reused first are not
-    /// discarded), 6.8 (each discard runs to the end of its free run), 6.17 (adjacent
-    /// freed extents do not always merge). A kernel between two behaves as the earlier.
+    /// sim, with --discard journal or --prealloc: which Linux kernel's ext4 to follow.
+    /// Its online discard: 3.10 (each freed run discarded exactly at the commit, as paper
+    /// 000's kernel), 5.15 (a background worker discards after the commit; blocks reused
+    /// first are not discarded), 6.8 (each discard runs to the end of its free run), 6.17
+    /// (adjacent freed extents do not always merge). Its allocator's windows: 6.17 keeps a
+    /// stream goal per CPU and puts a window in the group whose largest free buddy fits it
+    /// best. A kernel between two behaves as the earlier.
     #[arg(long, default_value = "3.10")]
     pub(crate) kernel: ::simfs::DiscardKernel,
+    /// sim, with --prealloc: the drive reports itself rotational to ext4, whose allocator
+    /// then tries the four groups from its goal in order before choosing one by its free
+    /// buddies (a loop device on this machine's disk does; an SSD does not).
+    #[arg(long)]
+    pub(crate) rotational: bool,
     /// sim: keep the input tables on the simulated drive (reads are timed).
     #[arg(long)]
     pub(crate) inputs_on_device: bool,
@@ -120,6 +127,7 @@ const SIM_ONLY: &[&str] = &[
     "alloc",
     "discard",
     "kernel",
+    "rotational",
     "inputs_on_device",
     "stream_inputs",
     "prealloc",
@@ -161,8 +169,11 @@ fn check_flags(a: &JoinArgs, kind: BackendKind) -> Result<()> {
             "--partitions does nothing with --algorithm postgres: PostgreSQL plans its batches from work_mem (--memory) itself"
         );
     }
-    if given::given("kernel") && a.discard != ::simfs::DiscardMode::Journal {
-        bail!("--kernel chooses how ext4's journal discards work: it needs --discard journal");
+    if given::given("kernel") && a.discard != ::simfs::DiscardMode::Journal && !a.prealloc {
+        bail!("--kernel chooses how ext4's journal discards and preallocation windows work: it needs --discard journal or --prealloc");
+    }
+    if a.rotational && !a.prealloc {
+        bail!("--rotational changes where ext4's preallocation windows go: it needs --prealloc");
     }
     if given::given("host_ram") && a.host != HostPath::Linux {
         bail!(
@@ -186,6 +197,7 @@ pub(crate) fn run(a: JoinArgs) -> Result<()> {
         alloc: a.alloc,
         discard: a.discard,
         kernel: a.kernel,
+        rotational: a.rotational,
         commit_each_repetition: true,
         prealloc: a.prealloc,
         inputs_on_device: a.inputs_on_device,

@@ -31,6 +31,9 @@ pub struct JoinStorage {
     /// ([`simfs::DiscardKernel`]). A repetition that ends with a commit ends when its
     /// discards are done (as a file system left to settle).
     pub kernel: simfs::DiscardKernel,
+    /// sim: simfs's device reports itself rotational to the file system (ext4 allocates
+    /// differently on one: [`simfs::FsConfig::rotational`]); off for an SSD.
+    pub rotational: bool,
     /// sim: every repetition ends with a journal commit (as a run ends with `sync`); off,
     /// only the last one does (the repetitions of one real run of the join).
     pub commit_each_repetition: bool,
@@ -73,6 +76,7 @@ impl Default for JoinStorage {
             alloc: AllocPolicy::Ext4Like,
             discard: DiscardMode::None,
             kernel: simfs::DiscardKernel::Linux3_10,
+            rotational: false,
             commit_each_repetition: true,
             prealloc: false,
             inputs_on_device: false,
@@ -546,6 +550,7 @@ fn mount_drive(
     cfg.discard = st.discard;
     cfg.prealloc = st.prealloc;
     cfg.kernel = st.kernel;
+    cfg.rotational = st.rotational;
     crate::backend::fit_to_drive(&mut cfg, &dev);
     let fs = simfs::SimFs::mkfs(simfs::Timed::new(dev), cfg).map_err(|x| x.to_string())?;
     let mut drive = vfs::SimVfs::with_host(fs, st.host.clone());

@@ -196,6 +196,20 @@ impl DiscardKernel {
         matches!(self, DiscardKernel::Linux6_8 | DiscardKernel::Linux6_17)
     }
 
+    /// mballoc keeps a stream goal per CPU (`s_mb_last_groups`, Baokun Li's 2025 series,
+    /// 6.17); before, one for the file system (`s_mb_last_group`).
+    pub fn stream_goal_per_cpu(self) -> bool {
+        self == DiscardKernel::Linux6_17
+    }
+
+    /// With `mb_optimize_scan`, a power-of-two window goes to the group whose largest free
+    /// buddy is the smallest that holds it (xarrays by order, ascending from the goal,
+    /// 6.17); 5.13 to 6.16 keep lists in the order groups joined them, not modelled (taken
+    /// as the groups in order from the goal, as before 5.13).
+    pub fn chooses_groups_by_free_order(self) -> bool {
+        self == DiscardKernel::Linux6_17
+    }
+
     /// Freed extents merge only with the entry their tree search ends at.
     pub fn merges_with_search_parent_only(self) -> bool {
         self == DiscardKernel::Linux6_17
@@ -411,6 +425,15 @@ pub struct FsConfig {
     /// On a zoned drive: its zones, each a segment of the log-structured policy
     /// ([`FsConfig::for_zoned`]); None on every other device.
     pub zoned: Option<ZoneLayout>,
+    /// The host's CPUs (`num_possible_cpus()`): under Linux 6.17's rules mballoc keeps one
+    /// stream goal per CPU, up to one per four groups ([`SimFs::place_window`]). Default 2:
+    /// the machine the model is checked on (tempfiles-pg's real server).
+    pub host_cpus: u32,
+    /// The block device reports itself rotational (`queue/rotational`): mballoc then scans
+    /// the first four groups from its goal in order before choosing groups by their free
+    /// buddies (`s_mb_max_linear_groups`, `MB_DEFAULT_LINEAR_LIMIT`); on a non-rotational
+    /// one (an SSD, the default) it chooses by free buddies at once.
+    pub rotational: bool,
 }
 
 impl FsConfig {
@@ -428,6 +451,8 @@ impl FsConfig {
             kernel: DiscardKernel::Linux3_10,
             placement: None,
             zoned: None,
+            host_cpus: 2,
+            rotational: false,
         }
     }
 

@@ -103,6 +103,10 @@ pub struct Captured {
     /// The command's exit code (None: ended by a signal).
     pub exit_code: Option<i32>,
     pub loop_device: String,
+    /// The loop device reported itself rotational (`queue/rotational`: a loop device takes
+    /// its backing file's disk's); ext4's allocator scans differently on one. None if the
+    /// flag could not be read.
+    pub rotational: Option<bool>,
     pub elapsed: Duration,
     /// The tracing clock (CLOCK_MONOTONIC) at the trace's first request, in ns: a
     /// request's `at_ns` plus this is when it was issued.
@@ -670,6 +674,12 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         &["--find", "--show", &img],
     )?;
     setup.loop_device = Some(dev.clone());
+    let rotational = std::fs::read_to_string(format!(
+        "/sys/block/{}/queue/rotational",
+        dev.trim_start_matches("/dev/")
+    ))
+    .ok()
+    .map(|v| v.trim() == "1");
     setup.loop_rdev = std::fs::metadata(&dev).ok().map(|m| m.rdev());
     setup.hold("loop", format!("loop device {dev} (attached to {img})"));
     // A loop device keeps its bdi's settings across attachments: one a killed run left
@@ -1033,6 +1043,7 @@ pub fn capture(spec: &CaptureSpec) -> Result<Captured, CaptureError> {
         lost_events,
         exit_code: status.code(),
         loop_device: dev,
+        rotational,
         elapsed,
         start_ns,
         journal_commits,

@@ -108,6 +108,9 @@ struct Run {
     /// ([`capture::commits_after_unlinks`]; empty without the events or without deletes).
     /// The model commits at the same points.
     commits_after_unlinks: Vec<u64>,
+    /// The capture's loop device reported itself rotational (`queue/rotational`; a loop
+    /// device takes its backing disk's): the model's ext4 allocates as on such a device.
+    rotational: bool,
     /// Per drive: its repetitions.
     replayed: Vec<(String, Vec<Rep>)>,
     /// The temporary files the server logged deleting (`log_temp_files = 0`) over all
@@ -271,12 +274,12 @@ fn measure(
     let device = calibrate_loop(s, ctx, work, images)?;
     let device_toml =
         std::fs::read_to_string(&device).map_err(|e| crate::LabError::io(Path::new(&device), e))?;
-    let schedules: Vec<(bool, Vec<u64>)> = runs
+    let schedules: Vec<(bool, Vec<u64>, bool)> = runs
         .iter()
-        .map(|r| (r.discard, r.commits_after_unlinks.clone()))
+        .map(|r| (r.discard, r.commits_after_unlinks.clone(), r.rotational))
         .collect();
-    let modelled = ctx.map(&schedules, |(discard, commits)| {
-        model_run(s, *discard, commits, &device)
+    let modelled = ctx.map(&schedules, |(discard, commits, rotational)| {
+        model_run(s, *discard, commits, &device, *rotational)
     })?;
     for (run, m) in runs.iter_mut().zip(modelled) {
         run.model_write_bytes = m.repetitions.iter().map(|r| r.host_write_bytes).collect();
@@ -364,12 +367,14 @@ fn calibrate_loop(
 /// that many unlinks: ext4 commits every 5 s of wall-clock time, so which deletes a commit
 /// takes varies from run to run, and the model follows the run it is compared with), or,
 /// without the capture's unlink events, every 5 s of the model's time; and at each
-/// repetition's end (the capture's sync).
+/// repetition's end (the capture's sync). ext4's allocator scans as on the capture's
+/// loop device (`rotational`).
 fn model_run(
     s: Sizes,
     discard: bool,
     commits: &[u64],
     device: &str,
+    rotational: bool,
 ) -> Result<crate::joinrun::JoinRunResult, crate::LabError> {
     let mut spec = super::tempfiles::join_spec(device, s.sf, s.fs_bytes, s.repeat, false, discard)?;
     spec.join.algorithm = hashjoin::Algorithm::Postgres;
@@ -380,6 +385,7 @@ fn model_run(
     };
     super::tempfiles::set_host(&mut spec, host, discard);
     spec.storage.kernel = simfs::DiscardKernel::Linux6_17;
+    spec.storage.rotational = rotational;
     spec.storage.commit_each_repetition = true;
     crate::joinrun::run(&spec, &mut |_| {})
 }
@@ -521,6 +527,7 @@ fn split(
         discard_bytes: vec![],
         unlinks: vec![],
         freed_extents: vec![],
+        rotational: c.rotational.unwrap_or(false),
         // Without the events, or with no deletes to place the commits among, the model
         // commits on its own 5-s timer.
         commits_after_unlinks: match &c.unlinks {
@@ -890,6 +897,7 @@ mod tests {
             discard_bytes: vec![discards << 20; 2],
             unlinks: vec![],
             freed_extents: vec![300; 2],
+            rotational: false,
             commits_after_unlinks: vec![],
             replayed: DRIVES
                 .iter()

@@ -30,6 +30,9 @@ use trace::capture::{self, CaptureSpec, FsKind};
 struct Run {
     fallocate: bool,
     discard: bool,
+    /// The capture's loop device reported itself rotational (`queue/rotational`): the
+    /// model's ext4 allocates as on such a device.
+    rotational: bool,
     // Captured on real ext4 and replayed on the MX500 preset.
     discards: u64,
     discard_bytes: u64,
@@ -151,6 +154,7 @@ fn measure(
             runs[i].fallocate,
             runs[i].discard,
             journal,
+            runs[i].rotational,
         )
     })?;
     for (&(i, journal), m) in models.iter().zip(modelled) {
@@ -270,7 +274,7 @@ fn provenance() -> Vec<Provenance> {
             },
             Provenance {
                 number: "simfs TRIM commands and bytes".into(),
-                role: "predicted by simfs with ext4's online discard as this machine's kernel does it (fs/ext4/mballoc.c, docs/simfs.md): the extents a transaction frees kept per group in a red-black tree where, since Linux 6.17 (Baokun Li's 2025 series), a freed extent merges only with the entry its search ends at, so adjacent extents can stay separate entries; after the commit a worker discards each entry from its first free block to the end of its free run within the group (Linux 6.8); mballoc's preallocation (small files share the locality-group window, larger ones get windows to the end of their size bucket); O_DIRECT batch files; one commit per repetition, as the real runs are made to commit. Found by tracing ext4:ext4_mballoc_free against ext4:ext4_trim_extent: for one repetition ext4 freed 18,260 extents (1,019 runs once merged) and sent 3,708 discards; the tree gives exactly 3,708 entries for the same extents in the same order. Not modelled: ext4's placement (flex_bg metadata in group 0, files from group 1, buddy-aligned windows), which moves where free runs end and so the bytes; the column beside it is one TRIM per extent at each unlink (the `tempfiles` experiment's `no host path` row)".into(),
+                role: "predicted by simfs with ext4's online discard as this machine's kernel does it (fs/ext4/mballoc.c, docs/simfs.md): the extents a transaction frees kept per group in a red-black tree where, since Linux 6.17 (Baokun Li's 2025 series), a freed extent merges only with the entry its search ends at, so adjacent extents can stay separate entries; after the commit a worker discards each entry from its first free block to the end of its free run within the group (Linux 6.8); mballoc's preallocation (small files share the locality-group window, larger ones get windows to the end of their size bucket); O_DIRECT batch files; one commit per repetition, as the real runs are made to commit. Found by tracing ext4:ext4_mballoc_free against ext4:ext4_trim_extent: for one repetition ext4 freed 18,260 extents (1,019 runs once merged) and sent 3,708 discards; the tree gives exactly 3,708 entries for the same extents in the same order. Not modelled: ext4's layout (flex_bg metadata in group 0, backup superblocks), which moves where free runs end and so the bytes; the column beside it is one TRIM per extent at each unlink (the `tempfiles` experiment's `no host path` row)".into(),
             },
             Provenance {
                 number: "replayed times and WAF".into(),
@@ -472,6 +476,7 @@ fn one_run(
         ext4_rep_discard_bytes,
         fallocate,
         discard,
+        rotational: c.rotational.unwrap_or(false),
         discards: t.count(flash::Op::Trim),
         discard_bytes: t.bytes(flash::Op::Trim),
         write_requests: t.count(flash::Op::Write),
@@ -496,7 +501,7 @@ fn one_run(
 /// at the end of each repetition, its freed extents then discarded by the background
 /// worker (Linux >= 5.15), each to the end of its free run (Linux >= 6.8), the worker
 /// done before the next repetition. Without, the older model: a TRIM per extent at each
-/// unlink.
+/// unlink. ext4's allocator scans as on the capture's loop device (`rotational`).
 fn model_run(
     sf: f64,
     repeat: u32,
@@ -504,8 +509,10 @@ fn model_run(
     fallocate: bool,
     discard: bool,
     journal: bool,
+    rotational: bool,
 ) -> Result<joinrun::JoinRunResult, crate::LabError> {
     let mut spec = join_spec("mx500", sf, capacity, repeat, fallocate, discard)?;
+    spec.storage.rotational = rotational;
     spec.join.algorithm = hashjoin::Algorithm::Postgres;
     spec.memory_bytes = WORK_MEM_BYTES;
     if journal {
@@ -548,6 +555,7 @@ mod tests {
             sim_trims_per_unlink: 0,
             sim_s: 10.0,
             sim_waf: Some(1.0),
+            rotational: false,
         }
     }
 

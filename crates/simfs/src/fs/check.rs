@@ -15,6 +15,14 @@ impl<D: BlockDev> SimFs<D> {
                 self.group_free
             ));
         }
+        for (g, &kept) in self.largest_order.iter().enumerate() {
+            let now = self.largest_free_order_afresh(g as u32);
+            if kept != super::alloc::STALE_ORDER && kept != now {
+                return Err(format!(
+                    "group {g}'s largest free buddy order kept ({kept}) is not its bitmap's ({now})"
+                ));
+            }
+        }
         let mut owner: HashMap<u64, Ino> = HashMap::new();
         let mut claim = |b: u64, ino: Ino| -> Result<(), String> {
             if !self.bitmap.is_used(b) {

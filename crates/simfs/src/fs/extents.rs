@@ -342,11 +342,13 @@ impl<D: BlockDev> SimFs<D> {
                     remaining -= k;
                     continue;
                 }
-                let from = goal.unwrap_or(self.cursor);
-                match self.bitmap.find_run(from, GROUP_PREALLOC_BLOCKS) {
-                    Some(start) => {
-                        self.take(start, GROUP_PREALLOC_BLOCKS);
-                        self.lg_pa = Some((start, GROUP_PREALLOC_BLOCKS));
+                // A new locality-group window: 512 blocks (a power of two) from the
+                // file's goal's group, no exact goal (`ext4_mb_normalize_group_request`).
+                let goal_group = self.goal_group(ino, goal);
+                match self.place_window(ino, None, GROUP_PREALLOC_BLOCKS, false, goal_group) {
+                    Some((start, len)) => {
+                        self.take(start, len);
+                        self.lg_pa = Some((start, len));
                     }
                     None => {
                         runs.extend(self.alloc(goal, remaining)?);
@@ -375,15 +377,17 @@ impl<D: BlockDev> SimFs<D> {
             // The size bucket is chosen by the larger of the request's end and i_size
             // (ext4_mb_normalize_request); the window runs to that bucket's end.
             let window = normalized_window_sized(have, remaining, isize_blocks);
-            let from = runs
-                .last()
-                .map(|r| r.0 + r.1)
-                .or(goal)
-                .unwrap_or(self.cursor);
-            match self.bitmap.find_run(from, window) {
-                Some(start) if window <= self.bitmap.free_blocks() => {
-                    self.take(start, window);
-                    self.files.get_mut(&ino).expect("exists").pa = Some((start, window));
+            // Merged with the file's last block if the whole window is free after it,
+            // else where the file's stream goal finds one ([`SimFs::place_window`]).
+            let merge_at = runs.last().map(|r| r.0 + r.1).or(goal);
+            let goal_group = self.goal_group(ino, merge_at);
+            let placed = (window <= self.bitmap.free_blocks())
+                .then(|| self.place_window(ino, merge_at, window, true, goal_group))
+                .flatten();
+            match placed {
+                Some((start, len)) => {
+                    self.take(start, len);
+                    self.files.get_mut(&ino).expect("exists").pa = Some((start, len));
                 }
                 _ => {
                     // No window of that size: plain allocation for the rest.

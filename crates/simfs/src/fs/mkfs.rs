@@ -118,6 +118,8 @@ impl<D: BlockDev> SimFs<D> {
             names: BTreeMap::new(),
             cursor,
             lg_pa: None,
+            stream_goals: vec![0; super::alloc::stream_goal_count(&cfg, groups) as usize],
+            largest_order: vec![super::alloc::STALE_ORDER; groups as usize],
             deferred: Vec::new(),
             freed_uncommitted: Vec::new(),
             discard_queue: Default::default(),

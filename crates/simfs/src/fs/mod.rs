@@ -84,6 +84,13 @@ pub struct SimFs<D: BlockDev> {
     /// mballoc's locality-group preallocation (one CPU's): the window small files'
     /// appends are carved from in turn, held as used.
     pub(crate) lg_pa: Option<(u64, u64)>,
+    /// mballoc's stream goals: the group each of them last allocated a window in
+    /// (`s_mb_last_groups`, one per CPU up to one per four groups, from Linux 6.17;
+    /// earlier kernels keep one, `s_mb_last_group`), all 0 at mount.
+    pub(crate) stream_goals: Vec<u32>,
+    /// Each group's largest free buddy order (`bb_largest_free_order`; `NO_FREE_ORDER`
+    /// if it has no free block), or `STALE_ORDER` until asked again after a change.
+    pub(crate) largest_order: Vec<u8>,
     pub(crate) deferred: Vec<(u64, u64)>,
     /// Journal mode: runs freed since the last commit (still marked used).
     pub(crate) freed_uncommitted: Vec<(u64, u64)>,
