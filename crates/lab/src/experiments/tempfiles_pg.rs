@@ -878,6 +878,73 @@ fn analyse(runs: &[Run]) -> Vec<Verdict> {
 mod tests {
     use super::*;
 
+    /// The model side of a stored run again, on its own loop preset and commit points:
+    /// `FLASHLAB_PG_RESULTS=report/results.json cargo test --release -p lab
+    /// model_side_again -- --ignored --nocapture` prints, per capture, the real and the
+    /// model's freed extents and discards per repetition (for tracing a host-path gap
+    /// without capturing again). `FLASHLAB_PG_PRESET_FROM=other/results.json` takes the
+    /// loop preset of another run, `FLASHLAB_PG_PROGRAM_NS=N` sets its program time (the
+    /// sweep in docs/sources.md, "Open files' windows").
+    #[test]
+    #[ignore = "needs FLASHLAB_PG_RESULTS: a report's results.json with a tempfiles-pg section"]
+    fn model_side_again() {
+        let path = std::env::var("FLASHLAB_PG_RESULTS").expect("FLASHLAB_PG_RESULTS");
+        let all: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let section = &all["experiments"]["tempfiles-pg"];
+        let r = &section["results"];
+        // FLASHLAB_PG_PRESET_FROM: another results.json whose loop preset to use instead
+        // (is a gap the device's speed or the run's commit points?).
+        let preset_of = match std::env::var("FLASHLAB_PG_PRESET_FROM") {
+            Ok(other) => {
+                serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(other).unwrap())
+                    .unwrap()["experiments"]["tempfiles-pg"]["results"]["loop_preset"]
+                    .clone()
+            }
+            Err(_) => r["loop_preset"].clone(),
+        };
+        let mut preset_text = preset_of.as_str().unwrap().to_string();
+        // FLASHLAB_PG_PROGRAM_NS: the preset's program time set to this (how the model
+        // moves with the device's speed).
+        if let Ok(ns) = std::env::var("FLASHLAB_PG_PROGRAM_NS") {
+            preset_text = preset_text
+                .lines()
+                .map(|l| match l.trim_start().starts_with("program_ns") {
+                    true => format!("program_ns = {ns}"),
+                    false => l.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+        }
+        let preset = std::env::temp_dir().join("flashlab-model-side-again.toml");
+        std::fs::write(&preset, preset_text).unwrap();
+        let z = &r["sizes"];
+        let s = Sizes {
+            sf: z["sf"].as_f64().unwrap(),
+            repeat: z["repeat"].as_u64().unwrap() as u32,
+            work_mem_kib: z["work_mem_kib"].as_u64().unwrap(),
+            fs_bytes: z["fs_bytes"].as_u64().unwrap(),
+        };
+        let nums = |v: &serde_json::Value| -> Vec<u64> {
+            v.as_array()
+                .map(|a| a.iter().filter_map(|x| x.as_u64()).collect())
+                .unwrap_or_default()
+        };
+        for run in r["runs"].as_array().unwrap() {
+            let discard = run["discard"].as_bool().unwrap();
+            let commits = nums(&run["commits_after_unlinks"]);
+            let rotational = run["rotational"].as_bool().unwrap_or(false);
+            let m = model_run(s, discard, &commits, preset.to_str().unwrap(), rotational).unwrap();
+            let freed: Vec<u64> = m.repetitions.iter().map(|r| r.freed_extents).collect();
+            let trims: Vec<u64> = m.repetitions.iter().map(|r| r.trim_commands).collect();
+            println!(
+                "discard {discard}: freed extents real {:?} model {freed:?}; discards real {:?} model {trims:?}",
+                nums(&run["freed_extents"]),
+                nums(&run["discards"])
+            );
+        }
+    }
+
     fn run(discard: bool, discards: u64, secs: [f64; 3], waf: f64) -> Run {
         let reps = |s: f64| {
             (0..2)
