@@ -1269,20 +1269,26 @@ impl PageFtl {
         let first = (victim * self.units_per_block) as usize;
         let mut moves = std::mem::take(&mut self.gc_moves);
         moves.clear();
+        moves.resize(self.units_per_block as usize, (0, INVALID));
+        // Without a branch per unit (a victim's valid and invalid units are a mix no
+        // branch predictor learns): each unit is written at the next place, which only a
+        // valid one keeps; an invalid one's prefetch touches the map's last entry.
+        let l2p_last = self.l2p.len().saturating_sub(1);
+        let mut kept = 0;
         for page in 0..self.pages_per_block as usize {
             let lo = first + page * upp;
-            let before = moves.len();
+            let before = kept;
             for ppn in lo..lo + upp {
                 let lpn = self.p2l[ppn];
-                if lpn != INVALID {
-                    prefetch(&self.l2p, lpn as usize);
-                    moves.push((ppn as u32, lpn));
-                }
+                moves[kept] = (ppn as u32, lpn);
+                prefetch(&self.l2p, (lpn as usize).min(l2p_last));
+                kept += (lpn != INVALID) as usize;
             }
-            if moves.len() > before {
+            if kept > before {
                 sink.page_read(die);
             }
         }
+        moves.truncate(kept);
         debug_assert_eq!(self.valid_units[victim as usize], moves.len() as u32);
         // The whole block's reverse map at once (a few cache lines), not entry by entry.
         self.p2l[first..first + self.units_per_block as usize].fill(INVALID);
