@@ -12,7 +12,6 @@
 
 mod common;
 
-use common::{LoopDevice, Scratch};
 use simfs::fs::BLOCK;
 use simfs::{FsConfig, SimFs, Timed};
 use std::collections::BTreeMap;
@@ -227,47 +226,11 @@ fn open_files_windows_are_placed_as_real_ext4_places_them() {
             "simfs (rotational {rotational})"
         );
     }
-    let missing = ["mkfs.ext4", "filefrag", "losetup", "mount"]
-        .into_iter()
-        .find(|p| {
-            Command::new("which")
-                .arg(p)
-                .output()
-                .map_or(true, |o| !o.status.success())
-        });
-    if let Some(p) = missing {
-        eprintln!("skipped the real ext4 half: `{p}` is not installed");
-        return;
-    }
-    let dir = Scratch::new("mballoc-open");
-    let img = dir.0.join("ext4.image");
-    let file = std::fs::File::create(&img).unwrap();
-    file.set_len(2 << 30).unwrap();
-    let Some(lo) = LoopDevice::new(&img) else {
-        eprintln!("skipped the real ext4 half: no loop device (needs root)");
+    let Some(real) = common::on_real_ext4("mballoc-open", |mnt, dev| {
+        real_layout(mnt, real_first_free(dev))
+    }) else {
         return;
     };
-    assert!(Command::new("mkfs.ext4")
-        .args(["-q", "-F", &lo.dev])
-        .status()
-        .unwrap()
-        .success());
-    let mnt = dir.0.join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    if !Command::new("mount")
-        .arg(&lo.dev)
-        .arg(&mnt)
-        .status()
-        .unwrap()
-        .success()
-    {
-        eprintln!("skipped the real ext4 half: mount failed");
-        return;
-    }
-    let first_free = real_first_free(&lo.dev);
-    let real = std::panic::catch_unwind(|| real_layout(&mnt, first_free));
-    let _ = Command::new("umount").arg(&mnt).status();
-    let real = real.expect("the real steps ran");
     eprintln!("real ext4: {real:?}");
     assert_eq!(real, expected(), "real ext4");
 }

@@ -60,6 +60,61 @@ impl Drop for LoopDevice {
     }
 }
 
+/// Runs `f` with the mount point and device of a fresh 2 GiB ext4 (default `mkfs.ext4`
+/// options) on a loop device over an image in a scratch directory `name`, then unmounts
+/// it (also when `f` panics, whose panic then goes on) and detaches the device. None,
+/// saying why on stderr, without `mkfs.ext4`, `filefrag`, `dumpe2fs`, `losetup`, `mount`
+/// or root.
+pub fn on_real_ext4<R>(
+    name: &str,
+    f: impl FnOnce(&std::path::Path, &str) -> R + std::panic::UnwindSafe,
+) -> Option<R> {
+    let tools = ["mkfs.ext4", "filefrag", "dumpe2fs", "losetup", "mount"];
+    let missing = tools.into_iter().find(|p| {
+        Command::new("which")
+            .arg(p)
+            .output()
+            .map_or(true, |o| !o.status.success())
+    });
+    if let Some(p) = missing {
+        eprintln!("skipped the real ext4 half: `{p}` is not installed");
+        return None;
+    }
+    let dir = Scratch::new(name);
+    let img = dir.0.join("ext4.image");
+    let file = std::fs::File::create(&img).unwrap();
+    file.set_len(2 << 30).unwrap();
+    let Some(lo) = LoopDevice::new(&img) else {
+        eprintln!("skipped the real ext4 half: no loop device (needs root)");
+        return None;
+    };
+    assert!(Command::new("mkfs.ext4")
+        .args(["-q", "-F", &lo.dev])
+        .status()
+        .unwrap()
+        .success());
+    let mnt = dir.0.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    if !Command::new("mount")
+        .arg(&lo.dev)
+        .arg(&mnt)
+        .status()
+        .unwrap()
+        .success()
+    {
+        eprintln!("skipped the real ext4 half: mount failed");
+        return None;
+    }
+    let dev = lo.dev.clone();
+    let result = std::panic::catch_unwind(|| f(&mnt, &dev));
+    let _ = Command::new("umount").arg(&mnt).status();
+    drop(lo);
+    match result {
+        Ok(r) => Some(r),
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
 /// Runs flashlab with `args` and checks that it fails saying `says`.
 pub fn assert_refused(args: &[&str], says: &str) {
     let o = flashlab(args);
