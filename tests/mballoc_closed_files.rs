@@ -109,15 +109,7 @@ fn real_placement(mnt: &Path) -> Placement {
 
 /// The same two cases on simfs, each file closed when written back.
 fn model_placement() -> Placement {
-    let ssd = match flash::Preset::load("x25e")
-        .unwrap()
-        .with_capacity(4 << 30)
-        .build()
-        .unwrap()
-    {
-        flash::AnyDevice::Ssd(s) => *s,
-        _ => unreachable!(),
-    };
+    let ssd = common::x25e_4gib();
     let mut cfg = FsConfig::new(2 << 30);
     cfg.prealloc = true;
     let mut fs = SimFs::mkfs(Timed::new(ssd), cfg).unwrap();

@@ -134,15 +134,7 @@ fn real_layout(mnt: &Path, first_free: u64) -> Layout {
 }
 
 fn model_layout(rotational: bool) -> Layout {
-    let ssd = match flash::Preset::load("x25e")
-        .unwrap()
-        .with_capacity(4 << 30)
-        .build()
-        .unwrap()
-    {
-        flash::AnyDevice::Ssd(s) => *s,
-        _ => unreachable!(),
-    };
+    let ssd = common::x25e_4gib();
     let mut cfg = FsConfig::new(2 << 30);
     cfg.prealloc = true;
     cfg.kernel = simfs::DiscardKernel::Linux6_17;

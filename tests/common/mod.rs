@@ -115,6 +115,19 @@ pub fn on_real_ext4<R>(
     }
 }
 
+/// The x25e preset at 4 GiB as a bare SSD: a drive for a simfs in a test.
+pub fn x25e_4gib() -> flash::Ssd {
+    match flash::Preset::load("x25e")
+        .unwrap()
+        .with_capacity(4 << 30)
+        .build()
+        .unwrap()
+    {
+        flash::AnyDevice::Ssd(s) => *s,
+        _ => unreachable!("x25e is an SSD preset"),
+    }
+}
+
 /// Runs flashlab with `args` and checks that it fails saying `says`.
 pub fn assert_refused(args: &[&str], says: &str) {
     let o = flashlab(args);
