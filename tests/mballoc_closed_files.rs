@@ -34,24 +34,7 @@ fn remove(path: &Path) {
 
 /// `path`'s extents as (physical start, length) from `filefrag -v`.
 fn extents(path: &Path) -> Vec<(u64, u64)> {
-    let o = Command::new("filefrag")
-        .arg("-v")
-        .arg(path)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| {
-            // "   0:        0..      21:      33065..     33086:     22:  ..."
-            let f: Vec<&str> = l.split(':').map(str::trim).collect();
-            if f.len() < 4 || f[0].parse::<u32>().is_err() {
-                return None;
-            }
-            let start = f[2].split("..").next()?.trim().parse().ok()?;
-            let len = f[3].parse().ok()?;
-            Some((start, len))
-        })
-        .collect()
+    common::filefrag_extents(path)
 }
 
 /// What the two cases found: the appended extent of case A and of case B, and the

@@ -72,23 +72,8 @@ fn real_first_free(dev: &str) -> u64 {
 
 /// `path`'s extents from `filefrag -v`, merged where they touch.
 fn extents(path: &Path) -> Vec<(u64, u64)> {
-    let o = Command::new("filefrag")
-        .arg("-v")
-        .arg(path)
-        .output()
-        .unwrap();
     let mut out: Vec<(u64, u64)> = Vec::new();
-    for l in String::from_utf8_lossy(&o.stdout).lines() {
-        let f: Vec<&str> = l.split(':').map(str::trim).collect();
-        if f.len() < 4 || f[0].parse::<u32>().is_err() {
-            continue;
-        }
-        let (Some(start), Ok(len)) = (
-            f[2].split("..").next().and_then(|s| s.trim().parse().ok()),
-            f[3].parse::<u64>(),
-        ) else {
-            continue;
-        };
+    for (start, len) in common::filefrag_extents(path) {
         match out.last_mut() {
             Some(last) if last.0 + last.1 == start => last.1 += len,
             _ => out.push((start, len)),

@@ -115,6 +115,28 @@ pub fn on_real_ext4<R>(
     }
 }
 
+/// `path`'s extents as (physical start, length) from `filefrag -v`, as it lists them.
+pub fn filefrag_extents(path: &std::path::Path) -> Vec<(u64, u64)> {
+    let o = Command::new("filefrag")
+        .arg("-v")
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            // "   0:        0..      21:      33065..     33086:     22:  ..."
+            let f: Vec<&str> = l.split(':').map(str::trim).collect();
+            if f.len() < 4 || f[0].parse::<u32>().is_err() {
+                return None;
+            }
+            let start = f[2].split("..").next()?.trim().parse().ok()?;
+            let len = f[3].parse().ok()?;
+            Some((start, len))
+        })
+        .collect()
+}
+
 /// The x25e preset at 4 GiB as a bare SSD: a drive for a simfs in a test.
 pub fn x25e_4gib() -> flash::Ssd {
     match flash::Preset::load("x25e")
