@@ -57,6 +57,20 @@ pub struct HostConfig {
     /// The most requests in flight on the drive (32: SATA NCQ, `ATA_MAX_QUEUE` in
     /// include/linux/libata.h; NVMe queues are deeper); 0: no limit.
     pub queue_depth: usize,
+    /// The device's own dirty limits (the bdi's `strict_limit`, as `capture --host-ram`
+    /// runs the real captures on a machine larger than the host modelled): the writer
+    /// starts background writeback only once the dirty pages pass the free-run ceiling,
+    /// halfway between the background and the hard limit (mm/page-writeback.c,
+    /// `balance_dirty_pages` under `strictlimit`: the wb's counts against
+    /// `dirty_freerun_ceiling`; its closing check against the global background limit
+    /// never fires on the larger machine), or the flusher's periodic wake-up finds the
+    /// background limit passed (`wb_check_background_flush`); off, the background limit
+    /// starts it (a host of this memory, its global limits). Once started it goes on
+    /// while the background limit is passed (`wb_over_bg_thresh`). As in 6.18's source
+    /// (Jan Kara's ea6813be07dc moved the background kick, against the global counts,
+    /// into the throttling loop; under `strictlimit` the free-run test uses the wb's
+    /// dirty and writeback pages).
+    pub strict_limit: bool,
 }
 
 impl HostConfig {
@@ -75,6 +89,7 @@ impl HostConfig {
             journal_commit_after_unlinks: Vec::new(),
             read_ahead_pages: crate::readahead::DEFAULT_MAX_PAGES,
             queue_depth: 32,
+            strict_limit: false,
         }
     }
 
@@ -104,6 +119,15 @@ impl HostConfig {
 
     pub fn hard_limit_pages(&self) -> u64 {
         self.ram_bytes / PAGE_BYTES * self.dirty_ratio / 100
+    }
+
+    /// Where a writer starts background writeback ([`HostConfig::strict_limit`]).
+    pub fn background_start_pages(&self) -> u64 {
+        if self.strict_limit {
+            (self.background_limit_pages() + self.hard_limit_pages()) / 2
+        } else {
+            self.background_limit_pages()
+        }
     }
 
     /// The most of one file's dirty pages the flusher writes before it moves on to the

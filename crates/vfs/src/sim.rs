@@ -74,6 +74,8 @@ pub struct SimVfs {
     /// in the block layer, [`Timed::submitted_ns`]): it looks at the background limit
     /// again, and starts the next batch, no earlier.
     flusher_free_ns: u64,
+    /// Background writeback was started and the background limit has not held since.
+    flusher_on: bool,
     /// Background batches run, and the file turns they took, in all.
     batches: u64,
     batch_turns: u64,
@@ -137,6 +139,7 @@ impl SimVfs {
             flusher_free_ns: 0,
             batches: 0,
             batch_turns: 0,
+            flusher_on: false,
         }
     }
 
@@ -346,8 +349,11 @@ impl SimVfs {
             return Ok(());
         }
         let max = self.max_request_pages();
+        let background = self.host.background_limit_pages();
         while self.flusher_ns + self.host.writeback_interval_ns <= now {
             self.flusher_ns += self.host.writeback_interval_ns;
+            // The wake-up looks at the background limit too.
+            self.flusher_on |= self.cache.dirty_pages() > background;
             let cutoff = self.flusher_ns.saturating_sub(self.host.dirty_expire_ns);
             if self.cache.dirty_pages() > 0 {
                 // The periodic flush works through what background writeback queued and
@@ -363,13 +369,24 @@ impl SimVfs {
                 self.write_back(runs, false)?;
             }
         }
-        // Background writeback: a batch whenever the flusher has finished submitting the
-        // last one and the background limit is still passed.
-        let background = self.host.background_limit_pages();
-        while self.cache.dirty_pages() > background
+        // Background writeback: started once the dirty pages pass where a writer starts
+        // it, then a batch whenever the flusher has finished submitting the last one and
+        // the background limit is still passed.
+        // (Under the device's own limits the writer compares its dirty pages and those
+        // under writeback: `wb_dirty`.)
+        let counted = match self.host.strict_limit {
+            true => self.dirty_and_writeback_pages(),
+            false => self.cache.dirty_pages(),
+        };
+        self.flusher_on |= counted > self.host.background_start_pages();
+        while self.flusher_on
+            && self.cache.dirty_pages() > background
             && self.fs.device().now_ns() >= self.flusher_free_ns
             && self.background_batch()?
         {}
+        if self.cache.dirty_pages() <= background {
+            self.flusher_on = false;
+        }
         Ok(())
     }
 
@@ -1043,6 +1060,36 @@ pub(crate) mod tests {
         v.read_at(fd, 0, &mut buf).unwrap();
         assert_eq!(drive_writes(&v), (1, 32768));
         assert_eq!(v.now_ns(), before, "the reader does not wait for writeback");
+    }
+
+    #[test]
+    fn under_the_devices_own_limits_writeback_starts_at_the_free_run_ceiling() {
+        // 16 MiB: background limit 1.6 MiB (409 pages), hard 3.2 MiB, free-run ceiling
+        // halfway, 2.4 MiB (614 pages). 2 MiB dirty starts writeback on a host of 16 MiB,
+        // not under the device's own limits; 2.5 MiB does, and it goes on to the
+        // background limit.
+        let host = HostConfig {
+            strict_limit: true,
+            ..HostConfig::linux(16 << 20)
+        };
+        assert_eq!(host.background_start_pages(), (409 + 819) / 2);
+        let mut global = cached_drive(16 << 20);
+        let mut own = SimVfs::with_host(drive().into_fs(), host.clone());
+        for v in [&mut global, &mut own] {
+            let fd = v.open("a", OpenMode::create()).unwrap();
+            for i in 0..512u64 {
+                v.write_at(fd, i * 4096, &[2u8; 4096]).unwrap();
+            }
+        }
+        assert!(drive_writes(&global).0 > 0, "past the background limit");
+        assert_eq!(drive_writes(&own).0, 0, "below the free-run ceiling");
+        assert_eq!(own.dirty_pages(), 512);
+        let fd = own.open("b", OpenMode::create()).unwrap();
+        for i in 0..128u64 {
+            own.write_at(fd, i * 4096, &[3u8; 4096]).unwrap();
+        }
+        assert!(drive_writes(&own).0 > 0, "past the free-run ceiling");
+        assert!(own.dirty_pages() <= host.background_limit_pages());
     }
 
     #[test]

@@ -381,6 +381,8 @@ fn model_run(
     spec.memory_bytes = s.work_mem_kib << 10;
     let host = vfs::HostConfig {
         journal_commit_after_unlinks: commits.to_vec(),
+        // The captures limit the loop device's own dirty pages (`capture --host-ram`).
+        strict_limit: true,
         ..vfs::HostConfig::linux(HOST_RAM_BYTES)
     };
     super::tempfiles::set_host(&mut spec, host, discard);
@@ -937,10 +939,13 @@ mod tests {
             let m = model_run(s, discard, &commits, preset.to_str().unwrap(), rotational).unwrap();
             let freed: Vec<u64> = m.repetitions.iter().map(|r| r.freed_extents).collect();
             let trims: Vec<u64> = m.repetitions.iter().map(|r| r.trim_commands).collect();
+            let mb = |v: Vec<u64>| v.iter().map(|b| b >> 20).collect::<Vec<_>>();
+            let trim_mb = mb(m.repetitions.iter().map(|r| r.trim_bytes).collect());
             println!(
-                "discard {discard}: freed extents real {:?} model {freed:?}; discards real {:?} model {trims:?}",
+                "discard {discard}: freed extents real {:?} model {freed:?}; discards real {:?} model {trims:?}; MB discarded real {:?} model {trim_mb:?}",
                 nums(&run["freed_extents"]),
-                nums(&run["discards"])
+                nums(&run["discards"]),
+                mb(nums(&run["discard_bytes"]))
             );
         }
     }
