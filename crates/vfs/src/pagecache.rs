@@ -71,6 +71,14 @@ pub struct HostConfig {
     /// into the throttling loop; under `strictlimit` the free-run test uses the wb's
     /// dirty and writeback pages).
     pub strict_limit: bool,
+    /// The flusher's own time per page it writes back (the kernel's work of mapping the
+    /// pages, allocating their blocks and building the requests, and on a loop device its
+    /// worker's copying): a background batch ends once this time or the drive's taking of
+    /// its requests passes 100 ms, so it bounds the pages a batch writes however fast the
+    /// drive is. 0 (the default): only the drive's queue bounds a batch. tempfiles-pg sets
+    /// it from its capture: 100 ms over the most pages the real kernel wrote back in any
+    /// 100 ms.
+    pub flusher_ns_per_page: u64,
 }
 
 impl HostConfig {
@@ -90,6 +98,7 @@ impl HostConfig {
             read_ahead_pages: crate::readahead::DEFAULT_MAX_PAGES,
             queue_depth: 32,
             strict_limit: false,
+            flusher_ns_per_page: 0,
         }
     }
 

@@ -404,6 +404,8 @@ impl SimVfs {
         let start = self.fs.device().now_ns().max(self.flusher_free_ns);
         let (chunk, max) = (self.host.writeback_chunk_pages(), self.max_request_pages());
         let (mut wrote, mut queued) = (false, false);
+        // The flusher's own time so far ([`HostConfig::flusher_ns_per_page`]).
+        let mut own_ns = 0u64;
         loop {
             if self.b_io.is_empty() {
                 // A pass that found only files cleaned since they were queued (by a
@@ -423,17 +425,20 @@ impl SimVfs {
             if runs.is_empty() {
                 continue;
             }
+            let pages: u64 = runs.iter().map(|r| r.2).sum();
+            own_ns += pages * self.host.flusher_ns_per_page;
             self.write_back(runs, false)?;
             wrote = true;
             self.batch_turns += 1;
             if self.cache.dirty_pages_of(ino) > 0 {
                 self.b_more_io.push_back(ino);
             }
-            if self.fs.device().submitted_ns(start) > start + WRITEBACK_BATCH_NS {
+            let busy_to = self.fs.device().submitted_ns(start).max(start + own_ns);
+            if busy_to > start + WRITEBACK_BATCH_NS {
                 break;
             }
         }
-        self.flusher_free_ns = self.fs.device().submitted_ns(start);
+        self.flusher_free_ns = self.fs.device().submitted_ns(start).max(start + own_ns);
         self.batches += wrote as u64;
         Ok(wrote)
     }
@@ -1090,6 +1095,35 @@ pub(crate) mod tests {
         }
         assert!(drive_writes(&own).0 > 0, "past the free-run ceiling");
         assert!(own.dirty_pages() <= host.background_limit_pages());
+    }
+
+    #[test]
+    fn the_flushers_own_pace_bounds_a_batch_on_a_fast_drive() {
+        // 16 MiB: background limit 409 pages. 512 pages dirtied over 64 files: without a
+        // pace of its own the flusher's batch, once the limit is passed, writes every
+        // dirty page; at 1 ms a page its 100 ms batch writes about 100, and the next waits
+        // for it to end.
+        let paced = HostConfig {
+            flusher_ns_per_page: 1_000_000,
+            ..HostConfig::linux(16 << 20)
+        };
+        let mut free = cached_drive(16 << 20);
+        let mut own = SimVfs::with_host(drive().into_fs(), paced);
+        for v in [&mut free, &mut own] {
+            let fds: Vec<Fd> = (0..64)
+                .map(|i| v.open(&format!("f{i}"), OpenMode::create()).unwrap())
+                .collect();
+            for i in 0..512u64 {
+                v.write_at(fds[(i % 64) as usize], (i / 64) * 4096, &[2u8; 4096])
+                    .unwrap();
+            }
+        }
+        assert!(512 - free.dirty_pages() > 300, "{}", free.dirty_pages());
+        let written = 512 - own.dirty_pages();
+        assert!(
+            (1..=110).contains(&written),
+            "{written} pages in the first batch"
+        );
     }
 
     #[test]

@@ -111,6 +111,10 @@ struct Run {
     /// The capture's loop device reported itself rotational (`queue/rotational`; a loop
     /// device takes its backing disk's): the model's ext4 allocates as on such a device.
     rotational: bool,
+    /// The most pages the kernel wrote back in any 100 ms of the capture (its write
+    /// requests by issue time): the real writeback path's pace, which the model's flusher
+    /// keeps ([`busiest_writeback_pages`], [`vfs::HostConfig::flusher_ns_per_page`]).
+    writeback_pages_per_100ms: u64,
     /// Per drive: its repetitions.
     replayed: Vec<(String, Vec<Rep>)>,
     /// The temporary files the server logged deleting (`log_temp_files = 0`) over all
@@ -274,12 +278,20 @@ fn measure(
     let device = calibrate_loop(s, ctx, work, images)?;
     let device_toml =
         std::fs::read_to_string(&device).map_err(|e| crate::LabError::io(Path::new(&device), e))?;
-    let schedules: Vec<(bool, Vec<u64>, bool)> = runs
+    let schedules: Vec<(bool, Vec<u64>, bool, u64)> = runs
         .iter()
-        .map(|r| (r.discard, r.commits_after_unlinks.clone(), r.rotational))
+        .map(|r| {
+            let flusher_ns_per_page = flusher_ns_per_page(r.writeback_pages_per_100ms);
+            (
+                r.discard,
+                r.commits_after_unlinks.clone(),
+                r.rotational,
+                flusher_ns_per_page,
+            )
+        })
         .collect();
-    let modelled = ctx.map(&schedules, |(discard, commits, rotational)| {
-        model_run(s, *discard, commits, &device, *rotational)
+    let modelled = ctx.map(&schedules, |(discard, commits, rotational, flusher)| {
+        model_run(s, *discard, commits, &device, *rotational, *flusher)
     })?;
     for (run, m) in runs.iter_mut().zip(modelled) {
         run.model_write_bytes = m.repetitions.iter().map(|r| r.host_write_bytes).collect();
@@ -368,13 +380,16 @@ fn calibrate_loop(
 /// takes varies from run to run, and the model follows the run it is compared with), or,
 /// without the capture's unlink events, every 5 s of the model's time; and at each
 /// repetition's end (the capture's sync). ext4's allocator scans as on the capture's
-/// loop device (`rotational`).
+/// loop device (`rotational`). The writeback is the capture's: the device's own dirty
+/// limits (`strict_limit`), and the flusher at the real one's measured pace
+/// (`flusher_ns_per_page`, [`busiest_writeback_pages`]).
 fn model_run(
     s: Sizes,
     discard: bool,
     commits: &[u64],
     device: &str,
     rotational: bool,
+    flusher_ns_per_page: u64,
 ) -> Result<crate::joinrun::JoinRunResult, crate::LabError> {
     let mut spec = super::tempfiles::join_spec(device, s.sf, s.fs_bytes, s.repeat, false, discard)?;
     spec.join.algorithm = hashjoin::Algorithm::Postgres;
@@ -383,6 +398,7 @@ fn model_run(
         journal_commit_after_unlinks: commits.to_vec(),
         // The captures limit the loop device's own dirty pages (`capture --host-ram`).
         strict_limit: true,
+        flusher_ns_per_page,
         ..vfs::HostConfig::linux(HOST_RAM_BYTES)
     };
     super::tempfiles::set_host(&mut spec, host, discard);
@@ -390,6 +406,43 @@ fn model_run(
     spec.storage.rotational = rotational;
     spec.storage.commit_each_repetition = true;
     crate::joinrun::run(&spec, &mut |_| {})
+}
+
+/// The window the real flusher's pace is measured over: its batches' length
+/// ([`vfs::sim::WRITEBACK_BATCH_NS`], `HZ / 10`).
+const WRITEBACK_WINDOW_NS: u64 = vfs::sim::WRITEBACK_BATCH_NS;
+
+/// The most pages `t`'s write requests carried in any `window_ns` of their issue times (a
+/// window sliding from request to request): the fastest the kernel wrote back during the
+/// capture. On this machine's loop devices the writeback path (the flusher's work, the
+/// loop worker's copying) is slower than the device the calibration fits to O_DIRECT
+/// writes, and its pace decides how many dirty files one 100 ms batch reaches.
+fn busiest_writeback_pages(t: &trace::Trace, window_ns: u64) -> u64 {
+    let writes: Vec<(u64, u64)> = t
+        .requests
+        .iter()
+        .filter(|r| r.cmd.op == flash::Op::Write)
+        .map(|r| (r.at_ns, r.cmd.len_bytes.div_ceil(4096)))
+        .collect();
+    let (mut most, mut in_window, mut first) = (0, 0, 0);
+    for &(at, pages) in &writes {
+        in_window += pages;
+        while writes[first].0 + window_ns <= at {
+            in_window -= writes[first].1;
+            first += 1;
+        }
+        most = most.max(in_window);
+    }
+    most
+}
+
+/// The model flusher's time per page at the real one's pace: a batch's 100 ms over the
+/// most pages written back in any 100 ms (0, no bound, for a capture with no writes).
+fn flusher_ns_per_page(pages_per_window: u64) -> u64 {
+    match pages_per_window {
+        0 => 0,
+        p => WRITEBACK_WINDOW_NS / p,
+    }
 }
 
 /// The temporary files the server's log reports deleting after byte `from` of it
@@ -530,6 +583,7 @@ fn split(
         unlinks: vec![],
         freed_extents: vec![],
         rotational: c.rotational.unwrap_or(false),
+        writeback_pages_per_100ms: busiest_writeback_pages(t, WRITEBACK_WINDOW_NS),
         // Without the events, or with no deletes to place the commits among, the model
         // commits on its own 5-s timer.
         commits_after_unlinks: match &c.unlinks {
@@ -880,6 +934,26 @@ fn analyse(runs: &[Run]) -> Vec<Verdict> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_busiest_window_of_writeback_slides_from_request_to_request() {
+        let w = |at_ns: u64, pages: u64| trace::Request {
+            stream: 0,
+            cmd: flash::Command::write(0, pages * 4096),
+            think_ns: 0,
+            at_ns,
+            after: None,
+        };
+        let t = trace::Trace {
+            requests: vec![w(0, 10), w(60, 20), w(120, 30), w(250, 5)],
+            timestamped: true,
+        };
+        // 60-159 holds 50 pages; no 100 ns holds more (0-99: 30; 120-219: 30).
+        assert_eq!(busiest_writeback_pages(&t, 100), 50);
+        assert_eq!(busiest_writeback_pages(&t, 1_000), 65);
+        assert_eq!(flusher_ns_per_page(0), 0);
+        assert_eq!(flusher_ns_per_page(37_000), 2_702);
+    }
+
     /// The model side of a stored run again, on its own loop preset and commit points:
     /// `FLASHLAB_PG_RESULTS=report/results.json cargo test --release -p lab
     /// model_side_again -- --ignored --nocapture` prints, per capture, the real and the
@@ -936,7 +1010,23 @@ mod tests {
             let discard = run["discard"].as_bool().unwrap();
             let commits = nums(&run["commits_after_unlinks"]);
             let rotational = run["rotational"].as_bool().unwrap_or(false);
-            let m = model_run(s, discard, &commits, preset.to_str().unwrap(), rotational).unwrap();
+            // FLASHLAB_PG_FLUSHER_NS: the flusher's time per page (default: the run's own
+            // measured pace; 0 for runs made before it was kept).
+            let flusher = match std::env::var("FLASHLAB_PG_FLUSHER_NS") {
+                Ok(ns) => ns.parse().unwrap(),
+                Err(_) => {
+                    flusher_ns_per_page(run["writeback_pages_per_100ms"].as_u64().unwrap_or(0))
+                }
+            };
+            let m = model_run(
+                s,
+                discard,
+                &commits,
+                preset.to_str().unwrap(),
+                rotational,
+                flusher,
+            )
+            .unwrap();
             let freed: Vec<u64> = m.repetitions.iter().map(|r| r.freed_extents).collect();
             let trims: Vec<u64> = m.repetitions.iter().map(|r| r.trim_commands).collect();
             let mb = |v: Vec<u64>| v.iter().map(|b| b >> 20).collect::<Vec<_>>();
@@ -970,6 +1060,7 @@ mod tests {
             unlinks: vec![],
             freed_extents: vec![300; 2],
             rotational: false,
+            writeback_pages_per_100ms: 30_000,
             commits_after_unlinks: vec![],
             replayed: DRIVES
                 .iter()
