@@ -19,7 +19,9 @@
 //! (`tempfiles`).
 //!
 //! The host-path checks simulate the same join on the loop device's own speed: a preset
-//! `flashlab calibrate` fits to it before the model runs ([`calibrate_loop`]).
+//! `flashlab calibrate` fits to it before the model runs ([`calibrate_loop`]), with the
+//! capture's writeback: the trigger of a device's own dirty limits and the flusher's pace
+//! measured from the capture ([`busiest_writeback_pages`]).
 //!
 //! Needs root, loop devices, tracefs and the server; without them the section says it was
 //! skipped and why.
@@ -717,7 +719,12 @@ fn question(s: Sizes, major: u32, images_at: &str) -> String {
          commit takes, and so how many discards it sends, varies from run to run, and the model follows \
          the run it is compared with, on a loop device's speed (a preset `flashlab calibrate` fits, \
          in this run, to a loop device made as the captures' are: a wall-clock measurement of this \
-         machine, which moves with its load; kept in the results as `loop_preset`).",
+         machine, which moves with its load; kept in the results as `loop_preset`), with the \
+         writeback the capture had: background writeback started where a writer under the \
+         device's own dirty limits starts it (halfway between the background and the hard \
+         limit), and the flusher at the pace the capture measured (the most pages it wrote \
+         back in any 100 ms), which bounds how many files a 100 ms batch reaches however fast \
+         the calibrated device is.",
         s.sf,
         s.work_mem_kib,
         s.fs_bytes >> 20,
@@ -735,6 +742,10 @@ fn provenance() -> Vec<Provenance> {
         Provenance {
             number: "the host-path checks' drive".into(),
             role: "measured: a preset `flashlab calibrate` fitted to a loop device made as the captures' are (a file on ext4 on it, O_DIRECT, 256 MiB probed; a wall-clock measurement that moves with the machine's load), in this section's results as `loop_preset`; the model's writeback batches meet a device of the capture's kind".into(),
+        },
+        Provenance {
+            number: "the host-path checks' writeback pace".into(),
+            role: "measured: per capture, the most pages the real kernel wrote back in any 100 ms (its write requests by issue time; `writeback_pages_per_100ms` in the results), given to the model's flusher as its time per page; with the writeback trigger of a bdi under strict_limit (mm/page-writeback.c, balance_dirty_pages: the free-run ceiling) it is what keeps the model's freed extents and discards independent of the calibrated device's speed (docs/sources.md)".into(),
         },
         Provenance {
             number: "replayed times and WAF".into(),
@@ -830,7 +841,7 @@ fn host_path_checks(runs: &[Run]) -> Vec<Verdict> {
                     "the journal committing every 5 s of the model's time: the capture has no unlink events"
                 } else {
                     "the journal committing where the real run's did among its deletes"
-                }),
+                }) + &format!("; the device's own dirty limits, and the flusher at the capture's pace: {} pages in its busiest 100 ms", r.writeback_pages_per_100ms),
                 measured: format!(
                     "per repetition: real {real:.0}, model {model:.0} ({ratio:.2}×){each}"
                 ),
