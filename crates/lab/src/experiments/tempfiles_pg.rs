@@ -1003,7 +1003,9 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join("\n");
         }
-        let preset = std::env::temp_dir().join("flashlab-model-side-again.toml");
+        // A directory of its own (a fixed name in /tmp could be a symlink planted there).
+        let dir = tempfile::tempdir().unwrap();
+        let preset = dir.path().join("loop.toml");
         std::fs::write(&preset, preset_text).unwrap();
         let z = &r["sizes"];
         let s = Sizes {
