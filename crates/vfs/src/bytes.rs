@@ -4,8 +4,8 @@
 //! chunks go back to the allocator's free lists rather than to the kernel, so file systems
 //! that create and remove many spill files do not fault fresh pages in for each.
 //!
-//! Once the process holds more than [`pack_above_bytes`] of file bytes uncompressed (a
-//! third of the machine's memory), a
+//! Once the process holds more than [`pack_above_bytes`] of file bytes uncompressed (by
+//! default a third of the machine's memory), a
 //! chunk written to its end is kept LZ4-compressed (`lz4_flex`) when that saves at least
 //! half of it: spill files are written front to back and their records are mostly padding
 //! (a 128-byte row carries 12 bytes of data), so a simulated run holds its spill files in a
@@ -22,18 +22,44 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Uncompressed chunk bytes held by all files of the process.
 static RAW_BYTES: AtomicU64 = AtomicU64::new(0);
 
-/// Above this many uncompressed bytes held, full chunks are compressed: a third of the
+/// Above this many uncompressed bytes held, full chunks are compressed: what
+/// [`set_pack_above_bytes`] or `FLASHLAB_PACK_ABOVE_BYTES` (bytes) set, else a third of the
 /// machine's memory (`MemTotal` in /proc/meminfo), at least 1 GiB; 4 GiB where the memory
 /// cannot be read. Compression is invisible to the file's users: only memory and time
 /// change with it, never a result.
 pub fn pack_above_bytes() -> u64 {
-    static ABOVE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *ABOVE.get_or_init(|| {
-        std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|m| mem_total_bytes(&m))
-            .map_or(4 << 30, |total| (total / 3).max(1 << 30))
-    })
+    match PACK_ABOVE_BYTES.load(Ordering::Relaxed) {
+        0 => {
+            let from_env = std::env::var("FLASHLAB_PACK_ABOVE_BYTES")
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            let bytes = from_env.unwrap_or_else(|| {
+                std::fs::read_to_string("/proc/meminfo")
+                    .ok()
+                    .and_then(|m| mem_total_bytes(&m))
+                    .map_or(4 << 30, |total| (total / 3).max(1 << 30))
+            });
+            // A concurrent first call computes the same value; either store stands.
+            let _ = PACK_ABOVE_BYTES.compare_exchange(
+                0,
+                bytes.max(1),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            PACK_ABOVE_BYTES.load(Ordering::Relaxed)
+        }
+        set => set,
+    }
+}
+
+/// [`pack_above_bytes`] as set (0: not yet chosen).
+static PACK_ABOVE_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Compresses full chunks once the process holds more than `bytes` uncompressed, from now
+/// on (chunks already held stay as they are). For runs that need more memory than the
+/// machine has, where every byte kept raw is a byte another run cannot have.
+pub fn set_pack_above_bytes(bytes: u64) {
+    PACK_ABOVE_BYTES.store(bytes.max(1), Ordering::Relaxed);
 }
 
 /// `MemTotal` of a /proc/meminfo text, in bytes.
