@@ -5,10 +5,10 @@
 //! free buddy of the lowest order that holds it, so a 32-block window takes a 32-block
 //! hole before a larger free run, and a file deleted leaves a hole the next window of its
 //! size fills. The real half needs root, loop devices, `mkfs.ext4` and `filefrag`; without
-//! them it says why on stderr and checks nothing. The two file systems' group 1 starts
-//! differently (mke2fs puts a backup superblock and reserved descriptor blocks there,
-//! simfs its bitmaps and inode table), so each first fills it to block 1,024 of the group
-//! with a closed file, and the windows are compared by their place in the group.
+//! them it says why on stderr and checks nothing. Both file systems' group 1 starts with a
+//! backup superblock, a descriptor block and 255 reserved ones (simfs lays out as mke2fs
+//! does); each first fills it to block 1,024 of the group with a closed file, and the
+//! windows are compared by their place in the group.
 
 mod common;
 
@@ -124,8 +124,9 @@ fn model_layout(rotational: bool) -> Layout {
     cfg.prealloc = true;
     cfg.kernel = simfs::DiscardKernel::Linux6_17;
     cfg.rotational = rotational;
-    // simfs's group 1 starts with its two bitmaps and its inode table (256-byte inodes).
-    let first_free = GROUP_1 + 2 + cfg.inodes_per_group as u64 * 256 / BLOCK;
+    // Group 1 of a 2 GiB file system starts with a backup superblock, a descriptor block
+    // and 255 reserved ones, as the real one's (`real_first_free`).
+    let first_free = GROUP_1 + 257;
     let mut fs = SimFs::mkfs(Timed::new(ssd), cfg).unwrap();
     let filler = fs.create("filler").unwrap();
     let filler_bytes = (FILLED_TO - first_free) * BLOCK;
@@ -203,11 +204,17 @@ fn open_files_windows_are_placed_as_real_ext4_places_them() {
             "simfs (rotational {rotational})"
         );
     }
-    let Some(real) = common::on_real_ext4("mballoc-open", |mnt, dev| {
-        real_layout(mnt, real_first_free(dev))
+    let Some((first_free, real)) = common::on_real_ext4("mballoc-open", |mnt, dev| {
+        let first_free = real_first_free(dev);
+        (first_free, real_layout(mnt, first_free))
     }) else {
         return;
     };
     eprintln!("real ext4: {real:?}");
+    assert_eq!(
+        first_free,
+        GROUP_1 + 257,
+        "real ext4's group 1 starts as simfs's"
+    );
     assert_eq!(real, expected(), "real ext4");
 }

@@ -81,13 +81,7 @@ impl<D: BlockDev> SimFs<D> {
             }
             claim(b, 0)?;
         }
-        let mut meta = self.descs.len() as u64
-            * (2 + self.sb.inodes_per_group as u64 * INODE_BYTES as u64 / BLOCK)
-            + 1
-            + (self.descs.len() as u64 * 32).div_ceil(BLOCK);
-        if let Some(z) = self.cfg.zoned {
-            meta += z.zones as u64 * (z.zone_bytes - z.zone_capacity_bytes) / BLOCK;
-        }
+        let meta = self.metadata_blocks;
         let used = self.bitmap.blocks() - self.bitmap.free_blocks();
         if used != meta + owner.len() as u64 {
             return Err(format!(

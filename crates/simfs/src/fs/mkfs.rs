@@ -49,43 +49,41 @@ impl<D: BlockDev> SimFs<D> {
                 cfg.size_bytes
             )));
         }
-        let groups = blocks.div_ceil(cfg.blocks_per_group as u64) as u32;
-        let gdt_blocks = (groups as u64 * 32).div_ceil(BLOCK);
         let itable_blocks = ipg as u64 * INODE_BYTES as u64 / BLOCK;
+        let (mut bitmap, descs, groups, gdt_blocks);
         if let Some(home) = meta_home {
-            blocks = home + 1 + gdt_blocks + groups as u64 * (2 + itable_blocks);
+            let g = blocks.div_ceil(cfg.blocks_per_group as u64);
+            gdt_blocks = (g * 32).div_ceil(BLOCK);
+            blocks = home + 1 + gdt_blocks + g * (2 + itable_blocks);
             if blocks > u32::MAX as u64 {
                 return Err(SimfsError::Config("more than 2^32 blocks".into()));
             }
-        }
-        let mut bitmap = Bitmap::new(blocks);
-        let mut descs = Vec::with_capacity(groups as usize);
-        for g in 0..groups as u64 {
-            let start = g * cfg.blocks_per_group as u64;
-            if let Some(home) = meta_home {
-                let meta = home + 1 + gdt_blocks + g * (2 + itable_blocks);
-                descs.push(GroupDesc {
-                    block_bitmap: meta as u32,
-                    inode_bitmap: meta as u32 + 1,
-                    inode_table: meta as u32 + 2,
-                });
-                continue;
-            }
-            let meta = if g == 0 { 1 + gdt_blocks } else { start };
-            let end = meta + 2 + itable_blocks;
-            let group_end = (start + cfg.blocks_per_group as u64).min(blocks);
-            if end >= group_end {
-                return Err(SimfsError::Config(format!(
-                    "{} bytes leave group {g} no room for data after its bitmaps and inode table; use a larger size",
-                    cfg.size_bytes
-                )));
-            }
-            bitmap.set_used(start, end - start);
-            descs.push(GroupDesc {
-                block_bitmap: meta as u32,
-                inode_bitmap: meta as u32 + 1,
-                inode_table: meta as u32 + 2,
-            });
+            bitmap = Bitmap::new(blocks);
+            descs = (0..g)
+                .map(|g| {
+                    let meta = home + 1 + gdt_blocks + g * (2 + itable_blocks);
+                    GroupDesc {
+                        block_bitmap: meta as u32,
+                        inode_bitmap: meta as u32 + 1,
+                        inode_table: meta as u32 + 2,
+                    }
+                })
+                .collect::<Vec<_>>();
+            groups = g as u32;
+        } else {
+            // mke2fs's layout (fs/layout.rs); the descriptors are encoded 32 bytes each
+            // into the first of the blocks it keeps for them.
+            let l = super::layout::mke2fs(
+                blocks,
+                cfg.blocks_per_group as u64,
+                itable_blocks,
+                cfg.size_bytes,
+            )?;
+            blocks = l.blocks;
+            groups = l.descs.len() as u32;
+            gdt_blocks = (groups as u64 * 32).div_ceil(BLOCK);
+            bitmap = l.bitmap;
+            descs = l.descs;
         }
         if let (Some(home), Some(z)) = (meta_home, cfg.zoned) {
             // The home blocks, and each zone's blocks past its capacity, are never
@@ -107,7 +105,9 @@ impl<D: BlockDev> SimFs<D> {
         let cursor = bitmap.next_free(0).unwrap_or(0);
         let allocator = crate::allocator::for_policy(cfg.alloc, &bitmap, cfg.zoned);
         let group_free = group_free_counts(&bitmap, cfg.blocks_per_group as u64);
+        let metadata_blocks = bitmap.blocks() - bitmap.free_blocks();
         let mut fs = SimFs {
+            metadata_blocks,
             dev,
             group_free,
             inode_used: vec![false; sb.inodes_count as usize],

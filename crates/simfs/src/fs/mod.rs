@@ -21,6 +21,7 @@ mod alloc;
 mod check;
 mod discard;
 mod extents;
+mod layout;
 mod log;
 mod meta;
 mod mkfs;
@@ -78,6 +79,9 @@ pub struct SimFs<D: BlockDev> {
     pub(crate) files: HashMap<Ino, FileState>,
     pub(crate) names: BTreeMap<String, Ino>,
     pub(crate) cursor: u64,
+    /// Blocks mkfs marked used (superblocks, descriptors, bitmaps, inode tables, the first
+    /// files, the journal; on a zoned drive the metadata's home and each zone's tail).
+    pub(crate) metadata_blocks: u64,
     /// Each block group's free blocks and free runs (ext4's `bb_free`, `bb_fragments`),
     /// kept as blocks are taken and freed ([`SimFs::set_used`], [`SimFs::set_free`]).
     pub(crate) group_free: Vec<(u64, u64)>,
