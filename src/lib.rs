@@ -94,7 +94,13 @@ pub fn run_cli() {
     if holds_resources {
         signals::install();
     }
-    let r = run_command(cli.command);
+    // The handler's token is this thread's too: long loops that take no token (a
+    // simulation's, a simulated join's) check it with `trace::cancel::requested`.
+    let r = if holds_resources {
+        trace::cancel::with_token(&signals::cancel_token(), || run_command(cli.command))
+    } else {
+        run_command(cli.command)
+    };
     if let Err(e) = r {
         if signals::cancel_token().is_cancelled() {
             eprintln!(

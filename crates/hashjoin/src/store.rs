@@ -101,6 +101,9 @@ pub trait Store {
 
 const ALIGN: u64 = 4096;
 const SPILL_PREFIX: &str = "flashlab-spill-";
+/// How many reads and writes a store makes between looks at its thread's cancellation
+/// token (a thread-local read; thousands of calls are well under a second of a join).
+const INTERRUPT_CHECK_CALLS: u64 = 4096;
 
 /// The lock file of a run: `flashlab-spill-<run>.lock`, flock'ed by the run for as long as
 /// it lives. Its spill files are `flashlab-spill-<run>-<n>.tmp`.
@@ -321,6 +324,7 @@ impl<V: Vfs> VfsStore<V> {
         if offset >= len {
             return Ok(0);
         }
+        self.check_interrupt()?;
         let fd = if spill {
             self.access(f)?
         } else {
@@ -582,6 +586,18 @@ impl<V: Vfs> VfsStore<V> {
         }
     }
 
+    /// Every [`INTERRUPT_CHECK_CALLS`] reads and writes: whether this thread's token
+    /// ([`trace::cancel::requested`]) has been cancelled. Real files check theirs on every
+    /// call ([`vfs::OsVfs::with_cancel`]); this is how a join on a simulated drive, which
+    /// makes no system call, stops within a moment of an interrupt.
+    fn check_interrupt(&self) -> Result<(), JoinError> {
+        let calls = self.stats.read_calls + self.stats.write_calls;
+        if calls.is_multiple_of(INTERRUPT_CHECK_CALLS) && trace::cancel::requested() {
+            return Err(JoinError::Interrupted);
+        }
+        Ok(())
+    }
+
     fn vfs_error(&self, e: VfsError) -> JoinError {
         match e {
             VfsError::Interrupted => JoinError::Interrupted,
@@ -771,6 +787,7 @@ impl<V: Vfs> Store for VfsStore<V> {
     }
 
     fn append(&mut self, f: FileId, data: &[u8]) -> Result<(), JoinError> {
+        self.check_interrupt()?;
         let file = self.spill_file(f, "append to")?;
         let (len, disk) = (file.len, file.disk_bytes);
         let fd = self.access(f)?;

@@ -199,9 +199,12 @@ fn for_each_user<T: Send>(
     users: u32,
     f: impl Fn(usize) -> Result<T, crate::LabError> + Sync,
 ) -> Vec<Result<T, crate::LabError>> {
+    let token = trace::cancel::current();
     std::thread::scope(|s| {
-        let f = &f;
-        let handles: Vec<_> = (0..users as usize).map(|u| s.spawn(move || f(u))).collect();
+        let (f, token) = (&f, &token);
+        let handles: Vec<_> = (0..users as usize)
+            .map(|u| s.spawn(move || trace::cancel::with_current(token.as_ref(), || f(u))))
+            .collect();
         handles
             .into_iter()
             .map(|h| {
@@ -742,6 +745,9 @@ fn run_on_drive(
     let serial = st.replay_repetitions && spec.users == 1 && threads == 1 && spec.repeat > 1;
     let mut recording: Option<hashjoin::recorded::Recording> = None;
     for rep in 0..spec.repeat {
+        if trace::cancel::requested() {
+            return Err(trace::cancel::INTERRUPTED.into());
+        }
         let (before, freed_before) =
             turns.with_vfs(|v| (v.fs().device().dev.stats(), v.fs().stats().freed_extents));
         turns.start_round();
@@ -1001,6 +1007,39 @@ mod tests {
         )
         .unwrap();
         assert!(hdd.bytes_spilled > 0 && hdd.wear.is_none());
+    }
+
+    #[test]
+    fn a_simulated_join_stops_when_its_thread_s_token_is_cancelled() {
+        let spec =
+            crate::experiments::tempfiles::join_spec("mx500", 0.01, 256 << 20, 4, false, true)
+                .unwrap();
+        // Cancelled as the first repetition ends: no second one starts.
+        let token = trace::Cancel::new();
+        let mut done = 0;
+        let r = trace::cancel::with_token(&token, || {
+            run(&spec, &mut |rep| {
+                done = rep;
+                token.cancel();
+            })
+        });
+        assert_eq!(done, 1);
+        assert!(r.unwrap_err().to_string().contains("interrupted"));
+        // Cancelled before it starts: the store's first call stops it, whether the join
+        // runs on this thread or on a thread of each user.
+        for users in [1, 2] {
+            let spec = JoinRunSpec {
+                users,
+                ..spec.clone()
+            };
+            let mut reps = 0;
+            let r = trace::cancel::with_token(&token, || run(&spec, &mut |_| reps += 1));
+            assert_eq!(reps, 0, "{users} users");
+            assert!(
+                r.unwrap_err().to_string().contains("interrupted"),
+                "{users} users"
+            );
+        }
     }
 
     #[test]

@@ -33,6 +33,15 @@ pub fn with_token<T>(token: &Cancel, f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// Runs `f` carrying `token` where there is one: how a thread hands the workers it spawns
+/// its own token (taken with [`current`] before spawning), so their long loops stop too.
+pub fn with_current<T>(token: Option<&Cancel>, f: impl FnOnce() -> T) -> T {
+    match token {
+        Some(t) => with_token(t, f),
+        None => f(),
+    }
+}
+
 /// This thread's token, if it carries one.
 pub fn current() -> Option<Cancel> {
     CURRENT.with(|c| c.borrow().clone())
