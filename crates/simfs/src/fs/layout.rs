@@ -192,7 +192,7 @@ pub(crate) fn mke2fs(
     bitmap.set_used(first_files, FIRST_FILES_BLOCKS);
     let mut journal = Vec::new();
     if let Some(mut want) = journal_blocks(blocks) {
-        let goal = midpoint_journal_group(&bitmap, blocks, bpg) * bpg;
+        let goal = midpoint_journal_group(&bitmap, bpg) * bpg;
         let mut b = goal;
         while want > 0 {
             let Some(s) = bitmap.next_free(b).or_else(|| bitmap.next_free(0)) else {
@@ -216,19 +216,11 @@ pub(crate) fn mke2fs(
 /// `get_midpoint_journal_block`'s group: the middle block's group (on a file system of
 /// more than one flex group, its flex group's first group with free blocks), or whichever
 /// of it and its neighbours has the most free blocks.
-fn midpoint_journal_group(bitmap: &Bitmap, blocks: u64, bpg: u64) -> u64 {
-    let groups = blocks.div_ceil(bpg);
-    let free = |g: u64| {
-        let (lo, hi) = (g * bpg, ((g + 1) * bpg).min(blocks));
-        let mut n = 0;
-        let mut b = lo;
-        while let Some(s) = bitmap.next_free(b).filter(|&s| s < hi) {
-            let run = bitmap.free_run_len(s, hi - s);
-            n += run;
-            b = s + run;
-        }
-        n
-    };
+fn midpoint_journal_group(bitmap: &Bitmap, bpg: u64) -> u64 {
+    let blocks = bitmap.blocks();
+    let counts = super::mkfs::group_free_counts(bitmap, bpg);
+    let groups = counts.len() as u64;
+    let free = |g: u64| counts[g as usize].0;
     let mut group = (blocks / 2) / bpg;
     let start = if group > FLEX_GROUPS {
         group &= !(FLEX_GROUPS - 1);
