@@ -787,6 +787,20 @@ impl PageFtl {
         prefetch(&self.l2p, lpn as usize);
     }
 
+    /// The second stage of [`PageFtl::prefetch_lpn`], some writes later (`lpn`'s entry in
+    /// cache by then): the unit `lpn` is mapped to now and its block's counts, which a
+    /// write of `lpn` invalidates (as [`PageFtl::write_batch`] does for its own writes).
+    #[inline]
+    pub fn prefetch_mapped(&self, lpn: u32) {
+        let old = self.l2p.get(lpn as usize).copied().unwrap_or(UNMAPPED);
+        if old != UNMAPPED {
+            prefetch(&self.p2l, old as usize);
+            let b = self.per_block.div(old) as usize;
+            prefetch(&self.valid_units, b);
+            prefetch(&self.closed, b);
+        }
+    }
+
     /// Counts a host read of one unit (the caller times it).
     #[inline]
     pub fn note_read(&mut self) {

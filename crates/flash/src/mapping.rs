@@ -180,6 +180,15 @@ impl Ftl {
             Ftl::Fast(_) => {}
         }
     }
+    /// See [`crate::ftl::PageFtl::prefetch_mapped`].
+    #[inline]
+    pub fn prefetch_mapped(&self, lpn: u32) {
+        match self {
+            Ftl::Page(f) => f.prefetch_mapped(lpn),
+            Ftl::Cached(f) => f.page_ftl().prefetch_mapped(lpn),
+            Ftl::Fast(_) => {}
+        }
+    }
     /// Sets wear leveling ([`crate::wear`]) on the page-mapped FTL; the FAST FTL has none
     /// (its config is refused before it gets here).
     /// Every block starts at `cycles` erases: a drive worn before the run (`--age pe=N`).

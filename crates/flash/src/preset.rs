@@ -297,6 +297,12 @@ impl Device for AnyDevice {
             d.prefetch(cmd);
         }
     }
+    #[inline]
+    fn prefetch_mapped(&self, cmd: &Command) {
+        if let AnyDevice::Ssd(d) = self {
+            d.prefetch_mapped(cmd);
+        }
+    }
     fn settle(&mut self) -> u64 {
         match self {
             AnyDevice::Ssd(d) => d.settle(),

@@ -536,6 +536,9 @@ impl<D: Device> Device for Timeline<'_, '_, D> {
     fn prefetch(&self, cmd: &Command) {
         self.dev.prefetch(cmd)
     }
+    fn prefetch_mapped(&self, cmd: &Command) {
+        self.dev.prefetch_mapped(cmd)
+    }
     fn settle(&mut self) -> u64 {
         self.dev.settle()
     }

@@ -1536,6 +1536,13 @@ impl Device for Ssd {
         self.ftl
             .prefetch_lpn((cmd.offset_bytes / self.unit_bytes) as u32);
     }
+    #[inline]
+    fn prefetch_mapped(&self, cmd: &Command) {
+        if cmd.op == Op::Write {
+            self.ftl
+                .prefetch_mapped((cmd.offset_bytes / self.unit_bytes) as u32);
+        }
+    }
 }
 
 #[cfg(test)]
