@@ -584,6 +584,9 @@ impl<D: Device> Device for Watched<'_, D> {
     fn prefetch(&self, cmd: &flash::Command) {
         self.dev.prefetch(cmd)
     }
+    fn prefetch_mapped(&self, cmd: &flash::Command) {
+        self.dev.prefetch_mapped(cmd)
+    }
     fn settle(&mut self) -> u64 {
         self.dev.settle()
     }

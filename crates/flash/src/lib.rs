@@ -79,10 +79,10 @@ pub trait Device {
     /// replay engine calls it when a request is queued). Never changes results.
     #[inline]
     fn prefetch(&self, _cmd: &Command) {}
-    /// The second stage of [`Device::prefetch`], called a few requests later (when what
-    /// the first stage fetched is in cache): the model may warm what that brings within
-    /// reach (where a write's data lives now, which the write invalidates). Never changes
-    /// results.
+    /// The second stage of [`Device::prefetch`], called some requests later (the replay:
+    /// halfway through a queue deeper than 2), when what the first stage fetched is in
+    /// cache: the model may warm what that brings within reach (where a write's data lives
+    /// now, which the write invalidates). Never changes results.
     #[inline]
     fn prefetch_mapped(&self, _cmd: &Command) {}
     /// Lets the device finish deferred work (background TRIM processing) as if the host

@@ -158,16 +158,21 @@ where
     for store in stores.iter_mut() {
         store.resume();
     }
+    // The threads carry this thread's cancellation token: a store on a simulated drive
+    // checks it (`VfsStore`), so an interrupt stops every thread of the join.
+    let token = trace::cancel::current();
     let results: Vec<Result<R, JoinError>> = std::thread::scope(|s| {
-        let f = &f;
+        let (f, token) = (&f, &token);
         let handles: Vec<_> = stores
             .iter_mut()
             .zip(items)
             .enumerate()
             .map(|(i, (store, item))| {
                 s.spawn(move || {
-                    let guard = ParkOnDrop(store);
-                    f(i, &mut *guard.0, item)
+                    trace::cancel::with_current(token.as_ref(), || {
+                        let guard = ParkOnDrop(store);
+                        f(i, &mut *guard.0, item)
+                    })
                 })
             })
             .collect();
@@ -386,6 +391,25 @@ mod tests {
     use super::*;
     use crate::{Algorithm, Relation};
     use workloads::tpch::Layout;
+
+    #[test]
+    fn the_join_s_threads_carry_the_caller_s_cancellation_token() {
+        let token = trace::Cancel::new();
+        let mut stores: Vec<crate::MemStore> = (0..3).map(|_| Default::default()).collect();
+        let carried = trace::cancel::with_token(&token, || {
+            on_threads(&mut stores, vec![(); 3], |_, _, ()| {
+                Ok(trace::cancel::current().is_some())
+            })
+        })
+        .unwrap();
+        assert_eq!(carried, [true; 3]);
+        // Without one, none.
+        let carried = on_threads(&mut stores, vec![(); 3], |_, _, ()| {
+            Ok(trace::cancel::current())
+        })
+        .unwrap();
+        assert!(carried.iter().all(Option::is_none));
+    }
 
     fn spec() -> JoinSpec {
         JoinSpec {

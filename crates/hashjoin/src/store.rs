@@ -935,3 +935,47 @@ impl<V: Vfs> Drop for VfsStore<V> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_stops_within_a_check_of_its_thread_s_token_being_cancelled() {
+        let token = trace::Cancel::new();
+        trace::cancel::with_token(&token, || {
+            let mut store = MemStore::default();
+            let f = store.create().unwrap();
+            // Not cancelled: every call goes on.
+            for _ in 0..2 * INTERRUPT_CHECK_CALLS {
+                store.append(f, &[1; 8]).unwrap();
+            }
+            token.cancel();
+            // The next look at the token stops it: within a check's worth of calls.
+            let mut calls = 0;
+            let err = loop {
+                calls += 1;
+                let r = if calls % 2 == 0 {
+                    store.append(f, &[1; 8]).map(|_| 0)
+                } else {
+                    let mut buf = [0u8; 8];
+                    store.read_at(f, 0, &mut buf)
+                };
+                if let Err(e) = r {
+                    break e;
+                }
+                assert!(
+                    calls <= INTERRUPT_CHECK_CALLS,
+                    "still going after {calls} calls"
+                );
+            };
+            assert!(matches!(err, JoinError::Interrupted), "{err}");
+        });
+        // A thread without a token never stops.
+        let mut store = MemStore::default();
+        let f = store.create().unwrap();
+        for _ in 0..2 * INTERRUPT_CHECK_CALLS {
+            store.append(f, &[1; 8]).unwrap();
+        }
+    }
+}

@@ -1025,8 +1025,13 @@ mod tests {
         });
         assert_eq!(done, 1);
         assert!(r.unwrap_err().to_string().contains("interrupted"));
-        // Cancelled before it starts: the store's first call stops it, whether the join
-        // runs on this thread or on a thread of each user.
+        // Each user's thread carries the token (its store checks it mid-repetition:
+        // hashjoin's store tests).
+        let carried = trace::cancel::with_token(&token, || {
+            for_each_user(3, |_| Ok(trace::cancel::current().is_some()))
+        });
+        assert!(carried.into_iter().all(|c| c.unwrap()));
+        // Cancelled before it starts: no repetition runs, on one user or several.
         for users in [1, 2] {
             let spec = JoinRunSpec {
                 users,

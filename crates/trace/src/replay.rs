@@ -142,16 +142,20 @@ where
     // Per stream, the next requests in order (pulled early so the device can prefetch);
     // each grows to at most the queue depth or the stream's length, whichever is less.
     let mut ahead: Vec<VecDeque<Request>> = vec![VecDeque::new(); streams.len()];
-    // Each request pulled is prefetched twice (`Device::prefetch`, then halfway to its
-    // turn `Device::prefetch_mapped`, which reaches what the first brought into cache).
+    // Each request pulled is prefetched (`Device::prefetch`) and, at queue depths above
+    // 2, prefetched again halfway to its turn (`Device::prefetch_mapped`, which reaches
+    // what the first brought into cache); at 1 or 2 the second stage would come right
+    // after the first and wait for it.
     let refill = |s: usize, ahead: &mut Vec<VecDeque<Request>>, streams: &mut Vec<I>, dev: &D| {
         while ahead[s].len() < qd[s] {
             match streams[s].next() {
                 Some(r) => {
                     dev.prefetch(&r.cmd);
                     ahead[s].push_back(r);
-                    if let Some(half) = ahead[s].get(ahead[s].len() / 2) {
-                        dev.prefetch_mapped(&half.cmd);
+                    if qd[s] > 2 {
+                        if let Some(half) = ahead[s].get(ahead[s].len() / 2) {
+                            dev.prefetch_mapped(&half.cmd);
+                        }
                     }
                 }
                 None => break,
