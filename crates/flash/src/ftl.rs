@@ -789,7 +789,7 @@ impl PageFtl {
 
     /// The second stage of [`PageFtl::prefetch_lpn`], some writes later (`lpn`'s entry in
     /// cache by then): the unit `lpn` is mapped to now and its block's counts, which a
-    /// write of `lpn` invalidates (as [`PageFtl::write_batch`] does for its own writes).
+    /// write of `lpn` invalidates ([`PageFtl::write_batch`] does both for its own writes).
     #[inline]
     pub fn prefetch_mapped(&self, lpn: u32) {
         let old = self.l2p.get(lpn as usize).copied().unwrap_or(UNMAPPED);
@@ -885,13 +885,7 @@ impl PageFtl {
                 prefetch(&self.l2p, ahead as usize);
             }
             if let Some(&near) = lpns.get(i + PREFETCH_AHEAD / 2) {
-                let old = self.l2p.get(near as usize).copied().unwrap_or(UNMAPPED);
-                if old != UNMAPPED {
-                    prefetch(&self.p2l, old as usize);
-                    let b = self.per_block.div(old) as usize;
-                    prefetch(&self.valid_units, b);
-                    prefetch(&self.closed, b);
-                }
+                self.prefetch_mapped(near);
             }
             self.write(lpns[i], sink)?;
         }
