@@ -8,7 +8,7 @@ impl<D: BlockDev> SimFs<D> {
     /// used count equals the file-system metadata plus all files' blocks.
     pub fn check_invariants(&self) -> Result<(), String> {
         let counted =
-            super::mkfs::group_free_counts(&self.bitmap, self.cfg.blocks_per_group as u64);
+            super::layout::group_free_counts(&self.bitmap, self.cfg.blocks_per_group as u64);
         if counted != self.group_free {
             return Err(format!(
                 "the groups' free blocks and runs kept ({:?}) are not the bitmap's ({counted:?})",

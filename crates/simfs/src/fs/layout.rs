@@ -218,7 +218,7 @@ pub(crate) fn mke2fs(
 /// of it and its neighbours has the most free blocks.
 fn midpoint_journal_group(bitmap: &Bitmap, bpg: u64) -> u64 {
     let blocks = bitmap.blocks();
-    let counts = super::mkfs::group_free_counts(bitmap, bpg);
+    let counts = group_free_counts(bitmap, bpg);
     let groups = counts.len() as u64;
     let free = |g: u64| counts[g as usize].0;
     let mut group = (blocks / 2) / bpg;
@@ -242,6 +242,27 @@ fn midpoint_journal_group(bitmap: &Bitmap, bpg: u64) -> u64 {
         }
     }
     best
+}
+
+/// Each group's free blocks and free runs (ext4's `bb_free`, `bb_fragments`).
+pub(super) fn group_free_counts(bitmap: &Bitmap, blocks_per_group: u64) -> Vec<(u64, u64)> {
+    let groups = bitmap.blocks().div_ceil(blocks_per_group);
+    (0..groups)
+        .map(|g| {
+            let (lo, hi) = (
+                g * blocks_per_group,
+                ((g + 1) * blocks_per_group).min(bitmap.blocks()),
+            );
+            let (mut free, mut runs, mut b) = (0, 0, lo);
+            while let Some(s) = bitmap.next_free(b).filter(|&s| s < hi) {
+                let len = bitmap.free_run_len(s, hi - s);
+                free += len;
+                runs += 1;
+                b = s + len;
+            }
+            (free, runs)
+        })
+        .collect()
 }
 
 #[cfg(test)]

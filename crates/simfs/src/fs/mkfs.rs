@@ -104,7 +104,7 @@ impl<D: BlockDev> SimFs<D> {
         };
         let cursor = bitmap.next_free(0).unwrap_or(0);
         let allocator = crate::allocator::for_policy(cfg.alloc, &bitmap, cfg.zoned);
-        let group_free = group_free_counts(&bitmap, cfg.blocks_per_group as u64);
+        let group_free = super::layout::group_free_counts(&bitmap, cfg.blocks_per_group as u64);
         let metadata_blocks = bitmap.blocks() - bitmap.free_blocks();
         let mut fs = SimFs {
             metadata_blocks,
@@ -225,25 +225,4 @@ impl<D: BlockDev> SimFs<D> {
         }
         Ok(())
     }
-}
-
-/// Each group's free blocks and free runs (ext4's `bb_free`, `bb_fragments`).
-pub(super) fn group_free_counts(bitmap: &Bitmap, blocks_per_group: u64) -> Vec<(u64, u64)> {
-    let groups = bitmap.blocks().div_ceil(blocks_per_group);
-    (0..groups)
-        .map(|g| {
-            let (lo, hi) = (
-                g * blocks_per_group,
-                ((g + 1) * blocks_per_group).min(bitmap.blocks()),
-            );
-            let (mut free, mut runs, mut b) = (0, 0, lo);
-            while let Some(s) = bitmap.next_free(b).filter(|&s| s < hi) {
-                let len = bitmap.free_run_len(s, hi - s);
-                free += len;
-                runs += 1;
-                b = s + len;
-            }
-            (free, runs)
-        })
-        .collect()
 }
