@@ -825,20 +825,16 @@ pub fn parallel_map<J: Sync, R: Send>(
     use std::sync::Mutex;
     let next = AtomicUsize::new(0);
     let out: Mutex<Vec<Option<R>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
-    // The workers carry the caller's cancellation token: their long loops stop with it.
-    let token = trace::cancel::current();
     std::thread::scope(|s| {
         for _ in 0..threads.max(1).min(jobs.len().max(1)) {
-            s.spawn(|| {
-                trace::cancel::with_current(token.as_ref(), || loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= jobs.len() {
-                        break;
-                    }
-                    let r = f(&jobs[i]);
-                    out.lock()
-                        .expect("no worker panicked while holding the lock")[i] = Some(r);
-                })
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= jobs.len() {
+                    break;
+                }
+                let r = f(&jobs[i]);
+                out.lock()
+                    .expect("no worker panicked while holding the lock")[i] = Some(r);
             });
         }
     });
