@@ -19,6 +19,8 @@ pub mod bytes;
 pub mod mem;
 pub mod os;
 pub mod pagecache;
+#[cfg(test)]
+mod pagecache_reference;
 pub mod readahead;
 pub mod shared;
 pub mod shelf;

@@ -10,6 +10,7 @@
 //! merging adjacent pages into requests of at most 1,280 KiB (block/blk-settings.c:
 //! BLK_DEF_MAX_SECTORS_CAP, 2,560 sectors).
 
+use rustc_hash::FxHashMap;
 use simfs::fs::Ino;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -161,10 +162,20 @@ pub const MIN_WRITEBACK_PAGES: u64 = (4 << 20) / PAGE_BYTES;
 const DIRTY_SCOPE: u64 = 8;
 
 /// Cached pages of the files.
+///
+/// A run makes millions of calls, each touching a few pages of one file, so a page's
+/// state is found without a search: each file's pages are an array indexed by page number
+/// (4 bytes a page, up to the highest page cached; dropped with the file), holding
+/// whether the page is dirty or, if clean, its place in the least-recently-used list
+/// ([`Lru`]: moving a page to its end or taking the least recent is a few stores). Only the
+/// dirty pages are kept in order, per file: writeback takes them in offset order.
 #[derive(Debug, Clone, Default)]
 pub struct PageCache {
-    /// Dirty pages in (file, page) order, with the time each was first dirtied.
-    dirty: BTreeMap<(Ino, u64), u64>,
+    /// Each file's cached pages.
+    files: FxHashMap<Ino, FileCache>,
+    /// The clean pages, least recently used first.
+    lru: Lru,
+    dirty_pages: u64,
     /// Each dirty file's oldest dirty time (writeback takes the oldest file first), and
     /// its place in the order files became dirty (files dirtied at the same time keep that
     /// order, as the kernel's `b_dirty` list does; simfs reuses inode numbers).
@@ -173,13 +184,162 @@ pub struct PageCache {
     files_by_age: BTreeSet<(u64, u64, Ino)>,
     /// The next file to become dirty gets this place.
     next_dirty_seq: u64,
-    /// Clean cached pages, and their last use (for eviction, least recent first).
-    clean: BTreeMap<(Ino, u64), u64>,
-    by_use: BTreeSet<(u64, Ino, u64)>,
-    tick: u64,
     capacity_pages: u64,
     /// Pages a background read is bringing in, and when they arrive.
     arriving: BTreeMap<(Ino, u64), u64>,
+}
+
+/// No page, or no slot.
+const NONE: u32 = u32::MAX;
+/// A dirty page's state in [`FileCache::pages`].
+const DIRTY: u32 = u32::MAX - 1;
+
+/// A file's cached pages.
+#[derive(Debug, Clone, Default)]
+struct FileCache {
+    /// By page number: [`NONE`] (not cached), [`DIRTY`], or a clean page's slot in the
+    /// [`Lru`].
+    pages: Vec<u32>,
+    /// Dirty pages in offset order, with the time each was first dirtied.
+    dirty: BTreeMap<u64, u64>,
+    /// Clean pages of the file.
+    clean: u64,
+}
+
+impl FileCache {
+    fn state(&self, page: u64) -> u32 {
+        self.pages.get(page as usize).copied().unwrap_or(NONE)
+    }
+
+    fn set(&mut self, page: u64, state: u32) {
+        let i = page as usize;
+        if i >= self.pages.len() {
+            self.pages.resize(i + 1, NONE);
+        }
+        self.pages[i] = state;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.clean == 0 && self.dirty.is_empty()
+    }
+
+    /// Page `page` (of file `ino`) was used now: unless dirty, it becomes the most
+    /// recently used clean page.
+    fn use_page(&mut self, lru: &mut Lru, ino: Ino, page: u64) {
+        match self.state(page) {
+            DIRTY => {}
+            NONE => {
+                let s = lru.push(ino, page);
+                self.set(page, s);
+                self.clean += 1;
+            }
+            s => lru.move_last(s),
+        }
+    }
+
+    /// Forgets clean page `page`, held in slot `s`.
+    fn forget_clean(&mut self, lru: &mut Lru, page: u64, s: u32) {
+        lru.remove(s);
+        self.pages[page as usize] = NONE;
+        self.clean -= 1;
+    }
+}
+
+/// The clean pages in a list from least to most recently used, linked through slots
+/// (freed slots are reused).
+#[derive(Debug, Clone)]
+struct Lru {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    first: u32,
+    last: u32,
+    len: u64,
+}
+
+/// A clean page in the list, and its neighbours' slots (less and more recently used).
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    ino: Ino,
+    page: u64,
+    prev: u32,
+    next: u32,
+}
+
+impl Default for Lru {
+    fn default() -> Lru {
+        Lru {
+            slots: Vec::new(),
+            free: Vec::new(),
+            first: NONE,
+            last: NONE,
+            len: 0,
+        }
+    }
+}
+
+impl Lru {
+    /// Adds a page as the most recently used; its slot.
+    fn push(&mut self, ino: Ino, page: u64) -> u32 {
+        let slot = Slot {
+            ino,
+            page,
+            prev: NONE,
+            next: NONE,
+        };
+        let s = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = slot;
+                s
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.len += 1;
+        self.link_last(s);
+        s
+    }
+
+    /// Makes slot `s` the most recently used.
+    fn move_last(&mut self, s: u32) {
+        if self.last != s {
+            self.unlink(s);
+            self.link_last(s);
+        }
+    }
+
+    /// Takes slot `s` out; the page it held.
+    fn remove(&mut self, s: u32) -> (Ino, u64) {
+        self.unlink(s);
+        self.free.push(s);
+        self.len -= 1;
+        let Slot { ino, page, .. } = self.slots[s as usize];
+        (ino, page)
+    }
+
+    fn unlink(&mut self, s: u32) {
+        let Slot { prev, next, .. } = self.slots[s as usize];
+        match prev {
+            NONE => self.first = next,
+            p => self.slots[p as usize].next = next,
+        }
+        match next {
+            NONE => self.last = prev,
+            n => self.slots[n as usize].prev = prev,
+        }
+    }
+
+    fn link_last(&mut self, s: u32) {
+        let last = self.last;
+        self.slots[s as usize].prev = last;
+        self.slots[s as usize].next = NONE;
+        match last {
+            NONE => self.first = s,
+            l => self.slots[l as usize].next = s,
+        }
+        self.last = s;
+    }
 }
 
 impl PageCache {
@@ -191,44 +351,47 @@ impl PageCache {
     }
 
     pub fn dirty_pages(&self) -> u64 {
-        self.dirty.len() as u64
+        self.dirty_pages
     }
 
     /// Dirty pages of one file.
     pub fn dirty_pages_of(&self, ino: Ino) -> u64 {
-        self.dirty.range((ino, 0)..(ino + 1, 0)).count() as u64
-    }
-
-    fn touch(&mut self, ino: Ino, page: u64) {
-        self.tick += 1;
-        if let Some(old) = self.clean.insert((ino, page), self.tick) {
-            self.by_use.remove(&(old, ino, page));
-        }
-        self.by_use.insert((self.tick, ino, page));
-    }
-
-    fn forget_clean(&mut self, ino: Ino, page: u64) {
-        if let Some(t) = self.clean.remove(&(ino, page)) {
-            self.by_use.remove(&(t, ino, page));
-        }
+        self.files.get(&ino).map_or(0, |f| f.dirty.len() as u64)
     }
 
     /// Evicts the least recently used clean pages while the cache is over capacity.
     fn evict(&mut self) {
-        while self.dirty.len() as u64 + self.clean.len() as u64 > self.capacity_pages {
-            let Some(&(t, ino, page)) = self.by_use.iter().next() else {
-                break;
-            };
-            self.by_use.remove(&(t, ino, page));
-            self.clean.remove(&(ino, page));
+        while self.dirty_pages + self.lru.len > self.capacity_pages && self.lru.first != NONE {
+            let s = self.lru.first;
+            let Slot { ino, page, .. } = self.lru.slots[s as usize];
+            match self.files.get_mut(&ino) {
+                Some(file) => {
+                    file.forget_clean(&mut self.lru, page, s);
+                    if file.is_empty() {
+                        self.files.remove(&ino);
+                    }
+                }
+                None => {
+                    self.lru.remove(s);
+                }
+            }
         }
     }
 
     /// Pages `first..end` of `ino` were written at `now_ns`.
     pub fn write(&mut self, ino: Ino, first: u64, end: u64, now_ns: u64) {
-        for p in first..end {
-            self.forget_clean(ino, p);
-            self.dirty.entry((ino, p)).or_insert(now_ns);
+        if first < end {
+            let file = self.files.entry(ino).or_default();
+            for p in first..end {
+                match file.state(p) {
+                    DIRTY => continue,
+                    NONE => {}
+                    s => file.forget_clean(&mut self.lru, p, s),
+                }
+                file.set(p, DIRTY);
+                file.dirty.insert(p, now_ns);
+                self.dirty_pages += 1;
+            }
         }
         if let std::collections::btree_map::Entry::Vacant(e) = self.file_dirtied.entry(ino) {
             let seq = self.next_dirty_seq;
@@ -241,9 +404,10 @@ impl PageCache {
 
     /// The runs of pages of `first..end` that are not cached.
     pub fn missing(&self, ino: Ino, first: u64, end: u64) -> Vec<(u64, u64)> {
+        let file = self.files.get(&ino);
         let mut runs: Vec<(u64, u64)> = Vec::new();
         for p in first..end {
-            if self.dirty.contains_key(&(ino, p)) || self.clean.contains_key(&(ino, p)) {
+            if file.is_some_and(|f| f.state(p) != NONE) {
                 continue;
             }
             match runs.last_mut() {
@@ -256,9 +420,10 @@ impl PageCache {
 
     /// Pages `first..end` of `ino` are cached (read from the drive, or hit).
     pub fn cached(&mut self, ino: Ino, first: u64, end: u64) {
-        for p in first..end {
-            if !self.dirty.contains_key(&(ino, p)) {
-                self.touch(ino, p);
+        if first < end {
+            let file = self.files.entry(ino).or_default();
+            for p in first..end {
+                file.use_page(&mut self.lru, ino, p);
             }
         }
         self.evict();
@@ -290,8 +455,12 @@ impl PageCache {
     /// Takes dirty pages `pages` (now being written back) as clean.
     fn clean_pages(&mut self, pages: &[(Ino, u64)]) {
         for &(ino, p) in pages {
-            self.dirty.remove(&(ino, p));
-            self.touch(ino, p);
+            let file = self.files.entry(ino).or_default();
+            if file.dirty.remove(&p).is_some() {
+                file.pages[p as usize] = NONE;
+                self.dirty_pages -= 1;
+            }
+            file.use_page(&mut self.lru, ino, p);
         }
         let files: BTreeSet<Ino> = pages.iter().map(|&(i, _)| i).collect();
         for ino in files {
@@ -316,10 +485,10 @@ impl PageCache {
     /// Every dirty page of `ino`, as runs to write back (they count as clean from now).
     pub fn take_file(&mut self, ino: Ino, max_pages: u64) -> Vec<Run> {
         let pages: Vec<(Ino, u64)> = self
-            .dirty
-            .range((ino, 0)..(ino + 1, 0))
-            .map(|(&k, _)| k)
-            .collect();
+            .files
+            .get(&ino)
+            .map(|f| f.dirty.keys().map(|&p| (ino, p)).collect())
+            .unwrap_or_default();
         self.clean_pages(&pages);
         Self::runs(&pages, max_pages)
     }
@@ -381,7 +550,8 @@ impl PageCache {
     /// or none is left.
     fn in_chunks(&self, files: &[Ino], chunk_pages: u64, wanted: u64) -> Vec<(Ino, u64)> {
         let chunk = chunk_pages.max(1) as usize;
-        let mut taken = vec![0usize; files.len()];
+        // Where each entry of `files` goes on from: the page after the last it took.
+        let mut from = vec![0u64; files.len()];
         let mut pages = Vec::new();
         let mut progress = true;
         while progress && (pages.len() as u64) < wanted {
@@ -390,11 +560,16 @@ impl PageCache {
                 if pages.len() as u64 >= wanted {
                     break;
                 }
+                let Some(file) = self.files.get(&ino) else {
+                    continue;
+                };
                 let before = pages.len();
-                let dirty = self.dirty.range((ino, 0)..(ino + 1, 0)).skip(taken[k]);
-                pages.extend(dirty.take(chunk).map(|(&k, _)| k));
-                taken[k] += pages.len() - before;
-                progress |= pages.len() > before;
+                let dirty = file.dirty.range(from[k]..).take(chunk);
+                pages.extend(dirty.map(|(&p, _)| (ino, p)));
+                if pages.len() > before {
+                    from[k] = pages[pages.len() - 1].1 + 1;
+                    progress = true;
+                }
             }
         }
         pages
@@ -407,22 +582,20 @@ impl PageCache {
 
     /// Forgets the pages of `ino` from `first_page` on.
     pub fn truncate(&mut self, ino: Ino, first_page: u64) {
-        let dirty: Vec<(Ino, u64)> = self
-            .dirty
-            .range((ino, first_page)..(ino + 1, 0))
-            .map(|(&k, _)| k)
-            .collect();
-        for k in dirty {
-            self.dirty.remove(&k);
-        }
-        let clean: Vec<(Ino, u64)> = self
-            .clean
-            .range((ino, first_page)..(ino + 1, 0))
-            .map(|(&k, _)| k)
-            .collect();
-        for (i, p) in clean {
-            self.forget_clean(i, p);
-            self.arriving.remove(&(i, p));
+        if let Some(file) = self.files.get_mut(&ino) {
+            self.dirty_pages -= file.dirty.split_off(&first_page).len() as u64;
+            let from = (first_page as usize).min(file.pages.len());
+            for p in from..file.pages.len() {
+                let s = file.pages[p];
+                if s != NONE && s != DIRTY {
+                    file.forget_clean(&mut self.lru, p as u64, s);
+                    self.arriving.remove(&(ino, p as u64));
+                }
+            }
+            file.pages.truncate(from);
+            if file.is_empty() {
+                self.files.remove(&ino);
+            }
         }
         self.refresh_file(ino);
     }
@@ -430,10 +603,9 @@ impl PageCache {
     /// Recomputes `ino`'s oldest dirty time after pages left its dirty set.
     fn refresh_file(&mut self, ino: Ino) {
         let oldest = self
-            .dirty
-            .range((ino, 0)..(ino + 1, 0))
-            .map(|(_, &t)| t)
-            .min();
+            .files
+            .get(&ino)
+            .and_then(|f| f.dirty.values().copied().min());
         let before = self.file_dirtied.remove(&ino);
         if let Some((t, seq)) = before {
             self.files_by_age.remove(&(t, seq, ino));
@@ -525,5 +697,115 @@ mod tests {
         c.drop_file(2);
         assert_eq!(c.dirty_pages(), 0);
         assert_eq!(c.missing(2, 0, 2), vec![(0, 2)]);
+    }
+
+    use crate::pagecache_reference as reference;
+
+    /// One call to the page cache, on a few files and pages so that calls meet.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Write(Ino, u64, u64),
+        Cached(Ino, u64, u64),
+        Arriving(Ino, u64, u64),
+        ReadyAt(Ino, u64, u64),
+        Missing(Ino, u64, u64),
+        TakeFile(Ino, u64),
+        TakeFileChunk(Ino, u64, u64),
+        TakeFiles(Vec<Ino>, u64, u64, u64),
+        TakeExpiredFiles(u64, u64, u64),
+        Truncate(Ino, u64),
+        DropFile(Ino),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        let ino = 1..5u32;
+        let pages = (0..40u64, 0..12u64).prop_map(|(first, n)| (first, first + n));
+        prop_oneof![
+            4 => (ino.clone(), pages.clone()).prop_map(|(i, (f, e))| Op::Write(i, f, e)),
+            3 => (ino.clone(), pages.clone()).prop_map(|(i, (f, e))| Op::Cached(i, f, e)),
+            1 => (ino.clone(), pages.clone()).prop_map(|(i, (f, e))| Op::Arriving(i, f, e)),
+            1 => (ino.clone(), pages.clone()).prop_map(|(i, (f, e))| Op::ReadyAt(i, f, e)),
+            2 => (ino.clone(), pages.clone()).prop_map(|(i, (f, e))| Op::Missing(i, f, e)),
+            1 => (ino.clone(), 1..8u64).prop_map(|(i, m)| Op::TakeFile(i, m)),
+            2 => (ino.clone(), 1..10u64, 1..8u64).prop_map(|(i, c, m)| Op::TakeFileChunk(i, c, m)),
+            1 => (proptest::collection::vec(ino.clone(), 0..4), 0..400u64, 1..10u64, 1..8u64)
+                .prop_map(|(f, t, c, m)| Op::TakeFiles(f, t, c, m)),
+            1 => (0..400u64, 1..10u64, 1..8u64).prop_map(|(t, c, m)| Op::TakeExpiredFiles(t, c, m)),
+            1 => (ino.clone(), 0..40u64).prop_map(|(i, p)| Op::Truncate(i, p)),
+            1 => ino.prop_map(Op::DropFile),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Any sequence of calls gives the same answers, dirty counts and writeback order
+        /// as the reference, on a cache small enough to evict.
+        #[test]
+        fn agrees_with_the_reference_call_for_call(
+            ops in proptest::collection::vec(op(), 1..200),
+            capacity_pages in 8..64u64,
+        ) {
+            let mut fast = PageCache::new(capacity_pages * PAGE_BYTES);
+            let mut slow = reference::PageCache::new(capacity_pages * PAGE_BYTES);
+            for (now, op) in ops.into_iter().enumerate() {
+                let now = now as u64 * 10;
+                match op {
+                    Op::Write(i, f, e) => {
+                        fast.write(i, f, e, now);
+                        slow.write(i, f, e, now);
+                    }
+                    Op::Cached(i, f, e) => {
+                        fast.cached(i, f, e);
+                        slow.cached(i, f, e);
+                    }
+                    Op::Arriving(i, f, e) => {
+                        fast.arriving(i, f, e, now);
+                        slow.arriving(i, f, e, now);
+                    }
+                    Op::ReadyAt(i, f, e) => {
+                        proptest::prop_assert_eq!(fast.ready_at(i, f, e), slow.ready_at(i, f, e));
+                    }
+                    Op::Missing(i, f, e) => {
+                        proptest::prop_assert_eq!(fast.missing(i, f, e), slow.missing(i, f, e));
+                    }
+                    Op::TakeFile(i, m) => {
+                        proptest::prop_assert_eq!(fast.take_file(i, m), slow.take_file(i, m));
+                    }
+                    Op::TakeFileChunk(i, c, m) => {
+                        proptest::prop_assert_eq!(
+                            fast.take_file_chunk(i, c, m),
+                            slow.take_file_chunk(i, c, m)
+                        );
+                    }
+                    Op::TakeFiles(first, t, c, m) => {
+                        proptest::prop_assert_eq!(
+                            fast.take_files(&first, t, c, m),
+                            slow.take_files(&first, t, c, m)
+                        );
+                    }
+                    Op::TakeExpiredFiles(t, c, m) => {
+                        proptest::prop_assert_eq!(
+                            fast.take_expired_files(t, c, m),
+                            slow.take_expired_files(t, c, m)
+                        );
+                    }
+                    Op::Truncate(i, p) => {
+                        fast.truncate(i, p);
+                        slow.truncate(i, p);
+                    }
+                    Op::DropFile(i) => {
+                        fast.drop_file(i);
+                        slow.drop_file(i);
+                    }
+                }
+                proptest::prop_assert_eq!(fast.dirty_pages(), slow.dirty_pages());
+                proptest::prop_assert_eq!(fast.dirty_files_by_age(), slow.dirty_files_by_age());
+                for i in 1..5u32 {
+                    proptest::prop_assert_eq!(fast.dirty_pages_of(i), slow.dirty_pages_of(i));
+                    // Which pages are cached (eviction's choice included).
+                    proptest::prop_assert_eq!(fast.missing(i, 0, 60), slow.missing(i, 0, 60));
+                }
+            }
+        }
     }
 }
