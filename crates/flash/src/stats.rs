@@ -154,6 +154,12 @@ pub struct DeviceStats {
     pub host_write_pages: u64,
     pub flash_write_pages: u64,
     pub gc_copied_pages: u64,
+    /// Logical space holding data now: mapping units mapped (host data, and a cached
+    /// mapping table's translation pages) × the unit. What garbage collection must keep;
+    /// it grows with every new address written and falls only with TRIM (0 on drives
+    /// without a mapping table, such as the HDD).
+    #[serde(default)]
+    pub mapped_bytes: u64,
     pub erases: u64,
     pub erase_count_min: u32,
     pub erase_count_max: u32,

@@ -138,6 +138,9 @@ pub struct Repetition {
     /// boundaries (`simfs::FsStats::freed_extents`, as ext4's `ext4_mballoc_free` events
     /// count them).
     pub freed_extents: u64,
+    /// Simulated drive only: the drive's logical space holding data at the repetition's
+    /// end (`flash::DeviceStats::mapped_bytes`): without TRIM, every address ever written.
+    pub mapped_bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -593,6 +596,7 @@ fn repetition_counts(before: &flash::DeviceStats, after: &flash::DeviceStats) ->
         flash_write_pages: flash_pages,
         slc_write_bytes: after.slc_write_bytes - before.slc_write_bytes,
         host_write_bytes: after.host_write_bytes - before.host_write_bytes,
+        mapped_bytes: after.mapped_bytes,
         ..Repetition::default()
     }
 }

@@ -1399,6 +1399,7 @@ impl Device for Ssd {
         s.host_write_pages = c.host_write_units;
         s.host_program_pages = c.host_write_units;
         s.gc_copied_pages = c.gc_copied_units;
+        s.mapped_bytes = self.ftl.mapped_units() * self.unit_bytes;
         s.erases = c.erases;
         if let Some(slc) = &self.slc {
             s.slc_program_pages = slc.written_pages * slc.superpage_bytes / self.unit_bytes;

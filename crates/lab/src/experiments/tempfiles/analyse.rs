@@ -265,6 +265,8 @@ struct Inputs<'a> {
     reps: &'a dyn Fn(Path, usize, bool, bool) -> &'a [joinrun::Repetition],
     trim_ms: f64,
     settle_ms: f64,
+    /// Each drive's logical capacity, bytes (by MX500, PRO, COSMOS).
+    capacity_bytes: [u64; 3],
     /// The MX500's runs on the host path: neither, fallocate only, TRIM only, both.
     neither: &'a [joinrun::Repetition],
     f_only: &'a [joinrun::Repetition],
@@ -302,11 +304,13 @@ fn trims(r: &[joinrun::Repetition]) -> f64 {
     mean_of(r, |x| x.trim_commands as f64)
 }
 
-/// `batch_files`: the (work_mem KiB, batch files per side) of the `PostgresWorkMem` runs.
+/// `batch_files`: the (work_mem KiB, batch files per side) of the `PostgresWorkMem` runs;
+/// `capacity_bytes`: each drive's logical capacity (by MX500, PRO, COSMOS).
 pub(super) fn analyse<'a>(
     reps: &'a dyn Fn(Path, usize, bool, bool) -> &'a [joinrun::Repetition],
     (trim_ms, settle_ms): (f64, f64),
     batch_files: &[(u64, u64)],
+    capacity_bytes: [u64; 3],
 ) -> Vec<Verdict> {
     let host = |di, f, t| reps(Path::Host, di, f, t);
     let penalty = |path: Path, di: usize| {
@@ -324,6 +328,7 @@ pub(super) fn analyse<'a>(
         reps,
         trim_ms,
         settle_ms,
+        capacity_bytes,
         neither: host(MX500, false, false),
         f_only: host(MX500, true, false),
         t_only: host(MX500, false, true),
@@ -487,6 +492,60 @@ fn trace_and_count_verdicts(i: &Inputs) -> Vec<Verdict> {
     v
 }
 
+/// The drive's logical space holding data after a run's last repetition, as a share of
+/// its capacity.
+fn mapped_share(r: &[joinrun::Repetition], capacity_bytes: u64) -> f64 {
+    r.last().map_or(0.0, |x| {
+        x.mapped_bytes as f64 / capacity_bytes.max(1) as f64
+    })
+}
+
+/// Why WAF did not grow without TRIM on drive `di`, from where the data went: without
+/// TRIM the drive holds data on every address ever written, so a WAF that stays at 1.0
+/// means the file system kept writing over the addresses the deleted files had used
+/// (overwriting is what made their data invalid). None when both runs' WAF grew.
+fn flat_waf_miss(i: &Inputs, di: usize) -> Option<String> {
+    let cap = i.capacity_bytes[di];
+    let runs = [
+        ("neither", i.host(di, false, false)),
+        ("fallocate only", i.host(di, true, false)),
+    ];
+    let flat: Vec<&str> = runs
+        .iter()
+        .filter(|(_, r)| waf_last(r) <= 1.05)
+        .map(|(name, _)| *name)
+        .collect();
+    if flat.is_empty() {
+        return None;
+    }
+    let where_data_went: Vec<String> = runs
+        .iter()
+        .map(|(name, r)| {
+            format!(
+                "{name}: WAF {:.2}, data on {:.0}% of the drive after {} repetitions that wrote {:.1} GB",
+                waf_last(r),
+                100.0 * mapped_share(r, cap),
+                r.len(),
+                r.iter().map(|x| x.host_write_bytes as f64).sum::<f64>() / 1e9,
+            )
+        })
+        .collect();
+    Some(format!(
+        "where the file system puts each repetition's files. Without TRIM the drive keeps data on \
+         every address ever written; of its {1:.1} GB: {0}. In the run{2} whose WAF stayed flat ({3}), \
+         simfs's ext4 allocator (mballoc as read from the kernel's source and checked on this \
+         machine's, docs/simfs.md) put the files back into the holes the last repetition's deleted \
+         files left: writing over them is what made the deleted data invalid, so garbage collection \
+         finds no stale data to copy. The paper's WAF grew, so its file system put new files on \
+         addresses not used before; what did (its 3.10 kernel's allocator, other files on the file \
+         system, how full it was) we have not found",
+        where_data_went.join("; "),
+        cap as f64 / 1e9,
+        if flat.len() > 1 { "s" } else { "" },
+        flat.join(", "),
+    ))
+}
+
 /// Figs. 6-10: without TRIM, time and WAF grow run after run.
 fn growth_verdicts(i: &Inputs) -> Vec<Verdict> {
     let mut v = Vec::new();
@@ -504,7 +563,7 @@ fn growth_verdicts(i: &Inputs) -> Vec<Verdict> {
     ] {
         let (neither, f_only) = (i.host(di, false, false), i.host(di, true, false));
         let g = grows(neither).min(grows(f_only));
-        v.push(Verdict::ordering(
+        let verdict = Verdict::ordering(
             id,
             &format!("Without TRIM, time per repetition and WAF grow run after run (with or without fallocate, {name}; {figs}): an ordering, read as last three repetitions over the first three > 1.1 with WAF > 1.05"),
             "grows with WAF",
@@ -519,7 +578,13 @@ fn growth_verdicts(i: &Inputs) -> Vec<Verdict> {
                 last3(f_only),
                 waf_last(f_only)
             ),
-        ));
+        );
+        // Explained only where a WAF did not grow (time grows with it, by GC's copies);
+        // time alone not growing is not.
+        v.push(match flat_waf_miss(i, di) {
+            Some(why) => verdict.if_missed(why),
+            None => verdict,
+        });
     }
     // Figs. 6-7's other two findings on the MX500: fallocate + TRIM stays level in time and
     // WAF (a check: any model without growth passes it, and growth is judged above), and
@@ -800,6 +865,7 @@ fn cosmos_verdicts(i: &Inputs) -> Vec<Verdict> {
             "highest WAF of a repetition with TRIM: {cos_waf:.3}; without TRIM (neither), last repetition: {cos_waf_without:.3}"
         ),
     );
+    let with_trim_flat = waf_verdict.holds;
     waf_verdict.holds &= cos_waf_without > 1.05;
     // The same TRIM runs with a mapping unit no larger than the smallest TRIM.
     let unit = |f| (i.reps)(Path::MappingUnit(COSMOS_SENSITIVITY_UNIT), COSMOS, f, true);
@@ -807,7 +873,8 @@ fn cosmos_verdicts(i: &Inputs) -> Vec<Verdict> {
     let small_trims = |r: &[joinrun::Repetition]| {
         mean_of(r, |x| x.trim_bytes as f64) / mean_of(r, |x| x.trim_commands as f64).max(1.0)
     };
-    v.push(waf_verdict.if_missed(format!(
+    // What missed: the WAF with TRIM (partial-unit TRIMs), or its growth without.
+    let partial_units = format!(
         "TRIMs smaller than the Cosmos+ FTL's 16 KiB mapping unit. Without fallocate, ext4 gives the \
          small files an extent per write while they interleave and frees them one extent at a time ({:.1} \
          KiB a TRIM on average here); the FTL can unmap only the whole units a TRIM covers, so the rest \
@@ -817,7 +884,15 @@ fn cosmos_verdicts(i: &Inputs) -> Vec<Verdict> {
         small_trims(i.host(COSMOS, false, true)) / 1024.0,
         waf_max(unit(false)),
         waf_max(unit(true)),
-    )));
+    );
+    let why = match (with_trim_flat, flat_waf_miss(i, COSMOS)) {
+        (true, Some(flat)) => format!(
+            "not the WAF with TRIM, which stays {cos_waf:.3}, but its growth without: {flat}"
+        ),
+        (false, Some(flat)) => format!("{partial_units}. Without TRIM: {flat}"),
+        (_, None) => partial_units,
+    };
+    v.push(waf_verdict.if_missed(why));
 
     let cos_ft = mean_of(i.host(COSMOS, false, true), |x| secs(x.total_ns))
         / mean_of(i.host(COSMOS, true, true), |x| secs(x.total_ns));
@@ -1020,7 +1095,15 @@ pub(super) mod tests {
 
     /// As `verdicts`, the small-work_mem run shaped like `small`'s first 10 repetitions.
     fn verdicts_with(trim_only_s: f64, small: Path) -> Vec<Verdict> {
-        let runs = paperlike(trim_only_s);
+        verdicts_of(paperlike(trim_only_s), small)
+    }
+
+    /// The verdicts on `runs` (by path, drive, fallocate, TRIM), the small-work_mem run
+    /// shaped like `small`'s first 10 repetitions.
+    fn verdicts_of(
+        runs: impl Fn(Path, usize, bool, bool) -> Vec<Repetition>,
+        small: Path,
+    ) -> Vec<Verdict> {
         let mut cache = std::collections::HashMap::new();
         let paths = [Path::Host, Path::QueuedTrim, Path::NoHost]
             .into_iter()
@@ -1043,6 +1126,7 @@ pub(super) mod tests {
             &|p, d, f, t| cache[&(p, d, f, t)].as_slice(),
             (0.2, 1.0),
             &POSTGRES_WORK_MEM_KIB.map(|k| (k, 16 * 4096 / k)),
+            [1 << 30; 3],
         )
     }
 
@@ -1101,8 +1185,64 @@ pub(super) mod tests {
             &|_, _, _, _| null.as_slice(),
             (0.2, 1.0),
             &POSTGRES_WORK_MEM_KIB.map(|k| (k, 16 * 4096 / k)),
+            [1 << 30; 3],
         );
         Verdict::assert_no_prediction_holds(&v);
+    }
+
+    #[test]
+    fn a_waf_that_stays_flat_without_trim_is_explained_by_where_the_data_went() {
+        // The Cosmos+ without TRIM or fallocate: WAF 1.0 in every repetition, the drive's
+        // data on a quarter of its 1 GiB (the files went back into the same holes).
+        let paper = paperlike(10.0);
+        let runs = move |path, di, f, t| match (di, f, t) {
+            (COSMOS, false, false) => reps(20, 3.0, 0, |_| 1.0)
+                .into_iter()
+                .map(|r| Repetition {
+                    mapped_bytes: 1 << 28,
+                    ..r
+                })
+                .collect(),
+            _ => paper(path, di, f, t),
+        };
+        let v = verdicts_of(runs, Path::AmpleWorkMem(JUDGED_WORK_MEM_FACTOR));
+        let miss = |id: &str| {
+            let v = v
+                .iter()
+                .find(|x| x.id() == format!("tempfiles.{id}"))
+                .unwrap();
+            assert!(!v.holds, "{id} should fail");
+            v.if_missed.clone().unwrap_or_default()
+        };
+        let growth = miss("cosmos-no-trim-grows");
+        assert!(
+            growth.contains("neither: WAF 1.00, data on 25% of the drive"),
+            "{growth}"
+        );
+        assert!(
+            growth.contains("run whose WAF stayed flat (neither)"),
+            "{growth}"
+        );
+        // With TRIM the WAF stayed 1.0: the miss is its growth without, not partial units.
+        let with_trim = miss("cosmos-waf-with-trim");
+        assert!(
+            with_trim.starts_with("not the WAF with TRIM"),
+            "{with_trim}"
+        );
+        assert!(!with_trim.contains("mapping unit"), "{with_trim}");
+        // Where both runs' WAF grew, the growth verdicts hold and carry no such text.
+        let v = verdicts(10.0);
+        for id in [
+            "mx500-no-trim-grows",
+            "840pro-no-trim-grows",
+            "cosmos-no-trim-grows",
+        ] {
+            let x = v
+                .iter()
+                .find(|x| x.id() == format!("tempfiles.{id}"))
+                .unwrap();
+            assert!(x.holds && x.if_missed.is_none(), "{id}");
+        }
     }
 
     #[test]

@@ -588,7 +588,8 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         .iter()
         .map(|&k| (k, postgres_batches(s.sf, k)))
         .collect();
-    let verdicts = analyse(&reps, (trim_ms, settle_ms), &batch_files);
+    let capacity_bytes = [MX500, PRO, COSMOS].map(|di| s.drives[di].capacity_bytes);
+    let verdicts = analyse(&reps, (trim_ms, settle_ms), &batch_files, capacity_bytes);
     // How each MX500 headline moves with the assumed TRIM cost.
     let sens = sensitivity(&reps, settle_ms);
     let mut plots = render::repetition_plots(&s, &done);

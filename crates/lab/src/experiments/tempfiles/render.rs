@@ -58,6 +58,7 @@ struct RepetitionRow<'a> {
     combination: &'static str,
     number: usize,
     rep: &'a joinrun::Repetition,
+    capacity_bytes: u64,
 }
 
 impl Row for RepetitionRow<'_> {
@@ -70,9 +71,11 @@ impl Row for RepetitionRow<'_> {
         "join s",
         "TRIM commands",
         "WAF",
+        "data on drive %",
     ];
     fn cells(&self) -> Vec<Cell> {
         let r = self.rep;
+        let mapped_percent = 100.0 * r.mapped_bytes as f64 / self.capacity_bytes.max(1) as f64;
         vec![
             self.preset.into(),
             self.combination.into(),
@@ -82,6 +85,7 @@ impl Row for RepetitionRow<'_> {
             Cell::Fixed(secs(r.join_ns), 3),
             Cell::Count(r.trim_commands),
             Cell::Fixed(r.waf.unwrap_or(0.0), 3),
+            Cell::Fixed(mapped_percent, 1),
         ]
     }
 }
@@ -97,11 +101,16 @@ pub(super) fn repetitions_table(s: &Setup, done: &Done) -> Table {
                     combination: combo_name(f, t),
                     number: i + 1,
                     rep,
+                    capacity_bytes: d.capacity_bytes,
                 });
             }
         }
     }
-    Table::of("repetitions", "Time and WAF per repetition", rows)
+    Table::of(
+        "repetitions",
+        "Time, WAF and the drive's logical space holding data (without TRIM: every address written so far) per repetition",
+        rows,
+    )
 }
 
 /// A row of table `summary`: one drive and combination.
