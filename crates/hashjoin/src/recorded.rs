@@ -15,8 +15,8 @@
 
 use crate::store::{FileId, Store, StoreStats};
 use crate::JoinError;
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 /// One call of the join to its store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -281,8 +281,8 @@ impl Recording {
         let zeros = vec![0u8; self.max_append];
         let mut buf = vec![0u8; self.max_read];
         // Recorded ids to this store's (the same but for a store that numbers otherwise).
-        let mut ids: HashMap<FileId, FileId> = HashMap::new();
-        let id = |ids: &HashMap<FileId, FileId>, f: FileId| *ids.get(&f).unwrap_or(&f);
+        let mut ids: FxHashMap<FileId, FileId> = FxHashMap::default();
+        let id = |ids: &FxHashMap<FileId, FileId>, f: FileId| *ids.get(&f).unwrap_or(&f);
         let mut elapsed = Vec::with_capacity(self.elapsed.len());
         for &c in &self.calls {
             match c {

@@ -11,8 +11,9 @@
 
 use crate::JoinError;
 use flash::{AnyDevice, Device};
+use rustc_hash::FxHashMap;
 use simfs::{FsConfig, SimFs, Timed};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -262,7 +263,7 @@ struct KernelFds {
     limit: usize,
     /// Use stamps: the least recently used open file first.
     lru: BTreeMap<u64, FileId>,
-    stamp_of: HashMap<FileId, u64>,
+    stamp_of: FxHashMap<FileId, u64>,
     clock: u64,
     /// Closes made to stay within the limit (PostgreSQL's `LruDelete`).
     closes: u64,
@@ -274,7 +275,7 @@ pub struct VfsStore<V: Vfs> {
     pub vfs: V,
     /// File systems holding inputs elsewhere (another directory, or bytes off the drive).
     inputs: Vec<Box<dyn Vfs + Send>>,
-    files: HashMap<FileId, StoreFile>,
+    files: FxHashMap<FileId, StoreFile>,
     /// Spill files are `<prefix><n>.tmp`.
     prefix: String,
     /// Where the spill files are, for messages.
@@ -350,7 +351,7 @@ impl<V: Vfs> VfsStore<V> {
         VfsStore {
             vfs,
             inputs: Vec::new(),
-            files: HashMap::new(),
+            files: FxHashMap::default(),
             prefix: SPILL_PREFIX.into(),
             place: place.into(),
             direct: false,
@@ -374,7 +375,7 @@ impl<V: Vfs> VfsStore<V> {
         self.kernel_fds = Some(KernelFds {
             limit: limit.max(1),
             lru: BTreeMap::new(),
-            stamp_of: HashMap::new(),
+            stamp_of: FxHashMap::default(),
             clock: 0,
             closes: 0,
         });
@@ -413,6 +414,10 @@ impl<V: Vfs> VfsStore<V> {
         }
         // Open: now the most recently used (a file that failed to reopen stays out).
         let k = self.kernel_fds.as_mut().expect("checked");
+        if k.stamp_of.get(&f) == Some(&k.clock) {
+            // Already the most recently used (a file read or written call after call).
+            return Ok(self.file(f).fd);
+        }
         if let Some(old) = k.stamp_of.remove(&f) {
             k.lru.remove(&old);
         }

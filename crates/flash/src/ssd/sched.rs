@@ -291,7 +291,10 @@ impl DieQueue {
         }
         // Every step is ready by `t_ns`: they run back to back from it.
         let first = self.taken + from as u64;
-        let number = *self.programs.iter().find(|&&n| n >= first)?;
+        // `programs` is in ascending order: the first at or after `first` by bisection.
+        let number = *self
+            .programs
+            .get(self.programs.partition_point(|&n| n < first))?;
         let i = (number - self.taken) as usize;
         let (program, start) = (&self.queued[i], &self.queued[from]);
         let end_ns = t_ns + program.cum_ns + program.dur() - start.cum_ns;
@@ -550,6 +553,9 @@ pub(crate) struct Maintenance {
     counted: VecDeque<Counted>,
     counted_bytes: u64,
     counted_on: Vec<u32>,
+    /// [`Maintenance::merge_again`]'s buffers, kept to spare allocations.
+    merge_scratch: Vec<Counted>,
+    merge_out: VecDeque<Counted>,
     next: Vec<Option<Expected>>,
     next_end_ns: MinTree,
     /// Each die's host timeline as the merge last saw it: a change moves its programs.
@@ -614,6 +620,8 @@ impl Maintenance {
             buffer_waits: 0,
             buffer_slip_ns: 0,
             counted: VecDeque::new(),
+            merge_scratch: Vec::new(),
+            merge_out: VecDeque::new(),
             counted_bytes: 0,
             counted_on: vec![0; dies as usize],
             next: vec![None; dies as usize],
@@ -941,24 +949,51 @@ impl Maintenance {
     /// dropped, and those that now end before the last one counted take their places.
     fn merge_again(&mut self, d: u32, free_ns: u64) {
         let di = d as usize;
-        if self.counted_on[di] > 0 {
-            let mut dropped_bytes = 0;
-            self.counted.retain(|c| {
-                let keep = c.die != d;
-                dropped_bytes += if keep { 0 } else { c.bytes };
-                keep
-            });
-            self.counted_bytes -= dropped_bytes;
-            self.counted_on[di] = 0;
-        }
+        // The last counted program of another die bounds the merge.
+        let last = self
+            .counted
+            .iter()
+            .rev()
+            .find(|c| c.die != d)
+            .map(Counted::key);
+        // The die's programs that end before it, in order of their ends.
+        let mut programs = std::mem::take(&mut self.merge_scratch);
         let mut next = self.dies[di].first_program(free_ns);
-        if let Some(last) = self.counted.back().map(Counted::key) {
+        if let Some(last) = last {
             while let Some(p) = next.filter(|p| (p.end_ns, d) < last) {
-                let at = self.counted.partition_point(|c| c.key() <= (p.end_ns, d));
-                self.count(d, &p, at);
+                programs.push(Counted {
+                    end_ns: p.end_ns,
+                    die: d,
+                    number: p.number,
+                    bytes: p.bytes,
+                });
                 next = self.dies[di].program_after(&p);
             }
         }
+        if self.counted_on[di] > 0 || !programs.is_empty() {
+            // One pass: the die's old entries dropped, its programs merged in by key.
+            let old = std::mem::take(&mut self.counted);
+            let mut merged = std::mem::take(&mut self.merge_out);
+            merged.clear();
+            merged.reserve(old.len() + programs.len());
+            let mut bytes = 0;
+            let mut new = programs.iter().peekable();
+            for c in old.iter().filter(|c| c.die != d) {
+                while let Some(p) = new.next_if(|p| p.key() < c.key()) {
+                    merged.push_back(*p);
+                }
+                bytes += c.bytes;
+                merged.push_back(*c);
+            }
+            merged.extend(new.copied());
+            bytes += programs.iter().map(|p| p.bytes).sum::<u64>();
+            self.counted_bytes = bytes;
+            self.counted_on[di] = programs.len() as u32;
+            self.counted = merged;
+            self.merge_out = old;
+        }
+        programs.clear();
+        self.merge_scratch = programs;
         self.set_next(di, next);
     }
 
