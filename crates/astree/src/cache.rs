@@ -14,6 +14,7 @@
 use crate::node::{IdMap, Node, NodeId, Step};
 use crate::store::{NodeStore, StoreStats};
 use crate::TreeError;
+use slotlist::SlotList;
 use std::sync::Arc;
 
 const NIL: u32 = u32::MAX;
@@ -131,7 +132,8 @@ impl SlotIndex {
     }
 }
 
-/// A cached node in the recency list (most recent at the head).
+/// A cached node in the recency list (least recent at the front).
+#[derive(Default)]
 struct Entry {
     id: NodeId,
     /// None once the slot is free.
@@ -140,8 +142,6 @@ struct Entry {
     charge: usize,
     /// Read since it was cached or last passed over (second chance; a byte-bounded cache).
     referenced: bool,
-    prev: u32,
-    next: u32,
 }
 
 pub struct LruCache<S: NodeStore> {
@@ -156,11 +156,9 @@ pub struct LruCache<S: NodeStore> {
     clock: bool,
     /// Cached nodes: NodeID → slot in `entries`.
     index: SlotIndex,
-    /// Slots (exact LRU: of a doubly linked recency list); `free` holds unused ones.
-    entries: Vec<Entry>,
-    free: Vec<u32>,
-    head: u32,
-    tail: u32,
+    /// Slots, in recency order (exact LRU; a byte-bounded cache keeps them in the order
+    /// they were cached and its clock hand walks them by slot number).
+    entries: SlotList<Entry>,
     hits: u64,
     lookups: u64,
     /// Leaves read in place (not cached) lately, with when ([`LruCache::remember`]).
@@ -181,10 +179,7 @@ impl<S: NodeStore> LruCache<S> {
             cached_bytes: 0,
             clock: false,
             index: SlotIndex::default(),
-            entries: Vec::new(),
-            free: Vec::new(),
-            head: NIL,
-            tail: NIL,
+            entries: SlotList::new(),
             hits: 0,
             lookups: 0,
             ghosts: IdMap::default(),
@@ -230,28 +225,6 @@ impl<S: NodeStore> LruCache<S> {
         self.index.is_empty()
     }
 
-    fn unlink(&mut self, i: u32) {
-        let (prev, next) = (self.entries[i as usize].prev, self.entries[i as usize].next);
-        match prev {
-            NIL => self.head = next,
-            p => self.entries[p as usize].next = next,
-        }
-        match next {
-            NIL => self.tail = prev,
-            n => self.entries[n as usize].prev = prev,
-        }
-    }
-
-    fn push_front(&mut self, i: u32) {
-        self.entries[i as usize].prev = NIL;
-        self.entries[i as usize].next = self.head;
-        match self.head {
-            NIL => self.tail = i,
-            h => self.entries[h as usize].prev = i,
-        }
-        self.head = i;
-    }
-
     /// Caches `node` as the most recently used, evicting the least recently used.
     fn put(&mut self, id: NodeId, node: Arc<Node>) {
         if self.capacity == 0 {
@@ -263,50 +236,35 @@ impl<S: NodeStore> LruCache<S> {
             0
         };
         if let Some(&i) = self.index.get(&id) {
-            let e = &mut self.entries[i as usize];
+            let e = self.entries.get_mut(i);
             self.cached_bytes = self.cached_bytes - e.charge + charge;
             (e.node, e.charge, e.referenced) = (Some(node), charge, true);
             if !self.clock {
-                self.unlink(i);
-                self.push_front(i);
+                self.entries.move_to_back(i);
             }
         } else {
             if self.index.len() >= self.capacity {
-                self.remove(self.entries[self.tail as usize].id);
+                let lru = self.entries.front().expect("a full cache has entries");
+                self.remove(self.entries.get(lru).id);
             }
-            let entry = Entry {
+            let i = self.entries.push_back(Entry {
                 id,
                 node: Some(node),
                 charge,
                 referenced: false,
-                prev: NIL,
-                next: NIL,
-            };
-            let i = match self.free.pop() {
-                Some(i) => {
-                    self.entries[i as usize] = entry;
-                    i
-                }
-                None => {
-                    self.entries.push(entry);
-                    (self.entries.len() - 1) as u32
-                }
-            };
+            });
             self.index.insert(id, i);
             self.cached_bytes += charge;
-            if !self.clock {
-                self.push_front(i);
-            }
         }
         // A byte bound: the clock hand sweeps the slots, evicting the first node not read
         // since it last passed (never the node just cached); a node read since gets its
         // second chance, its mark cleared. The hand walks the slots in order, touching one
         // entry per step, as PostgreSQL's clock sweep walks its buffer descriptors.
         while self.index.len() > 1 && self.capacity_bytes.is_some_and(|b| self.cached_bytes > b) {
-            if self.hand >= self.entries.len() {
+            if self.hand >= self.entries.slots() {
                 self.hand = 0;
             }
-            let e = &mut self.entries[self.hand];
+            let e = self.entries.get_mut(self.hand as u32);
             let evict = e.node.is_some() && !std::mem::take(&mut e.referenced) && e.id != id;
             let victim = e.id;
             self.hand += 1;
@@ -322,12 +280,11 @@ impl<S: NodeStore> LruCache<S> {
         let i = *self.index.get(&id)?;
         self.hits += 1;
         if self.clock {
-            self.entries[i as usize].referenced = true;
+            self.entries.get_mut(i).referenced = true;
         } else {
-            self.unlink(i);
-            self.push_front(i);
+            self.entries.move_to_back(i);
         }
-        self.entries[i as usize].node.as_ref()
+        self.entries.get(i).node.as_ref()
     }
 
     /// A lookup's miss in a byte-bounded cache. When full, the cache makes room for a leaf
@@ -383,12 +340,9 @@ impl<S: NodeStore> LruCache<S> {
     /// Drops `id` from the cache, returning its node.
     fn remove(&mut self, id: NodeId) -> Option<Arc<Node>> {
         let i = self.index.remove(&id)?;
-        if !self.clock {
-            self.unlink(i);
-        }
-        self.free.push(i);
-        self.cached_bytes -= std::mem::take(&mut self.entries[i as usize].charge);
-        self.entries[i as usize].node.take()
+        let entry = self.entries.remove(i);
+        self.cached_bytes -= entry.charge;
+        entry.node
     }
 }
 
@@ -526,7 +480,7 @@ mod tests {
             c.read(ids[0]).unwrap();
         }
         assert_eq!(c.len(), 2);
-        assert_eq!(c.entries.len(), 2, "slots are reused");
+        assert_eq!(c.entries.slots(), 2, "slots are reused");
     }
 
     /// A full byte-bounded cache answers a lookup of a leaf it does not hold from the

@@ -13,7 +13,7 @@ use crate::JoinError;
 use flash::{AnyDevice, Device};
 use rustc_hash::FxHashMap;
 use simfs::{FsConfig, SimFs, Timed};
-use std::collections::BTreeMap;
+use slotlist::SlotList;
 use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -261,10 +261,10 @@ struct StoreFile {
 struct KernelFds {
     /// Spill files open at once.
     limit: usize,
-    /// Use stamps: the least recently used open file first.
-    lru: BTreeMap<u64, FileId>,
-    stamp_of: FxHashMap<FileId, u64>,
-    clock: u64,
+    /// The open spill files, the least recently used first.
+    lru: SlotList<FileId>,
+    /// Each open spill file's slot in `lru`.
+    slot_of: FxHashMap<FileId, u32>,
     /// Closes made to stay within the limit (PostgreSQL's `LruDelete`).
     closes: u64,
 }
@@ -374,9 +374,8 @@ impl<V: Vfs> VfsStore<V> {
     pub fn with_open_file_limit(mut self, limit: usize) -> VfsStore<V> {
         self.kernel_fds = Some(KernelFds {
             limit: limit.max(1),
-            lru: BTreeMap::new(),
-            stamp_of: FxHashMap::default(),
-            clock: 0,
+            lru: SlotList::new(),
+            slot_of: FxHashMap::default(),
             closes: 0,
         });
         self
@@ -414,17 +413,16 @@ impl<V: Vfs> VfsStore<V> {
         }
         // Open: now the most recently used (a file that failed to reopen stays out).
         let k = self.kernel_fds.as_mut().expect("checked");
-        if k.stamp_of.get(&f) == Some(&k.clock) {
-            // Already the most recently used (a file read or written call after call).
-            return Ok(self.file(f).fd);
+        match k.slot_of.get(&f) {
+            // (Already the most recently used: a file read or written call after call.)
+            Some(&slot) if k.lru.back() == Some(slot) => return Ok(self.file(f).fd),
+            Some(&slot) => k.lru.move_to_back(slot),
+            None => {
+                let slot = k.lru.push_back(f);
+                k.slot_of.insert(f, slot);
+                self.release_lru();
+            }
         }
-        if let Some(old) = k.stamp_of.remove(&f) {
-            k.lru.remove(&old);
-        }
-        k.clock += 1;
-        k.lru.insert(k.clock, f);
-        k.stamp_of.insert(f, k.clock);
-        self.release_lru();
         Ok(self.file(f).fd)
     }
 
@@ -434,8 +432,8 @@ impl<V: Vfs> VfsStore<V> {
             return;
         };
         while k.lru.len() > k.limit {
-            let (_, victim) = k.lru.pop_first().expect("more than the limit");
-            k.stamp_of.remove(&victim);
+            let (_, victim) = k.lru.pop_front().expect("more than the limit");
+            k.slot_of.remove(&victim);
             k.closes += 1;
             if let Some(file) = self.files.get_mut(&victim) {
                 self.vfs.close(file.fd);
@@ -447,8 +445,8 @@ impl<V: Vfs> VfsStore<V> {
     /// Forgets spill file `f` in the open-file limit's order (it is being removed).
     fn forget(&mut self, f: FileId) {
         if let Some(k) = self.kernel_fds.as_mut() {
-            if let Some(old) = k.stamp_of.remove(&f) {
-                k.lru.remove(&old);
+            if let Some(slot) = k.slot_of.remove(&f) {
+                k.lru.remove(slot);
             }
         }
     }

@@ -12,6 +12,7 @@
 
 use rustc_hash::FxHashMap;
 use simfs::fs::Ino;
+use slotlist::SlotList;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The page size.
@@ -229,11 +230,11 @@ impl FileCache {
         match self.state(page) {
             DIRTY => {}
             NONE => {
-                let s = lru.push(ino, page);
+                let s = lru.push_back((ino, page));
                 self.set(page, s);
                 self.clean += 1;
             }
-            s => lru.move_last(s),
+            s => lru.move_to_back(s),
         }
     }
 
@@ -245,102 +246,9 @@ impl FileCache {
     }
 }
 
-/// The clean pages in a list from least to most recently used, linked through slots
-/// (freed slots are reused).
-#[derive(Debug, Clone)]
-struct Lru {
-    slots: Vec<Slot>,
-    free: Vec<u32>,
-    first: u32,
-    last: u32,
-    len: u64,
-}
-
-/// A clean page in the list, and its neighbours' slots (less and more recently used).
-#[derive(Debug, Clone, Copy)]
-struct Slot {
-    ino: Ino,
-    page: u64,
-    prev: u32,
-    next: u32,
-}
-
-impl Default for Lru {
-    fn default() -> Lru {
-        Lru {
-            slots: Vec::new(),
-            free: Vec::new(),
-            first: NONE,
-            last: NONE,
-            len: 0,
-        }
-    }
-}
-
-impl Lru {
-    /// Adds a page as the most recently used; its slot.
-    fn push(&mut self, ino: Ino, page: u64) -> u32 {
-        let slot = Slot {
-            ino,
-            page,
-            prev: NONE,
-            next: NONE,
-        };
-        let s = match self.free.pop() {
-            Some(s) => {
-                self.slots[s as usize] = slot;
-                s
-            }
-            None => {
-                self.slots.push(slot);
-                (self.slots.len() - 1) as u32
-            }
-        };
-        self.len += 1;
-        self.link_last(s);
-        s
-    }
-
-    /// Makes slot `s` the most recently used.
-    fn move_last(&mut self, s: u32) {
-        if self.last != s {
-            self.unlink(s);
-            self.link_last(s);
-        }
-    }
-
-    /// Takes slot `s` out; the page it held.
-    fn remove(&mut self, s: u32) -> (Ino, u64) {
-        self.unlink(s);
-        self.free.push(s);
-        self.len -= 1;
-        let Slot { ino, page, .. } = self.slots[s as usize];
-        (ino, page)
-    }
-
-    fn unlink(&mut self, s: u32) {
-        let Slot { prev, next, .. } = self.slots[s as usize];
-        match prev {
-            NONE => self.first = next,
-            p => self.slots[p as usize].next = next,
-        }
-        match next {
-            NONE => self.last = prev,
-            n => self.slots[n as usize].prev = prev,
-        }
-    }
-
-    fn link_last(&mut self, s: u32) {
-        let last = self.last;
-        self.slots[s as usize].prev = last;
-        self.slots[s as usize].next = NONE;
-        match last {
-            NONE => self.first = s,
-            l => self.slots[l as usize].next = s,
-        }
-        self.last = s;
-    }
-}
+/// The clean pages, from least to most recently used, each in a slot whose number
+/// [`FileCache::pages`] keeps.
+type Lru = SlotList<(Ino, u64)>;
 
 impl PageCache {
     pub fn new(capacity_bytes: u64) -> PageCache {
@@ -361,9 +269,9 @@ impl PageCache {
 
     /// Evicts the least recently used clean pages while the cache is over capacity.
     fn evict(&mut self) {
-        while self.dirty_pages + self.lru.len > self.capacity_pages && self.lru.first != NONE {
-            let s = self.lru.first;
-            let Slot { ino, page, .. } = self.lru.slots[s as usize];
+        while self.dirty_pages + self.lru.len() as u64 > self.capacity_pages {
+            let Some(s) = self.lru.front() else { break };
+            let (ino, page) = *self.lru.get(s);
             match self.files.get_mut(&ino) {
                 Some(file) => {
                     file.forget_clean(&mut self.lru, page, s);

@@ -6,26 +6,23 @@
 //! translation page cleans every cached entry of that page at once (bump the page's
 //! generation) without finding them. Generation 0 means clean.
 
+use slotlist::SlotList;
+
 const NONE: u32 = u32::MAX;
 
-#[derive(Debug, Clone, Copy)]
-struct Slot {
+/// A cached entry: its logical unit, and the generation at which it became dirty.
+#[derive(Debug, Clone, Copy, Default)]
+struct Entry {
     lpn: u32,
-    /// Towards the most recently used end.
-    prev: u32,
-    /// Towards the least recently used end.
-    next: u32,
     dirty_gen: u32,
 }
 
 pub(crate) struct EntryLru {
-    slots: Vec<Slot>,
+    /// Least recently used at the front.
+    list: SlotList<Entry>,
     capacity: u32,
     /// Slot of each logical unit's cached entry, or NONE.
     slot_of: Vec<u32>,
-    /// Most and least recently used slots (NONE when empty).
-    head: u32,
-    tail: u32,
 }
 
 impl EntryLru {
@@ -33,11 +30,9 @@ impl EntryLru {
     pub(crate) fn new(capacity: u32, logical_units: u32) -> EntryLru {
         assert!(capacity > 0, "a mapping cache holds at least one entry");
         EntryLru {
-            slots: Vec::with_capacity(capacity.min(logical_units) as usize),
+            list: SlotList::with_capacity(capacity.min(logical_units) as usize),
             capacity,
             slot_of: vec![NONE; logical_units as usize],
-            head: NONE,
-            tail: NONE,
         }
     }
 
@@ -47,7 +42,7 @@ impl EntryLru {
     }
 
     pub(crate) fn len(&self) -> u32 {
-        self.slots.len() as u32
+        self.list.len() as u32
     }
 
     /// The slot holding `lpn`'s entry, if cached.
@@ -59,21 +54,17 @@ impl EntryLru {
 
     #[cfg(test)]
     pub(crate) fn dirty_gen(&self, slot: u32) -> u32 {
-        self.slots[slot as usize].dirty_gen
+        self.list.get(slot).dirty_gen
     }
 
     pub(crate) fn set_dirty_gen(&mut self, slot: u32, generation: u32) {
-        self.slots[slot as usize].dirty_gen = generation;
+        self.list.get_mut(slot).dirty_gen = generation;
     }
 
     /// Makes `slot` the most recently used.
     #[inline]
     pub(crate) fn touch(&mut self, slot: u32) {
-        if self.head == slot {
-            return;
-        }
-        self.unlink(slot);
-        self.push_front(slot);
+        self.list.move_to_back(slot);
     }
 
     /// Caches `lpn`'s entry (clean, most recently used), which must not be cached. If the
@@ -82,88 +73,35 @@ impl EntryLru {
     pub(crate) fn insert(&mut self, lpn: u32) -> Option<(u32, u32)> {
         debug_assert_eq!(self.slot_of[lpn as usize], NONE);
         let mut evicted = None;
-        let slot = if self.len() < self.capacity {
-            self.slots.push(Slot {
-                lpn,
-                prev: NONE,
-                next: NONE,
-                dirty_gen: 0,
-            });
-            self.len() - 1
-        } else {
-            let slot = self.tail;
-            self.unlink(slot);
-            let old = self.slots[slot as usize];
+        if self.len() >= self.capacity {
+            let (_, old) = self.list.pop_front().expect("a full cache has entries");
             self.slot_of[old.lpn as usize] = NONE;
             evicted = Some((old.lpn, old.dirty_gen));
-            self.slots[slot as usize].lpn = lpn;
-            self.slots[slot as usize].dirty_gen = 0;
-            slot
-        };
+        }
+        // (The slot just freed is the one used.)
+        let slot = self.list.push_back(Entry { lpn, dirty_gen: 0 });
         self.slot_of[lpn as usize] = slot;
-        self.push_front(slot);
         evicted
     }
 
-    fn unlink(&mut self, slot: u32) {
-        let Slot { prev, next, .. } = self.slots[slot as usize];
-        match prev {
-            NONE => self.head = next,
-            p => self.slots[p as usize].next = next,
-        }
-        match next {
-            NONE => self.tail = prev,
-            n => self.slots[n as usize].prev = prev,
-        }
-    }
-
-    fn push_front(&mut self, slot: u32) {
-        let old_head = self.head;
-        self.slots[slot as usize].prev = NONE;
-        self.slots[slot as usize].next = old_head;
-        match old_head {
-            NONE => self.tail = slot,
-            h => self.slots[h as usize].prev = slot,
-        }
-        self.head = slot;
-    }
-
-    /// Full check: the list runs through every slot once, both ways, and `slot_of` agrees.
+    /// Full check: the list's links hold, and `slot_of` agrees with the slots.
     pub(crate) fn check(&self) -> Result<(), String> {
-        let mut seen = 0u32;
-        let mut prev = NONE;
-        let mut s = self.head;
-        while s != NONE {
-            if seen >= self.len() {
-                return Err("mapping cache: the LRU list has a cycle".into());
-            }
-            let slot = &self.slots[s as usize];
-            if slot.prev != prev {
+        self.list
+            .check()
+            .map_err(|e| format!("mapping cache: {e}"))?;
+        for s in self.list.iter_slots() {
+            let lpn = self.list.get(s).lpn;
+            if self.slot_of[lpn as usize] != s {
                 return Err(format!(
-                    "mapping cache: slot {s} links back to the wrong slot"
+                    "mapping cache: slot {s} holds unit {lpn} whose index says otherwise"
                 ));
             }
-            if self.slot_of[slot.lpn as usize] != s {
-                return Err(format!(
-                    "mapping cache: slot {s} holds unit {} whose index says otherwise",
-                    slot.lpn
-                ));
-            }
-            seen += 1;
-            prev = s;
-            s = slot.next;
-        }
-        if prev != self.tail || seen != self.len() {
-            return Err(format!(
-                "mapping cache: the LRU list reaches {seen} of {} slots",
-                self.len()
-            ));
         }
         let indexed = self.slot_of.iter().filter(|&&s| s != NONE).count();
-        if indexed != self.len() as usize {
+        if indexed != self.list.len() {
             return Err(format!(
                 "mapping cache: {indexed} units indexed, {} slots used",
-                self.len()
+                self.list.len()
             ));
         }
         Ok(())
