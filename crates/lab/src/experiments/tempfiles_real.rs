@@ -43,6 +43,9 @@ struct Run {
     commits: u64,
     replayed_s: f64,
     replayed_waf: Option<f64>,
+    /// Bytes the replayed drive holds data for at the end (`flash::DeviceStats::
+    /// mapped_bytes`): without discard, every address ext4 ever wrote.
+    replayed_mapped_bytes: u64,
     // The same join on simfs over the simulated MX500 (journal-time discards), and the
     // TRIMs the older model (one per extent at each unlink) sends.
     sim_trim_commands: u64,
@@ -55,6 +58,8 @@ struct Run {
     sim_trims_per_unlink: u64,
     sim_s: f64,
     sim_waf: Option<f64>,
+    /// The same for simfs's drive, after its last repetition.
+    sim_mapped_bytes: u64,
 }
 
 const ID: &str = "tempfiles-real";
@@ -92,7 +97,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         runtime_s: started.elapsed().as_secs_f64(),
         plots: plots(&runs),
         tables: vec![runs_table(scale, &runs)],
-        verdicts: analyse(&runs, repeat),
+        verdicts: analyse(&runs, repeat, capacity),
         provenance: provenance(),
         results: json!({"sf": sf, "repeat": repeat, "capacity_bytes": capacity, "images": images_at, "runs": runs}),
     })
@@ -165,6 +170,7 @@ fn measure(
             r.sim_trim_commands = m.repetitions.iter().map(|r| r.trim_commands).sum();
             r.sim_trim_bytes = m.repetitions.iter().map(|r| r.trim_bytes).sum();
             r.sim_s = m.repetitions.iter().map(|r| r.total_ns).sum::<u64>() as f64 / 1e9;
+            r.sim_mapped_bytes = m.repetitions.last().map_or(0, |r| r.mapped_bytes);
             r.sim_waf = {
                 let (h, f) = m.repetitions.iter().fold((0, 0), |(h, f), r| {
                     (h + r.host_write_pages, f + r.flash_write_pages)
@@ -196,17 +202,20 @@ fn runs_table(scale: Scale, runs: &[Run]) -> Table {
             "MB written",
             "replayed s (MX500)",
             "replayed WAF",
+            "data on drive %",
             "simfs TRIM commands",
             "simfs MB discarded",
             "simfs TRIMs, one per extent at unlink",
             "simfs s (MX500)",
             "simfs WAF",
+            "simfs data on drive %",
         ]
         .map(String::from)
         .to_vec(),
         rows: vec![],
     };
     let waf = |w: Option<f64>| w.map_or("—".into(), |w| format!("{w:.2}"));
+    let share = |b: u64| format!("{:.0}", 100.0 * b as f64 / capacity.max(1) as f64);
     for r in runs {
         table.rows.push(vec![
             combo_name(r.fallocate, r.discard).into(),
@@ -216,11 +225,13 @@ fn runs_table(scale: Scale, runs: &[Run]) -> Table {
             format!("{:.1}", r.write_bytes as f64 / 1e6),
             format!("{:.2}", r.replayed_s),
             waf(r.replayed_waf),
+            share(r.replayed_mapped_bytes),
             r.sim_trim_commands.to_string(),
             format!("{:.1}", r.sim_trim_bytes as f64 / 1e6),
             r.sim_trims_per_unlink.to_string(),
             format!("{:.2}", r.sim_s),
             waf(r.sim_waf),
+            share(r.sim_mapped_bytes),
         ]);
     }
     table
@@ -284,7 +295,7 @@ fn provenance() -> Vec<Provenance> {
 }
 
 /// The verdicts of the four runs (`repeat` repetitions each).
-fn analyse(runs: &[Run], repeat: u32) -> Vec<Verdict> {
+fn analyse(runs: &[Run], repeat: u32, capacity_bytes: u64) -> Vec<Verdict> {
     let get = |f: bool, d: bool| {
         runs.iter()
             .find(|r| r.fallocate == f && r.discard == d)
@@ -371,6 +382,45 @@ fn analyse(runs: &[Run], repeat: u32) -> Vec<Verdict> {
                 ),
             });
         }
+    }
+    // Where the data went without a discard mount: how much of the drive holds data at the
+    // end. Without TRIM every address ever written does, so this is the file system's
+    // footprint: the `tempfiles` section explains a WAF that stays flat without TRIM by
+    // simfs putting each repetition's files back into the holes the last one left.
+    let share = |b: u64, capacity: u64| b as f64 / capacity.max(1) as f64;
+    for (what, r) in [
+        ("neither", get(false, false)),
+        ("fallocate-only", get(true, false)),
+    ] {
+        let ratio = r.sim_mapped_bytes as f64 / r.replayed_mapped_bytes.max(1) as f64;
+        let score = Score {
+            id: format!("tempfiles-real.simfs-vs-ext4-data-on-drive-{what}"),
+            role: Role::Check,
+            ours: Some(ratio),
+            paper: Some(1.0),
+            tolerance: Some(HEADLINE_TOLERANCE),
+        };
+        verdicts.push(Verdict {
+            preview: None,
+            if_missed: None,
+            holds: score.within(),
+            score: Some(score),
+            claim: format!(
+                "Without TRIM, simfs leaves as much of the drive holding data after {repeat} repetitions as real ext4 ({}), within ±30%: both put later files back where deleted ones were",
+                combo_name(r.fallocate, r.discard)
+            ),
+            reference: "real ext4 on this machine's kernel, captured and replayed on the MX500 preset (no discard mount); simfs over the simulated MX500; ours = simfs / ext4 of the bytes the drive holds data for at the end (`mapped_bytes`)".into(),
+            measured: format!(
+                "data on the {} MiB drive: ext4 {:.0}%, simfs {:.0}% ({ratio:.2}×), after {:.0} MB written (every write to a new address: {:.0}%); WAF replayed from ext4 {}, simfs {}",
+                capacity_bytes >> 20,
+                100.0 * share(r.replayed_mapped_bytes, capacity_bytes),
+                100.0 * share(r.sim_mapped_bytes, capacity_bytes),
+                r.write_bytes as f64 / 1e6,
+                100.0 * share(r.write_bytes.min(capacity_bytes), capacity_bytes),
+                r.replayed_waf.map_or("-".into(), |w| format!("{w:.2}")),
+                r.sim_waf.map_or("-".into(), |w| format!("{w:.2}")),
+            ),
+        });
     }
     verdicts
 }
@@ -485,6 +535,7 @@ fn one_run(
         commits,
         replayed_s: reps.iter().map(|r| r.time_s).sum(),
         replayed_waf: stats.waf,
+        replayed_mapped_bytes: stats.mapped_bytes,
         // Filled in by the model runs (`model_run`).
         sim_rep_trim_commands: vec![],
         sim_rep_trim_bytes: vec![],
@@ -493,6 +544,7 @@ fn one_run(
         sim_trims_per_unlink: 0,
         sim_s: 0.0,
         sim_waf: None,
+        sim_mapped_bytes: 0,
     })
 }
 
@@ -546,6 +598,7 @@ mod tests {
             commits: repeat + 1,
             replayed_s: 10.0,
             replayed_waf: Some(1.0),
+            replayed_mapped_bytes: 1 << 29,
             sim_trim_commands: sim.0 * repeat,
             sim_trim_bytes: sim.1 * repeat,
             ext4_rep_discards: vec![per_rep.0; repeat as usize],
@@ -555,6 +608,7 @@ mod tests {
             sim_trims_per_unlink: 0,
             sim_s: 10.0,
             sim_waf: Some(1.0),
+            sim_mapped_bytes: 1 << 29,
             rotational: false,
         }
     }
@@ -588,6 +642,7 @@ mod tests {
                 (200, 6 << 30),
             ),
             4,
+            4 << 30,
         );
         assert_eq!(holding(&v).len(), v.len(), "{:?}", holding(&v));
     }
@@ -595,7 +650,11 @@ mod tests {
     #[test]
     fn a_null_model_fails_every_prediction() {
         // fallocate changes nothing on ext4, and simfs has no discard mechanism.
-        let v = analyse(&runs((1000, 1 << 30), (1000, 1 << 30), (0, 0), (0, 0)), 4);
+        let v = analyse(
+            &runs((1000, 1 << 30), (1000, 1 << 30), (0, 0), (0, 0)),
+            4,
+            4 << 30,
+        );
         Verdict::assert_no_prediction_holds(&v);
         // simfs as one TRIM per extent at unlink would be a model without ext4's journal
         // and merging: far more commands than ext4 sends.
@@ -607,11 +666,42 @@ mod tests {
                 (1_000, 2 << 30),
             ),
             4,
+            4 << 30,
         );
         let simfs: Vec<&str> = holding(&v)
             .into_iter()
-            .filter(|id| id.contains("simfs-vs-ext4"))
+            .filter(|id| id.contains("simfs-vs-ext4") && !id.contains("data-on-drive"))
             .collect();
         assert!(simfs.is_empty(), "{simfs:?}");
+    }
+
+    #[test]
+    fn a_file_system_that_never_reuses_holes_fails_the_footprint_check() {
+        // ext4 leaves an eighth of the drive holding data; a file system that wrote each
+        // repetition's files to new addresses would leave four times as much.
+        let mut rs = runs(
+            (3200, 9 << 30),
+            (200, 6 << 30),
+            (3200, 9 << 30),
+            (200, 6 << 30),
+        );
+        for r in rs.iter_mut().filter(|r| !r.discard) {
+            r.replayed_mapped_bytes = 1 << 29;
+            r.sim_mapped_bytes = 1 << 31;
+        }
+        let v = analyse(&rs, 4, 4 << 30);
+        let footprint: Vec<&Verdict> = v
+            .iter()
+            .filter(|v| v.id().contains("data-on-drive"))
+            .collect();
+        assert_eq!(footprint.len(), 2);
+        assert!(footprint.iter().all(|v| !v.holds));
+        assert!(
+            footprint[0]
+                .measured
+                .contains("ext4 12%, simfs 50% (4.00×)"),
+            "{}",
+            footprint[0].measured
+        );
     }
 }
