@@ -353,26 +353,16 @@ fn analyse(runs: &[Run], repeat: u32, capacity_bytes: u64) -> Vec<Verdict> {
             ("bytes", r.discard_bytes, r.sim_trim_bytes),
         ] {
             let ratio = sim as f64 / ext4.max(1) as f64;
-            // A model check: against this machine's kernel, not a paper's number.
-            let score = Score {
-                id: format!("tempfiles-real.simfs-vs-ext4-{measure}-{what}"),
-                role: Role::Check,
-                ours: Some(ratio),
-                paper: Some(1.0),
-                tolerance: Some(HEADLINE_TOLERANCE),
-            };
-            verdicts.push(Verdict {
-                preview: None,
-                if_missed: None,
-                holds: score.within(),
-                score: Some(score),
-                claim: format!(
+            verdicts.push(simfs_check(
+                format!("simfs-vs-ext4-{measure}-{what}"),
+                ratio,
+                format!(
                     "simfs sends as many TRIM {} per repetition as real ext4 ({}), within ±30%",
                     if measure == "count" { "commands" } else { "bytes" },
                     combo_name(r.fallocate, r.discard)
                 ),
-                reference: "real ext4 on this machine's kernel, captured (one commit and a settled file system per repetition); simfs with Linux 6.17's online discard (worker, to the end of each free run, freed extents merged with their search parent only), mballoc's preallocation and O_DIRECT batch files, one commit per repetition; ours = simfs / ext4".into(),
-                measured: format!(
+                "real ext4 on this machine's kernel, captured (one commit and a settled file system per repetition); simfs with Linux 6.17's online discard (worker, to the end of each free run, freed extents merged with their search parent only), mballoc's preallocation and O_DIRECT batch files, one commit per repetition; ours = simfs / ext4",
+                format!(
                     "per repetition: ext4 {:.0}, simfs {:.0} ({ratio:.2}×); ext4's repetitions {}, simfs's {}; jbd2 committed {} times in {repeat} repetitions (the mount and each repetition's end commit; more means something forced commits mid-run, such as another process's sync(2), and ext4's freed extents then merge less)",
                     per_rep(ext4),
                     per_rep(sim),
@@ -380,7 +370,7 @@ fn analyse(runs: &[Run], repeat: u32, capacity_bytes: u64) -> Vec<Verdict> {
                     spread(if measure == "count" { &r.sim_rep_trim_commands } else { &r.sim_rep_trim_bytes }),
                     r.commits
                 ),
-            });
+            ));
         }
     }
     // Where the data went without a discard mount: how much of the drive holds data at the
@@ -393,24 +383,15 @@ fn analyse(runs: &[Run], repeat: u32, capacity_bytes: u64) -> Vec<Verdict> {
         ("fallocate-only", get(true, false)),
     ] {
         let ratio = r.sim_mapped_bytes as f64 / r.replayed_mapped_bytes.max(1) as f64;
-        let score = Score {
-            id: format!("tempfiles-real.simfs-vs-ext4-data-on-drive-{what}"),
-            role: Role::Check,
-            ours: Some(ratio),
-            paper: Some(1.0),
-            tolerance: Some(HEADLINE_TOLERANCE),
-        };
-        verdicts.push(Verdict {
-            preview: None,
-            if_missed: None,
-            holds: score.within(),
-            score: Some(score),
-            claim: format!(
+        verdicts.push(simfs_check(
+            format!("simfs-vs-ext4-data-on-drive-{what}"),
+            ratio,
+            format!(
                 "Without TRIM, simfs leaves as much of the drive holding data after {repeat} repetitions as real ext4 ({}), within ±30%: both put later files back where deleted ones were",
                 combo_name(r.fallocate, r.discard)
             ),
-            reference: "real ext4 on this machine's kernel, captured and replayed on the MX500 preset (no discard mount); simfs over the simulated MX500; ours = simfs / ext4 of the bytes the drive holds data for at the end (`mapped_bytes`)".into(),
-            measured: format!(
+            "real ext4 on this machine's kernel, captured and replayed on the MX500 preset (no discard mount); simfs over the simulated MX500; ours = simfs / ext4 of the bytes the drive holds data for at the end (`mapped_bytes`)",
+            format!(
                 "data on the {} MiB drive: ext4 {:.0}%, simfs {:.0}% ({ratio:.2}×), after {:.0} MB written (every write to a new address: {:.0}%); WAF replayed from ext4 {}, simfs {}",
                 capacity_bytes >> 20,
                 100.0 * share(r.replayed_mapped_bytes, capacity_bytes),
@@ -420,9 +401,36 @@ fn analyse(runs: &[Run], repeat: u32, capacity_bytes: u64) -> Vec<Verdict> {
                 r.replayed_waf.map_or("-".into(), |w| format!("{w:.2}")),
                 r.sim_waf.map_or("-".into(), |w| format!("{w:.2}")),
             ),
-        });
+        ));
     }
     verdicts
+}
+
+/// A model check of simfs against this machine's kernel (not a paper's number): `ratio`
+/// is simfs / ext4, held within ±30% of 1.
+fn simfs_check(
+    id: String,
+    ratio: f64,
+    claim: String,
+    reference: &str,
+    measured: String,
+) -> Verdict {
+    let score = Score {
+        id: format!("tempfiles-real.{id}"),
+        role: Role::Check,
+        ours: Some(ratio),
+        paper: Some(1.0),
+        tolerance: Some(HEADLINE_TOLERANCE),
+    };
+    Verdict {
+        preview: None,
+        if_missed: None,
+        holds: score.within(),
+        score: Some(score),
+        claim,
+        reference: reference.into(),
+        measured,
+    }
 }
 
 /// ext4's journal commit interval in the real runs (mount option `commit=`) and in the
