@@ -202,7 +202,7 @@ fn runs_table(scale: Scale, runs: &[Run]) -> Table {
             "MB written",
             "replayed s (MX500)",
             "replayed WAF",
-            "data on drive %",
+            "replayed data on drive %",
             "simfs TRIM commands",
             "simfs MB discarded",
             "simfs TRIMs, one per extent at unlink",
