@@ -214,8 +214,7 @@ fn runs_table(scale: Scale, runs: &[Run]) -> Table {
         .to_vec(),
         rows: vec![],
     };
-    let waf = |w: Option<f64>| w.map_or("—".into(), |w| format!("{w:.2}"));
-    let share = |b: u64| format!("{:.0}", 100.0 * b as f64 / capacity.max(1) as f64);
+    let share = |b: u64| format!("{:.0}", percent_of(b, capacity));
     for r in runs {
         table.rows.push(vec![
             combo_name(r.fallocate, r.discard).into(),
@@ -224,13 +223,13 @@ fn runs_table(scale: Scale, runs: &[Run]) -> Table {
             r.write_requests.to_string(),
             format!("{:.1}", r.write_bytes as f64 / 1e6),
             format!("{:.2}", r.replayed_s),
-            waf(r.replayed_waf),
+            fmt_waf(r.replayed_waf),
             share(r.replayed_mapped_bytes),
             r.sim_trim_commands.to_string(),
             format!("{:.1}", r.sim_trim_bytes as f64 / 1e6),
             r.sim_trims_per_unlink.to_string(),
             format!("{:.2}", r.sim_s),
-            waf(r.sim_waf),
+            fmt_waf(r.sim_waf),
             share(r.sim_mapped_bytes),
         ]);
     }
@@ -377,7 +376,7 @@ fn analyse(runs: &[Run], repeat: u32, capacity_bytes: u64) -> Vec<Verdict> {
     // end. Without TRIM every address ever written does, so this is the file system's
     // footprint: the `tempfiles` section explains a WAF that stays flat without TRIM by
     // simfs putting each repetition's files back into the holes the last one left.
-    let share = |b: u64, capacity: u64| b as f64 / capacity.max(1) as f64;
+    let percent = |b: u64| percent_of(b, capacity_bytes);
     for (what, r) in [
         ("neither", get(false, false)),
         ("fallocate-only", get(true, false)),
@@ -394,16 +393,26 @@ fn analyse(runs: &[Run], repeat: u32, capacity_bytes: u64) -> Vec<Verdict> {
             format!(
                 "data on the {} MiB drive: ext4 {:.0}%, simfs {:.0}% ({ratio:.2}×), after {:.0} MB written (every write to a new address: {:.0}%); WAF replayed from ext4 {}, simfs {}",
                 capacity_bytes >> 20,
-                100.0 * share(r.replayed_mapped_bytes, capacity_bytes),
-                100.0 * share(r.sim_mapped_bytes, capacity_bytes),
+                percent(r.replayed_mapped_bytes),
+                percent(r.sim_mapped_bytes),
                 r.write_bytes as f64 / 1e6,
-                100.0 * share(r.write_bytes.min(capacity_bytes), capacity_bytes),
-                r.replayed_waf.map_or("-".into(), |w| format!("{w:.2}")),
-                r.sim_waf.map_or("-".into(), |w| format!("{w:.2}")),
+                percent(r.write_bytes.min(capacity_bytes)),
+                fmt_waf(r.replayed_waf),
+                fmt_waf(r.sim_waf),
             ),
         ));
     }
     verdicts
+}
+
+/// `bytes` as a percentage of the drive's `capacity_bytes`.
+fn percent_of(bytes: u64, capacity_bytes: u64) -> f64 {
+    100.0 * bytes as f64 / capacity_bytes.max(1) as f64
+}
+
+/// A WAF to two places, or a dash when the run has none.
+fn fmt_waf(waf: Option<f64>) -> String {
+    waf.map_or("—".into(), |w| format!("{w:.2}"))
 }
 
 /// A model check of simfs against this machine's kernel (not a paper's number): `ratio`

@@ -537,9 +537,9 @@ fn flat_waf_miss(i: &Inputs, di: usize) -> Option<String> {
          machine's, docs/simfs.md) put the files back into the holes the last repetition's deleted \
          files left: writing over them is what made the deleted data invalid, so garbage collection \
          finds no stale data to copy. Whether this machine's ext4 does the same is checked in \
-         section `tempfiles-real` (checks `simfs-vs-ext4-data-on-drive-*`: how much of the drive the \
-         real file system's trace leaves holding data, against simfs's). The paper's WAF grew, so its file system put new files on \
-         addresses not used before; what did (its 3.10 kernel's allocator, other files on the file \
+         section `tempfiles-real` (checks `simfs-vs-ext4-data-on-drive-*`: how much of the drive \
+         the real file system's trace leaves holding data, against simfs's). The paper's WAF grew, \
+         so its file system put new files on addresses not used before; what did (its 3.10 kernel's allocator, other files on the file \
          system, how full it was) we have not found",
         where_data_went.join("; "),
         cap as f64 / 1e9,
