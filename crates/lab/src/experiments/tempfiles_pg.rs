@@ -27,7 +27,7 @@
 //! skipped and why.
 
 use super::Scale;
-use crate::report::{BarPlot, Plot, Provenance, Role, Score, Section, Verdict, HEADLINE_TOLERANCE};
+use crate::report::{BarPlot, Plot, Provenance, Role, Section, Verdict, HEADLINE_TOLERANCE};
 use crate::rows::{Cell, Row};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
@@ -821,31 +821,28 @@ fn host_path_checks(runs: &[Run]) -> Vec<Verdict> {
                 )
             };
             let ratio = model / real.max(1.0);
-            let score = Score {
-                id: format!("tempfiles-pg.host-path-{id}-{mount}"),
-                role: Role::Check,
-                ours: Some(ratio),
-                paper: Some(1.0),
-                tolerance: Some(HEADLINE_TOLERANCE),
+            let claim = format!(
+                "The simulated host path gives the real server's {what} per repetition ({} mount), within ±30%",
+                if r.discard { "discard" } else { "no-discard" }
+            );
+            let journal = if r.commits_after_unlinks.is_empty() {
+                "the journal committing every 5 s of the model's time: the capture has no unlink events"
+            } else {
+                "the journal committing where the real run's did among its deletes"
             };
-            v.push(Verdict {
-                preview: None,
-                if_missed: None,
-                holds: score.within(),
-                score: Some(score),
-                claim: format!(
-                    "The simulated host path gives the real server's {what} per repetition ({} mount), within ±30%",
-                    if r.discard { "discard" } else { "no-discard" }
-                ),
-                reference: format!("the real PostgreSQL on ext4 on this machine's kernel, written back as a 1 GiB host's; ours = `join --algorithm postgres --host linux --host-ram 1GiB` on the loop device's calibrated preset (Linux 6.17's online discard; {}) / real", if r.commits_after_unlinks.is_empty() {
-                    "the journal committing every 5 s of the model's time: the capture has no unlink events"
-                } else {
-                    "the journal committing where the real run's did among its deletes"
-                }) + &format!("; the device's own dirty limits, and the flusher at the capture's pace: {} pages in its busiest 100 ms", r.writeback_pages_per_100ms),
-                measured: format!(
-                    "per repetition: real {real:.0}, model {model:.0} ({ratio:.2}×){each}"
-                ),
-            });
+            let reference = format!("the real PostgreSQL on ext4 on this machine's kernel, written back as a 1 GiB host's; ours = `join --algorithm postgres --host linux --host-ram 1GiB` on the loop device's calibrated preset (Linux 6.17's online discard; {journal}) / real") + &format!("; the device's own dirty limits, and the flusher at the capture's pace: {} pages in its busiest 100 ms", r.writeback_pages_per_100ms);
+            v.push(
+                Verdict::numeric(
+                    &format!("tempfiles-pg.host-path-{id}-{mount}"),
+                    &claim,
+                    &reference,
+                    ratio,
+                    1.0,
+                    HEADLINE_TOLERANCE,
+                    format!("per repetition: real {real:.0}, model {model:.0} ({ratio:.2}×){each}"),
+                )
+                .with_role(Role::Check),
+            );
         }
     }
     v

@@ -20,9 +20,7 @@
 use super::tempfiles::{combo_name, join_spec, COMBOS};
 use super::Scale;
 use crate::joinrun;
-use crate::report::{
-    BarPlot, Plot, Provenance, Role, Score, Section, Table, Verdict, HEADLINE_TOLERANCE,
-};
+use crate::report::{BarPlot, Plot, Provenance, Role, Section, Table, Verdict, HEADLINE_TOLERANCE};
 use serde_json::json;
 use trace::capture::{self, CaptureSpec, FsKind};
 
@@ -424,22 +422,16 @@ fn simfs_check(
     reference: &str,
     measured: String,
 ) -> Verdict {
-    let score = Score {
-        id: format!("tempfiles-real.{id}"),
-        role: Role::Check,
-        ours: Some(ratio),
-        paper: Some(1.0),
-        tolerance: Some(HEADLINE_TOLERANCE),
-    };
-    Verdict {
-        preview: None,
-        if_missed: None,
-        holds: score.within(),
-        score: Some(score),
-        claim,
-        reference: reference.into(),
+    Verdict::numeric(
+        &format!("tempfiles-real.{id}"),
+        &claim,
+        reference,
+        ratio,
+        1.0,
+        HEADLINE_TOLERANCE,
         measured,
-    }
+    )
+    .with_role(Role::Check)
 }
 
 /// ext4's journal commit interval in the real runs (mount option `commit=`) and in the
