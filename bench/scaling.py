@@ -46,16 +46,19 @@ SEEDS = [1, 2, 3]
 CAPACITIES = ["16GiB", "64GiB", "full"]
 FIGURES = [(kind, p) for kind in ("read", "write") for p in ("p50", "p99", "p999")]
 TOLERANCE = 0.15
+# The measured window's writes (sim --writes): 65,536 writes and about 153,000 reads.
+WINDOW = "256MiB"
 
 
 def key(preset, workload, qd, seed, capacity):
     return f"{preset}|{workload}|{qd}|{seed}|{capacity}"
 
 
-def run_one(flashlab, preset, workload, qd, seed, capacity, timed_warmup=None, rest=False):
+def run_one(flashlab, preset, workload, qd, seed, capacity, timed_warmup=None, rest=False,
+            writes=WINDOW):
     cmd = [flashlab, "sim", "--preset", preset, "--workload", WORKLOADS[workload],
            "--read-fraction", "0.7", "--queue-depth", str(qd), "--precondition", "steady",
-           "--occupancy", "0.9", "--writes", "256MiB", "--seed", str(seed), "--json"]
+           "--occupancy", "0.9", "--writes", writes, "--seed", str(seed), "--json"]
     if rest:
         cmd += ["--rest"]
     if timed_warmup:
@@ -67,7 +70,7 @@ def run_one(flashlab, preset, workload, qd, seed, capacity, timed_warmup=None, r
         sys.exit(f"failed: {' '.join(cmd)}\n{out.stderr}")
     d = json.loads(out.stdout)
     row = {"preset": preset, "workload": workload, "qd": qd, "seed": seed,
-           "capacity": capacity, "command": " ".join(cmd[1:])}
+           "capacity": capacity, "writes": writes, "command": " ".join(cmd[1:])}
     for kind in ("read", "write"):
         lat = d[f"{kind}_latency_ns"]
         row[f"{kind}_count"] = lat["count"]
@@ -103,8 +106,10 @@ def scaled_capacities(rows):
 
 
 def comparisons(rows):
-    """Per (preset, workload, qd, figure): the full-size mean over seeds and, per scaled
-    capacity, the ratio of its mean to it (None where a seed's run is missing)."""
+    """Per (preset, workload, qd, figure): the full-size mean over seeds, per scaled
+    capacity the ratio of its mean to it (None where a seed's run is missing), and the
+    full-size seeds' spread, (max - min) / mean: how far the figure itself moves between
+    seeds on one drive, the resolution a ±15% comparison needs."""
     out = []
     caps = scaled_capacities(rows)
     for preset in PRESETS:
@@ -123,7 +128,9 @@ def comparisons(rows):
                     for cap in caps:
                         v = mean(cap, fig)
                         ratios[cap] = None if v is None else v / full
-                    out.append(((preset, workload, qd, kind, p), full, ratios))
+                    seeds = [rows[key(preset, workload, qd, s, "full")][fig] for s in SEEDS]
+                    spread = (max(seeds) - min(seeds)) / full if full else 0.0
+                    out.append(((preset, workload, qd, kind, p), full, ratios, spread))
     return out
 
 
@@ -134,12 +141,13 @@ def table(rows):
     """Markdown: per (preset, workload, qd), each figure's full-size mean over seeds and the
     scaled capacities' ratio to it; figures outside ±15% are marked."""
     caps = scaled_capacities(rows)
-    lines = ["| drive | workload | QD | figure | full size (ms) | "
+    lines = ["| drive | workload | QD | figure | full size (ms) | full-size seeds' spread | "
              + " | ".join(f"{c.replace('GiB', ' GiB')} / full" for c in caps) + " |",
-             "|---|---|---|---|---|" + "---|" * len(caps)]
-    kept = missed = 0
+             "|---|---|---|---|---|---|" + "---|" * len(caps)]
+    kept = missed = unresolved = 0
     misses = []
-    for (preset, workload, qd, kind, p), full, ratios in comparisons(rows):
+    for (preset, workload, qd, kind, p), full, ratios, spread in comparisons(rows):
+        unresolved += spread > TOLERANCE
         cells = []
         for cap in caps:
             r = ratios[cap]
@@ -152,11 +160,16 @@ def table(rows):
             if not ok:
                 misses.append(f"{preset} {workload} QD{qd} {kind} {p} at {cap}: {r:.2}")
             cells.append(f"{r:.2}" if ok else f"**{r:.2}**")
+        mark = f"**{spread:.0%}**" if spread > TOLERANCE else f"{spread:.0%}"
         lines.append(f"| {preset} | {workload} | {qd} | {kind} {FIGURE_NAMES[p]} | {full:.3f} | "
-                     + " | ".join(cells) + " |")
+                     f"{mark} | " + " | ".join(cells) + " |")
     lines.append("")
+    windows = sorted({r.get("writes", "256MiB") for r in rows.values()})
     lines.append(f"{kept} of {kept + missed} comparisons within ±{TOLERANCE:.0%} of full size "
-                 f"(each figure the mean over seeds {SEEDS}).")
+                 f"(each figure the mean over seeds {SEEDS}; measured window "
+                 f"{', '.join(windows)} of writes). {unresolved} figures' full-size seeds spread "
+                 f"wider than the ±{TOLERANCE:.0%} band itself (marked): a comparison of those "
+                 "cannot tell a scaled drive's difference from a different seed's.")
     if misses:
         lines.append("Outside: " + "; ".join(misses) + ".")
     return "\n".join(lines) + "\n"
@@ -223,6 +236,9 @@ def main():
     ap.add_argument("--rest", action="store_true",
                     help="sim's --rest for every run: the drive idle until its SLC cache is folded "
                     "before the window (an empty cache at every capacity)")
+    ap.add_argument("--writes", default=WINDOW,
+                    help="the measured window's writes for every run (sim --writes; e.g. 4GiB "
+                    "for 16 times the requests)")
     ap.add_argument("--capacities", default=",".join(CAPACITIES),
                     help="run only these capacities (e.g. 128GiB to name where a figure is kept)")
     ap.add_argument("--limits", nargs="+", metavar=("OUT.toml", "PRESET=RUNS"),
@@ -248,7 +264,8 @@ def main():
                         k = key(preset, workload, qd, seed, cap)
                         if k in rows:
                             continue
-                        r = run_one(a.flashlab, preset, workload, qd, seed, cap, a.timed_warmup, a.rest)
+                        r = run_one(a.flashlab, preset, workload, qd, seed, cap, a.timed_warmup, a.rest,
+                                    a.writes)
                         rows[k] = r
                         with open(path, "a") as f:
                             f.write(json.dumps(r) + "\n")
