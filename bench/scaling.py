@@ -184,8 +184,10 @@ def limits(sources):
            + " ".join(f"{p}={f}" for p, f in sources.items()) + "`; do not edit by hand.",
            "# Each [[miss]]: a latency figure that `sim --capacity` did not keep within ±15% of",
            "# the full-size drive's (mean over seeds 1-3; 70% reads; steady preconditioning at 90%",
-           "# occupancy; 256 MiB of measured writes), the ratio, and the smallest measured capacity",
-           "# from which every capacity measured keeps it. `sim` prints them on a scaled drive",
+           "# occupancy; the measured window's writes in each runs file), the ratio, the full-size",
+           "# seeds' spread ((max - min) / mean: above 0.15 one drive's seeds differ by more than a",
+           "# comparison allows), and the smallest measured capacity from which every capacity measured keeps",
+           "# it. `sim` prints them on a scaled drive",
            "# (docs/timing.md, \"Latency across --capacity\"). Each [[measured]]: a preset's",
            "# scaled capacities measured and how many of its comparisons kept their figure.", ""]
     for preset, path in sources.items():
@@ -193,7 +195,7 @@ def limits(sources):
         if not rows:
             sys.exit(f"{path}: no runs of {preset}")
         comps = comparisons(rows)
-        judged = [abs(r - 1) <= TOLERANCE for _, _, ratios in comps for r in ratios.values()
+        judged = [abs(r - 1) <= TOLERANCE for _, _, ratios, _ in comps for r in ratios.values()
                   if r is not None]
         out += ["[[measured]]",
                 f'preset = "{preset}"',
@@ -201,7 +203,7 @@ def limits(sources):
                 f"comparisons = {len(judged)}",
                 f"kept = {sum(judged)}",
                 f'runs = "{path}"', ""]
-        for (pr, workload, qd, kind, p), full, ratios in comps:
+        for (pr, workload, qd, kind, p), full, ratios, spread in comps:
             caps = [c for c in scaled_capacities(rows) if ratios[c] is not None]
             missed = [c for c in caps if abs(ratios[c] - 1) > TOLERANCE]
             if not missed:
@@ -218,6 +220,7 @@ def limits(sources):
                         f'capacity = "{cap}"',
                         f"ratio = {ratios[cap]:.2f}",
                         f"full_ms = {full:.3f}",
+                        f"full_seed_spread = {spread:.2f}",
                         f'keeps_at = "{keeps_at}"',
                         f'runs = "{path}"', ""]
     return "\n".join(out)

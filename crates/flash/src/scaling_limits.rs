@@ -5,6 +5,9 @@
 
 use serde::Deserialize;
 
+/// A full-size seeds' spread above this is wider than the ±15% a comparison allows.
+const SPREAD_RESOLVED: f64 = 0.15;
+
 /// The measured misses, compiled in.
 const LIMITS_TOML: &str = include_str!("../../../presets/scaling_limits.toml");
 
@@ -24,6 +27,10 @@ pub struct ScalingMiss {
     pub ratio: f64,
     /// The full-size drive's mean, in milliseconds.
     pub full_ms: f64,
+    /// The full-size drive's seeds' spread, (max - min) / mean: above 0.15 one drive's
+    /// seeds differ by more than the ±15% a comparison allows (absent in older files).
+    #[serde(default)]
+    pub full_seed_spread: Option<f64>,
     /// The smallest measured capacity from which every measured one keeps the figure, or
     /// `full` if none below full does.
     pub keeps_at: String,
@@ -84,10 +91,28 @@ pub fn notes(
     workload: &str,
     queue_depth: u32,
 ) -> Vec<String> {
+    notes_in(
+        file(),
+        preset,
+        full_bytes,
+        logical_bytes,
+        workload,
+        queue_depth,
+    )
+}
+
+/// [`notes`] from the limits file `f`.
+fn notes_in(
+    f: LimitsFile,
+    preset: &str,
+    full_bytes: u64,
+    logical_bytes: u64,
+    workload: &str,
+    queue_depth: u32,
+) -> Vec<String> {
     if logical_bytes >= full_bytes {
         return Vec::new();
     }
-    let f = file();
     let Some(measured) = f.measured.iter().find(|m| m.preset == preset) else {
         return Vec::new();
     };
@@ -143,8 +168,15 @@ pub fn notes(
                 ),
                 None => "no measured capacity below full size keeps it".to_string(),
             };
+            let noisy = match ms[0].full_seed_spread {
+                Some(s) if s > SPREAD_RESOLVED => format!(
+                    "; the full-size drive's own seeds spread {:.0}% on this figure, so the miss may be the seeds'",
+                    s * 100.0
+                ),
+                _ => String::new(),
+            };
             format!(
-                "scaled runs{config} did not keep the full-size drive's {f} ({:.3} ms): {measured}; {kept} ({}, 70% reads, steady at 90% full; presets/scaling_limits.toml)",
+                "scaled runs{config} did not keep the full-size drive's {f} ({:.3} ms): {measured}; {kept}{noisy} ({}, 70% reads, steady at 90% full; presets/scaling_limits.toml)",
                 ms[0].full_ms, ms[0].runs
             )
     }));
@@ -185,6 +217,33 @@ mod tests {
                 "a miss is outside ±15%: {m:?}"
             );
             assert!(m.runs.starts_with("bench/results/"), "{m:?}");
+        }
+    }
+
+    #[test]
+    fn a_miss_whose_full_size_seeds_spread_wider_than_the_band_says_so() {
+        let text = |spread: &str| {
+            format!(
+                "[[measured]]\npreset = \"840pro\"\ncapacities = [\"16GiB\"]\ncomparisons = 2\n\
+                 kept = 1\nruns = \"bench/results/x.jsonl\"\n\n[[miss]]\npreset = \"840pro\"\n\
+                 workload = \"uniform\"\nqueue_depth = 1\nfigure = \"read p99.9\"\n\
+                 capacity = \"16GiB\"\nratio = 1.19\nfull_ms = 0.366\n{spread}\
+                 keeps_at = \"full\"\nruns = \"bench/results/x.jsonl\"\n"
+            )
+        };
+        let say = |spread: &str| {
+            let f: LimitsFile = toml::from_str(&text(spread)).expect("parses");
+            notes_in(f, "840pro", 256 << 30, 16 << 30, "uniform", 1)
+        };
+        let wide = say("full_seed_spread = 1.07\n");
+        assert_eq!(wide.len(), 1, "{wide:?}");
+        assert!(wide[0].contains("own seeds spread 107%"), "{wide:?}");
+        // Within the band, or a file written before the field: the miss alone.
+        for spread in ["full_seed_spread = 0.05\n", ""] {
+            let narrow = say(spread);
+            assert_eq!(narrow.len(), 1, "{narrow:?}");
+            assert!(narrow[0].contains("1.19x at 16 GiB"), "{narrow:?}");
+            assert!(!narrow[0].contains("own seeds"), "{narrow:?}");
         }
     }
 
