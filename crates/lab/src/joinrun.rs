@@ -131,6 +131,11 @@ pub struct Repetition {
     pub waf: Option<f64>,
     pub host_write_pages: u64,
     pub flash_write_pages: u64,
+    /// Of `flash_write_pages`: host pages' programs (direct, or folds out of SLC), GC's
+    /// copies, and host pages programmed in SLC mode (`flash::DeviceStats`).
+    pub host_program_pages: u64,
+    pub gc_copied_pages: u64,
+    pub slc_program_pages: u64,
     /// Bytes of host writes the drive's SLC cache took (0 without one).
     pub slc_write_bytes: u64,
     pub host_write_bytes: u64,
@@ -594,6 +599,9 @@ fn repetition_counts(before: &flash::DeviceStats, after: &flash::DeviceStats) ->
         waf: (host > 0).then(|| flash_pages as f64 / host as f64),
         host_write_pages: host,
         flash_write_pages: flash_pages,
+        host_program_pages: after.host_program_pages - before.host_program_pages,
+        gc_copied_pages: after.gc_copied_pages - before.gc_copied_pages,
+        slc_program_pages: after.slc_program_pages - before.slc_program_pages,
         slc_write_bytes: after.slc_write_bytes - before.slc_write_bytes,
         host_write_bytes: after.host_write_bytes - before.host_write_bytes,
         mapped_bytes: after.mapped_bytes,

@@ -41,6 +41,8 @@ struct Run {
     commits: u64,
     replayed_s: f64,
     replayed_waf: Option<f64>,
+    /// The replayed drive's WAF in parts (after its last repetition settled).
+    replayed_parts: WafParts,
     /// Bytes the replayed drive holds data for at the end (`flash::DeviceStats::
     /// mapped_bytes`): without discard, every address ext4 ever wrote.
     replayed_mapped_bytes: u64,
@@ -56,8 +58,54 @@ struct Run {
     sim_trims_per_unlink: u64,
     sim_s: f64,
     sim_waf: Option<f64>,
+    /// simfs's drive's WAF in parts (its repetitions' sums).
+    sim_parts: WafParts,
     /// The same for simfs's drive, after its last repetition.
     sim_mapped_bytes: u64,
+}
+
+/// Where a drive's flash writes went, in pages: WAF = (host programs + GC copies + SLC-mode
+/// programs) / host pages (the MX500 keeps its map in DRAM: no translation pages).
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+struct WafParts {
+    host_pages: u64,
+    host_program_pages: u64,
+    gc_copied_pages: u64,
+    slc_program_pages: u64,
+}
+
+impl WafParts {
+    fn of(s: &flash::DeviceStats) -> WafParts {
+        WafParts {
+            host_pages: s.host_write_pages,
+            host_program_pages: s.host_program_pages,
+            gc_copied_pages: s.gc_copied_pages,
+            slc_program_pages: s.slc_program_pages,
+        }
+    }
+
+    fn of_repetitions(reps: &[joinrun::Repetition]) -> WafParts {
+        reps.iter().fold(WafParts::default(), |p, r| WafParts {
+            host_pages: p.host_pages + r.host_write_pages,
+            host_program_pages: p.host_program_pages + r.host_program_pages,
+            gc_copied_pages: p.gc_copied_pages + r.gc_copied_pages,
+            slc_program_pages: p.slc_program_pages + r.slc_program_pages,
+        })
+    }
+
+    /// "host programs + GC + SLC", each per host page ("—" without host writes).
+    fn text(&self) -> String {
+        if self.host_pages == 0 {
+            return "—".into();
+        }
+        let per = |n: u64| n as f64 / self.host_pages as f64;
+        format!(
+            "{:.2} + {:.2} + {:.2}",
+            per(self.host_program_pages),
+            per(self.gc_copied_pages),
+            per(self.slc_program_pages)
+        )
+    }
 }
 
 const ID: &str = "tempfiles-real";
@@ -169,6 +217,7 @@ fn measure(
             r.sim_trim_bytes = m.repetitions.iter().map(|r| r.trim_bytes).sum();
             r.sim_s = m.repetitions.iter().map(|r| r.total_ns).sum::<u64>() as f64 / 1e9;
             r.sim_mapped_bytes = m.repetitions.last().map_or(0, |r| r.mapped_bytes);
+            r.sim_parts = WafParts::of_repetitions(&m.repetitions);
             r.sim_waf = {
                 let (h, f) = m.repetitions.iter().fold((0, 0), |(h, f), r| {
                     (h + r.host_write_pages, f + r.flash_write_pages)
@@ -200,12 +249,14 @@ fn runs_table(scale: Scale, runs: &[Run]) -> Table {
             "MB written",
             "replayed s (MX500)",
             "replayed WAF",
+            "replayed WAF: host + GC + SLC",
             "replayed data on drive %",
             "simfs TRIM commands",
             "simfs MB discarded",
             "simfs TRIMs, one per extent at unlink",
             "simfs s (MX500)",
             "simfs WAF",
+            "simfs WAF: host + GC + SLC",
             "simfs data on drive %",
         ]
         .map(String::from)
@@ -222,12 +273,14 @@ fn runs_table(scale: Scale, runs: &[Run]) -> Table {
             format!("{:.1}", r.write_bytes as f64 / 1e6),
             format!("{:.2}", r.replayed_s),
             fmt_waf(r.replayed_waf),
+            r.replayed_parts.text(),
             share(r.replayed_mapped_bytes),
             r.sim_trim_commands.to_string(),
             format!("{:.1}", r.sim_trim_bytes as f64 / 1e6),
             r.sim_trims_per_unlink.to_string(),
             format!("{:.2}", r.sim_s),
             fmt_waf(r.sim_waf),
+            r.sim_parts.text(),
             share(r.sim_mapped_bytes),
         ]);
     }
@@ -544,6 +597,7 @@ fn one_run(
         commits,
         replayed_s: reps.iter().map(|r| r.time_s).sum(),
         replayed_waf: stats.waf,
+        replayed_parts: WafParts::of(&stats),
         replayed_mapped_bytes: stats.mapped_bytes,
         // Filled in by the model runs (`model_run`).
         sim_rep_trim_commands: vec![],
@@ -553,6 +607,7 @@ fn one_run(
         sim_trims_per_unlink: 0,
         sim_s: 0.0,
         sim_waf: None,
+        sim_parts: WafParts::default(),
         sim_mapped_bytes: 0,
     })
 }
@@ -607,6 +662,7 @@ mod tests {
             commits: repeat + 1,
             replayed_s: 10.0,
             replayed_waf: Some(1.0),
+            replayed_parts: WafParts::default(),
             replayed_mapped_bytes: 1 << 29,
             sim_trim_commands: sim.0 * repeat,
             sim_trim_bytes: sim.1 * repeat,
@@ -617,6 +673,7 @@ mod tests {
             sim_trims_per_unlink: 0,
             sim_s: 10.0,
             sim_waf: Some(1.0),
+            sim_parts: WafParts::default(),
             sim_mapped_bytes: 1 << 29,
             rotational: false,
         }
@@ -682,6 +739,44 @@ mod tests {
             .filter(|id| id.contains("simfs-vs-ext4") && !id.contains("data-on-drive"))
             .collect();
         assert!(simfs.is_empty(), "{simfs:?}");
+    }
+
+    #[test]
+    fn the_waf_parts_add_up_to_the_mx500s_waf() {
+        use flash::Device;
+        let mut dev = flash::Preset::load("mx500")
+            .unwrap()
+            .with_capacity(256 << 20)
+            .build()
+            .unwrap();
+        // Overwrite the drive twice at random 64 KiB offsets: SLC-mode programs, folds and GC.
+        let mut now = 0;
+        let mut x: u64 = 7;
+        for _ in 0..2 * 4096 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let off = (x >> 33) % 4096 * 65536;
+            now = dev.submit(&flash::Command::write(off, 65536), now).unwrap();
+        }
+        dev.settle();
+        let stats = dev.stats();
+        let parts = WafParts::of(&stats);
+        assert!(
+            parts.gc_copied_pages > 0 && parts.slc_program_pages > 0,
+            "{parts:?}"
+        );
+        let sum: f64 = parts
+            .text()
+            .split(" + ")
+            .map(|x| x.parse::<f64>().unwrap())
+            .sum();
+        let waf = stats.waf.unwrap();
+        assert!(
+            (sum - waf).abs() < 0.015,
+            "{} = {sum} against WAF {waf}",
+            parts.text()
+        );
     }
 
     #[test]
