@@ -732,7 +732,21 @@ pub(crate) fn replay_repetitions(
     t: &trace::Trace,
     run_ends_ns: &[u64],
 ) -> Result<(Vec<RepReplay>, flash::DeviceStats), crate::LabError> {
+    replay_repetitions_thinking(drive, capacity_bytes, t, run_ends_ns, 1.0)
+}
+
+/// [`replay_repetitions`] with every think time, and every pause between repetitions,
+/// multiplied by `think_scale` (1: as captured): how the drive's result depends on the
+/// host's idle time.
+pub(crate) fn replay_repetitions_thinking(
+    drive: &str,
+    capacity_bytes: u64,
+    t: &trace::Trace,
+    run_ends_ns: &[u64],
+    think_scale: f64,
+) -> Result<(Vec<RepReplay>, flash::DeviceStats), crate::LabError> {
     use flash::Device;
+    let scaled = |ns: u64| (ns as f64 * think_scale).round() as u64;
     let mut dev = flash::Preset::load(drive)?
         .with_capacity(capacity_bytes)
         .build()?;
@@ -771,11 +785,12 @@ pub(crate) fn replay_repetitions(
                 r.think_ns = r.at_ns - rep_start_at;
             }
         }
-        for r in &requests {
+        for r in &mut requests {
             *seen.entry(r.stream).or_insert(0) += 1;
+            r.think_ns = scaled(r.think_ns);
         }
         if let (Some(prev), Some(first)) = (last_at_ns, requests.first()) {
-            now_ns += first.at_ns.saturating_sub(prev);
+            now_ns += scaled(first.at_ns.saturating_sub(prev));
         }
         last_at_ns = requests.last().map(|r| r.at_ns).or(last_at_ns);
         let before = dev.stats();

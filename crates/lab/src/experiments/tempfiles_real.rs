@@ -43,6 +43,8 @@ struct Run {
     replayed_waf: Option<f64>,
     /// The replayed drive's WAF in parts (after its last repetition settled).
     replayed_parts: WafParts,
+    /// The same trace replayed with the host's think times scaled ([`THINK_SCALES`]).
+    think_replays: Vec<ThinkReplay>,
     /// Bytes the replayed drive holds data for at the end (`flash::DeviceStats::
     /// mapped_bytes`): without discard, every address ext4 ever wrote.
     replayed_mapped_bytes: u64,
@@ -108,6 +110,19 @@ impl WafParts {
     }
 }
 
+/// The think-time scales the trace is replayed at again (1 is the replay itself): how the
+/// SLC cache's share of the WAF moves with the host's idle time.
+const THINK_SCALES: [f64; 2] = [0.5, 2.0];
+
+/// A replay with every think time and pause multiplied by `think_scale`.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct ThinkReplay {
+    think_scale: f64,
+    time_s: f64,
+    waf: Option<f64>,
+    parts: WafParts,
+}
+
 const ID: &str = "tempfiles-real";
 const TITLE: &str = "Hash-join temp files on real ext4: discard and fallocate (paper 000)";
 /// What the experiment needs, said when it is skipped.
@@ -142,7 +157,7 @@ pub fn run(scale: Scale, seed: u64, ctx: &super::RunCtx) -> Result<Section, crat
         seed,
         runtime_s: started.elapsed().as_secs_f64(),
         plots: plots(&runs),
-        tables: vec![runs_table(scale, &runs)],
+        tables: vec![runs_table(scale, &runs), think_table(&runs)],
         verdicts: analyse(&runs, repeat, capacity),
         provenance: provenance(),
         results: json!({"sf": sf, "repeat": repeat, "capacity_bytes": capacity, "images": images_at, "runs": runs}),
@@ -287,6 +302,57 @@ fn runs_table(scale: Scale, runs: &[Run]) -> Table {
     table
 }
 
+/// Table `tempfiles_real_think`: each capture replayed with the host's think times scaled,
+/// beside the replay as captured and simfs: where the SLC cache's share of WAF comes from.
+fn think_table(runs: &[Run]) -> Table {
+    let mut table = Table {
+        file_stem: "tempfiles_real_think".into(),
+        caption: "Each capture replayed on the MX500 preset again with every think time and pause between repetitions scaled (× 1: as captured), beside simfs: the WAF's parts (host pages' programs + GC's copies + SLC-mode programs, per host page) against the host's idle time".into(),
+        headers: [
+            "combination",
+            "host",
+            "think times ×",
+            "s (MX500)",
+            "WAF",
+            "WAF: host + GC + SLC",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: vec![],
+    };
+    for r in runs {
+        let name = combo_name(r.fallocate, r.discard);
+        let as_captured = ThinkReplay {
+            think_scale: 1.0,
+            time_s: r.replayed_s,
+            waf: r.replayed_waf,
+            parts: r.replayed_parts,
+        };
+        let mut replays: Vec<&ThinkReplay> = r.think_replays.iter().collect();
+        replays.push(&as_captured);
+        replays.sort_by(|a, b| a.think_scale.total_cmp(&b.think_scale));
+        for t in replays {
+            table.rows.push(vec![
+                name.into(),
+                "ext4, replayed".into(),
+                format!("{}", t.think_scale),
+                format!("{:.2}", t.time_s),
+                fmt_waf(t.waf),
+                t.parts.text(),
+            ]);
+        }
+        table.rows.push(vec![
+            name.into(),
+            "simfs".into(),
+            "—".into(),
+            format!("{:.2}", r.sim_s),
+            fmt_waf(r.sim_waf),
+            r.sim_parts.text(),
+        ]);
+    }
+    table
+}
+
 /// The join's time on the MX500: real ext4 replayed against simfs simulated.
 fn plots(runs: &[Run]) -> Vec<Plot> {
     vec![BarPlot {
@@ -321,7 +387,9 @@ fn question(scale: Scale, images_at: &str) -> String {
              files) inside a {} MiB ext4 on a loop device (its image {images_at}), mounted with \
              and without discard, fallocate on and off, each repetition committed once at its end and left \
              to settle, on one CPU; its block I/O is captured and replayed on a fresh MX500 preset \
-             of the same size, the repetitions one after another (closed loop per issuing task).",
+             of the same size, the repetitions one after another (closed loop per issuing task); and again \
+             with the host's think times halved and doubled (table `tempfiles_real_think`), since an SLC \
+             cache that folds in idle time takes more of a host's pages the more that host idles.",
             capacity >> 20
         )
 }
@@ -567,6 +635,19 @@ fn one_run(
     // of the whole trace would start them all at once).
     let (reps, stats) = super::replay_repetitions("mx500", capacity, t, &c.run_ends_ns)
         .map_err(|e| format!("{name}: {e}"))?;
+    let think_replays = THINK_SCALES
+        .iter()
+        .map(|&k| {
+            super::replay_repetitions_thinking("mx500", capacity, t, &c.run_ends_ns, k)
+                .map(|(reps, stats)| ThinkReplay {
+                    think_scale: k,
+                    time_s: reps.iter().map(|r| r.time_s).sum(),
+                    waf: stats.waf,
+                    parts: WafParts::of(&stats),
+                })
+                .map_err(|e| format!("{name}: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let commits = c
         .journal_commits
         .unwrap_or_else(|| t.count(flash::Op::Flush));
@@ -598,6 +679,7 @@ fn one_run(
         replayed_s: reps.iter().map(|r| r.time_s).sum(),
         replayed_waf: stats.waf,
         replayed_parts: WafParts::of(&stats),
+        think_replays,
         replayed_mapped_bytes: stats.mapped_bytes,
         // Filled in by the model runs (`model_run`).
         sim_rep_trim_commands: vec![],
@@ -663,6 +745,7 @@ mod tests {
             replayed_s: 10.0,
             replayed_waf: Some(1.0),
             replayed_parts: WafParts::default(),
+            think_replays: vec![],
             replayed_mapped_bytes: 1 << 29,
             sim_trim_commands: sim.0 * repeat,
             sim_trim_bytes: sim.1 * repeat,
@@ -777,6 +860,48 @@ mod tests {
             "{} = {sum} against WAF {waf}",
             parts.text()
         );
+    }
+
+    #[test]
+    fn a_host_that_idles_longer_sends_more_of_its_pages_through_the_slc_cache() {
+        // One task writes 512 MiB in 64 KiB requests, pausing 0.2 ms before each, on a 1 GiB
+        // MX500: with its pauses doubled, its SLC cache folds more between writes and takes
+        // more of them; halved, fewer. GC copies nothing either way (the drive is half full).
+        let requests = (0..8192u64)
+            .map(|i| trace::Request {
+                stream: 1,
+                cmd: flash::Command::write(i * 65536, 65536),
+                think_ns: 200_000,
+                at_ns: i * 300_000,
+                after: None,
+            })
+            .collect();
+        let t = trace::Trace {
+            requests,
+            timestamped: true,
+        };
+        let replay = |k: f64| {
+            let (reps, stats) = crate::experiments::replay_repetitions_thinking(
+                "mx500",
+                1 << 30,
+                &t,
+                &[u64::MAX],
+                k,
+            )
+            .unwrap();
+            (reps[0].time_s, WafParts::of(&stats))
+        };
+        let (fast_s, fast) = replay(0.5);
+        let (slow_s, slow) = replay(2.0);
+        assert!(slow_s > fast_s + 1.0, "{fast_s} s, then {slow_s} s");
+        let slc = |p: &WafParts| p.slc_program_pages as f64 / p.host_pages as f64;
+        assert!(
+            slc(&slow) > slc(&fast) + 0.1,
+            "SLC share {} with pauses halved, {} doubled",
+            slc(&fast),
+            slc(&slow)
+        );
+        assert_eq!(fast.gc_copied_pages + slow.gc_copied_pages, 0);
     }
 
     #[test]
