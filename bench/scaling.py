@@ -27,8 +27,12 @@ buffer's admission and GC-read release fixes of 2026-11-29; MX500, 840 Pro, nvme
 scaling_980_rested_runs.jsonl (the 980, --rest, aged by its workload's reads too, as
 steady preconditioning does on a drive with a mapping cache since 2026-11-29;
 scaling_980_rested_writeaged_runs.jsonl has the same runs aged by writes only, after
-translation pages joined GC's pacing): copy one to OUT/runs.jsonl to resume or to print its
-table with --report.
+translation pages joined GC's pacing). Since 2026-12-01 (a scaled drive keeps the full
+drive's blocks per die, docs/timing.md "Blocks per die kept"): scaling_4g_runs.jsonl
+(MX500, 840 Pro, nvme; --rest --writes 4GiB), scaling_4g_oldblocks_runs.jsonl (the same
+before that rule) and scaling_980_keepblocks_runs.jsonl (the 980, --rest, 256 MiB; its
+full-size runs are those of scaling_980_rested_runs.jsonl, which the rule does not change).
+Copy one to OUT/runs.jsonl to resume or to print its table with --report.
 """
 
 import argparse
@@ -71,6 +75,7 @@ def run_one(flashlab, preset, workload, qd, seed, capacity, timed_warmup=None, r
     d = json.loads(out.stdout)
     row = {"preset": preset, "workload": workload, "qd": qd, "seed": seed,
            "capacity": capacity, "writes": writes, "command": " ".join(cmd[1:])}
+    row["waf"] = d["waf"]
     for kind in ("read", "write"):
         lat = d[f"{kind}_latency_ns"]
         row[f"{kind}_count"] = lat["count"]

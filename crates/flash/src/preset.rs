@@ -121,9 +121,10 @@ impl Preset {
     }
 
     /// The same drive with a different user-visible capacity; parallelism, page size,
-    /// over-provisioning and timing are kept. If the smaller drive would have fewer than
-    /// [`MIN_BLOCKS_PER_DIE`] blocks per die, pages per block are halved (down to
-    /// [`MIN_PAGES_PER_BLOCK`]) so GC's per-die reserve does not eat the spare space;
+    /// over-provisioning and timing are kept. A smaller page-mapped drive halves its pages
+    /// per block (down to [`MIN_PAGES_PER_BLOCK`]) until it has the full drive's blocks per
+    /// die, so GC's per-die reserve and the open frontiers keep their share of the flash
+    /// (other FTLs, and any drive, until [`MIN_BLOCKS_PER_DIE`]);
     /// a mapping cache keeps its share of the map (so a scaled-down DRAM-less drive still
     /// misses as often); `notes` records the changes.
     pub fn with_capacity(self, logical_bytes: u64) -> Preset {
@@ -141,6 +142,7 @@ impl Preset {
             DeviceConfig::Ssd(c) => {
                 let g = &mut c.geometry;
                 let before_bytes = g.logical_bytes;
+                let full_blocks_per_die = g.blocks_per_die();
                 g.logical_bytes = logical_bytes;
                 if let Some(e) = &mut c.endurance {
                     // The ratings stay those of the drive the preset describes.
@@ -171,9 +173,20 @@ impl Preset {
                     return self;
                 }
                 let before = g.pages_per_block;
-                while g.blocks_per_die() < MIN_BLOCKS_PER_DIE
-                    && g.pages_per_block / 2 >= MIN_PAGES_PER_BLOCK
-                {
+                // A page-mapped drive keeps the full drive's blocks per die (as near as
+                // halving the pages per block reaches, down to MIN_PAGES_PER_BLOCK): every
+                // count of blocks, GC's free reserve and each die's open frontiers (the
+                // host's, GC's, the translation pages'), keeps its share of the flash, and
+                // so WAF and a cached map's translation GC keep theirs (docs/timing.md,
+                // "Blocks per die kept"). A log-block FTL maps whole blocks, so its blocks
+                // keep their size down to the floor alone.
+                let target =
+                    if c.ftl == crate::mapping::FtlKind::Page && logical_bytes < before_bytes {
+                        full_blocks_per_die.max(MIN_BLOCKS_PER_DIE)
+                    } else {
+                        MIN_BLOCKS_PER_DIE
+                    };
+                while g.blocks_per_die() < target && g.pages_per_block / 2 >= MIN_PAGES_PER_BLOCK {
                     g.pages_per_block /= 2;
                 }
                 if g.pages_per_block != before {

@@ -250,25 +250,23 @@ mod tests {
     #[test]
     fn a_scaled_run_is_told_which_figures_its_capacity_does_not_keep() {
         let full_of = |p: &str| crate::preset::Preset::load(p).unwrap().logical_bytes();
-        let full = full_of("840pro");
+        let full = full_of("mx500");
         let hotcold = "hotcold:0.7/0.3";
-        // The 840 Pro's QD1 hot/cold read p99.9 was missed at 16 GiB and kept from 64 GiB.
-        let at16 = notes("840pro", full, 16 << 30, hotcold, 1);
+        // The MX500's QD1 hot/cold read p99.9 was missed at 16 GiB and kept from 64 GiB.
+        let at16 = notes("mx500", full, 16 << 30, hotcold, 1);
         assert!(
             at16.iter()
                 .any(|n| n.contains("read p99.9 ") && n.contains("keeps it is 64 GiB")),
             "{at16:?}"
         );
         // A configuration whose runs kept every figure at a measured capacity: nothing.
-        let at64 = notes("840pro", full, 64 << 30, hotcold, 1);
+        let at64 = notes("mx500", full, 64 << 30, hotcold, 1);
         assert!(at64.is_empty(), "{at64:?}");
         // Below the smallest capacity measured, that is said first.
-        let at4 = notes("840pro", full, 4 << 30, hotcold, 1);
+        let at4 = notes("mx500", full, 4 << 30, hotcold, 1);
         assert!(at4[0].contains("from 16 GiB up"), "{at4:?}");
         // A figure no measured capacity below full size keeps.
-        let mx = full_of("mx500");
-        assert!(!notes("mx500", mx, 64 << 30, "uniform", 1).is_empty());
-        let full = mx;
+        assert!(!notes("mx500", full, 64 << 30, "uniform", 1).is_empty());
         // Full size, or a preset never measured: nothing.
         assert!(notes("mx500", full, full, "uniform", 32).is_empty());
         assert!(notes("x25e", 64 << 30, 4 << 30, "uniform", 32).is_empty());

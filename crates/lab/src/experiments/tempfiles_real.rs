@@ -635,19 +635,8 @@ fn one_run(
     // of the whole trace would start them all at once).
     let (reps, stats) = super::replay_repetitions("mx500", capacity, t, &c.run_ends_ns)
         .map_err(|e| format!("{name}: {e}"))?;
-    let think_replays = THINK_SCALES
-        .iter()
-        .map(|&k| {
-            super::replay_repetitions_thinking("mx500", capacity, t, &c.run_ends_ns, k)
-                .map(|(reps, stats)| ThinkReplay {
-                    think_scale: k,
-                    time_s: reps.iter().map(|r| r.time_s).sum(),
-                    waf: stats.waf,
-                    parts: WafParts::of(&stats),
-                })
-                .map_err(|e| format!("{name}: {e}"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let think_replays =
+        think_replays(capacity, t, &c.run_ends_ns).map_err(|e| format!("{name}: {e}"))?;
     let commits = c
         .journal_commits
         .unwrap_or_else(|| t.count(flash::Op::Flush));
@@ -692,6 +681,27 @@ fn one_run(
         sim_parts: WafParts::default(),
         sim_mapped_bytes: 0,
     })
+}
+
+/// The capture replayed on the MX500 again at each of [`THINK_SCALES`].
+fn think_replays(
+    capacity: u64,
+    t: &trace::Trace,
+    run_ends_ns: &[u64],
+) -> Result<Vec<ThinkReplay>, crate::LabError> {
+    THINK_SCALES
+        .iter()
+        .map(|&k| {
+            let (reps, stats) =
+                super::replay_repetitions_thinking("mx500", capacity, t, run_ends_ns, k)?;
+            Ok(ThinkReplay {
+                think_scale: k,
+                time_s: reps.iter().map(|r| r.time_s).sum(),
+                waf: stats.waf,
+                parts: WafParts::of(&stats),
+            })
+        })
+        .collect()
 }
 
 /// The model of a run: simfs over the simulated MX500 with the spill files' O_DIRECT (no
