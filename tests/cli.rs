@@ -253,19 +253,19 @@ fn sim_on_a_scaled_drive_names_the_latency_its_capacity_is_not_known_to_keep() {
             .map(|n| n.as_str().unwrap().to_string())
             .collect::<Vec<_>>()
     };
-    // The 840 Pro at 16 GiB missed its QD1 hot/cold read p99.9 (bench/results): named,
+    // The MX500 at 16 GiB missed its QD1 hot/cold read p99.9 (bench/results): named,
     // with where it is kept; at 4 GiB, below every capacity measured, that is said too.
-    let at16 = run(Some("16GiB"), "840pro");
+    let at16 = run(Some("16GiB"), "mx500");
     assert!(
         at16.iter()
             .any(|n| n.contains("read p99.9 ") && n.contains("64 GiB")),
         "{at16:?}"
     );
-    let at4 = run(Some("4GiB"), "840pro");
+    let at4 = run(Some("4GiB"), "mx500");
     assert!(at4.iter().any(|n| n.contains("from 16 GiB up")), "{at4:?}");
     // At a capacity whose runs kept every figure of this workload and queue depth, and on
     // a preset never measured: no such note.
-    assert!(run(Some("64GiB"), "840pro").is_empty());
+    assert!(run(Some("64GiB"), "mx500").is_empty());
     assert!(run(Some("1GiB"), "x25e").is_empty());
 }
 
