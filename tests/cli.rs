@@ -2294,16 +2294,23 @@ fn join_errors_are_clear_and_leave_nothing_behind() {
     assert_eq!(left, 0);
 }
 
-fn spill_files(dir: &std::path::Path) -> usize {
+/// A join's files in `dir`: its spill files (`flashlab-spill-RUN-N.tmp`) and, with
+/// `with_locks`, its run's lock (`flashlab-spill-RUN.lock`, made before the first spill
+/// file: a run killed between the two leaves a lock and no spill file).
+fn join_files(dir: &std::path::Path, with_locks: bool) -> usize {
     std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok())
         .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("flashlab-spill-")
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("flashlab-spill-") && (with_locks || name.ends_with(".tmp"))
         })
         .count()
+}
+
+/// Spill files in `dir`, and locks.
+fn spill_files(dir: &std::path::Path) -> usize {
+    join_files(dir, true)
 }
 
 /// Starts a long join and waits until it has spill files on disk.
@@ -2332,8 +2339,10 @@ fn start_spilling_join(dir: &std::path::Path) -> std::process::Child {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    for _ in 0..600 {
-        if spill_files(dir) > 0 {
+    // Spill files proper, not only the run's lock (which comes first); a busy machine may
+    // take a while to get there, and the wait ends as soon as one is there.
+    for _ in 0..6000 {
+        if join_files(dir, false) > 0 {
             break;
         }
         if let Some(status) = child.try_wait().unwrap() {
@@ -2341,7 +2350,10 @@ fn start_spilling_join(dir: &std::path::Path) -> std::process::Child {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    assert!(spill_files(dir) > 0, "the join should be spilling by now");
+    assert!(
+        join_files(dir, false) > 0,
+        "the join should be spilling by now"
+    );
     child
 }
 
@@ -2363,7 +2375,7 @@ fn ctrl_c_removes_spill_files_and_a_killed_runs_files_go_at_the_next_start() {
     child.kill().unwrap(); // SIGKILL: no chance to clean up
     child.wait().unwrap();
     assert!(
-        spill_files(&dir.0) > 0,
+        join_files(&dir.0, false) > 0,
         "a killed process leaves its spill files"
     );
     let v = stdout_json(&flashlab(&[
