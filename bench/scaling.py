@@ -28,11 +28,14 @@ scaling_980_rested_runs.jsonl (the 980, --rest, aged by its workload's reads too
 steady preconditioning does on a drive with a mapping cache since 2026-11-29;
 scaling_980_rested_writeaged_runs.jsonl has the same runs aged by writes only, after
 translation pages joined GC's pacing). Since 2026-12-01 (a scaled drive keeps the full
-drive's blocks per die, docs/timing.md "Blocks per die kept"): scaling_4g_runs.jsonl
-(MX500, 840 Pro, nvme; --rest --writes 4GiB), scaling_4g_oldblocks_runs.jsonl (the same
-before that rule), scaling_980_4g_runs.jsonl (the 980, --rest --writes 4GiB; not yet
+drive's blocks per die, docs/timing.md "Blocks per die kept"): scaling_4g_oldblocks_runs.jsonl
+(MX500, 840 Pro, nvme; --rest --writes 4GiB, before that rule), scaling_4g_lockstep_runs.jsonl
+(the same with it), scaling_980_4g_lockstep_runs.jsonl (the 980, --rest --writes 4GiB; not
 every configuration) and scaling_980_keepblocks_runs.jsonl (the 980, --rest, 256 MiB; its
 full-size runs are those of scaling_980_rested_runs.jsonl, which the rule does not change).
+Since paced GC keeps each die's phase (docs/timing.md "Dies in lockstep", 2026-12-01):
+scaling_4g_runs.jsonl (MX500, 840 Pro, nvme; --rest --writes 4GiB) and
+scaling_980_4g_runs.jsonl (the 980, the same; not yet every configuration).
 Copy one to OUT/runs.jsonl to resume or to print its table with --report.
 """
 

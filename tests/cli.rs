@@ -225,7 +225,7 @@ fn the_wear_report_projects_tbw_beside_the_datasheets_under_jesd219() {
 
 #[test]
 fn sim_on_a_scaled_drive_names_the_latency_its_capacity_is_not_known_to_keep() {
-    let run = |capacity: Option<&str>, preset: &str| {
+    let run = |capacity: Option<&str>, preset: &str, queue_depth: &str| {
         let mut args = vec![
             "sim",
             "--preset",
@@ -235,7 +235,7 @@ fn sim_on_a_scaled_drive_names_the_latency_its_capacity_is_not_known_to_keep() {
             "--read-fraction",
             "0.7",
             "--queue-depth",
-            "1",
+            queue_depth,
             "--writes",
             "1MiB",
             "--warmup",
@@ -253,20 +253,26 @@ fn sim_on_a_scaled_drive_names_the_latency_its_capacity_is_not_known_to_keep() {
             .map(|n| n.as_str().unwrap().to_string())
             .collect::<Vec<_>>()
     };
-    // The MX500 at 16 GiB missed its QD1 hot/cold read p99.9 (bench/results): named,
+    // The MX500 at 16 GiB missed its QD32 hot/cold write p99.9 (bench/results): named,
     // with where it is kept; at 4 GiB, below every capacity measured, that is said too.
-    let at16 = run(Some("16GiB"), "mx500");
+    let at16 = run(Some("16GiB"), "mx500", "32");
     assert!(
         at16.iter()
-            .any(|n| n.contains("read p99.9 ") && n.contains("64 GiB")),
+            .any(|n| n.contains("write p99.9 ") && n.contains("64 GiB")),
         "{at16:?}"
     );
-    let at4 = run(Some("4GiB"), "mx500");
+    let at4 = run(Some("4GiB"), "mx500", "32");
     assert!(at4.iter().any(|n| n.contains("from 16 GiB up")), "{at4:?}");
-    // At a capacity whose runs kept every figure of this workload and queue depth, and on
-    // a preset never measured: no such note.
-    assert!(run(Some("64GiB"), "mx500").is_empty());
-    assert!(run(Some("1GiB"), "x25e").is_empty());
+    // At a queue depth whose figures 16 GiB kept, the misses measured at another are
+    // named with the configuration they were measured under.
+    let qd1 = run(Some("16GiB"), "mx500", "1");
+    assert!(
+        !qd1.is_empty() && qd1.iter().all(|n| n.contains("--queue-depth 32")),
+        "{qd1:?}"
+    );
+    // At a capacity whose runs kept every figure, and on a preset never measured: no note.
+    assert!(run(Some("64GiB"), "mx500", "32").is_empty());
+    assert!(run(Some("1GiB"), "x25e", "1").is_empty());
 }
 
 #[test]

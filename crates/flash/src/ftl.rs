@@ -15,7 +15,8 @@
 //! writes the way a controller paces it, instead of falling due all at once when a host
 //! block opens (with the dies striped in step, every die at the same moment: a stall of
 //! seconds every `dies × block` host units, which a measured window short of that either
-//! misses or meets whole).
+//! misses or meets whole). Above the threshold what the last victim freed stays owed, so
+//! each die keeps its own phase instead of all restarting together as host blocks open.
 //!
 //! Flash operations are reported to a [`FlashSink`]; the timing model in `ssd` schedules
 //! them, and [`NoTiming`] discards them for the WAF-only fast path.
@@ -848,12 +849,18 @@ impl PageFtl {
     }
 
     /// Paced GC after a host unit on `die`: with the pool at the threshold or below, a
-    /// victim each time the host has used up what the last one freed.
+    /// victim each time the host has used up what the last one freed. Above the threshold
+    /// no victim is cleaned and what the last one freed stays owed, so each die keeps its
+    /// own phase. (Until 2026-12-01 the debt was forgiven there: every die's next victim
+    /// then fell due at the first host unit after its pool came back to the threshold,
+    /// which is when a host block opens, and host blocks open on all dies in step. The dies
+    /// cleaned in lockstep, a burst on every die at once every `dies × block` host units,
+    /// whose length and period followed the block size that `--capacity` scaling changes:
+    /// docs/timing.md, "Dies in lockstep".)
     #[inline(always)]
     fn pace<S: FlashSink>(&mut self, die: u32, sink: &mut S) {
         let d = die as usize;
         if self.die[d].free.len() > self.gc_free_blocks as usize {
-            self.gc_credit[d] = 0;
             return;
         }
         self.pace_low(die, sink);
@@ -1596,6 +1603,69 @@ mod tests {
             ftl.counters().gc_copied_units
         };
         assert!(run(true) < run(false) / 2);
+    }
+
+    /// Records each erase's die and the host units written before it.
+    struct EraseTimes {
+        host_units: u64,
+        erases: Vec<(u32, u64)>,
+    }
+    impl FlashSink for EraseTimes {
+        fn page_read(&mut self, _d: u32) {}
+        fn page_program(&mut self, _d: u32, _k: ProgramKind) {}
+        fn block_erase(&mut self, d: u32, _block: u32) {
+            self.erases.push((d, self.host_units));
+        }
+    }
+
+    /// Host blocks open on every die in step (writes stripe across the dies), so a rule
+    /// that restarts pacing there puts the dies' victims in step too.
+    #[test]
+    fn paced_dies_do_not_clean_in_lockstep() {
+        let g = Geometry {
+            channels: 8,
+            pages_per_block: 64,
+            logical_bytes: 1 << 30,
+            op: 0.07,
+            ..geometry(0.07)
+        };
+        let mut ftl = PageFtl::new(&g, GcPolicy::Greedy, 2)
+            .unwrap()
+            .with_pacing(true);
+        let n = ftl.logical_units();
+        let mut sink = EraseTimes {
+            host_units: 0,
+            erases: vec![],
+        };
+        let mut x = 12345u64;
+        for lpn in 0..n {
+            ftl.write(lpn, &mut sink).unwrap();
+        }
+        for _ in 0..4 * n {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ftl.write(((x >> 33) % n as u64) as u32, &mut sink).unwrap();
+            sink.host_units += 1;
+        }
+        // Erases in the last 2 n host units, by stripe (8 dies x 2 units a superpage).
+        let from = 2 * n as u64;
+        let mut by_window = std::collections::BTreeMap::<u64, Vec<u32>>::new();
+        for &(d, t) in sink.erases.iter().filter(|e| e.1 >= from) {
+            by_window.entry(t / 16).or_default().push(d);
+        }
+        let total = sink.erases.iter().filter(|e| e.1 >= from).count();
+        let in_crowds: usize = by_window
+            .values()
+            .filter(|v| v.len() >= 6)
+            .map(|v| v.len())
+            .sum();
+        // Independent dies put about one erase in a stripe; dies in step put a victim on
+        // most dies in the same stripe (a fifth of all erases before the debt was kept).
+        assert!(
+            in_crowds * 100 < total,
+            "{in_crowds} of {total} erases fell in stripes where 6 of 8 dies erased"
+        );
     }
 
     #[test]

@@ -243,6 +243,11 @@ mod tests {
             let narrow = say(spread);
             assert_eq!(narrow.len(), 1, "{narrow:?}");
             assert!(narrow[0].contains("1.19x at 16 GiB"), "{narrow:?}");
+            // A figure no measured capacity below full size keeps.
+            assert!(
+                narrow[0].contains("no measured capacity below full size keeps it"),
+                "{narrow:?}"
+            );
             assert!(!narrow[0].contains("own seeds"), "{narrow:?}");
         }
     }
@@ -252,21 +257,19 @@ mod tests {
         let full_of = |p: &str| crate::preset::Preset::load(p).unwrap().logical_bytes();
         let full = full_of("mx500");
         let hotcold = "hotcold:0.7/0.3";
-        // The MX500's QD1 hot/cold read p99.9 was missed at 16 GiB and kept from 64 GiB.
-        let at16 = notes("mx500", full, 16 << 30, hotcold, 1);
+        // The MX500's QD32 hot/cold write p99.9 was missed at 16 GiB and kept from 64 GiB.
+        let at16 = notes("mx500", full, 16 << 30, hotcold, 32);
         assert!(
             at16.iter()
-                .any(|n| n.contains("read p99.9 ") && n.contains("keeps it is 64 GiB")),
+                .any(|n| n.contains("write p99.9 ") && n.contains("keeps it is 64 GiB")),
             "{at16:?}"
         );
         // A configuration whose runs kept every figure at a measured capacity: nothing.
-        let at64 = notes("mx500", full, 64 << 30, hotcold, 1);
+        let at64 = notes("mx500", full, 64 << 30, hotcold, 32);
         assert!(at64.is_empty(), "{at64:?}");
         // Below the smallest capacity measured, that is said first.
-        let at4 = notes("mx500", full, 4 << 30, hotcold, 1);
+        let at4 = notes("mx500", full, 4 << 30, hotcold, 32);
         assert!(at4[0].contains("from 16 GiB up"), "{at4:?}");
-        // A figure no measured capacity below full size keeps.
-        assert!(!notes("mx500", full, 64 << 30, "uniform", 1).is_empty());
         // Full size, or a preset never measured: nothing.
         assert!(notes("mx500", full, full, "uniform", 32).is_empty());
         assert!(notes("x25e", 64 << 30, 4 << 30, "uniform", 32).is_empty());
