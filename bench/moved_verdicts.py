@@ -39,10 +39,18 @@ def cell(t):
 
 
 args = [a for a in sys.argv[1:]]
+if not args or args[0] in ("-h", "--help"):
+    print(__doc__.strip())
+    sys.exit(0 if args else 2)
 null = None
-if "--null" in args:
-    i = args.index("--null"); null = load(args[i + 1]); del args[i:i + 2]
-a, b = load(args[0]), load(args[1]); thr = float(args[2]) if len(args) > 2 else 0.05
+try:
+    if "--null" in args:
+        i = args.index("--null"); null = load(args[i + 1]); del args[i:i + 2]
+    a, b = load(args[0]), load(args[1]); thr = float(args[2]) if len(args) > 2 else 0.05
+except (IndexError, OSError, ValueError) as e:
+    print(f"moved_verdicts: {e} (usage: OLD/results.json NEW/results.json [SHARE] [--null MID/results.json])",
+          file=sys.stderr)
+    sys.exit(2)
 if null is None:
     for k in sorted(set(a) | set(b)):
         if k not in a: print(f"NEW  {k}: {b[k][:3]}"); continue
