@@ -35,7 +35,7 @@ every configuration) and scaling_980_keepblocks_runs.jsonl (the 980, --rest, 256
 full-size runs are those of scaling_980_rested_runs.jsonl, which the rule does not change).
 Since paced GC keeps each die's phase (docs/timing.md "Dies in lockstep", 2026-12-01):
 scaling_4g_runs.jsonl (MX500, 840 Pro, nvme; --rest --writes 4GiB) and
-scaling_980_4g_runs.jsonl (the 980, the same; uniform complete, hot/cold in progress).
+scaling_980_4g_runs.jsonl (the 980, the same).
 Copy one to OUT/runs.jsonl to resume or to print its table with --report.
 """
 
