@@ -35,7 +35,8 @@ every configuration) and scaling_980_keepblocks_runs.jsonl (the 980, --rest, 256
 full-size runs are those of scaling_980_rested_runs.jsonl, which the rule does not change).
 Since paced GC keeps each die's phase (docs/timing.md "Dies in lockstep", 2026-12-01):
 scaling_4g_runs.jsonl (MX500, 840 Pro, nvme; --rest --writes 4GiB) and
-scaling_980_4g_runs.jsonl (the 980, the same).
+scaling_980_4g_runs.jsonl (the 980, the same; its hot/cold QD32 runs also with seeds 4-6,
+and at 128 GiB and 256 GiB, by docs/timing.md "More seeds where the seeds disagree").
 Copy one to OUT/runs.jsonl to resume or to print its table with --report.
 """
 

@@ -31,6 +31,11 @@ pub struct ScalingMiss {
     /// seeds differ by more than the ±15% a comparison allows (absent in older files).
     #[serde(default)]
     pub full_seed_spread: Option<f64>,
+    /// The seeds behind each mean where more than the usual three were run (a
+    /// configuration whose full-size seeds spread wider than ±15%; docs/timing.md, "More
+    /// seeds where the seeds disagree"); absent means seeds 1-3.
+    #[serde(default)]
+    pub seeds: Option<u32>,
     /// The smallest measured capacity from which every measured one keeps the figure, or
     /// `full` if none below full does.
     pub keeps_at: String,
@@ -168,7 +173,14 @@ fn notes_in(
                 ),
                 None => "no measured capacity below full size keeps it".to_string(),
             };
+            let seeds = ms[0].seeds.unwrap_or(3);
+            // More seeds than three are run where the seeds disagreed (docs/timing.md,
+            // "More seeds where the seeds disagree"): the miss is then judged on them all.
             let noisy = match ms[0].full_seed_spread {
+                Some(s) if s > SPREAD_RESOLVED && seeds > 3 => format!(
+                    "; the full-size drive's own seeds spread {:.0}% on this figure, so it was judged on {seeds} seeds",
+                    s * 100.0
+                ),
                 Some(s) if s > SPREAD_RESOLVED => format!(
                     "; the full-size drive's own seeds spread {:.0}% on this figure, so the miss may be the seeds'",
                     s * 100.0
@@ -176,7 +188,7 @@ fn notes_in(
                 _ => String::new(),
             };
             format!(
-                "scaled runs{config} did not keep the full-size drive's {f} ({:.3} ms): {measured}; {kept}{noisy} ({}, 70% reads, steady at 90% full; presets/scaling_limits.toml)",
+                "scaled runs{config} did not keep the full-size drive's {f} ({:.3} ms): {measured}; {kept}{noisy} ({}, means over {seeds} seeds, 70% reads, steady at 90% full; presets/scaling_limits.toml)",
                 ms[0].full_ms, ms[0].runs
             )
     }));
@@ -249,7 +261,13 @@ mod tests {
                 "{narrow:?}"
             );
             assert!(!narrow[0].contains("own seeds"), "{narrow:?}");
+            assert!(narrow[0].contains("means over 3 seeds"), "{narrow:?}");
         }
+        // A configuration judged on more seeds says how many.
+        let six = say("full_seed_spread = 0.20\nseeds = 6\n");
+        assert!(six[0].contains("means over 6 seeds"), "{six:?}");
+        assert!(six[0].contains("so it was judged on 6 seeds"), "{six:?}");
+        assert!(!six[0].contains("may be the seeds'"), "{six:?}");
     }
 
     #[test]
