@@ -285,6 +285,16 @@ mod tests {
         // A configuration whose runs kept every figure at a measured capacity: nothing.
         let at64 = notes("mx500", full, 64 << 30, hotcold, 32);
         assert!(at64.is_empty(), "{at64:?}");
+        // The 980's QD32 hot/cold write p99.9, judged on six seeds, is kept from 128 GiB.
+        let full_980 = full_of("980");
+        let at64 = notes("980", full_980, 64 << 30, hotcold, 32);
+        assert!(
+            at64.iter().any(|n| n.contains("write p99.9 ")
+                && n.contains("keeps it is 128 GiB")
+                && n.contains("over 6 seeds")),
+            "{at64:?}"
+        );
+        assert!(notes("980", full_980, 128 << 30, hotcold, 32).is_empty());
         // Below the smallest capacity measured, that is said first.
         let at4 = notes("mx500", full, 4 << 30, hotcold, 32);
         assert!(at4[0].contains("from 16 GiB up"), "{at4:?}");
