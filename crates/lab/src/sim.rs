@@ -1328,11 +1328,10 @@ mod tests {
         // On the 840 Pro it is not: writes wait for a program's end (p99 ~1.2 ms) and reads
         // queue at QD32 on its dies to about the same (1.06x at 4 GiB, 1.20x since paced
         // dies keep their own phase), so only "about the same" (within 25%) is asserted;
-        // docs/timing.md says why. The 980's reads wait for its mapping cache's
-        // translation-page reads as well (0.71x of write p99 since its translation pages
-        // joined GC's pacing, 0.88x since the dies keep their own phase; its writes' p99
-        // had been inflated by the stalls of an unreleased backlog, 0.22x): only "faster
-        // than writes". Under the
+        // docs/timing.md says why. The 980 at 4 GiB is not a faithful copy of the full
+        // drive (its 16 translation frontiers hold 3x its translation pages, so its WAF is
+        // 6.0 against 11.5; it meets the bound at full size and from 16 GiB up): 0.88x,
+        // so only "faster than writes". Under the
         // null model (`fifo`) read p99 is at least 0.9 of write p99 everywhere. (`nvme` is
         // left out: its flash keeps up with these writes, so they never wait.)
         for (name, most) in [("mx500", 0.5), ("840pro", 1.25), ("980", 0.9)] {
@@ -1408,7 +1407,9 @@ mod tests {
         // Issue 43 item 4 at a size CI affords (bench/scaling.py runs the whole table): 70/30
         // random 4 KiB at QD32, steady at 90%, the same 256 MiB of measured writes (~153k
         // reads) at 16 GiB and at the preset's full 256 GB; every read and write p50, p99
-        // and p99.9 within ±15%. (The MX500 and 980 do not pass yet: docs/timing.md.)
+        // and p99.9 within ±15%. (The MX500's and 980's
+        // figures need bench/scaling.py's 4 GiB window, too long for CI; there they keep all
+        // but the four presets/scaling_limits.toml names: docs/timing.md.)
         let at = |capacity_bytes: Option<u64>| {
             let preset = SsdOverrides {
                 capacity_bytes,
