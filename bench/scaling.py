@@ -34,7 +34,8 @@ drive's blocks per die, docs/timing.md "Blocks per die kept"): scaling_4g_oldblo
 every configuration) and scaling_980_keepblocks_runs.jsonl (the 980, --rest, 256 MiB; its
 full-size runs are those of scaling_980_rested_runs.jsonl, which the rule does not change).
 Since paced GC keeps each die's phase (docs/timing.md "Dies in lockstep", 2026-12-01):
-scaling_4g_runs.jsonl (MX500, 840 Pro, nvme; --rest --writes 4GiB) and
+scaling_4g_runs.jsonl (MX500, 840 Pro, nvme; --rest --writes 4GiB; the MX500's hot/cold
+QD32 runs also at 58 GiB, a quarter of its 250 GB) and
 scaling_980_4g_runs.jsonl (the 980, the same; its hot/cold QD32 runs also with seeds 4-6,
 and at 128 GiB and 256 GiB, by docs/timing.md "More seeds where the seeds disagree").
 Copy one to OUT/runs.jsonl to resume or to print its table with --report.
@@ -89,13 +90,25 @@ def run_one(flashlab, preset, workload, qd, seed, capacity, timed_warmup=None, r
     return row
 
 
-def load(path):
+def load(path, must_exist=False):
+    """The runs of a runs.jsonl, by key; {} if it does not exist (unless `must_exist`)."""
     rows = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
+    if not os.path.exists(path):
+        if must_exist:
+            sys.exit(f"{path}: no such file")
+        return rows
+    if not os.path.isfile(path):
+        sys.exit(f"{path}: not a file (a runs.jsonl is one JSON object a line)")
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            try:
                 r = json.loads(line)
                 rows[key(r["preset"], r["workload"], r["qd"], r["seed"], r["capacity"])] = r
+                capacity_bytes(r["capacity"])
+            except json.JSONDecodeError as e:
+                sys.exit(f"{path}:{n}: not a JSON object ({e})")
+            except (KeyError, TypeError) as e:
+                sys.exit(f"{path}:{n}: a run without its {e} field")
     return rows
 
 
@@ -104,8 +117,8 @@ def capacity_bytes(capacity):
     if capacity == "full":
         return None
     m = re.fullmatch(r"(\d+)GiB", capacity)
-    if not m:
-        sys.exit(f"capacity {capacity!r}: expected N GiB or full")
+    if not m or int(m.group(1)) == 0:
+        sys.exit(f"capacity {capacity!r}: expected N GiB (e.g. 16GiB) or full")
     return int(m.group(1)) << 30
 
 
@@ -126,6 +139,7 @@ def comparisons(rows):
         for workload in WORKLOADS:
             for qd in QUEUE_DEPTHS:
                 seeds = config_seeds(rows, preset, workload, qd)
+                incomplete_seeds(rows, preset, workload, qd, seeds)
 
                 def mean(capacity, fig):
                     vals = [rows[k][fig] for s in seeds
@@ -154,6 +168,21 @@ def config_seeds(rows, preset, workload, qd):
     full = {r["seed"] for r in rows.values() if (r["preset"], r["workload"], r["qd"],
                                                  r["capacity"]) == (preset, workload, qd, "full")}
     return sorted(full) if full.issuperset(SEEDS) and len(full) > len(SEEDS) else SEEDS
+
+
+def incomplete_seeds(rows, preset, workload, qd, seeds):
+    """Stop where a capacity holds some of a configuration's seeds but not all: its mean
+    would be over other seeds than the full size's, so its comparison would silently drop
+    out of the table and the limits (a capacity with none of them was not measured, and is
+    left out openly)."""
+    for cap in {r["capacity"] for r in rows.values()}:
+        have = {r["seed"] for r in rows.values()
+                if (r["preset"], r["workload"], r["qd"], r["capacity"]) == (preset, workload, qd, cap)}
+        if have and not have.issuperset(seeds):
+            missing = sorted(set(seeds) - have)
+            sys.exit(f"{preset} {workload} QD{qd}: judged on seeds {seeds} (those run at full size), "
+                     f"but {cap} has only {sorted(have)}: run --seeds "
+                     f"{','.join(map(str, missing))} --capacities {cap}, or remove the extra seeds")
 
 
 FIGURE_NAMES = {"p50": "p50", "p99": "p99", "p999": "p99.9"}
@@ -210,15 +239,16 @@ def limits(sources):
     out = ["# Written by `python3 bench/scaling.py --limits presets/scaling_limits.toml "
            + " ".join(f"{p}={f}" for p, f in sources.items()) + "`; do not edit by hand.",
            "# Each [[miss]]: a latency figure that `sim --capacity` did not keep within ±15% of",
-           "# the full-size drive's (mean over seeds 1-3; 70% reads; steady preconditioning at 90%",
+           "# the full-size drive's (mean over seeds 1-3, or over `seeds` where more were run; 70% reads; steady preconditioning at 90%",
            "# occupancy; the measured window's writes in each runs file), the ratio, the full-size",
            "# seeds' spread ((max - min) / mean: above 0.15 one drive's seeds differ by more than a",
            "# comparison allows), and the smallest measured capacity from which every capacity measured keeps",
            "# it. `sim` prints them on a scaled drive",
            "# (docs/timing.md, \"Latency across --capacity\"). Each [[measured]]: a preset's",
-           "# scaled capacities measured and how many of its comparisons kept their figure.", ""]
+           "# scaled capacities, workloads and queue depths measured, and how many of its",
+           "# comparisons kept their figure.", ""]
     for preset, path in sources.items():
-        rows = {k: r for k, r in load(path).items() if r["preset"] == preset}
+        rows = {k: r for k, r in load(path, must_exist=True).items() if r["preset"] == preset}
         if not rows:
             sys.exit(f"{path}: no runs of {preset}")
         comps = comparisons(rows)
@@ -227,6 +257,10 @@ def limits(sources):
         out += ["[[measured]]",
                 f'preset = "{preset}"',
                 "capacities = [" + ", ".join(f'"{c}"' for c in scaled_capacities(rows)) + "]",
+                "workloads = [" + ", ".join(f'"{WORKLOADS[w]}"' for w in WORKLOADS
+                                            if any(r["workload"] == w for r in rows.values())) + "]",
+                "queue_depths = [" + ", ".join(str(q) for q in QUEUE_DEPTHS
+                                               if any(r["qd"] == q for r in rows.values())) + "]",
                 f"comparisons = {len(judged)}",
                 f"kept = {sum(judged)}",
                 f'runs = "{path}"', ""]
@@ -253,6 +287,29 @@ def limits(sources):
                         f'keeps_at = "{keeps_at}"',
                         f'runs = "{path}"', ""]
     return "\n".join(out)
+
+
+def names(option, text, allowed):
+    """A comma-separated list of names, each checked against `allowed` (if given), before
+    any run starts."""
+    items = [t.strip() for t in text.split(",")]
+    for t in items:
+        if not t or (allowed is not None and t not in allowed):
+            sys.exit(f"{option}: {t!r} is not one of {', '.join(allowed)}" if allowed is not None
+                     else f"{option}: an empty entry in {text!r}")
+    if len(set(items)) != len(items):
+        sys.exit(f"{option}: {text!r} names one twice")
+    return items
+
+
+def positive_ints(option, text):
+    """A comma-separated list of positive integers (seeds, queue depths)."""
+    out = []
+    for t in names(option, text, None):
+        if not t.isdigit() or int(t) == 0:
+            sys.exit(f"{option}: {t!r} is not a positive integer")
+        out.append(int(t))
+    return out
 
 
 def main():
@@ -283,23 +340,42 @@ def main():
     a = ap.parse_args()
     if a.limits:
         out, *pairs = a.limits
-        sources = dict(p.split("=", 1) for p in pairs)
-        with open(out, "w") as f:
-            f.write(limits(sources))
+        if not pairs:
+            sys.exit("--limits OUT.toml PRESET=RUNS ...: name at least one preset's runs")
+        sources = {}
+        for p in pairs:
+            preset, eq, path = p.partition("=")
+            if not eq or preset not in PRESETS or not path:
+                sys.exit(f"--limits: {p!r} is not PRESET=RUNS.jsonl with PRESET one of "
+                         f"{', '.join(PRESETS)}")
+            if preset in sources:
+                sys.exit(f"--limits: {preset} named twice")
+            sources[preset] = path
+        text = limits(sources)  # every input checked before OUT is touched
+        try:
+            with open(out, "w") as f:
+                f.write(text)
+        except OSError as e:
+            sys.exit(f"--limits: cannot write {out}: {e.strerror}")
         return
     if a.report:
-        print(table(load(a.report)), end="")
+        print(table(load(a.report, must_exist=True)), end="")
         return
+    presets = names("--presets", a.presets, PRESETS)
+    workloads = names("--workloads", a.workloads, WORKLOADS)
+    queue_depths = positive_ints("--queue-depths", a.queue_depths)
+    seeds = positive_ints("--seeds", a.seeds)
+    capacities = names("--capacities", a.capacities, None)
+    for cap in capacities:
+        capacity_bytes(cap)
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, "runs.jsonl")
     rows = load(path)
-    for preset in a.presets.split(","):
-        for workload in a.workloads.split(","):
-            if workload not in WORKLOADS:
-                sys.exit(f"--workloads: {workload!r} is not one of {', '.join(WORKLOADS)}")
-            for qd in [int(q) for q in a.queue_depths.split(",")]:
-                for seed in [int(s) for s in a.seeds.split(",")]:
-                    for cap in a.capacities.split(","):
+    for preset in presets:
+        for workload in workloads:
+            for qd in queue_depths:
+                for seed in seeds:
+                    for cap in capacities:
                         k = key(preset, workload, qd, seed, cap)
                         if k in rows:
                             continue

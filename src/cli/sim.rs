@@ -96,21 +96,40 @@ fn sim_spec_on(a: &SimArgs, preset: Preset) -> Result<SimSpec> {
     })
 }
 
-/// What the measured scaling runs say of this run's capacity, for a built-in preset whose
-/// capacity `--capacity` changed (see [`flash::scaling_limits::notes`]).
-fn scaling_notes(name: &str, spec: &SimSpec) -> Vec<String> {
+/// What the measured scaling runs say of this run's capacity, for a built-in preset
+/// (`--preset NAME`, a conventional drive) whose capacity `--capacity` changed (see
+/// [`flash::scaling_limits::notes`]). A run unlike the scaling runs (the drive changed by
+/// other options, other requests, reads or preconditioning) is told their conditions.
+fn scaling_notes(name: &str, kind: Option<super::DriveKind>, spec: &SimSpec) -> Vec<String> {
+    if kind.is_some_and(|k| k != super::DriveKind::Conventional) {
+        return Vec::new();
+    }
     let Some((_, text)) = flash::preset::BUILTIN.iter().find(|(n, _)| *n == name) else {
         return Vec::new();
     };
     let Ok(full) = Preset::from_toml(name, text) else {
         return Vec::new();
     };
+    let full_bytes = full.logical_bytes();
+    let shipped = full.with_capacity(spec.preset.logical_bytes());
+    let steady_at_90 = matches!(
+        spec.precondition,
+        Some((lab::precondition::Precondition::Steady { .. }, occupancy)) if occupancy == 0.9
+    );
+    let as_measured = shipped.ssd_config() == spec.preset.ssd_config()
+        && spec.request_bytes == 4096
+        && spec.read_fraction == 0.7
+        && steady_at_90
+        && spec.timing;
     flash::scaling_limits::notes(
         name,
-        full.logical_bytes(),
+        full_bytes,
         spec.preset.logical_bytes(),
-        &spec.pattern.to_string(),
-        spec.queue_depth,
+        flash::scaling_limits::Run {
+            workload: &spec.pattern.to_string(),
+            queue_depth: spec.queue_depth,
+            as_measured,
+        },
     )
 }
 
@@ -129,7 +148,7 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
         None => Vec::new(),
     };
     let wall_s = started.elapsed().as_secs_f64();
-    let scaling = scaling_notes(&a.device.preset, &spec);
+    let scaling = scaling_notes(&a.device.preset, None, &spec);
     if a.json {
         let mut v = serde_json::to_value(&result)?;
         v["wall_s"] = serde_json::json!(wall_s);
@@ -206,7 +225,8 @@ fn run_compare(a: &SimArgs, drives: &[(String, String, Option<super::DriveKind>)
         if let Some(s) = s {
             series.push((run.clone(), s));
         }
-        done.push((run.clone(), spec, result));
+        let scaling = scaling_notes(preset, *kind, &spec);
+        done.push((run.clone(), spec, result, scaling));
     }
     let recorded = if series.is_empty() {
         Vec::new()
@@ -215,7 +235,7 @@ fn run_compare(a: &SimArgs, drives: &[(String, String, Option<super::DriveKind>)
     };
     let cols: Vec<super::compare::Column> = done
         .iter()
-        .map(|(run, _, r)| super::compare::Column {
+        .map(|(run, _, r, _)| super::compare::Column {
             name: run.clone(),
             stats: r.stats.clone(),
             load: None,
@@ -224,11 +244,11 @@ fn run_compare(a: &SimArgs, drives: &[(String, String, Option<super::DriveKind>)
     let wall_s = started.elapsed().as_secs_f64();
     if a.json {
         let mut each = Vec::new();
-        for (run, spec, r) in &done {
+        for (run, spec, r, scaling) in &done {
             let mut v = serde_json::to_value(r)?;
             v["run"] = serde_json::json!(run);
             v["preset_notes"] = serde_json::json!(spec.preset.notes);
-            v["scaling_notes"] = serde_json::json!(scaling_notes(&r.preset, spec));
+            v["scaling_notes"] = serde_json::json!(scaling);
             each.push(v);
         }
         let v = serde_json::json!({
@@ -248,17 +268,12 @@ fn run_compare(a: &SimArgs, drives: &[(String, String, Option<super::DriveKind>)
         first.seed,
         if a.timing.on() { "on" } else { "off" }
     );
-    for (run, spec, r) in &done {
+    for (run, spec, r, scaling) in &done {
         println!(
             "  {run}: {} ({} bytes logical)",
             spec.preset.description, r.logical_bytes
         );
-        for n in spec
-            .preset
-            .notes
-            .iter()
-            .chain(&scaling_notes(&r.preset, spec))
-        {
+        for n in spec.preset.notes.iter().chain(scaling) {
             println!("    note            {n}");
         }
     }

@@ -50,6 +50,9 @@ pub struct Measured {
     pub preset: String,
     /// The scaled capacities run (`16GiB`, `64GiB`), smallest first.
     pub capacities: Vec<String>,
+    /// The workloads run, as `sim --workload` takes them, and the queue depths.
+    pub workloads: Vec<String>,
+    pub queue_depths: Vec<u32>,
     /// Figures times capacities compared with full size, and how many kept within ±15%.
     pub comparisons: u32,
     pub kept: u32,
@@ -83,27 +86,27 @@ fn gib_bytes(capacity: &str) -> Option<u64> {
         .map(|n| n << 30)
 }
 
+/// A run, as far as the scaling runs' conditions go.
+#[derive(Debug, Clone, Copy)]
+pub struct Run<'a> {
+    /// As `sim --workload` prints it (`uniform`, `hotcold:0.7/0.3`).
+    pub workload: &'a str,
+    pub queue_depth: u32,
+    /// The rest of the run is as the scaling runs were: the preset as shipped but for its
+    /// capacity, 4 KiB requests, 70% reads, steady preconditioning at 90% occupancy,
+    /// timing on.
+    pub as_measured: bool,
+}
+
 /// What `sim` says of a run of the built-in `preset` at `logical_bytes` (below its full
-/// size of `full_bytes`) under `workload` at `queue_depth`: one line per latency figure a
-/// measured scaled run of the preset missed and that is not known to be kept at this
-/// capacity (it is below the smallest capacity measured to keep it). If the run's
-/// workload and queue depth were measured, only their figures; otherwise every measured
-/// configuration's, each named. Empty for a full-size run or a preset never measured.
-pub fn notes(
-    preset: &str,
-    full_bytes: u64,
-    logical_bytes: u64,
-    workload: &str,
-    queue_depth: u32,
-) -> Vec<String> {
-    notes_in(
-        file(),
-        preset,
-        full_bytes,
-        logical_bytes,
-        workload,
-        queue_depth,
-    )
+/// size of `full_bytes`): one line per latency figure a measured scaled run of the preset
+/// missed and that is not known to be kept at this capacity (it is below the smallest
+/// capacity measured to keep it). If the run is one that was measured (its workload and
+/// queue depth, and otherwise as the runs were), only its figures, and none if it kept
+/// them all; otherwise every measured configuration's, each named with its conditions.
+/// Empty for a full-size run or a preset never measured.
+pub fn notes(preset: &str, full_bytes: u64, logical_bytes: u64, run: Run) -> Vec<String> {
+    notes_in(file(), preset, full_bytes, logical_bytes, run)
 }
 
 /// [`notes`] from the limits file `f`.
@@ -112,9 +115,13 @@ fn notes_in(
     preset: &str,
     full_bytes: u64,
     logical_bytes: u64,
-    workload: &str,
-    queue_depth: u32,
+    run: Run,
 ) -> Vec<String> {
+    let Run {
+        workload,
+        queue_depth,
+        ..
+    } = run;
     if logical_bytes >= full_bytes {
         return Vec::new();
     }
@@ -134,9 +141,9 @@ fn notes_in(
         }
     }
     let misses: Vec<ScalingMiss> = f.miss.into_iter().filter(|m| m.preset == preset).collect();
-    let measured_here = misses
-        .iter()
-        .any(|m| m.workload == workload && m.queue_depth == queue_depth);
+    let measured_here = run.as_measured
+        && measured.workloads.iter().any(|w| w == workload)
+        && measured.queue_depths.contains(&queue_depth);
     // (workload, queue depth, figure) -> the misses, in file order (smallest capacity first).
     let mut groups: Vec<(String, u32, String, Vec<&ScalingMiss>)> = Vec::new();
     for m in &misses {
@@ -164,7 +171,7 @@ fn notes_in(
             let config = if measured_here {
                 String::new()
             } else {
-                format!(" under --workload {w} --queue-depth {q}")
+                format!(" unlike this one (--workload {w} --queue-depth {q}, and the conditions in brackets)")
             };
             let kept = match gib_bytes(&ms[0].keeps_at) {
                 Some(_) => format!(
@@ -188,7 +195,7 @@ fn notes_in(
                 _ => String::new(),
             };
             format!(
-                "scaled runs{config} did not keep the full-size drive's {f} ({:.3} ms): {measured}; {kept}{noisy} ({}, means over {seeds} seeds, 70% reads, steady at 90% full; presets/scaling_limits.toml)",
+                "scaled runs{config} did not keep the full-size drive's {f} ({:.3} ms): {measured}; {kept}{noisy} ({}, means over {seeds} seeds, the preset as shipped, 4 KiB requests, 70% reads, steady at 90% full; presets/scaling_limits.toml)",
                 ms[0].full_ms, ms[0].runs
             )
     }));
@@ -198,6 +205,15 @@ fn notes_in(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run as the scaling runs were, under `workload` at `queue_depth`.
+    fn run(workload: &str, queue_depth: u32) -> Run<'_> {
+        Run {
+            workload,
+            queue_depth,
+            as_measured: true,
+        }
+    }
 
     #[test]
     fn the_compiled_in_limits_parse_and_name_built_in_presets() {
@@ -236,7 +252,8 @@ mod tests {
     fn a_miss_whose_full_size_seeds_spread_wider_than_the_band_says_so() {
         let text = |spread: &str| {
             format!(
-                "[[measured]]\npreset = \"840pro\"\ncapacities = [\"16GiB\"]\ncomparisons = 2\n\
+                "[[measured]]\npreset = \"840pro\"\ncapacities = [\"16GiB\"]\n\
+                 workloads = [\"uniform\"]\nqueue_depths = [1]\ncomparisons = 2\n\
                  kept = 1\nruns = \"bench/results/x.jsonl\"\n\n[[miss]]\npreset = \"840pro\"\n\
                  workload = \"uniform\"\nqueue_depth = 1\nfigure = \"read p99.9\"\n\
                  capacity = \"16GiB\"\nratio = 1.19\nfull_ms = 0.366\n{spread}\
@@ -245,7 +262,7 @@ mod tests {
         };
         let say = |spread: &str| {
             let f: LimitsFile = toml::from_str(&text(spread)).expect("parses");
-            notes_in(f, "840pro", 256 << 30, 16 << 30, "uniform", 1)
+            notes_in(f, "840pro", 256 << 30, 16 << 30, run("uniform", 1))
         };
         let wide = say("full_seed_spread = 1.07\n");
         assert_eq!(wide.len(), 1, "{wide:?}");
@@ -275,38 +292,56 @@ mod tests {
         let full_of = |p: &str| crate::preset::Preset::load(p).unwrap().logical_bytes();
         let full = full_of("mx500");
         let hotcold = "hotcold:0.7/0.3";
-        // The MX500's QD32 hot/cold write p99.9 was missed at 16 GiB and kept from 64 GiB.
-        let at16 = notes("mx500", full, 16 << 30, hotcold, 32);
+        // The MX500's QD32 hot/cold write p99.9 was missed at 16 GiB and kept from 58 GiB
+        // (a quarter of its 250 GB).
+        let at16 = notes("mx500", full, 16 << 30, run(hotcold, 32));
         assert!(
             at16.iter()
-                .any(|n| n.contains("write p99.9 ") && n.contains("keeps it is 64 GiB")),
+                .any(|n| n.contains("write p99.9 ") && n.contains("keeps it is 58 GiB")),
+            "{at16:?}"
+        );
+        assert!(
+            !at16.iter().any(|n| n.contains("unlike this one")),
             "{at16:?}"
         );
         // A configuration whose runs kept every figure at a measured capacity: nothing.
-        let at64 = notes("mx500", full, 64 << 30, hotcold, 32);
-        assert!(at64.is_empty(), "{at64:?}");
+        assert!(notes("mx500", full, 58 << 30, run(hotcold, 32)).is_empty());
+        // A measured configuration that kept every figure at 16 GiB: nothing either, not
+        // another configuration's misses.
+        let uniform = notes("mx500", full, 16 << 30, run("uniform", 32));
+        assert!(uniform.is_empty(), "{uniform:?}");
         // The 980's QD32 hot/cold write p99.9, judged on six seeds, is kept from 128 GiB.
         let full_980 = full_of("980");
-        let at64 = notes("980", full_980, 64 << 30, hotcold, 32);
+        let at64 = notes("980", full_980, 64 << 30, run(hotcold, 32));
         assert!(
             at64.iter().any(|n| n.contains("write p99.9 ")
                 && n.contains("keeps it is 128 GiB")
                 && n.contains("over 6 seeds")),
             "{at64:?}"
         );
-        assert!(notes("980", full_980, 128 << 30, hotcold, 32).is_empty());
+        assert!(notes("980", full_980, 128 << 30, run(hotcold, 32)).is_empty());
         // Below the smallest capacity measured, that is said first.
-        let at4 = notes("mx500", full, 4 << 30, hotcold, 32);
+        let at4 = notes("mx500", full, 4 << 30, run(hotcold, 32));
         assert!(at4[0].contains("from 16 GiB up"), "{at4:?}");
         // Full size, or a preset never measured: nothing.
-        assert!(notes("mx500", full, full, "uniform", 32).is_empty());
-        assert!(notes("x25e", 64 << 30, 4 << 30, "uniform", 32).is_empty());
-        // A configuration never measured: every measured one's misses, each named.
-        let other = notes("mx500", full, 16 << 30, "zipf:0.9", 4);
-        assert!(!other.is_empty());
-        assert!(
-            other.iter().all(|n| n.contains("under --workload")),
-            "{other:?}"
-        );
+        assert!(notes("mx500", full, full, run("uniform", 32)).is_empty());
+        assert!(notes("x25e", 64 << 30, 4 << 30, run("uniform", 32)).is_empty());
+        // A configuration never measured, or a measured one run otherwise than the runs
+        // were (other reads, preconditioning or drive settings): every measured
+        // configuration's misses, each named as unlike this run.
+        let unlike = Run {
+            as_measured: false,
+            ..run(hotcold, 32)
+        };
+        for other in [run("zipf:0.9", 4), unlike] {
+            let said = notes("mx500", full, 16 << 30, other);
+            assert_eq!(said.len(), 3, "{said:?}");
+            assert!(
+                said.iter()
+                    .all(|n| n
+                        .contains("unlike this one (--workload hotcold:0.7/0.3 --queue-depth 32,")),
+                "{said:?}"
+            );
+        }
     }
 }
