@@ -330,7 +330,9 @@ def main():
                     "for 16 times the requests)")
     ap.add_argument("--seeds", default=",".join(map(str, SEEDS)),
                     help="run these seeds (e.g. 4,5,6 for a configuration whose full-size seeds "
-                    "spread wider than the band; the table then judges it on every seed run)")
+                    "spread wider than the band; where the runs file holds seeds 1-3 and more at "
+                    "full size, the table judges the configuration on every seed run there, and "
+                    "stops if a scaled capacity lacks one)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS),
                     help="run only these workloads (uniform, 'hotcold 70/30')")
     ap.add_argument("--capacities", default=",".join(CAPACITIES),

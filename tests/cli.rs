@@ -270,7 +270,7 @@ fn sim_on_a_scaled_drive_names_the_latency_its_capacity_is_not_known_to_keep() {
     );
     // Run as the scaling runs were: the miss is this run's own; at a queue depth whose
     // figures 16 GiB kept, nothing.
-    let steady = ["--precondition", "steady", "--occupancy", "0.9"];
+    let steady = ["--precondition", "steady", "--occupancy", "0.9", "--rest"];
     let own = run_with(Some("16GiB"), "mx500", "32", &steady);
     assert!(
         own.iter().any(|n| n.contains("write p99.9 ")) && own.iter().all(|n| !n.contains("unlike")),

@@ -99,7 +99,8 @@ fn sim_spec_on(a: &SimArgs, preset: Preset) -> Result<SimSpec> {
 /// What the measured scaling runs say of this run's capacity, for a built-in preset
 /// (`--preset NAME`, a conventional drive) whose capacity `--capacity` changed (see
 /// [`flash::scaling_limits::notes`]). A run unlike the scaling runs (the drive changed by
-/// other options, other requests, reads or preconditioning) is told their conditions.
+/// other options, other requests, reads, preconditioning or no rest) is told their
+/// conditions.
 fn scaling_notes(name: &str, kind: Option<super::DriveKind>, spec: &SimSpec) -> Vec<String> {
     if kind.is_some_and(|k| k != super::DriveKind::Conventional) {
         return Vec::new();
@@ -120,6 +121,7 @@ fn scaling_notes(name: &str, kind: Option<super::DriveKind>, spec: &SimSpec) -> 
         && spec.request_bytes == 4096
         && spec.read_fraction == 0.7
         && steady_at_90
+        && spec.idle_after_precondition
         && spec.timing;
     flash::scaling_limits::notes(
         name,

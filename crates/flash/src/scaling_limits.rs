@@ -93,8 +93,8 @@ pub struct Run<'a> {
     pub workload: &'a str,
     pub queue_depth: u32,
     /// The rest of the run is as the scaling runs were: the preset as shipped but for its
-    /// capacity, 4 KiB requests, 70% reads, steady preconditioning at 90% occupancy,
-    /// timing on.
+    /// capacity, 4 KiB requests, 70% reads, steady preconditioning at 90% occupancy and a
+    /// rest after it, timing on.
     pub as_measured: bool,
 }
 
@@ -132,7 +132,7 @@ fn notes_in(
     if let Some(smallest) = measured.capacities.first().and_then(|c| gib_bytes(c)) {
         if logical_bytes < smallest {
             out.push(format!(
-                "latency across --capacity was measured for {preset} from {} up ({} of {} figures within ±15% of full size; {}): below it no figure is known to keep the full-size drive's",
+                "latency across --capacity was measured for {preset} from {} up ({} of {} comparisons within ±15% of full size; {}): below it no figure is known to keep the full-size drive's",
                 measured.capacities[0].replace("GiB", " GiB"),
                 measured.kept,
                 measured.comparisons,
@@ -195,7 +195,7 @@ fn notes_in(
                 _ => String::new(),
             };
             format!(
-                "scaled runs{config} did not keep the full-size drive's {f} ({:.3} ms): {measured}; {kept}{noisy} ({}, means over {seeds} seeds, the preset as shipped, 4 KiB requests, 70% reads, steady at 90% full; presets/scaling_limits.toml)",
+                "scaled runs{config} did not keep the full-size drive's {f} ({:.3} ms): {measured}; {kept}{noisy} ({}, means over {seeds} seeds, the preset as shipped, 4 KiB requests, 70% reads, steady at 90% full, rested; presets/scaling_limits.toml)",
                 ms[0].full_ms, ms[0].runs
             )
     }));
