@@ -99,16 +99,20 @@ def load(path, must_exist=False):
         return rows
     if not os.path.isfile(path):
         sys.exit(f"{path}: not a file (a runs.jsonl is one JSON object a line)")
-    with open(path) as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):
             try:
                 r = json.loads(line)
-                rows[key(r["preset"], r["workload"], r["qd"], r["seed"], r["capacity"])] = r
-                capacity_bytes(r["capacity"])
             except json.JSONDecodeError as e:
                 sys.exit(f"{path}:{n}: not a JSON object ({e})")
-            except (KeyError, TypeError) as e:
-                sys.exit(f"{path}:{n}: a run without its {e} field")
+            if not isinstance(r, dict):
+                sys.exit(f"{path}:{n}: not a JSON object (a run is one object a line)")
+            missing = [f for f in ("preset", "workload", "qd", "seed", "capacity") if f not in r]
+            if missing:
+                sys.exit(f"{path}:{n}: a run without its {', '.join(missing)} field")
+            if r["capacity"] != "full" and not re.fullmatch(r"[1-9][0-9]*GiB", str(r["capacity"])):
+                sys.exit(f"{path}:{n}: capacity {r['capacity']!r}: expected N GiB or full")
+            rows[key(r["preset"], r["workload"], r["qd"], r["seed"], r["capacity"])] = r
     return rows
 
 
@@ -116,8 +120,8 @@ def capacity_bytes(capacity):
     """Bytes of a capacity as sim takes it ("16GiB"); None for "full"."""
     if capacity == "full":
         return None
-    m = re.fullmatch(r"(\d+)GiB", capacity)
-    if not m or int(m.group(1)) == 0:
+    m = re.fullmatch(r"([1-9][0-9]*)GiB", capacity)
+    if not m:
         sys.exit(f"capacity {capacity!r}: expected N GiB (e.g. 16GiB) or full")
     return int(m.group(1)) << 30
 
@@ -175,7 +179,7 @@ def incomplete_seeds(rows, preset, workload, qd, seeds):
     would be over other seeds than the full size's, so its comparison would silently drop
     out of the table and the limits (a capacity with none of them was not measured, and is
     left out openly)."""
-    for cap in {r["capacity"] for r in rows.values()}:
+    for cap in sorted({r["capacity"] for r in rows.values()}, key=lambda c: capacity_bytes(c) or 0):
         have = {r["seed"] for r in rows.values()
                 if (r["preset"], r["workload"], r["qd"], r["capacity"]) == (preset, workload, qd, cap)}
         if have and not have.issuperset(seeds):
@@ -306,7 +310,7 @@ def positive_ints(option, text):
     """A comma-separated list of positive integers (seeds, queue depths)."""
     out = []
     for t in names(option, text, None):
-        if not t.isdigit() or int(t) == 0:
+        if not re.fullmatch(r"[1-9][0-9]*", t):
             sys.exit(f"{option}: {t!r} is not a positive integer")
         out.append(int(t))
     return out

@@ -277,6 +277,9 @@ fn sim_on_a_scaled_drive_names_the_latency_its_capacity_is_not_known_to_keep() {
         "{own:?}"
     );
     assert!(run_with(Some("16GiB"), "mx500", "1", &steady).is_empty());
+    // An FDP drive was never measured: nothing, even as the one drive of the run.
+    let fdp = [&steady[..], &["--drive", "fdp"]].concat();
+    assert!(run_with(Some("16GiB"), "mx500", "32", &fdp).is_empty());
     let at4 = run(Some("4GiB"), "mx500", "32");
     assert!(at4.iter().any(|n| n.contains("from 16 GiB up")), "{at4:?}");
     // At a queue depth whose figures 16 GiB kept, the misses measured at another are

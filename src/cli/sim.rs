@@ -115,13 +115,15 @@ fn scaling_notes(name: &str, kind: Option<super::DriveKind>, spec: &SimSpec) -> 
     let shipped = full.with_capacity(spec.preset.logical_bytes());
     let steady_at_90 = matches!(
         spec.precondition,
-        Some((lab::precondition::Precondition::Steady { .. }, occupancy)) if occupancy == 0.9
+        Some((lab::precondition::Precondition::Steady { max_x }, occupancy))
+            if occupancy == 0.9 && max_x == lab::precondition::DEFAULT_STEADY_MAX_X
     );
     let as_measured = shipped.ssd_config() == spec.preset.ssd_config()
         && spec.request_bytes == 4096
         && spec.read_fraction == 0.7
         && steady_at_90
         && spec.idle_after_precondition
+        && spec.timed_warmup_x == 0.0
         && spec.timing;
     flash::scaling_limits::notes(
         name,
@@ -150,7 +152,8 @@ pub(crate) fn run(a: SimArgs) -> Result<()> {
         None => Vec::new(),
     };
     let wall_s = started.elapsed().as_secs_f64();
-    let scaling = scaling_notes(&a.device.preset, None, &spec);
+    let kind = drives.first().and_then(|(_, _, k)| *k);
+    let scaling = scaling_notes(&a.device.preset, kind, &spec);
     if a.json {
         let mut v = serde_json::to_value(&result)?;
         v["wall_s"] = serde_json::json!(wall_s);
