@@ -56,6 +56,8 @@ SEEDS = [1, 2, 3]
 CAPACITIES = ["16GiB", "64GiB", "full"]
 FIGURES = [(kind, p) for kind in ("read", "write") for p in ("p50", "p99", "p999")]
 TOLERANCE = 0.15
+# A scaled capacity as sim takes it and the runs record it: whole GiB, no leading zero.
+CAPACITY = re.compile(r"([1-9][0-9]*)GiB")
 # The measured window's writes (sim --writes): 65,536 writes and about 153,000 reads.
 WINDOW = "256MiB"
 
@@ -110,7 +112,7 @@ def load(path, must_exist=False):
             missing = [f for f in ("preset", "workload", "qd", "seed", "capacity") if f not in r]
             if missing:
                 sys.exit(f"{path}:{n}: a run without its {', '.join(missing)} field")
-            if r["capacity"] != "full" and not re.fullmatch(r"[1-9][0-9]*GiB", str(r["capacity"])):
+            if r["capacity"] != "full" and not CAPACITY.fullmatch(str(r["capacity"])):
                 sys.exit(f"{path}:{n}: capacity {r['capacity']!r}: expected N GiB or full")
             rows[key(r["preset"], r["workload"], r["qd"], r["seed"], r["capacity"])] = r
     return rows
@@ -120,7 +122,7 @@ def capacity_bytes(capacity):
     """Bytes of a capacity as sim takes it ("16GiB"); None for "full"."""
     if capacity == "full":
         return None
-    m = re.fullmatch(r"([1-9][0-9]*)GiB", capacity)
+    m = CAPACITY.fullmatch(capacity)
     if not m:
         sys.exit(f"capacity {capacity!r}: expected N GiB (e.g. 16GiB) or full")
     return int(m.group(1)) << 30
@@ -297,10 +299,11 @@ def names(option, text, allowed):
     """A comma-separated list of names, each checked against `allowed` (if given), before
     any run starts."""
     items = [t.strip() for t in text.split(",")]
+    if "" in items:
+        sys.exit(f"{option}: an empty entry in {text!r}")
     for t in items:
-        if not t or (allowed is not None and t not in allowed):
-            sys.exit(f"{option}: {t!r} is not one of {', '.join(allowed)}" if allowed is not None
-                     else f"{option}: an empty entry in {text!r}")
+        if allowed is not None and t not in allowed:
+            sys.exit(f"{option}: {t!r} is not one of {', '.join(allowed)}")
     if len(set(items)) != len(items):
         sys.exit(f"{option}: {text!r} names one twice")
     return items
